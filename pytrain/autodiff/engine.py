@@ -1,0 +1,88 @@
+"""Reverse-mode differentiation of an ONNX graph: emits the backward nodes that compute the
+gradient of one scalar (or summed) loss with respect to the chosen parameters."""
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional, Sequence, Set
+
+from pytrain.autodiff.builder import GradBuilder
+from pytrain.autodiff.registry import NON_DIFFERENTIABLE, ForwardNode, differentiable_ops, get_rule
+from pytrain.errors import UnsupportedOpError
+from pytrain.graph import NameScope, node_label, topological_order
+from pytrain.proto import NodeProto
+
+
+def grad_name(param: str) -> str:
+    """The training model's output holding ``param``'s gradient (ORT's naming)."""
+    return param + "_grad"
+
+
+def _diff_inputs(node: NodeProto) -> List[int]:
+    """Positions of inputs through which gradient can flow (empty for non-differentiable ops)."""
+    if node.op_type in NON_DIFFERENTIABLE and not node.domain:
+        return []
+    rule = get_rule(node.op_type, node.domain or "")
+    if rule is None:
+        return list(range(len(node.input)))  # unknown: assume it would, so we can report it
+    if rule.when is not None and not rule.when(ForwardNode(node, [], None)):
+        return []
+    return [i for i in range(len(node.input)) if rule.input_differentiable(i)]
+
+
+def build_gradients(nodes: Sequence[NodeProto], available: Iterable[str], loss: str,
+                    params: Sequence[str], scope: NameScope) -> GradBuilder:
+    """Append to a GradBuilder the nodes computing ``<param>_grad`` for every name in ``params``.
+
+    ``nodes`` is the forward graph (its nodes may gain outputs that rules need to save).
+    Raises UnsupportedOpError naming the first node on a loss path that has no gradient rule.
+    """
+    order = topological_order(nodes, available)
+    # forward sweep: which tensors depend differentiably on a parameter
+    carries: Set[str] = set(params)
+    for n in order:
+        if any(n.input[i] in carries for i in _diff_inputs(n) if n.input[i]):
+            rule = get_rule(n.op_type, n.domain or "")
+            outs = n.output if rule is None else [o for i, o in enumerate(n.output) if rule.output_differentiable(i)]
+            carries.update(o for o in outs if o)
+    # backward sweep: which of those reach the loss
+    reaches: Set[str] = {loss}
+    relevant: List[NodeProto] = []
+    for n in reversed(order):
+        if any(o in reaches for o in n.output if o) and any(
+                n.input[i] in carries for i in _diff_inputs(n) if n.input[i]):
+            relevant.append(n)
+            reaches.update(n.input[i] for i in _diff_inputs(n) if n.input[i] in carries)
+
+    b = GradBuilder(scope)
+    grads: Dict[str, List[str]] = {loss: [b.op("Expand", b.scalar(1.0, loss), b.op("Shape", loss))]}
+
+    def total(name: str) -> Optional[str]:
+        parts = grads.get(name)
+        if not parts:
+            return None
+        if len(parts) > 1:
+            grads[name] = [b.op("Sum", *parts)]
+        return grads[name][0]
+
+    for n in relevant:  # already in reverse topological order
+        rule = get_rule(n.op_type, n.domain or "")
+        if rule is None:
+            raise UnsupportedOpError(
+                "node %s has no gradient rule, and it lies between trainable parameters and the "
+                "loss; freeze the parameters before it or use ops with gradients: %s"
+                % (node_label(n), ", ".join(differentiable_ops())))
+        dys = [total(o) if o and rule.output_differentiable(i) else None for i, o in enumerate(n.output)]
+        if all(d is None for d in dys):
+            continue
+        needs = [bool(x) and x in carries and x in reaches and i in _diff_inputs(n)
+                 for i, x in enumerate(n.input)]
+        dxs = rule.fn(b, ForwardNode(n, needs, scope), dys)
+        for i, dx in enumerate(dxs):
+            if dx is not None and needs[i]:
+                grads.setdefault(n.input[i], []).append(dx)
+
+    for p in params:
+        g = total(p)
+        if g is None:  # the parameter does not influence the loss: its gradient is zero
+            g = b.zeros_like(p)
+        b.op("Identity", g, out_names=[grad_name(p)])
+    return b

@@ -1,0 +1,146 @@
+"""``pytrain generate``: training artifacts from an inference ONNX model."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections import Counter
+from typing import Any, Dict, List
+
+from pytrain.cli import _artifacts as A
+from pytrain.cli._common import CliError, count, say, shape_str, size_str, table, write_file_atomic
+
+LOSSES = {"ce": "CrossEntropyLoss", "mse": "MSELoss", "bce": "BCEWithLogitsLoss", "l1": "L1Loss"}
+_HYPER = {"momentum": ("sgd",), "nesterov": ("sgd",), "beta1": ("adam", "adamw"),
+          "beta2": ("adam", "adamw"), "eps": ("adam", "adamw")}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("generate", help="make training artifacts from an ONNX model",
+                       description="Write training_model.onnx, eval_model.onnx, "
+                                   "optimizer_model.onnx and checkpoint into DIR.")
+    p.add_argument("model", metavar="MODEL.onnx", help="inference model to train")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="artifact directory")
+    p.add_argument("--loss", choices=sorted(LOSSES), default="ce",
+                   help="ce: cross entropy on int64 'labels'; mse/l1/bce: float 'target' "
+                        "shaped like the output (default: ce)")
+    p.add_argument("--reduction", choices=("mean", "sum"), default="mean")
+    p.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adamw")
+    p.add_argument("--momentum", type=float, help="SGD momentum (default 0)")
+    p.add_argument("--nesterov", action="store_true", help="SGD Nesterov momentum")
+    p.add_argument("--weight-decay", type=float,
+                   help="default 0 for sgd/adam, 0.01 for adamw (decoupled)")
+    p.add_argument("--beta1", type=float, help="Adam beta1 (default 0.9)")
+    p.add_argument("--beta2", type=float, help="Adam beta2 (default 0.999)")
+    p.add_argument("--eps", type=float, help="Adam epsilon (default 1e-8)")
+    p.add_argument("--max-grad-norm", type=float, help="clip the global gradient norm")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--requires-grad", nargs="+", metavar="NAME",
+                       help="train only these initializers")
+    which.add_argument("--frozen", nargs="+", metavar="NAME", help="keep these initializers fixed")
+    which.add_argument("--trainable-ops", type=int, metavar="N",
+                       help="train only the parameters of the last N ops that have parameters")
+    p.add_argument("--outputs", nargs="+", metavar="NAME",
+                   help="model outputs the eval model reports next to the loss (default: all)")
+    p.add_argument("--nominal", action="store_true",
+                   help="checkpoint with parameter shapes only (weights supplied at run time)")
+    p.add_argument("--force", action="store_true", help="overwrite existing artifacts in DIR")
+    p.set_defaults(run=run)
+
+
+def _optimizer(args: argparse.Namespace):
+    from pytrain import artifacts
+
+    for opt_name, allowed in _HYPER.items():
+        value = getattr(args, opt_name)
+        if value not in (None, False) and args.optimizer not in allowed:
+            raise CliError("--{} applies to --optimizer {} only, not {}".format(
+                opt_name.replace("_", "-"), " / ".join(allowed), args.optimizer))
+    kw: Dict[str, Any] = {}
+    if args.weight_decay is not None:
+        kw["weight_decay"] = args.weight_decay
+    if args.max_grad_norm is not None:
+        kw["max_grad_norm"] = args.max_grad_norm
+    if args.optimizer == "sgd":
+        if args.momentum is not None:
+            kw["momentum"] = args.momentum
+        if args.nesterov:
+            kw["nesterov"] = True
+        return artifacts.SGD(**kw)
+    if args.beta1 is not None or args.beta2 is not None:
+        kw["betas"] = (0.9 if args.beta1 is None else args.beta1,
+                       0.999 if args.beta2 is None else args.beta2)
+    if args.eps is not None:
+        kw["eps"] = args.eps
+    return (artifacts.Adam if args.optimizer == "adam" else artifacts.AdamW)(**kw)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytrain import artifacts
+    from pytrain.cli._artifacts import load_model_file, load_state
+
+    out_dir = args.output
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise CliError("-o {} is a file, expected a directory".format(out_dir))
+    existing = [f for f in A.FILES if os.path.exists(os.path.join(out_dir, f))]
+    if existing and not args.force:
+        raise CliError("{} already holds training artifacts ({}); pass --force to overwrite them"
+                       .format(out_dir, ", ".join(existing)))
+    model = load_model_file(args.model, "model")
+    outputs = [o.name for o in model.graph.output]
+    extra = args.outputs if args.outputs else outputs
+    arts = artifacts.generate_artifacts(
+        model, requires_grad=args.requires_grad, frozen_params=args.frozen,
+        loss=artifacts.LossType(LOSSES[args.loss]), optimizer=_optimizer(args),
+        additional_output_names=extra, nominal_checkpoint=args.nominal,
+        trainable_ops=args.trainable_ops, loss_reduction=args.reduction)
+
+    # record how the artifacts were made, so train/eval/export need no repeated options
+    state = load_state(arts.checkpoint)
+    state.properties[A.P_LOSS] = args.loss
+    state.properties[A.P_REDUCTION] = args.reduction
+    state.properties[A.P_OUTPUTS] = json.dumps(outputs)
+    checkpoint = state.to_bytes(include_optimizer_state=True)
+
+    os.makedirs(out_dir, exist_ok=True)
+    blobs = (arts.training_model, arts.eval_model, arts.optimizer_model, checkpoint)
+    for fname, blob in zip(A.FILES, blobs):
+        write_file_atomic(os.path.join(out_dir, fname), blob)
+    for line in summary_lines(args, model, state, arts, blobs):
+        say(line)
+    return 0
+
+
+def summary_lines(args: argparse.Namespace, model, state, arts, blobs) -> List[str]:
+    """One screen: files, loss/optimizer, what trains, what is frozen, the op histogram."""
+    lines = ["wrote training artifacts to {}/".format(args.output.rstrip("/\\"))]
+    lines += table([(f, size_str(len(b))) for f, b in zip(A.FILES, blobs)])
+    info = getattr(arts, "summary", None) or {}
+    lines.append("loss: {} ({}), label input {}".format(
+        LOSSES[args.loss], args.reduction, ", ".join(repr(n) for n in info.get("labels", [])) or "?"))
+    lines.append("optimizer: {}".format(info.get("optimizer", args.optimizer)))
+    trainable = [p for p in state.parameters.values() if p.requires_grad]
+    frozen = [p for p in state.parameters.values() if not p.requires_grad]
+
+    def n_params(ps) -> int:
+        total = 0
+        for p in ps:
+            size = 1
+            for d in p.shape:
+                size *= int(d)
+            total += size
+        return total
+
+    lines.append("trainable: {} parameters in {} tensors".format(count(n_params(trainable)), len(trainable)))
+    shown = trainable[:12]
+    lines += table([(p.name, shape_str(list(p.shape)), count(n_params([p]))) for p in shown], "    ")
+    if len(trainable) > len(shown):
+        lines.append("    ... and {} more".format(len(trainable) - len(shown)))
+    lines.append("frozen: {} parameters in {} tensors".format(count(n_params(frozen)), len(frozen)))
+    if args.nominal:
+        lines.append("nominal checkpoint: weights are not stored; load them before training")
+    hist = Counter(n.op_type for n in model.graph.node)
+    lines.append("ops: " + ", ".join("{} x{}".format(op, c) for op, c in sorted(
+        hist.items(), key=lambda kv: (-kv[1], kv[0]))))
+    lines.append("next: pytrain train {} --data FILE".format(args.output))
+    return lines

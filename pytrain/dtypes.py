@@ -1,0 +1,74 @@
+"""ONNX tensor element types and their numpy dtypes."""
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+from pytrain.errors import GraphError
+
+# TensorProto.DataType values, from onnx.proto.
+UNDEFINED = 0
+FLOAT = 1
+UINT8 = 2
+INT8 = 3
+UINT16 = 4
+INT16 = 5
+INT32 = 6
+INT64 = 7
+STRING = 8
+BOOL = 9
+FLOAT16 = 10
+DOUBLE = 11
+UINT32 = 12
+UINT64 = 13
+BFLOAT16 = 16
+
+_TO_NUMPY: Dict[int, np.dtype] = {
+    FLOAT: np.dtype(np.float32),
+    UINT8: np.dtype(np.uint8),
+    INT8: np.dtype(np.int8),
+    UINT16: np.dtype(np.uint16),
+    INT16: np.dtype(np.int16),
+    INT32: np.dtype(np.int32),
+    INT64: np.dtype(np.int64),
+    STRING: np.dtype(object),
+    BOOL: np.dtype(np.bool_),
+    FLOAT16: np.dtype(np.float16),
+    DOUBLE: np.dtype(np.float64),
+    UINT32: np.dtype(np.uint32),
+    UINT64: np.dtype(np.uint64),
+}
+_FROM_NUMPY: Dict[np.dtype, int] = {v: k for k, v in _TO_NUMPY.items()}
+
+NAMES: Dict[int, str] = {
+    UNDEFINED: "undefined", FLOAT: "float32", UINT8: "uint8", INT8: "int8", UINT16: "uint16",
+    INT16: "int16", INT32: "int32", INT64: "int64", STRING: "string", BOOL: "bool",
+    FLOAT16: "float16", DOUBLE: "float64", UINT32: "uint32", UINT64: "uint64", BFLOAT16: "bfloat16",
+}
+
+
+def to_numpy(elem_type: int) -> np.dtype:
+    """The numpy dtype of an ONNX element type (``TensorProto.FLOAT`` -> float32)."""
+    try:
+        return _TO_NUMPY[elem_type]
+    except KeyError:
+        raise GraphError("ONNX element type %r (%s) is not supported; supported: %s" % (
+            elem_type, NAMES.get(elem_type, "unknown"),
+            ", ".join(NAMES[k] for k in sorted(_TO_NUMPY)))) from None
+
+
+def from_numpy(dtype: "np.dtype | type") -> int:
+    """The ONNX element type of a numpy dtype."""
+    dt = np.dtype(dtype)
+    if dt.kind in "US":
+        return STRING
+    try:
+        return _FROM_NUMPY[dt]
+    except KeyError:
+        raise GraphError("numpy dtype %s has no ONNX element type" % dt) from None
+
+
+def is_float(elem_type: int) -> bool:
+    """Whether gradients can flow through tensors of this element type."""
+    return elem_type in (FLOAT, DOUBLE, FLOAT16, BFLOAT16)

@@ -1,0 +1,38 @@
+"""The exceptions pytrain raises. Every message names the thing that is wrong and what was expected."""
+from __future__ import annotations
+
+
+class PytrainError(Exception):
+    """Base class of every error pytrain raises on purpose."""
+
+
+class ModelFormatError(PytrainError, ValueError):
+    """An ONNX model (file or bytes) is malformed, truncated or unsupported in form (e.g. external data)."""
+
+
+class UnsupportedOpError(PytrainError):
+    """A node uses an operator pytrain has no kernel or gradient rule for."""
+
+
+class GraphError(PytrainError, ValueError):
+    """The graph is inconsistent: a tensor is used but never produced, a cycle, a bad attribute."""
+
+
+class InputError(PytrainError, ValueError):
+    """A value fed to a model has the wrong name, dtype or shape, or a required input is missing."""
+
+
+class ArtifactError(PytrainError, ValueError):
+    """Bad arguments to generate_artifacts (requires_grad naming a non-initializer, overlapping lists...)."""
+
+
+class CheckpointError(PytrainError, ValueError):
+    """A checkpoint is corrupted, truncated, of an unknown version, or does not match the model."""
+
+
+class KernelError(PytrainError, RuntimeError):
+    """A kernel failed while running a node; the message names the node, its op and its input shapes."""
+
+
+class DataError(PytrainError, ValueError):
+    """Training data is malformed: a non-numeric CSV cell, a missing label column, a shape mismatch."""

@@ -1,0 +1,124 @@
+"""Runs an ONNX graph with the numpy kernels. The graph is planned once: nodes put in
+topological order, kernels and attributes bound, every tensor given a slot, and each slot freed
+after its last reader, so a step is a flat loop with no graph interpretation."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from pytrain.errors import KernelError, PytrainError, UnsupportedOpError
+from pytrain.graph import node_label, topological_order
+from pytrain.ops import OpContext, get_kernel, supported_ops
+from pytrain.proto import GraphProto, NodeProto, node_attributes, to_array
+
+_Step = Tuple[Any, OpContext, Tuple[int, ...], Tuple[int, ...], Dict[str, Any], Tuple[int, ...], NodeProto]
+
+
+def unsupported_op_error(node: NodeProto) -> UnsupportedOpError:
+    domain = node.domain or ""
+    known = supported_ops(domain)
+    return UnsupportedOpError(
+        "node %s uses op %s%s, which pytrain does not support; supported%s: %s"
+        % (node_label(node), (domain + ".") if domain else "", node.op_type,
+           (" in domain " + domain) if domain else "", ", ".join(known) or "(none)"))
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return "%s%s" % (value.dtype, list(value.shape))
+    return "None" if value is None else type(value).__name__
+
+
+class Plan:
+    """A graph bound to kernels: ``run(feeds)`` returns the requested outputs in order."""
+
+    def __init__(self, graph: GraphProto, feeds: Sequence[str], outputs: Sequence[str], *,
+                 opset: int, training: bool = False, seed: Optional[int] = None,
+                 constants: Optional[Mapping[str, np.ndarray]] = None) -> None:
+        self.feed_names = list(feeds)
+        self.output_names = list(outputs)
+        self.rng = np.random.default_rng(seed)
+        consts: Dict[str, np.ndarray] = dict(constants or {})
+        fed = set(self.feed_names)
+        for t in graph.initializer:
+            if t.name not in fed and t.name not in consts:
+                consts[t.name] = to_array(t, "the graph's initializers")
+        nodes = topological_order(graph.node, list(fed) + list(consts))
+        nodes = _live_nodes(nodes, self.output_names)
+        produced = {o for n in nodes for o in n.output if o}
+        for o in self.output_names:
+            if o not in produced and o not in fed and o not in consts:
+                raise PytrainError("output %r is produced by no node, input or initializer" % o)
+
+        slot: Dict[str, int] = {}
+
+        def slot_of(name: str) -> int:
+            if name not in slot:
+                slot[name] = len(slot)
+            return slot[name]
+
+        self._feed_slots = [slot_of(n) for n in self.feed_names]
+        self._const_slots = [(slot_of(k), v) for k, v in consts.items()]
+        read = {i for n in nodes for i in n.input if i} | set(self.output_names)
+        last_use: Dict[str, int] = {}
+        for idx, n in enumerate(nodes):
+            for i in n.input:
+                if i:
+                    last_use[i] = idx
+        keep = fed | set(consts) | set(self.output_names)
+        frees: List[List[int]] = [[] for _ in nodes]
+        for name, idx in last_use.items():
+            if name not in keep:
+                frees[idx].append(slot_of(name))
+
+        steps: List[_Step] = []
+        for idx, n in enumerate(nodes):
+            info = get_kernel(n.op_type, n.domain or "")
+            if info is None:
+                raise unsupported_op_error(n)
+            mask = [bool(o) and o in read for o in n.output]
+            ctx = OpContext(training=training, rng=self.rng, opset=opset,
+                            node_name=n.name or (n.output[0] if n.output else ""), output_mask=mask)
+            ins = tuple(slot_of(i) if i else -1 for i in n.input)
+            outs = tuple(slot_of(o) if (o and o in read) else -1 for o in n.output)
+            # outputs nobody reads are dropped right away so they do not pin memory
+            steps.append((info.fn, ctx, ins, outs, node_attributes(n), tuple(frees[idx]), n))
+        self._steps = steps
+        self._n_slots = len(slot)
+        self._out_slots = [slot_of(o) for o in self.output_names]
+
+    def run(self, feeds: Sequence[Any]) -> List[Any]:
+        """Run with feeds given in the order of ``feed_names``; returns the outputs in order."""
+        vals: List[Any] = [None] * self._n_slots
+        for s, v in zip(self._feed_slots, feeds):
+            vals[s] = v
+        for s, v in self._const_slots:
+            vals[s] = v
+        for fn, ctx, ins, outs, attrs, frees, node in self._steps:
+            args = [vals[i] if i >= 0 else None for i in ins]
+            try:
+                res = fn(ctx, *args, **attrs)
+            except PytrainError as e:
+                raise type(e)("node %s: %s" % (node_label(node), e)) from None
+            except Exception as e:  # a numpy error deep in a kernel: say which node and what it got
+                raise KernelError("node %s failed on inputs %s: %s: %s" % (
+                    node_label(node), ", ".join(_describe(a) for a in args), type(e).__name__, e)) from e
+            for o, r in zip(outs, res):
+                if o >= 0:
+                    vals[o] = r
+            for f in frees:
+                vals[f] = None
+        return [vals[s] for s in self._out_slots]
+
+
+def _live_nodes(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto]:
+    """Drop nodes whose outputs nobody needs (e.g. the loss when only logits are asked for)."""
+    needed = set(outputs)
+    live: List[NodeProto] = []
+    for n in reversed(nodes):
+        if any(o in needed for o in n.output if o):
+            live.append(n)
+            needed.update(i for i in n.input if i)
+    live.reverse()
+    return live

@@ -1,0 +1,118 @@
+"""Export for inference: a standard ONNX model (default domain only, Dropout gone, BatchNorm on
+running statistics, trained weights baked in) that declares the oldest IR version and opset
+that still mean what the model means, so onnxruntime releases from 2023 on load it."""
+from __future__ import annotations
+
+import json
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from pytrain import dtypes
+from pytrain.errors import ArtifactError, PytrainError
+from pytrain.executor import Plan, _live_nodes
+from pytrain.opset_versions import SCHEMA_VERSIONS
+from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, make_graph, make_model,
+                           make_node, make_opsetid, make_value_info, model_metadata, opset_version,
+                           value_info_type)
+from pytrain.proto.helper import ir_version_for_opset
+
+
+def minimal_opset(nodes: Sequence[NodeProto], source_opset: int) -> int:
+    """The lowest opset at which every node has the same schema as at ``source_opset``."""
+    needed = 1
+    for n in nodes:
+        versions = SCHEMA_VERSIONS.get(n.op_type)
+        if not versions:
+            return source_opset
+        since = max([v for v in versions if v <= source_opset] or [source_opset])
+        needed = max(needed, since)
+    return needed
+
+
+def _drop_dropout(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto]:
+    """Dropout is the identity at inference: rewire its readers to its input."""
+    alias: Dict[str, str] = {}
+    kept: List[NodeProto] = []
+    for n in nodes:
+        if n.op_type == "Dropout" and not n.domain and not (len(n.output) > 1 and n.output[1]):
+            alias[n.output[0]] = alias.get(n.input[0], n.input[0])
+            continue
+        n.input[:] = [alias.get(i, i) for i in n.input]
+        kept.append(n)
+    for o in outputs:  # a graph output that was a Dropout result keeps its name through Identity
+        if o in alias:
+            kept.append(make_node("Identity", [alias[o]], [o], name="inference/" + o))
+    return kept
+
+
+def _to_inference_semantics(n: NodeProto) -> None:
+    if n.op_type == "BatchNormalization" and not n.domain:
+        n.attribute[:] = [a for a in n.attribute if a.name != "training_mode"]
+        del n.output[1:]
+
+
+def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.ndarray],
+                           graph_output_names: Sequence[str]) -> ModelProto:
+    """The inference model computing ``graph_output_names`` with ``parameters`` baked in."""
+    meta = model_metadata(eval_model)
+    layout = json.loads(meta.get("pytrain.layout", "{}"))
+    g = eval_model.graph
+    outputs = list(graph_output_names)
+    if not outputs:
+        raise ArtifactError("graph_output_names is empty: name the model outputs to export, e.g. %s"
+                            % layout.get("model_outputs", []))
+    nodes = [NodeProto.FromString(n.SerializeToString()) for n in g.node]
+    produced = {o for n in nodes for o in n.output if o}
+    for o in outputs:
+        if o not in produced:
+            raise ArtifactError("cannot export output %r: the model computes no such tensor (its outputs: %s)"
+                                % (o, ", ".join(layout.get("model_outputs", []))))
+    nodes = _drop_dropout(_live_nodes(nodes, outputs), outputs)
+    nodes = _live_nodes(nodes, outputs)
+    for n in nodes:
+        if n.domain not in ("", "ai.onnx"):
+            raise ArtifactError("node %r uses domain %r; an inference model keeps standard ops only"
+                                % (n.name, n.domain))
+        _to_inference_semantics(n)
+    used = {i for n in nodes for i in n.input if i} | set(outputs)
+    labels = set(layout.get("labels", []))
+    inputs = [v for v in g.input if v.name in used and v.name not in parameters and v.name not in labels]
+    missing = [v.name for v in g.input if v.name in labels and v.name in used]
+    if missing:
+        raise ArtifactError("outputs %s depend on the label inputs %s; export model outputs, not the loss"
+                            % (outputs, missing))
+    inits = [from_array(np.asarray(parameters[name]), name) for name in parameters if name in used]
+    inits += [t for t in g.initializer if t.name in used and t.name not in parameters]
+
+    known: Dict[str, ValueInfoProto] = {v.name: v for v in list(g.value_info) + list(g.output) + list(g.input)}
+    out_vis = [known[o] if o in known and value_info_type(known[o])[0] else None for o in outputs]
+    if any(v is None for v in out_vis):
+        out_vis = _infer_output_types(g, nodes, inputs, inits, outputs, out_vis, opset_version(eval_model))
+    source_opset = opset_version(eval_model)
+    opset = minimal_opset(nodes, source_opset)
+    graph = make_graph(nodes, g.name.replace("_eval", "") or "model", inputs, out_vis, inits)
+    return make_model(graph, [make_opsetid("", opset)], ir_version=ir_version_for_opset(opset))
+
+
+def _infer_output_types(g, nodes, inputs, inits, outputs, out_vis, opset) -> List[ValueInfoProto]:
+    """Types for outputs the model gave none: run the graph once on a batch of one zero sample."""
+    feeds = []
+    for v in inputs:
+        et, shape = value_info_type(v)
+        if shape is None:
+            raise ArtifactError("cannot infer the type of outputs %s: input %r has no shape" % (outputs, v.name))
+        feeds.append(np.zeros([d if isinstance(d, int) else 1 for d in shape], dtype=dtypes.to_numpy(et)))
+    graph = make_graph(nodes, "probe", inputs, [], inits)
+    try:
+        values = Plan(graph, [v.name for v in inputs], outputs, opset=opset).run(feeds)
+    except PytrainError as e:
+        raise ArtifactError("cannot infer the types of outputs %s: %s" % (outputs, e)) from None
+    result = []
+    for o, v, val in zip(outputs, out_vis, values):
+        if v is not None:
+            result.append(v)
+        else:
+            arr = np.asarray(val)
+            result.append(make_value_info(o, dtypes.from_numpy(arr.dtype), [None] * arr.ndim))
+    return result

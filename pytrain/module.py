@@ -1,0 +1,205 @@
+"""``Module``: runs train and eval steps of the generated models against a CheckpointState."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from pytrain import dtypes
+from pytrain.artifacts import LAYOUT_KEY
+from pytrain.checkpoint import CheckpointState
+from pytrain.errors import CheckpointError, InputError, ModelFormatError
+from pytrain.executor import Plan
+from pytrain.export import export_inference_model
+from pytrain.proto import ModelProto, load_model, model_metadata, opset_version, value_info_type, write_atomic
+
+
+class _InputSpec:
+    __slots__ = ("name", "dtype", "shape")
+
+    def __init__(self, name: str, elem_type: int, shape: Optional[list]) -> None:
+        self.name = name
+        self.dtype = dtypes.to_numpy(elem_type) if elem_type else None
+        self.shape = shape
+
+    def describe(self) -> str:
+        dims = "?" if self.shape is None else "[%s]" % ", ".join("?" if d is None else str(d) for d in self.shape)
+        return "%s %s" % (self.dtype or "any", dims)
+
+
+def _layout(model: ModelProto, what: str) -> Dict[str, Any]:
+    meta = model_metadata(model)
+    if "pytrain.layout" not in meta:
+        raise ModelFormatError("the %s is not a pytrain artifact (no pytrain.layout metadata); "
+                               "generate it with pytrain.artifacts.generate_artifacts" % what)
+    return json.loads(meta[LAYOUT_KEY])
+
+
+class Module:
+    """A trainable model (ORT's ``Module``): ``module(*inputs)`` runs a train step in training mode
+    (forward, loss, backward; gradients accumulate until ``lazy_reset_grad``) or an eval step in
+    eval mode, and returns the loss (plus any additional outputs)."""
+
+    def __init__(self, train_model_uri: Any, state: CheckpointState, eval_model_uri: Any = None,
+                 device: str = "cpu", seed: Optional[int] = None) -> None:
+        if device != "cpu":
+            raise InputError("pytrain runs on the CPU (numpy); device %r is not available" % device)
+        self._train_model = load_model(train_model_uri, "training model")
+        self._eval_model = load_model(eval_model_uri, "eval model") if eval_model_uri is not None else None
+        self._state = state
+        layout = _layout(self._train_model, "training model")
+        self._layout = layout
+        self._param_names: List[str] = layout["trainable"] + layout["frozen"]
+        self._trainable: List[str] = list(layout["trainable"])
+        self._check_state()
+        g = self._train_model.graph
+        in_specs = {v.name: _InputSpec(v.name, *value_info_type(v)) for v in g.input}
+        self._inputs = [in_specs[n] for n in layout["user_inputs"] + layout["labels"]]
+        self._updates: Dict[str, str] = layout.get("state_updates", {})
+        opset = opset_version(self._train_model)
+        feeds = [s.name for s in self._inputs] + self._param_names
+        self._train_plan = Plan(g, feeds, layout["outputs"] + layout["grads"] + list(self._updates),
+                                opset=opset, training=True, seed=seed)
+        self._n_out = len(layout["outputs"])
+        self._eval_plan: Optional[Plan] = None
+        if self._eval_model is not None:
+            el = _layout(self._eval_model, "eval model")
+            self._eval_inputs = el["user_inputs"] + el["labels"]
+            self._eval_plan = Plan(self._eval_model.graph, self._eval_inputs + self._param_names,
+                                   el["outputs"], opset=opset_version(self._eval_model), training=False)
+        self._training = True
+        self._reset_grad = True
+        self._filled = not state.nominal
+
+    # ---- state -----------------------------------------------------------------------------------
+    def _check_state(self) -> None:
+        for name in self._param_names:
+            p = self._state.parameters.get(name)
+            if p is None:
+                raise CheckpointError("the checkpoint has no parameter %r, which the training model needs"
+                                      % name)
+            if p.data is None:  # nominal checkpoint: room for copy_buffer_to_parameters to fill
+                p.data = np.zeros(p.shape, dtype=p.dtype)
+            if name in self._trainable and not p.requires_grad:
+                p.requires_grad = True
+
+    @property
+    def training(self) -> bool:
+        return self._training
+
+    def train(self, mode: bool = True) -> "Module":
+        self._training = bool(mode)
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def lazy_reset_grad(self) -> None:
+        """The next train step overwrites the gradients instead of adding to them."""
+        self._reset_grad = True
+
+    def input_names(self) -> List[str]:
+        """Names the step takes, in order: the model's inputs, then the labels."""
+        return [s.name for s in self._inputs]
+
+    def output_names(self) -> List[str]:
+        return list(self._layout["outputs"])
+
+    # ---- steps -------------------------------------------------------------------------------------
+    def _check_inputs(self, args: Sequence[Any]) -> List[np.ndarray]:
+        if len(args) != len(self._inputs):
+            raise InputError("the model takes %d inputs (%s), got %d" % (
+                len(self._inputs), ", ".join("%s: %s" % (s.name, s.describe()) for s in self._inputs), len(args)))
+        dims: Dict[str, Tuple[int, str]] = {}
+        out = []
+        for spec, a in zip(self._inputs, args):
+            arr = np.asarray(a)
+            if spec.dtype is not None and arr.dtype != spec.dtype:
+                same_kind = arr.dtype.kind == spec.dtype.kind or (arr.dtype.kind in "iu" and spec.dtype.kind in "iu")
+                if not same_kind:
+                    raise InputError("input %r expects %s, got an array of %s" % (spec.name, spec.describe(), arr.dtype))
+                arr = arr.astype(spec.dtype)
+            if spec.shape is not None:
+                if arr.ndim != len(spec.shape):
+                    raise InputError("input %r expects shape %s, got %s" % (spec.name, spec.describe(), list(arr.shape)))
+                for axis, (want, got) in enumerate(zip(spec.shape, arr.shape)):
+                    if isinstance(want, int) and want != got:
+                        raise InputError("input %r expects shape %s, got %s (axis %d)" % (
+                            spec.name, spec.describe(), list(arr.shape), axis))
+                    if isinstance(want, str):
+                        seen = dims.setdefault(want, (got, spec.name))
+                        if seen[0] != got:
+                            raise InputError("inputs %r and %r must agree on dimension %r: %d vs %d" % (
+                                seen[1], spec.name, want, seen[0], got))
+            out.append(arr)
+        return out
+
+    def __call__(self, *user_inputs: Any) -> Any:
+        inputs = self._check_inputs(user_inputs)
+        params = [self._state.parameters[n].data for n in self._param_names]
+        if self._training:
+            if not self._filled:
+                raise CheckpointError("the checkpoint is nominal (shapes only): fill the parameters with "
+                                      "copy_buffer_to_parameters before training")
+            results = self._train_plan.run(inputs + params)
+            n_grads = len(self._trainable)
+            grads = results[self._n_out:self._n_out + n_grads]
+            for name, g in zip(self._trainable, grads):
+                p = self._state.parameters[name]
+                if self._reset_grad or p.grad is None:
+                    p.grad = np.array(g, dtype=p.data.dtype, copy=True)
+                else:
+                    p.grad += g
+            self._reset_grad = False
+            for (out, buf), value in zip(self._updates.items(), results[self._n_out + n_grads:]):
+                np.copyto(self._state.parameters[buf].data, value)
+            outs = results[:self._n_out]
+        else:
+            if self._eval_plan is None:
+                raise InputError("this Module has no eval model: pass eval_model_uri to run eval steps")
+            outs = self._eval_plan.run(inputs + params)
+        outs = [np.asarray(o) for o in outs]
+        return outs[0] if len(outs) == 1 else outs
+
+    # ---- flat parameter buffers (ORT's contiguous-buffer API) ---------------------------------------
+    def _names(self, trainable_only: bool) -> List[str]:
+        return list(self._trainable) if trainable_only else list(self._param_names)
+
+    def get_parameters_size(self, trainable_only: bool = True) -> int:
+        return int(sum(int(np.prod(self._state.parameters[n].shape)) for n in self._names(trainable_only)))
+
+    def get_contiguous_parameters(self, trainable_only: bool = False) -> np.ndarray:
+        """All parameters flattened into one float32 vector, in the model's parameter order."""
+        parts = [self._state.parameters[n].data.ravel() for n in self._names(trainable_only)]
+        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+    def copy_buffer_to_parameters(self, buffer: Any, trainable_only: bool = True) -> None:
+        """Fill the parameters from one flat vector (the inverse of get_contiguous_parameters)."""
+        flat = np.asarray(buffer).ravel()
+        size = self.get_parameters_size(trainable_only)
+        if flat.size != size:
+            raise InputError("the buffer has %d values; the %s parameters need %d"
+                             % (flat.size, "trainable" if trainable_only else "", size))
+        pos = 0
+        for n in self._names(trainable_only):
+            p = self._state.parameters[n]
+            k = int(np.prod(p.shape))
+            np.copyto(p.data, flat[pos:pos + k].reshape(p.shape).astype(p.dtype, copy=False))
+            pos += k
+        if trainable_only and self._layout["frozen"] and not self._filled:
+            return  # frozen ones still missing
+        self._filled = True
+
+    # ---- export -------------------------------------------------------------------------------------
+    def export_model_for_inferencing(self, inference_model_uri: Union[str, "os.PathLike[str]", None],
+                                     graph_output_names: Sequence[str]) -> bytes:
+        """A standard ONNX inference model with the current weights; written to the path when given."""
+        if self._eval_model is None:
+            raise InputError("exporting needs the eval model: pass eval_model_uri to Module")
+        params = {n: self._state.parameters[n].data for n in self._param_names}
+        data = export_inference_model(self._eval_model, params, list(graph_output_names)).SerializeToString()
+        if inference_model_uri is not None:
+            write_atomic(inference_model_uri, data)
+        return data

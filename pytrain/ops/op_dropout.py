@@ -1,0 +1,27 @@
+"""Dropout (opset 12+: ratio and training_mode inputs): random drop with ``ctx.rng`` when training,
+identity otherwise; the second output is the bool keep-mask."""
+from __future__ import annotations
+
+import numpy as np
+
+from pytrain.errors import InputError
+from pytrain.ops.common import scalar_of
+from pytrain.ops.registry import kernel
+
+
+@kernel("Dropout")
+def dropout(ctx, data, ratio=None, training_mode=None, *, seed=None):
+    # The seed attribute is ignored: the session's ctx.rng makes runs reproducible as a whole.
+    r = float(scalar_of("Dropout", "ratio", ratio, 0.5))
+    training = bool(scalar_of("Dropout", "training_mode", training_mode, False))
+    if not 0.0 <= r <= 1.0:
+        raise InputError("Dropout: ratio must be in [0, 1), got %r" % (r,))
+    if not training or r == 0.0:
+        mask = np.ones(data.shape, dtype=np.bool_) if ctx.wants(1) else None
+        return (data, mask)
+    if r == 1.0:
+        return (np.zeros_like(data), np.zeros(data.shape, dtype=np.bool_))
+    mask = ctx.rng.random(data.shape, dtype=np.float32) >= np.float32(r)
+    out = data * mask
+    out *= data.dtype.type(1.0 / (1.0 - r))
+    return (out, mask if ctx.wants(1) else None)

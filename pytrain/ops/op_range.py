@@ -1,0 +1,24 @@
+"""Range: start, start + delta, ... up to (excluding) limit, in start's dtype."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pytrain.errors import InputError
+from pytrain.ops.common import scalar_of
+from pytrain.ops.registry import kernel
+
+
+@kernel("Range")
+def range_(ctx, start, limit, delta):
+    s = scalar_of("Range", "start", start, None)
+    lim = scalar_of("Range", "limit", limit, None)
+    d = scalar_of("Range", "delta", delta, None)
+    if d == 0:
+        raise InputError("Range: delta is 0")
+    n = max(int(math.ceil((lim - s) / d)), 0)
+    dt = np.asarray(start).dtype
+    if dt.kind in "iu":
+        return (np.asarray(s + np.arange(n, dtype=np.int64) * d, dtype=dt),)
+    return (np.asarray(s + np.arange(n, dtype=np.float64) * d, dtype=dt),)

@@ -1,0 +1,118 @@
+"""The kernel registry: one numpy function per (domain, op_type).
+
+A kernel reads like the ONNX spec of its op::
+
+    @kernel("Gemm")
+    def gemm(ctx, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
+        ...
+        return (Y,)
+
+* Inputs come positionally, in the order of the op's schema; a missing optional input is ``None``.
+* Attributes come as keyword arguments with the ONNX attribute names and the spec's defaults
+  (ints/floats/strings as Python values, lists as lists, tensor attributes as numpy arrays).
+* The kernel returns a tuple with one entry per output it can produce, in schema order; it may put
+  ``None`` for an output that ``ctx.wants(i)`` says nobody reads (so optional work can be skipped).
+* A kernel never mutates its inputs, except kernels registered with ``inplace=True``
+  (optimizer updates), which update their state inputs in place and return them.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+#: pytrain's own operator domain: training-only forward ops, gradient ops and optimizer ops.
+PYTRAIN_DOMAIN = "ai.pytrain"
+
+Kernel = Callable[..., Tuple[Any, ...]]
+
+
+class KernelInfo:
+    """A registered kernel and the facts the planner needs about it."""
+
+    __slots__ = ("fn", "op_type", "domain", "inplace")
+
+    def __init__(self, fn: Kernel, op_type: str, domain: str, inplace: bool) -> None:
+        self.fn = fn
+        self.op_type = op_type
+        self.domain = domain
+        self.inplace = inplace
+
+
+_KERNELS: Dict[Tuple[str, str], KernelInfo] = {}
+
+
+def _norm_domain(domain: str) -> str:
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+def kernel(op_type: str, domain: str = "", inplace: bool = False) -> Callable[[Kernel], Kernel]:
+    """Register ``fn`` as the kernel of ``op_type`` in ``domain`` (default: the standard ONNX domain)."""
+
+    def register(fn: Kernel) -> Kernel:
+        key = (_norm_domain(domain), op_type)
+        if key in _KERNELS:
+            raise RuntimeError("kernel for %s registered twice" % (key,))
+        _KERNELS[key] = KernelInfo(fn, op_type, key[0], inplace)
+        return fn
+
+    return register
+
+
+def get_kernel(op_type: str, domain: str = "") -> Optional[KernelInfo]:
+    """The kernel of ``op_type`` in ``domain``, or None when pytrain has none."""
+    _load_all()
+    return _KERNELS.get((_norm_domain(domain), op_type))
+
+
+def supported_ops(domain: str = "") -> Sequence[str]:
+    """Sorted op types with a kernel in ``domain``."""
+    _load_all()
+    d = _norm_domain(domain)
+    return sorted(op for (dom, op) in _KERNELS if dom == d)
+
+
+class OpContext:
+    """What a kernel may know beyond its inputs: bound once per node when a graph is planned."""
+
+    __slots__ = ("training", "rng", "opset", "node_name", "output_mask")
+
+    def __init__(
+        self,
+        training: bool = False,
+        rng: Optional[np.random.Generator] = None,
+        opset: int = 17,
+        node_name: str = "",
+        output_mask: Sequence[bool] = (True,),
+    ) -> None:
+        self.training = training
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        self.opset = opset
+        self.node_name = node_name
+        self.output_mask = tuple(output_mask)
+
+    def wants(self, i: int) -> bool:
+        """Whether output ``i`` of this node is read by anyone (optional outputs may be skipped)."""
+        return i < len(self.output_mask) and self.output_mask[i]
+
+
+_loaded = False
+
+
+def _load_all() -> None:
+    # Importing the kernel modules registers them; done lazily so importing the registry is cheap
+    # and so one broken module names itself instead of breaking ``import pytrain``.
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+    import pkgutil
+
+    from pytrain import ops
+
+    for pkg in (ops,):
+        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            leaf = info.name.rsplit(".", 1)[-1]
+            if leaf.startswith("op_"):
+                importlib.import_module(info.name)

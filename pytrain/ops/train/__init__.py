@@ -1,0 +1,1 @@
+"""Kernels of pytrain's own domain (ai.pytrain): training-mode forward ops, gradient ops, optimizer updates."""

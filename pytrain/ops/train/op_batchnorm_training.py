@@ -1,0 +1,46 @@
+"""BatchNormTraining: batch normalisation in training mode, with PyTorch's running-stat update."""
+from __future__ import annotations
+
+import numpy as np
+
+from pytrain.errors import KernelError
+from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
+
+
+def channel_view(v: np.ndarray, ndim: int) -> np.ndarray:
+    """A per-channel vector shaped (1, C, 1, ...) to broadcast against an (N, C, ...) tensor."""
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+@kernel("BatchNormTraining", domain=PYTRAIN_DOMAIN)
+def batchnorm_training(ctx: OpContext, X: np.ndarray, scale: np.ndarray, B: np.ndarray,
+                       running_mean: np.ndarray, running_var: np.ndarray, *,
+                       epsilon: float = 1e-5, momentum: float = 0.9) -> tuple:
+    """Y = scale * (X - mean) / sqrt(var + eps) + B with the batch's statistics over all axes but 1.
+
+    Outputs Y, running_mean_out, running_var_out, saved_mean, saved_invstd. The running variance
+    takes the unbiased batch variance and ``momentum`` weighs the old value (ONNX convention:
+    ONNX momentum 0.9 is torch momentum 0.1).
+    """
+    if X.ndim < 2:
+        raise KernelError("BatchNormTraining node %r: X must be (N, C, ...), got shape %s"
+                          % (ctx.node_name, X.shape))
+    axes = (0,) + tuple(range(2, X.ndim))
+    n = X.size // X.shape[1] if X.shape[1] else 0
+    if n < 2:
+        raise KernelError("BatchNormTraining node %r: training needs more than one value per channel, "
+                          "got X of shape %s" % (ctx.node_name, X.shape))
+    mean = np.mean(X, axis=axes)
+    centred = X - channel_view(mean, X.ndim)
+    var = np.mean(np.square(centred), axis=axes)
+    invstd = (1.0 / np.sqrt(var + float(epsilon))).astype(X.dtype, copy=False)
+    Y = centred * channel_view(invstd * scale, X.ndim) + channel_view(B, X.ndim)
+
+    outs = [Y.astype(X.dtype, copy=False), None, None, mean, invstd]
+    m = float(momentum)
+    if ctx.wants(1):
+        outs[1] = (running_mean * m + mean * (1.0 - m)).astype(running_mean.dtype, copy=False)
+    if ctx.wants(2):
+        unbiased = var * (n / (n - 1.0))
+        outs[2] = (running_var * m + unbiased * (1.0 - m)).astype(running_var.dtype, copy=False)
+    return tuple(outs)

@@ -1,0 +1,63 @@
+"""ConvGrad: gradients of Conv (1-D, 2-D, N-D; strides, pads, auto_pad, dilations, groups).
+
+Conv is Y = W @ cols(X) per group, cols being the im2col matrix of the padded input. So
+dW = dY @ cols^T, dcols = W^T @ dY, and dX is col2im(dcols): each kernel tap adds its slice back.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from pytrain.errors import InputError
+from pytrain.ops import linalg
+from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
+from pytrain.ops.windows import geometry, pad_spatial, tap_slices, windows_view
+
+
+@kernel("ConvGrad", domain=PYTRAIN_DOMAIN)
+def conv_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, auto_pad: str = "NOTSET",
+              dilations: Optional[Sequence[int]] = None, group: int = 1,
+              kernel_shape: Optional[Sequence[int]] = None, pads: Optional[Sequence[int]] = None,
+              strides: Optional[Sequence[int]] = None) -> tuple:
+    """dX, dW, dB of Conv(X, W, B) given dY; dB = sum of dY over N and the spatial axes."""
+    op = "ConvGrad node %r" % ctx.node_name
+    if X.ndim < 3 or W.ndim != X.ndim:
+        raise InputError("%s: X %s and W %s must be (N, C, d1, ...) and (M, C/group, k1, ...) of the "
+                         "same rank >= 3" % (op, X.shape, W.shape))
+    n, c = X.shape[0], X.shape[1]
+    m, cg = W.shape[0], W.shape[1]
+    g = int(group)
+    if g < 1 or m % g or cg * g != c:
+        raise InputError("%s: X has %d channels and W shape %s; with group=%d W.shape[1] must be C/group "
+                         "and M divisible by group" % (op, c, W.shape, g))
+    ks = list(kernel_shape) if kernel_shape else list(W.shape[2:])
+    if tuple(ks) != tuple(W.shape[2:]):
+        raise InputError("%s: kernel_shape %s does not match W's spatial shape %s" % (op, ks, W.shape[2:]))
+    win = geometry(op, X.shape, ks, strides, dilations, pads, auto_pad)
+    if dY.shape != (n, m) + win.out_shape:
+        raise InputError("%s: dY has shape %s, expected Conv's output shape %s"
+                         % (op, dY.shape, (n, m) + win.out_shape))
+    rank = win.rank
+
+    # Channels first and the batch folded into the columns: one matmul per group covers all of N.
+    dy = np.moveaxis(dY, 1, 0).reshape(g, m // g, -1)  # (G, M/G, N*L)
+    dX = dW = dB = None
+    if ctx.wants(1):
+        v = windows_view(pad_spatial(X, win), win)  # (N, C, *kernel, *out)
+        order = (1,) + tuple(range(2, 2 + rank)) + (0,) + tuple(range(2 + rank, 2 + 2 * rank))
+        cols = v.transpose(order).reshape(g, -1, dy.shape[-1])  # (G, C/G*K, N*L)
+        dW = linalg.matmul(dy, np.swapaxes(cols, 1, 2)).reshape(W.shape).astype(W.dtype, copy=False)
+    if ctx.wants(0):
+        dcols = linalg.matmul(np.swapaxes(W.reshape(g, m // g, -1), 1, 2), dy)  # (G, C/G*K, N*L)
+        dcols = dcols.reshape((c,) + win.kernel + (n,) + win.out_shape)
+        # col2im in (C, N, ...) layout, so dcols needs no transpose; each tap's slice is disjoint.
+        dxp = np.zeros((c, n) + win.padded_shape, dtype=dcols.dtype)
+        for tap in win.taps():
+            dxp[tap_slices(win, tap)] += dcols[(slice(None),) + tuple(tap)]
+        inner = tuple(slice(pb, pb + i) for i, pb in zip(win.in_shape, win.pads_begin))
+        dX = np.ascontiguousarray(np.swapaxes(dxp[(slice(None), slice(None)) + inner], 0, 1))
+        dX = dX.astype(X.dtype, copy=False)
+    if ctx.wants(2):
+        dB = np.sum(dY, axis=(0,) + tuple(range(2, dY.ndim)))
+    return (dX, dW, dB)

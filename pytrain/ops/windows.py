@@ -1,0 +1,229 @@
+"""Sliding-window geometry shared by Conv, the pooling ops and their gradients.
+
+Everything here works on tensors laid out ``(N, C, *spatial)`` with any number of spatial axes.
+The forward kernels and the gradient kernels (``pytrain/ops/train``) must agree on padding and
+output size to the element, so both compute it here:
+
+* :func:`geometry` resolves ``kernel_shape/strides/dilations/pads/auto_pad/ceil_mode`` into a
+  :class:`Window` (the padding actually applied and the output spatial shape);
+* :func:`pad_spatial` pads the spatial axes as the window needs;
+* :func:`tap_slices` gives, for one kernel tap, the slices of the padded input that the tap sees
+  for every output position: a kernel loops over taps (a handful) instead of over elements;
+* :func:`im2col` / :func:`col2im` turn the padded input into matmul-ready columns and back;
+* :func:`avg_divisor` is AveragePool's per-output element count.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from pytrain.errors import GraphError, InputError
+
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+class Window:
+    """Resolved window geometry over the spatial axes of an ``(N, C, *spatial)`` input.
+
+    ``pads_begin``/``pads_end`` are the ONNX pads after ``auto_pad`` resolution.
+    ``pad_end_used`` is the end padding the windows really touch: larger than ``pads_end`` when
+    ``ceil_mode`` adds a partial last window, smaller when explicit end padding is never reached.
+    """
+
+    __slots__ = ("in_shape", "kernel", "strides", "dilations", "pads_begin", "pads_end",
+                 "out_shape", "pad_end_used")
+
+    def __init__(self, in_shape: Tuple[int, ...], kernel: Tuple[int, ...], strides: Tuple[int, ...],
+                 dilations: Tuple[int, ...], pads_begin: Tuple[int, ...], pads_end: Tuple[int, ...],
+                 out_shape: Tuple[int, ...]) -> None:
+        self.in_shape = in_shape
+        self.kernel = kernel
+        self.strides = strides
+        self.dilations = dilations
+        self.pads_begin = pads_begin
+        self.pads_end = pads_end
+        self.out_shape = out_shape
+        self.pad_end_used = tuple(
+            max(0, (o - 1) * s + (k - 1) * d + 1 - i - pb) if o > 0 else 0
+            for i, k, s, d, pb, o in zip(in_shape, kernel, strides, dilations, pads_begin, out_shape))
+
+    @property
+    def rank(self) -> int:
+        """Number of spatial axes."""
+        return len(self.kernel)
+
+    @property
+    def padded_shape(self) -> Tuple[int, ...]:
+        """Spatial shape of :func:`pad_spatial`'s result."""
+        return tuple(i + pb + pe for i, pb, pe in zip(self.in_shape, self.pads_begin, self.pad_end_used))
+
+    @property
+    def needs_padding(self) -> bool:
+        """Whether any window reaches outside the input."""
+        return any(self.pads_begin) or any(self.pad_end_used)
+
+    def taps(self) -> Iterator[Tuple[int, ...]]:
+        """Every kernel tap (multi-index into ``kernel``), in C order (the order ONNX scans a window)."""
+        return itertools.product(*[range(k) for k in self.kernel])
+
+    def __repr__(self) -> str:
+        return "Window(in=%s, kernel=%s, strides=%s, dilations=%s, pads=%s+%s, out=%s)" % (
+            self.in_shape, self.kernel, self.strides, self.dilations, self.pads_begin,
+            self.pads_end, self.out_shape)
+
+
+def _ints(op: str, name: str, value: Optional[Sequence[int]], rank: int, default: int) -> Tuple[int, ...]:
+    if value is None or len(value) == 0:
+        return (default,) * rank
+    out = tuple(int(v) for v in value)
+    if len(out) != rank:
+        raise GraphError("%s: attribute %s has %d values, expected %d (one per spatial axis)"
+                         % (op, name, len(out), rank))
+    return out
+
+
+def geometry(op: str, x_shape: Sequence[int], kernel_shape: Sequence[int],
+             strides: Optional[Sequence[int]] = None, dilations: Optional[Sequence[int]] = None,
+             pads: Optional[Sequence[int]] = None, auto_pad: str = "NOTSET",
+             ceil_mode: int = 0) -> Window:
+    """Resolve ONNX window attributes for an input of shape ``x_shape`` = ``(N, C, *spatial)``.
+
+    Follows the ONNX Conv/pooling spec: ``pads`` is ``[begin_1..begin_k, end_1..end_k]``;
+    ``SAME_UPPER``/``SAME_LOWER`` give ``ceil(in / stride)`` outputs and put the odd pad at the
+    end/beginning; ``VALID`` pads nothing. With ``ceil_mode`` (pooling) the output size rounds up,
+    but a last window that would start in the end padding is dropped (as onnxruntime and PyTorch do).
+    ``op`` only names the op in error messages.
+    """
+    if isinstance(auto_pad, bytes):
+        auto_pad = auto_pad.decode()
+    if auto_pad not in AUTO_PADS:
+        raise GraphError("%s: auto_pad %r is not one of %s" % (op, auto_pad, ", ".join(AUTO_PADS)))
+    in_shape = tuple(int(v) for v in x_shape[2:])
+    rank = len(in_shape)
+    if rank == 0:
+        raise InputError("%s: input of shape %s has no spatial axes; expected (N, C, d1, ...)"
+                         % (op, tuple(x_shape)))
+    kernel = _ints(op, "kernel_shape", kernel_shape, rank, 0)
+    if any(k < 1 for k in kernel):
+        raise GraphError("%s: kernel_shape %s must be positive, one per spatial axis of input shape %s"
+                         % (op, list(kernel), tuple(x_shape)))
+    strides_ = _ints(op, "strides", strides, rank, 1)
+    dil = _ints(op, "dilations", dilations, rank, 1)
+    if any(s < 1 for s in strides_) or any(d < 1 for d in dil):
+        raise GraphError("%s: strides %s and dilations %s must be positive" % (op, list(strides_), list(dil)))
+    eff = tuple((k - 1) * d + 1 for k, d in zip(kernel, dil))
+
+    if auto_pad == "NOTSET":
+        p = _ints(op, "pads", pads, 2 * rank, 0)
+        if any(v < 0 for v in p):
+            raise GraphError("%s: pads %s must be non-negative" % (op, list(p)))
+        pb, pe = p[:rank], p[rank:]
+    elif auto_pad == "VALID":
+        pb = pe = (0,) * rank
+    else:
+        pb_l: List[int] = []
+        pe_l: List[int] = []
+        for i, s, e in zip(in_shape, strides_, eff):
+            out = -(-i // s)
+            total = max(0, (out - 1) * s + e - i)
+            small, big = total // 2, total - total // 2
+            pb_l.append(small if auto_pad == "SAME_UPPER" else big)
+            pe_l.append(big if auto_pad == "SAME_UPPER" else small)
+        pb, pe = tuple(pb_l), tuple(pe_l)
+
+    out_l: List[int] = []
+    for i, s, e, b, en in zip(in_shape, strides_, eff, pb, pe):
+        span = i + b + en - e
+        if span < 0:
+            raise InputError("%s: input spatial shape %s with pads %s is smaller than the dilated "
+                             "kernel %s" % (op, in_shape, list(pb) + list(pe), list(eff)))
+        if ceil_mode and auto_pad in ("NOTSET", "VALID"):
+            o = -(-span // s) + 1
+            if (o - 1) * s >= i + b:  # last window would start inside the end padding
+                o -= 1
+        else:
+            o = span // s + 1
+        out_l.append(o)
+    return Window(in_shape, kernel, strides_, dil, tuple(pb), tuple(pe), tuple(out_l))
+
+
+def pad_spatial(x: np.ndarray, win: Window, value: float = 0) -> np.ndarray:
+    """``x`` with its spatial axes padded by ``win.pads_begin`` / ``win.pad_end_used``, filled with
+    ``value``; ``x`` itself (no copy) when no window reaches outside it. Explicit end padding that
+    no window reaches is left out."""
+    if not win.needs_padding:
+        return x
+    xp = np.empty(tuple(x.shape[:2]) + win.padded_shape, dtype=x.dtype)
+    xp.fill(value)
+    inner = tuple(slice(pb, pb + i) for i, pb in zip(win.in_shape, win.pads_begin))
+    xp[(slice(None), slice(None)) + inner] = x
+    return xp
+
+
+def tap_slices(win: Window, tap: Sequence[int]) -> Tuple[slice, ...]:
+    """Index (for the padded tensor, N and C included) of what kernel tap ``tap`` sees at every
+    output position: ``xp[tap_slices(win, tap)]`` has shape ``(N, C, *win.out_shape)``.
+
+    Forward ops accumulate over taps; gradients do ``dxp[tap_slices(...)] += dy_part``
+    (one tap's slice never overlaps itself, so ``+=`` is safe)."""
+    sl = [slice(None), slice(None)]
+    for t, s, d, o in zip(tap, win.strides, win.dilations, win.out_shape):
+        start = t * d
+        sl.append(slice(start, start + (o - 1) * s + 1, s))
+    return tuple(sl)
+
+
+def windows_view(xp: np.ndarray, win: Window) -> np.ndarray:
+    """Read-only strided view of the padded input, shape ``(N, C, *kernel, *out_shape)``: element
+    ``[n, c, *tap, *o]`` is ``xp[n, c, *(o * strides + tap * dilations)]``. No copy is made."""
+    st = xp.strides
+    shape = tuple(xp.shape[:2]) + win.kernel + win.out_shape
+    strides = (st[0], st[1]) + tuple(s * d for s, d in zip(st[2:], win.dilations)) \
+        + tuple(s * k for s, k in zip(st[2:], win.strides))
+    return as_strided(xp, shape=shape, strides=strides, writeable=False)
+
+
+def im2col(x: np.ndarray, win: Window, pad_value: float = 0) -> np.ndarray:
+    """Columns for convolution as a matrix product: shape ``(N, C * prod(kernel), prod(out_shape))``,
+    row index ``c * prod(kernel) + flat_tap`` (the order of ``W.reshape(M, -1)``)."""
+    xp = pad_spatial(x, win, pad_value)
+    v = windows_view(xp, win)
+    n, c = x.shape[0], x.shape[1]
+    return v.reshape(n, c * int(np.prod(win.kernel)), int(np.prod(win.out_shape)))
+
+
+def col2im(cols: np.ndarray, win: Window, x_shape: Sequence[int]) -> np.ndarray:
+    """Adjoint of :func:`im2col`: sum every column entry back onto the input position it was read
+    from (padding dropped). ``cols`` has shape ``(N, C * prod(kernel), prod(out_shape))``; the
+    result has shape ``x_shape`` and ``cols``' dtype."""
+    n, c = int(x_shape[0]), int(x_shape[1])
+    cols = cols.reshape((n, c) + win.kernel + win.out_shape)
+    dxp = np.zeros((n, c) + win.padded_shape, dtype=cols.dtype)
+    for tap in win.taps():
+        dxp[tap_slices(win, tap)] += cols[(slice(None), slice(None)) + tuple(tap)]
+    if not win.needs_padding:
+        return dxp
+    inner = tuple(slice(pb, pb + i) for i, pb in zip(win.in_shape, win.pads_begin))
+    return np.ascontiguousarray(dxp[(slice(None), slice(None)) + inner])
+
+
+def avg_divisor(win: Window, count_include_pad: int) -> np.ndarray:
+    """AveragePool's divisor for each output position, shape ``win.out_shape`` (float64).
+
+    Counts the window taps that land on the input (``count_include_pad=0``) or on the input plus
+    its explicit pads (``count_include_pad=1``; the extra area a ``ceil_mode`` window reaches past
+    the end pads never counts), as onnxruntime does."""
+    div = np.ones((), dtype=np.float64)
+    for axis, (i, k, s, d, pb, pe, o) in enumerate(zip(
+            win.in_shape, win.kernel, win.strides, win.dilations, win.pads_begin, win.pads_end,
+            win.out_shape)):
+        lo, hi = (-pb, i + pe) if count_include_pad else (0, i)
+        pos = np.arange(o)[:, None] * s - pb + np.arange(k)[None, :] * d
+        cnt = ((pos >= lo) & (pos < hi)).sum(axis=1).astype(np.float64)
+        shape = [1] * win.rank
+        shape[axis] = o
+        div = div * cnt.reshape(shape)
+    return np.broadcast_to(div, win.out_shape)

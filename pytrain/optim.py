@@ -1,0 +1,141 @@
+"""Optimizer choices (hyper-parameters fixed at generation time, PyTorch's defaults) and the
+optimizer model that applies them. The learning rate is an input, set at run time."""
+from __future__ import annotations
+
+import enum
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+from pytrain.errors import ArtifactError
+from pytrain.ops.registry import PYTRAIN_DOMAIN
+from pytrain.proto import ModelProto, make_graph, make_model, make_node, make_opsetid, make_value_info
+from pytrain import dtypes
+
+
+class OptimType(enum.Enum):
+    """ORT's names for the built-in optimizers (with PyTorch's default hyper-parameters)."""
+
+    SGD = "SGD"
+    Adam = "Adam"
+    AdamW = "AdamW"
+
+
+class _Optim:
+    op_type = ""
+    state_names: Tuple[str, ...] = ()
+    lr = 1e-3
+
+    def __init__(self, max_grad_norm: Optional[float] = None) -> None:
+        if max_grad_norm is not None and not max_grad_norm > 0:
+            raise ArtifactError("max_grad_norm must be positive, got %r" % (max_grad_norm,))
+        self.max_grad_norm = max_grad_norm
+
+    def attributes(self) -> Dict[str, object]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        attrs = ", ".join("%s=%s" % kv for kv in sorted(self.attributes().items()))
+        return "%s(%s%s)" % (type(self).__name__, attrs,
+                             ", max_grad_norm=%s" % self.max_grad_norm if self.max_grad_norm else "")
+
+
+class SGD(_Optim):
+    """torch.optim.SGD (default learning rate 0.01 when none is set at run time)."""
+
+    op_type = "SGDStep"
+    lr = 0.01
+
+    def __init__(self, momentum: float = 0.0, dampening: float = 0.0, nesterov: bool = False,
+                 weight_decay: float = 0.0, max_grad_norm: Optional[float] = None) -> None:
+        super().__init__(max_grad_norm)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ArtifactError("Nesterov momentum requires a momentum and zero dampening (as in torch.optim.SGD)")
+        self.momentum, self.dampening = float(momentum), float(dampening)
+        self.nesterov, self.weight_decay = bool(nesterov), float(weight_decay)
+        self.state_names = ("momentum_buffer",) if self.momentum else ()
+
+    def attributes(self) -> Dict[str, object]:
+        return {"momentum": self.momentum, "dampening": self.dampening,
+                "nesterov": int(self.nesterov), "weight_decay": self.weight_decay}
+
+
+class Adam(_Optim):
+    """torch.optim.Adam: L2 weight decay added to the gradient (default 0)."""
+
+    op_type = "AdamStep"
+    state_names = ("exp_avg", "exp_avg_sq")
+    decoupled = 0
+
+    def __init__(self, betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, max_grad_norm: Optional[float] = None) -> None:
+        super().__init__(max_grad_norm)
+        self.betas = (float(betas[0]), float(betas[1]))
+        self.eps, self.weight_decay = float(eps), float(weight_decay)
+        if not (0 <= self.betas[0] < 1 and 0 <= self.betas[1] < 1):
+            raise ArtifactError("Adam betas must lie in [0, 1), got %r" % (betas,))
+
+    def attributes(self) -> Dict[str, object]:
+        return {"beta1": self.betas[0], "beta2": self.betas[1], "epsilon": self.eps,
+                "weight_decay": self.weight_decay, "decoupled": self.decoupled}
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW: decoupled weight decay (default 0.01)."""
+
+    decoupled = 1
+
+    def __init__(self, betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.01, max_grad_norm: Optional[float] = None) -> None:
+        super().__init__(betas, eps, weight_decay, max_grad_norm)
+
+
+OptimizerSpec = Union[OptimType, str, _Optim]
+
+
+def resolve(optimizer: OptimizerSpec) -> _Optim:
+    """An optimizer object from ORT's enum, its name, or an object carrying hyper-parameters."""
+    if isinstance(optimizer, _Optim):
+        return optimizer
+    name = optimizer.value if isinstance(optimizer, OptimType) else str(optimizer)
+    table = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
+    if name.lower() not in table:
+        raise ArtifactError("unknown optimizer %r: use OptimType.SGD, Adam or AdamW, or an "
+                            "SGD/Adam/AdamW object" % (optimizer,))
+    return table[name.lower()]()
+
+
+LR_INPUT, STEP_INPUT = "learning_rate", "step"
+
+
+def state_name(param: str, slot: str) -> str:
+    """Name of an optimizer state tensor in the optimizer model (ORT-like)."""
+    return "%s.%s" % (param, slot)
+
+
+def build_optimizer_model(opt: _Optim, params: Sequence[str], shapes: Dict[str, Sequence[int]],
+                          elem_types: Dict[str, int], opset: int) -> ModelProto:
+    """One update node per parameter, after an optional global-norm clip of all gradients."""
+    inputs = [make_value_info(LR_INPUT, dtypes.FLOAT, []), make_value_info(STEP_INPUT, dtypes.INT64, [])]
+    nodes = []
+    grads = [p + "_grad" for p in params]
+    for p, g in zip(params, grads):
+        inputs.append(make_value_info(p, elem_types[p], list(shapes[p])))
+        inputs.append(make_value_info(g, elem_types[p], list(shapes[p])))
+        for s in opt.state_names:
+            inputs.append(make_value_info(state_name(p, s), elem_types[p], list(shapes[p])))
+    used = grads
+    if opt.max_grad_norm:
+        used = [g + ".clipped" for g in grads]
+        nodes.append(make_node("ClipGradNorm", grads, used, name="clip_grad_norm", domain=PYTRAIN_DOMAIN,
+                               max_norm=float(opt.max_grad_norm)))
+    outputs: List = []
+    for p, g in zip(params, used):
+        state_in = [state_name(p, s) for s in opt.state_names]
+        outs = [p + ".updated"] + [s + ".updated" for s in state_in]
+        nodes.append(make_node(opt.op_type, [LR_INPUT, STEP_INPUT, p, g] + state_in, outs,
+                               name="update/" + p, domain=PYTRAIN_DOMAIN, **opt.attributes()))
+        outputs.append(make_value_info(outs[0], elem_types[p], list(shapes[p])))
+    graph = make_graph(nodes, "pytrain_optimizer", inputs, outputs)
+    return make_model(graph, [make_opsetid("", opset), make_opsetid(PYTRAIN_DOMAIN, 1)],
+                      metadata={"pytrain.artifact": "optimizer", "pytrain.optimizer": opt.describe(),
+                                "pytrain.default_lr": repr(opt.lr),
+                                "pytrain.state_names": ",".join(opt.state_names)})

@@ -1,0 +1,69 @@
+"""TensorProto <-> numpy."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from pytrain import dtypes
+from pytrain.errors import ModelFormatError
+from pytrain.proto.onnx_pb import TensorProto
+
+EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
+
+
+def to_array(t: TensorProto, where: str = "") -> np.ndarray:
+    """The tensor's values as a numpy array (a fresh, writable array)."""
+    label = "tensor %r%s" % (t.name, (" in " + where) if where else "")
+    if t.data_location == EXTERNAL or t.external_data:
+        raise ModelFormatError(
+            "%s keeps its data in an external file (ONNX external data, used by models over 2 GB); "
+            "pytrain loads self-contained models only: re-save the model with "
+            "onnx.save_model(model, path, save_as_external_data=False)" % label)
+    if t.segment is not None:
+        raise ModelFormatError("%s is a segment of a larger tensor, which pytrain does not support" % label)
+    dt = dtypes.to_numpy(t.data_type)
+    shape = tuple(int(d) for d in t.dims)
+    count = 1
+    for d in shape:
+        count *= d
+    if t.HasField("raw_data") and t.data_type != dtypes.STRING:
+        raw = t.raw_data
+        if len(raw) != count * dt.itemsize:
+            raise ModelFormatError("%s: raw_data has %d bytes, expected %d for shape %s of %s"
+                                   % (label, len(raw), count * dt.itemsize, list(shape), dt))
+        return np.frombuffer(raw, dtype=dt.newbyteorder("<")).astype(dt).reshape(shape)
+    if t.data_type == dtypes.STRING:
+        values = np.empty(count, dtype=object)
+        values[:] = list(t.string_data)
+    elif t.data_type == dtypes.DOUBLE:
+        values = np.asarray(t.double_data, dtype=np.float64)
+    elif t.data_type == dtypes.INT64:
+        values = np.asarray(t.int64_data, dtype=np.int64)
+    elif t.data_type in (dtypes.UINT32, dtypes.UINT64):
+        values = np.asarray(t.uint64_data, dtype=dt)
+    elif t.data_type == dtypes.FLOAT16:
+        values = np.asarray(t.int32_data, dtype=np.uint16).view(np.float16)
+    elif t.data_type == dtypes.FLOAT:
+        values = np.asarray(t.float_data, dtype=np.float32)
+    else:  # int32, int16, int8, uint16, uint8, bool live in int32_data
+        values = np.asarray(t.int32_data, dtype=np.int64).astype(dt)
+    if values.size != count:
+        raise ModelFormatError("%s has %d values, expected %d for shape %s"
+                               % (label, values.size, count, list(shape)))
+    return values.reshape(shape)
+
+
+def from_array(array: np.ndarray, name: Optional[str] = None) -> TensorProto:
+    """A TensorProto holding ``array`` (little-endian raw_data; strings in string_data)."""
+    a = np.asarray(array)
+    t = TensorProto()
+    t.dims = [int(d) for d in a.shape]
+    t.data_type = dtypes.from_numpy(a.dtype)
+    if name is not None:
+        t.name = name
+    if t.data_type == dtypes.STRING:
+        t.string_data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in a.ravel()]
+    else:
+        t.raw_data = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes()
+    return t

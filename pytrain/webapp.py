@@ -1,0 +1,783 @@
+"""The Python side of the web app: one :class:`Session` the browser worker drives.
+
+The worker never writes long Python: it calls :func:`call` with a method name, JSON arguments
+and binary blobs, and gets back JSON plus blobs. Everything here uses only the public pytrain
+API and runs on Python 3.8 + numpy 1.17 (Pyodide 0.17) as well as on current CPython.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import traceback
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from pytrain import data as _data
+from pytrain import proto as _proto
+from pytrain.errors import DataError, ModelFormatError, PytrainError
+
+ARTIFACT_FILES = {
+    "training": "training_model.onnx",
+    "eval": "eval_model.onnx",
+    "optimizer": "optimizer_model.onnx",
+    "checkpoint": "checkpoint",
+}
+MNIST_MAGIC = b"PTMNIST1"
+LOSSES = ("CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "L1Loss")
+OPTIMIZERS = ("AdamW", "Adam", "SGD")
+MEAN_NAME, STD_NAME = "pytrain_input_mean", "pytrain_input_std"
+_FLOAT_TYPES = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+class WebappError(PytrainError, ValueError):
+    """A request from the page that cannot be honoured (no data loaded, no model yet...)."""
+
+
+# ---------------------------------------------------------------- core API access
+
+def _core() -> Tuple[Any, Any, Any]:
+    """(artifacts, models, api) imported lazily so this module loads while the core is partial."""
+    from pytrain import api, artifacts, models
+    return artifacts, models, api
+
+
+class _PlanSession:
+    """Stand-in for pytrain.runtime.InferenceSession while that module does not exist."""
+
+    def __init__(self, model_bytes: bytes) -> None:
+        from pytrain.executor import Plan
+        model = _proto.load_model(model_bytes, "inference model")
+        g = model.graph
+        inits = {t.name: _proto.to_array(t) for t in g.initializer}
+        self._inputs = [vi.name for vi in g.input if vi.name not in inits]
+        self._init_names = list(inits)
+        self._init_values = [inits[n] for n in self._init_names]
+        self._outputs = [vi.name for vi in g.output]
+        self._plan = Plan(g, self._inputs + self._init_names, self._outputs,
+                          opset=_proto.opset_version(model), training=False)
+
+    def run(self, output_names: Any, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
+        return list(self._plan.run([feeds[n] for n in self._inputs] + self._init_values))
+
+
+def _inference_session(model_bytes: bytes) -> Any:
+    try:
+        from pytrain.runtime import InferenceSession
+    except ImportError:
+        return _PlanSession(model_bytes)
+    return InferenceSession(model_bytes)
+
+
+# ---------------------------------------------------------------- MNIST + demo models
+
+def read_mnist(blob: bytes) -> Tuple[np.ndarray, np.ndarray]:
+    """Parse the site's MNIST binary (see build.py) into (uint8 images [N, rows, cols], int64 labels)."""
+    blob = bytes(blob)
+    if len(blob) < 16 or blob[:8] != MNIST_MAGIC:
+        raise DataError("the digits file is not a pytrain MNIST binary (bad magic)")
+    count = int.from_bytes(blob[8:12], "little")
+    rows = int.from_bytes(blob[12:14], "little")
+    cols = int.from_bytes(blob[14:16], "little")
+    need = 16 + count + count * rows * cols
+    if len(blob) < need:
+        raise DataError("the digits file is truncated: %d bytes, expected %d" % (len(blob), need))
+    labels = np.frombuffer(blob, dtype=np.uint8, count=count, offset=16).astype(np.int64)
+    pixels = np.frombuffer(blob, dtype=np.uint8, count=count * rows * cols, offset=16 + count)
+    return pixels.reshape(count, rows, cols), labels
+
+
+def digits_model(kind: str = "mlp", seed: int = 0) -> Any:
+    """The inference model of the digits demo: ``mlp`` (784-128-10) or ``cnn`` (LeNet-like)."""
+    _, models, _ = _core()
+    if kind == "mlp":
+        return models.mlp(input_size=784, hidden_sizes=[128], output_size=10, activation="relu", seed=seed)
+    if kind == "cnn":
+        return models.cnn(input_shape=(1, 28, 28), num_classes=10, seed=seed)
+    raise WebappError("unknown digits model %r: expected 'mlp' or 'cnn'" % kind)
+
+
+def _generate(model: Any, loss: str, optimizer: str, requires_grad: Optional[Sequence[str]] = None,
+              frozen: Optional[Sequence[str]] = None, output_name: Optional[str] = None) -> Dict[str, bytes]:
+    artifacts, _, _ = _core()
+    if loss not in LOSSES:
+        raise WebappError("unknown loss %r: expected one of %s" % (loss, ", ".join(LOSSES)))
+    if optimizer not in OPTIMIZERS:
+        raise WebappError("unknown optimizer %r: expected one of %s" % (optimizer, ", ".join(OPTIMIZERS)))
+    arts = artifacts.generate_artifacts(
+        model, requires_grad=list(requires_grad) if requires_grad is not None else None,
+        frozen_params=list(frozen) if frozen else None,
+        loss=getattr(artifacts.LossType, loss), optimizer=getattr(artifacts.OptimType, optimizer),
+        additional_output_names=[output_name] if output_name else None)
+    return {"training": bytes(arts.training_model), "eval": bytes(arts.eval_model),
+            "optimizer": bytes(arts.optimizer_model), "checkpoint": bytes(arts.checkpoint)}
+
+
+def digits_artifacts(kind: str = "mlp", optimizer: str = "AdamW") -> Dict[str, bytes]:
+    """Training artifacts of the digits demo (build.py ships these; the page can also build them)."""
+    return _generate(digits_model(kind), "CrossEntropyLoss", optimizer, output_name="output")
+
+
+# ---------------------------------------------------------------- model inspection
+
+def _dims(vi: Any) -> Tuple[int, List[Any]]:
+    elem, shape = _proto.value_info_type(vi)
+    return int(elem or 0), list(shape) if shape is not None else []
+
+
+def describe_model(model: Any) -> Dict[str, Any]:
+    """Inputs, outputs and float initializers (trainable candidates) of an inference model."""
+    graph = model.graph
+    init_names = {t.name for t in graph.initializer}
+    inputs = []
+    for vi in graph.input:
+        if vi.name in init_names:
+            continue
+        elem, shape = _dims(vi)
+        inputs.append({"name": vi.name, "elem_type": elem, "shape": shape})
+    outputs = []
+    for vi in graph.output:
+        elem, shape = _dims(vi)
+        outputs.append({"name": vi.name, "elem_type": elem, "shape": shape})
+    params = []
+    for t in graph.initializer:
+        size = int(np.prod(list(t.dims))) if len(t.dims) else 1
+        params.append({"name": t.name, "shape": [int(d) for d in t.dims], "size": size,
+                       "float": int(t.data_type) in _FLOAT_TYPES})
+    ops = sorted({n.op_type for n in graph.node})
+    if not inputs:
+        raise ModelFormatError("the model has no graph input besides its initializers")
+    if not outputs:
+        raise ModelFormatError("the model declares no graph output")
+    return {"inputs": inputs, "outputs": outputs, "params": params, "ops": ops,
+            "nodes": len(graph.node), "opset": _proto.opset_version(model)}
+
+
+def with_standardizer(model: Any, mean: np.ndarray, std: np.ndarray) -> Any:
+    """A copy of ``model`` whose first step is ``(input - mean) / std``.
+
+    Baking the statistics into the graph means the exported model takes raw rows, exactly
+    like the CSV the user uploaded.
+    """
+    model = _proto.load_model(_proto.model_to_bytes(model))
+    graph = model.graph
+    name = [vi.name for vi in graph.input if vi.name not in {t.name for t in graph.initializer}][0]
+    centred, scaled = name + "__centred", name + "__standardized"
+    for node in graph.node:
+        node.input[:] = [scaled if i == name else i for i in node.input]
+    graph.initializer.append(_proto.from_array(np.asarray(mean, np.float32), MEAN_NAME))
+    graph.initializer.append(_proto.from_array(np.asarray(std, np.float32), STD_NAME))
+    graph.node[:0] = [_proto.make_node("Sub", [name, MEAN_NAME], [centred], name="standardize_sub"),
+                      _proto.make_node("Div", [centred, STD_NAME], [scaled], name="standardize_div")]
+    return model
+
+
+def _label_consumer_output(training: Any, label_name: str) -> Optional[str]:
+    """Guess the forward output of ready-made artifacts: the other input of the node reading the labels."""
+    for node in training.graph.node:
+        if label_name in node.input:
+            for i in node.input:
+                if i and i != label_name:
+                    return i
+    return None
+
+
+# ---------------------------------------------------------------- the session
+
+class Session:
+    """Everything one browser tab trains: data, model artifacts, the training state and progress."""
+
+    def __init__(self) -> None:
+        self.seed = 0
+        self.batch_size = 32
+        self.lr = 1e-3
+        self.data: Dict[str, Any] = {}
+        self.data_source: Dict[str, Any] = {}
+        self.data_version = 0
+        self.model: Dict[str, Any] = {}
+        self.artifacts: Dict[str, bytes] = {}
+        self.artifacts_version = 0
+        self.state: Any = None
+        self.module: Any = None
+        self.optimizer: Any = None
+        self.epoch = 0          # completed epochs
+        self.epoch_step = 0     # batches done in the current epoch
+        self.step = 0           # batches done in total
+        self._order: Optional[np.ndarray] = None
+        self._order_epoch = -1
+        self._infer: Any = None
+        self._infer_step = -1
+        self._csv_text = ""
+        self._arrays: Optional[Tuple[np.ndarray, np.ndarray]] = None
+        self._added: List[Tuple[np.ndarray, np.ndarray]] = []
+
+    # ------------------------------------------------------------ data
+
+    def _set_data(self, train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray,
+                  task: str, classes: Optional[List[str]], feature_names: Optional[List[str]],
+                  source: Dict[str, Any], extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        if len(train_x) == 0:
+            raise DataError("no training samples left after the validation split")
+        num_classes = 0
+        if task == "classification":
+            seen = np.concatenate([train_y, val_y]) if len(val_y) else train_y
+            num_classes = int(seen.max()) + 1 if len(seen) else 0
+            if classes:
+                num_classes = max(num_classes, len(classes))
+        self.data = {"train_x": train_x, "train_y": train_y, "val_x": val_x, "val_y": val_y,
+                     "task": task, "classes": classes, "feature_names": feature_names,
+                     "num_classes": num_classes, "added": 0}
+        self.data.update(extra or {})
+        self.data_source = source
+        self._added = []
+        self.data_version += 1
+        self._order_epoch = -1
+        return self.data_summary()
+
+    def data_summary(self) -> Dict[str, Any]:
+        """Sizes, task and label names of the loaded data."""
+        d = self.data
+        if not d:
+            return {"loaded": False}
+        return {"loaded": True, "kind": self.data_source.get("kind"), "train": int(len(d["train_x"])),
+                "val": int(len(d["val_x"])), "task": d["task"], "classes": d["classes"],
+                "num_classes": d["num_classes"], "features": d["feature_names"],
+                "sample_shape": [int(s) for s in d["train_x"].shape[1:]], "added": d["added"]}
+
+    def use_digits(self, blob: bytes, n_train: int = 8000, n_val: int = 1000) -> Dict[str, Any]:
+        """Load the bundled MNIST digits: the first ``n_train`` for training, the last ``n_val`` held out."""
+        images, labels = read_mnist(blob)
+        n = len(labels)
+        n_val = max(1, min(int(n_val), n - 1))
+        n_train = max(1, min(int(n_train), n - n_val))
+        x = images.reshape(n, -1).astype(np.float32) / np.float32(255.0)
+        source = {"kind": "digits", "n_train": n_train, "n_val": n_val}
+        return self._set_data(x[:n_train], labels[:n_train], x[n - n_val:], labels[n - n_val:],
+                              "classification", [str(i) for i in range(10)], None, source)
+
+    @staticmethod
+    def inspect_csv(text: str) -> Dict[str, Any]:
+        """Column names, which columns are numeric, and a suggested label column/task (last column)."""
+        lines = [ln for ln in str(text).splitlines() if ln.strip()]
+        if not lines:
+            raise DataError("the CSV file is empty")
+        import csv
+        rows = list(csv.reader(lines[:201]))
+        header = [h.strip() for h in rows[0]]
+        body = rows[1:]
+
+        def numeric(col: int) -> bool:
+            for r in body:
+                if col >= len(r):
+                    return False
+                try:
+                    float(r[col])
+                except ValueError:
+                    return False
+            return True
+
+        flags = [numeric(i) for i in range(len(header))]
+        label = header[-1] if header else None
+        return {"columns": header, "numeric": flags, "rows": len(lines) - 1, "label": label,
+                "preview": body[:5]}
+
+    def use_csv(self, text: str, label: str, task: Optional[str] = None, val_fraction: float = 0.2,
+                seed: int = 0) -> Dict[str, Any]:
+        """Load a CSV table (text) with ``label`` as target; split off a stratified validation set."""
+        ds = _data.load_csv(str(text), label=label, task=task or None, name="the CSV file")
+        idx_train, idx_val = _data.split_indices(
+            len(ds), float(val_fraction), int(seed),
+            stratify=ds.y if ds.task == "classification" else None)
+        train, val = ds.subset(idx_train), ds.subset(idx_val)
+        classes = ds.classes
+        if ds.task == "classification" and classes is None:
+            classes = [str(i) for i in range(int(ds.y.max()) + 1)]
+        source = {"kind": "csv", "label": label, "task": ds.task, "val_fraction": float(val_fraction),
+                  "seed": int(seed)}
+        self._csv_text = str(text)
+        return self._set_data(train.x, train.y, val.x, val.y, ds.task, classes, ds.feature_names, source)
+
+    def use_arrays(self, x: np.ndarray, y: np.ndarray, task: str = "classification",
+                   classes: Optional[List[str]] = None, val_fraction: float = 0.2,
+                   seed: int = 0) -> Dict[str, Any]:
+        """Load decoded samples (e.g. images the page decoded) with labels; split off validation."""
+        x = np.asarray(x, dtype=np.float32)
+        y = np.asarray(y, dtype=np.int64 if task == "classification" else np.float32)
+        if len(x) != len(y):
+            raise DataError("got %d samples but %d labels" % (len(x), len(y)))
+        if len(x) < 2:
+            raise DataError("need at least 2 samples, got %d" % len(x))
+        idx_train, idx_val = _data.split_indices(len(x), float(val_fraction), int(seed),
+                                                 stratify=y if task == "classification" else None)
+        source = {"kind": "arrays", "task": task, "val_fraction": float(val_fraction), "seed": int(seed)}
+        summary = self._set_data(x[idx_train], y[idx_train], x[idx_val], y[idx_val], task, classes, None, source)
+        self._arrays = (x, y)
+        return summary
+
+    def add_samples(self, x: np.ndarray, y: Sequence[int]) -> Dict[str, Any]:
+        """Append labelled samples (e.g. drawn digits) to the training set (personalization)."""
+        d = self._need_data()
+        x = np.asarray(x, dtype=np.float32).reshape((-1,) + d["train_x"].shape[1:])
+        y = np.asarray(y, dtype=d["train_y"].dtype).reshape(-1)
+        if len(x) != len(y):
+            raise DataError("got %d samples but %d labels" % (len(x), len(y)))
+        d["train_x"] = np.concatenate([d["train_x"], x])
+        d["train_y"] = np.concatenate([d["train_y"], y])
+        d["added"] += len(x)
+        self._added.append((x, y))
+        self.data_version += 1
+        # The current epoch's order no longer covers every sample; the next epoch includes them.
+        return self.data_summary()
+
+    def _need_data(self) -> Dict[str, Any]:
+        if not self.data:
+            raise WebappError("no data loaded yet: choose digits, a CSV table or images first")
+        return self.data
+
+    # ------------------------------------------------------------ models and artifacts
+
+    @staticmethod
+    def inspect_model(blob: bytes) -> Dict[str, Any]:
+        """Describe an uploaded inference model (raises ModelFormatError when it is not ONNX)."""
+        return describe_model(_proto.load_model(bytes(blob), "the uploaded ONNX model"))
+
+    def build_digits(self, kind: str = "mlp", optimizer: str = "AdamW",
+                     prebuilt: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
+        """Use the digits MLP/CNN: the site's prebuilt artifacts when given, else generate them here."""
+        arts = prebuilt if prebuilt and optimizer == "AdamW" else digits_artifacts(kind, optimizer)
+        info = {"origin": "digits", "kind": kind, "input": "input", "output": "output",
+                "loss": "CrossEntropyLoss", "optimizer": optimizer,
+                "sample_shape": [784] if kind == "mlp" else [1, 28, 28]}
+        return self._use(arts, info)
+
+    def build_mlp(self, hidden: Sequence[int] = (64,), activation: str = "relu", optimizer: str = "AdamW",
+                  standardize: bool = True, seed: int = 0) -> Dict[str, Any]:
+        """An MLP sized for the loaded table (classification: cross-entropy; regression: MSE)."""
+        _, models, _ = _core()
+        d = self._need_data()
+        n_in = int(np.prod(d["train_x"].shape[1:]))
+        classification = d["task"] == "classification"
+        n_out = d["num_classes"] if classification else (1 if d["train_y"].ndim == 1 else d["train_y"].shape[1])
+        if classification and n_out < 2:
+            raise DataError("classification needs at least 2 classes in the label column, found %d" % n_out)
+        model = models.mlp(input_size=n_in, hidden_sizes=[int(h) for h in hidden], output_size=int(n_out),
+                           activation=activation, seed=int(seed))
+        frozen = None
+        stats = None
+        if standardize:
+            st = _data.Standardizer.fit(d["train_x"].reshape(len(d["train_x"]), -1))
+            model = with_standardizer(model, st.mean, st.std)
+            frozen = [MEAN_NAME, STD_NAME]
+            stats = st.to_dict()
+        loss = "CrossEntropyLoss" if classification else "MSELoss"
+        arts = _generate(model, loss, optimizer, frozen=frozen, output_name="output")
+        info = {"origin": "mlp", "hidden": [int(h) for h in hidden], "activation": activation,
+                "input": "input", "output": "output", "loss": loss, "optimizer": optimizer,
+                "sample_shape": [n_in], "standardizer": stats}
+        return self._use(arts, info)
+
+    def generate(self, blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
+                 requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None) -> Dict[str, Any]:
+        """Generate artifacts for an uploaded inference model, then use them."""
+        model = _proto.load_model(bytes(blob), "the uploaded ONNX model")
+        desc = describe_model(model)
+        out = output or desc["outputs"][0]["name"]
+        arts = _generate(model, loss, optimizer, requires_grad=requires_grad, output_name=out)
+        shape = desc["inputs"][0]["shape"][1:]
+        info = {"origin": "upload", "input": desc["inputs"][0]["name"], "output": out, "loss": loss,
+                "optimizer": optimizer,
+                "sample_shape": [int(s) if isinstance(s, int) and s > 0 else None for s in shape]}
+        return self._use(arts, info)
+
+    def use_artifacts(self, training: bytes, eval: bytes, optimizer: bytes, checkpoint: bytes,
+                      output: Optional[str] = None) -> Dict[str, Any]:
+        """Use ready-made artifacts (e.g. from ORT's or pytrain's generate_artifacts)."""
+        names = {"training": training, "eval": eval, "optimizer": optimizer, "checkpoint": checkpoint}
+        models_ = {}
+        for key in ("training", "eval", "optimizer"):
+            models_[key] = _proto.load_model(bytes(names[key]), "the uploaded %s" % ARTIFACT_FILES[key])
+        tdesc = describe_model(models_["training"])
+        if len(tdesc["inputs"]) < 2:
+            raise ModelFormatError("the training model should take the data and the labels as its "
+                                   "first two inputs; it has %d input(s)" % len(tdesc["inputs"]))
+        data_in, label_in = tdesc["inputs"][0], tdesc["inputs"][1]
+        eval_outs = [o["name"] for o in describe_model(models_["eval"])["outputs"]]
+        out = output or (eval_outs[1] if len(eval_outs) > 1 else
+                         _label_consumer_output(models_["training"], label_in["name"]))
+        loss = "CrossEntropyLoss" if label_in["elem_type"] == 7 else "MSELoss"  # 7 = INT64
+        info = {"origin": "artifacts", "input": data_in["name"], "output": out, "loss": loss,
+                "optimizer": "as uploaded",
+                "sample_shape": [s if isinstance(s, int) and s > 0 else None for s in data_in["shape"][1:]]}
+        return self._use({k: bytes(v) for k, v in names.items()}, info)
+
+    def _use(self, arts: Dict[str, bytes], info: Dict[str, Any]) -> Dict[str, Any]:
+        _, _, api = _core()
+        state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
+        module = api.Module(arts["training"], state, arts["eval"])
+        optimizer = api.Optimizer(arts["optimizer"], module)
+        self.artifacts, self.model = dict(arts), dict(info)
+        self.state, self.module, self.optimizer = state, module, optimizer
+        self.artifacts_version += 1
+        self.epoch = self.epoch_step = self.step = 0
+        self._order_epoch = -1
+        self._infer = None
+        self._apply_lr()
+        return self.model_summary()
+
+    def model_summary(self) -> Dict[str, Any]:
+        """What the page shows about the current model."""
+        if not self.model:
+            return {"ready": False}
+        out = dict(self.model)
+        out.update({"ready": True, "params": self._param_count(), "epoch": self.epoch, "step": self.step})
+        return out
+
+    def _param_count(self) -> int:
+        return int(self.module.get_parameters_size(trainable_only=True)) if self.module is not None else 0
+
+    def _need_model(self) -> None:
+        if self.module is None:
+            raise WebappError("no model yet: build or upload a model first")
+
+    # ------------------------------------------------------------ training
+
+    def configure(self, batch_size: Optional[int] = None, lr: Optional[float] = None,
+                  seed: Optional[int] = None) -> Dict[str, Any]:
+        """Set batch size, learning rate and shuffling seed (applies from the next step)."""
+        if batch_size is not None:
+            if int(batch_size) < 1:
+                raise WebappError("batch size must be at least 1, got %s" % batch_size)
+            if int(batch_size) != self.batch_size:
+                self.batch_size = int(batch_size)
+                self._order_epoch = -1
+        if lr is not None:
+            if not float(lr) > 0:
+                raise WebappError("learning rate must be positive, got %s" % lr)
+            self.lr = float(lr)
+            self._apply_lr()
+        if seed is not None:
+            self.seed = int(seed)
+        return {"batch_size": self.batch_size, "lr": self.lr, "seed": self.seed}
+
+    def _apply_lr(self) -> None:
+        if self.optimizer is not None and hasattr(self.optimizer, "set_learning_rate"):
+            self.optimizer.set_learning_rate(self.lr)
+
+    def steps_per_epoch(self) -> int:
+        """Batches in one epoch over the current training set."""
+        return _data.num_batches(len(self._need_data()["train_x"]), self.batch_size)
+
+    def _batches(self) -> List[np.ndarray]:
+        if self._order_epoch != self.epoch or self._order is None:
+            n = len(self.data["train_x"])
+            self._order = _data.epoch_order(n, self.seed, self.epoch)
+            self._order_epoch = self.epoch
+        return _data.batch_indices(self._order, self.batch_size)
+
+    def _shape_x(self, x: np.ndarray) -> np.ndarray:
+        shape = self.model.get("sample_shape") or []
+        if shape and all(isinstance(s, int) for s in shape) and int(np.prod(shape)) == int(np.prod(x.shape[1:])):
+            return np.ascontiguousarray(x.reshape([len(x)] + list(shape)), dtype=np.float32)
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+    def _targets(self, y: np.ndarray, width: Optional[int] = None) -> np.ndarray:
+        if self.model.get("loss") == "CrossEntropyLoss":
+            return np.ascontiguousarray(y, dtype=np.int64)
+        d = self.data
+        if d["task"] == "classification" and (width or d["num_classes"]) > 1 and y.ndim == 1:
+            k = width or d["num_classes"]
+            return np.eye(k, dtype=np.float32)[y.astype(np.int64)]
+        y = y.astype(np.float32)
+        return y.reshape(len(y), -1)
+
+    def train_for(self, budget_ms: float = 200.0, max_steps: int = 1000000) -> Dict[str, Any]:
+        """Train batches until ``budget_ms`` has passed or the epoch ends; report the losses.
+
+        Short slices let the worker answer pause/stop/predict between them.
+        """
+        self._need_model()
+        d = self._need_data()
+        self.module.train()
+        batches = self._batches()
+        losses: List[float] = []
+        start = time.perf_counter()
+        while self.epoch_step < len(batches) and len(losses) < int(max_steps):
+            idx = batches[self.epoch_step]
+            loss = self.module(self._shape_x(d["train_x"][idx]), self._targets(d["train_y"][idx]))
+            self.optimizer.step()
+            self.module.lazy_reset_grad()
+            value = float(np.asarray(loss).reshape(-1)[0])
+            if not np.isfinite(value):
+                raise WebappError("the loss became %s at step %d: lower the learning rate and start again"
+                                  % (value, self.step + 1))
+            losses.append(value)
+            self.epoch_step += 1
+            self.step += 1
+            if (time.perf_counter() - start) * 1000.0 >= budget_ms:
+                break
+        elapsed = time.perf_counter() - start
+        epoch_end = self.epoch_step >= len(batches)
+        if epoch_end:
+            self.epoch += 1
+            self.epoch_step = 0
+        self._save_progress()
+        return {"losses": losses, "step": self.step, "epoch": self.epoch, "epoch_step": self.epoch_step,
+                "steps_per_epoch": len(batches), "epoch_end": epoch_end, "seconds": elapsed}
+
+    def _save_progress(self) -> None:
+        props = getattr(self.state, "properties", None)
+        if props is None:
+            return
+        props["epoch"] = int(self.epoch)
+        props["epoch_step"] = int(self.epoch_step)
+        props["step"] = int(self.step)
+        props["batch_size"] = int(self.batch_size)
+        props["lr"] = float(self.lr)
+        props["seed"] = int(self.seed)
+
+    def _outputs(self, x: np.ndarray) -> np.ndarray:
+        """Forward outputs of the current parameters (through the exported inference model)."""
+        if self._infer is None or self._infer_step != self.step:
+            self._infer = _inference_session(self.export())
+            self._infer_step = self.step
+        out = self._infer.run(None, {self.model["input"]: self._shape_x(x)})[0]
+        return np.asarray(out)
+
+    def evaluate(self, batch: int = 500) -> Dict[str, Any]:
+        """Validation loss and accuracy (classification) or RMSE/MAE (regression)."""
+        self._need_model()
+        d = self._need_data()
+        x, y = d["val_x"], d["val_y"]
+        if len(x) == 0:
+            return {"loss": None, "metric": None, "metric_name": None, "n": 0}
+        self.module.eval()
+        total = 0.0
+        outs = []
+        for i in range(0, len(x), batch):
+            xb, yb = x[i:i + batch], y[i:i + batch]
+            res = self.module(self._shape_x(xb), self._targets(yb))
+            first = res[0] if isinstance(res, (list, tuple)) else res
+            total += float(np.asarray(first).reshape(-1)[0]) * len(xb)
+            outs.append(self._outputs(xb))
+        self.module.train()
+        out = np.concatenate(outs)
+        result: Dict[str, Any] = {"loss": total / len(x), "n": int(len(x)), "epoch": self.epoch, "step": self.step}
+        if d["task"] == "classification":
+            pred = self._predict_classes(out)
+            result.update({"metric": float(np.mean(pred == y)), "metric_name": "accuracy"})
+        else:
+            err = out.reshape(len(out), -1) - y.reshape(len(y), -1).astype(np.float32)
+            result.update({"metric": float(np.sqrt(np.mean(err ** 2))), "metric_name": "rmse",
+                           "mae": float(np.mean(np.abs(err)))})
+        return result
+
+    def _predict_classes(self, out: np.ndarray) -> np.ndarray:
+        out = out.reshape(len(out), -1)
+        if out.shape[1] == 1:  # one logit: binary classification
+            return (out[:, 0] > 0).astype(np.int64)
+        return np.argmax(out, axis=1)
+
+    def predict(self, x: np.ndarray) -> Dict[str, Any]:
+        """Model outputs for samples ``x``; for classification also probabilities and the class."""
+        self._need_model()
+        d = self.data or {"task": "classification", "classes": None}
+        x = np.asarray(x, dtype=np.float32)
+        shape = self.model.get("sample_shape") or []
+        if shape and all(isinstance(s, int) for s in shape) and x.size == int(np.prod(shape)):
+            x = x.reshape([1] + list(shape))
+        elif x.ndim == 1:
+            x = x.reshape(1, -1)
+        out = self._outputs(x).reshape(len(x), -1)
+        res: Dict[str, Any] = {"outputs": out.tolist()}
+        if d["task"] == "classification":
+            if out.shape[1] == 1:
+                p1 = 1.0 / (1.0 + np.exp(-out[:, 0]))
+                probs = np.stack([1 - p1, p1], axis=1)
+            else:
+                z = out - out.max(axis=1, keepdims=True)
+                e = np.exp(z)
+                probs = e / e.sum(axis=1, keepdims=True)
+            cls = np.argmax(probs, axis=1)
+            names = d.get("classes")
+            res.update({"probabilities": probs.tolist(), "class": cls.tolist(),
+                        "label": [names[c] if names and c < len(names) else str(c) for c in cls.tolist()]})
+        return res
+
+    # ------------------------------------------------------------ checkpoints, export, resume
+
+    def checkpoint(self, include_optimizer_state: bool = True) -> bytes:
+        """The current checkpoint (parameters, optimizer state, progress properties) as bytes."""
+        self._need_model()
+        self._save_progress()
+        return bytes(self.state.to_bytes(include_optimizer_state=bool(include_optimizer_state)))
+
+    def export(self) -> bytes:
+        """The inference model with the current parameters, serialized."""
+        self._need_model()
+        return bytes(self.module.export_model_for_inferencing(None, [self.model["output"]]))
+
+    def digest(self) -> str:
+        """A short hash of the current parameters (to check a resumed run continues the same one)."""
+        self._need_model()
+        flat = np.ascontiguousarray(self.module.get_contiguous_parameters(trainable_only=False))
+        return hashlib.sha256(flat.tobytes()).hexdigest()[:16]
+
+    def snapshot(self, data_version: int = -1, artifacts_version: int = -1) -> Dict[str, Any]:
+        """Everything needed to resume this run; data/artifacts only when newer than the given versions."""
+        self._need_model()
+        self._need_data()
+        meta = {"model": self.model, "data_source": self.data_source, "epoch": self.epoch,
+                "epoch_step": self.epoch_step, "step": self.step, "batch_size": self.batch_size,
+                "lr": self.lr, "seed": self.seed, "data_version": self.data_version,
+                "artifacts_version": self.artifacts_version, "digest": self.digest(),
+                "classes": self.data.get("classes")}
+        out: Dict[str, Any] = {"meta": meta, "checkpoint": self.checkpoint()}
+        if int(artifacts_version) != self.artifacts_version:
+            out["artifacts"] = dict(self.artifacts)
+        if int(data_version) != self.data_version:
+            out["data"] = self._data_blob()
+        return out
+
+    def _data_blob(self) -> bytes:
+        """The data a resume cannot fetch again: CSV text, decoded samples, added samples."""
+        arrays: Dict[str, np.ndarray] = {}
+        kind = self.data_source.get("kind")
+        if kind == "csv":
+            arrays["csv"] = np.frombuffer(self._csv_text.encode("utf-8"), dtype=np.uint8)
+        elif kind == "arrays" and self._arrays is not None:
+            arrays["x"], arrays["y"] = self._arrays
+        if self._added:
+            arrays["added_x"] = np.concatenate([a for a, _ in self._added])
+            arrays["added_y"] = np.concatenate([b for _, b in self._added])
+        return _pack_arrays(arrays)
+
+    def restore(self, meta: Dict[str, Any], artifacts: Dict[str, bytes], checkpoint: bytes,
+                data: bytes = b"", digits: Optional[bytes] = None) -> Dict[str, Any]:
+        """Rebuild a saved run: data, artifacts, then the checkpoint and the saved position."""
+        src = meta["data_source"]
+        kind = src.get("kind")
+        arrays = _unpack_arrays(bytes(data)) if data else {}
+        if kind == "digits":
+            if digits is None:
+                raise WebappError("resuming a digits run needs the digits file")
+            self.use_digits(digits, src["n_train"], src["n_val"])
+        elif kind == "csv":
+            self.use_csv(arrays["csv"].tobytes().decode("utf-8"), src["label"], src["task"],
+                         src["val_fraction"], src["seed"])
+        elif kind == "arrays":
+            self.use_arrays(arrays["x"], arrays["y"], src["task"], meta.get("classes"), src["val_fraction"],
+                            src["seed"])
+        else:
+            raise WebappError("the saved run has unknown data kind %r" % kind)
+        if "added_y" in arrays:
+            self.add_samples(arrays["added_x"], arrays["added_y"])
+        arts = dict(artifacts)
+        arts["checkpoint"] = bytes(checkpoint)
+        self._use(arts, meta["model"])
+        self.batch_size, self.lr, self.seed = int(meta["batch_size"]), float(meta["lr"]), int(meta["seed"])
+        self._apply_lr()
+        self.epoch, self.epoch_step, self.step = int(meta["epoch"]), int(meta["epoch_step"]), int(meta["step"])
+        self._order_epoch = -1
+        return {"model": self.model_summary(), "data": self.data_summary(), "digest": self.digest(),
+                "epoch": self.epoch, "step": self.step, "epoch_step": self.epoch_step}
+
+    def status(self) -> Dict[str, Any]:
+        """Data, model and progress in one answer."""
+        out = {"data": self.data_summary(), "model": self.model_summary(), "epoch": self.epoch,
+               "epoch_step": self.epoch_step, "step": self.step, "batch_size": self.batch_size, "lr": self.lr,
+               "data_version": self.data_version, "artifacts_version": self.artifacts_version}
+        if self.data and self.module is not None:
+            out["steps_per_epoch"] = self.steps_per_epoch()
+        return out
+
+
+def _pack_arrays(arrays: Dict[str, np.ndarray]) -> bytes:
+    """A tiny container (JSON header + raw buffers): np.savez needs zipfile seeking we do not need."""
+    header = {}
+    chunks = []
+    offset = 0
+    for name, arr in arrays.items():
+        arr = np.ascontiguousarray(arr)
+        raw = arr.tobytes()
+        header[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": offset, "size": len(raw)}
+        chunks.append(raw)
+        offset += len(raw)
+    head = json.dumps(header).encode("utf-8")
+    return len(head).to_bytes(4, "little") + head + b"".join(chunks)
+
+
+def _unpack_arrays(blob: bytes) -> Dict[str, np.ndarray]:
+    n = int.from_bytes(blob[:4], "little")
+    header = json.loads(blob[4:4 + n].decode("utf-8"))
+    base = 4 + n
+    out = {}
+    for name, h in header.items():
+        start = base + h["offset"]
+        arr = np.frombuffer(blob[start:start + h["size"]], dtype=np.dtype(h["dtype"]))
+        out[name] = arr.reshape(h["shape"])
+    return out
+
+
+# ---------------------------------------------------------------- the bridge the worker calls
+
+def _decode(value: Any, blobs: List[bytes]) -> Any:
+    """Replace {"$blob": i, ["dtype", "shape"]} placeholders with bytes or numpy arrays."""
+    if isinstance(value, dict):
+        if "$blob" in value:
+            raw = blobs[int(value["$blob"])]
+            if "dtype" in value:
+                arr = np.frombuffer(raw, dtype=np.dtype(value["dtype"]))
+                return arr.reshape(value["shape"]) if value.get("shape") else arr
+            return raw
+        return {k: _decode(v, blobs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v, blobs) for v in value]
+    return value
+
+
+def _encode(value: Any, out: List[np.ndarray]) -> Any:
+    """Replace bytes with {"$blob": i} (the blob goes out as a uint8 array) and numpy scalars with floats."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        out.append(np.frombuffer(bytes(value), dtype=np.uint8))
+        return {"$blob": len(out) - 1}
+    if isinstance(value, dict):
+        return {str(k): _encode(v, out) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v, out) for v in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def _as_bytes(blob: Any) -> bytes:
+    # In Pyodide a JS Uint8Array arrives as a JsProxy; to_py() gives a memoryview over a copy.
+    if hasattr(blob, "to_py"):
+        blob = blob.to_py()
+    return bytes(blob)
+
+
+def call(session: Session, method: str, args_json: str = "{}", blobs: Any = ()) -> Tuple[str, List[np.ndarray]]:
+    """Run ``session.<method>(**args)`` for the worker; never raises.
+
+    Returns (JSON text, output blobs). The JSON is {"ok": true, "result": ...} or
+    {"ok": false, "error": {"type", "message", "expected", "trace"}}; ``expected`` is true for
+    pytrain errors (bad input the user can fix) and false for bugs.
+    """
+    out: List[np.ndarray] = []
+    try:
+        if method.startswith("_") or not callable(getattr(session, method, None)):
+            raise WebappError("unknown session method %r" % method)
+        raw = [_as_bytes(b) for b in (blobs or [])]
+        args = _decode(json.loads(args_json or "{}"), raw)
+        result = getattr(session, method)(**args)
+        return json.dumps({"ok": True, "result": _encode(result, out)}), out
+    except Exception as exc:  # the page shows every failure instead of losing the worker
+        expected = isinstance(exc, PytrainError)
+        err = {"type": type(exc).__name__, "message": str(exc) or type(exc).__name__, "expected": expected,
+               "trace": "" if expected else traceback.format_exc()}
+        return json.dumps({"ok": False, "error": err}), []

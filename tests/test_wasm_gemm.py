@@ -1,0 +1,169 @@
+"""The WebAssembly SIMD sgemm (web/kernels/gemm.wasm), run in Node.js against numpy.
+
+The kernel is rebuilt with clang when clang is installed (and the committed
+gemm.wasm is tested as well), then driven through the real loader, gemm.js,
+with a WebAssembly.Memory standing in for Pyodide's heap.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "web" / "kernels"
+COMMITTED_WASM = KERNELS / "gemm.wasm"
+
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
+
+# Reads cases.json + data.bin, copies each case's A, B, C into one
+# WebAssembly.Memory at unaligned-ish offsets, runs sgemm, writes every C to out.bin.
+NODE_DRIVER = r"""
+const fs = require("fs");
+const [gemmJs, wasm, dir] = process.argv.slice(2);
+const { instantiateWithMemory } = require(gemmJs);
+(async () => {
+  const cases = JSON.parse(fs.readFileSync(dir + "/cases.json"));
+  const data = new Float32Array(new Uint8Array(fs.readFileSync(dir + "/data.bin")).buffer);
+  const memory = new WebAssembly.Memory({ initial: 16 });
+  const g = await instantiateWithMemory(wasm, memory);
+  const out = [];
+  for (const c of cases) {
+    // Place operands after the workspace; +4 bytes breaks 16-byte alignment on purpose.
+    const base = g.workPtr + g.workBytes + 64 + 4;
+    const total = c.a_len + c.b_len + c.c_len;
+    const need = base + 4 * total + 64 - memory.buffer.byteLength;
+    if (need > 0) memory.grow(Math.ceil(need / 65536));
+    const f = new Float32Array(memory.buffer);
+    f.set(data.subarray(c.offset, c.offset + total), base / 4);
+    const A = base, B = A + 4 * c.a_len, C = B + 4 * c.b_len;
+    g.sgemm(c.ta, c.tb, c.m, c.n, c.k, c.alpha, A, c.lda, B, c.ldb, c.beta, C, c.ldc);
+    out.push(new Float32Array(memory.buffer, C, c.c_len).slice());
+  }
+  const bytes = new Float32Array(out.reduce((s, x) => s + x.length, 0));
+  let o = 0;
+  for (const x of out) { bytes.set(x, o); o += x.length; }
+  fs.writeFileSync(dir + "/out.bin", Buffer.from(bytes.buffer));
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+# (transA, transB, M, N, K, alpha, beta, extra leading-dimension padding)
+CASES = [
+    (0, 0, 63, 129, 785, 1.0, 0.0, 0),
+    (0, 1, 63, 129, 785, 1.0, 0.0, 0),
+    (1, 0, 63, 129, 785, 1.0, 0.0, 0),
+    (1, 1, 63, 129, 785, 1.0, 0.0, 0),
+    (0, 0, 64, 128, 784, 1.0, 0.0, 0),
+    (0, 1, 64, 128, 784, 1.0, 0.0, 0),
+    (1, 0, 128, 784, 64, 1.0, 0.0, 0),
+    (0, 0, 64, 784, 128, 1.0, 0.0, 0),
+    (0, 0, 63, 129, 785, 0.5, 2.0, 3),
+    (0, 1, 17, 33, 300, -1.5, 1.0, 5),
+    (1, 0, 5, 7, 3, 2.0, -0.5, 1),
+    (1, 1, 9, 13, 11, 1.0, 0.25, 2),
+    (0, 0, 1, 1, 1, 1.0, 0.0, 0),
+    (0, 1, 1, 10, 600, 1.0, 0.0, 0),
+    (1, 0, 600, 1, 1, 1.0, 1.0, 0),
+    (0, 0, 130, 520, 257, 1.0, 0.0, 0),  # crosses MC, NC and KC block edges
+    (0, 0, 6, 8, 0, 1.0, 0.5, 0),  # K == 0: C = beta * C
+    (0, 0, 6, 8, 5, 0.0, 2.0, 0),  # alpha == 0
+]
+
+
+def _build(tmp: Path) -> Path:
+    out = tmp / "gemm.wasm"
+    subprocess.run(["sh", str(KERNELS / "build.sh"), str(out)], check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="module", params=["committed", "fresh"])
+def wasm_path(request, tmp_path_factory) -> Path:
+    if request.param == "committed":
+        if not COMMITTED_WASM.exists():
+            pytest.skip("no committed gemm.wasm")
+        return COMMITTED_WASM
+    if shutil.which("clang") is None:
+        pytest.skip("clang is not installed; the committed gemm.wasm is tested instead")
+    return _build(tmp_path_factory.mktemp("wasm"))
+
+
+def _op(x: np.ndarray, trans: int) -> np.ndarray:
+    return x.T if trans else x
+
+
+def _run_cases(wasm: Path, tmp: Path, rng: np.random.Generator):
+    """Write every case, run them all in one Node process, return (cases, inputs, outputs)."""
+    meta, chunks, inputs, offset = [], [], [], 0
+    for ta, tb, m, n, k, alpha, beta, pad in CASES:
+        a_rows, a_cols = (k, m) if ta else (m, k)
+        b_rows, b_cols = (n, k) if tb else (k, n)
+        lda, ldb, ldc = a_cols + pad, b_cols + pad, n + pad
+        a = rng.standard_normal((a_rows, lda)).astype(np.float32)
+        b = rng.standard_normal((b_rows, ldb)).astype(np.float32)
+        c = rng.standard_normal((m, ldc)).astype(np.float32)
+        if beta == 0.0:
+            c[:, :n] = np.nan  # BLAS semantics: beta == 0 ignores C entirely
+        inputs.append((a, b, c))
+        meta.append(dict(ta=ta, tb=tb, m=m, n=n, k=k, alpha=alpha, beta=beta, lda=lda, ldb=ldb,
+                         ldc=ldc, offset=offset, a_len=a.size, b_len=b.size, c_len=c.size))
+        chunks += [a.ravel(), b.ravel(), c.ravel()]
+        offset += a.size + b.size + c.size
+    (tmp / "cases.json").write_text(json.dumps(meta))
+    np.concatenate(chunks).astype(np.float32).tofile(tmp / "data.bin")
+    driver = tmp / "driver.js"
+    driver.write_text(NODE_DRIVER)
+    subprocess.run([NODE, str(driver), str(KERNELS / "gemm.js"), str(wasm), str(tmp)],
+                   check=True, capture_output=True, timeout=120)
+    flat = np.fromfile(tmp / "out.bin", dtype=np.float32)
+    outs, o = [], 0
+    for (_, _, c), mt in zip(inputs, meta):
+        outs.append(flat[o:o + c.size].reshape(c.shape))
+        o += c.size
+    return meta, inputs, outs
+
+
+def test_sgemm_matches_numpy(wasm_path: Path, tmp_path: Path):
+    rng = np.random.default_rng(0)
+    meta, inputs, outs = _run_cases(wasm_path, tmp_path, rng)
+    for mt, (a, b, c0), got in zip(meta, inputs, outs):
+        m, n, k = mt["m"], mt["n"], mt["k"]
+        op_a = _op(a[:, : (m if mt["ta"] else k)], mt["ta"])
+        op_b = _op(b[:, : (k if mt["tb"] else n)], mt["tb"])
+        c_in = np.nan_to_num(c0[:, :n]) if mt["beta"] == 0.0 else c0[:, :n]
+        alpha, beta = np.float32(mt["alpha"]), np.float32(mt["beta"])
+        want = alpha * (op_a @ op_b) + beta * c_in
+        # Error allowed: float32 rounding relative to the size of the terms summed.
+        magnitude = abs(alpha) * (np.abs(op_a) @ np.abs(op_b)) + abs(beta) * np.abs(c_in) + 1e-30
+        err = np.abs(got[:, :n] - want) / magnitude
+        assert np.all(np.isfinite(got[:, :n])), mt
+        assert err.max() < 1e-5, (mt, float(err.max()))
+        # Padding columns beyond n (ldc > n) must be untouched.
+        np.testing.assert_array_equal(got[:, n:], c0[:, n:], err_msg=str(mt))
+
+
+def test_build_has_no_shadow_stack_use(tmp_path: Path):
+    """build.sh refuses binaries that spill to the C stack (it would land in Pyodide's heap)."""
+    if shutil.which("clang") is None or shutil.which("llvm-objdump") is None:
+        pytest.skip("needs clang and llvm-objdump")
+    wasm = _build(tmp_path)
+    dis = subprocess.run(["llvm-objdump", "-d", str(wasm)], capture_output=True, text=True,
+                         check=True).stdout
+    assert "global.get" not in dis and "global.set" not in dis
+
+
+def test_committed_wasm_exports():
+    if not COMMITTED_WASM.exists():
+        pytest.skip("no committed gemm.wasm")
+    script = ("const m = new WebAssembly.Module(require('fs').readFileSync(process.argv[1]));"
+              "console.log(JSON.stringify([WebAssembly.Module.imports(m), "
+              "WebAssembly.Module.exports(m).map(e => e.name).sort()]))")
+    res = subprocess.run([NODE, "-e", script, str(COMMITTED_WASM)], capture_output=True,
+                         text=True, check=True)
+    imports, exports = json.loads(res.stdout)
+    assert imports == [{"module": "env", "name": "memory", "kind": "memory"}]
+    assert exports == ["pytrain_sgemm", "pytrain_sgemm_work_bytes"]

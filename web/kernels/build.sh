@@ -1,0 +1,24 @@
+#!/bin/sh
+# Build gemm.wasm from gemm.c with clang + lld (no emscripten, no libc).
+# Usage: build.sh [out.wasm] [extra clang flags...]   (default out: gemm.wasm next to this script)
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$here/gemm.wasm}
+[ $# -gt 0 ] && shift
+CC=${CC:-clang}
+# --import-memory: the kernel runs inside the host's memory (Pyodide's heap).
+# Exports come from export_name attributes in gemm.c.
+# -fno-builtin: keep clang from turning loops into memset/memcpy calls (there is no libc).
+# stack-size=0 + the check below: nothing may live on the shadow stack, which
+# would otherwise sit at a fixed address inside the host's memory.
+$CC --target=wasm32 -msimd128 -O3 -ffreestanding -fno-builtin -nostdlib \
+    -Wl,--no-entry -Wl,--import-memory -Wl,-z,stack-size=0 -Wl,--strip-all \
+    "$@" -o "$out" "$here/gemm.c"
+if command -v llvm-objdump >/dev/null 2>&1; then
+    # global 0 is __stack_pointer; any access means a spill into host memory.
+    if llvm-objdump -d "$out" | grep -Eq 'global\.(get|set)'; then
+        echo "build.sh: $out uses the shadow stack (global.get/set); refusing" >&2
+        rm -f "$out"; exit 1
+    fi
+fi
+echo "built $out ($(wc -c < "$out") bytes)"
