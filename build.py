@@ -310,6 +310,7 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
         "built": int(started),
         "pyodide": {"indexURL": index_url, "files": pyodide_files, "packages": list(PYODIDE_PACKAGES)},
         "wheel": "wheels/" + wheel.name,
+        "wheelSize": wheel.stat().st_size,
         "mnist": cached_mnist(site),
         "artifacts": build_demo_artifacts(site) if artifacts else {},
     }

@@ -17,6 +17,7 @@ from pytrain.blocks import Block, BuildContext
 from pytrain.checkpoint import Parameter, encode
 from pytrain.errors import ArtifactError
 from pytrain.executor import unsupported_op_error
+from pytrain.export import inference_rewrite
 from pytrain.graph import NameScope, all_names, node_label, topological_order
 from pytrain.losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
@@ -118,8 +119,10 @@ def _training_rewrite(nodes: List[NodeProto], scope: NameScope, params: Sequence
             eps = attrs["epsilon"].f if "epsilon" in attrs else 1e-5
             momentum = attrs["momentum"].f if "momentum" in attrs else 0.9
             base = n.name or n.output[0]
-            outs = [n.output[0]] + [scope.fresh("%s/%s" % (base, s)) for s in
-                                    ("running_mean", "running_var", "saved_mean", "saved_invstd")]
+            # keep the names of running-stat outputs a TRAINING-mode export already declares
+            outs = [n.output[0]] + [n.output[k] if k < len(n.output) and n.output[k] else
+                                    scope.fresh("%s/%s" % (base, s)) for k, s in
+                                    ((1, "running_mean"), (2, "running_var"), (3, "saved_mean"), (4, "saved_invstd"))]
             mean, var = n.input[3], n.input[4]
             if mean in params:
                 updates[outs[1]] = mean
@@ -255,7 +258,10 @@ def generate_artifacts(
         return known_vi.get(name) or out_vi(name)
 
     # ---- eval model: forward (inference semantics) + loss -------------------------------------
-    eval_nodes = [NodeProto.FromString(n.SerializeToString()) for n in nodes] + loss_nodes
+    eval_nodes = [NodeProto.FromString(n.SerializeToString()) for n in nodes]
+    for n in eval_nodes:
+        inference_rewrite(n)
+    eval_nodes += loss_nodes
     layout = {"user_inputs": [v.name for v in user_inputs], "labels": [v.name for v in label_inputs],
               "trainable": trainable, "frozen": [p for p in params if p not in trainable],
               "outputs": [LOSS_OUTPUT] + extra, "model_outputs": outputs}

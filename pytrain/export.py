@@ -46,10 +46,14 @@ def _drop_dropout(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodePr
     return kept
 
 
-def _to_inference_semantics(n: NodeProto) -> None:
+def inference_rewrite(n: NodeProto) -> None:
+    """Give a node its inference behaviour in place: BatchNormalization on running statistics
+    (models exported in torch's TRAINING mode carry training_mode=1), Dropout as the identity."""
     if n.op_type == "BatchNormalization" and not n.domain:
         n.attribute[:] = [a for a in n.attribute if a.name != "training_mode"]
         del n.output[1:]
+    elif n.op_type == "Dropout" and not n.domain and len(n.input) > 2:
+        del n.input[2:]
 
 
 def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.ndarray],
@@ -74,7 +78,7 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
         if n.domain not in ("", "ai.onnx"):
             raise ArtifactError("node %r uses domain %r; an inference model keeps standard ops only"
                                 % (n.name, n.domain))
-        _to_inference_semantics(n)
+        inference_rewrite(n)
     used = {i for n in nodes for i in n.input if i} | set(outputs)
     labels = set(layout.get("labels", []))
     inputs = [v for v in g.input if v.name in used and v.name not in parameters and v.name not in labels]

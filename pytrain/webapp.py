@@ -62,6 +62,15 @@ class _PlanSession:
         return list(self._plan.run([feeds[n] for n in self._inputs] + self._init_values))
 
 
+def _load_upload(blob: bytes, name: str) -> Any:
+    """Parse uploaded ONNX bytes; errors name the file the user chose."""
+    try:
+        return _proto.load_model(bytes(blob), name)
+    except ModelFormatError as exc:
+        # load_model repeats its label for bytes ("x x (bytes) is ..."): say it once.
+        raise ModelFormatError(str(exc).replace("%s %s (bytes)" % (name, name), name)) from None
+
+
 def _inference_session(model_bytes: bytes) -> Any:
     try:
         from pytrain.runtime import InferenceSession
@@ -338,9 +347,9 @@ class Session:
     # ------------------------------------------------------------ models and artifacts
 
     @staticmethod
-    def inspect_model(blob: bytes) -> Dict[str, Any]:
+    def inspect_model(blob: bytes, name: str = "the uploaded model") -> Dict[str, Any]:
         """Describe an uploaded inference model (raises ModelFormatError when it is not ONNX)."""
-        return describe_model(_proto.load_model(bytes(blob), "the uploaded ONNX model"))
+        return describe_model(_load_upload(blob, name))
 
     def build_digits(self, kind: str = "mlp", optimizer: str = "AdamW",
                      prebuilt: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
@@ -378,9 +387,10 @@ class Session:
         return self._use(arts, info)
 
     def generate(self, blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
-                 requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None) -> Dict[str, Any]:
+                 requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
+                 name: str = "the uploaded model") -> Dict[str, Any]:
         """Generate artifacts for an uploaded inference model, then use them."""
-        model = _proto.load_model(bytes(blob), "the uploaded ONNX model")
+        model = _load_upload(blob, name)
         desc = describe_model(model)
         out = output or desc["outputs"][0]["name"]
         arts = _generate(model, loss, optimizer, requires_grad=requires_grad, output_name=out)
@@ -396,7 +406,7 @@ class Session:
         names = {"training": training, "eval": eval, "optimizer": optimizer, "checkpoint": checkpoint}
         models_ = {}
         for key in ("training", "eval", "optimizer"):
-            models_[key] = _proto.load_model(bytes(names[key]), "the uploaded %s" % ARTIFACT_FILES[key])
+            models_[key] = _load_upload(names[key], ARTIFACT_FILES[key])
         tdesc = describe_model(models_["training"])
         if len(tdesc["inputs"]) < 2:
             raise ModelFormatError("the training model should take the data and the labels as its "
@@ -507,7 +517,7 @@ class Session:
             loss = self.module(self._shape_x(d["train_x"][idx]), self._targets(d["train_y"][idx]))
             self.optimizer.step()
             self.module.lazy_reset_grad()
-            value = float(np.asarray(loss).reshape(-1)[0])
+            value = _scalar(loss)
             if not np.isfinite(value):
                 raise WebappError("the loss became %s at step %d: lower the learning rate and start again"
                                   % (value, self.step + 1))
@@ -557,8 +567,7 @@ class Session:
         for i in range(0, len(x), batch):
             xb, yb = x[i:i + batch], y[i:i + batch]
             res = self.module(self._shape_x(xb), self._targets(yb))
-            first = res[0] if isinstance(res, (list, tuple)) else res
-            total += float(np.asarray(first).reshape(-1)[0]) * len(xb)
+            total += _scalar(res) * len(xb)
             outs.append(self._outputs(xb))
         self.module.train()
         out = np.concatenate(outs)
@@ -690,6 +699,12 @@ class Session:
         if self.data and self.module is not None:
             out["steps_per_epoch"] = self.steps_per_epoch()
         return out
+
+
+def _scalar(step_result: Any) -> float:
+    """The loss of a Module step (which returns a list when there are additional outputs)."""
+    first = step_result[0] if isinstance(step_result, (list, tuple)) else step_result
+    return float(np.asarray(first).reshape(-1)[0])
 
 
 def _pack_arrays(arrays: Dict[str, np.ndarray]) -> bytes:

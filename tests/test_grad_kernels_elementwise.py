@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from gradcheck import numeric_grad, run_kernel
+try:  # tests/ is a package (tests/__init__.py) or a plain directory on sys.path
+    from tests.gradcheck import numeric_grad, run_kernel
+except ImportError:
+    from gradcheck import numeric_grad, run_kernel
 
 
 def rng(seed=0):

@@ -3,13 +3,15 @@ pytrain's forward kernels (float64) and against torch.autograd (float32)."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
 import torch
 from onnx import TensorProto, helper
 
-from gradcheck import numeric_grad, run_kernel
+try:  # tests/ is a package (tests/__init__.py) or a plain directory on sys.path
+    from tests.gradcheck import numeric_grad, run_kernel
+except ImportError:
+    from gradcheck import numeric_grad, run_kernel
 
 
 def rng(seed=0):

@@ -4,7 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ops_oracle import assert_same, check, run_ort, run_pytrain, run_reference
+try:
+    from tests.ops_oracle import assert_same, check, run_ort, run_pytrain, run_reference
+except ImportError:  # tests/ run as a plain directory
+    from ops_oracle import assert_same, check, run_ort, run_pytrain, run_reference
 
 from pytrain.errors import GraphError, InputError
 

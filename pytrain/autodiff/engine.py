@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Optional, Sequence, Set
 
 from pytrain.autodiff.builder import GradBuilder
-from pytrain.autodiff.registry import NON_DIFFERENTIABLE, ForwardNode, differentiable_ops, get_rule
+from pytrain.autodiff.registry import NON_DIFFERENTIABLE, TRAINING_FORM, ForwardNode, differentiable_ops, get_rule
 from pytrain.errors import UnsupportedOpError
 from pytrain.graph import NameScope, node_label, topological_order
 from pytrain.proto import NodeProto
@@ -20,7 +20,8 @@ def _diff_inputs(node: NodeProto) -> List[int]:
     """Positions of inputs through which gradient can flow (empty for non-differentiable ops)."""
     if node.op_type in NON_DIFFERENTIABLE and not node.domain:
         return []
-    rule = get_rule(node.op_type, node.domain or "")
+    domain, op = TRAINING_FORM.get((node.domain or "", node.op_type), (node.domain or "", node.op_type))
+    rule = get_rule(op, domain)
     if rule is None:
         return list(range(len(node.input)))  # unknown: assume it would, so we can report it
     if rule.when is not None and not rule.when(ForwardNode(node, [], None)):

@@ -45,6 +45,9 @@ NON_DIFFERENTIABLE = frozenset([
     "EyeLike", "OneHot",
 ])
 
+#: Ops the training graph replaces by a training form (whose rule then says what is differentiable).
+TRAINING_FORM = {("", "BatchNormalization"): ("ai.pytrain", "BatchNormTraining")}
+
 
 def gradient(op_type: str, domain: str = "", inputs: Optional[Sequence[int]] = None,
              outputs: Optional[Sequence[int]] = None,

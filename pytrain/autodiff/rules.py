@@ -206,7 +206,7 @@ def _global_average_pool(b: B, n: N, dy: G) -> G:
 @gradient("BatchNormTraining", domain="ai.pytrain", inputs=(0, 1, 2), outputs=(0,))
 def _batch_norm(b: B, n: N, dy: G) -> G:
     return b.pt_outputs("BatchNormGrad", [dy[0], n.x(0), n.x(1), n.saved(3), n.saved(4)],
-                        [n.needs(0), n.needs(1), n.needs(2)], epsilon=float(n.attr("epsilon", 1e-5)))
+                        [n.needs(0), n.needs(1), n.needs(2)])
 
 
 @gradient("LayerNormalization", inputs=(0, 1, 2), outputs=(0,))

@@ -136,13 +136,23 @@ class ArtifactDir:
     def load_state(self):
         return load_state(self.checkpoint_path)
 
-    def open(self, state, with_optimizer: bool = True) -> Tuple[Any, Any]:
-        """(Module, Optimizer or None) over ``state``."""
+    def open(self, state, with_optimizer: bool = True, seed: Optional[int] = None) -> Tuple[Any, Any]:
+        """(Module, Optimizer or None) over ``state``; ``seed`` seeds random ops such as Dropout."""
         from pytrain.api import Module, Optimizer
 
-        module = Module(self.file(TRAINING), state, self.file(EVAL))
+        module = Module(self.training_proto(), state, self.eval_proto(), seed=seed)
         optimizer = Optimizer(self.file(OPTIMIZER), module) if with_optimizer else None
         return module, optimizer
+
+    def default_lr(self) -> float:
+        """The optimizer model's default learning rate (1e-3 when it records none)."""
+        from pytrain.proto import model_metadata
+
+        meta = model_metadata(load_model_file(self.file(OPTIMIZER), "optimizer model"))
+        try:
+            return float(meta.get("pytrain.default_lr", "0.001"))
+        except ValueError:
+            return 1e-3
 
     def layout(self) -> Dict[str, Any]:
         """The training layout generate_artifacts records in the training model's metadata."""

@@ -12,13 +12,19 @@ COLUMNS = ("kind", "epoch", "step", "loss", "lr", "train_loss", "val_loss", "val
            "seconds")
 
 
+def check_log_name(path: str) -> str:
+    """The log's extension, or CliError when it is neither CSV nor JSON lines."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".csv", ".jsonl", ".json", ".ndjson"):
+        raise CliError("--log {}: use a .csv or .jsonl file name".format(path))
+    return ext
+
+
 class RunLog:
     """Append-or-truncate log file; ``.csv`` gets a header, ``.jsonl``/``.json`` one object per line."""
 
     def __init__(self, path: str, append: bool) -> None:
-        ext = os.path.splitext(path)[1].lower()
-        if ext not in (".csv", ".jsonl", ".json", ".ndjson"):
-            raise CliError("--log {}: use a .csv or .jsonl file name".format(path))
+        ext = check_log_name(path)
         self.path = path
         self.csv = ext == ".csv"
         fresh = not append or not os.path.exists(path) or os.path.getsize(path) == 0

@@ -14,7 +14,13 @@ def _clock(seconds: float) -> str:
 
 
 class Progress:
-    """Per-epoch progress: steps/s, running loss and ETA of the epoch."""
+    """Per-epoch progress: steps/s, running loss and ETA of the epoch.
+
+    Not on a terminal, a plain line every ``plain_every`` seconds: quick epochs print none, and
+    the per-epoch summary on stdout tells the rest.
+    """
+
+    plain_every = 10.0
 
     def __init__(self, stream: Optional[IO[str]] = None, enabled: bool = True, width: int = 24) -> None:
         self.stream = stream if stream is not None else sys.stderr
@@ -22,12 +28,12 @@ class Progress:
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.width = width
         self._last_draw = 0.0
-        self._next_plain = 0
+        self._last_plain = 0.0
 
     def start(self, label: str, total: int, done: int = 0) -> None:
         self.label, self.total, self.first = label, total, done
         self.t0 = time.monotonic()
-        self._next_plain = done + max(1, total // 4)
+        self._last_plain = self.t0
 
     def update(self, done: int, loss: float) -> None:
         if not self.enabled:
@@ -45,8 +51,8 @@ class Progress:
             self.stream.write("\r{} [{}] {}/{}  {:.1f} steps/s  loss {:.4f}  ETA {}\x1b[K".format(
                 self.label, bar, done, self.total, rate, loss, _clock(eta)))
             self.stream.flush()
-        elif done >= self._next_plain and done < self.total:
-            self._next_plain = done + max(1, self.total // 4)
+        elif now - self._last_plain >= self.plain_every and done < self.total:
+            self._last_plain = now
             self.stream.write("{} {}/{} steps  {:.1f} steps/s  loss {:.4f}  ETA {}\n".format(
                 self.label, done, self.total, rate, loss, _clock(eta)))
             self.stream.flush()

@@ -22,7 +22,7 @@ from pytrain import data
 from pytrain.cli import _artifacts as A
 from pytrain.cli import _dataset, _metrics
 from pytrain.cli._common import CliError, note, say
-from pytrain.cli._log import RunLog
+from pytrain.cli._log import RunLog, check_log_name
 from pytrain.cli._progress import Progress
 from pytrain.errors import CheckpointError
 
@@ -88,7 +88,7 @@ def _settings(args: argparse.Namespace, state, where: str) -> Dict[str, Any]:
     return out
 
 
-def _check(settings: Dict[str, Any]) -> None:
+def _check(settings: Dict[str, Any], log: Optional[str]) -> None:
     if settings["epochs"] < 1:
         raise CliError("--epochs must be at least 1, got {}".format(settings["epochs"]))
     if settings["batch_size"] < 1:
@@ -99,6 +99,8 @@ def _check(settings: Dict[str, Any]) -> None:
         raise CliError("--warmup must be >= 0, got {}".format(settings["warmup"]))
     if settings["seed"] < 0:
         raise CliError("--seed must be >= 0, got {}".format(settings["seed"]))
+    if log is not None:
+        check_log_name(log)
 
 
 def _digest(*arrays: np.ndarray) -> str:
@@ -180,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         raise CheckpointError("{} is a nominal checkpoint (shapes only, no weights); generate the "
                               "artifacts without --nominal to train from the CLI".format(art.checkpoint_path))
     settings = _settings(args, state, art.checkpoint_path)
-    _check(settings)
+    _check(settings, args.log)
     data_inputs, label_spec = art.inputs(state)
     if len(data_inputs) != 1:
         raise CliError("the CLI trains models with one data input; this one takes {}".format(
@@ -202,17 +204,18 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("the training data differs from the interrupted run's ({} samples now, "
                            "{} then); resume with the same --data and options".format(
                                len(train), stored.get("samples", "?")))
-    elif A.P_EPOCH in state.properties:
-        note("{} already holds {} trained epoch(s); starting a new run from its weights "
-             "(--resume continues that run instead)".format(art.checkpoint_path,
-                                                             state.properties[A.P_EPOCH]))
+    already = state.properties.get(A.P_EPOCH) if not args.resume else None
     settings["samples"] = len(train)
     settings["data_digest"] = digest
 
-    module, optimizer = art.open(state)
-    if settings["lr"] is not None:
-        optimizer.set_learning_rate(float(settings["lr"]))
-    base_lr = float(optimizer.get_learning_rate())
+    if not args.resume:
+        state.optimizer_state = None  # a new run starts with fresh moments and step count
+    module, optimizer = art.open(state, seed=int(settings["seed"]))
+    if settings["lr"] is None:
+        # the optimizer's default, not the checkpoint's current rate (a schedule may have moved it)
+        settings["lr"] = art.default_lr()
+    base_lr = float(settings["lr"])
+    optimizer.set_learning_rate(base_lr)
     bs = int(settings["batch_size"])
     epochs = int(settings["epochs"])
     per_epoch = data.num_batches(len(train), bs)
@@ -221,6 +224,9 @@ def run(args: argparse.Namespace) -> int:
     step = int(state.properties.get(A.P_STEP, 0)) if args.resume else 0
     scheduler = None
     if settings["scheduler"] == "linear":
+        if int(settings["warmup"]) > epochs * per_epoch:
+            raise CliError("--warmup {} is longer than the whole run ({} epochs x {} steps = {} "
+                           "steps)".format(settings["warmup"], epochs, per_epoch, epochs * per_epoch))
         scheduler = LinearLRScheduler(optimizer, warmup_step_count=int(settings["warmup"]),
                                       total_step_count=epochs * per_epoch, initial_lr=base_lr)
         for _ in range(step):  # replay: the schedule is a function of the step count
@@ -234,10 +240,15 @@ def run(args: argparse.Namespace) -> int:
     props = state.properties
     props[A.P_SEED] = int(settings["seed"])
     props[A.P_TRAIN] = json.dumps(settings, sort_keys=True)
+    # a new run must not inherit the previous run's label mapping or standardisation
     if train.classes is not None:
         props[A.P_CLASSES] = json.dumps(train.classes)
+    else:
+        props.pop(A.P_CLASSES, None)
     if std is not None:
         props[A.P_STANDARDIZER] = std.to_json()
+    else:
+        props.pop(A.P_STANDARDIZER, None)
 
     epoch_loss = float(props.get(A.P_EPOCH_LOSS, 0.0)) if args.resume and first_batch else 0.0
     epoch_seen = int(props.get(A.P_EPOCH_SEEN, 0)) if args.resume and first_batch else 0
@@ -259,6 +270,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
 
     log = RunLog(args.log, append=args.resume) if args.log else None
+    if already:
+        note("{} already holds {} trained epoch(s); starting a new run from its weights with a "
+             "fresh optimizer state (--resume continues that run instead)".format(
+                 art.checkpoint_path, already))
     progress = Progress(enabled=not args.quiet)
     stop = _StopFlag()
     stop.install()

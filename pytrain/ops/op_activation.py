@@ -21,10 +21,17 @@ def leaky_relu(ctx, X, *, alpha=0.01):
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    """Logistic function without overflow: exp only ever sees -|x|."""
-    e = np.exp(-np.abs(x))
-    d = 1 + e
-    return np.asarray(np.where(x >= 0, 1 / d, e / d), dtype=x.dtype)
+    """Logistic function without overflow, exact in the tails: exp(min(x, 0)) / (1 + exp(-|x|))
+    (exp never sees a positive argument; cheaper than selecting between two branches)."""
+    x = np.asarray(x)
+    num = np.asarray(np.minimum(x, x.dtype.type(0)))  # (a 0-d input gives a numpy scalar)
+    np.exp(num, out=num)
+    den = np.asarray(np.abs(x))
+    np.negative(den, out=den)
+    np.exp(den, out=den)
+    den += x.dtype.type(1)
+    num /= den
+    return num
 
 
 @kernel("Sigmoid")
@@ -40,8 +47,12 @@ def tanh(ctx, X):
 @kernel("Softplus")
 def softplus(ctx, X):
     # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): finite for any finite x.
-    y = np.maximum(X, X.dtype.type(0)) + np.log1p(np.exp(-np.abs(X)))
-    return (np.asarray(y, dtype=X.dtype),)
+    t = np.asarray(np.abs(X))
+    np.negative(t, out=t)
+    np.exp(t, out=t)
+    np.log1p(t, out=t)
+    t += np.maximum(X, X.dtype.type(0))
+    return (t,)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)

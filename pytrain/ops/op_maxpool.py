@@ -34,29 +34,34 @@ def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
             np.maximum(y, xp[tap_slices(win, tap)], out=y)
         return (y, None)
 
-    # Track the winning tap per output; strict '>' keeps the first maximum, like onnxruntime.
-    y = xp[tap_slices(win, taps[0])].copy()
-    best = np.zeros(y.shape, dtype=np.int64)
-    for i, tap in enumerate(taps[1:], 1):
-        v = xp[tap_slices(win, tap)]
-        better = v > y
-        np.copyto(y, v, where=better)
-        best[better] = i
-    tap_coords = np.array(taps, dtype=np.int64)  # (n_taps, rank)
-    n, c = X.shape[0], X.shape[1]
-    flat = np.arange(n * c, dtype=np.int64).reshape((n, c) + (1,) * win.rank)
-    axes = list(range(win.rank))
+    # Position in the input = window origin (per output) + offset of the winning tap; track the
+    # offset as we scan. Strict '>' keeps the first maximum in scan order, like onnxruntime.
+    # Flat positions use row-major strides over the spatial axes, or column-major for storage_order 1.
+    order = list(range(win.rank))
     if storage_order == 1:
-        axes.reverse()  # column-major: the first spatial axis varies fastest
+        order.reverse()
+    sp_stride = [0] * win.rank
     size = 1
-    spatial = np.zeros(y.shape, dtype=np.int64)
-    for ax in reversed(axes):
-        o = win.out_shape[ax]
-        shape = [1] * (2 + win.rank)
-        shape[2 + ax] = o
-        start = (np.arange(o, dtype=np.int64) * win.strides[ax] - win.pads_begin[ax]).reshape(shape)
-        pos = start + tap_coords[:, ax][best] * win.dilations[ax]
-        spatial += pos * size
+    for ax in reversed(order):
+        sp_stride[ax] = size
         size *= win.in_shape[ax]
-    indices = flat * size + spatial
-    return (y, indices)
+
+    def offset(tap) -> int:
+        return sum(t * d * st for t, d, st in zip(tap, win.dilations, sp_stride))
+
+    y = xp[tap_slices(win, taps[0])].copy()
+    best = np.full(y.shape, offset(taps[0]), dtype=np.int64)
+    better = np.empty(y.shape, dtype=np.bool_)
+    for tap in taps[1:]:
+        v = xp[tap_slices(win, tap)]
+        np.greater(v, y, out=better)
+        np.copyto(y, v, where=better)
+        np.copyto(best, offset(tap), where=better)
+    n, c = X.shape[0], X.shape[1]
+    best += (np.arange(n * c, dtype=np.int64) * size).reshape((n, c) + (1,) * win.rank)
+    for ax in range(win.rank):
+        shape = [1] * (2 + win.rank)
+        shape[2 + ax] = win.out_shape[ax]
+        origin = np.arange(win.out_shape[ax], dtype=np.int64) * win.strides[ax] - win.pads_begin[ax]
+        best += (origin * sp_stride[ax]).reshape(shape)
+    return (y, best)

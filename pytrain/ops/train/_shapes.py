@@ -1,7 +1,7 @@
 """Shape helpers shared by the gradient kernels: undoing broadcasting and normalising axes."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence, Tuple
+from typing import Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -42,7 +42,8 @@ def norm_axes(axes: Iterable[int], rank: int, what: str = "axes") -> Tuple[int, 
     return tuple(sorted(set(norm_axis(a, rank, what) for a in axes)))
 
 
-def reduce_axes(rank: int, axes_input, axes_attr, noop_with_empty_axes: int, what: str):
+def reduce_axes(rank: int, axes_input: Optional[np.ndarray], axes_attr: Optional[Sequence[int]],
+                noop_with_empty_axes: int, what: str) -> Optional[Tuple[int, ...]]:
     """The axes a Reduce* op reduced, or None when it was a no-op (empty axes with noop_with_empty_axes).
 
     ``axes_input`` (opset 13/18 form, an int tensor or None) wins over the ``axes_attr`` attribute.

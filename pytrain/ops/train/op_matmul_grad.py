@@ -29,8 +29,8 @@ def matmul_grad(ctx: OpContext, dY: np.ndarray, A: np.ndarray, B: np.ndarray) ->
         if a.ndim == 2 and b.ndim > 2:
             # A (m,k) shared by a batch of B: fold the batch into one product instead of summing.
             gb = np.moveaxis(g, -2, 0).reshape(g.shape[-2], -1)  # (m, batch*n)
-            bb = np.moveaxis(np.broadcast_to(b, g.shape[:-2] + b.shape[-2:]), -2, 0)
-            dA = linalg.matmul(gb, bb.reshape(b.shape[-2], -1).T)  # (batch*n, k)
+            bb = np.moveaxis(b, -2, 0).reshape(b.shape[-2], -1)  # (k, batch*n)
+            dA = linalg.matmul(gb, bb.T)
         else:
             dA = sum_to_shape(linalg.matmul(g, _t(b)), a.shape)
         dA = dA.reshape(A.shape)

@@ -1,0 +1,209 @@
+"""One native benchmark row, run in its own process so peak RSS and cold start are its own.
+
+    python native_runner.py gen   --runtime pytrain|ort --model M.onnx --out DIR
+    python native_runner.py train --runtime pytrain|ort|torch --dir DIR --workload mlp ...
+
+Prints one JSON object on its last stdout line.  Runs under the main interpreter
+(pytrain, torch) and under bench/.venv-ort (onnxruntime-training 1.19.2, numpy<2),
+so it imports nothing heavy at module level and never imports torch for ORT.
+"""
+from __future__ import annotations
+
+import time
+
+T_START = time.perf_counter()  # cold start counts from here: imports are part of it
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import types  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ART_FILES = ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint")
+LR = 1e-3  # keep in sync with workloads.ADAMW
+
+
+def peak_rss_mb() -> float:
+    """VmHWM (peak resident set) of this process, in MiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def import_ort_training():
+    """onnxruntime.training's __init__ imports torch (for ORTModule/amp), which the on-device
+    API does not need and the ORT venv does not have: register the package without running
+    its __init__, then import only the submodules used here."""
+    import onnxruntime
+
+    if "onnxruntime.training" not in sys.modules:
+        pkg = types.ModuleType("onnxruntime.training")
+        pkg.__path__ = [os.path.join(os.path.dirname(onnxruntime.__file__), "training")]
+        sys.modules["onnxruntime.training"] = pkg
+    from onnxruntime.training import api, artifacts
+
+    return onnxruntime, api, artifacts
+
+
+# --- artifact generation -------------------------------------------------------------------
+
+def gen_ort(model_path: Path, out: Path) -> dict:
+    _, _, artifacts = import_ort_training()
+    import onnx
+
+    t_imp = time.perf_counter()
+    model = onnx.load(str(model_path))
+    params = [i.name for i in model.graph.initializer]
+    # ORT's LayerNormalization gradient reads the node's optional Mean/InvStdDev outputs and
+    # fails when (as in torch's export) the node declares only Y; declaring them is harmless.
+    for i, node in enumerate(model.graph.node):
+        if node.op_type == "LayerNormalization" and len(node.output) == 1:
+            node.output.extend([f"ln{i}_mean", f"ln{i}_inv_std_dev"])
+    out.mkdir(parents=True, exist_ok=True)
+    artifacts.generate_artifacts(model, requires_grad=params, frozen_params=[],
+                                 loss=artifacts.LossType.CrossEntropyLoss,
+                                 optimizer=artifacts.OptimType.AdamW, artifact_directory=str(out))
+    gen_ms = (time.perf_counter() - t_imp) * 1e3
+    # ORT names the checkpoint "checkpoint"; make sure every expected file is there.
+    missing = [f for f in ART_FILES if not (out / f).exists()]
+    if missing:
+        raise RuntimeError(f"ORT did not write {missing} in {out}")
+    return {"gen_ms": gen_ms, "import_ms": (t_imp - T_START) * 1e3}
+
+
+def gen_pytrain(model_path: Path, out: Path) -> dict:
+    from pytrain import artifacts
+
+    t_imp = time.perf_counter()
+    arts = artifacts.generate_artifacts(model_path.read_bytes(),
+                                        loss=artifacts.LossType.CrossEntropyLoss,
+                                        optimizer=artifacts.OptimType.AdamW)
+    gen_ms = (time.perf_counter() - t_imp) * 1e3
+    out.mkdir(parents=True, exist_ok=True)
+    for attr, name in zip(("training_model", "eval_model", "optimizer_model", "checkpoint"),
+                          ART_FILES):
+        (out / name).write_bytes(getattr(arts, attr))
+    return {"gen_ms": gen_ms, "import_ms": (t_imp - T_START) * 1e3}
+
+
+# --- training ------------------------------------------------------------------------------
+
+def session_pytrain(d: Path, threads: int):
+    from pytrain.api import CheckpointState, Module, Optimizer
+
+    state = CheckpointState.load_checkpoint((d / "checkpoint").read_bytes())
+    module = Module((d / "training_model.onnx").read_bytes(), state,
+                    (d / "eval_model.onnx").read_bytes())
+    optimizer = Optimizer((d / "optimizer_model.onnx").read_bytes(), module)
+    if hasattr(optimizer, "set_learning_rate"):
+        optimizer.set_learning_rate(LR)
+    module.train()
+
+    def step(x, y) -> float:
+        loss = module(x, y)
+        optimizer.step()
+        module.lazy_reset_grad()
+        return float(loss)
+
+    return step
+
+
+def session_ort(d: Path, threads: int):
+    ort, api, _ = import_ort_training()
+    so = ort.SessionOptions()
+    if threads > 0:
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+    state = api.CheckpointState.load_checkpoint(str(d / "checkpoint"))
+    module = api.Module(str(d / "training_model.onnx"), state, str(d / "eval_model.onnx"),
+                        device="cpu", session_options=so)
+    optimizer = api.Optimizer(str(d / "optimizer_model.onnx"), module)
+    optimizer.set_learning_rate(LR)
+    module.train()
+
+    def step(x, y) -> float:
+        loss = module(x, y)
+        optimizer.step()
+        module.lazy_reset_grad()
+        return float(loss)
+
+    return step
+
+
+def session_torch(workload: str, threads: int):
+    import torch
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import workloads
+
+    model = workloads.WORKLOADS[workload].module().train()
+    opt = torch.optim.AdamW(model.parameters(), **workloads.ADAMW)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(x, y) -> float:
+        loss = loss_fn(model(torch.from_numpy(x)), torch.from_numpy(y))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return float(loss)
+
+    return step
+
+
+def train(args) -> dict:
+    import numpy as np
+
+    batch = np.load(Path(args.batch))
+    x, y = batch["input"], batch["labels"]
+    if args.runtime == "pytrain":
+        step = session_pytrain(Path(args.dir), args.threads)
+    elif args.runtime == "ort":
+        step = session_ort(Path(args.dir), args.threads)
+    else:
+        step = session_torch(args.workload, args.threads)
+    first_loss = step(x, y)
+    cold_ms = (time.perf_counter() - T_START) * 1e3
+    for _ in range(args.warmup):
+        step(x, y)
+    times, loss = [], first_loss
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        loss = step(x, y)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return {"step_ms": statistics.median(times), "step_ms_min": min(times),
+            "cold_ms": cold_ms, "first_loss": first_loss, "last_loss": loss,
+            "steps": args.steps, "warmup": args.warmup}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["gen", "train"])
+    ap.add_argument("--runtime", choices=["pytrain", "ort", "torch"], required=True)
+    ap.add_argument("--model", help="gen: the ONNX model")
+    ap.add_argument("--out", help="gen: artifact directory")
+    ap.add_argument("--dir", help="train: artifact directory")
+    ap.add_argument("--batch", help="train: batch.npz")
+    ap.add_argument("--workload", default="mlp")
+    ap.add_argument("--threads", type=int, default=0, help="0 = runtime default")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=100)
+    args = ap.parse_args()
+    if args.mode == "gen":
+        fn = gen_ort if args.runtime == "ort" else gen_pytrain
+        res = fn(Path(args.model), Path(args.out))
+    else:
+        res = train(args)
+    res["peak_rss_mb"] = peak_rss_mb()
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

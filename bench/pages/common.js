@@ -1,0 +1,144 @@
+// Shared by every bench page; must be the first script so its hooks see every
+// WebAssembly.Memory the runtimes create or export.
+"use strict";
+
+(function () {
+  // Each runtime hides its wasm memory differently (Pyodide in a closure, ORT
+  // and TF.js in emscripten modules), so record every Memory at the source.
+  const memories = new Set();
+  const OrigMemory = WebAssembly.Memory;
+  WebAssembly.Memory = new Proxy(OrigMemory, {
+    construct(target, args) {
+      const m = new target(...args);
+      memories.add(m);
+      return m;
+    },
+  });
+  const recordExports = (instance) => {
+    for (const v of Object.values(instance.exports || {})) if (v instanceof OrigMemory) memories.add(v);
+  };
+  const origInstantiate = WebAssembly.instantiate;
+  WebAssembly.instantiate = function (...args) {
+    return origInstantiate.apply(this, args).then((r) => {
+      recordExports(r.instance || r);
+      return r;
+    });
+  };
+  if (WebAssembly.instantiateStreaming) {
+    const origStreaming = WebAssembly.instantiateStreaming;
+    WebAssembly.instantiateStreaming = function (...args) {
+      return origStreaming.apply(this, args).then((r) => {
+        recordExports(r.instance);
+        return r;
+      });
+    };
+  }
+  const OrigInstance = WebAssembly.Instance;
+  WebAssembly.Instance = new Proxy(OrigInstance, {
+    construct(target, args) {
+      const inst = new target(...args);
+      recordExports(inst);
+      return inst;
+    },
+  });
+
+  /** Bytes of all wasm memories seen so far (they never shrink, so this is the peak). */
+  function wasmMemoryBytes() {
+    let total = 0;
+    for (const m of memories) total += m.buffer.byteLength;
+    return total;
+  }
+
+  function params() {
+    const q = new URLSearchParams(location.search);
+    const get = (k, d) => (q.has(k) ? q.get(k) : d);
+    return {
+      workload: get("workload", "mlp"),
+      warmup: Number(get("warmup", 20)),
+      steps: Number(get("steps", 50)),
+      threads: Number(get("threads", 1)),
+      gemm: get("gemm", "0") === "1",
+      gen: get("gen", "0") === "1",
+    };
+  }
+
+  async function fetchBytes(url) {
+    const r = await fetch(url);
+    if (!r.ok) throw new Error(`fetch ${url}: ${r.status}`);
+    return new Uint8Array(await r.arrayBuffer());
+  }
+
+  async function fetchJson(url) {
+    const r = await fetch(url);
+    if (!r.ok) throw new Error(`fetch ${url}: ${r.status}`);
+    return r.json();
+  }
+
+  /** The workload's batch: {input: {data (typed array), shape, dtype}, labels: {...}}. */
+  async function loadBatch(workload) {
+    const dir = `/bench/.cache/models/${workload}/`;
+    const [manifest, bytes] = await Promise.all([fetchJson(dir + "batch.json"), fetchBytes(dir + "batch.bin")]);
+    const out = { raw: bytes };
+    for (const [name, m] of Object.entries(manifest)) {
+      const slice = bytes.buffer.slice(m.offset, m.offset + m.nbytes);
+      const data = m.dtype === "int64" ? new BigInt64Array(slice) : new Float32Array(slice);
+      out[name] = { data, shape: m.shape, dtype: m.dtype };
+    }
+    return out;
+  }
+
+  /**
+   * Time `step` (sync or async, returns the loss): the first call, `warmup`
+   * more, then `steps` timed calls.  performance.now() is coarsened to 100 us
+   * on pages that are not cross-origin isolated, so steps are timed in blocks
+   * of about 5 ms and the block mean is the sample.
+   */
+  async function timeSteps(step, warmup, steps) {
+    const firstLoss = await step();
+    const coldMs = performance.now(); // since navigation start
+    const tw = performance.now();
+    for (let i = 0; i < warmup; i++) await step();
+    const perStep = warmup > 0 ? (performance.now() - tw) / warmup : 1;
+    const block = Math.max(1, Math.min(steps, Math.round(5 / Math.max(perStep, 1e-3))));
+    const samples = [];
+    let lastLoss = firstLoss;
+    let done = 0;
+    while (done < steps) {
+      const n = Math.min(block, steps - done);
+      const t0 = performance.now();
+      for (let i = 0; i < n; i++) lastLoss = await step();
+      samples.push((performance.now() - t0) / n);
+      done += n;
+    }
+    const sorted = [...samples].sort((a, b) => a - b);
+    return {
+      step_ms: sorted[Math.floor(sorted.length / 2)],
+      step_ms_min: sorted[0],
+      cold_ms: coldMs,
+      first_loss: Number(firstLoss),
+      last_loss: Number(lastLoss),
+      warmup,
+      steps,
+      block,
+    };
+  }
+
+  /** Run the page's benchmark and publish the outcome on window.__bench for run.py. */
+  function runBench(body) {
+    window.__bench = { status: "running" };
+    (async () => {
+      try {
+        const res = await body(params());
+        res.wasm_memory_mb = wasmMemoryBytes() / 2 ** 20;
+        if (performance.memory) res.js_heap_mb = performance.memory.usedJSHeapSize / 2 ** 20;
+        res.cross_origin_isolated = !!self.crossOriginIsolated;
+        window.__bench = { status: "done", result: res };
+      } catch (e) {
+        console.error(e);
+        window.__bench = { status: "error", error: String((e && e.stack) || e) };
+      }
+    })();
+  }
+
+  Object.assign(window, { benchLib: { params, fetchBytes, fetchJson, loadBatch, timeSteps, runBench, wasmMemoryBytes } });
+})();

@@ -1,0 +1,161 @@
+"""The benchmark workloads: torch modules, their ONNX exports and fixed input batches.
+
+Every runtime trains the same ONNX graph (or, for PyTorch and TF.js, the same
+architecture with the same initial weights) on the same batch, so the first
+step's loss must agree across runtimes; run.py reports it as a sanity check.
+Only bench/torch_runner.py and run.py import this module (it needs torch);
+runners in other environments read the files it writes.
+"""
+from __future__ import annotations
+
+import inspect
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict
+
+import numpy as np
+import torch
+from torch import nn
+
+BATCH = 64
+CLASSES = 10
+SEED = 0
+
+
+class MLP(nn.Module):
+    """784-128-10 with ReLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(784, 128)
+        self.fc2 = nn.Linear(128, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class LeNet(nn.Module):
+    """LeNet-5 style CNN on 1x28x28 (no padding: 28 -> 24 -> 12 -> 8 -> 4)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * 4 * 4, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        x = torch.relu(self.fc1(x))
+        x = torch.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class EmbLN(nn.Module):
+    """Embedding(1000, 64) over 32 tokens -> LayerNorm -> mean over tokens -> Linear 10."""
+
+    VOCAB, DIM, TOKENS = 1000, 64, 32
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(self.VOCAB, self.DIM)
+        self.norm = nn.LayerNorm(self.DIM)
+        self.head = nn.Linear(self.DIM, CLASSES)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.emb(tokens)).mean(dim=1))
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    make: Callable[[], nn.Module]
+    input_shape: tuple
+    input_dtype: str  # numpy dtype name of the model input
+
+    def module(self) -> nn.Module:
+        """The module with its deterministic initial weights."""
+        torch.manual_seed(SEED)
+        return self.make()
+
+    def batch(self) -> Dict[str, np.ndarray]:
+        """The fixed training batch: 'input' and int64 'labels' [BATCH]."""
+        rng = np.random.default_rng(SEED)
+        if self.input_dtype == "int64":
+            x = rng.integers(0, EmbLN.VOCAB, size=self.input_shape, dtype=np.int64)
+        else:  # MNIST-shaped pixels in [0, 1)
+            x = rng.random(self.input_shape, dtype=np.float32)
+        labels = rng.integers(0, CLASSES, size=(BATCH,), dtype=np.int64)
+        return {"input": x, "labels": labels}
+
+
+WORKLOADS: Dict[str, Workload] = {
+    "mlp": Workload("mlp", MLP, (BATCH, 784), "float32"),
+    "cnn": Workload("cnn", LeNet, (BATCH, 1, 28, 28), "float32"),
+    "emb": Workload("emb", EmbLN, (BATCH, EmbLN.TOKENS), "int64"),
+}
+
+# Hyper-parameters every runtime uses (torch.optim.AdamW defaults but the lr).
+ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
+
+
+def export_onnx(w: Workload) -> bytes:
+    """ONNX opset 17 export of the workload's module, legacy TorchScript exporter when available."""
+    model = w.module().eval()
+    batch = w.batch()
+    kwargs = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    buf = io.BytesIO()
+    torch.onnx.export(model, (torch.from_numpy(batch["input"]),), buf, input_names=["input"],
+                      output_names=["logits"], opset_version=17, do_constant_folding=False,
+                      **kwargs)
+    return buf.getvalue()
+
+
+def tf_weights(w: Workload) -> Dict[str, np.ndarray]:
+    """Initial weights laid out for TF.js (NHWC convs, [in, out] dense kernels)."""
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in w.module().state_dict().items()}
+    out: Dict[str, np.ndarray] = {}
+    for k, v in sd.items():
+        if v.ndim == 4:  # conv [out, in, kh, kw] -> [kh, kw, in, out]
+            out[k] = v.transpose(2, 3, 1, 0)
+        elif v.ndim == 2 and not k.startswith("emb."):  # linear [out, in] -> [in, out]
+            out[k] = v.T
+        else:
+            out[k] = v
+    if w.name == "cnn":
+        # torch flattens (C, H, W); the NHWC graph flattens (H, W, C).
+        k = out["fc1.weight"].reshape(16, 4, 4, 120).transpose(1, 2, 0, 3)
+        out["fc1.weight"] = k.reshape(256, 120)
+    return {k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
+def _write_blob(arrays: Dict[str, np.ndarray], bin_path: Path, json_path: Path) -> None:
+    """Concatenate arrays into one binary file plus a JSON manifest {name: {shape, dtype, offset}}."""
+    manifest, offset = {}, 0
+    with open(bin_path, "wb") as f:
+        for name, a in arrays.items():
+            raw = np.ascontiguousarray(a).tobytes()
+            manifest[name] = {"shape": list(a.shape), "dtype": str(a.dtype), "offset": offset,
+                              "nbytes": len(raw)}
+            f.write(raw)
+            offset += len(raw)
+    json_path.write_text(json.dumps(manifest))
+
+
+def write_inputs(w: Workload, directory: Path) -> Dict[str, Path]:
+    """Write model.onnx, batch.npz and the binary copies the browser pages fetch."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {"onnx": directory / "model.onnx", "npz": directory / "batch.npz"}
+    paths["onnx"].write_bytes(export_onnx(w))
+    b = w.batch()
+    np.savez(paths["npz"], **b)
+    _write_blob(b, directory / "batch.bin", directory / "batch.json")
+    _write_blob(tf_weights(w), directory / "tf_weights.bin", directory / "tf_weights.json")
+    return paths

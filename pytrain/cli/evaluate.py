@@ -1,0 +1,77 @@
+"""``pytrain eval``: loss and metric of the trained model on a dataset."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from pytrain import data
+from pytrain.cli import _artifacts as A
+from pytrain.cli import _dataset, _metrics
+from pytrain.cli._common import CliError, say, write_file_atomic
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate the model in an artifact directory on a dataset",
+                       description="Loss and metric of DIR's current weights on --data.")
+    p.add_argument("dir", metavar="DIR", help="artifact directory")
+    _dataset.add_data_options(p)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--metric", choices=_metrics.METRICS,
+                   help="default: accuracy for ce/bce, mae otherwise")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--save-outputs", metavar="FILE.npy",
+                   help="save the model's outputs (e.g. logits) for every sample")
+    p.set_defaults(run=run)
+
+
+def prepared_data(args: argparse.Namespace, art: A.ArtifactDir, state) -> data.Dataset:
+    """--data read, checked and standardised exactly as training did."""
+    data_inputs, label_spec = art.inputs(state)
+    if len(data_inputs) != 1:
+        raise CliError("the CLI handles models with one data input; this one takes {}".format(
+            ", ".join(repr(s.name) for s in data_inputs)))
+    task = art.task(state)
+    outs = art.eval_outputs()
+    num_classes = None
+    if task == "classification" and outs and outs[0].shape and isinstance(outs[0].shape[-1], int):
+        num_classes = outs[0].shape[-1]
+    ds = _dataset.load(args.data, args, data_inputs[0], task, A.json_property(state, A.P_CLASSES))
+    ds = _dataset.fit_to_model(ds, data_inputs[0], label_spec, task, num_classes)
+    raw = state.properties.get(A.P_STANDARDIZER)
+    if raw:
+        std = data.Standardizer.from_json(str(raw))
+        ds = data.Dataset(std.transform(ds.x), ds.y, ds.classes, ds.feature_names, ds.task, ds.source)
+    return ds
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.batch_size < 1:
+        raise CliError("--batch-size must be at least 1, got {}".format(args.batch_size))
+    if args.save_outputs and not args.save_outputs.endswith(".npy"):
+        raise CliError("--save-outputs {}: use a .npy file name".format(args.save_outputs))
+    art = A.ArtifactDir(args.dir)
+    state = art.load_state()
+    loss_kind = art.loss_kind(state)
+    metric = _metrics.check_metric(args.metric or _metrics.default_metric(loss_kind), loss_kind)
+    ds = prepared_data(args, art, state)
+    module, _ = art.open(state, with_optimizer=False)
+    reduction = str(state.properties.get(A.P_REDUCTION, "mean"))
+    result = _metrics.evaluate(module, ds, args.batch_size, loss_kind, reduction, metric,
+                               keep_outputs=bool(args.save_outputs))
+    outputs = result.pop("outputs", None)
+    if args.save_outputs:
+        if outputs is None:
+            raise CliError("the eval model reports only the loss, so there are no outputs to save "
+                           "(generate the artifacts with --outputs)")
+        import io
+
+        buf = io.BytesIO()
+        np.save(buf, np.asarray(outputs), allow_pickle=False)
+        write_file_atomic(args.save_outputs, buf.getvalue())
+    if args.json:
+        say(json.dumps(result, sort_keys=True))
+    else:
+        say("{} samples  {}".format(result["samples"], _metrics.describe(result)))
+    return 0

@@ -1,0 +1,59 @@
+"""``pytrain export``: the trained inference model as a standalone ONNX file."""
+from __future__ import annotations
+
+import argparse
+
+from pytrain import data
+from pytrain.cli import _artifacts as A
+from pytrain.cli._common import say, shape_str, size_str, write_file_atomic
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("export", help="write the trained model for inference",
+                       description="Write DIR's model with its current weights as an inference "
+                                   "ONNX model (onnxruntime or pytrain.runtime run it).")
+    p.add_argument("dir", metavar="DIR", help="artifact directory")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL.onnx")
+    p.add_argument("--outputs", nargs="+", metavar="NAME",
+                   help="graph outputs to keep (default: the original model's outputs)")
+    p.add_argument("--raw-inputs", action="store_true",
+                   help="do not build the training run's --standardize step into the model")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytrain.proto import ModelProto, value_info_type
+
+    art = A.ArtifactDir(args.dir)
+    state = art.load_state()
+    outputs = args.outputs or art.outputs(state)
+    module, _ = art.open(state, with_optimizer=False)
+    blob = module.export_model_for_inferencing(None, outputs)
+    blob = bytes(blob)
+    raw = state.properties.get(A.P_STANDARDIZER)
+    baked = False
+    if raw and not args.raw_inputs:
+        from pytrain.cli._standardize import prepend_standardizer
+
+        data_inputs, _ = art.inputs(state)
+        blob = prepend_standardizer(blob, data_inputs[0].name, data.Standardizer.from_json(str(raw)))
+        baked = True
+    write_file_atomic(args.output, blob)
+    model = ModelProto.FromString(blob)
+
+    def describe(vis) -> str:
+        parts = []
+        for v in vis:
+            _, shape = value_info_type(v)
+            parts.append("{} {}".format(v.name, shape_str(shape)))
+        return ", ".join(parts)
+
+    init_names = {t.name for t in model.graph.initializer}
+    say("wrote {} ({})".format(args.output, size_str(len(blob))))
+    say("  inputs: {}".format(describe([v for v in model.graph.input if v.name not in init_names])))
+    say("  outputs: {}".format(describe(model.graph.output)))
+    if baked:
+        say("  includes the training run's standardisation (x - mean) / std of its inputs")
+    if state.properties.get(A.P_CLASSES):
+        say("  class ids are positions in: {}".format(", ".join(A.json_property(state, A.P_CLASSES))))
+    return 0

@@ -1,0 +1,50 @@
+"""Inference with pytrain's own kernels, onnxruntime-style (for places with no onnxruntime,
+such as the browser)."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from pytrain import dtypes
+from pytrain.errors import InputError
+from pytrain.executor import Plan
+from pytrain.proto import load_model, opset_version, value_info_type
+
+
+class InferenceSession:
+    """``InferenceSession(model).run(output_names or None, {input_name: array})``."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = load_model(model)
+        g = self._model.graph
+        inits = {t.name for t in g.initializer}
+        self._inputs = [v for v in g.input if v.name not in inits]
+        self._outputs = [v.name for v in g.output]
+        self._plans: Dict[tuple, Plan] = {}
+
+    def get_inputs(self) -> List[Any]:
+        return list(self._inputs)
+
+    def input_names(self) -> List[str]:
+        return [v.name for v in self._inputs]
+
+    def output_names(self) -> List[str]:
+        return list(self._outputs)
+
+    def run(self, output_names: Optional[Sequence[str]], feeds: Mapping[str, Any]) -> List[np.ndarray]:
+        names = list(output_names or self._outputs)
+        key = tuple(names)
+        if key not in self._plans:
+            self._plans[key] = Plan(self._model.graph, self.input_names(), names,
+                                    opset=opset_version(self._model))
+        values = []
+        for v in self._inputs:
+            if v.name not in feeds:
+                raise InputError("missing input %r (the model's inputs: %s)" % (v.name, ", ".join(self.input_names())))
+            et, _ = value_info_type(v)
+            arr = np.asarray(feeds[v.name])
+            if et and arr.dtype != dtypes.to_numpy(et):
+                arr = arr.astype(dtypes.to_numpy(et))
+            values.append(arr)
+        return [np.asarray(o) for o in self._plans[key].run(values)]

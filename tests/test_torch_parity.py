@@ -1,0 +1,102 @@
+"""pytrain vs PyTorch: same exported model, same initial weights, same batches, same optimizer:
+the loss at every one of 50 steps and the final weights agree within 1e-3 (relative)."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytrain import artifacts  # noqa: E402
+from pytrain.api import CheckpointState, Module, Optimizer  # noqa: E402
+from torch_models import CNN, MLP, TokenModel, export, seeded, sync_from_onnx, torch_steps  # noqa: E402
+
+STEPS = 50
+
+
+def _batches(kind: str, n_steps: int, batch: int = 16, seed: int = 1):
+    """Batches whose labels are a fixed function of the inputs, so there is something to learn."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_steps):
+        if kind == "mlp":
+            x = rng.standard_normal((batch, 20)).astype(np.float32)
+            y = np.argmax(x[:, :5] + 0.5 * x[:, 5:10], axis=1)
+        elif kind == "cnn":
+            x = rng.standard_normal((batch, 1, 12, 12)).astype(np.float32)
+            quadrants = [x[:, 0, :6, :6], x[:, 0, :6, 6:], x[:, 0, 6:, :6], x[:, 0, 6:, 6:]]
+            y = np.argmax(np.stack([q.mean(axis=(1, 2)) for q in quadrants], axis=1), axis=1)
+        else:
+            x = rng.integers(0, 50, (batch, 7)).astype(np.int64)
+            y = (x % 3 == 0).sum(axis=1) % 3
+        out.append((x, y.astype(np.int64)))
+    return out
+
+
+CASES = {"mlp": MLP, "cnn": CNN, "tokens": TokenModel}
+OPTIMS = {
+    "sgd_momentum": (lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+                     artifacts.SGD(momentum=0.9), 0.05),
+    "adamw": (lambda p: torch.optim.AdamW(p, lr=1e-2), artifacts.AdamW(), 1e-2),
+}
+
+
+def _pytrain_steps(onnx_bytes, batches, optim, lr, frozen=None):
+    arts = artifacts.generate_artifacts(onnx_bytes, frozen_params=frozen, optimizer=optim,
+                                        requires_grad=None)
+    state = CheckpointState.load_checkpoint(arts.checkpoint)
+    module = Module(arts.training_model, state, arts.eval_model)
+    opt = Optimizer(arts.optimizer_model, module)
+    opt.set_learning_rate(lr)
+    losses = []
+    for x, y in batches:
+        losses.append(float(module(x, y)))
+        opt.step()
+        module.lazy_reset_grad()
+    return losses, state, arts
+
+
+@pytest.mark.parametrize("optim", sorted(OPTIMS))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_loss_curve_matches_torch(case, optim):
+    make_torch_opt, pt_opt, lr = OPTIMS[optim]
+    model = seeded(CASES[case])
+    batches = _batches("mlp" if case == "mlp" else case, STEPS)
+    example = torch.from_numpy(batches[0][0][:2])
+    onnx_bytes = export(copy.deepcopy(model), example)
+    sync_from_onnx(model, onnx_bytes)
+
+    ref_losses = torch_steps(model, make_torch_opt(model.parameters()), batches)
+    losses, state, _ = _pytrain_steps(onnx_bytes, batches, pt_opt, lr)
+
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-3, atol=1e-5)
+    assert np.mean(losses[-10:]) < np.mean(losses[:10])  # it learned something
+    ref = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    trained = [n for n, p in state.parameters.items() if p.requires_grad]
+    assert len(trained) == len(list(model.parameters()))
+    for name in trained:
+        np.testing.assert_allclose(state.parameters[name].data, ref[name], rtol=1e-3, atol=1e-4,
+                                   err_msg=name)
+    for name in ("bn1.running_mean", "bn1.running_var"):
+        if name in state.parameters:  # running statistics follow torch's update too
+            np.testing.assert_allclose(state.parameters[name].data, ref[name], rtol=1e-3, atol=1e-5)
+
+
+def test_frozen_first_layer_transfer():
+    model = seeded(MLP)
+    for p in model.fc1.parameters():
+        p.requires_grad_(False)
+    batches = _batches("mlp", STEPS)
+    onnx_bytes = export(copy.deepcopy(model), torch.from_numpy(batches[0][0][:2]))
+    ref_losses = torch_steps(model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3),
+                             batches)
+    losses, state, arts = _pytrain_steps(onnx_bytes, batches, artifacts.AdamW(), 1e-3,
+                                         frozen=["fc1.weight", "fc1.bias"])
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-3, atol=1e-5)
+    ref = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    for name, p in state.parameters.items():
+        np.testing.assert_allclose(p.data, ref[name], rtol=1e-3, atol=1e-4, err_msg=name)
+    assert not state.parameters["fc1.weight"].requires_grad
+    assert "fc1.weight" in arts.summary["frozen"]

@@ -1,0 +1,516 @@
+// The pytrain page: wires the UI to the worker. All Python runs in the worker (../worker.js).
+
+import { WorkerClient } from "./client.js";
+import { LinePlot } from "./plot.js";
+import { DrawPad, paintDigit } from "./draw.js";
+import { download, matchArtifacts, readBytes, readFiles, readText } from "./files.js";
+
+const $ = (id) => document.getElementById(id);
+const client = new WorkerClient();
+
+// Shared state; also exposed as window.pytrainApp for the browser tests and for curious users.
+const app = {
+  client,
+  ready: false,
+  data: null,            // data summary from the worker
+  model: null,           // model summary from the worker
+  training: false,
+  paused: false,
+  step: 0,
+  epoch: 0,
+  rebuild: null,         // how to rebuild the current model with another optimizer (before step 1)
+  lastPrediction: null,  // {input, probabilities, label}
+  saved: null,           // last "saved" event
+  epochs: [],            // per-epoch validation records
+  resumed: null,         // result of the last resume
+  errors: [],
+  history: { losses: [], epochs: [] },
+};
+window.pytrainApp = app;
+
+// ------------------------------------------------------------------ errors and status
+
+function showError(err) {
+  const msg = (err && err.message) || String(err);
+  app.errors.push(msg);
+  $("error-text").textContent = msg;
+  $("error").hidden = false;
+}
+$("error-close").onclick = () => { $("error").hidden = true; };
+
+/** Run an async UI action; errors show on the page and re-enable the button. */
+async function guarded(button, fn) {
+  if (button) button.disabled = true;
+  try { return await fn(); } catch (e) { showError(e); return undefined; } finally {
+    if (button) button.disabled = false;
+    refreshButtons();
+  }
+}
+
+function setStatus(id, text, ok = false) {
+  $(id).textContent = text;
+  $(id).classList.toggle("ok", ok);
+}
+
+const nf = new Intl.NumberFormat();
+
+function describeSetup() {
+  const parts = [];
+  const d = app.data;
+  if (d && d.loaded) {
+    const what = d.kind === "digits" ? "digits" : d.kind === "csv" ? "rows" : "samples";
+    parts.push(`Data: ${nf.format(d.train)} training / ${nf.format(d.val)} validation ${what}` +
+      (d.task === "classification" ? `, ${d.num_classes} classes` : ", regression") +
+      (d.added ? ` (${d.added} added by you)` : "") + ".");
+  } else parts.push("No data yet.");
+  const m = app.model;
+  if (m && m.ready) {
+    const name = m.origin === "digits" ? `digits ${m.kind.toUpperCase()}` : m.origin === "mlp" ? `MLP (${m.hidden.join("-")})`
+      : m.origin === "upload" ? "your model" : "your artifacts";
+    parts.push(`Model: ${name}, ${nf.format(m.params)} trainable parameters, ${m.loss}, ${m.optimizer}.`);
+  } else parts.push("No model yet.");
+  setStatus("setup-status", parts.join(" "), !!(d && d.loaded && m && m.ready));
+}
+
+function refreshButtons() {
+  const ready = app.ready;
+  const haveModel = !!(app.model && app.model.ready);
+  const haveData = !!(app.data && app.data.loaded);
+  $("digits-build").disabled = !ready || app.training;
+  $("csv-build").disabled = !ready || app.training || !$("csv-label").value;
+  $("onnx-generate").disabled = !ready || app.training || !app.onnxUpload;
+  $("artifacts-use").disabled = !ready || app.training || !($("artifact-files").files || []).length;
+  $("data-csv-load").disabled = !ready || app.training || !$("data-csv-label").value;
+  $("data-images-load").disabled = !ready || app.training || !(($("data-images").files || []).length || ($("data-folder").files || []).length);
+  $("start").disabled = !ready || app.training || !haveModel || !haveData;
+  $("start").textContent = app.step > 0 && !app.training ? "Continue" : "Start";
+  $("pause").disabled = !app.training || app.paused;
+  $("resume-train").disabled = !app.training || !app.paused;
+  $("stop").disabled = !app.training;
+  $("optimizer").disabled = app.training || app.step > 0 || (haveModel && !app.rebuild);
+  $("download-checkpoint").disabled = !ready || !haveModel;
+  $("download-model").disabled = !ready || !haveModel;
+  $("add-sample").disabled = !ready || !haveData || !app.lastPrediction || !app.lastPrediction.input || !(app.data && app.data.kind === "digits");
+  $("row-predict").disabled = !ready || !haveModel;
+  $("resume-btn").disabled = !ready || app.training;
+}
+
+// ------------------------------------------------------------------ loading
+
+client.on("loading", ({ stage, fraction }) => {
+  $("load-bar").style.width = `${Math.round(fraction * 100)}%`;
+  $("load-progress").setAttribute("aria-valuenow", String(Math.round(fraction * 100)));
+  $("load-text").textContent = `${stage}… ${Math.round(fraction * 100)}%`;
+});
+client.on("ready", (v) => {
+  app.ready = true;
+  $("load-bar").style.width = "100%";
+  $("loader").classList.add("done");
+  $("load-text").textContent = "Python is ready.";
+  $("versions").textContent = `pytrain ${v.pytrain} · Python ${v.python} · numpy ${v.numpy} · Pyodide ${v.pyodide}`;
+  document.body.dataset.ready = "1";
+  setStatus("setup-status", "Choose data and a model.");
+  describeSetup();
+  refreshButtons();
+});
+client.on("fatal", (e) => { $("load-text").textContent = "Python could not start."; showError(e); });
+client.on("error", (e) => showError(e));
+
+// ------------------------------------------------------------------ tabs
+
+for (const btn of document.querySelectorAll(".tabs button")) {
+  btn.onclick = () => {
+    for (const b of document.querySelectorAll(".tabs button")) {
+      b.setAttribute("aria-selected", String(b === btn));
+      $(`tab-${b.dataset.tab}`).hidden = b !== btn;
+    }
+  };
+}
+
+// ------------------------------------------------------------------ plots
+
+const lossPlot = new LinePlot($("loss-plot"), { title: "Training loss", xLabel: "step" });
+const metricPlot = new LinePlot($("metric-plot"), { title: "Validation", xLabel: "epoch" });
+const lossSeries = { label: "loss (batch)", color: "#b7c7de", points: [], width: 1 };
+const emaSeries = { label: "smoothed", color: "#1f4e8c", points: [], width: 2 };
+const valLossSeries = { label: "validation loss", color: "#d9822b", points: [], markers: true };
+lossPlot.setSeries([lossSeries, emaSeries, valLossSeries]);
+const metricSeries = { label: "accuracy", color: "#1b7f3b", points: [], markers: true };
+metricPlot.setSeries([metricSeries]);
+let ema = null;
+
+function resetPlots() {
+  lossSeries.points = []; emaSeries.points = []; valLossSeries.points = []; metricSeries.points = [];
+  ema = null;
+  app.epochs = [];
+  lossPlot.draw(); metricPlot.draw();
+}
+
+function addLosses(firstStep, losses) {
+  losses.forEach((l, i) => {
+    const s = firstStep + i;
+    lossSeries.points.push([s, l]);
+    ema = ema === null ? l : ema + 0.05 * (l - ema);
+    emaSeries.points.push([s, ema]);
+  });
+  lossPlot.draw();
+}
+
+function addEpoch(rec) {
+  app.epochs.push(rec);
+  if (rec.loss !== null && rec.loss !== undefined) valLossSeries.points.push([rec.step, rec.loss]);
+  if (rec.metric !== null && rec.metric !== undefined) {
+    metricSeries.label = rec.metricName === "accuracy" ? "accuracy" : rec.metricName;
+    metricPlot.yRange = rec.metricName === "accuracy" ? [0, 1] : null;
+    metricSeries.points.push([rec.epoch, rec.metric]);
+  }
+  lossPlot.draw(); metricPlot.draw();
+}
+
+function loadHistory(h) {
+  resetPlots();
+  if (!h) return;
+  const pts = h.losses || [];
+  if (pts.length) addLosses(pts[0][0], pts.map((p) => p[1]));
+  for (const e of h.epochs || []) addEpoch(e);
+}
+
+function metricText(rec) {
+  if (!rec || rec.metric === null || rec.metric === undefined) return "";
+  return rec.metricName === "accuracy" ? `validation accuracy ${(100 * rec.metric).toFixed(1)}%`
+    : `validation ${rec.metricName.toUpperCase()} ${rec.metric.toPrecision(4)}`;
+}
+
+// ------------------------------------------------------------------ training events
+
+let lastProgress = null;
+client.on("progress", (p) => {
+  lastProgress = p;
+  app.step = p.step; app.epoch = p.epoch;
+  addLosses(p.firstStep, p.losses);
+  const frac = p.stepsPerEpoch ? p.epochStep / p.stepsPerEpoch : 0;
+  $("epoch-bar").style.width = `${Math.round(100 * frac)}%`;
+  const loss = p.losses.length ? p.losses[p.losses.length - 1] : NaN;
+  const last = app.epochs[app.epochs.length - 1];
+  setStatus("train-status", `Epoch ${Math.min(p.epoch + 1, p.epochs)} of ${p.epochs} · step ${nf.format(p.step)} · ` +
+    `${p.stepsPerSecond.toFixed(1)} steps/s · loss ${loss.toFixed(4)}` + (last ? ` · ${metricText(last)}` : ""));
+});
+client.on("epoch", (rec) => {
+  addEpoch(rec);
+  if (!$("try-digits").hidden && !pad.empty) predictDrawing();
+});
+client.on("saved", (s) => {
+  app.saved = s;
+  setStatus("saved-status", `Saved in this browser after epoch ${s.epoch}, step ${nf.format(s.step)} ` +
+    `(${new Date(s.savedAt).toLocaleTimeString()}). Reloading the page offers to resume from here.`);
+});
+client.on("state", (s) => {
+  app.training = s.training; app.paused = s.paused;
+  if (s.paused) setStatus("train-status", `Paused at step ${nf.format(app.step)}.`);
+  refreshButtons();
+});
+client.on("done", (d) => {
+  app.training = false; app.paused = false;
+  if (d.step !== undefined) { app.step = d.step; app.epoch = d.epoch; }
+  const last = app.epochs[app.epochs.length - 1];
+  const what = d.reason === "finished" ? "Finished" : d.reason === "stopped" ? "Stopped" : "Stopped after an error";
+  setStatus("train-status", `${what} at epoch ${d.epoch}, step ${nf.format(d.step || 0)}.` + (last ? ` ${metricText(last)}.` : ""), d.reason === "finished");
+  if (d.reason !== "error") $("epoch-bar").style.width = "100%";
+  refreshButtons();
+});
+
+function trainOptions() {
+  const epochs = parseInt($("epochs").value, 10);
+  const batchSize = parseInt($("batch-size").value, 10);
+  const learningRate = parseFloat($("lr").value);
+  if (!(epochs >= 1)) throw new Error("Epochs must be a whole number of at least 1.");
+  if (!(batchSize >= 1)) throw new Error("Batch size must be a whole number of at least 1.");
+  if (!(learningRate > 0)) throw new Error("The learning rate must be a positive number.");
+  return { epochs, batchSize, learningRate };
+}
+
+$("start").onclick = () => guarded(null, async () => {
+  const opts = trainOptions();
+  if (app.step === 0 && app.rebuild && app.model && app.model.optimizer !== $("optimizer").value) {
+    await app.rebuild($("optimizer").value);
+  }
+  if (app.step === 0 && !app.epochs.length) resetPlots();
+  app.training = true;
+  refreshButtons();
+  try { await client.call("train", opts); } catch (e) { app.training = false; throw e; }
+});
+$("pause").onclick = () => guarded(null, () => client.call("pause"));
+$("resume-train").onclick = () => guarded(null, () => client.call("resume"));
+$("stop").onclick = () => guarded(null, () => client.call("stop"));
+for (const id of ["batch-size", "lr"]) {
+  $(id).addEventListener("change", () => {
+    if (!app.training) return;
+    guarded(null, () => client.call("configure", { batchSize: parseInt($("batch-size").value, 10) || undefined,
+                                                    learningRate: parseFloat($("lr").value) || undefined }));
+  });
+}
+$("optimizer").onchange = () => {
+  if (app.rebuild && app.step === 0 && !app.training) guarded(null, () => app.rebuild($("optimizer").value));
+};
+
+// ------------------------------------------------------------------ setting up data + model
+
+function afterModel(model) {
+  app.model = model;
+  app.step = 0; app.epoch = 0;
+  app.saved = null;
+  setStatus("saved-status", "");
+  $("epoch-bar").style.width = "0%";
+  $("optimizer").value = ["AdamW", "Adam", "SGD"].includes(model.optimizer) ? model.optimizer : $("optimizer").value;
+  resetPlots();
+  setStatus("train-status", "Ready to train.");
+  describeSetup();
+  showTryPanel();
+}
+
+function afterData(data) {
+  app.data = data;
+  describeSetup();
+  showTryPanel();
+}
+
+$("digits-build").onclick = () => guarded($("digits-build"), async () => {
+  const kind = $("digits-model").value;
+  setStatus("setup-status", "Loading digits and building the model…");
+  afterData(await client.call("useDigits", { nTrain: parseInt($("digits-count").value, 10), nVal: 1000 }));
+  app.rebuild = async (optimizer) => afterModel(await client.call("buildDigits", { kind, optimizer }));
+  await app.rebuild($("optimizer").value);
+  if (kind === "cnn" && parseFloat($("lr").value) > 0.005) $("lr").value = "0.002";
+});
+
+// CSV for "Your table"
+let tableCSV = null;
+async function inspectInto(input, select, info) {
+  const file = await readText(input);
+  if (!file) return null;
+  const res = await client.call("inspectCSV", { text: file.text });
+  select.innerHTML = "";
+  res.columns.forEach((c, i) => {
+    const o = document.createElement("option");
+    o.value = c; o.textContent = res.numeric[i] ? c : `${c} (text)`;
+    select.appendChild(o);
+  });
+  select.value = res.label;
+  select.disabled = false;
+  if (info) info.textContent = `${file.name}: ${nf.format(res.rows)} rows, ${res.columns.length} columns.`;
+  return { name: file.name, text: file.text, columns: res.columns };
+}
+$("csv-file").onchange = () => guarded(null, async () => { tableCSV = await inspectInto($("csv-file"), $("csv-label"), $("csv-info")); });
+$("csv-label").onchange = refreshButtons;
+$("csv-build").onclick = () => guarded($("csv-build"), async () => {
+  if (!tableCSV) throw new Error("Choose a CSV file first.");
+  const hidden = $("csv-hidden").value.split(/[,\s]+/).filter(Boolean).map((v) => parseInt(v, 10));
+  if (!hidden.length || hidden.some((h) => !(h > 0))) throw new Error("Hidden layers: give positive sizes like 32 or 64,32.");
+  setStatus("setup-status", "Reading the table and building the model…");
+  afterData(await client.call("useCSV", { text: tableCSV.text, label: $("csv-label").value, task: $("csv-task").value || null }));
+  app.rebuild = async (optimizer) => afterModel(await client.call("buildMLP", { hidden, optimizer }));
+  await app.rebuild($("optimizer").value);
+});
+
+// "Your model": an inference model, or ready artifacts, plus data
+$("onnx-file").onchange = () => guarded(null, async () => {
+  app.onnxUpload = null;
+  $("onnx-params").innerHTML = "";
+  $("onnx-info").textContent = "";
+  const file = await readBytes($("onnx-file"));
+  if (!file) return;
+  const info = await client.call("inspectModel", { bytes: file.bytes.slice(), name: file.name });
+  app.onnxUpload = file;
+  const ins = info.inputs.map((i) => `${i.name} [${i.shape.map((d) => d === null ? "?" : d).join(", ")}]`).join(", ");
+  const outs = info.outputs.map((o) => o.name).join(", ");
+  $("onnx-info").textContent = `${file.name}: ${info.nodes} nodes (${info.ops.join(", ")}); input ${ins}; output ${outs}. Trainable parameters:`;
+  for (const p of info.params.filter((p) => p.float)) {
+    const label = document.createElement("label");
+    label.innerHTML = `<input type="checkbox" checked> <span></span>`;
+    label.querySelector("input").value = p.name;
+    label.querySelector("span").textContent = `${p.name} [${p.shape.join("×")}]`;
+    $("onnx-params").appendChild(label);
+  }
+});
+$("onnx-generate").onclick = () => guarded($("onnx-generate"), async () => {
+  const file = app.onnxUpload;
+  const requiresGrad = Array.from($("onnx-params").querySelectorAll("input:checked")).map((i) => i.value);
+  if (!requiresGrad.length) throw new Error("Tick at least one parameter to train.");
+  const loss = $("onnx-loss").value;
+  setStatus("setup-status", "Generating training artifacts…");
+  app.rebuild = async (optimizer) => afterModel(await client.call("generate",
+    { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, name: file.name }));
+  await app.rebuild($("optimizer").value);
+});
+$("artifact-files").onchange = refreshButtons;
+$("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
+  const { found, missing } = matchArtifacts(await readFiles($("artifact-files")));
+  if (missing.length) throw new Error(`Missing artifact file(s): ${missing.join(", ")}. Choose training_model.onnx, eval_model.onnx, optimizer_model.onnx and checkpoint together.`);
+  app.rebuild = null;
+  afterModel(await client.call("useArtifacts", found));
+});
+let modelCSV = null;
+$("data-csv-file").onchange = () => guarded(null, async () => { modelCSV = await inspectInto($("data-csv-file"), $("data-csv-label"), null); });
+$("data-csv-label").onchange = refreshButtons;
+$("data-csv-load").onclick = () => guarded($("data-csv-load"), async () => {
+  if (!modelCSV) throw new Error("Choose a CSV file first.");
+  afterData(await client.call("useCSV", { text: modelCSV.text, label: $("data-csv-label").value, task: $("data-csv-task").value || null }));
+});
+for (const id of ["data-images", "data-folder"]) $(id).onchange = refreshButtons;
+$("data-images-load").onclick = () => guarded($("data-images-load"), async () => {
+  const files = (await readFiles($("data-images"))).concat(await readFiles($("data-folder")))
+    .filter((f) => /\.(png|jpe?g|gif|bmp|webp)$/i.test(f.name));
+  if (!files.length) throw new Error("No image files (png, jpg, gif, bmp, webp) were chosen.");
+  setStatus("setup-status", `Decoding ${files.length} images…`);
+  afterData(await client.call("useImages", { files }, files.map((f) => f.data)));
+});
+
+// ------------------------------------------------------------------ trying the model
+
+const pad = new DrawPad($("pad"), { onStroke: () => predictDrawing() });
+for (let d = 0; d < 10; d++) {
+  const o = document.createElement("option");
+  o.value = o.textContent = String(d);
+  $("add-label").appendChild(o);
+}
+
+function showTryPanel() {
+  const d = app.data;
+  const kind = d && d.loaded ? d.kind : "digits";
+  const digitsLike = kind === "digits";
+  const rows = kind === "csv";
+  $("try-digits").hidden = !digitsLike;
+  $("try-row").hidden = !rows;
+  $("try-none").hidden = digitsLike || rows;
+  if (rows && d.features) {
+    $("row-columns").textContent = d.features.join(", ");
+    $("row-input").placeholder = d.features.map(() => "0").join(", ");
+  }
+  refreshButtons();
+}
+
+function renderPrediction(res) {
+  const box = $("prediction");
+  box.innerHTML = "";
+  const probs = res.probabilities[0];
+  const best = res.class[0];
+  probs.forEach((p, i) => {
+    const name = document.createElement("span");
+    name.textContent = app.data && app.data.classes ? app.data.classes[i] : String(i);
+    const bar = document.createElement("div");
+    bar.className = "pbar" + (i === best ? " top" : "");
+    const fill = document.createElement("div");
+    fill.style.width = `${(100 * p).toFixed(1)}%`;
+    bar.appendChild(fill);
+    const val = document.createElement("span");
+    val.textContent = `${(100 * p).toFixed(1)}%`;
+    if (i === best) { name.className = val.className = "best"; }
+    box.append(name, bar, val);
+  });
+  box.dataset.prediction = res.label[0];
+}
+
+let predicting = false;
+async function predictDrawing() {
+  const x = pad.toMNIST();
+  paintDigit($("pad-preview"), x);
+  if (!x) return;
+  app.lastPrediction = { input: Array.from(x) };
+  refreshButtons();
+  if (!app.ready || !app.model || !app.model.ready || predicting) return;
+  predicting = true;
+  try {
+    const res = await client.call("predict", { x, shape: [1, 784] });
+    app.lastPrediction = { input: Array.from(x), probabilities: res.probabilities[0], outputs: res.outputs[0], label: res.label[0] };
+    renderPrediction(res);
+  } catch (e) { showError(e); } finally { predicting = false; refreshButtons(); }
+}
+
+$("pad-clear").onclick = () => {
+  pad.clear();
+  paintDigit($("pad-preview"), null);
+  $("prediction").innerHTML = "";
+  delete $("prediction").dataset.prediction;
+  app.lastPrediction = null;
+  refreshButtons();
+};
+
+$("add-sample").onclick = () => guarded($("add-sample"), async () => {
+  const x = pad.toMNIST();
+  if (!x) throw new Error("Draw a digit first.");
+  const label = parseInt($("add-label").value, 10);
+  const summary = await client.call("addSamples", { x, shape: [1, 784], y: [label] });
+  afterData(summary);
+  setStatus("added-status", `Added a "${label}". The training set now has ${nf.format(summary.train)} digits ` +
+    `(${summary.added} of them yours); they are used from the next epoch on.`);
+  $("pad-clear").click();
+});
+
+$("row-predict").onclick = () => guarded($("row-predict"), async () => {
+  const values = $("row-input").value.split(/[,;\s]+/).filter(Boolean).map(Number);
+  const n = app.data && app.data.features ? app.data.features.length : values.length;
+  if (values.length !== n || values.some((v) => !Number.isFinite(v))) {
+    throw new Error(`Type ${n} numbers separated by commas (${(app.data.features || []).join(", ")}).`);
+  }
+  const res = await client.call("predict", { x: new Float32Array(values), shape: [1, n] });
+  app.lastPrediction = { input: values, outputs: res.outputs[0], probabilities: res.probabilities ? res.probabilities[0] : null, label: res.label ? res.label[0] : null };
+  $("row-result").textContent = res.label
+    ? `Prediction: ${res.label[0]} (${(100 * Math.max(...res.probabilities[0])).toFixed(1)}% confident)`
+    : `Prediction: ${res.outputs[0].map((v) => v.toPrecision(5)).join(", ")}`;
+});
+
+// ------------------------------------------------------------------ downloads
+
+$("download-checkpoint").onclick = () => guarded($("download-checkpoint"), async () => {
+  download(await client.call("checkpoint"), `pytrain-step${app.step}.ckpt`);
+});
+$("download-model").onclick = () => guarded($("download-model"), async () => {
+  download(await client.call("exportModel"), `pytrain-model-step${app.step}.onnx`);
+});
+
+// ------------------------------------------------------------------ resume a saved run
+
+async function offerResume() {
+  const saved = await client.call("savedRun");
+  if (!saved) return;
+  const m = saved.model || {};
+  const src = saved.dataSource || {};
+  const what = m.origin === "digits" ? `digits ${String(m.kind).toUpperCase()}` : m.origin === "mlp" ? "table MLP" : "model";
+  const data = src.kind === "csv" ? ` on column "${src.label}"` : "";
+  $("resume-text").textContent = `A saved ${what} run${data} is in this browser: epoch ${saved.epoch}, step ` +
+    `${nf.format(saved.step)} (saved ${new Date(saved.savedAt).toLocaleString()}). Resume it?`;
+  $("resume-banner").hidden = false;
+  $("resume-banner").dataset.step = String(saved.step);
+  $("resume-banner").dataset.digest = saved.digest;
+  app.savedRun = saved;
+}
+
+$("resume-btn").onclick = () => guarded($("resume-btn"), async () => {
+  setStatus("setup-status", "Restoring the saved run…");
+  const res = await client.call("resumeSaved");
+  app.resumed = res;
+  app.data = res.data;
+  app.rebuild = null;
+  afterModel(res.model);
+  app.step = res.step; app.epoch = res.epoch;
+  loadHistory(res.history);
+  const t = res.train || {};
+  if (t.epochs) $("epochs").value = t.epochs;
+  if (t.batchSize) $("batch-size").value = t.batchSize;
+  if (t.learningRate) $("lr").value = t.learningRate;
+  $("resume-banner").hidden = true;
+  setStatus("train-status", `Resumed at epoch ${res.epoch}, step ${nf.format(res.step)}.`);
+  refreshButtons();
+  // It was interrupted mid-run: carry on where it stopped.
+  if (t.epochs && res.epoch < t.epochs && app.savedRun && app.savedRun.reason === "epoch") $("start").click();
+});
+$("discard-btn").onclick = () => guarded($("discard-btn"), async () => {
+  await client.call("clearSaved");
+  $("resume-banner").hidden = true;
+});
+
+// ------------------------------------------------------------------ start
+
+describeSetup();
+refreshButtons();
+offerResume().catch(showError);

@@ -1,0 +1,155 @@
+// Small canvas line plots (no library): a loss curve and a per-epoch metric plot.
+
+const COLORS = { grid: "#e3e6ea", axis: "#6b7280", text: "#374151" };
+
+function niceTicks(lo, hi, count) {
+  const span = hi - lo || 1;
+  const raw = span / count;
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => span / s <= count) || 10 * mag;
+  const ticks = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) ticks.push(+v.toPrecision(12));
+  return ticks;
+}
+
+function fmt(v) {
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 0.01 || a >= 1e5)) return v.toExponential(1);
+  return String(+v.toPrecision(3));
+}
+
+/**
+ * A line plot on a canvas. Series are {label, color, points: [[x, y], ...], markers, dashed}.
+ * Redraws are throttled to animation frames and cost O(canvas width) whatever the point count.
+ */
+export class LinePlot {
+  constructor(canvas, { title = "", xLabel = "", yRange = null, logY = false } = {}) {
+    this.canvas = canvas;
+    this.title = title;
+    this.xLabel = xLabel;
+    this.yRange = yRange;
+    this.logY = logY;
+    this.series = [];
+    this._frame = 0;
+    if (typeof ResizeObserver !== "undefined") {
+      this._resize = new ResizeObserver(() => this.draw());
+      this._resize.observe(canvas);
+    }
+  }
+
+  setSeries(series) { this.series = series; this.draw(); }
+
+  clear() { for (const s of this.series) s.points = []; this.draw(); }
+
+  /** Schedule one redraw on the next animation frame. */
+  draw() {
+    if (this._frame) return;
+    const raf = typeof requestAnimationFrame === "function" ? requestAnimationFrame : (f) => setTimeout(f, 16);
+    this._frame = raf(() => { this._frame = 0; this._render(); });
+  }
+
+  _render() {
+    const c = this.canvas;
+    const dpr = window.devicePixelRatio || 1;
+    const w = c.clientWidth || c.width, h = c.clientHeight || c.height;
+    if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) {
+      c.width = Math.round(w * dpr); c.height = Math.round(h * dpr);
+    }
+    const ctx = c.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    ctx.font = "12px system-ui, sans-serif";
+    const pad = { l: 46, r: 12, t: this.title ? 24 : 10, b: 30 };
+    const pw = w - pad.l - pad.r, ph = h - pad.t - pad.b;
+    if (pw <= 10 || ph <= 10) return;
+
+    const all = this.series.flatMap((s) => s.points);
+    ctx.fillStyle = COLORS.text;
+    if (this.title) ctx.fillText(this.title, pad.l, 15);
+    if (!all.length) {
+      ctx.fillStyle = COLORS.axis;
+      ctx.fillText("no data yet", pad.l + pw / 2 - 30, pad.t + ph / 2);
+      return;
+    }
+    const ty = (y) => (this.logY ? Math.log10(Math.max(y, 1e-8)) : y);
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (const [x, y] of all) {
+      if (!Number.isFinite(y)) continue;
+      x0 = Math.min(x0, x); x1 = Math.max(x1, x);
+      y0 = Math.min(y0, ty(y)); y1 = Math.max(y1, ty(y));
+    }
+    if (this.yRange) [y0, y1] = this.yRange;
+    if (x1 === x0) { x0 -= 1; x1 += 1; }
+    if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
+    const yPad = this.yRange ? 0 : (y1 - y0) * 0.05;
+    y0 -= yPad; y1 += yPad;
+    const X = (x) => pad.l + ((x - x0) / (x1 - x0)) * pw;
+    const Y = (y) => pad.t + (1 - (ty(y) - y0) / (y1 - y0)) * ph;
+
+    // grid + labels
+    ctx.strokeStyle = COLORS.grid; ctx.lineWidth = 1; ctx.fillStyle = COLORS.axis;
+    for (const t of niceTicks(y0, y1, 4)) {
+      const py = pad.t + (1 - (t - y0) / (y1 - y0)) * ph;
+      ctx.beginPath(); ctx.moveTo(pad.l, py); ctx.lineTo(pad.l + pw, py); ctx.stroke();
+      ctx.fillText(this.logY ? fmt(Math.pow(10, t)) : fmt(t), 4, py + 4);
+    }
+    for (const t of niceTicks(x0, x1, 5)) {
+      const px = X(t);
+      ctx.beginPath(); ctx.moveTo(px, pad.t); ctx.lineTo(px, pad.t + ph); ctx.stroke();
+      ctx.fillText(fmt(t), px - 8, h - 14);
+    }
+    if (this.xLabel) ctx.fillText(this.xLabel, pad.l + pw - ctx.measureText(this.xLabel).width, h - 2);
+    ctx.strokeStyle = COLORS.axis;
+    ctx.strokeRect(pad.l, pad.t, pw, ph);
+
+    // series: at most ~2 points per pixel column (min/max per bucket keeps spikes visible)
+    ctx.save();
+    ctx.beginPath(); ctx.rect(pad.l, pad.t, pw, ph); ctx.clip();
+    let legendX = pad.l + 8;
+    for (const s of this.series) {
+      const pts = s.points.filter((p) => Number.isFinite(p[1]));
+      if (!pts.length) continue;
+      ctx.strokeStyle = s.color; ctx.fillStyle = s.color; ctx.lineWidth = s.width || 1.5;
+      ctx.setLineDash(s.dashed ? [5, 4] : []);
+      ctx.beginPath();
+      const buckets = Math.max(1, Math.floor(pw));
+      if (pts.length > 2 * buckets) {
+        let b = -1, lo = null, hi = null, first = true;
+        const flush = () => {
+          if (lo === null) return;
+          const px = pad.l + b + 0.5;
+          if (first) { ctx.moveTo(px, Y(lo)); first = false; } else ctx.lineTo(px, Y(lo));
+          ctx.lineTo(px, Y(hi));
+        };
+        for (const [x, y] of pts) {
+          const nb = Math.min(buckets - 1, Math.floor(((x - x0) / (x1 - x0)) * buckets));
+          if (nb !== b) { flush(); b = nb; lo = hi = y; } else { lo = Math.min(lo, y); hi = Math.max(hi, y); }
+        }
+        flush();
+      } else {
+        pts.forEach(([x, y], i) => (i ? ctx.lineTo(X(x), Y(y)) : ctx.moveTo(X(x), Y(y))));
+      }
+      ctx.stroke();
+      if (s.markers) for (const [x, y] of pts) { ctx.beginPath(); ctx.arc(X(x), Y(y), 3, 0, 2 * Math.PI); ctx.fill(); }
+      if (s.label) {
+        ctx.setLineDash([]);
+        ctx.fillRect(legendX, pad.t + 6, 10, 3);
+        ctx.fillStyle = COLORS.text;
+        ctx.fillText(s.label, legendX + 14, pad.t + 11);
+        legendX += ctx.measureText(s.label).width + 30;
+      }
+    }
+    ctx.restore();
+  }
+}
+
+/** Exponential moving average of [x, y] points (a readable trend over noisy mini-batch losses). */
+export function smooth(points, alpha = 0.05) {
+  const out = [];
+  let m = null;
+  for (const [x, y] of points) {
+    m = m === null ? y : m + alpha * (y - m);
+    out.push([x, m]);
+  }
+  return out;
+}
