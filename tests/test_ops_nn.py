@@ -306,3 +306,32 @@ def test_loss_errors():
         run_pytrain("NegativeLogLikelihoodLoss", [x, np.array([0, 1, 2, 0])], {"reduction": "avg"})
     with pytest.raises(InputError, match="weight must have shape"):
         run_pytrain("NegativeLogLikelihoodLoss", [x, np.array([0, 1, 2, 0]), rnd(4)], {})
+
+
+# ---------------------------------------------------------------- windows helpers
+def test_windows_im2col_col2im_are_adjoint():
+    from pytrain.ops.windows import col2im, geometry, im2col
+
+    x = rnd(2, 3, 7, 6, dtype=np.float64)
+    win = geometry("Conv", x.shape, [3, 2], [2, 1], [1, 2], [1, 0, 2, 1])
+    cols = im2col(x, win)
+    assert cols.shape == (2, 3 * 6, int(np.prod(win.out_shape)))
+    c = rnd(*cols.shape, seed=1, dtype=np.float64)
+    back = col2im(c, win, x.shape)
+    assert back.shape == x.shape
+    np.testing.assert_allclose(np.sum(cols * c), np.sum(x * back), rtol=1e-12)
+
+
+@pytest.mark.parametrize("auto_pad,ceil_mode", [("NOTSET", 0), ("NOTSET", 1), ("SAME_UPPER", 0),
+                                                ("SAME_LOWER", 0), ("VALID", 0)])
+def test_windows_geometry_matches_onnxruntime_shapes(auto_pad, ceil_mode):
+    from pytrain.ops.windows import geometry
+
+    x = rnd(1, 1, 9, 8)
+    attrs = {"kernel_shape": [3, 2], "strides": [2, 3], "auto_pad": auto_pad}
+    if auto_pad == "NOTSET":
+        attrs.update(pads=[1, 0, 0, 1], ceil_mode=ceil_mode)
+    ref = run_ort("MaxPool", [x], attrs)[0]
+    win = geometry("MaxPool", x.shape, attrs["kernel_shape"], attrs["strides"], None,
+                   attrs.get("pads"), auto_pad, ceil_mode)
+    assert win.out_shape == ref.shape[2:]

@@ -358,6 +358,8 @@ function yieldToEvents() { return new Promise((r) => setTimeout(r, 0)); }
 async function trainLoop(options) {
   const opts = Object.assign({ epochs: 5, budgetMs: 150 }, options);
   const t = { options: opts, paused: false, stopRequested: false, resumeWaiters: [] };
+  const persist = opts.persist !== false;   // the widget opts out of IndexedDB unless asked
+  const save = (why) => (persist ? saveRun(why) : Promise.resolve(null));
   trainer = t;
   py("configure", { batch_size: opts.batchSize, lr: opts.learningRate, seed: opts.seed });
   emit("state", { training: true, paused: false });
@@ -368,7 +370,7 @@ async function trainLoop(options) {
     while (status.epoch < opts.epochs) {
       if (t.stopRequested) { reason = "stopped"; break; }
       if (t.paused) {
-        await saveRun("paused");
+        await save("paused");
         emit("state", { training: true, paused: true });
         await new Promise((r) => t.resumeWaiters.push(r));
         emit("state", { training: true, paused: false });
@@ -392,12 +394,12 @@ async function trainLoop(options) {
         const rec = { epoch: r.epoch, step: r.step, loss: ev.loss, metric: ev.metric, metricName: ev.metric_name, mae: ev.mae };
         history.epochs.push(rec);
         emit("epoch", rec);
-        await saveRun("epoch");
+        await save("epoch");
       }
       status = r;
       await yieldToEvents();   // lets pause/stop/predict messages in between slices
     }
-    if (reason === "stopped") await saveRun("stopped");
+    if (reason === "stopped") await save("stopped");
   } catch (e) {
     reason = "error";
     emit("error", errorInfo(e));

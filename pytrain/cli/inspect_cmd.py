@@ -10,7 +10,7 @@ import numpy as np
 
 from pytrain.cli import _artifacts as A
 from pytrain.cli._common import count, say, shape_str, size_str, table
-from pytrain.errors import CheckpointError, ModelFormatError
+from pytrain.errors import ModelFormatError
 
 _ZIP_MAGIC = b"PK\x03\x04"
 

@@ -34,9 +34,9 @@ def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
             np.maximum(y, xp[tap_slices(win, tap)], out=y)
         return (y, None)
 
-    # Position in the input = window origin (per output) + offset of the winning tap; track the
-    # offset as we scan. Strict '>' keeps the first maximum in scan order, like onnxruntime.
-    # Flat positions use row-major strides over the spatial axes, or column-major for storage_order 1.
+    # Index = (n * C + c) * spatial size + window origin + offset of the winning tap, with
+    # row-major spatial strides (column-major for storage_order 1). Strict '>' keeps the first
+    # maximum in scan order, like onnxruntime.
     order = list(range(win.rank))
     if storage_order == 1:
         order.reverse()
@@ -46,17 +46,20 @@ def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
         sp_stride[ax] = size
         size *= win.in_shape[ax]
 
-    def offset(tap) -> int:
-        return sum(t * d * st for t, d, st in zip(tap, win.dilations, sp_stride))
-
+    # The winning tap index only ever grows during the scan (it changes only to a later tap), so
+    # it is a running max of better * i: two cheap small-int passes instead of a masked copy.
+    tdt = np.uint8 if len(taps) < 256 else np.int32
     y = xp[tap_slices(win, taps[0])].copy()
-    best = np.full(y.shape, offset(taps[0]), dtype=np.int64)
+    win_tap = np.zeros(y.shape, dtype=tdt)
     better = np.empty(y.shape, dtype=np.bool_)
-    for tap in taps[1:]:
+    for i, tap in enumerate(taps[1:], 1):
         v = xp[tap_slices(win, tap)]
         np.greater(v, y, out=better)
-        np.copyto(y, v, where=better)
-        np.copyto(best, offset(tap), where=better)
+        np.maximum(y, v, out=y)
+        np.maximum(win_tap, better * tdt(i), out=win_tap)
+    offsets = np.array([sum(t * d * st for t, d, st in zip(tap, win.dilations, sp_stride))
+                        for tap in taps], dtype=np.int64)
+    best = np.take(offsets, win_tap)
     n, c = X.shape[0], X.shape[1]
     best += (np.arange(n * c, dtype=np.int64) * size).reshape((n, c) + (1,) * win.rank)
     for ax in range(win.rank):

@@ -130,7 +130,7 @@ for (const btn of document.querySelectorAll(".tabs button")) {
 // ------------------------------------------------------------------ plots
 
 const lossPlot = new LinePlot($("loss-plot"), { title: "Training loss", xLabel: "step" });
-const metricPlot = new LinePlot($("metric-plot"), { title: "Validation", xLabel: "epoch" });
+const metricPlot = new LinePlot($("metric-plot"), { title: "Validation", xLabel: "epoch", integerX: true, xRange: [0, 1] });
 const lossSeries = { label: "loss (batch)", color: "#b7c7de", points: [], width: 1 };
 const emaSeries = { label: "smoothed", color: "#1f4e8c", points: [], width: 2 };
 const valLossSeries = { label: "validation loss", color: "#d9822b", points: [], markers: true };
@@ -235,6 +235,7 @@ $("start").onclick = () => guarded(null, async () => {
     await app.rebuild($("optimizer").value);
   }
   if (app.step === 0 && !app.epochs.length) resetPlots();
+  metricPlot.xRange = [0, opts.epochs];
   app.training = true;
   refreshButtons();
   try { await client.call("train", opts); } catch (e) { app.training = false; throw e; }
@@ -398,7 +399,7 @@ function renderPrediction(res) {
     const name = document.createElement("span");
     name.textContent = app.data && app.data.classes ? app.data.classes[i] : String(i);
     const bar = document.createElement("div");
-    bar.className = "pbar" + (i === best ? " top" : "");
+    bar.className = "pbar" + (i === best ? " best-bar" : "");
     const fill = document.createElement("div");
     fill.style.width = `${(100 * p).toFixed(1)}%`;
     bar.appendChild(fill);
@@ -495,7 +496,7 @@ $("resume-btn").onclick = () => guarded($("resume-btn"), async () => {
   app.step = res.step; app.epoch = res.epoch;
   loadHistory(res.history);
   const t = res.train || {};
-  if (t.epochs) $("epochs").value = t.epochs;
+  if (t.epochs) { $("epochs").value = t.epochs; metricPlot.xRange = [0, t.epochs]; metricPlot.draw(); }
   if (t.batchSize) $("batch-size").value = t.batchSize;
   if (t.learningRate) $("lr").value = t.learningRate;
   $("resume-banner").hidden = true;

@@ -23,12 +23,14 @@ function fmt(v) {
  * Redraws are throttled to animation frames and cost O(canvas width) whatever the point count.
  */
 export class LinePlot {
-  constructor(canvas, { title = "", xLabel = "", yRange = null, logY = false } = {}) {
+  constructor(canvas, { title = "", xLabel = "", yRange = null, xRange = null, logY = false, integerX = false } = {}) {
     this.canvas = canvas;
     this.title = title;
     this.xLabel = xLabel;
     this.yRange = yRange;
+    this.xRange = xRange;   // fixed [min, max] of x, or null to fit the data
     this.logY = logY;
+    this.integerX = integerX;
     this.series = [];
     this._frame = 0;
     if (typeof ResizeObserver !== "undefined") {
@@ -59,7 +61,7 @@ export class LinePlot {
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, w, h);
     ctx.font = "12px system-ui, sans-serif";
-    const pad = { l: 46, r: 12, t: this.title ? 24 : 10, b: 30 };
+    const pad = { l: 46, r: 12, t: 24, b: 30 };
     const pw = w - pad.l - pad.r, ph = h - pad.t - pad.b;
     if (pw <= 10 || ph <= 10) return;
 
@@ -79,6 +81,7 @@ export class LinePlot {
       y0 = Math.min(y0, ty(y)); y1 = Math.max(y1, ty(y));
     }
     if (this.yRange) [y0, y1] = this.yRange;
+    if (this.xRange) { x0 = Math.min(x0, this.xRange[0]); x1 = Math.max(x1, this.xRange[1]); }
     if (x1 === x0) { x0 -= 1; x1 += 1; }
     if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
     const yPad = this.yRange ? 0 : (y1 - y0) * 0.05;
@@ -93,7 +96,7 @@ export class LinePlot {
       ctx.beginPath(); ctx.moveTo(pad.l, py); ctx.lineTo(pad.l + pw, py); ctx.stroke();
       ctx.fillText(this.logY ? fmt(Math.pow(10, t)) : fmt(t), 4, py + 4);
     }
-    for (const t of niceTicks(x0, x1, 5)) {
+    for (const t of niceTicks(x0, x1, 5).filter((v) => !this.integerX || Number.isInteger(v))) {
       const px = X(t);
       ctx.beginPath(); ctx.moveTo(px, pad.t); ctx.lineTo(px, pad.t + ph); ctx.stroke();
       ctx.fillText(fmt(t), px - 8, h - 14);
@@ -105,7 +108,8 @@ export class LinePlot {
     // series: at most ~2 points per pixel column (min/max per bucket keeps spikes visible)
     ctx.save();
     ctx.beginPath(); ctx.rect(pad.l, pad.t, pw, ph); ctx.clip();
-    let legendX = pad.l + 8;
+    let legendX = pad.l + pw - this.series.filter((s) => s.label && s.points.length)
+      .reduce((a, s) => a + ctx.measureText(s.label).width + 26, 0);
     for (const s of this.series) {
       const pts = s.points.filter((p) => Number.isFinite(p[1]));
       if (!pts.length) continue;
@@ -131,15 +135,17 @@ export class LinePlot {
       }
       ctx.stroke();
       if (s.markers) for (const [x, y] of pts) { ctx.beginPath(); ctx.arc(X(x), Y(y), 3, 0, 2 * Math.PI); ctx.fill(); }
-      if (s.label) {
-        ctx.setLineDash([]);
-        ctx.fillRect(legendX, pad.t + 6, 10, 3);
-        ctx.fillStyle = COLORS.text;
-        ctx.fillText(s.label, legendX + 14, pad.t + 11);
-        legendX += ctx.measureText(s.label).width + 30;
-      }
     }
     ctx.restore();
+    ctx.setLineDash([]);
+    for (const s of this.series) {   // legend in the title row, right-aligned, outside the plot area
+      if (!s.label || !s.points.length) continue;
+      ctx.fillStyle = s.color;
+      ctx.fillRect(legendX, pad.t - 12, 10, 3);
+      ctx.fillStyle = COLORS.text;
+      ctx.fillText(s.label, legendX + 14, pad.t - 7);
+      legendX += ctx.measureText(s.label).width + 26;
+    }
   }
 }
 

@@ -1,0 +1,299 @@
+// pytrain widget: train an ONNX model inside any web page (same origin as this file's site).
+//
+//   import { createTrainer } from "./pytrain-widget.js";
+//   const trainer = createTrainer({ container, data: { csv: "iris.csv", label: "species" }, epochs: 20 });
+//   trainer.on("epoch", (e) => console.log(e.metric));
+//   await trainer.train();
+//   const onnxBytes = await trainer.exportModel();
+//
+// or, without code:  <pytrain-trainer data="iris.csv" label="species" epochs="20"></pytrain-trainer>
+//
+// Python runs in a Web Worker (worker.js next to this file): the host page never freezes and no
+// data leaves the browser.
+
+import { WorkerClient } from "./js/client.js";
+import { LinePlot } from "./js/plot.js";
+
+const EVENTS = ["loading", "ready", "progress", "epoch", "saved", "state", "done", "error"];
+const ARTIFACT_FILES = { training: "training_model.onnx", eval: "eval_model.onnx", optimizer: "optimizer_model.onnx", checkpoint: "checkpoint" };
+
+async function toBytes(src, what) {
+  if (src instanceof Uint8Array) return src;
+  if (src instanceof ArrayBuffer) return new Uint8Array(src);
+  if (ArrayBuffer.isView(src)) return new Uint8Array(src.buffer, src.byteOffset, src.byteLength);
+  if (typeof src === "string" || src instanceof URL) {
+    const resp = await fetch(new URL(src, document.baseURI));
+    if (!resp.ok) throw new Error(`${what}: ${src} answered HTTP ${resp.status}`);
+    return new Uint8Array(await resp.arrayBuffer());
+  }
+  if (src && typeof src.arrayBuffer === "function") return new Uint8Array(await src.arrayBuffer());   // File / Blob
+  throw new Error(`${what}: expected a URL, an ArrayBuffer, a Uint8Array or a Blob`);
+}
+
+async function toText(src, what) {
+  if (typeof src === "string" && src.includes("\n")) return src;   // the CSV text itself
+  return new TextDecoder().decode(await toBytes(src, what));
+}
+
+/**
+ * Create a trainer. Options:
+ *  - data: "digits" | {csv: text|URL|Blob, label, task?} | {x: Float32Array, shape: [N, ...], y: number[], task?, classes?}
+ *  - artifacts: "digits-mlp" | "digits-cnn" | a folder URL ending in "/" | {training, eval, optimizer, checkpoint} (URLs or bytes)
+ *  - model: an inference .onnx (URL or bytes) to generate artifacts from, with loss, optimizer, requiresGrad
+ *  - neither: digits get the digits MLP; tables get an MLP with `hidden` sizes (default [32])
+ *  - epochs, batchSize, learningRate, optimizer ("AdamW" | "Adam" | "SGD"), valFraction
+ *  - container: an element to render a small UI into (optional); autoStart: train once ready
+ *  - persist: save a resumable run in IndexedDB after each epoch (default false)
+ * Returns a trainer with train(), pause(), resume(), stop(), evaluate(), predict(), exportModel(),
+ * checkpoint(), on(event, fn), destroy() and `ready`. Events: loading, ready, progress, epoch, done, error.
+ */
+export function createTrainer(options = {}) {
+  return new Trainer(options);
+}
+
+export class Trainer extends EventTarget {
+  constructor(options) {
+    super();
+    this.options = Object.assign({ epochs: 5, batchSize: 32, learningRate: 0.005, optimizer: "AdamW",
+                                    hidden: [32], valFraction: 0.2, persist: false }, options);
+    this.client = new WorkerClient(options.workerURL ? { workerURL: options.workerURL } : {});
+    this.data = null;
+    this.model = null;
+    this.lastEpoch = null;
+    this._done = null;
+    for (const type of EVENTS) this.client.on(type, (detail) => this._emit(type, detail));
+    this.client.on("fatal", (detail) => this._emit("error", detail));
+    this.client.on("done", (detail) => { if (this._done) { this._done(detail); this._done = null; } });
+    if (this.options.container) this.ui = new TrainerUI(this.options.container, this, this.options.title);
+    this.ready = this._prepare();
+    this.ready.catch((e) => this._emit("error", { type: e.type || "Error", message: e.message }));
+    if (this.options.autoStart) this.ready.then(() => this.train()).catch(() => {});
+  }
+
+  /** Listen to an event; the handler gets the event data. Returns an unsubscribe function. */
+  on(type, handler) {
+    const fn = (e) => handler(e.detail);
+    this.addEventListener(type, fn);
+    return () => this.removeEventListener(type, fn);
+  }
+
+  _emit(type, detail) { this.dispatchEvent(new CustomEvent(type, { detail })); }
+
+  async _prepare() {
+    const o = this.options;
+    await this.client.ready;
+    this._emit("status", { message: "Loading data…" });
+    this.data = await this._loadData(o.data);
+    this._emit("status", { message: "Preparing the model…" });
+    this.model = await this._loadModel();
+    this._emit("status", { message: "Ready to train." });
+    return { data: this.data, model: this.model };
+  }
+
+  async _loadData(data) {
+    const o = this.options;
+    if (!data) throw new Error("createTrainer needs `data`: \"digits\", {csv, label} or {x, shape, y}");
+    if (data === "digits" || data.digits) {
+      return this.client.call("useDigits", { nTrain: (data.digits && data.digits.nTrain) || 8000, nVal: 1000 });
+    }
+    if (data.csv !== undefined) {
+      if (!data.label) throw new Error("data.label: name the CSV column to predict");
+      const text = await toText(data.csv, "data.csv");
+      return this.client.call("useCSV", { text, label: data.label, task: data.task || null, valFraction: o.valFraction });
+    }
+    if (data.x !== undefined) {
+      const x = data.x instanceof Float32Array ? data.x : new Float32Array(data.x);
+      const y = data.task === "regression" ? new Float32Array(data.y) : new Int32Array(data.y);
+      return this.client.call("useArrays", { x, shape: data.shape, y, task: data.task || "classification",
+                                              classes: data.classes || null, valFraction: o.valFraction });
+    }
+    throw new Error("data: expected \"digits\", {csv, label} or {x, shape, y}");
+  }
+
+  async _loadModel() {
+    const o = this.options;
+    const a = o.artifacts;
+    if (a === "digits-mlp" || a === "digits-cnn" || (!a && !o.model && this.data.kind === "digits")) {
+      return this.client.call("buildDigits", { kind: a === "digits-cnn" ? "cnn" : "mlp", optimizer: o.optimizer });
+    }
+    if (a) {
+      const files = {};
+      for (const [key, name] of Object.entries(ARTIFACT_FILES)) {
+        const src = typeof a === "string" ? new URL(name, new URL(a, document.baseURI)).href : a[key];
+        if (!src) throw new Error(`artifacts.${key} is missing`);
+        files[key] = await toBytes(src, `artifacts.${key}`);
+      }
+      return this.client.call("useArtifacts", files);
+    }
+    if (o.model) {
+      const bytes = await toBytes(o.model, "model");
+      return this.client.call("generate", { bytes, loss: o.loss || (this.data.task === "regression" ? "MSELoss" : "CrossEntropyLoss"),
+                                            optimizer: o.optimizer, requiresGrad: o.requiresGrad || null, name: "model" });
+    }
+    return this.client.call("buildMLP", { hidden: o.hidden, optimizer: o.optimizer });
+  }
+
+  /** Train up to `epochs` epochs in total; resolves with {reason, epoch, step} when training ends. */
+  async train(overrides = {}) {
+    await this.ready;
+    const o = Object.assign({}, this.options, overrides);
+    const finished = new Promise((resolve) => { this._done = resolve; });
+    await this.client.call("train", { epochs: o.epochs, batchSize: o.batchSize, learningRate: o.learningRate, persist: o.persist });
+    return finished;
+  }
+
+  pause() { return this.client.call("pause"); }
+  resume() { return this.client.call("resume"); }
+  stop() { return this.client.call("stop"); }
+  /** Validation loss and accuracy (classification) or RMSE (regression). */
+  async evaluate() { await this.ready; return this.client.call("evaluate"); }
+  /** Outputs (and class probabilities) for samples x of shape [N, ...]. */
+  async predict(x, shape) {
+    await this.ready;
+    const arr = x instanceof Float32Array ? x : new Float32Array(x);
+    return this.client.call("predict", { x: arr, shape: shape || [1, arr.length] });
+  }
+  /** The trained inference model as ONNX bytes. */
+  async exportModel() { await this.ready; return this.client.call("exportModel"); }
+  /** The current checkpoint (parameters + optimizer state) as bytes. */
+  async checkpoint() { await this.ready; return this.client.call("checkpoint"); }
+  destroy() { this.client.terminate(); if (this.ui) this.ui.remove(); }
+}
+
+// ------------------------------------------------------------------ a compact UI
+
+const UI_CSS = `
+:host { all: initial; display: block; font: 14px/1.4 system-ui, sans-serif; color: #1f2933; }
+.box { border: 1px solid #dde1e6; border-radius: 10px; padding: 12px; background: #fff; }
+.title { font-weight: 600; margin-bottom: 6px; }
+.bar { height: 6px; background: #e6e9ee; border-radius: 3px; overflow: hidden; margin: 6px 0; }
+.bar div { height: 100%; width: 0; background: #1f4e8c; transition: width .2s; }
+.status { font-size: 13px; color: #374151; min-height: 1.3em; }
+.error { color: #a52a1a; font-size: 13px; }
+canvas { width: 100%; height: 140px; border: 1px solid #e3e6ea; border-radius: 6px; margin-top: 6px; }
+.buttons { display: flex; gap: 6px; flex-wrap: wrap; margin-top: 8px; }
+button { font: inherit; padding: 4px 10px; border-radius: 6px; border: 1px solid #b8c0ca; background: #f8f9fb; cursor: pointer; }
+button.primary { background: #1f4e8c; color: #fff; border-color: #1f4e8c; }
+button:disabled { opacity: .5; cursor: not-allowed; }
+.note { font-size: 11px; color: #6b7280; margin-top: 6px; }
+`;
+
+class TrainerUI {
+  constructor(container, trainer, title) {
+    this.host = document.createElement("div");
+    this.host.className = "pytrain-widget";
+    container.appendChild(this.host);
+    const root = this.host.attachShadow({ mode: "open" });
+    root.innerHTML = `<style>${UI_CSS}</style><div class="box">
+      <div class="title"></div>
+      <div class="bar"><div></div></div>
+      <div class="status">Loading Python…</div>
+      <div class="error" hidden></div>
+      <canvas></canvas>
+      <div class="buttons">
+        <button class="primary" data-act="train" disabled>Train</button>
+        <button data-act="pause" disabled>Pause</button>
+        <button data-act="stop" disabled>Stop</button>
+        <button data-act="export" disabled>Download model</button>
+      </div>
+      <div class="note">Trains in this browser tab; no data leaves it.</div></div>`;
+    this.root = root;
+    root.querySelector(".title").textContent = title || "pytrain";
+    const q = (s) => root.querySelector(s);
+    this.bar = q(".bar div");
+    this.status = q(".status");
+    this.errorBox = q(".error");
+    this.plot = new LinePlot(q("canvas"), { title: "loss", xLabel: "step" });
+    this.loss = { color: "#1f4e8c", points: [] };
+    this.plot.setSeries([this.loss]);
+    this.buttons = Object.fromEntries(Array.from(root.querySelectorAll("button")).map((b) => [b.dataset.act, b]));
+    const run = (fn) => async () => {
+      try { this.errorBox.hidden = true; await fn(); } catch (e) { this.showError(e); }
+    };
+    this.buttons.train.onclick = run(() => trainer.train());
+    this.buttons.pause.onclick = run(async () => {
+      const paused = this.buttons.pause.textContent === "Resume";
+      await (paused ? trainer.resume() : trainer.pause());
+    });
+    this.buttons.stop.onclick = run(() => trainer.stop());
+    this.buttons.export.onclick = run(async () => {
+      const bytes = await trainer.exportModel();
+      const a = document.createElement("a");
+      a.href = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
+      a.download = "pytrain-model.onnx";
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+    });
+    trainer.on("loading", (p) => { this.bar.style.width = `${Math.round(100 * p.fraction)}%`; this.status.textContent = `${p.stage}…`; });
+    trainer.on("status", (s) => { this.status.textContent = s.message; });
+    trainer.ready.then(() => { this.bar.style.width = "0%"; this.buttons.train.disabled = false; this.buttons.export.disabled = false; }, () => {});
+    trainer.on("progress", (p) => {
+      p.losses.forEach((l, i) => this.loss.points.push([p.firstStep + i, l]));
+      this.plot.draw();
+      this.bar.style.width = `${Math.round((100 * p.epochStep) / Math.max(1, p.stepsPerEpoch))}%`;
+      const last = trainer.lastEpoch;
+      this.status.textContent = `epoch ${Math.min(p.epoch + 1, p.epochs)}/${p.epochs} · step ${p.step} · ${p.stepsPerSecond.toFixed(1)} steps/s` +
+        (last && last.metric !== null ? ` · val ${last.metricName} ${last.metricName === "accuracy" ? (100 * last.metric).toFixed(1) + "%" : last.metric.toPrecision(4)}` : "");
+    });
+    trainer.on("epoch", (e) => { trainer.lastEpoch = e; });
+    trainer.on("state", (s) => {
+      this.buttons.train.disabled = s.training;
+      this.buttons.pause.disabled = !s.training;
+      this.buttons.stop.disabled = !s.training;
+      this.buttons.pause.textContent = s.paused ? "Resume" : "Pause";
+    });
+    trainer.on("done", (d) => {
+      const last = trainer.lastEpoch;
+      this.status.textContent = `${d.reason === "finished" ? "Done" : "Stopped"}: epoch ${d.epoch}, step ${d.step}` +
+        (last && last.metric !== null ? ` · val ${last.metricName} ${last.metricName === "accuracy" ? (100 * last.metric).toFixed(1) + "%" : last.metric.toPrecision(4)}` : "");
+    });
+    trainer.on("error", (e) => this.showError(e));
+  }
+
+  showError(e) {
+    this.errorBox.hidden = false;
+    this.errorBox.textContent = e.message || String(e);
+  }
+
+  remove() { this.host.remove(); }
+}
+
+// ------------------------------------------------------------------ <pytrain-trainer> for no-code embedding
+
+const NUM = (v) => (v === null || v === "" ? undefined : Number(v));
+
+export class PytrainTrainerElement extends HTMLElement {
+  connectedCallback() {
+    if (this.trainer) return;
+    const attr = (n) => this.getAttribute(n);
+    const dataAttr = attr("data") || "digits";
+    const data = dataAttr === "digits" ? "digits" : { csv: dataAttr, label: attr("label"), task: attr("task") || undefined };
+    const options = {
+      container: this, data, title: attr("title") || "pytrain",
+      artifacts: attr("artifacts") || undefined, model: attr("model") || undefined,
+      epochs: NUM(attr("epochs")), batchSize: NUM(attr("batch-size")), learningRate: NUM(attr("learning-rate")),
+      optimizer: attr("optimizer") || undefined, loss: attr("loss") || undefined,
+      hidden: attr("hidden") ? attr("hidden").split(",").map(Number) : undefined,
+      autoStart: this.hasAttribute("autostart"), persist: this.hasAttribute("persist"),
+    };
+    for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k];
+    this.trainer = createTrainer(options);
+    // Re-dispatch as DOM events so no-code hosts can listen on the element itself.
+    for (const type of ["ready", "progress", "epoch", "done", "error"]) {
+      this.trainer.on(type, (detail) => this.dispatchEvent(new CustomEvent(type, { detail, bubbles: true, composed: true })));
+    }
+    this.trainer.ready.then(() => this.dispatchEvent(new CustomEvent("prepared", { detail: this.trainer.model, bubbles: true })), () => {});
+  }
+
+  disconnectedCallback() {
+    if (this.trainer) { this.trainer.destroy(); this.trainer = null; }
+  }
+
+  train(o) { return this.trainer.train(o); }
+  pause() { return this.trainer.pause(); }
+  stop() { return this.trainer.stop(); }
+  evaluate() { return this.trainer.evaluate(); }
+  exportModel() { return this.trainer.exportModel(); }
+}
+
+if (!customElements.get("pytrain-trainer")) customElements.define("pytrain-trainer", PytrainTrainerElement);
