@@ -61,6 +61,19 @@ def pytrain_version() -> str:
     return m.group(1)
 
 
+def _pyproject() -> Dict[str, object]:
+    """The [project] table of pyproject.toml ({} when absent or unreadable on this Python)."""
+    path = ROOT / "pyproject.toml"
+    try:
+        import tomllib  # Python 3.11+
+    except ImportError:
+        return {}
+    if not path.is_file():
+        return {}
+    with open(path, "rb") as f:
+        return tomllib.load(f).get("project", {})
+
+
 def _record_hash(data: bytes) -> str:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
     return "sha256=" + digest.decode("ascii")
@@ -81,14 +94,16 @@ def build_wheel(out_dir: Path = DIST) -> Path:
         if path.is_dir() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
             continue
         files.append((path.relative_to(ROOT).as_posix(), path.read_bytes()))
-    metadata = (
-        "Metadata-Version: 2.1\n"
-        "Name: pytrain\n"
-        "Version: %s\n"
-        "Summary: On-device training for ONNX models in pure Python + numpy\n"
-        "Requires-Python: >=3.8\n"
-        "Requires-Dist: numpy>=1.17\n" % version
-    ).encode()
+    project = _pyproject()
+    lines = ["Metadata-Version: 2.1", "Name: pytrain", "Version: " + version,
+             "Summary: " + project.get("description", "On-device training for ONNX models"),
+             "Requires-Python: " + project.get("requires-python", ">=3.8")]
+    lines += ["Requires-Dist: " + dep for dep in project.get("dependencies", ["numpy>=1.17"])]
+    metadata = ("\n".join(lines) + "\n").encode()
+    scripts = project.get("scripts", {})
+    if scripts:
+        entry = "[console_scripts]\n" + "".join("%s = %s\n" % kv for kv in sorted(scripts.items()))
+        files.append((dist_info + "/entry_points.txt", entry.encode()))
     wheel_meta = b"Wheel-Version: 1.0\nGenerator: pytrain-build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     files.append((dist_info + "/METADATA", metadata))
     files.append((dist_info + "/WHEEL", wheel_meta))

@@ -34,8 +34,10 @@ def _drop_dropout(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodePr
     """Dropout is the identity at inference: rewire its readers to its input."""
     alias: Dict[str, str] = {}
     kept: List[NodeProto] = []
+    read = {i for n in nodes for i in n.input} | set(outputs)
     for n in nodes:
-        if n.op_type == "Dropout" and not n.domain and not (len(n.output) > 1 and n.output[1]):
+        mask_read = len(n.output) > 1 and n.output[1] in read
+        if n.op_type == "Dropout" and not n.domain and not mask_read:
             alias[n.output[0]] = alias.get(n.input[0], n.input[0])
             continue
         n.input[:] = [alias.get(i, i) for i in n.input]

@@ -53,6 +53,7 @@ class Module:
         self._layout = layout
         self._param_names: List[str] = layout["trainable"] + layout["frozen"]
         self._trainable: List[str] = list(layout["trainable"])
+        self._filled = not state.nominal
         self._check_state()
         g = self._train_model.graph
         in_specs = {v.name: _InputSpec(v.name, *value_info_type(v)) for v in g.input}
@@ -71,7 +72,6 @@ class Module:
                                    el["outputs"], opset=opset_version(self._eval_model), training=False)
         self._training = True
         self._reset_grad = True
-        self._filled = not state.nominal
 
     # ---- state -----------------------------------------------------------------------------------
     def _check_state(self) -> None:

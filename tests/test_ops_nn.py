@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 try:
-    from tests.ops_oracle import assert_same, check, run_ort, run_pytrain, run_reference
+    from tests.ops_oracle import assert_same, check, run_ort, run_pytrain
 except ImportError:  # tests/ run as a plain directory
-    from ops_oracle import assert_same, check, run_ort, run_pytrain, run_reference
+    from ops_oracle import assert_same, check, run_ort, run_pytrain
 
 from pytrain.errors import GraphError, InputError
 

@@ -9,6 +9,7 @@ output size to the element, so both compute it here:
 * :func:`pad_spatial` pads the spatial axes as the window needs;
 * :func:`tap_slices` gives, for one kernel tap, the slices of the padded input that the tap sees
   for every output position: a kernel loops over taps (a handful) instead of over elements;
+* :func:`windows_view` is a zero-copy ``(N, C, *kernel, *out)`` view of every window;
 * :func:`im2col` / :func:`col2im` turn the padded input into matmul-ready columns and back;
 * :func:`avg_divisor` is AveragePool's per-output element count.
 """
@@ -94,7 +95,8 @@ def geometry(op: str, x_shape: Sequence[int], kernel_shape: Sequence[int],
     Follows the ONNX Conv/pooling spec: ``pads`` is ``[begin_1..begin_k, end_1..end_k]``;
     ``SAME_UPPER``/``SAME_LOWER`` give ``ceil(in / stride)`` outputs and put the odd pad at the
     end/beginning; ``VALID`` pads nothing. With ``ceil_mode`` (pooling) the output size rounds up,
-    but a last window that would start in the end padding is dropped (as onnxruntime and PyTorch do).
+    but a last window that would start in the end padding is dropped (as onnxruntime and PyTorch do);
+    ``ceil_mode`` does not change the ``SAME_*`` output size, which is always ``ceil(in / stride)``.
     ``op`` only names the op in error messages.
     """
     if isinstance(auto_pad, bytes):

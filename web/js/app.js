@@ -138,6 +138,7 @@ lossPlot.setSeries([lossSeries, emaSeries, valLossSeries]);
 const metricSeries = { label: "accuracy", color: "#1b7f3b", points: [], markers: true };
 metricPlot.setSeries([metricSeries]);
 let ema = null;
+app.lossPoints = () => lossSeries.points.slice();
 
 function resetPlots() {
   lossSeries.points = []; emaSeries.points = []; valLossSeries.points = []; metricSeries.points = [];

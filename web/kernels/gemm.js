@@ -26,7 +26,8 @@
 
   async function toBytes(source) {
     if (typeof source === "string") {
-      if (typeof fetch === "function" && !/^\//.test(source)) {
+      const isNode = typeof process === "object" && !!(process.versions && process.versions.node);
+      if (!isNode || /^https?:/.test(source)) {
         const resp = await fetch(source);
         if (!resp.ok) throw new Error(`gemm.js: cannot fetch ${source}: ${resp.status}`);
         return new Uint8Array(await resp.arrayBuffer());

@@ -1,0 +1,62 @@
+"""Helpers shared by the browser tests: request recording, contexts, waiting for the app."""
+from __future__ import annotations
+
+from typing import List
+from urllib.parse import urlsplit
+
+# Loading Pyodide from local files takes ~5-10 s on a loaded 2-core machine.
+LOAD_TIMEOUT_MS = 120_000
+
+
+class Recorder:
+    """Every request a browser context makes (pages and workers), plus console errors."""
+
+    def __init__(self) -> None:
+        self.urls: List[str] = []
+        self.console_errors: List[str] = []
+
+    def foreign(self, base_url: str) -> List[str]:
+        """Requests to anything but the site's own origin (blob:/data: of the page itself are fine)."""
+        origin = "{0.scheme}://{0.netloc}".format(urlsplit(base_url))
+        bad = []
+        for u in self.urls:
+            if u.startswith("data:") or u.startswith("blob:" + origin + "/"):
+                continue
+            parts = urlsplit(u)
+            if "{0.scheme}://{0.netloc}".format(parts) != origin:
+                bad.append(u)
+        return bad
+
+
+def new_context(browser, recorder: Recorder, longtasks: bool = False):
+    """A fresh browser context that records requests (and, optionally, long tasks from page start)."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    ctx.on("request", lambda req: recorder.urls.append(req.url))
+    if longtasks:
+        # Installed before any page script runs, so no long task escapes it.
+        ctx.add_init_script("""
+            window.__longTasks = [];
+            try {
+              new PerformanceObserver((list) => {
+                for (const e of list.getEntries()) window.__longTasks.push({start: e.startTime, duration: e.duration});
+              }).observe({entryTypes: ['longtask']});
+              window.__longTaskObserver = true;
+            } catch (e) { window.__longTaskObserver = false; }
+        """)
+    return ctx
+
+
+def open_app(ctx, url: str, recorder: Recorder, path: str = ""):
+    page = ctx.new_page()
+    page.on("console", lambda m: recorder.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: recorder.console_errors.append(str(e)))
+    page.goto(url + path)
+    return page
+
+
+def wait_ready(page) -> None:
+    page.wait_for_selector("body[data-ready]", state="attached", timeout=LOAD_TIMEOUT_MS)
+
+
+def app_state(page, expr: str):
+    return page.evaluate("() => { const a = window.pytrainApp; return %s; }" % expr)
