@@ -21,6 +21,8 @@ async function main() {
     ["64x128@128x784 NN", 0, 0, 64, 784, 128],
     ["(64x128)^T@64x784 TN", 1, 0, 128, 784, 64],
     ["256x256@256x256 NN", 0, 0, 256, 256, 256],
+    ["63x785@785x129 NN", 0, 0, 63, 129, 785],
+    ["64x120@120x84 NN", 0, 0, 64, 84, 120],
   ];
   let base = g.workPtr + g.workBytes + 64;
   for (const [name, tA, tB, M, N, K] of cases) {

@@ -224,6 +224,12 @@ def _maxpool() -> List[Case]:
         Case("MaxPool with Indices exposed", [node("MaxPool", ["X"], ["Y", "I"], kernel_shape=[2, 2], strides=[1, 1])],
              {"X": _distinct(1, 2, 3, 3)}, ["Y"]),
         Case("MaxPool 1-D", [node("MaxPool", ["X"], kernel_shape=[2], strides=[1])], {"X": _distinct(1, 2, 5)}, ["Y"]),
+        Case("MaxPool dilations", [node("MaxPool", ["X"], kernel_shape=[2, 2], dilations=[2, 1])], {"X": _distinct(1, 2, 5, 4)}, ["Y"]),
+        Case("MaxPool storage_order 1", [node("MaxPool", ["X"], kernel_shape=[2, 2], strides=[1, 1], storage_order=1)],
+             {"X": _distinct(2, 2, 4, 3)}, ["Y"]),
+        Case("MaxPool storage_order 1 Indices exposed",
+             [node("MaxPool", ["X"], ["Y", "I"], kernel_shape=[2, 2], strides=[2, 1], storage_order=1)],
+             {"X": _distinct(1, 2, 4, 3)}, ["Y"]),
     ]
 
 
@@ -234,6 +240,11 @@ def _avgpool() -> List[Case]:
              {"X": rand(2, 1, 5, 5)}, ["Y"]),
         Case("AveragePool pad include", [node("AveragePool", ["X"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                                              count_include_pad=1)], {"X": rand(1, 1, 5, 5)}, ["Y"]),
+        Case("AveragePool same_lower", [node("AveragePool", ["X"], kernel_shape=[2, 3], auto_pad="SAME_LOWER")],
+             {"X": rand(1, 2, 4, 4)}, ["Y"]),
+        Case("AveragePool 1-D", [node("AveragePool", ["X"], kernel_shape=[3], strides=[2])], {"X": rand(2, 1, 7)}, ["Y"]),
+        Case("AveragePool dilations opset 19", [node("AveragePool", ["X"], kernel_shape=[2, 2], dilations=[2, 2])],
+             {"X": rand(1, 1, 5, 5)}, ["Y"], opset=19),
         Case("AveragePool ceil", [node("AveragePool", ["X"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)],
              {"X": rand(1, 1, 5, 5)}, ["Y"]),
     ]
@@ -268,6 +279,10 @@ def _split() -> List[Case]:
              {"X": rand(2, 6), "S": i64(1, 2, 3)}, ["Y0", "Y2"], opset=13),
         Case("Split opset18 num_outputs, middle only", [node("Split", ["X"], ["Y0", "Y1", "Y2"], axis=0, num_outputs=3)],
              {"X": rand(6, 2)}, ["Y1"], opset=18),
+        Case("Split opset18 uneven num_outputs", [node("Split", ["X"], ["Y0", "Y1", "Y2"], axis=-1, num_outputs=3)],
+             {"X": rand(2, 7)}, ["Y0", "Y2"], opset=18),
+        Case("Split opset11 attribute", [node("Split", ["X"], ["Y0", "Y1"], axis=1, split=[3, 1])],
+             {"X": rand(2, 4)}, ["Y1"], opset=11),
         Case("Split equal default axis, all used", [node("Split", ["X"], ["Y0", "Y1"])], {"X": rand(4, 3)}, ["Y0", "Y1"], opset=13),
     ]
 
@@ -279,6 +294,8 @@ def _slice() -> List[Case]:
              {"X": rand(3, 6), "s": i64(0), "e": i64(6), "a": i64(1), "t": i64(2)}, ["Y"]),
         Case("Slice negative step", [node("Slice", ["X", "s", "e", "a", "t"])],
              {"X": rand(3, 6), "s": i64(-1, 4), "e": i64(-10, 0), "a": i64(0, -1), "t": i64(-1, -2)}, ["Y"]),
+        Case("Slice ends past the end", [node("Slice", ["X", "s", "e", "a"])],
+             {"X": rand(3, 4), "s": i64(1, -100), "e": i64(2 ** 62, 100), "a": i64(0, 1)}, ["Y"]),
         Case("Slice negative indices", [node("Slice", ["X", "s", "e", "a"])],
              {"X": rand(3, 6), "s": i64(-4), "e": i64(-1), "a": i64(1)}, ["Y"]),
     ]
@@ -304,6 +321,12 @@ def _reduce(op: str, make: Callable[..., np.ndarray] = rand) -> List[Case]:
                           [node(op, ["X", "A"], keepdims=keep)], {"X": make(2, 3, 4), "A": i64(0, -1)}, ["Y"], opset=18))
     cases.append(Case(op + " all axes", [node(op, ["X"])], {"X": make(2, 3)}, ["Y"], opset=18))
     cases.append(Case(op + " all axes keepdims=0", [node(op, ["X"], keepdims=0)], {"X": make(2, 3)}, ["Y"], opset=13))
+    cases.append(Case(op + " opset11 axes attr", [node(op, ["X"], axes=[0, 2], keepdims=0)], {"X": make(2, 3, 2)}, ["Y"],
+                      opset=11))
+    cases.append(Case(op + " noop_with_empty_axes", [node(op, ["X"], noop_with_empty_axes=1)], {"X": make(2, 3)}, ["Y"],
+                      opset=18))
+    cases.append(Case(op + " empty axes input", [node(op, ["X", "A"], keepdims=0)],
+                      {"X": make(2, 3), "A": np.zeros(0, np.int64)}, ["Y"], opset=18))
     return cases
 
 
@@ -324,6 +347,8 @@ def _where() -> List[Case]:
     return [
         Case("Where", [node("Where", ["C", "A", "B"])], {"C": cond, "A": rand(2, 3), "B": rand(2, 3)}, ["Y"]),
         Case("Where broadcast", [node("Where", ["C", "A", "B"])], {"C": cond, "A": rand(3), "B": rand(2, 1)}, ["Y"]),
+        Case("Where condition broadcast", [node("Where", ["C", "A", "B"])],
+             {"C": np.array([True, False, True]), "A": rand(2, 1), "B": rand(2, 3)}, ["Y"]),
     ]
 
 
@@ -392,6 +417,12 @@ def _log_softmax_ce() -> List[Case]:
     cases += [
         Case("SoftmaxCrossEntropyLoss weights ignore_index", [node("SoftmaxCrossEntropyLoss", ["S", "L", "W"], ignore_index=1)],
              {"S": rand(4, 3, lo=-2, hi=2), "L": labels, "W": np.array([0.5, 2.0, 1.5])}, ["Y"], params=["S"]),
+        Case("SoftmaxCrossEntropyLoss N,C,d weights ignore_index none",
+             [node("SoftmaxCrossEntropyLoss", ["S", "L", "W"], reduction="none", ignore_index=0)],
+             {"S": rand(2, 3, 2, lo=-2, hi=2), "L": np.array([[0, 2], [1, 2]], dtype=np.int64), "W": np.array([0.5, 2.0, 1.5])},
+             ["Y"], params=["S"]),
+        Case("SoftmaxCrossEntropyLoss negative ignore_index", [node("SoftmaxCrossEntropyLoss", ["S", "L"], ignore_index=-100)],
+             {"S": rand(3, 4, lo=-2, hi=2), "L": i64(3, -100, 0)}, ["Y"]),
         Case("SoftmaxCrossEntropyLoss N,C,d", [node("SoftmaxCrossEntropyLoss", ["S", "L"], ["Y", "LP"], reduction="sum")],
              {"S": rand(2, 3, 2, lo=-2, hi=2), "L": np.array([[0, 2], [1, 1]], dtype=np.int64)}, ["Y"]),
     ]
@@ -415,6 +446,9 @@ def _batchnorm() -> List[Case]:
         Case("BatchNormalization NCHW", [node("BatchNormalization", ["X", "S", "B", "M", "V"], epsilon=1e-3)],
              {"X": rand(3, 2, 2, 2), "S": rand(2), "B": rand(2), "M": rand(2), "V": rand(2, lo=0.5, hi=2)}, ["Y"],
              params=["X", "S", "B"], oracle=_batchnorm_oracle(1e-3)),
+        Case("BatchNormalization NCL momentum", [node("BatchNormalization", ["X", "S", "B", "M", "V"], momentum=0.7)],
+             {"X": rand(3, 2, 3), "S": rand(2), "B": rand(2), "M": rand(2), "V": rand(2, lo=0.5, hi=2)}, ["Y"],
+             params=["X", "S", "B"], oracle=_batchnorm_oracle(1e-5)),
         Case("BatchNormalization NC", [node("BatchNormalization", ["X", "S", "B", "M", "V"])],
              {"X": rand(4, 3), "S": rand(3), "B": rand(3), "M": rand(3), "V": rand(3, lo=0.5, hi=2)}, ["Y"],
              params=["X", "S", "B"], oracle=_batchnorm_oracle(1e-5)),

@@ -475,7 +475,7 @@ const commands = {
     await ready;
     return py("add_samples", { x: { $array: x, shape }, y: Array.from(y) });
   },
-  async inspectModel({ bytes }) { await ready; return py("inspect_model", { blob: bytes }); },
+  async inspectModel({ bytes, name }) { await ready; return py("inspect_model", { blob: bytes, name }); },
   async buildDigits({ kind = "mlp", optimizer = "AdamW" } = {}) {
     await ready; needIdle("changing the model");
     const prebuilt = optimizer === "AdamW" ? await prebuiltArtifacts(kind) : null;
@@ -487,10 +487,10 @@ const commands = {
     startNewRun();
     return py("build_mlp", { hidden, activation, optimizer, standardize, seed });
   },
-  async generate({ bytes, loss, optimizer, requiresGrad = null, output = null }) {
+  async generate({ bytes, loss, optimizer, requiresGrad = null, output = null, name }) {
     await ready; needIdle("changing the model");
     startNewRun();
-    return py("generate", { blob: bytes, loss, optimizer, requires_grad: requiresGrad, output });
+    return py("generate", { blob: bytes, loss, optimizer, requires_grad: requiresGrad, output, name });
   },
   async useArtifacts({ training, eval: evalModel, optimizer, checkpoint, output = null }) {
     await ready; needIdle("changing the model");

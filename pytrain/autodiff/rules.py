@@ -187,7 +187,7 @@ def _conv(b: B, n: N, dy: G) -> G:
 
 @gradient("MaxPool", outputs=(0,))
 def _max_pool(b: B, n: N, dy: G) -> G:
-    return [b.pt("MaxPoolGrad", dy[0], n.saved(1), n.x(0))]
+    return [b.pt("MaxPoolGrad", dy[0], n.saved(1), n.x(0), storage_order=int(n.attr("storage_order", 0)))]
 
 
 _POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides")
@@ -213,7 +213,7 @@ def _batch_norm(b: B, n: N, dy: G) -> G:
 def _layer_norm(b: B, n: N, dy: G) -> G:
     return b.pt_outputs("LayerNormalizationGrad", [dy[0], n.x(0), n.x(1), n.saved(1), n.saved(2)],
                         [n.needs(0), n.needs(1), n.x(2) is not None and n.needs(2)],
-                        axis=int(n.attr("axis", -1)))
+                        axis=int(n.attr("axis", -1)), epsilon=float(n.attr("epsilon", 1e-5)))
 
 
 @gradient("Dropout", inputs=(0,), outputs=(0,))

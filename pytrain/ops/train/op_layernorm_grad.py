@@ -9,15 +9,22 @@ from pytrain.ops.train._shapes import norm_axis, sum_to_shape
 
 @kernel("LayerNormalizationGrad", domain=PYTRAIN_DOMAIN)
 def layernorm_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, Scale: np.ndarray,
-                   Mean: np.ndarray, InvStdDev: np.ndarray, *, axis: int = -1) -> tuple:
+                   Mean: np.ndarray, InvStdDev: np.ndarray, *, axis: int = -1,
+                   epsilon: float = 1e-5) -> tuple:
     """Normalised axes are ``axis`` .. last; Mean/InvStdDev have X's shape with those axes set to 1.
 
     With xhat = (X - Mean) * InvStdDev and g = dY * Scale:
     dX = InvStdDev * (g - mean(g) - xhat * mean(g * xhat)) over the normalised axes,
     dScale = dY * xhat and dB = dY, each summed to Scale's (broadcastable) shape.
+    When the saved statistics are less precise than X (the default float stash_type with a double
+    X), they are recomputed from X (with ``epsilon``) so the gradient keeps X's precision.
     """
     a = norm_axis(axis, X.ndim, "LayerNormalizationGrad axis")
     norm_axes = tuple(range(a, X.ndim))
+    if np.dtype(Mean.dtype).itemsize < X.dtype.itemsize or np.dtype(InvStdDev.dtype).itemsize < X.dtype.itemsize:
+        Mean = np.mean(X, axis=norm_axes, keepdims=True)
+        var = np.mean(np.square(X - Mean), axis=norm_axes, keepdims=True)
+        InvStdDev = 1 / np.sqrt(var + X.dtype.type(epsilon))
     xhat = (X - Mean) * InvStdDev
     dX = dScale = dB = None
     if ctx.wants(0):

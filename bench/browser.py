@@ -1,0 +1,79 @@
+"""One headless Chromium session serving the bench pages from 127.0.0.1.
+
+Each page load gets a fresh browser context (empty cache), so cold start and
+bytes transferred are those of a first visit.  Two servers run side by side:
+a plain one and a cross-origin-isolated one (COOP/COEP) for wasm threads.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+from server import BenchServer, transfer_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+class BrowserSession:
+    """Context manager: servers + playwright + Chromium; run_page() per row."""
+
+    def __init__(self, verbose: bool = False) -> None:
+        self.verbose = verbose
+        self._pw = None
+        self.browser = None
+        self.plain: Optional[BenchServer] = None
+        self.isolated: Optional[BenchServer] = None
+
+    def __enter__(self) -> "BrowserSession":
+        from playwright.sync_api import sync_playwright
+
+        self.plain = BenchServer(ROOT, isolated=False)
+        self.isolated = BenchServer(ROOT, isolated=True)
+        self._pw = sync_playwright().start()
+        self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.browser is not None:
+            self.browser.close()
+        if self._pw is not None:
+            self._pw.stop()
+        for s in (self.plain, self.isolated):
+            if s is not None:
+                s.close()
+
+    @property
+    def version(self) -> str:
+        return self.browser.version if self.browser else ""
+
+    def run_page(self, url_path: str, isolated: bool = False, timeout_s: float = 900) -> dict:
+        """Load a bench page in a fresh context, wait for window.__bench, add transfer sizes."""
+        server = self.isolated if isolated else self.plain
+        server.take_log()
+        ctx = self.browser.new_context()
+        page = ctx.new_page()
+        logs = []
+        page.on("console", lambda m: logs.append(m.text))
+        page.on("pageerror", lambda e: logs.append(f"pageerror: {e}"))
+        t0 = time.perf_counter()
+        try:
+            page.goto(server.origin + url_path, wait_until="commit")
+            page.wait_for_function("window.__bench && window.__bench.status !== 'running'",
+                                   timeout=timeout_s * 1000, polling=250)
+            state = page.evaluate("window.__bench")
+        finally:
+            wall = time.perf_counter() - t0
+            ctx.close()
+        if self.verbose:
+            for line in logs:
+                print("   console:", line[:300])
+        if state["status"] != "done":
+            raise RuntimeError(f"{url_path}: {state.get('error')}\n" + "\n".join(logs[-20:]))
+        res = state["result"]
+        res.update(transfer_bytes(server.take_log()))
+        res["wall_s"] = wall
+        return res

@@ -1,0 +1,55 @@
+"""Benchmark web/kernels/gemm.wasm: in Node (raw kernel) and inside Pyodide (through
+the Python handshake of wasm_gemm_prototype.py, against numpy-in-Pyodide).
+
+    python bench/gemm_bench.py [--reps N] [--skip-browser]
+
+run.py calls node_gemm() and pyodide_gemm() for its "WebAssembly SIMD GEMM" section.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+from typing import List, Optional
+
+HERE = Path(__file__).resolve().parent
+WASM = HERE.parent / "web" / "kernels" / "gemm.wasm"
+
+
+def node_gemm(reps: int = 200, wasm: Path = WASM) -> List[dict]:
+    """Median/min ms and GFLOP/s per case from bench/gemm_node.js."""
+    out = subprocess.run(["node", str(HERE / "gemm_node.js"), str(wasm), str(reps)],
+                         capture_output=True, text=True, check=True, timeout=600).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def pyodide_gemm(session) -> dict:
+    """Run bench/pages/gemm.html in an open browser.BrowserSession."""
+    return session.run_page("/bench/pages/gemm.html")
+
+
+def main(argv: Optional[list] = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--skip-browser", action="store_true")
+    args = ap.parse_args(argv)
+    print("Node.js (raw kernel, operands already in wasm memory):")
+    for r in node_gemm(args.reps):
+        print(f"  {r['case']:<26} median {r['ms']:.3f} ms  min {r['min_ms']:.3f} ms  "
+              f"{r['gflops']:.1f} GFLOP/s")
+    if args.skip_browser:
+        return
+    from browser import BrowserSession
+
+    with BrowserSession() as s:
+        res = pyodide_gemm(s)
+    print(f"Pyodide 0.17.1 in Chromium {s.version} (Python call -> JS -> wasm, in place):")
+    for c in res["cases"]:
+        print(f"  {c['case']:<24} {c['trans']}  wasm {c['wasm_ms']:.3f} ms  numpy "
+              f"{c['numpy_ms']:.3f} ms  x{c['speedup']:.1f}  max rel err {c['max_rel_err']:.1e}")
+    print("  call overhead (us):", json.dumps({k: round(v, 1) for k, v in res["overhead"].items()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""The CSV flow (iris uploaded as a file) and the "your model" flow, including bad uploads."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, wait_ready
+
+FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+
+
+def iris_csv(path: Path) -> Path:
+    datasets = pytest.importorskip("sklearn.datasets")
+    iris = datasets.load_iris()
+    lines = [",".join(FEATURES + ["species"])]
+    for row, target in zip(iris.data, iris.target):
+        lines.append(",".join("%g" % v for v in row) + "," + iris.target_names[target])
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture()
+def page_ctx(browser, site_url):
+    rec = Recorder()
+    ctx = new_context(browser, rec)
+    page = open_app(ctx, site_url, rec)
+    yield page, rec
+    ctx.close()
+
+
+def test_iris_csv_trains_to_90_percent(page_ctx, tmp_path, site_url):
+    page, rec = page_ctx
+    csv = iris_csv(tmp_path / "iris.csv")
+    wait_ready(page)
+    page.click("button[data-tab=table]")
+    page.set_input_files("#csv-file", str(csv))
+    page.wait_for_function("document.getElementById('csv-label').options.length === 5", timeout=30_000)
+    assert page.input_value("#csv-label") == "species"
+    page.fill("#csv-hidden", "16")
+    page.click("#csv-build")
+    page.wait_for_function("window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
+    data = app_state(page, "a.data")
+    assert (data["train"], data["val"], data["num_classes"]) == (120, 30, 3)
+    assert data["classes"] == ["setosa", "versicolor", "virginica"]
+    page.fill("#epochs", "40")
+    page.fill("#batch-size", "16")
+    page.fill("#lr", "0.01")
+    page.click("#start")
+    page.wait_for_function("window.pytrainApp.epochs.length >= 40 && !window.pytrainApp.training", timeout=240_000)
+    last = app_state(page, "a.epochs")[-1]
+    assert last["metricName"] == "accuracy" and last["metric"] >= 0.9, last
+
+    # A typed row goes through the model (with the standardisation baked into it).
+    page.fill("#row-input", "5.1, 3.5, 1.4, 0.2")
+    page.click("#row-predict")
+    page.wait_for_function("document.getElementById('row-result').textContent.includes('Prediction')", timeout=30_000)
+    assert "setosa" in page.inner_text("#row-result")
+    assert rec.foreign(site_url) == []
+
+
+def test_bad_uploads_show_errors_and_the_page_keeps_working(page_ctx, tmp_path):
+    page, _ = page_ctx
+    models = pytest.importorskip("pytrain.models")
+    wait_ready(page)
+    page.click("button[data-tab=model]")
+
+    # 1. Not an ONNX file at all.
+    page.set_input_files("#onnx-file", files=[{"name": "broken.onnx", "mimeType": "application/octet-stream",
+                                               "buffer": b"this is not a protobuf \x07\x07\x07"}])
+    page.wait_for_selector("#error", state="visible", timeout=30_000)
+    message = page.inner_text("#error-text")
+    assert "broken.onnx" in message and "not a valid ONNX" in message, message
+    assert page.locator("#onnx-generate").is_disabled()
+    page.click("#error-close")
+
+    # 2. A CSV whose feature column is not numeric.
+    bad_csv = tmp_path / "bad.csv"
+    bad_csv.write_text("a,b,label\n1,2,0\n3,hello,1\n5,6,0\n7,8,1\n")
+    page.set_input_files("#data-csv-file", str(bad_csv))
+    page.wait_for_function("document.getElementById('data-csv-label').options.length === 3", timeout=30_000)
+    page.click("#data-csv-load")
+    page.wait_for_selector("#error", state="visible", timeout=30_000)
+    message = page.inner_text("#error-text")
+    assert "hello" in message and "not a number" in message, message
+    page.click("#error-close")
+
+    # 3. The page still works: a real inference model + the iris table train in this same tab.
+    model = models.mlp(input_size=4, hidden_sizes=[8], output_size=3, seed=1)
+    onnx_path = tmp_path / "iris_mlp.onnx"
+    onnx_path.write_bytes(models.to_bytes(model))
+    page.set_input_files("#onnx-file", str(onnx_path))
+    page.wait_for_function("document.querySelectorAll('#onnx-params input').length === 4", timeout=30_000)
+    page.click("#onnx-generate")
+    page.wait_for_function("window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=60_000)
+    page.set_input_files("#data-csv-file", str(iris_csv(tmp_path / "iris.csv")))
+    page.wait_for_function("document.getElementById('data-csv-label').options.length === 5", timeout=30_000)
+    page.click("#data-csv-load")
+    page.wait_for_function("window.pytrainApp.data && window.pytrainApp.data.kind === 'csv'", timeout=30_000)
+    page.fill("#epochs", "2")
+    page.fill("#batch-size", "16")
+    page.click("#start")
+    page.wait_for_function("window.pytrainApp.epochs.length >= 2 && !window.pytrainApp.training", timeout=120_000)
+    epochs = app_state(page, "a.epochs")
+    assert all(np.isfinite(e["loss"]) for e in epochs)
+    assert page.locator("#error").is_hidden()
