@@ -19,7 +19,7 @@ except ImportError:
 
 # Below this many multiply-adds the Python -> JS -> wasm call (~10 us) costs more
 # than it saves; bench/pages/gemm.html measures the crossover.
-MIN_MACS = 16384
+MIN_MACS = 65536
 
 
 def available() -> bool:

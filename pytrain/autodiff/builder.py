@@ -33,4 +33,5 @@ class GradBuilder(NodeBuilder):
         return self.op("CastLike", self.const(value), like)
 
     def zeros_like(self, like: str) -> str:
-        return self.op("Mul", like, self.scalar(0.0, like))
+        """Exact zeros shaped like ``like`` (not like * 0, which is NaN where ``like`` is inf or NaN)."""
+        return self.op("Expand", self.scalar(0.0, like), self.op("Shape", like))
