@@ -24,6 +24,11 @@ def node_gemm(reps: int = 200, wasm: Path = WASM) -> List[dict]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
+def chromium_raw_gemm(session) -> List[dict]:
+    """The raw kernel in the browser (bench/pages/gemm_raw.html), same cases as Node."""
+    return session.run_page("/bench/pages/gemm_raw.html")["cases"]
+
+
 def pyodide_gemm(session) -> dict:
     """Run bench/pages/gemm.html in an open browser.BrowserSession."""
     return session.run_page("/bench/pages/gemm.html")
@@ -43,8 +48,13 @@ def main(argv: Optional[list] = None) -> None:
     from browser import BrowserSession
 
     with BrowserSession() as s:
+        raw = chromium_raw_gemm(s)
         res = pyodide_gemm(s)
-    print(f"Pyodide 0.17.1 in Chromium {s.version} (Python call -> JS -> wasm, in place):")
+    print(f"Chromium {s.version} (raw kernel, own WebAssembly.Memory):")
+    for r in raw:
+        print(f"  {r['case']:<26} median {r['ms']:.3f} ms  min {r['min_ms']:.3f} ms  "
+              f"{r['gflops']:.1f} GFLOP/s")
+    print(f"Pyodide 0.17.1 in Chromium (Python call -> JS -> wasm, in place):")
     for c in res["cases"]:
         print(f"  {c['case']:<24} {c['trans']}  wasm {c['wasm_ms']:.3f} ms  numpy "
               f"{c['numpy_ms']:.3f} ms  x{c['speedup']:.1f}  max rel err {c['max_rel_err']:.1e}")

@@ -12,6 +12,9 @@ from pytrain.graph import node_label, topological_order
 from pytrain.ops import OpContext, get_kernel, supported_ops
 from pytrain.proto import GraphProto, NodeProto, node_attributes, to_array
 
+_RANDOM_OPS = frozenset(["Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                         "Bernoulli", "Multinomial"])
+
 _Step = Tuple[Any, OpContext, Tuple[int, ...], Tuple[int, ...], Dict[str, Any], Tuple[int, ...], NodeProto]
 
 
@@ -85,6 +88,8 @@ class Plan:
             # outputs nobody reads are dropped right away so they do not pin memory
             steps.append((info.fn, ctx, ins, outs, node_attributes(n), tuple(frees[idx]), n))
         self._steps = steps
+        #: whether a node draws random numbers (the caller may reseed ``rng`` per run)
+        self.random = any(n.op_type in _RANDOM_OPS and not n.domain for n in nodes)
         self._n_slots = len(slot)
         self._out_slots = [slot_of(o) for o in self.output_names]
 

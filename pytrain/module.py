@@ -16,6 +16,9 @@ from pytrain.export import export_inference_model
 from pytrain.proto import ModelProto, load_model, model_metadata, opset_version, value_info_type, write_atomic
 
 
+_RNG_STEP = "pytrain.rng_step"
+
+
 class _InputSpec:
     __slots__ = ("name", "dtype", "shape")
 
@@ -49,6 +52,7 @@ class Module:
         self._train_model = load_model(train_model_uri, "training model")
         self._eval_model = load_model(eval_model_uri, "eval model") if eval_model_uri is not None else None
         self._state = state
+        self._seed = 0 if seed is None else int(seed)
         layout = _layout(self._train_model, "training model")
         self._layout = layout
         self._param_names: List[str] = layout["trainable"] + layout["frozen"]
@@ -62,7 +66,7 @@ class Module:
         opset = opset_version(self._train_model)
         feeds = [s.name for s in self._inputs] + self._param_names
         self._train_plan = Plan(g, feeds, layout["outputs"] + layout["grads"] + list(self._updates),
-                                opset=opset, training=True, seed=seed)
+                                opset=opset, training=True, seed=self._seed)
         self._n_out = len(layout["outputs"])
         self._eval_plan: Optional[Plan] = None
         if self._eval_model is not None:
@@ -143,13 +147,18 @@ class Module:
             if not self._filled:
                 raise CheckpointError("the checkpoint is nominal (shapes only): fill the parameters with "
                                       "copy_buffer_to_parameters before training")
+            if self._train_plan.random:
+                self._reseed()
             results = self._train_plan.run(inputs + params)
             n_grads = len(self._trainable)
             grads = results[self._n_out:self._n_out + n_grads]
             for name, g in zip(self._trainable, grads):
                 p = self._state.parameters[name]
-                if self._reset_grad or p.grad is None:
-                    p.grad = np.array(g, dtype=p.data.dtype, copy=True)
+                if p.grad is None or p.grad.shape != p.data.shape:
+                    p.grad = np.empty_like(p.data)  # owned once, reused every step
+                    np.copyto(p.grad, g)
+                elif self._reset_grad:
+                    np.copyto(p.grad, g)
                 else:
                     p.grad += g
             self._reset_grad = False
@@ -162,6 +171,13 @@ class Module:
             outs = self._eval_plan.run(inputs + params)
         outs = [np.asarray(o) for o in outs]
         return outs[0] if len(outs) == 1 else outs
+
+    def _reseed(self) -> None:
+        # Dropout's masks come from (seed, train step), with the step kept in the checkpoint, so a
+        # run resumed from a checkpoint draws exactly the masks the uninterrupted run would have.
+        step = int(self._state.properties.get(_RNG_STEP, 0))
+        self._train_plan.rng.bit_generator.state = np.random.PCG64([self._seed, step]).state
+        self._state.properties[_RNG_STEP] = step + 1
 
     # ---- flat parameter buffers (ORT's contiguous-buffer API) ---------------------------------------
     def _names(self, trainable_only: bool) -> List[str]:

@@ -213,3 +213,47 @@ def test_artifacts_written_to_directory(tmp_path):
     state = CheckpointState.load_checkpoint(str(tmp_path / "m_checkpoint"))
     module = Module(str(tmp_path / "m_training_model.onnx"), state, str(tmp_path / "m_eval_model.onnx"))
     Optimizer(str(tmp_path / "m_optimizer_model.onnx"), module)
+
+
+def test_dropout_masks_resume_exactly():
+    """Dropout draws its masks from (seed, step), the step kept in the checkpoint."""
+    import onnx
+    from onnx import helper as oh
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    g = oh.make_graph(
+        [oh.make_node("Gemm", ["x", "w", "b"], ["h"], transB=1),
+         oh.make_node("Dropout", ["h", "ratio"], ["d"]),
+         oh.make_node("Gemm", ["d", "w2", "b2"], ["output"], transB=1)], "g",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 6])],
+        [oh.make_tensor_value_info("output", onnx.TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(rng.standard_normal((8, 6)).astype(np.float32), "w"),
+         numpy_helper.from_array(np.zeros(8, np.float32), "b"),
+         numpy_helper.from_array(np.array(0.5, np.float32), "ratio"),
+         numpy_helper.from_array(rng.standard_normal((3, 8)).astype(np.float32), "w2"),
+         numpy_helper.from_array(np.zeros(3, np.float32), "b2")])
+    arts = artifacts.generate_artifacts(oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)]),
+                                        optimizer=artifacts.SGD())
+    x = rng.standard_normal((16, 6)).astype(np.float32)
+    y = rng.integers(0, 3, 16).astype(np.int64)
+
+    def run(state, steps):
+        module = Module(arts.training_model, state, arts.eval_model)
+        opt = Optimizer(arts.optimizer_model, module)
+        losses = []
+        for _ in range(steps):
+            losses.append(float(module(x, y)))
+            opt.step()
+            module.lazy_reset_grad()
+        return losses
+
+    full_state = CheckpointState.load_checkpoint(arts.checkpoint)
+    full = run(full_state, 6)
+    assert len(set(full)) > 1
+    half = CheckpointState.load_checkpoint(arts.checkpoint)
+    first = run(half, 3)
+    resumed = CheckpointState.load_checkpoint(half.to_bytes(include_optimizer_state=True))
+    assert first + run(resumed, 3) == full
+    for k, p in full_state.parameters.items():
+        np.testing.assert_array_equal(resumed.parameters[k].data, p.data)

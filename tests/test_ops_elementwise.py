@@ -12,7 +12,7 @@ except ImportError:  # tests/ run as a plain directory
     from ops_oracle import assert_same, check, run_pytrain
 
 from pytrain.errors import GraphError, InputError
-from pytrain.ops.op_erf import erf
+from pytrain.ops.special import erf
 
 
 def rnd(*shape, seed=0, dtype=np.float32):

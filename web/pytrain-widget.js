@@ -64,9 +64,9 @@ export class Trainer extends EventTarget {
     for (const type of EVENTS) this.client.on(type, (detail) => this._emit(type, detail));
     this.client.on("fatal", (detail) => this._emit("error", detail));
     this.client.on("done", (detail) => { if (this._done) { this._done(detail); this._done = null; } });
-    if (this.options.container) this.ui = new TrainerUI(this.options.container, this, this.options.title);
-    this.ready = this._prepare();
+    this.ready = this._prepare();   // async: its first await lets the UI below subscribe in time
     this.ready.catch((e) => this._emit("error", { type: e.type || "Error", message: e.message }));
+    if (this.options.container) this.ui = new TrainerUI(this.options.container, this, this.options.title);
     if (this.options.autoStart) this.ready.then(() => this.train()).catch(() => {});
   }
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from pytrain.errors import GraphError
-from pytrain.ops.op_erf import erf
+from pytrain.ops.special import erf
 from pytrain.ops.registry import kernel
 
 

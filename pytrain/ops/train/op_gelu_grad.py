@@ -7,7 +7,7 @@ import numpy as np
 
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
-from pytrain.ops.train._special import erf
+from pytrain.ops.special import erf
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)

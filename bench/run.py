@@ -1,0 +1,353 @@
+"""pytrain vs its peers, natively and in the browser: one command.
+
+    python bench/run.py [--quick] [--only native|browser|gemm] [--workloads mlp,cnn,emb]
+
+Writes bench/results.json and bench/RESULTS.md.  Needs bench/.venv-ort and
+bench/node_modules (see bench/README.md); rows whose runtime is missing are
+reported as errors rather than stopping the run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import zipfile
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CACHE = HERE / ".cache"
+ORT_PY = HERE / ".venv-ort" / "bin" / "python"
+RUNNER = HERE / "native_runner.py"
+sys.path.insert(0, str(HERE))
+
+import report  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# --- preparation ---------------------------------------------------------------------------
+
+def prepare_models(names: List[str]) -> None:
+    """Export each workload's ONNX model, batch and TF.js weights into .cache/models/<name>."""
+    import workloads
+
+    for n in names:
+        workloads.write_inputs(workloads.WORKLOADS[n], CACHE / "models" / n)
+
+
+def build_pytrain_wheel() -> Path:
+    """pip wheel of the checkout, built from a temporary copy so the checkout gets no build/."""
+    out = CACHE / "pytrain.whl"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        for name in ("pyproject.toml", "setup.py", "setup.cfg", "README.md", "LICENSE"):
+            if (ROOT / name).exists():
+                shutil.copy2(ROOT / name, src / name)
+        shutil.copytree(ROOT / "pytrain", src / "pytrain",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        wheels = Path(tmp) / "wheels"
+        res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                              "--no-build-isolation", "-q", str(src), "-w", str(wheels)],
+                             capture_output=True, text=True)
+        found = sorted(wheels.glob("pytrain-*.whl")) if res.returncode == 0 else []
+        if found:
+            shutil.copy2(found[0], out)
+        else:  # no usable build backend: a zip of the package is all the page unpacks
+            log(f"  pip wheel failed ({res.stderr.strip()[-200:]}); zipping pytrain/ instead")
+            with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+                for p in sorted((ROOT / "pytrain").rglob("*")):
+                    if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+                        z.write(p, p.relative_to(ROOT).as_posix())
+    return out
+
+
+def run_json(cmd: List[str], env: Optional[dict] = None, timeout: float = 1800) -> dict:
+    """Run a runner subprocess and parse the JSON on its last stdout line."""
+    full_env = dict(os.environ, **(env or {}))
+    res = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout)
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+    if res.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(cmd[:4])}... exited {res.returncode}:\n"
+                           f"{res.stderr.strip()[-1500:]}")
+    return json.loads(lines[-1])
+
+
+def pytrain_env(blas_threads: int = 0) -> dict:
+    env = {"PYTHONPATH": str(ROOT)}
+    if blas_threads:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(blas_threads)
+    return env
+
+
+def generate_artifacts(names: List[str], results: dict) -> None:
+    """ORT's and pytrain's artifact generation, each timed in its own process."""
+    for n in names:
+        model = CACHE / "models" / n / "model.onnx"
+        for runtime, py, env in (("ort", str(ORT_PY), None),
+                                 ("pytrain", sys.executable, pytrain_env())):
+            row = {"workload": n, "runtime": runtime}
+            try:
+                row.update(run_json([py, str(RUNNER), "gen", "--runtime", runtime, "--model",
+                                     str(model), "--out", str(CACHE / "art" / runtime / n)], env))
+                log(f"  gen {runtime:8s} {n}: {row['gen_ms']:.1f} ms")
+            except Exception as e:  # keep going: the row shows the error
+                row["error"] = str(e)
+                log(f"  gen {runtime:8s} {n}: ERROR {str(e)[:300]}")
+            results["gen"].append(row)
+
+
+# --- rows ----------------------------------------------------------------------------------
+
+def native_rows(steps: dict) -> List[dict]:
+    """(label, runtime, python, extra args, env) of every native row."""
+    ort_args = ["--warmup", str(steps["native_warmup"]), "--steps", str(steps["native_steps"])]
+    rows = []
+    for threads, tag in ((1, "1 thread"), (0, "default threads")):
+        t = ["--threads", str(threads)]
+        rows.append(dict(label=f"pytrain (CPython, numpy, {tag})", runtime="pytrain",
+                         py=sys.executable, args=ort_args + t, env=pytrain_env(threads)))
+    for threads, tag in ((1, "1 thread"), (0, "default threads")):
+        rows.append(dict(label=f"onnxruntime-training 1.19.2 ({tag})", runtime="ort",
+                         py=str(ORT_PY), args=ort_args + ["--threads", str(threads)], env=None))
+    for threads, tag in ((1, "1 thread"), (0, "default threads")):
+        rows.append(dict(label=f"PyTorch {torch_version()} ({tag})", runtime="torch",
+                         py=sys.executable, args=ort_args + ["--threads", str(threads)], env=None))
+    return rows
+
+
+def run_native(names: List[str], steps: dict, results: dict) -> None:
+    for n in names:
+        for row in native_rows(steps):
+            rec = {"workload": n, "group": "native", "label": row["label"],
+                   "runtime": row["runtime"]}
+            art = CACHE / "art" / row["runtime"] / n
+            cmd = [row["py"], str(RUNNER), "train", "--runtime", row["runtime"], "--workload", n,
+                   "--dir", str(art), "--batch", str(CACHE / "models" / n / "batch.npz")]
+            try:
+                rec.update(run_json(cmd + row["args"], row["env"]))
+                log(f"  {n:4s} {row['label']:45s} {rec['step_ms']:9.3f} ms/step  "
+                    f"cold {rec['cold_ms']:7.0f} ms  peak {rec['peak_rss_mb']:6.1f} MB  "
+                    f"loss {rec['first_loss']:.5f}")
+            except Exception as e:
+                rec["error"] = str(e)
+                log(f"  {n:4s} {row['label']:45s} ERROR {str(e)[:300]}")
+            results["rows"].append(rec)
+
+
+def browser_rows(steps: dict) -> List[dict]:
+    """(label, page, query, isolated) of every browser row."""
+    q = lambda w, s: f"warmup={steps[w]}&steps={steps[s]}"  # noqa: E731
+    return [
+        dict(label="pytrain (Pyodide 0.17.1, numpy)", page="pytrain.html",
+             query=q("pyodide_warmup", "pyodide_steps") + "&gemm=0", isolated=False),
+        dict(label="pytrain (Pyodide 0.17.1 + wasm sgemm)", page="pytrain.html",
+             query=q("pyodide_warmup", "pyodide_steps") + "&gemm=1", isolated=False),
+        dict(label="onnxruntime-web 1.19.2 training (1 thread)", page="ort.html",
+             query=q("ort_web_warmup", "ort_web_steps") + "&threads=1", isolated=False),
+        dict(label="onnxruntime-web 1.19.2 training (2 threads, COOP/COEP)", page="ort.html",
+             query=q("ort_web_warmup", "ort_web_steps") + "&threads=2", isolated=True),
+        dict(label="TensorFlow.js 4.22 wasm (1 thread)", page="tfjs.html",
+             query=q("tfjs_warmup", "tfjs_steps") + "&threads=1", isolated=False),
+        dict(label="TensorFlow.js 4.22 wasm (2 threads, COOP/COEP)", page="tfjs.html",
+             query=q("tfjs_warmup", "tfjs_steps") + "&threads=2", isolated=True),
+    ]
+
+
+def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
+                verbose: bool) -> None:
+    from browser import BrowserSession
+
+    with BrowserSession(verbose=verbose) as s:
+        results["env"]["chromium"] = s.version
+        for n in names:
+            for row in browser_rows(steps):
+                rec = {"workload": n, "group": "browser", "label": row["label"],
+                       "runtime": row["page"].split(".")[0]}
+                url = f"/bench/pages/{row['page']}?workload={n}&{row['query']}"
+                try:
+                    rec.update(s.run_page(url, isolated=row["isolated"]))
+                    log(f"  {n:4s} {row['label']:55s} {rec['step_ms']:9.3f} ms/step  "
+                        f"cold {rec['cold_ms']:7.0f} ms  wasm {rec['wasm_memory_mb']:6.1f} MB  "
+                        f"{rec['bytes_gzip'] / 2**20:5.1f} MB gz  loss {rec['first_loss']:.5f}")
+                except Exception as e:
+                    rec["error"] = str(e)
+                    log(f"  {n:4s} {row['label']:55s} ERROR {str(e)[:400]}")
+                results["rows"].append(rec)
+            # artifact generation inside the browser (pytrain is pure Python: it can)
+            rec = {"workload": n, "runtime": "pytrain-pyodide"}
+            try:
+                rec.update(s.run_page(f"/bench/pages/pytrain.html?workload={n}&gen=1"))
+                log(f"  gen pytrain in Pyodide {n}: {rec['gen_ms']:.1f} ms")
+            except Exception as e:
+                rec["error"] = str(e)
+                log(f"  gen pytrain in Pyodide {n}: ERROR {str(e)[:300]}")
+            results["gen"].append(rec)
+        if with_gemm:
+            run_gemm(results, s)
+
+
+def run_gemm(results: dict, session=None) -> None:
+    import gemm_bench
+
+    g = results.setdefault("gemm", {})
+    try:
+        g["node"] = gemm_bench.node_gemm(reps=30)
+        log("  gemm in Node: " + ", ".join(f"{r['case']} {r['ms']:.3f} ms" for r in g["node"][:4]))
+    except Exception as e:
+        g["node_error"] = str(e)
+    if session is None:
+        from browser import BrowserSession
+
+        with BrowserSession() as s:
+            results["env"]["chromium"] = s.version
+            run_gemm_pages(g, s)
+    else:
+        run_gemm_pages(g, session)
+
+
+def run_gemm_pages(g: dict, s) -> None:
+    import gemm_bench
+
+    try:
+        g["chromium_raw"] = gemm_bench.chromium_raw_gemm(s)
+        g["pyodide"] = gemm_bench.pyodide_gemm(s)
+        c = g["pyodide"]["cases"][0]
+        log(f"  gemm in Pyodide: {c['case']} wasm {c['wasm_ms']:.3f} ms vs numpy "
+            f"{c['numpy_ms']:.3f} ms")
+    except Exception as e:
+        g["pyodide_error"] = str(e)
+        log(f"  gemm pages: ERROR {str(e)[:300]}")
+
+
+# --- environment ---------------------------------------------------------------------------
+
+def torch_version() -> str:
+    try:
+        import torch
+
+        return torch.__version__.split("+")[0]
+    except ImportError:
+        return "?"
+
+
+def npm_version(pkg: str) -> str:
+    p = HERE / "node_modules" / pkg / "package.json"
+    return json.loads(p.read_text())["version"] if p.exists() else "missing"
+
+
+def environment() -> dict:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    env = {"cpu": cpu, "cores": os.cpu_count(), "os": platform.platform(),
+           "python": platform.python_version(), "load_avg_start": os.getloadavg()}
+    for mod in ("numpy", "onnx", "onnxruntime", "torch"):
+        try:
+            env[mod] = __import__(mod).__version__
+        except ImportError:
+            env[mod] = "missing"
+    try:
+        sys.path.insert(0, str(ROOT))
+        import pytrain
+
+        env["pytrain"] = pytrain.__version__
+    except ImportError:
+        env["pytrain"] = "missing"
+    try:
+        out = subprocess.run([str(ORT_PY), "-c", "import onnxruntime, numpy, onnx; print("
+                              "onnxruntime.__version__, numpy.__version__, onnx.__version__)"],
+                             capture_output=True, text=True, timeout=120).stdout.split()
+        env["ort_venv"] = {"onnxruntime-training": out[0], "numpy": out[1], "onnx": out[2]}
+    except Exception:
+        env["ort_venv"] = "missing"
+    try:
+        env["node"] = subprocess.run(["node", "--version"], capture_output=True,
+                                     text=True).stdout.strip()
+    except OSError:
+        env["node"] = "missing"
+    for pkg in ("@pyodide/pyodide", "onnxruntime-web", "@tensorflow/tfjs",
+                "@tensorflow/tfjs-backend-wasm"):
+        env[pkg] = npm_version(pkg)
+    return env
+
+
+# --- main ----------------------------------------------------------------------------------
+
+def step_counts(args) -> dict:
+    if args.quick:
+        base = dict(native_warmup=3, native_steps=10, pyodide_warmup=1, pyodide_steps=3,
+                    ort_web_warmup=20, ort_web_steps=20, tfjs_warmup=3, tfjs_steps=10)
+    else:
+        base = dict(native_warmup=20, native_steps=200, pyodide_warmup=5, pyodide_steps=30,
+                    ort_web_warmup=2000, ort_web_steps=300, tfjs_warmup=30, tfjs_steps=100)
+    for k in base:
+        v = getattr(args, k.replace("-", "_"), None)
+        if v is not None:
+            base[k] = v
+    return base
+
+
+def main(argv: Optional[list] = None) -> None:
+    ap = argparse.ArgumentParser(description="pytrain vs peers (native and browser)")
+    ap.add_argument("--quick", action="store_true", help="few steps: a smoke run")
+    ap.add_argument("--only", choices=["native", "browser", "gemm"])
+    ap.add_argument("--workloads", default="mlp,cnn,emb")
+    ap.add_argument("--verbose", action="store_true", help="echo browser console output")
+    ap.add_argument("--out", default=str(HERE), help="where results.json/RESULTS.md go")
+    for k in ("native_warmup", "native_steps", "pyodide_warmup", "pyodide_steps",
+              "ort_web_warmup", "ort_web_steps", "tfjs_warmup", "tfjs_steps"):
+        ap.add_argument("--" + k.replace("_", "-"), dest=k, type=int)
+    args = ap.parse_args(argv)
+    names = [w for w in args.workloads.split(",") if w]
+    steps = step_counts(args)
+    t0 = time.time()
+    results = {"env": environment(), "steps": steps, "quick": args.quick, "rows": [], "gen": [],
+               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    log(f"machine: {results['env']['cpu']} x{results['env']['cores']}, "
+        f"load {results['env']['load_avg_start']}")
+    try:
+        if args.only == "gemm":
+            run_gemm(results)
+        else:
+            log("preparing models, wheel and artifacts")
+            prepare_models(names)
+            if args.only != "native":
+                build_pytrain_wheel()
+            generate_artifacts(names, results)
+            if args.only in (None, "native"):
+                log("native rows")
+                run_native(names, steps, results)
+            if args.only in (None, "browser"):
+                log("browser rows")
+                run_browser(names, steps, results, with_gemm=True, verbose=args.verbose)
+    except Exception:
+        results["fatal"] = traceback.format_exc()
+        log(results["fatal"])
+    results["env"]["load_avg_end"] = os.getloadavg()
+    results["wall_s"] = time.time() - t0
+    out = Path(args.out)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "RESULTS.md").write_text(report.render(results))
+    log(f"wrote {out / 'results.json'} and {out / 'RESULTS.md'} ({results['wall_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
