@@ -117,18 +117,21 @@ class Constant(Block):
         return c.op("CastLike", name, like) if like else name
 
 
-class ReduceMean(Block):
+class _Reduce(_OpBlock):
+    def __init__(self) -> None:
+        super().__init__(keepdims=0)  # no axes: every element, in every opset
+
+
+class ReduceMean(_Reduce):
     """Mean over all elements (a scalar)."""
 
-    def build(self, x: str) -> str:
-        return self.ctx().op("ReduceMean", x, keepdims=0)
+    op_type = "ReduceMean"
 
 
-class ReduceSum(Block):
+class ReduceSum(_Reduce):
     """Sum over all elements (a scalar)."""
 
-    def build(self, x: str) -> str:
-        return self.ctx().op("ReduceSum", x, keepdims=0)
+    op_type = "ReduceSum"
 
 
 def reduce(x: str, reduction: str) -> str:

@@ -100,3 +100,35 @@ def test_frozen_first_layer_transfer():
         np.testing.assert_allclose(p.data, ref[name], rtol=1e-3, atol=1e-4, err_msg=name)
     assert not state.parameters["fc1.weight"].requires_grad
     assert "fc1.weight" in arts.summary["frozen"]
+
+
+@pytest.mark.parametrize("variant", ["adam_l2", "sgd_nesterov_wd", "adamw_clip", "sgd_plain"])
+def test_optimizer_variants_match_torch(variant):
+    model = seeded(MLP)
+    batches = _batches("mlp", 30)
+    onnx_bytes = export(copy.deepcopy(model), torch.from_numpy(batches[0][0][:2]))
+    params = list(model.parameters())
+    clip = None
+    if variant == "adam_l2":
+        ref_opt, ours, lr = torch.optim.Adam(params, lr=1e-2, weight_decay=0.05), artifacts.Adam(weight_decay=0.05), 1e-2
+    elif variant == "sgd_nesterov_wd":
+        ref_opt = torch.optim.SGD(params, lr=0.05, momentum=0.8, nesterov=True, weight_decay=1e-3)
+        ours, lr = artifacts.SGD(momentum=0.8, nesterov=True, weight_decay=1e-3), 0.05
+    elif variant == "adamw_clip":
+        ref_opt, ours, lr = torch.optim.AdamW(params, lr=1e-2), artifacts.AdamW(max_grad_norm=0.1), 1e-2
+        clip = 0.1
+    else:
+        ref_opt, ours, lr = torch.optim.SGD(params, lr=0.1), artifacts.SGD(), 0.1
+    ref_losses = []
+    for x, y in batches:
+        ref_opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y))
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        ref_opt.step()
+        ref_losses.append(float(loss.detach()))
+    losses, state, _ = _pytrain_steps(onnx_bytes, batches, ours, lr)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-3, atol=1e-5)
+    for name, value in model.state_dict().items():
+        np.testing.assert_allclose(state.parameters[name].data, value.numpy(), rtol=1e-3, atol=1e-4, err_msg=name)

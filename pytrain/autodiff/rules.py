@@ -48,8 +48,8 @@ def _pow(b: B, n: N, dy: G) -> G:
     if n.needs(0):  # p * a^(p-1)
         pf = b.op("CastLike", p, a)
         da = b.unbroadcast(b.op("Mul", dy[0], b.op("Mul", pf, b.op("Pow", a, b.op("Sub", pf, b.scalar(1.0, a))))), a)
-    if n.needs(1):  # a^p * ln a
-        dp = b.unbroadcast(b.op("Mul", dy[0], b.op("Mul", n.y(), b.op("Log", a))), p)
+    if n.needs(1):  # a^p * ln a, in p's type (Pow allows a float exponent of another type)
+        dp = b.op("CastLike", b.unbroadcast(b.op("Mul", dy[0], b.op("Mul", n.y(), b.op("Log", a))), p), p)
     return [da, dp]
 
 
