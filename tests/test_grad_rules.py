@@ -341,11 +341,13 @@ def _reduce(op: str, make: Callable[..., np.ndarray] = rand) -> List[Case]:
 def _clip() -> List[Case]:
     x = away(3, 4, gap=0.05, scale=2.0)
     x[np.abs(np.abs(x) - 0.8) < 0.05] = 1.3  # away from the bounds
+    # the bounds get the gradient of the elements clipped to them (as torch.clamp with tensor bounds)
     return [
-        Case("Clip min max", [node("Clip", ["X", "lo", "hi"])], {"X": x, "lo": np.array(-0.8), "hi": np.array(0.8)}, ["Y"],
-             params=["X"]),
-        Case("Clip min only", [node("Clip", ["X", "lo"])], {"X": x, "lo": np.array(-0.8)}, ["Y"], params=["X"]),
-        Case("Clip max only", [node("Clip", ["X", "", "hi"])], {"X": x, "hi": np.array(0.8)}, ["Y"], params=["X"]),
+        Case("Clip min max", [node("Clip", ["X", "lo", "hi"])], {"X": x, "lo": np.array(-0.8), "hi": np.array(0.8)}, ["Y"]),
+        Case("Clip min only", [node("Clip", ["X", "lo"])], {"X": x, "lo": np.array(-0.8)}, ["Y"]),
+        Case("Clip max only", [node("Clip", ["X", "", "hi"])], {"X": x, "hi": np.array(0.8)}, ["Y"]),
+        Case("Clip frozen bounds", [node("Clip", ["X", "lo", "hi"])], {"X": x, "lo": np.array(-0.8), "hi": np.array(0.8)},
+             ["Y"], params=["X"]),
         Case("Clip no bounds", [node("Clip", ["X"])], {"X": x}, ["Y"]),
     ]
 
@@ -620,6 +622,26 @@ def test_dropout_random_mask_gradient():
     r = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "R0"))
     np.testing.assert_allclose(state.parameters["X"].grad, r * mask / 0.6, rtol=1e-12)
     np.testing.assert_allclose(loss, np.sum(x * mask / 0.6 * r), rtol=1e-12)
+
+
+def test_pow_exponent_of_another_type_gets_its_own_type():
+    """Pow(float32 base, float64 exponent): each gradient has its parameter's type."""
+    case = Case("pow mixed", [node("Pow", ["A", "P"])],
+                {"A": rand(2, 3, lo=0.5, hi=2).astype(np.float32), "P": rand(3, lo=-1, hi=2)}, ["Y"], params=["A", "P"])
+    model = with_loss(case)
+    for t in model.graph.initializer:  # the loss weights in the output's type
+        if t.name == "R0":
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), "R0"))
+    arts = artifacts.generate_artifacts(model.SerializeToString(), requires_grad=["A", "P"], loss=None)
+    state = CheckpointState.load_checkpoint(arts.checkpoint)
+    train = ModelProto.FromString(arts.training_model)
+    plan = Plan(train.graph, ["A", "P"], ["A_grad", "P_grad"], opset=17, training=True)
+    da, dp = plan.run([state.parameters["A"].data, state.parameters["P"].data])
+    assert da.dtype == np.float32 and dp.dtype == np.float64
+    a, pw = case.inits["A"].astype(np.float64), case.inits["P"]
+    r = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "R0")).astype(np.float64)
+    np.testing.assert_allclose(dp, np.sum(r * a ** pw * np.log(a), axis=0), rtol=1e-5)
+    np.testing.assert_allclose(da, r * pw * a ** (pw - 1), rtol=1e-5)
 
 
 def test_rank0_parameter_keeps_its_shape():

@@ -144,9 +144,14 @@ def _log_softmax(b: B, n: N, dy: G) -> G:
     return [b.pt("LogSoftmaxGrad", dy[0], n.y(), axis=int(n.attr("axis", -1)))]
 
 
-@gradient("Clip", inputs=(0,))
+@gradient("Clip")
 def _clip(b: B, n: N, dy: G) -> G:
-    return [b.pt("ClipGrad", dy[0], n.x(0), n.x(1), n.x(2))]
+    # dy flows to X inside [min, max] and to the bound X was clipped to outside it (torch.clamp)
+    x, lo, hi = n.x(0), n.x(1), n.x(2)
+    zero = b.scalar(0.0, dy[0])
+    return [b.pt("ClipGrad", dy[0], x, lo, hi) if n.needs(0) else None,
+            b.unbroadcast(b.op("Where", b.op("Less", x, lo), dy[0], zero), lo) if n.needs(1) else None,
+            b.unbroadcast(b.op("Where", b.op("Greater", x, hi), dy[0], zero), hi) if n.needs(2) else None]
 
 
 # ---- linear algebra and layers ----------------------------------------------------------------

@@ -56,15 +56,18 @@ def adam_step(ctx: OpContext, lr: np.ndarray, step: np.ndarray, param: np.ndarra
             param *= 1.0 - lr_ * weight_decay
         else:
             g = grad + weight_decay * param
+    # one scratch buffer, every pass in place: the update streams each array a few times only
+    tmp = np.multiply(g, 1.0 - beta1)
     m *= beta1
-    m += (1.0 - beta1) * g
+    m += tmp
+    np.multiply(g, g, out=tmp)
+    tmp *= 1.0 - beta2
     v *= beta2
-    v += (1.0 - beta2) * (g * g)
-    step_size = lr_ / (1.0 - beta1 ** t)
-    denom = np.sqrt(v)
-    denom /= math.sqrt(1.0 - beta2 ** t)
-    denom += epsilon
-    update = m / denom
-    update *= step_size
-    param -= update
+    v += tmp
+    np.sqrt(v, out=tmp)
+    tmp *= 1.0 / math.sqrt(1.0 - beta2 ** t)
+    tmp += epsilon
+    np.divide(m, tmp, out=tmp)
+    tmp *= lr_ / (1.0 - beta1 ** t)
+    param -= tmp
     return (param, m, v)
