@@ -21,6 +21,10 @@ except ImportError:
 # than it saves; bench/pages/gemm.html measures the crossover.
 MIN_MACS = 65536
 
+#: What runs when the kernel does not (small or non-float32 products): pytrain's
+#: previous linalg backend when installed through install(), else numpy.
+FALLBACK = np.matmul
+
 
 def available() -> bool:
     return _wasm is not None
@@ -57,7 +61,7 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         raise ValueError(f"matmul2d: shapes {a.shape} and {b.shape} do not align")
     if (_wasm is None or a.dtype != np.float32 or b.dtype != np.float32
             or m * n * k < MIN_MACS or m == 0 or n == 0):
-        return np.matmul(a, b)
+        return FALLBACK(a, b)
     la = _layout(a)
     if la is None:
         a = np.ascontiguousarray(a)
@@ -74,3 +78,16 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # the wasm function reads the operands straight from the shared heap.
     _wasm.sgemm(la[0], lb[0], m, n, k, 1.0, _ptr(a), la[1], _ptr(b), lb[1], 0.0, _ptr(c), n)
     return c
+
+
+def install() -> bool:
+    """Route pytrain's 2-D float32 products through the kernel (pytrain.ops.linalg.set_backend)."""
+    global FALLBACK
+    if _wasm is None:
+        return False
+    from pytrain.ops import linalg
+
+    previous = linalg.set_backend(matmul2d)
+    if previous is not None and previous is not matmul2d:
+        FALLBACK = previous
+    return True

@@ -92,7 +92,7 @@ class OptimizerState:
 
 def _npy(a: np.ndarray) -> bytes:
     buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    np.save(buf, np.asarray(a), allow_pickle=False)  # ascontiguousarray would make 0-d arrays 1-d
     return buf.getvalue()
 
 

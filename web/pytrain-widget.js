@@ -6,7 +6,10 @@
 //   await trainer.train();
 //   const onnxBytes = await trainer.exportModel();
 //
-// or, without code:  <pytrain-trainer data="iris.csv" label="species" epochs="20"></pytrain-trainer>
+// or, without code:
+//   <pytrain-trainer data="iris.csv" label="species" hidden-layers="16" epochs="20"></pytrain-trainer>
+// attributes: data ("digits" or a CSV URL), label, task, artifacts, model, loss, optimizer, epochs,
+// batch-size, learning-rate, hidden-layers, heading, autostart, persist
 //
 // Python runs in a Web Worker (worker.js next to this file): the host page never freezes and no
 // data leaves the browser.
@@ -163,7 +166,7 @@ export class Trainer extends EventTarget {
 // ------------------------------------------------------------------ a compact UI
 
 const UI_CSS = `
-:host { all: initial; display: block; font: 14px/1.4 system-ui, sans-serif; color: #1f2933; }
+:host { all: initial; display: block; max-width: 520px; font: 14px/1.4 system-ui, sans-serif; color: #1f2933; }
 .box { border: 1px solid #dde1e6; border-radius: 10px; padding: 12px; background: #fff; }
 .title { font-weight: 600; margin-bottom: 6px; }
 .bar { height: 6px; background: #e6e9ee; border-radius: 3px; overflow: hidden; margin: 6px 0; }
@@ -264,16 +267,17 @@ const NUM = (v) => (v === null || v === "" ? undefined : Number(v));
 
 export class PytrainTrainerElement extends HTMLElement {
   connectedCallback() {
+    if (!this.style.display) this.style.display = "block";
     if (this.trainer) return;
     const attr = (n) => this.getAttribute(n);
     const dataAttr = attr("data") || "digits";
     const data = dataAttr === "digits" ? "digits" : { csv: dataAttr, label: attr("label"), task: attr("task") || undefined };
     const options = {
-      container: this, data, title: attr("title") || "pytrain",
+      container: this, data, title: attr("heading") || "pytrain",
       artifacts: attr("artifacts") || undefined, model: attr("model") || undefined,
       epochs: NUM(attr("epochs")), batchSize: NUM(attr("batch-size")), learningRate: NUM(attr("learning-rate")),
       optimizer: attr("optimizer") || undefined, loss: attr("loss") || undefined,
-      hidden: attr("hidden") ? attr("hidden").split(",").map(Number) : undefined,
+      hidden: attr("hidden-layers") ? attr("hidden-layers").split(",").map(Number) : undefined,
       autoStart: this.hasAttribute("autostart"), persist: this.hasAttribute("persist"),
     };
     for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k];

@@ -15,9 +15,6 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 
-if not os.path.exists(CHROMIUM):
-    pytest.skip("browser tests need Chromium at %s (apt-get install chromium)" % CHROMIUM, allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="browser tests need the playwright Python package")
 
 sys.path.insert(0, str(ROOT))
 import build  # noqa: E402  (the repository's build.py)
@@ -37,7 +34,11 @@ def site_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator["sync_api.Browser"]:
+def browser() -> Iterator[object]:
+    """One headless Chromium for the whole session (tests that need it skip when it is missing)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("browser tests need Chromium at %s (apt-get install chromium)" % CHROMIUM)
+    sync_api = pytest.importorskip("playwright.sync_api", reason="browser tests need the playwright package")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b

@@ -48,6 +48,15 @@ def test_iris_csv_trains_to_90_percent(page_ctx, tmp_path, site_url):
     page.fill("#batch-size", "16")
     page.fill("#lr", "0.01")
     page.click("#start")
+    # Pause and resume once on the way: pausing saves a checkpoint and training picks up from there.
+    page.wait_for_function("window.pytrainApp.step >= 40", timeout=60_000)
+    page.click("#pause")
+    page.wait_for_function("window.pytrainApp.paused && window.pytrainApp.saved && window.pytrainApp.saved.reason === 'paused'",
+                           timeout=30_000)
+    paused_at = app_state(page, "a.saved.step")
+    assert app_state(page, "a.step") == paused_at and "Paused" in page.inner_text("#train-status")
+    page.click("#resume-train")
+    page.wait_for_function("window.pytrainApp.step > %d" % paused_at, timeout=30_000)
     page.wait_for_function("window.pytrainApp.epochs.length >= 40 && !window.pytrainApp.training", timeout=240_000)
     last = app_state(page, "a.epochs")[-1]
     assert last["metricName"] == "accuracy" and last["metric"] >= 0.9, last
@@ -105,3 +114,55 @@ def test_bad_uploads_show_errors_and_the_page_keeps_working(page_ctx, tmp_path):
     epochs = app_state(page, "a.epochs")
     assert all(np.isfinite(e["loss"]) for e in epochs)
     assert page.locator("#error").is_hidden()
+
+
+def _png(gray: np.ndarray) -> bytes:
+    """A grayscale PNG from uint8 pixels, with the stdlib only."""
+    import struct
+    import zlib
+
+    h, w = gray.shape
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    raw = b"".join(b"\x00" + gray[y].astype(np.uint8).tobytes() for y in range(h))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def test_uploaded_cnn_trains_on_labelled_images(page_ctx, site_url):
+    """An inference CNN from a file, artifacts generated in the page, images labelled by file name."""
+    page, rec = page_ctx
+    models = pytest.importorskip("pytrain.models")
+    import build
+    from pytrain.webapp import read_mnist
+
+    images, labels = read_mnist((build.SITE / "data" / "mnist-10k.bin").read_bytes())
+    files = []
+    for digit in (0, 1, 7):
+        for i, idx in enumerate(np.nonzero(labels == digit)[0][:12]):
+            files.append({"name": "%d_%02d.png" % (digit, i), "mimeType": "image/png", "buffer": _png(images[idx])})
+    model = models.cnn(input_shape=(1, 28, 28), num_classes=3, seed=0)
+    wait_ready(page)
+    page.click("button[data-tab=model]")
+    page.set_input_files("#onnx-file", files=[{"name": "cnn.onnx", "mimeType": "application/octet-stream",
+                                               "buffer": models.to_bytes(model)}])
+    page.wait_for_function("document.querySelectorAll('#onnx-params input').length > 0", timeout=30_000)
+    page.click("#onnx-generate")
+    page.wait_for_function("window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=60_000)
+    page.set_input_files("#data-images", files=files)
+    page.click("#data-images-load")
+    page.wait_for_function("window.pytrainApp.data && window.pytrainApp.data.kind === 'arrays'", timeout=60_000)
+    data = app_state(page, "a.data")
+    assert data["train"] + data["val"] == 36
+    assert data["classes"] == ["0", "1", "7"] and data["sample_shape"] == [1, 28, 28]
+    page.fill("#epochs", "3")
+    page.fill("#batch-size", "8")
+    page.fill("#lr", "0.003")
+    page.click("#start")
+    page.wait_for_function("window.pytrainApp.epochs.length >= 3 && !window.pytrainApp.training", timeout=180_000)
+    epochs = app_state(page, "a.epochs")
+    assert all(np.isfinite(e["loss"]) for e in epochs)
+    assert app_state(page, "a.errors") == []
+    assert rec.foreign(site_url) == []

@@ -1,0 +1,96 @@
+"""build.py without a browser: the wheel, the site's contents, the MNIST binary and the server."""
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import zipfile
+from urllib.parse import urlsplit
+
+import numpy as np
+
+import build
+
+
+def _get(url: str, path: str, headers=None):
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn.request("GET", path, headers=headers or {})
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp, body
+
+
+def test_wheel_is_pure_and_complete(site_url):
+    wheels = sorted((build.SITE / "wheels").glob("*.whl"))
+    assert [w.name for w in wheels] == ["pytrain-%s-py3-none-any.whl" % build.pytrain_version()]
+    with zipfile.ZipFile(wheels[0]) as zf:
+        names = zf.namelist()
+        assert "pytrain/__init__.py" in names and "pytrain/webapp.py" in names and "pytrain/api.py" in names
+        assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+        dist = "pytrain-%s.dist-info/" % build.pytrain_version()
+        assert "Tag: py3-none-any" in zf.read(dist + "WHEEL").decode()
+        record = zf.read(dist + "RECORD").decode().splitlines()
+        assert len(record) == len(names)          # every file is listed with its hash
+        assert "Requires-Dist: numpy" in zf.read(dist + "METADATA").decode()
+
+
+def test_site_has_what_the_page_needs_and_no_more(site_url):
+    config = json.loads((build.SITE / "config.json").read_text())
+    index = build.SITE / config["pyodide"]["indexURL"]
+    shipped = sorted(p.name for p in index.iterdir() if not p.name.endswith(".gz"))
+    assert shipped == sorted(f["name"] for f in config["pyodide"]["files"])
+    for name in ("pyodide.js", "pyodide.asm.wasm", "numpy.js", "numpy.data", "micropip.data"):
+        assert name in shipped
+    assert not any(n.startswith(("scipy", "matplotlib", "pandas")) for n in shipped)
+    for kind in ("digits-mlp", "digits-cnn"):
+        for rel in config["artifacts"][kind].values():
+            assert (build.SITE / rel).is_file()
+    for rel in ("index.html", "worker.js", "pytrain-widget.js", "examples/widget.html", "static/favicon.svg"):
+        assert (build.SITE / rel).is_file(), rel
+
+
+def test_mnist_binary_is_compact_and_balanced(site_url):
+    from pytrain.webapp import read_mnist
+    blob = (build.SITE / "data" / "mnist-10k.bin").read_bytes()
+    assert len(blob) == 16 + 10000 * (1 + 784)
+    images, labels = read_mnist(blob)
+    assert images.shape == (10000, 28, 28) and images.dtype == np.uint8
+    assert images.max() == 255 and images.min() == 0
+    counts = np.bincount(labels, minlength=10)
+    assert counts.min() > 800                            # every digit, roughly balanced
+    assert len(set(labels[-1000:].tolist())) == 10       # the held-out tail has every class
+
+
+def test_server_types_gzip_caching_and_safety(site_url):
+    resp, body = _get(site_url, "/")
+    assert resp.status == 200 and resp.getheader("Content-Type").startswith("text/html") and b"pytrain" in body
+    resp, _ = _get(site_url, "/worker.js")
+    assert resp.getheader("Content-Type").startswith("text/javascript")
+
+    config = json.loads((build.SITE / "config.json").read_text())
+    wasm = "/" + config["pyodide"]["indexURL"] + "pyodide.asm.wasm"
+    resp, body = _get(site_url, wasm, {"Accept-Encoding": "gzip, deflate"})
+    assert resp.status == 200 and resp.getheader("Content-Type") == "application/wasm"
+    assert resp.getheader("Content-Encoding") == "gzip"
+    assert "immutable" in resp.getheader("Cache-Control")
+    raw = gzip.decompress(body)
+    assert raw[:4] == b"\0asm" and len(raw) > len(body)
+    resp, body = _get(site_url, wasm)                    # no gzip asked for: plain bytes
+    assert resp.getheader("Content-Encoding") is None and body[:4] == b"\0asm"
+
+    resp, _ = _get(site_url, "/" + config["wheel"])
+    assert resp.status == 200 and resp.getheader("Content-Type") == "application/zip"
+    resp, _ = _get(site_url, "/config.json")
+    etag = resp.getheader("ETag")
+    assert resp.getheader("Cache-Control") == "no-cache" and etag
+    resp, body = _get(site_url, "/config.json", {"If-None-Match": etag})
+    assert resp.status == 304 and body == b""
+
+    resp, _ = _get(site_url, "/no/such/file.js")
+    assert resp.status == 404
+    resp, body = _get(site_url, "/../../build.py")
+    assert resp.status == 404 and b"def build" not in body
+    resp, body = _get(site_url, "/%2e%2e/%2e%2e/build.py")
+    assert resp.status == 404 and b"def build" not in body
