@@ -17,4 +17,5 @@ def gather(ctx, data, indices, *, axis=0):
     if indices.size and (indices.min() < -dim or indices.max() >= dim):
         raise InputError("Gather: indices must lie in [%d, %d) for axis %d of data shape %s, got %d..%d"
                          % (-dim, dim, a, data.shape, indices.min(), indices.max()))
-    return (np.asarray(np.take(data, indices, axis=a)),)
+    # np.take wants intp, which is int32 in the browser (wasm32): int64 indices would not cast
+    return (np.asarray(np.take(data, indices.astype(np.intp, copy=False), axis=a)),)
