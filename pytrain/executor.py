@@ -54,7 +54,9 @@ class Plan:
             if o not in produced and o not in fed and o not in consts:
                 raise PytrainError("output %r is produced by no node, input or initializer" % o)
 
-        slot: Dict[str, int] = {}
+        # slot 0 always holds None (a missing optional input), slot 1 takes outputs nobody reads,
+        # so the run loop indexes without tests
+        slot: Dict[str, int] = {"": 0, "\0discard": 1}
 
         def slot_of(name: str) -> int:
             if name not in slot:
@@ -83,8 +85,8 @@ class Plan:
             mask = [bool(o) and o in read for o in n.output]
             ctx = OpContext(training=training, rng=self.rng, opset=opset,
                             node_name=n.name or (n.output[0] if n.output else ""), output_mask=mask)
-            ins = tuple(slot_of(i) if i else -1 for i in n.input)
-            outs = tuple(slot_of(o) if (o and o in read) else -1 for o in n.output)
+            ins = tuple(slot_of(i) if i else 0 for i in n.input)
+            outs = tuple(slot_of(o) if (o and o in read) else 1 for o in n.output)
             # outputs nobody reads are dropped right away so they do not pin memory
             steps.append((info.fn, ctx, ins, outs, node_attributes(n), tuple(frees[idx]), n))
         self._steps = steps
@@ -100,18 +102,17 @@ class Plan:
             vals[s] = v
         for s, v in self._const_slots:
             vals[s] = v
+        get = vals.__getitem__
         for fn, ctx, ins, outs, attrs, frees, node in self._steps:
-            args = [vals[i] if i >= 0 else None for i in ins]
             try:
-                res = fn(ctx, *args, **attrs)
+                res = fn(ctx, *map(get, ins), **attrs)
             except PytrainError as e:
                 raise type(e)("node %s: %s" % (node_label(node), e)) from None
             except Exception as e:  # a numpy error deep in a kernel: say which node and what it got
                 raise KernelError("node %s failed on inputs %s: %s: %s" % (
-                    node_label(node), ", ".join(_describe(a) for a in args), type(e).__name__, e)) from e
+                    node_label(node), ", ".join(_describe(vals[i]) for i in ins), type(e).__name__, e)) from e
             for o, r in zip(outs, res):
-                if o >= 0:
-                    vals[o] = r
+                vals[o] = r
             for f in frees:
                 vals[f] = None
         return [vals[s] for s in self._out_slots]

@@ -43,25 +43,6 @@ def _core() -> Tuple[Any, Any, Any]:
     return artifacts, models, api
 
 
-class _PlanSession:
-    """Stand-in for pytrain.runtime.InferenceSession while that module does not exist."""
-
-    def __init__(self, model_bytes: bytes) -> None:
-        from pytrain.executor import Plan
-        model = _proto.load_model(model_bytes, "inference model")
-        g = model.graph
-        inits = {t.name: _proto.to_array(t) for t in g.initializer}
-        self._inputs = [vi.name for vi in g.input if vi.name not in inits]
-        self._init_names = list(inits)
-        self._init_values = [inits[n] for n in self._init_names]
-        self._outputs = [vi.name for vi in g.output]
-        self._plan = Plan(g, self._inputs + self._init_names, self._outputs,
-                          opset=_proto.opset_version(model), training=False)
-
-    def run(self, output_names: Any, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
-        return list(self._plan.run([feeds[n] for n in self._inputs] + self._init_values))
-
-
 def _load_upload(blob: bytes, name: str) -> Any:
     """Parse uploaded ONNX bytes; errors name the file the user chose."""
     try:
@@ -72,10 +53,7 @@ def _load_upload(blob: bytes, name: str) -> Any:
 
 
 def _inference_session(model_bytes: bytes) -> Any:
-    try:
-        from pytrain.runtime import InferenceSession
-    except ImportError:
-        return _PlanSession(model_bytes)
+    from pytrain.runtime import InferenceSession
     return InferenceSession(model_bytes)
 
 
@@ -215,6 +193,8 @@ class Session:
         self.step = 0           # batches done in total
         self._order: Optional[np.ndarray] = None
         self._order_epoch = -1
+        self._epoch_n = 0       # training-set size the current epoch's order was drawn for
+        self._epoch_n_for = -1
         self._infer: Any = None
         self._infer_step = -1
         self._csv_text = ""
@@ -241,7 +221,7 @@ class Session:
         self.data_source = source
         self._added = []
         self.data_version += 1
-        self._order_epoch = -1
+        self._order_epoch = self._epoch_n_for = -1
         return self.data_summary()
 
     def data_summary(self) -> Dict[str, Any]:
@@ -430,7 +410,7 @@ class Session:
         self.state, self.module, self.optimizer = state, module, optimizer
         self.artifacts_version += 1
         self.epoch = self.epoch_step = self.step = 0
-        self._order_epoch = -1
+        self._order_epoch = self._epoch_n_for = -1
         self._infer = None
         self._apply_lr()
         return self.model_summary()
@@ -475,14 +455,18 @@ class Session:
             self.optimizer.set_learning_rate(self.lr)
 
     def steps_per_epoch(self) -> int:
-        """Batches in one epoch over the current training set."""
-        return _data.num_batches(len(self._need_data()["train_x"]), self.batch_size)
+        """Batches in the current epoch."""
+        self._need_data()
+        return len(self._batches())
 
     def _batches(self) -> List[np.ndarray]:
         if self._order_epoch != self.epoch or self._order is None:
-            n = len(self.data["train_x"])
+            # Samples added mid-epoch join at the next epoch: the running epoch keeps the size it
+            # started with (saved with the run, so a resumed run replays the same batches).
+            n = self._epoch_n if self._epoch_n_for == self.epoch else len(self.data["train_x"])
             self._order = _data.epoch_order(n, self.seed, self.epoch)
             self._order_epoch = self.epoch
+            self._epoch_n, self._epoch_n_for = n, self.epoch
         return _data.batch_indices(self._order, self.batch_size)
 
     def _shape_x(self, x: np.ndarray) -> np.ndarray:
@@ -640,7 +624,8 @@ class Session:
                 "epoch_step": self.epoch_step, "step": self.step, "batch_size": self.batch_size,
                 "lr": self.lr, "seed": self.seed, "data_version": self.data_version,
                 "artifacts_version": self.artifacts_version, "digest": self.digest(),
-                "classes": self.data.get("classes")}
+                "classes": self.data.get("classes"),
+                "epoch_n": self._epoch_n if self._epoch_n_for == self.epoch else None}
         out: Dict[str, Any] = {"meta": meta, "checkpoint": self.checkpoint()}
         if int(artifacts_version) != self.artifacts_version:
             out["artifacts"] = dict(self.artifacts)
@@ -688,6 +673,8 @@ class Session:
         self._apply_lr()
         self.epoch, self.epoch_step, self.step = int(meta["epoch"]), int(meta["epoch_step"]), int(meta["step"])
         self._order_epoch = -1
+        if meta.get("epoch_n"):
+            self._epoch_n, self._epoch_n_for = int(meta["epoch_n"]), self.epoch
         return {"model": self.model_summary(), "data": self.data_summary(), "digest": self.digest(),
                 "epoch": self.epoch, "step": self.step, "epoch_step": self.epoch_step}
 

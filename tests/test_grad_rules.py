@@ -910,3 +910,13 @@ def test_bce_with_huge_logits_is_finite():
     np.testing.assert_allclose(grad[0], expected, rtol=1e-6, atol=1e-7)
     # the confident right answers cost nothing, the confident wrong ones cost 1000 each
     np.testing.assert_allclose(loss, (2000.0 + np.log1p(np.exp(-0.5))) / x.size, rtol=1e-6)
+
+
+def test_two_parameters_sharing_one_gradient_tensor():
+    """y = A + B: both gradients are the same tensor; each still gets its own output."""
+    a, b = rand(2, 3), rand(2, 3)
+    case = Case("shared", [node("Add", ["A", "B"])], {"A": a, "B": b}, ["Y"])
+    model = with_loss(case)
+    grads = train_grads(model, ["A", "B"])
+    np.testing.assert_allclose(grads["A"], grads["B"])
+    assert np.abs(grads["A"]).sum() > 0

@@ -81,9 +81,19 @@ def build_gradients(nodes: Sequence[NodeProto], available: Iterable[str], loss: 
             if dx is not None and needs[i]:
                 grads.setdefault(n.input[i], []).append(dx)
 
+    produced = {o: n for n in b.nodes for o in n.output}
+    read = {i for n in b.nodes for i in n.input}
+    renamed: Dict[str, str] = {}
     for p in params:
         g = total(p)
         if g is None:  # the parameter does not influence the loss: its gradient is zero
             g = b.zeros_like(p)
-        b.op("Identity", g, out_names=[grad_name(p)])
+            produced[g] = b.nodes[-1]
+        node = produced.pop(g, None)
+        if node is not None and g not in read and g not in carries:
+            # name the gradient where it is computed rather than through an extra Identity
+            node.output[list(node.output).index(g)] = grad_name(p)
+            renamed[g] = grad_name(p)
+        else:
+            b.op("Identity", renamed.get(g, g), out_names=[grad_name(p)])
     return b

@@ -39,8 +39,15 @@ def nll_loss(op: str, input: np.ndarray, target: np.ndarray, weight: Optional[np
     if t.size and (t.min() < 0 or t.max() >= c):
         raise InputError("%s: target values must lie in [0, %d) (or equal ignore_index=%r), got %d..%d"
                          % (op, c, ignore_index, t.min(), t.max()))
-    picked = np.take_along_axis(input, np.expand_dims(t, 1), axis=1).reshape(t.shape)
     dt = input.dtype
+    if input.ndim == 2 and weight is None and keep is None:
+        # the common classification case, without the general path's index juggling
+        loss = -input[np.arange(n), t]
+        if reduction == "none":
+            return loss
+        total = np.asarray(np.sum(loss, dtype=dt), dtype=dt)
+        return total if reduction == "sum" else np.asarray(total / dt.type(n), dtype=dt)
+    picked = np.take_along_axis(input, np.expand_dims(t, 1), axis=1).reshape(t.shape)
     w = np.ones(t.shape, dtype=dt) if weight is None else weight[t].astype(dt, copy=False)
     if keep is not None:
         w = w * keep

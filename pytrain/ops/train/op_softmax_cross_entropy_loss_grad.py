@@ -23,6 +23,8 @@ def softmax_cross_entropy_loss_grad(ctx: OpContext, dLoss: np.ndarray, log_prob:
     C = log_prob.shape[1]
     dtype = log_prob.dtype
     labels = np.asarray(labels).astype(np.int64, copy=False)
+    if log_prob.ndim == 2 and weights is None and ignore_index is None and reduction in ("sum", "mean"):
+        return (_plain_grad(ctx, dLoss, log_prob, labels, reduction == "mean"),)
     ignored = (labels == int(ignore_index)) if ignore_index is not None else np.zeros(labels.shape, bool)
     safe = np.where(ignored, 0, labels)
     if np.any((safe < 0) | (safe >= C)):
@@ -55,3 +57,19 @@ def softmax_cross_entropy_loss_grad(ctx: OpContext, dLoss: np.ndarray, log_prob:
     np.put_along_axis(grad, idx, np.take_along_axis(grad, idx, axis=1) - 1.0, axis=1)
     grad *= np.expand_dims(coef, 1)
     return (grad.astype(dtype, copy=False),)
+
+
+def _plain_grad(ctx: OpContext, dLoss: np.ndarray, log_prob: np.ndarray, labels: np.ndarray,
+                mean: bool) -> np.ndarray:
+    """The common case, (N, C) scores with no weights and nothing ignored: softmax - onehot, scaled."""
+    n, c = log_prob.shape
+    if labels.size and (labels.min() < 0 or labels.max() >= c):
+        bad = labels[(labels < 0) | (labels >= c)]
+        raise KernelError("SoftmaxCrossEntropyLossGrad node %r: label %d is out of range for %d classes"
+                          % (ctx.node_name, int(bad.reshape(-1)[0]), c))
+    grad = np.exp(log_prob)
+    grad[np.arange(n), labels] -= 1.0
+    coef = float(np.asarray(dLoss).reshape(())) / (n if mean else 1)
+    if coef != 1.0:
+        grad *= coef
+    return grad
