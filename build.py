@@ -4,6 +4,7 @@
     python build.py                      build build/dist/*.whl and build/site/
     python build.py --pyodide URL_OR_DIR use another Pyodide distribution
     python build.py serve [--port N]     build if needed, then serve build/site/ on 127.0.0.1
+    python build.py test [PYTEST ARGS]   install the test dependencies, build, run the whole suite
 
 The site is plain files: the web app (web/), assets (static/), the pytrain wheel, the
 Pyodide files the page needs, the MNIST digits as a compact binary and demo training
@@ -331,19 +332,23 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
     }
     (site / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
     n = gzip_big_files(site)
-    (site / ".stamp").write_text(str(source_stamp()), encoding="utf-8")
+    (site / ".stamp").write_text(json.dumps(_stamp(pyodide, artifacts)), encoding="utf-8")
     log("site ready in %s (%d gzipped files, %.1fs)" % (site,
                                                         n, time.time() - started))
     return site
 
 
-def needs_build(site: Path = SITE) -> bool:
-    """True when the site is missing or older than its sources."""
+def _stamp(pyodide: Optional[str], artifacts: bool) -> Dict[str, object]:
+    return {"sources": source_stamp(), "pyodide": pyodide, "artifacts": artifacts}
+
+
+def needs_build(site: Path = SITE, pyodide: Optional[str] = None, artifacts: bool = True) -> bool:
+    """True when the site is missing, older than its sources, or built with other options."""
     stamp = site / ".stamp"
     if not stamp.is_file() or not (site / "config.json").is_file():
         return True
     try:
-        return float(stamp.read_text(encoding="utf-8")) < source_stamp()
+        return json.loads(stamp.read_text(encoding="utf-8")) != _stamp(pyodide, artifacts)
     except ValueError:
         return True
 
@@ -465,19 +470,71 @@ def serve_in_thread(root: Path = SITE, port: int = 0) -> Tuple[http.server.Threa
     return server, "http://127.0.0.1:%d/" % server.server_address[1]
 
 
+# ---------------------------------------------------------------- setup and tests
+
+#: what the test suite needs from PyPI (torch 2.13.0 is the CPU build this machine provides)
+TEST_REQUIREMENTS = ["numpy", "onnx", "onnxruntime", "scikit-learn", "pytest", "vermin", "playwright",
+                     "Pillow", "torch==2.13.0"]
+
+
+def _missing_modules(modules: Iterable[str]) -> List[str]:
+    import importlib.util
+
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+def ensure_python_packages(requirements: Iterable[str], modules: Iterable[str]) -> None:
+    """pip-install ``requirements`` unless every module in ``modules`` already imports."""
+    if _missing_modules(modules):
+        log("installing Python packages: %s" % " ".join(requirements))
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q"] + list(requirements), check=True)
+
+
+def ensure_chromium() -> None:
+    """Debian's chromium for the browser tests (playwright cannot download its own here)."""
+    if Path("/usr/bin/chromium").exists():
+        return
+    if shutil.which("apt-get") is None:
+        log("no /usr/bin/chromium and no apt-get: the browser tests will be skipped")
+        return
+    log("installing Debian's chromium for the browser tests")
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    subprocess.run(sudo + ["apt-get", "update", "-q"], check=True)
+    subprocess.run(sudo + ["apt-get", "install", "-y", "-q", "chromium"], check=True,
+                   env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+
+
+def run_tests(pytest_args: List[str]) -> int:
+    """Install what the suite needs, build the site, run every test (browser tests included)."""
+    ensure_python_packages(TEST_REQUIREMENTS, ["numpy", "onnx", "onnxruntime", "sklearn", "pytest",
+                                               "vermin", "playwright", "PIL", "torch"])
+    ensure_chromium()
+    ensure_node_modules()
+    if needs_build():
+        build()
+    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"] + pytest_args,
+                           cwd=str(ROOT))
+
+
 # ---------------------------------------------------------------- CLI
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", nargs="?", default="build", choices=("build", "serve"))
+    parser.add_argument("command", nargs="?", default="build", choices=("build", "serve", "test"))
     parser.add_argument("--pyodide", metavar="URL_OR_DIR",
                         help="Pyodide distribution: a folder to copy in, or a URL used as indexURL")
     parser.add_argument("--port", type=int, default=8000, help="port for `serve` (default 8000, 0 = any free port)")
     parser.add_argument("--no-artifacts", action="store_true", help="skip the demo artifacts (the page builds them)")
     parser.add_argument("--force", action="store_true", help="`serve`: rebuild even when the site is up to date")
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    args, rest = parser.parse_known_args(list(argv) if argv is not None else None)
+    if args.command == "test":
+        return run_tests(rest)
+    if rest:
+        parser.error("unrecognized arguments: %s" % " ".join(rest))
+    # the demo artifacts are made with pytrain, which needs numpy
+    ensure_python_packages(["numpy"], ["numpy"])
 
-    if args.command == "build" or args.force or args.pyodide or needs_build():
+    if args.command == "build" or args.force or needs_build(SITE, args.pyodide, not args.no_artifacts):
         build(pyodide=args.pyodide, artifacts=not args.no_artifacts)
     if args.command == "serve":
         server = make_server(SITE, args.port, quiet=False)

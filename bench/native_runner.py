@@ -23,6 +23,7 @@ from pathlib import Path  # noqa: E402
 
 ART_FILES = ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint")
 LR = 1e-3  # keep in sync with workloads.ADAMW
+PARITY_STEP = 21  # keep in sync with pages/common.js
 
 
 def peak_rss_mb() -> float:
@@ -153,7 +154,7 @@ def session_torch(workload: str, threads: int):
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return float(loss)
+        return float(loss.detach())
 
     return step
 
@@ -171,15 +172,24 @@ def train(args) -> dict:
         step = session_torch(args.workload, args.threads)
     first_loss = step(x, y)
     cold_ms = (time.perf_counter() - T_START) * 1e3
+    # The loss seen by step PARITY_STEP (after PARITY_STEP - 1 updates) compares optimisers.
+    done, parity_loss = 1, None
     for _ in range(args.warmup):
-        step(x, y)
+        loss = step(x, y)
+        done += 1
+        if done == PARITY_STEP:
+            parity_loss = loss
     times, loss = [], first_loss
     for _ in range(args.steps):
         t0 = time.perf_counter()
         loss = step(x, y)
         times.append((time.perf_counter() - t0) * 1e3)
+        done += 1
+        if done == PARITY_STEP:
+            parity_loss = loss
     return {"step_ms": statistics.median(times), "step_ms_min": min(times),
             "cold_ms": cold_ms, "first_loss": first_loss, "last_loss": loss,
+            "loss_step21": parity_loss,
             "steps": args.steps, "warmup": args.warmup}
 
 

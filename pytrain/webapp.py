@@ -38,18 +38,14 @@ class WebappError(PytrainError, ValueError):
 # ---------------------------------------------------------------- core API access
 
 def _core() -> Tuple[Any, Any, Any]:
-    """(artifacts, models, api) imported lazily so this module loads while the core is partial."""
+    """(artifacts, models, api), imported on first use so the worker starts answering sooner."""
     from pytrain import api, artifacts, models
     return artifacts, models, api
 
 
 def _load_upload(blob: bytes, name: str) -> Any:
     """Parse uploaded ONNX bytes; errors name the file the user chose."""
-    try:
-        return _proto.load_model(bytes(blob), name)
-    except ModelFormatError as exc:
-        # load_model repeats its label for bytes ("x x (bytes) is ..."): say it once.
-        raise ModelFormatError(str(exc).replace("%s %s (bytes)" % (name, name), name)) from None
+    return _proto.load_model(bytes(blob), name)
 
 
 def _inference_session(model_bytes: bytes) -> Any:

@@ -359,12 +359,21 @@ async function trainLoop(options) {
   const opts = Object.assign({ epochs: 5, budgetMs: 150 }, options);
   const t = { options: opts, paused: false, stopRequested: false, resumeWaiters: [] };
   const persist = opts.persist !== false;   // the widget opts out of IndexedDB unless asked
-  const save = (why) => (persist ? saveRun(why) : Promise.resolve(null));
+  let saveWarned = false;
+  const save = async (why) => {
+    if (!persist) return null;
+    try { return await saveRun(why); } catch (e) {
+      // Private browsing or a full disk: keep training, say once that progress is not kept.
+      if (!saveWarned) emit("error", { type: "StorageError", message: "Progress could not be saved in this browser (" + (e.message || e) + "); training continues.", expected: true });
+      saveWarned = true;
+      return null;
+    }
+  };
   trainer = t;
   py("configure", { batch_size: opts.batchSize, lr: opts.learningRate, seed: opts.seed });
   emit("state", { training: true, paused: false });
   let reason = "finished";
-  let window = [];   // (time, steps) over the last few seconds, for steps/s
+  let recent = [];   // (time, steps, seconds) over the last few seconds, for steps/s
   try {
     let status = py("status");
     while (status.epoch < opts.epochs) {
@@ -374,15 +383,15 @@ async function trainLoop(options) {
         emit("state", { training: true, paused: true });
         await new Promise((r) => t.resumeWaiters.push(r));
         emit("state", { training: true, paused: false });
-        window = [];
+        recent = [];
         continue;
       }
       const r = py("train_for", { budget_ms: opts.budgetMs });
       const now = performance.now();
-      window.push([now, r.losses.length, r.seconds]);
-      while (window.length > 1 && now - window[0][0] > 3000) window.shift();
-      const steps = window.reduce((a, w) => a + w[1], 0);
-      const secs = window.reduce((a, w) => a + w[2], 0);
+      recent.push([now, r.losses.length, r.seconds]);
+      while (recent.length > 1 && now - recent[0][0] > 3000) recent.shift();
+      const steps = recent.reduce((a, w) => a + w[1], 0);
+      const secs = recent.reduce((a, w) => a + w[2], 0);
       const first = r.step - r.losses.length + 1;
       r.losses.forEach((l, i) => history.losses.push([first + i, l]));
       emit("progress", {

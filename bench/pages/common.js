@@ -87,6 +87,10 @@
     return out;
   }
 
+  // The loss seen by step PARITY_STEP (after PARITY_STEP - 1 updates) compares
+  // optimisers across runtimes; keep in sync with native_runner.py.
+  const PARITY_STEP = 21;
+
   /**
    * Time `step` (sync or async, returns the loss): the first call, `warmup`
    * more, then `steps` timed calls.  performance.now() is coarsened to 100 us
@@ -94,21 +98,27 @@
    * of about 5 ms and the block mean is the sample.
    */
   async function timeSteps(step, warmup, steps) {
-    const firstLoss = await step();
+    let done = 0, parityLoss = null;
+    const counted = async () => {
+      const loss = await step();
+      if (++done === PARITY_STEP) parityLoss = Number(loss);
+      return loss;
+    };
+    const firstLoss = await counted();
     const coldMs = performance.now(); // since navigation start
     const tw = performance.now();
-    for (let i = 0; i < warmup; i++) await step();
+    for (let i = 0; i < warmup; i++) await counted();
     const perStep = warmup > 0 ? (performance.now() - tw) / warmup : 1;
     const block = Math.max(1, Math.min(steps, Math.round(5 / Math.max(perStep, 1e-3))));
     const samples = [];
     let lastLoss = firstLoss;
-    let done = 0;
-    while (done < steps) {
-      const n = Math.min(block, steps - done);
+    let timed = 0;
+    while (timed < steps) {
+      const n = Math.min(block, steps - timed);
       const t0 = performance.now();
-      for (let i = 0; i < n; i++) lastLoss = await step();
+      for (let i = 0; i < n; i++) lastLoss = await counted();
       samples.push((performance.now() - t0) / n);
-      done += n;
+      timed += n;
     }
     const sorted = [...samples].sort((a, b) => a - b);
     return {
@@ -117,6 +127,7 @@
       cold_ms: coldMs,
       first_loss: Number(firstLoss),
       last_loss: Number(lastLoss),
+      loss_step21: parityLoss,
       warmup,
       steps,
       block,

@@ -24,7 +24,7 @@ __all__ = ["AttributeProto", "GraphProto", "ModelProto", "NodeProto", "TensorPro
 
 def _read_source(source: ModelSource, what: str) -> "tuple[bytes, str]":
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source), what + " (bytes)"
+        return bytes(source), "(%d bytes)" % len(source)
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         try:
@@ -35,7 +35,7 @@ def _read_source(source: ModelSource, what: str) -> "tuple[bytes, str]":
         except IsADirectoryError:
             raise ModelFormatError("%s path %s is a directory, expected an .onnx file" % (what, path)) from None
     if hasattr(source, "SerializeToString"):  # onnx.ModelProto, or ours
-        return source.SerializeToString(), what + " (%s object)" % type(source).__name__
+        return source.SerializeToString(), "(a %s object)" % type(source).__name__
     raise ModelFormatError("cannot read a %s from a %s: pass a path, bytes or a ModelProto"
                            % (what, type(source).__name__))
 

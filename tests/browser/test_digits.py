@@ -22,13 +22,13 @@ def trained(browser, site_url):
     page.select_option("#digits-model", "mlp")
     page.select_option("#digits-count", "8000")
     page.click("#digits-build")
-    page.wait_for_function("window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
     page.fill("#epochs", str(TRAIN_EPOCHS))
     page.fill("#batch-size", str(BATCH))
     page.fill("#lr", "0.002")
     start = page.evaluate("performance.now()")
     page.click("#start")
-    page.wait_for_function("window.pytrainApp.epochs.length >= %d && !window.pytrainApp.training" % TRAIN_EPOCHS,
+    page.wait_for_function("() => window.pytrainApp.epochs.length >= %d && !window.pytrainApp.training" % TRAIN_EPOCHS,
                            timeout=300_000)
     end = page.evaluate("performance.now()")
     yield {"page": page, "recorder": rec, "window": (start, end), "url": site_url}
@@ -80,7 +80,7 @@ def test_drawing_predicts_and_adds_samples(trained):
 
     page.select_option("#add-label", "7")
     page.click("#add-sample")
-    page.wait_for_function("window.pytrainApp.data.added === 1", timeout=30_000)
+    page.wait_for_function("() => window.pytrainApp.data.added === 1", timeout=30_000)
     assert app_state(page, "a.data.train") == before + 1
     assert "8,001" in page.inner_text("#added-status")
 
@@ -132,7 +132,7 @@ def test_main_thread_has_no_long_tasks_while_training(trained):
     assert during == [], during
     # The observer does see a main-thread stall: prove the check is not vacuous.
     page.evaluate("() => setTimeout(() => { const t = performance.now(); while (performance.now() - t < 300) {} }, 0)")
-    page.wait_for_function("window.__longTasks.some(t => t.duration >= 250)", timeout=10_000)
+    page.wait_for_function("() => window.__longTasks.some(t => t.duration >= 250)", timeout=10_000)
 
 
 def _mnist_tail(n: int):

@@ -14,12 +14,12 @@ def test_reload_mid_training_resumes_where_it_was(browser, site_url):
         assert page.locator("#resume-banner").is_hidden()
         page.select_option("#digits-count", "1000")      # 16 batches of 64 per epoch
         page.click("#digits-build")
-        page.wait_for_function("window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
+        page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
         page.fill("#epochs", "6")
         page.fill("#batch-size", "64")
         page.fill("#lr", "0.003")
         page.click("#start")
-        page.wait_for_function("window.pytrainApp.saved && window.pytrainApp.saved.epoch >= 1", timeout=120_000)
+        page.wait_for_function("() => window.pytrainApp.saved && window.pytrainApp.saved.epoch >= 1", timeout=120_000)
         assert app_state(page, "a.training") is True      # still running: this reload interrupts it
 
         page.reload()
@@ -32,7 +32,7 @@ def test_reload_mid_training_resumes_where_it_was(browser, site_url):
 
         wait_ready(page)
         page.click("#resume-btn")
-        page.wait_for_function("window.pytrainApp.resumed !== null", timeout=60_000)
+        page.wait_for_function("() => window.pytrainApp.resumed !== null", timeout=60_000)
         resumed = app_state(page, "a.resumed")
         assert resumed["step"] == saved_step
         assert resumed["savedStep"] == saved_step
@@ -43,11 +43,11 @@ def test_reload_mid_training_resumes_where_it_was(browser, site_url):
         assert len(app_state(page, "a.lossPoints()")) >= saved_step
 
         # Training carries on by itself from the next step.
-        page.wait_for_function("window.pytrainApp.step > %d" % saved_step, timeout=60_000)
+        page.wait_for_function("() => window.pytrainApp.step > %d" % saved_step, timeout=60_000)
         first_new = page.evaluate("window.pytrainApp.lossPoints().filter(p => p[0] > %d)[0][0]" % saved_step)
         assert first_new == saved_step + 1
         page.click("#stop")
-        page.wait_for_function("!window.pytrainApp.training", timeout=60_000)
+        page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
         assert app_state(page, "a.errors") == []
     finally:
         ctx.close()

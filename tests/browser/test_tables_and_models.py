@@ -36,11 +36,11 @@ def test_iris_csv_trains_to_90_percent(page_ctx, tmp_path, site_url):
     wait_ready(page)
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", str(csv))
-    page.wait_for_function("document.getElementById('csv-label').options.length === 5", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 5", timeout=30_000)
     assert page.input_value("#csv-label") == "species"
     page.fill("#csv-hidden", "16")
     page.click("#csv-build")
-    page.wait_for_function("window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
     data = app_state(page, "a.data")
     assert (data["train"], data["val"], data["num_classes"]) == (120, 30, 3)
     assert data["classes"] == ["setosa", "versicolor", "virginica"]
@@ -49,22 +49,22 @@ def test_iris_csv_trains_to_90_percent(page_ctx, tmp_path, site_url):
     page.fill("#lr", "0.01")
     page.click("#start")
     # Pause and resume once on the way: pausing saves a checkpoint and training picks up from there.
-    page.wait_for_function("window.pytrainApp.step >= 40", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.step >= 40", timeout=60_000)
     page.click("#pause")
-    page.wait_for_function("window.pytrainApp.paused && window.pytrainApp.saved && window.pytrainApp.saved.reason === 'paused'",
+    page.wait_for_function("() => window.pytrainApp.paused && window.pytrainApp.saved && window.pytrainApp.saved.reason === 'paused'",
                            timeout=30_000)
     paused_at = app_state(page, "a.saved.step")
     assert app_state(page, "a.step") == paused_at and "Paused" in page.inner_text("#train-status")
     page.click("#resume-train")
-    page.wait_for_function("window.pytrainApp.step > %d" % paused_at, timeout=30_000)
-    page.wait_for_function("window.pytrainApp.epochs.length >= 40 && !window.pytrainApp.training", timeout=240_000)
+    page.wait_for_function("() => window.pytrainApp.step > %d" % paused_at, timeout=30_000)
+    page.wait_for_function("() => window.pytrainApp.epochs.length >= 40 && !window.pytrainApp.training", timeout=240_000)
     last = app_state(page, "a.epochs")[-1]
     assert last["metricName"] == "accuracy" and last["metric"] >= 0.9, last
 
     # A typed row goes through the model (with the standardisation baked into it).
     page.fill("#row-input", "5.1, 3.5, 1.4, 0.2")
     page.click("#row-predict")
-    page.wait_for_function("document.getElementById('row-result').textContent.includes('Prediction')", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('row-result').textContent.includes('Prediction')", timeout=30_000)
     assert "setosa" in page.inner_text("#row-result")
     assert rec.foreign(site_url) == []
 
@@ -88,7 +88,7 @@ def test_bad_uploads_show_errors_and_the_page_keeps_working(page_ctx, tmp_path):
     bad_csv = tmp_path / "bad.csv"
     bad_csv.write_text("a,b,label\n1,2,0\n3,hello,1\n5,6,0\n7,8,1\n")
     page.set_input_files("#data-csv-file", str(bad_csv))
-    page.wait_for_function("document.getElementById('data-csv-label').options.length === 3", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 3", timeout=30_000)
     page.click("#data-csv-load")
     page.wait_for_selector("#error", state="visible", timeout=30_000)
     message = page.inner_text("#error-text")
@@ -100,17 +100,17 @@ def test_bad_uploads_show_errors_and_the_page_keeps_working(page_ctx, tmp_path):
     onnx_path = tmp_path / "iris_mlp.onnx"
     onnx_path.write_bytes(models.to_bytes(model))
     page.set_input_files("#onnx-file", str(onnx_path))
-    page.wait_for_function("document.querySelectorAll('#onnx-params input').length === 4", timeout=30_000)
+    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length === 4", timeout=30_000)
     page.click("#onnx-generate")
-    page.wait_for_function("window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=60_000)
     page.set_input_files("#data-csv-file", str(iris_csv(tmp_path / "iris.csv")))
-    page.wait_for_function("document.getElementById('data-csv-label').options.length === 5", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 5", timeout=30_000)
     page.click("#data-csv-load")
-    page.wait_for_function("window.pytrainApp.data && window.pytrainApp.data.kind === 'csv'", timeout=30_000)
+    page.wait_for_function("() => window.pytrainApp.data && window.pytrainApp.data.kind === 'csv'", timeout=30_000)
     page.fill("#epochs", "2")
     page.fill("#batch-size", "16")
     page.click("#start")
-    page.wait_for_function("window.pytrainApp.epochs.length >= 2 && !window.pytrainApp.training", timeout=120_000)
+    page.wait_for_function("() => window.pytrainApp.epochs.length >= 2 && !window.pytrainApp.training", timeout=120_000)
     epochs = app_state(page, "a.epochs")
     assert all(np.isfinite(e["loss"]) for e in epochs)
     assert page.locator("#error").is_hidden()
@@ -148,12 +148,12 @@ def test_uploaded_cnn_trains_on_labelled_images(page_ctx, site_url):
     page.click("button[data-tab=model]")
     page.set_input_files("#onnx-file", files=[{"name": "cnn.onnx", "mimeType": "application/octet-stream",
                                                "buffer": models.to_bytes(model)}])
-    page.wait_for_function("document.querySelectorAll('#onnx-params input').length > 0", timeout=30_000)
+    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length > 0", timeout=30_000)
     page.click("#onnx-generate")
-    page.wait_for_function("window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=60_000)
     page.set_input_files("#data-images", files=files)
     page.click("#data-images-load")
-    page.wait_for_function("window.pytrainApp.data && window.pytrainApp.data.kind === 'arrays'", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.data && window.pytrainApp.data.kind === 'arrays'", timeout=60_000)
     data = app_state(page, "a.data")
     assert data["train"] + data["val"] == 36
     assert data["classes"] == ["0", "1", "7"] and data["sample_shape"] == [1, 28, 28]
@@ -161,7 +161,7 @@ def test_uploaded_cnn_trains_on_labelled_images(page_ctx, site_url):
     page.fill("#batch-size", "8")
     page.fill("#lr", "0.003")
     page.click("#start")
-    page.wait_for_function("window.pytrainApp.epochs.length >= 3 && !window.pytrainApp.training", timeout=180_000)
+    page.wait_for_function("() => window.pytrainApp.epochs.length >= 3 && !window.pytrainApp.training", timeout=180_000)
     epochs = app_state(page, "a.epochs")
     assert all(np.isfinite(e["loss"]) for e in epochs)
     assert app_state(page, "a.errors") == []

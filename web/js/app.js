@@ -23,6 +23,7 @@ const app = {
   saved: null,           // last "saved" event
   epochs: [],            // per-epoch validation records
   resumed: null,         // result of the last resume
+  onnxUpload: null,      // {name, bytes} of the uploaded inference model
   errors: [],
   history: { losses: [], epochs: [] },
 };
@@ -131,9 +132,9 @@ for (const btn of document.querySelectorAll(".tabs button")) {
 
 const lossPlot = new LinePlot($("loss-plot"), { title: "Training loss", xLabel: "step" });
 const metricPlot = new LinePlot($("metric-plot"), { title: "Validation", xLabel: "epoch", integerX: true, xRange: [0, 1] });
-const lossSeries = { label: "loss (batch)", color: "#b7c7de", points: [], width: 1 };
+const lossSeries = { label: "batch", color: "#b7c7de", points: [], width: 1 };
 const emaSeries = { label: "smoothed", color: "#1f4e8c", points: [], width: 2 };
-const valLossSeries = { label: "validation loss", color: "#d9822b", points: [], markers: true };
+const valLossSeries = { label: "validation", color: "#d9822b", points: [], markers: true };
 lossPlot.setSeries([lossSeries, emaSeries, valLossSeries]);
 const metricSeries = { label: "accuracy", color: "#1b7f3b", points: [], markers: true };
 metricPlot.setSeries([metricSeries]);
@@ -515,4 +516,4 @@ $("discard-btn").onclick = () => guarded($("discard-btn"), async () => {
 
 describeSetup();
 refreshButtons();
-offerResume().catch(showError);
+offerResume().catch((e) => console.warn("no saved run available:", e.message || e));

@@ -32,9 +32,16 @@ export class LinePlot {
     this.logY = logY;
     this.integerX = integerX;
     this.series = [];
+    this.minInterval = 250;   // ms between redraws: live plots need no more, the main thread stays free
     this._frame = 0;
+    this._last = 0;
+    this._size = null;        // CSS size from the ResizeObserver, so rendering never forces a layout
     if (typeof ResizeObserver !== "undefined") {
-      this._resize = new ResizeObserver(() => this.draw());
+      this._resize = new ResizeObserver((entries) => {
+        const r = entries[entries.length - 1].contentRect;
+        this._size = [r.width, r.height];
+        this.draw();
+      });
       this._resize.observe(canvas);
     }
   }
@@ -43,17 +50,22 @@ export class LinePlot {
 
   clear() { for (const s of this.series) s.points = []; this.draw(); }
 
-  /** Schedule one redraw on the next animation frame. */
+  /** Schedule one redraw (coalesced, at most one every minInterval ms, on an animation frame). */
   draw() {
     if (this._frame) return;
     const raf = typeof requestAnimationFrame === "function" ? requestAnimationFrame : (f) => setTimeout(f, 16);
-    this._frame = raf(() => { this._frame = 0; this._render(); });
+    const wait = Math.max(0, this._last + this.minInterval - performance.now());
+    this._frame = setTimeout(() => raf(() => {
+      this._frame = 0;
+      this._last = performance.now();
+      this._render();
+    }), wait);
   }
 
   _render() {
     const c = this.canvas;
     const dpr = window.devicePixelRatio || 1;
-    const w = c.clientWidth || c.width, h = c.clientHeight || c.height;
+    const [w, h] = this._size || [c.clientWidth || c.width, c.clientHeight || c.height];
     if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) {
       c.width = Math.round(w * dpr); c.height = Math.round(h * dpr);
     }
@@ -83,6 +95,7 @@ export class LinePlot {
     if (this.yRange) [y0, y1] = this.yRange;
     if (this.xRange) { x0 = Math.min(x0, this.xRange[0]); x1 = Math.max(x1, this.xRange[1]); }
     if (x1 === x0) { x0 -= 1; x1 += 1; }
+    if (this.series.some((s) => s.markers && s.points.length)) x1 += (x1 - x0) * 0.03;   // room for the last marker
     if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
     const yPad = this.yRange ? 0 : (y1 - y0) * 0.05;
     y0 -= yPad; y1 += yPad;
@@ -108,8 +121,9 @@ export class LinePlot {
     // series: at most ~2 points per pixel column (min/max per bucket keeps spikes visible)
     ctx.save();
     ctx.beginPath(); ctx.rect(pad.l, pad.t, pw, ph); ctx.clip();
-    let legendX = pad.l + pw - this.series.filter((s) => s.label && s.points.length)
-      .reduce((a, s) => a + ctx.measureText(s.label).width + 26, 0);
+    const titleEnd = this.title ? pad.l + ctx.measureText(this.title).width + 16 : pad.l;
+    let legendX = Math.max(titleEnd, pad.l + pw - this.series.filter((s) => s.label && s.points.length)
+      .reduce((a, s) => a + ctx.measureText(s.label).width + 26, 0));
     for (const s of this.series) {
       const pts = s.points.filter((p) => Number.isFinite(p[1]));
       if (!pts.length) continue;

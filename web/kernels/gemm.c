@@ -9,7 +9,7 @@
  * pointer is a byte offset into that memory and the kernel works in place on
  * numpy's buffers.  Because the memory belongs to someone else the module must
  * own no static data and never touch the C shadow stack: all scratch space
- * comes from the caller's `work` buffer (sgemm_work_bytes() bytes), and every
+ * comes from the caller's `work` buffer (pytrain_sgemm_work_bytes() bytes), and every
  * temporary lives in wasm locals (build.sh checks that __stack_pointer is
  * never used).
  *
@@ -23,6 +23,8 @@
  */
 #include <wasm_simd128.h>
 
+/* Tile shape and blocking are -D knobs; 4x8 without k-unroll measured fastest in
+ * V8 (larger tiles or unrolls spill: bench/README.md has the numbers). */
 #ifndef MR
 #define MR 4 /* rows of the register tile */
 #endif
