@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 MB = 2 ** 20
 
@@ -181,7 +181,7 @@ def _gemm_section(g: dict) -> List[str]:
     py = g.get("pyodide")
     if py:
         out += ["Inside Pyodide 0.17.1 (numpy arrays -> Python call -> JS -> wasm, in place; "
-                "bench/wasm_gemm_prototype.py), median ms per product:", "",
+                "pytrain/ops/wasm_gemm.py), median ms per product:", "",
                 "| product | views | wasm sgemm ms | numpy-in-Pyodide ms | speed-up | max rel. error |",
                 "|---|---|---|---|---|---|"]
         for c in py["cases"]:

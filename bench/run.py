@@ -20,7 +20,7 @@ import time
 import traceback
 import zipfile
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import List, Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

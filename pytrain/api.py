@@ -2,7 +2,7 @@
 ``CheckpointState``, ``Module``, ``Optimizer``, ``LinearLRScheduler``."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, List, Optional
 
 import numpy as np
 

@@ -18,7 +18,7 @@ from pytrain.checkpoint import Parameter, encode
 from pytrain.errors import ArtifactError
 from pytrain.executor import unsupported_op_error
 from pytrain.export import inference_rewrite
-from pytrain.graph import NameScope, all_names, node_label, topological_order
+from pytrain.graph import NameScope, all_names, topological_order
 from pytrain.losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
 from pytrain.ops.registry import PYTRAIN_DOMAIN

@@ -4,7 +4,7 @@ that still mean what the model means, so onnxruntime releases from 2023 on load 
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Sequence
 
 import numpy as np
 

@@ -4,7 +4,7 @@ initialisation (Kaiming-uniform with a = sqrt(5)), so they train like torch's la
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import numpy as np
 

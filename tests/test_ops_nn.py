@@ -309,19 +309,6 @@ def test_loss_errors():
 
 
 # ---------------------------------------------------------------- windows helpers
-def test_windows_im2col_col2im_are_adjoint():
-    from pytrain.ops.windows import col2im, geometry, im2col
-
-    x = rnd(2, 3, 7, 6, dtype=np.float64)
-    win = geometry("Conv", x.shape, [3, 2], [2, 1], [1, 2], [1, 0, 2, 1])
-    cols = im2col(x, win)
-    assert cols.shape == (2, 3 * 6, int(np.prod(win.out_shape)))
-    c = rnd(*cols.shape, seed=1, dtype=np.float64)
-    back = col2im(c, win, x.shape)
-    assert back.shape == x.shape
-    np.testing.assert_allclose(np.sum(cols * c), np.sum(x * back), rtol=1e-12)
-
-
 @pytest.mark.parametrize("auto_pad,ceil_mode", [("NOTSET", 0), ("NOTSET", 1), ("SAME_UPPER", 0),
                                                 ("SAME_LOWER", 0), ("VALID", 0)])
 def test_windows_geometry_matches_onnxruntime_shapes(auto_pad, ceil_mode):

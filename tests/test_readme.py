@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import onnxruntime as ort
-import numpy as np
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

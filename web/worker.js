@@ -108,6 +108,19 @@ function trackDownloads() {
   return () => { self.fetch = origFetch; self.XMLHttpRequest = OrigXHR; };
 }
 
+/* Link the WebAssembly SIMD GEMM (kernels/gemm.wasm) into Pyodide's heap and make it pytrain's
+ * matrix product; numpy's own product stays the fallback when that is not possible. */
+async function installWasmGemm() {
+  try {
+    self.importScripts(BASE + "kernels/gemm.js");
+    await self.pytrainGemm.registerWithPyodide(pyodide, BASE + "kernels/gemm.wasm");
+    if (pyodide.runPython("from pytrain.ops import wasm_gemm\nwasm_gemm.install()")) return "wasm-simd";
+  } catch (err) {
+    console.warn("pytrain: the wasm GEMM is unavailable, numpy does the products:", err);
+  }
+  return "numpy";
+}
+
 async function loadRuntime() {
   const resp = await fetch(BASE + "config.json", { cache: "no-cache" });
   if (!resp.ok) throw new Error(`config.json: HTTP ${resp.status}`);
@@ -129,6 +142,7 @@ async function loadRuntime() {
     pyodide.globals.set("_pt_wheel_url", wheelURL);
     await pyodide.runPythonAsync("import micropip\nawait micropip.install(_pt_wheel_url)\n");
     progress.setStage("Starting pytrain");
+    const gemm = await installWasmGemm();
     pyodide.runPython(
       "from pytrain import webapp as _pt_webapp\n" +
       "_pt_session = _pt_webapp.Session()\n" +
@@ -139,6 +153,7 @@ async function loadRuntime() {
       "import json, sys, numpy, pytrain\n" +
       "json.dumps({'python': sys.version.split()[0], 'numpy': numpy.__version__, 'pytrain': pytrain.__version__})"));
     versions.pyodide = pyodide.version;
+    versions.gemm = gemm;
     progress.finishAll();
     progress.setStage("Ready");
     emit("ready", versions);

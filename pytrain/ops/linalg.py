@@ -27,8 +27,16 @@ def set_backend(product: Optional[Product]) -> Optional[Product]:
     return previous
 
 
+#: stacks of at most this many products go to the backend one product at a time
+_MAX_STACK = 4
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numpy ``matmul`` semantics (batched, broadcasting, 1-D promotion)."""
-    if _backend is not None and a.ndim == 2 and b.ndim == 2 and a.dtype == np.float32 and b.dtype == np.float32:
-        return _backend(a, b)
+    if _backend is not None and a.dtype == np.float32 and b.dtype == np.float32:
+        if a.ndim == 2 and b.ndim == 2:
+            return _backend(a, b)
+        if a.ndim == 3 and b.ndim == 3 and a.shape[0] == b.shape[0] <= _MAX_STACK:
+            # convolutions: one product per group (usually one)
+            return np.stack([_backend(a[i], b[i]) for i in range(a.shape[0])])
     return np.matmul(a, b)

@@ -10,7 +10,6 @@ output size to the element, so both compute it here:
 * :func:`tap_slices` gives, for one kernel tap, the slices of the padded input that the tap sees
   for every output position: a kernel loops over taps (a handful) instead of over elements;
 * :func:`windows_view` is a zero-copy ``(N, C, *kernel, *out)`` view of every window;
-* :func:`im2col` / :func:`col2im` turn the padded input into matmul-ready columns and back;
 * :func:`avg_divisor` is AveragePool's per-output element count.
 """
 from __future__ import annotations
@@ -186,30 +185,6 @@ def windows_view(xp: np.ndarray, win: Window) -> np.ndarray:
     strides = (st[0], st[1]) + tuple(s * d for s, d in zip(st[2:], win.dilations)) \
         + tuple(s * k for s, k in zip(st[2:], win.strides))
     return as_strided(xp, shape=shape, strides=strides, writeable=False)
-
-
-def im2col(x: np.ndarray, win: Window, pad_value: float = 0) -> np.ndarray:
-    """Columns for convolution as a matrix product: shape ``(N, C * prod(kernel), prod(out_shape))``,
-    row index ``c * prod(kernel) + flat_tap`` (the order of ``W.reshape(M, -1)``)."""
-    xp = pad_spatial(x, win, pad_value)
-    v = windows_view(xp, win)
-    n, c = x.shape[0], x.shape[1]
-    return v.reshape(n, c * int(np.prod(win.kernel)), int(np.prod(win.out_shape)))
-
-
-def col2im(cols: np.ndarray, win: Window, x_shape: Sequence[int]) -> np.ndarray:
-    """Adjoint of :func:`im2col`: sum every column entry back onto the input position it was read
-    from (padding dropped). ``cols`` has shape ``(N, C * prod(kernel), prod(out_shape))``; the
-    result has shape ``x_shape`` and ``cols``' dtype."""
-    n, c = int(x_shape[0]), int(x_shape[1])
-    cols = cols.reshape((n, c) + win.kernel + win.out_shape)
-    dxp = np.zeros((n, c) + win.padded_shape, dtype=cols.dtype)
-    for tap in win.taps():
-        dxp[tap_slices(win, tap)] += cols[(slice(None), slice(None)) + tuple(tap)]
-    if not win.needs_padding:
-        return dxp
-    inner = tuple(slice(pb, pb + i) for i, pb in zip(win.in_shape, win.pads_begin))
-    return np.ascontiguousarray(dxp[(slice(None), slice(None)) + inner])
 
 
 def avg_divisor(win: Window, count_include_pad: int) -> np.ndarray:

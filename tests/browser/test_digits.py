@@ -35,6 +35,13 @@ def trained(browser, site_url):
     ctx.close()
 
 
+def test_matrix_products_run_on_the_wasm_simd_gemm(trained):
+    """The worker linked web/kernels/gemm.wasm into Pyodide and pytrain's products use it."""
+    versions = app_state(trained["page"], "a.versions")
+    assert versions["gemm"] == "wasm-simd"
+    assert versions["python"].startswith("3.8") and versions["numpy"] == "1.17.5"
+
+
 def test_digits_mlp_trains_to_90_percent(trained):
     page = trained["page"]
     epochs = app_state(page, "a.epochs")

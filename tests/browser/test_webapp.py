@@ -108,7 +108,7 @@ def test_call_bridge_reports_user_errors_without_raising():
     assert "label column 'zzz' not found" in reply["error"]["message"]
     reply = json.loads(webapp.call(s, "inspect_model", json.dumps({"blob": {"$blob": 0}, "name": "m.onnx"}),
                                    [b"\x07garbage"])[0])
-    assert reply["error"]["type"] == "ModelFormatError" and reply["error"]["message"].startswith("m.onnx is not")
+    assert reply["error"]["type"] == "ModelFormatError" and reply["error"]["message"].startswith("m.onnx (8 bytes) is not a valid ONNX file")
     reply = json.loads(webapp.call(s, "train_for", "{}")[0])
     assert "no model yet" in reply["error"]["message"]
     reply = json.loads(webapp.call(s, "_need_data", "{}")[0])

@@ -105,10 +105,11 @@ client.on("loading", ({ stage, fraction }) => {
 });
 client.on("ready", (v) => {
   app.ready = true;
+  app.versions = v;
   $("load-bar").style.width = "100%";
   $("loader").classList.add("done");
   $("load-text").textContent = "Python is ready.";
-  $("versions").textContent = `pytrain ${v.pytrain} · Python ${v.python} · numpy ${v.numpy} · Pyodide ${v.pyodide}`;
+  $("versions").textContent = `pytrain ${v.pytrain} · Python ${v.python} · numpy ${v.numpy} · Pyodide ${v.pyodide} · products: ${v.gemm}`;
   document.body.dataset.ready = "1";
   setStatus("setup-status", "Choose data and a model.");
   describeSetup();

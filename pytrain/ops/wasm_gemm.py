@@ -1,10 +1,10 @@
-"""Prototype of the Python half of the wasm-GEMM handshake (runs inside Pyodide 0.17).
+"""The browser's matrix products: the WebAssembly SIMD GEMM (web/kernels/gemm.c) working in
+place on numpy's buffers inside Pyodide's heap.
 
-The page links web/kernels/gemm.wasm into Pyodide's heap and registers it as the
-module ``pytrain_wasm_gemm`` (``sgemm`` + ``work_bytes``); see bench/README.md.
-This file is what pytrain/ops/linalg.py could adopt: 2-D float32 products go to
-the kernel, which reads numpy's buffers in place, everything else to numpy.
-Python 3.8 / numpy 1.17 compatible on purpose.
+The page links gemm.wasm into Pyodide and registers it as the module ``pytrain_wasm_gemm``
+(``sgemm`` + ``work_bytes``; see web/kernels/gemm.js). :func:`install` then routes every 2-D
+float32 product of pytrain.ops.linalg through it; small products stay on numpy, where the
+Python -> JS -> wasm call would cost more than it saves.
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     m, k = a.shape
     k2, n = b.shape
     if k != k2:
-        raise ValueError(f"matmul2d: shapes {a.shape} and {b.shape} do not align")
+        raise ValueError("matmul2d: shapes %s and %s do not align" % (a.shape, b.shape))
     if (_wasm is None or a.dtype != np.float32 or b.dtype != np.float32
             or m * n * k < MIN_MACS or m == 0 or n == 0):
         return FALLBACK(a, b)
