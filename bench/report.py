@@ -134,6 +134,7 @@ def render(res: dict) -> str:
             ratio = f"×{p / o:.2f}" if p and o else "–"
             out.append(f"| {w} | {_fmt(p, 1)} | {_fmt(o, 1)} | {ratio} | {_fmt(b, 1)} |")
         out += ["", "Generation time excludes interpreter start and imports (those are in cold start).", ""]
+    out += _targets_section(res["rows"])
     out += _gemm_section(res.get("gemm") or {})
     out += ["## Method", "",
             "- ms / step: one full training step (forward + loss, backward, AdamW update, "
@@ -160,6 +161,45 @@ def render(res: dict) -> str:
             "- ORT's LayerNormalization gradient needs the node's optional Mean/InvStdDev outputs "
             "declared; the ORT row's generator adds them (torch exports only Y).", ""]
     return "\n".join(out)
+
+
+def _pick(rows: List[dict], workload: str, group: str, runtime_prefix: str, key: str = "step_ms",
+          label_has: str = "") -> Optional[float]:
+    """The best (lowest) value of ``key`` over the matching rows, None when none measured it."""
+    vals = [r.get(key) for r in rows if r["workload"] == workload and r["group"] == group
+            and r["label"].startswith(runtime_prefix) and label_has in r["label"] and r.get(key)]
+    return min(vals) if vals else None
+
+
+def _targets_section(rows: List[dict]) -> List[str]:
+    """Issue #5's targets, each with the ratio this run measured and whether it is met."""
+    def ratio_row(name: str, num: Optional[float], den: Optional[float], limit: float) -> str:
+        if not num or not den:
+            return "| %s | not measured | – |" % name
+        r = num / den
+        return "| %s | ×%.2f (%s vs %s) | %s |" % (name, r, _fmt(num), _fmt(den), "met" if r <= limit else "**not met**")
+
+    out = ["## Targets", "", "| target | this run | met? |", "|---|---|---|"]
+    for w, title in (("mlp", "MLP"), ("cnn", "CNN")):
+        out.append(ratio_row("browser %s step ≤ 1.5× onnxruntime-web" % title,
+                             _pick(rows, w, "browser", "pytrain", label_has="wasm"),
+                             _pick(rows, w, "browser", "onnxruntime-web"), 1.5))
+    out.append(ratio_row("native MLP step ≤ 1.0× onnxruntime-training",
+                         _pick(rows, "mlp", "native", "pytrain"), _pick(rows, "mlp", "native", "onnxruntime"), 1.0))
+    out.append(ratio_row("native CNN step ≤ 1.5× onnxruntime-training",
+                         _pick(rows, "cnn", "native", "pytrain"), _pick(rows, "cnn", "native", "onnxruntime"), 1.5))
+    out.append(ratio_row("native CNN peak memory ≤ 1.2× onnxruntime-training",
+                         _pick(rows, "cnn", "native", "pytrain", "peak_rss_mb"),
+                         _pick(rows, "cnn", "native", "onnxruntime", "peak_rss_mb"), 1.2))
+    gz = _pick(rows, "mlp", "browser", "pytrain", "bytes_gzip")
+    out.append("| page transfer ≤ 13 MB compressed | %s | %s |" % (
+        "%.1f MB" % (gz / 2 ** 20) if gz else "not measured", ("met" if gz <= 13 * 2 ** 20 else "**not met**") if gz else "–"))
+    cold = _pick(rows, "mlp", "browser", "pytrain", "cold_ms")
+    out.append("| first training step ≤ 2.5 s after opening the page | %s | %s |" % (
+        "%.1f s (first visit, empty cache)" % (cold / 1000) if cold else "not measured",
+        ("met" if cold <= 2500 else "**not met**") if cold else "–"))
+    out.append("| first step ≤ 1.5 s on a second visit (Service Worker cache) | not measured: no Service Worker yet | **not met** |")
+    return out + [""]
 
 
 def _gemm_section(g: dict) -> List[str]:
