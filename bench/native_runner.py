@@ -105,7 +105,11 @@ def session_pytrain(d: Path, threads: int):
     if hasattr(optimizer, "set_learning_rate"):
         optimizer.set_learning_rate(LR)
     module.train()
+    return _stepper(module, optimizer)
 
+
+def _stepper(module, optimizer):
+    """One training step through ORT's API, which pytrain shares."""
     def step(x, y) -> float:
         loss = module(x, y)
         optimizer.step()
@@ -127,14 +131,7 @@ def session_ort(d: Path, threads: int):
     optimizer = api.Optimizer(str(d / "optimizer_model.onnx"), module)
     optimizer.set_learning_rate(LR)
     module.train()
-
-    def step(x, y) -> float:
-        loss = module(x, y)
-        optimizer.step()
-        module.lazy_reset_grad()
-        return float(loss)
-
-    return step
+    return _stepper(module, optimizer)
 
 
 def session_torch(workload: str, threads: int):

@@ -11,6 +11,7 @@ import pytest
 from pytrain import artifacts, models
 from pytrain.api import CheckpointState, LinearLRScheduler, Module, Optimizer
 from pytrain.errors import ArtifactError, CheckpointError, InputError, PytrainError
+from train_helpers import train_steps
 
 
 @pytest.fixture()
@@ -239,14 +240,7 @@ def test_dropout_masks_resume_exactly():
     y = rng.integers(0, 3, 16).astype(np.int64)
 
     def run(state, steps):
-        module = Module(arts.training_model, state, arts.eval_model)
-        opt = Optimizer(arts.optimizer_model, module)
-        losses = []
-        for _ in range(steps):
-            losses.append(float(module(x, y)))
-            opt.step()
-            module.lazy_reset_grad()
-        return losses
+        return train_steps(arts, [(x, y)] * steps, state=state)[0]
 
     full_state = CheckpointState.load_checkpoint(arts.checkpoint)
     full = run(full_state, 6)

@@ -5,20 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from pytrain import artifacts, models
-from pytrain.api import CheckpointState, Module, Optimizer
 from pytrain.ops import linalg
+from train_helpers import train_steps
 
 
 def _train(model, x, y, steps=5):
     arts = artifacts.generate_artifacts(model, optimizer=artifacts.SGD(momentum=0.9))
-    state = CheckpointState.load_checkpoint(arts.checkpoint)
-    module = Module(arts.training_model, state, arts.eval_model)
-    opt = Optimizer(arts.optimizer_model, module)
-    losses = []
-    for _ in range(steps):
-        losses.append(float(module(x, y)))
-        opt.step()
-        module.lazy_reset_grad()
+    losses, state = train_steps(arts, [(x, y)] * steps)
     return losses, {k: p.data.copy() for k, p in state.parameters.items()}
 
 

@@ -87,17 +87,9 @@ def _cases():
 
 
 def _run_here(arts, lr, xs, ys):
-    from pytrain.api import CheckpointState, Module, Optimizer
+    from train_helpers import train_steps
 
-    state = CheckpointState.load_checkpoint(arts.checkpoint)
-    module = Module(arts.training_model, state, arts.eval_model)
-    opt = Optimizer(arts.optimizer_model, module)
-    opt.set_learning_rate(lr)
-    losses = []
-    for x, y in zip(xs, ys):
-        losses.append(float(module(x, y)))
-        opt.step()
-        module.lazy_reset_grad()
+    losses, state = train_steps(arts, zip(xs, ys), lr)
     return losses, {k: p.data for k, p in state.parameters.items()}
 
 

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pytrain import artifacts  # noqa: E402
-from pytrain.api import CheckpointState, Module, Optimizer  # noqa: E402
+from train_helpers import train_steps  # noqa: E402
 from torch_models import CNN, MLP, TokenModel, export, seeded, sync_from_onnx, torch_steps  # noqa: E402
 
 STEPS = 50
@@ -46,15 +46,7 @@ OPTIMS = {
 def _pytrain_steps(onnx_bytes, batches, optim, lr, frozen=None):
     arts = artifacts.generate_artifacts(onnx_bytes, frozen_params=frozen, optimizer=optim,
                                         requires_grad=None)
-    state = CheckpointState.load_checkpoint(arts.checkpoint)
-    module = Module(arts.training_model, state, arts.eval_model)
-    opt = Optimizer(arts.optimizer_model, module)
-    opt.set_learning_rate(lr)
-    losses = []
-    for x, y in batches:
-        losses.append(float(module(x, y)))
-        opt.step()
-        module.lazy_reset_grad()
+    losses, state = train_steps(arts, batches, lr)
     return losses, state, arts
 
 
