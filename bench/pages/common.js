@@ -59,6 +59,7 @@
       threads: Number(get("threads", 1)),
       gemm: get("gemm", "0") === "1",
       gen: get("gen", "0") === "1",
+      profile: get("profile", "0") === "1",
     };
   }
 
