@@ -283,6 +283,24 @@ def gzip_big_files(site: Path) -> int:
     return count
 
 
+SW_VERSION_PLACEHOLDER = "__PYTRAIN_SITE_HASH__"
+
+
+def site_hash(site: Path, config: Dict[str, object]) -> str:
+    """A hash of every file the site serves plus config.json (without its build time).
+
+    Written to config.json as "site" and into sw.js as its cache version: any change to the
+    runtime, wheel, data or code gives the service worker a new cache, identical builds keep it.
+    """
+    h = hashlib.sha256()
+    for path in sorted(site.rglob("*")):
+        if path.is_file() and path.suffix != ".gz" and path.name not in ("config.json", ".stamp"):
+            h.update(path.relative_to(site).as_posix().encode() + b"\0")
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+    h.update(json.dumps({k: v for k, v in config.items() if k != "built"}, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
 def source_stamp() -> float:
     """Newest modification time among the build's inputs (to rebuild only when needed)."""
     newest = 0.0
@@ -330,7 +348,11 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
         "mnist": cached_mnist(site),
         "artifacts": build_demo_artifacts(site) if artifacts else {},
     }
+    config["site"] = site_hash(site, config)
     (site / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    sw = site / "sw.js"
+    if sw.is_file():
+        sw.write_text(sw.read_text(encoding="utf-8").replace(SW_VERSION_PLACEHOLDER, config["site"]), encoding="utf-8")
     n = gzip_big_files(site)
     (site / ".stamp").write_text(json.dumps(_stamp(pyodide, artifacts)), encoding="utf-8")
     log("site ready in %s (%d gzipped files, %.1fs)" % (site,

@@ -102,10 +102,14 @@ def encode(parameters: Mapping[str, Parameter], properties: Mapping[str, Propert
     out = io.BytesIO()
     manifest: Dict[str, Any] = {"format": FORMAT, "version": VERSION, "parameters": [],
                                 "properties": dict(properties), "optimizer": None}
+    def member(path: str) -> zipfile.ZipInfo:
+        # a fixed date: the same state always gives the same bytes (caches, diffs, hashes)
+        return zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0))
+
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
         def put(path: str, array: np.ndarray) -> str:
             data = _npy(array)
-            z.writestr(path, data)
+            z.writestr(member(path), data)
             return hashlib.sha256(data).hexdigest()
 
         for i, p in enumerate(parameters.values()):
@@ -124,8 +128,8 @@ def encode(parameters: Mapping[str, Parameter], properties: Mapping[str, Propert
             manifest["optimizer"] = {"step": int(optimizer.step), "learning_rate": optimizer.learning_rate,
                                      "state": slots}
         body = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
-        z.writestr(_MANIFEST, body)
-        z.writestr(_MANIFEST_SUM, hashlib.sha256(body).hexdigest())
+        z.writestr(member(_MANIFEST), body)
+        z.writestr(member(_MANIFEST_SUM), hashlib.sha256(body).hexdigest())
     return out.getvalue()
 
 

@@ -14,7 +14,7 @@
 // Python runs in a Web Worker (worker.js next to this file): the host page never freezes and no
 // data leaves the browser.
 
-import { WorkerClient } from "./js/client.js";
+import { WorkerClient, registerServiceWorker } from "./js/client.js";
 import { LinePlot } from "./js/plot.js";
 
 const EVENTS = ["loading", "ready", "progress", "epoch", "saved", "state", "done", "error"];
@@ -59,7 +59,9 @@ export class Trainer extends EventTarget {
     super();
     this.options = Object.assign({ epochs: 5, batchSize: 32, learningRate: 0.005, optimizer: "AdamW",
                                     hidden: [32], valFraction: 0.2, persist: false }, options);
-    this.client = new WorkerClient(options.workerURL ? { workerURL: options.workerURL } : {});
+    // sw.js (same origin only) caches the runtime for the next visit; see js/client.js.
+    const startAfter = registerServiceWorker();
+    this.client = new WorkerClient(options.workerURL ? { workerURL: options.workerURL, startAfter } : { startAfter });
     this.data = null;
     this.model = null;
     this.lastEpoch = null;

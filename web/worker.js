@@ -114,7 +114,7 @@ async function installWasmGemm() {
   try {
     self.importScripts(BASE + "kernels/gemm.js");
     await self.pytrainGemm.registerWithPyodide(pyodide, BASE + "kernels/gemm.wasm");
-    if (pyodide.runPython("from pytrain.ops import wasm_gemm\nwasm_gemm.install()")) return "wasm-simd";
+    if (pyodide.runPython("from pytrain.ops import wasm_kernels\nwasm_kernels.install()")) return "wasm-simd";
   } catch (err) {
     console.warn("pytrain: the wasm GEMM is unavailable, numpy does the products:", err);
   }

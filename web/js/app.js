@@ -1,12 +1,14 @@
 // The pytrain page: wires the UI to the worker. All Python runs in the worker (../worker.js).
 
-import { WorkerClient } from "./client.js";
+import { WorkerClient, registerServiceWorker } from "./client.js";
 import { LinePlot } from "./plot.js";
 import { DrawPad, paintDigit } from "./draw.js";
 import { download, matchArtifacts, readBytes, readFiles, readText } from "./files.js";
 
 const $ = (id) => document.getElementById(id);
-const client = new WorkerClient();
+// The service worker (../sw.js) caches the runtime so the next visit starts fast; on a first
+// visit the Web Worker waits (briefly) for it so the downloads go through it and get cached.
+const client = new WorkerClient({ startAfter: registerServiceWorker() });
 
 // Shared state; also exposed as window.pytrainApp for the browser tests and for curious users.
 const app = {
@@ -26,6 +28,8 @@ const app = {
   onnxUpload: null,      // {name, bytes} of the uploaded inference model
   errors: [],
   history: { losses: [], epochs: [] },
+  // ms since navigation start (performance.now()): Python ready, first training step reported
+  timing: { ready: null, firstStep: null },
 };
 window.pytrainApp = app;
 
@@ -104,6 +108,7 @@ client.on("loading", ({ stage, fraction }) => {
   $("load-text").textContent = `${stage}… ${Math.round(fraction * 100)}%`;
 });
 client.on("ready", (v) => {
+  app.timing.ready = performance.now();
   app.ready = true;
   app.versions = v;
   $("load-bar").style.width = "100%";
@@ -188,6 +193,7 @@ function metricText(rec) {
 
 let lastProgress = null;
 client.on("progress", (p) => {
+  if (app.timing.firstStep === null) app.timing.firstStep = performance.now();
   lastProgress = p;
   app.step = p.step; app.epoch = p.epoch;
   addLosses(p.firstStep, p.losses);

@@ -2,20 +2,64 @@
 // Shared by the app and the widget: requests get promises, worker events become DOM events.
 
 const DEFAULT_WORKER = new URL("../worker.js", import.meta.url);
+const SERVICE_WORKER = new URL("../sw.js", import.meta.url);
 
-/** A Pyodide + pytrain worker. Events: loading, ready, fatal, progress, epoch, saved, state, done, error. */
+/**
+ * Register the site's service worker (../sw.js caches the Python runtime for the next visit).
+ * Resolves (never rejects) when the Web Worker may start: at once when the page is already
+ * controlled or service workers are unavailable; on a first visit once the new service worker
+ * is active (at most waitMs), so that the runtime downloaded now is cached as it arrives.
+ */
+export async function registerServiceWorker(waitMs = 3000) {
+  const sw = navigator.serviceWorker;   // undefined on http:// other than localhost, or when disabled
+  if (!sw || SERVICE_WORKER.origin !== location.origin) return false;
+  try {
+    if (sw.controller) {   // a later visit: start now, let the browser check for updates meanwhile
+      sw.register(SERVICE_WORKER).catch((e) => console.warn("pytrain: service worker:", e));
+      return true;
+    }
+    const reg = await sw.register(SERVICE_WORKER);
+    const fresh = reg.installing || reg.waiting || (reg.active && reg.active.state === "activating" ? reg.active : null);
+    if (!fresh) return false;   // e.g. a hard reload: registered, but this page bypasses it
+    return await new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), waitMs);
+      const check = () => {
+        if (fresh.state === "activated" || fresh.state === "redundant") { clearTimeout(timer); resolve(fresh.state === "activated"); }
+      };
+      fresh.addEventListener("statechange", check);
+      check();
+    });
+  } catch (e) {
+    console.warn("pytrain: no service worker, every visit downloads the runtime:", e);
+    return false;
+  }
+}
+
+/**
+ * A Pyodide + pytrain worker. Events: loading, ready, fatal, progress, epoch, saved, state, done, error.
+ * startAfter: a promise to wait for before the Web Worker is created (calls made meanwhile are queued).
+ */
 export class WorkerClient extends EventTarget {
-  constructor({ workerURL = DEFAULT_WORKER } = {}) {
+  constructor({ workerURL = DEFAULT_WORKER, startAfter = null } = {}) {
     super();
     this._nextId = 1;
     this._pending = new Map();
+    this._queued = [];
     this.versions = null;
-    this.worker = new Worker(workerURL);
-    this.worker.onmessage = (e) => this._onMessage(e.data);
-    this.worker.onerror = (e) => {
-      e.preventDefault();
-      this._emit("fatal", { type: "WorkerError", message: `the worker failed: ${e.message || "unknown error"}` });
+    this.worker = null;
+    const start = () => {
+      if (this._queued === null) return;   // terminated before it started
+      this.worker = new Worker(workerURL);
+      this.worker.onmessage = (e) => this._onMessage(e.data);
+      this.worker.onerror = (e) => {
+        e.preventDefault();
+        this._emit("fatal", { type: "WorkerError", message: `the worker failed: ${e.message || "unknown error"}` });
+      };
+      for (const [msg, transfer] of this._queued) this.worker.postMessage(msg, transfer);
+      this._queued = [];
     };
+    if (startAfter) Promise.resolve(startAfter).then(start, start);
+    else start();
     this.ready = new Promise((resolve, reject) => {
       this.addEventListener("ready", (e) => { this.versions = e.detail; resolve(e.detail); }, { once: true });
       this.addEventListener("fatal", (e) => reject(Object.assign(new Error(e.detail.message), e.detail)), { once: true });
@@ -28,7 +72,9 @@ export class WorkerClient extends EventTarget {
     const id = this._nextId++;
     return new Promise((resolve, reject) => {
       this._pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, cmd, args }, transfer);
+      if (this.worker) this.worker.postMessage({ id, cmd, args }, transfer);
+      else if (this._queued) this._queued.push([{ id, cmd, args }, transfer]);
+      else { this._pending.delete(id); reject(new Error("the worker was stopped")); }
     });
   }
 
@@ -40,7 +86,8 @@ export class WorkerClient extends EventTarget {
   }
 
   terminate() {
-    this.worker.terminate();
+    if (this.worker) this.worker.terminate();
+    this._queued = null;
     for (const { reject } of this._pending.values()) reject(new Error("the worker was stopped"));
     this._pending.clear();
   }

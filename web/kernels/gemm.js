@@ -63,6 +63,7 @@
       sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) {
         raw(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, workPtr);
       },
+      adam: exports.pytrain_adam,
     };
   }
 
@@ -95,6 +96,7 @@
     const gemm = await instantiateInPyodide(source, pyodide);
     pyodide.registerJsModule(name, {
       sgemm: gemm.sgemm,
+      adam: gemm.adam,
       work_bytes: gemm.workBytes,
     });
     return gemm;

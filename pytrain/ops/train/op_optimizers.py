@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
@@ -40,6 +40,18 @@ def sgd_step(ctx: OpContext, lr: np.ndarray, step: np.ndarray, param: np.ndarray
     return (param, momentum_buf)
 
 
+AdamBackend = Callable[..., bool]
+_adam_backend: Optional[AdamBackend] = None
+
+
+def set_adam_backend(backend: Optional[AdamBackend]) -> Optional[AdamBackend]:
+    """Use ``backend(param, grad, m, v, lr, step, beta1, beta2, epsilon, weight_decay, decoupled)``
+    for Adam updates when it returns True (the browser's one-pass wasm kernel); returns the previous."""
+    global _adam_backend
+    previous, _adam_backend = _adam_backend, backend
+    return previous
+
+
 @kernel("AdamStep", domain=PYTRAIN_DOMAIN, inplace=True)
 def adam_step(ctx: OpContext, lr: np.ndarray, step: np.ndarray, param: np.ndarray, grad: np.ndarray,
               m: np.ndarray, v: np.ndarray, *, beta1: float = 0.9, beta2: float = 0.999,
@@ -50,6 +62,9 @@ def adam_step(ctx: OpContext, lr: np.ndarray, step: np.ndarray, param: np.ndarra
     p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps), with weight decay
     as L2 on g (Adam) or as p *= 1 - lr*wd before the update (AdamW)."""
     lr_, t = float(lr), int(step)
+    if _adam_backend is not None and _adam_backend(
+            param, grad, m, v, lr_, t, beta1, beta2, epsilon, weight_decay, decoupled):
+        return (param, m, v)
     g = grad
     if weight_decay:
         if decoupled:

@@ -166,4 +166,66 @@ def test_committed_wasm_exports():
                          text=True, check=True)
     imports, exports = json.loads(res.stdout)
     assert imports == [{"module": "env", "name": "memory", "kind": "memory"}]
-    assert exports == ["pytrain_sgemm", "pytrain_sgemm_work_bytes"]
+    assert exports == ["pytrain_adam", "pytrain_sgemm", "pytrain_sgemm_work_bytes"]
+
+
+# Runs pytrain_adam on (p, g, m, v) from in.bin for each case in adam.json; writes p, m, v.
+ADAM_DRIVER = r"""
+const fs = require("fs");
+const [gemmJs, wasm, dir] = process.argv.slice(2);
+const { instantiateWithMemory } = require(gemmJs);
+(async () => {
+  const cases = JSON.parse(fs.readFileSync(dir + "/adam.json"));
+  const data = new Float32Array(new Uint8Array(fs.readFileSync(dir + "/in.bin")).buffer);
+  const memory = new WebAssembly.Memory({ initial: 16 });
+  const k = await instantiateWithMemory(wasm, memory);
+  const out = [];
+  let off = 0;
+  for (const c of cases) {
+    const n = c.n, base = k.workPtr + k.workBytes + 64;
+    const need = base + 16 * n + 64 - memory.buffer.byteLength;
+    if (need > 0) memory.grow(Math.ceil(need / 65536));
+    new Float32Array(memory.buffer).set(data.subarray(off, off + 4 * n), base / 4);
+    off += 4 * n;
+    const [p, g, m, v] = [0, 1, 2, 3].map((i) => base + 4 * n * i);
+    k.adam(n, p, g, m, v, ...c.args);
+    for (const ptr of [p, m, v]) out.push(new Float32Array(memory.buffer, ptr, n).slice());
+  }
+  const all = new Float32Array(out.reduce((s, x) => s + x.length, 0));
+  let o = 0;
+  for (const x of out) { all.set(x, o); o += x.length; }
+  fs.writeFileSync(dir + "/out.bin", Buffer.from(all.buffer));
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def test_adam_kernel_equals_the_numpy_update_bit_for_bit(wasm_path: Path, tmp_path: Path):
+    """web/kernels/optim.c makes the same float32 operations as AdamStep's numpy path."""
+    import math
+
+    from pytrain.ops import OpContext, get_kernel
+    from pytrain.ops.registry import PYTRAIN_DOMAIN
+
+    adam_step = get_kernel("AdamStep", PYTRAIN_DOMAIN).fn
+    rng = np.random.default_rng(7)
+    cases, chunks, expected = [], [], []
+    for n, lr, step, wd, decoupled in ((1000, 1e-3, 1, 0.01, 1), (333, 0.1, 7, 0.05, 0), (64, 3e-3, 50, 0.0, 1)):
+        p, g = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        m, v = (rng.standard_normal(n) * 0.1).astype(np.float32), (rng.random(n) * 0.01).astype(np.float32)
+        chunks += [p, g, m, v]
+        b1, b2, eps = 0.9, 0.999, 1e-8
+        lr = float(np.float32(lr))  # the optimizer model feeds the learning rate as float32
+        cases.append({"n": n, "args": [1.0 - b1, b1, 1.0 - b2, b2, 1.0 / math.sqrt(1.0 - b2 ** step), eps,
+                                       lr / (1.0 - b1 ** step), wd, decoupled, 1.0 - lr * wd]})
+        pe, me, ve = p.copy(), m.copy(), v.copy()
+        adam_step(OpContext(), np.array(lr, np.float32), np.array(step), pe, g, me, ve, beta1=b1, beta2=b2,
+                  epsilon=eps, weight_decay=wd, decoupled=decoupled)
+        expected += [pe, me, ve]
+    (tmp_path / "adam.json").write_text(json.dumps(cases))
+    np.concatenate(chunks).tofile(tmp_path / "in.bin")
+    driver = tmp_path / "adam.js"
+    driver.write_text(ADAM_DRIVER)
+    subprocess.run([NODE, str(driver), str(KERNELS / "gemm.js"), str(wasm_path), str(tmp_path)],
+                   check=True, capture_output=True, timeout=120)
+    got = np.fromfile(tmp_path / "out.bin", dtype=np.float32)
+    np.testing.assert_array_equal(got, np.concatenate(expected))

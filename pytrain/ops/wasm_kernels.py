@@ -1,13 +1,14 @@
-"""The browser's matrix products: the WebAssembly SIMD GEMM (web/kernels/gemm.c) working in
-place on numpy's buffers inside Pyodide's heap.
+"""The browser's WebAssembly kernels (web/kernels/gemm.c, optim.c), working in place on
+numpy's buffers inside Pyodide's heap: the SIMD GEMM and the one-pass Adam update.
 
 The page links gemm.wasm into Pyodide and registers it as the module ``pytrain_wasm_gemm``
-(``sgemm`` + ``work_bytes``; see web/kernels/gemm.js). :func:`install` then routes every 2-D
-float32 product of pytrain.ops.linalg through it; small products stay on numpy, where the
-Python -> JS -> wasm call would cost more than it saves.
+(``sgemm``, ``adam``, ``work_bytes``; see web/kernels/gemm.js). :func:`install` then routes every
+2-D float32 product of pytrain.ops.linalg and every float32 Adam/AdamW update through them;
+small products stay on numpy, where the Python -> JS -> wasm call would cost more than it saves.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple
 
 import numpy as np
@@ -80,14 +81,34 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return c
 
 
+def adam(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, lr: float, step: int,
+         beta1: float, beta2: float, epsilon: float, weight_decay: float, decoupled: int) -> bool:
+    """One Adam/AdamW update in place, in one pass (web/kernels/optim.c); False when the arrays
+    are not all contiguous float32 of one size, leaving the update to numpy."""
+    arrays = (param, grad, m, v)
+    if _wasm is None or any(a.dtype != np.float32 or not a.flags.c_contiguous or a.size != param.size
+                            for a in arrays):
+        return False
+    if param.size:
+        # the same float32 constants the numpy path multiplies by (op_optimizers.adam_step)
+        _wasm.adam(param.size, _ptr(param), _ptr(grad), _ptr(m), _ptr(v), 1.0 - beta1, beta1,
+                   1.0 - beta2, beta2, 1.0 / math.sqrt(1.0 - beta2 ** step), epsilon,
+                   lr / (1.0 - beta1 ** step), weight_decay, int(decoupled), 1.0 - lr * weight_decay)
+    return True
+
+
 def install() -> bool:
-    """Route pytrain's 2-D float32 products through the kernel (pytrain.ops.linalg.set_backend)."""
+    """Route pytrain's 2-D float32 products (pytrain.ops.linalg.set_backend) and Adam updates
+    (op_optimizers.set_adam_backend) through the kernels."""
     global FALLBACK
     if _wasm is None:
         return False
     from pytrain.ops import linalg
+    from pytrain.ops.train import op_optimizers
 
     previous = linalg.set_backend(matmul2d)
     if previous is not None and previous is not matmul2d:
         FALLBACK = previous
+    if hasattr(_wasm, "adam"):  # a page may register the GEMM alone
+        op_optimizers.set_adam_backend(adam)
     return True
