@@ -4,12 +4,13 @@ initialisation (Kaiming-uniform with a = sqrt(5)), so they train like torch's la
 from __future__ import annotations
 
 import math
-from typing import Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from pytrain import dtypes
 from pytrain.errors import ArtifactError
+from pytrain.graph import NameScope, all_names
 from pytrain.proto import (ModelProto, from_array, make_graph, make_model, make_node, make_opsetid,
                            make_value_info)
 
@@ -110,6 +111,28 @@ def cnn(input_shape: Sequence[int] = (1, 28, 28), num_classes: int = 10, channel
     graph = make_graph(nodes, "cnn", [make_value_info(input_name, dtypes.FLOAT, ["N"] + [int(d) for d in input_shape])],
                        [make_value_info(output_name, dtypes.FLOAT, ["N", num_classes])], inits)
     return make_model(graph, [make_opsetid("", OPSET)])
+
+
+def with_standardization(model: ModelProto, mean: np.ndarray, std: np.ndarray,
+                         input_name: Optional[str] = None) -> Tuple[ModelProto, List[str]]:
+    """A copy of ``model`` computing ``(x - mean) / std`` on its input before anything reads it,
+    so a model trained on standardised features takes the raw ones. Returns the model and the
+    names of the two new initializers (mean, std), which callers freeze rather than train."""
+    model = ModelProto.FromString(model.SerializeToString())
+    g = model.graph
+    if input_name is None:
+        inits = {t.name for t in g.initializer}
+        input_name = [v.name for v in g.input if v.name not in inits][0]
+    scope = NameScope(all_names(g))
+    mean_name, std_name = scope.fresh(input_name + ".mean"), scope.fresh(input_name + ".std")
+    centred, scaled = scope.fresh(input_name + ".centred"), scope.fresh(input_name + ".standardized")
+    for n in g.node:
+        n.input[:] = [scaled if i == input_name else i for i in n.input]
+    g.initializer.extend([from_array(np.asarray(mean, np.float32), mean_name),
+                          from_array(np.asarray(std, np.float32), std_name)])
+    g.node[0:0] = [make_node("Sub", [input_name, mean_name], [centred], name="standardize/sub"),
+                   make_node("Div", [centred, std_name], [scaled], name="standardize/div")]
+    return model, [mean_name, std_name]
 
 
 def to_bytes(model: ModelProto) -> bytes:

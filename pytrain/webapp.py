@@ -27,7 +27,6 @@ ARTIFACT_FILES = {
 MNIST_MAGIC = b"PTMNIST1"
 LOSSES = ("CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "L1Loss")
 OPTIMIZERS = ("AdamW", "Adam", "SGD")
-MEAN_NAME, STD_NAME = "pytrain_input_mean", "pytrain_input_std"
 _FLOAT_TYPES = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 
@@ -135,25 +134,6 @@ def describe_model(model: Any) -> Dict[str, Any]:
         raise ModelFormatError("the model declares no graph output")
     return {"inputs": inputs, "outputs": outputs, "params": params, "ops": ops,
             "nodes": len(graph.node), "opset": _proto.opset_version(model)}
-
-
-def with_standardizer(model: Any, mean: np.ndarray, std: np.ndarray) -> Any:
-    """A copy of ``model`` whose first step is ``(input - mean) / std``.
-
-    Baking the statistics into the graph means the exported model takes raw rows, exactly
-    like the CSV the user uploaded.
-    """
-    model = _proto.load_model(_proto.model_to_bytes(model))
-    graph = model.graph
-    name = [vi.name for vi in graph.input if vi.name not in {t.name for t in graph.initializer}][0]
-    centred, scaled = name + "__centred", name + "__standardized"
-    for node in graph.node:
-        node.input[:] = [scaled if i == name else i for i in node.input]
-    graph.initializer.append(_proto.from_array(np.asarray(mean, np.float32), MEAN_NAME))
-    graph.initializer.append(_proto.from_array(np.asarray(std, np.float32), STD_NAME))
-    graph.node[:0] = [_proto.make_node("Sub", [name, MEAN_NAME], [centred], name="standardize_sub"),
-                      _proto.make_node("Div", [centred, STD_NAME], [scaled], name="standardize_div")]
-    return model
 
 
 def _label_consumer_output(training: Any, label_name: str) -> Optional[str]:
@@ -352,8 +332,8 @@ class Session:
         stats = None
         if standardize:
             st = _data.Standardizer.fit(d["train_x"].reshape(len(d["train_x"]), -1))
-            model = with_standardizer(model, st.mean, st.std)
-            frozen = [MEAN_NAME, STD_NAME]
+            # baked into the graph, so the exported model takes raw rows like the uploaded CSV
+            model, frozen = models.with_standardization(model, st.mean, st.std)
             stats = st.to_dict()
         loss = "CrossEntropyLoss" if classification else "MSELoss"
         arts = _generate(model, loss, optimizer, frozen=frozen, output_name="output")

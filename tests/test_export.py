@@ -117,3 +117,22 @@ def test_export_errors_name_the_problem():
         module.export_model_for_inferencing(None, ["nope"])
     with pytest.raises(ArtifactError, match="label"):
         module.export_model_for_inferencing(None, ["loss"])
+
+
+def test_standardization_baked_into_the_model():
+    """models.with_standardization: the model computes (x - mean) / std first, so the exported
+    model takes raw features; the statistics stay frozen while the rest trains."""
+    from pytrain import models
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((32, 4)) * [1, 10, 100, 0.1] + [5, -3, 50, 0]).astype(np.float32)
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    base = models.mlp(4, [6], 3, seed=2)
+    model, stats = models.with_standardization(base, mean, std)
+    arts = artifacts.generate_artifacts(model, frozen_params=stats)
+    assert sorted(arts.summary["frozen"]) == sorted(stats)
+    module = Module(arts.training_model, CheckpointState.load_checkpoint(arts.checkpoint), arts.eval_model)
+    exported = module.export_model_for_inferencing(None, ["output"])
+    got = ort.InferenceSession(exported).run(None, {"input": x})[0]
+    want = ort.InferenceSession(base.SerializeToString()).run(None, {"input": (x - mean) / std})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

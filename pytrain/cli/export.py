@@ -33,10 +33,12 @@ def run(args: argparse.Namespace) -> int:
     raw = state.properties.get(A.P_STANDARDIZER)
     baked = False
     if raw and not args.raw_inputs:
-        from pytrain.cli._standardize import prepend_standardizer
+        from pytrain.models import with_standardization
 
         data_inputs, _ = art.inputs(state)
-        blob = prepend_standardizer(blob, data_inputs[0].name, data.Standardizer.from_json(str(raw)))
+        st = data.Standardizer.from_json(str(raw))
+        blob = with_standardization(ModelProto.FromString(blob), st.mean, st.std,
+                                    data_inputs[0].name)[0].SerializeToString()
         baked = True
     write_file_atomic(args.output, blob)
     model = ModelProto.FromString(blob)
