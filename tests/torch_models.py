@@ -80,7 +80,7 @@ def torch_steps(model: nn.Module, opt: torch.optim.Optimizer, batches, loss_fn=N
         loss = loss_fn(model(torch.from_numpy(x)), torch.from_numpy(y))
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     return losses
 
 
