@@ -166,7 +166,8 @@ def test_committed_wasm_exports():
                          text=True, check=True)
     imports, exports = json.loads(res.stdout)
     assert imports == [{"module": "env", "name": "memory", "kind": "memory"}]
-    assert exports == ["pytrain_adam", "pytrain_sgemm", "pytrain_sgemm_work_bytes"]
+    assert exports == ["pytrain_adam", "pytrain_col2im", "pytrain_im2col", "pytrain_sgemm",
+                       "pytrain_sgemm_work_bytes"]
 
 
 # Runs pytrain_adam on (p, g, m, v) from in.bin for each case in adam.json; writes p, m, v.
@@ -229,3 +230,80 @@ def test_adam_kernel_equals_the_numpy_update_bit_for_bit(wasm_path: Path, tmp_pa
                    check=True, capture_output=True, timeout=120)
     got = np.fromfile(tmp_path / "out.bin", dtype=np.float32)
     np.testing.assert_array_equal(got, np.concatenate(expected))
+
+
+# Runs pytrain_im2col (padded input -> columns) or pytrain_col2im (columns -> zeroed padded
+# input) per case in im2col.json on the data in in.bin; writes the results.
+IM2COL_DRIVER = r"""
+const fs = require("fs");
+const [gemmJs, wasm, dir] = process.argv.slice(2);
+const { instantiateWithMemory } = require(gemmJs);
+(async () => {
+  const cases = JSON.parse(fs.readFileSync(dir + "/im2col.json"));
+  const data = new Float32Array(new Uint8Array(fs.readFileSync(dir + "/in.bin")).buffer);
+  const memory = new WebAssembly.Memory({ initial: 16 });
+  const k = await instantiateWithMemory(wasm, memory);
+  const out = [];
+  let off = 0;
+  for (const c of cases) {
+    const base = k.workPtr + k.workBytes + 64, colsPtr = base + 4 * c.in_len;
+    const need = colsPtr + 4 * c.out_len + 64 - memory.buffer.byteLength;
+    if (need > 0) memory.grow(Math.ceil(need / 65536));
+    new Float32Array(memory.buffer).set(data.subarray(off, off + c.in_len), base / 4);
+    new Float32Array(memory.buffer, colsPtr, c.out_len).fill(0);
+    off += c.in_len;
+    k[c.fn](base, colsPtr, ...c.args);
+    out.push(new Float32Array(memory.buffer, colsPtr, c.out_len).slice());
+  }
+  const all = new Float32Array(out.reduce((s, x) => s + x.length, 0));
+  let o = 0;
+  for (const x of out) { all.set(x, o); o += x.length; }
+  fs.writeFileSync(dir + "/out.bin", Buffer.from(all.buffer));
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def test_im2col_kernels_equal_conv_columns_and_its_adjoint(wasm_path: Path, tmp_path: Path):
+    """web/kernels/im2col.c builds exactly pytrain.ops.windows.conv_columns' matrix, and its
+    col2im equals conv_columns_adjoint (before the padding is cropped)."""
+    from pytrain.ops.windows import conv_columns, conv_columns_adjoint, geometry, pad_spatial
+
+    rng = np.random.default_rng(3)
+    cases, chunks, expected = [], [], []
+    for shape, kernel, strides, dilations, pads in (
+            ((2, 3, 9, 8), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+            ((3, 1, 28, 28), (5, 5), (1, 1), (1, 1), (0, 0, 0, 0)),
+            ((2, 4, 11, 10), (3, 2), (2, 3), (2, 1), (0, 1, 2, 0))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        win = geometry("Conv", x.shape, kernel, strides, dilations, pads, "NOTSET")
+        xp = np.ascontiguousarray(pad_spatial(x, win))
+        cols = conv_columns(x, win, 1)[0]
+        n, c, h, w = xp.shape
+        args = [n, c, h, w, *win.kernel, *win.out_shape, *win.strides, *win.dilations]
+        cases.append({"fn": "im2col", "in_len": xp.size, "out_len": cols.size, "args": args})
+        chunks.append(xp.ravel())
+        expected.append(np.ascontiguousarray(cols).ravel())
+        # col2im of random columns, checked on the input area against the numpy adjoint
+        dcols = rng.standard_normal(cols.shape).astype(np.float32)
+        cases.append({"fn": "col2im", "in_len": dcols.size, "out_len": xp.size, "args": args,
+                      "pads_begin": list(win.pads_begin)})
+        chunks.append(dcols.ravel())
+        expected.append(conv_columns_adjoint(dcols, win, x.shape))
+    (tmp_path / "im2col.json").write_text(json.dumps(cases))
+    np.concatenate(chunks).tofile(tmp_path / "in.bin")
+    driver = tmp_path / "im2col.js"
+    driver.write_text(IM2COL_DRIVER)
+    subprocess.run([NODE, str(driver), str(KERNELS / "gemm.js"), str(wasm_path), str(tmp_path)],
+                   check=True, capture_output=True, timeout=120)
+    got = np.fromfile(tmp_path / "out.bin", dtype=np.float32)
+    o = 0
+    for case, want in zip(cases, expected):
+        part = got[o:o + case["out_len"]]
+        o += case["out_len"]
+        if case["fn"] == "col2im":  # crop the padding as conv_columns_adjoint does
+            n, c, h, w = case["args"][:4]
+            part = part.reshape(n, c, h, w)[(slice(None), slice(None)) + tuple(
+                slice(pb, pb + i) for pb, i in zip(case["pads_begin"], want.shape[2:]))]
+            np.testing.assert_allclose(part, want, rtol=1e-6, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(part, want)

@@ -7,7 +7,7 @@ import numpy as np
 from pytrain.errors import InputError
 from pytrain.ops import linalg
 from pytrain.ops.registry import kernel
-from pytrain.ops.windows import geometry, pad_spatial, windows_view
+from pytrain.ops.windows import conv_columns, geometry
 
 
 @kernel("Conv")
@@ -28,10 +28,7 @@ def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     win = geometry("Conv", X.shape, ks, strides, dilations, pads, auto_pad)
     # The batch folded into the columns: one (M/G, C/G*K) @ (C/G*K, N*L) product per group,
     # large enough for a fast GEMM (and the browser's wasm kernel) instead of N small ones.
-    rank = win.rank
-    v = windows_view(pad_spatial(X, win), win)  # (N, C, *kernel, *out)
-    order = (1,) + tuple(range(2, 2 + rank)) + (0,) + tuple(range(2 + rank, 2 + 2 * rank))
-    cols = v.transpose(order).reshape(group, c // group * int(np.prod(ks)), -1)  # (G, C/G*K, N*L)
+    cols = conv_columns(X, win, group)  # (G, C/G*K, N*L)
     y = linalg.matmul(W.reshape(group, m // group, -1), cols)  # (G, M/G, N*L)
     y = np.asarray(y, dtype=X.dtype).reshape((m, n) + win.out_shape)
     y = np.ascontiguousarray(np.swapaxes(y, 0, 1))

@@ -1,9 +1,9 @@
-"""The browser's WebAssembly kernels (web/kernels/gemm.c, optim.c), working in place on
-numpy's buffers inside Pyodide's heap: the SIMD GEMM and the one-pass Adam update.
+"""The browser's WebAssembly kernels (web/kernels/gemm.c, optim.c, im2col.c), working in place
+on numpy's buffers inside Pyodide's heap: the SIMD GEMM, the one-pass Adam update, im2col/col2im.
 
 The page links gemm.wasm into Pyodide and registers it as the module ``pytrain_wasm_gemm``
-(``sgemm``, ``adam``, ``work_bytes``; see web/kernels/gemm.js). :func:`install` then routes every
-2-D float32 product of pytrain.ops.linalg and every float32 Adam/AdamW update through them;
+(``sgemm``, ``adam``, ``im2col``, ``col2im``, ``work_bytes``; see web/kernels/gemm.js). :func:`install` then
+routes 2-D float32 products, Adam/AdamW updates and 2-D convolution columns through them;
 small products stay on numpy, where the Python -> JS -> wasm call would cost more than it saves.
 """
 from __future__ import annotations
@@ -97,13 +97,41 @@ def adam(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, lr: 
     return True
 
 
+def columns(xp: np.ndarray, win) -> Optional[np.ndarray]:
+    """conv_columns' matrix (C*K, N*L) for a 2-D convolution of the padded float32 input ``xp``
+    (web/kernels/im2col.c); None for other cases, which numpy handles."""
+    if win.rank != 2 or xp.dtype != np.float32 or not xp.flags.c_contiguous:
+        return None
+    n, c, h, w = xp.shape
+    (kh, kw), (oh, ow) = win.kernel, win.out_shape
+    cols = np.empty((c * kh * kw, n * oh * ow), dtype=np.float32)
+    if cols.size:
+        _wasm.im2col(_ptr(xp), _ptr(cols), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
+                     win.dilations[0], win.dilations[1])
+    return cols
+
+
+def columns_adjoint(cols: np.ndarray, win, padded_shape) -> Optional[np.ndarray]:
+    """conv_columns_adjoint's padded (N, C, H, W) sum for a 2-D convolution (web/kernels/im2col.c)."""
+    if win.rank != 2 or cols.dtype != np.float32:
+        return None
+    cols = np.ascontiguousarray(cols)
+    n, c, h, w = padded_shape
+    (kh, kw), (oh, ow) = win.kernel, win.out_shape
+    xp = np.zeros(padded_shape, dtype=np.float32)
+    if cols.size:
+        _wasm.col2im(_ptr(cols), _ptr(xp), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
+                     win.dilations[0], win.dilations[1])
+    return xp
+
+
 def install() -> bool:
     """Route pytrain's 2-D float32 products (pytrain.ops.linalg.set_backend) and Adam updates
     (op_optimizers.set_adam_backend) through the kernels."""
     global FALLBACK
     if _wasm is None:
         return False
-    from pytrain.ops import linalg
+    from pytrain.ops import linalg, windows
     from pytrain.ops.train import op_optimizers
 
     previous = linalg.set_backend(matmul2d)
@@ -111,4 +139,6 @@ def install() -> bool:
         FALLBACK = previous
     if hasattr(_wasm, "adam"):  # a page may register the GEMM alone
         op_optimizers.set_adam_backend(adam)
+    if hasattr(_wasm, "im2col") and hasattr(_wasm, "col2im"):
+        windows.set_columns_backend(columns, columns_adjoint)
     return True

@@ -15,7 +15,7 @@ output size to the element, so both compute it here:
 from __future__ import annotations
 
 import itertools
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -185,6 +185,53 @@ def windows_view(xp: np.ndarray, win: Window) -> np.ndarray:
     strides = (st[0], st[1]) + tuple(s * d for s, d in zip(st[2:], win.dilations)) \
         + tuple(s * k for s, k in zip(st[2:], win.strides))
     return as_strided(xp, shape=shape, strides=strides, writeable=False)
+
+
+ColumnsBackend = Callable[..., Optional[np.ndarray]]
+_columns_backend: Optional[ColumnsBackend] = None
+_adjoint_backend: Optional[ColumnsBackend] = None
+
+
+def set_columns_backend(columns: Optional[ColumnsBackend], adjoint: Optional[ColumnsBackend]) -> tuple:
+    """Use ``columns(xp, win)`` for :func:`conv_columns` and ``adjoint(dcols, win, padded_shape)``
+    for :func:`conv_columns_adjoint` where they return an array (the browser's wasm im2col and
+    col2im); returns the previous pair."""
+    global _columns_backend, _adjoint_backend
+    previous = (_columns_backend, _adjoint_backend)
+    _columns_backend, _adjoint_backend = columns, adjoint
+    return previous
+
+
+def conv_columns(x: np.ndarray, win: Window, group: int) -> np.ndarray:
+    """The im2col matrix with the batch folded into the columns, shape ``(G, C/G*K, N*L)``:
+    row ``c*K + tap`` (taps in C order), column ``n*L + l`` holds what tap ``tap`` of channel ``c``
+    sees at output position ``l`` of sample ``n``. Conv is then one product per group, and its
+    weight gradient too."""
+    xp = pad_spatial(x, win)
+    cols = _columns_backend(xp, win) if _columns_backend is not None else None
+    if cols is None:
+        rank = win.rank
+        order = (1,) + tuple(range(2, 2 + rank)) + (0,) + tuple(range(2 + rank, 2 + 2 * rank))
+        cols = windows_view(xp, win).transpose(order)  # (C, *kernel, N, *out)
+    return cols.reshape(group, -1, x.shape[0] * int(np.prod(win.out_shape)))
+
+
+def conv_columns_adjoint(dcols: np.ndarray, win: Window, x_shape: Sequence[int]) -> np.ndarray:
+    """The adjoint of :func:`conv_columns` (col2im): add a ``(C*K, N*L)`` column matrix back onto
+    an input of shape ``x_shape`` (N, C, *spatial); overlapping windows accumulate."""
+    n, c = int(x_shape[0]), int(x_shape[1])
+    padded = (n, c) + win.padded_shape
+    cols2d = dcols.reshape(c * int(np.prod(win.kernel)), -1)
+    dxp = _adjoint_backend(cols2d, win, padded) if _adjoint_backend is not None else None
+    if dxp is None:
+        # (C, N, ...) layout, so the columns need no transpose; one tap's slice never overlaps itself
+        d = cols2d.reshape((c,) + win.kernel + (n,) + win.out_shape)
+        acc = np.zeros((c, n) + win.padded_shape, dtype=dcols.dtype)
+        for tap in win.taps():
+            acc[tap_slices(win, tap)] += d[(slice(None),) + tuple(tap)]
+        dxp = np.swapaxes(acc, 0, 1)
+    inner = tuple(slice(pb, pb + i) for i, pb in zip(win.in_shape, win.pads_begin))
+    return np.ascontiguousarray(dxp[(slice(None), slice(None)) + inner])
 
 
 def avg_divisor(win: Window, count_include_pad: int) -> np.ndarray:

@@ -13,7 +13,7 @@ CC=${CC:-clang}
 # would otherwise sit at a fixed address inside the host's memory.
 $CC --target=wasm32 -msimd128 -O3 -ffreestanding -fno-builtin -nostdlib \
     -Wl,--no-entry -Wl,--import-memory -Wl,-z,stack-size=0 -Wl,--strip-all \
-    "$@" -o "$out" "$here/gemm.c" "$here/optim.c"
+    "$@" -o "$out" "$here/gemm.c" "$here/optim.c" "$here/im2col.c"
 if command -v llvm-objdump >/dev/null 2>&1; then
     # global 0 is __stack_pointer; any access means a spill into host memory.
     if llvm-objdump -d "$out" | grep -Eq 'global\.(get|set)'; then

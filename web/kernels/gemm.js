@@ -64,6 +64,8 @@
         raw(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, workPtr);
       },
       adam: exports.pytrain_adam,
+      im2col: exports.pytrain_im2col,
+      col2im: exports.pytrain_col2im,
     };
   }
 
@@ -97,6 +99,8 @@
     pyodide.registerJsModule(name, {
       sgemm: gemm.sgemm,
       adam: gemm.adam,
+      im2col: gemm.im2col,
+      col2im: gemm.col2im,
       work_bytes: gemm.workBytes,
     });
     return gemm;

@@ -12,7 +12,7 @@ import numpy as np
 from pytrain.errors import InputError
 from pytrain.ops import linalg
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
-from pytrain.ops.windows import geometry, pad_spatial, tap_slices, windows_view
+from pytrain.ops.windows import conv_columns, conv_columns_adjoint, geometry
 
 
 @kernel("ConvGrad", domain=PYTRAIN_DOMAIN)
@@ -38,26 +38,16 @@ def conv_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, a
     if dY.shape != (n, m) + win.out_shape:
         raise InputError("%s: dY has shape %s, expected Conv's output shape %s"
                          % (op, dY.shape, (n, m) + win.out_shape))
-    rank = win.rank
 
     # Channels first and the batch folded into the columns: one matmul per group covers all of N.
     dy = np.moveaxis(dY, 1, 0).reshape(g, m // g, -1)  # (G, M/G, N*L)
     dX = dW = dB = None
     if ctx.wants(1):
-        v = windows_view(pad_spatial(X, win), win)  # (N, C, *kernel, *out)
-        order = (1,) + tuple(range(2, 2 + rank)) + (0,) + tuple(range(2 + rank, 2 + 2 * rank))
-        cols = v.transpose(order).reshape(g, -1, dy.shape[-1])  # (G, C/G*K, N*L)
+        cols = conv_columns(X, win, g)  # (G, C/G*K, N*L)
         dW = linalg.matmul(dy, np.swapaxes(cols, 1, 2)).reshape(W.shape).astype(W.dtype, copy=False)
     if ctx.wants(0):
         dcols = linalg.matmul(np.swapaxes(W.reshape(g, m // g, -1), 1, 2), dy)  # (G, C/G*K, N*L)
-        dcols = dcols.reshape((c,) + win.kernel + (n,) + win.out_shape)
-        # col2im in (C, N, ...) layout, so dcols needs no transpose; each tap's slice is disjoint.
-        dxp = np.zeros((c, n) + win.padded_shape, dtype=dcols.dtype)
-        for tap in win.taps():
-            dxp[tap_slices(win, tap)] += dcols[(slice(None),) + tuple(tap)]
-        inner = tuple(slice(pb, pb + i) for i, pb in zip(win.in_shape, win.pads_begin))
-        dX = np.ascontiguousarray(np.swapaxes(dxp[(slice(None), slice(None)) + inner], 0, 1))
-        dX = dX.astype(X.dtype, copy=False)
+        dX = conv_columns_adjoint(dcols, win, X.shape).astype(X.dtype, copy=False)
     if ctx.wants(2):
         dB = np.sum(dY, axis=(0,) + tuple(range(2, dY.ndim)))
     return (dX, dW, dB)
