@@ -153,7 +153,7 @@ def browser_rows(steps: dict) -> List[dict]:
     return [
         dict(label="pytrain (Pyodide 0.17.1, numpy)", page="pytrain.html",
              query=q("pyodide_warmup", "pyodide_steps") + "&gemm=0", isolated=False),
-        dict(label="pytrain (Pyodide 0.17.1 + wasm sgemm)", page="pytrain.html",
+        dict(label="pytrain (Pyodide 0.17.1 + wasm kernels)", page="pytrain.html",
              query=q("pyodide_warmup", "pyodide_steps") + "&gemm=1", isolated=False),
         dict(label="onnxruntime-web 1.19.2 training (1 thread)", page="ort.html",
              query=q("ort_web_warmup", "ort_web_steps") + "&threads=1", isolated=False),
