@@ -117,3 +117,30 @@ def test_same_training_on_python38_numpy117(py38, tmp_path):
         for name, value in params.items():
             assert got[case + "/" + name].dtype == value.dtype
             np.testing.assert_allclose(got[case + "/" + name], value, rtol=1e-4, atol=1e-6, err_msg=case + "/" + name)
+
+
+def test_data_and_cli_on_python38_numpy117(py38, tmp_path):
+    """pytrain.data (which the browser also uses for CSV uploads) and the CLI on numpy 1.17."""
+    from sklearn.datasets import load_iris
+
+    from pytrain import models
+
+    x, y = load_iris(return_X_y=True)
+    names = ["setosa", "versicolor", "virginica"]
+    rows = ["a,b,c,d,species"] + ["%s,%s" % (",".join("%.1f" % v for v in xi), names[yi]) for xi, yi in zip(x, y)]
+    (tmp_path / "iris.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "mlp.onnx").write_bytes(models.mlp(4, [16], 3).SerializeToString())
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def cli(*args):
+        r = subprocess.run([str(py38), "-m", "pytrain"] + list(args), cwd=str(tmp_path), env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    cli("generate", "mlp.onnx", "-o", "arts", "--loss", "ce", "--optimizer", "adamw")
+    cli("train", "arts", "--data", "iris.csv", "--label", "species", "--epochs", "30", "--lr", "0.01",
+        "--batch-size", "16", "--standardize", "--seed", "1")
+    out = cli("eval", "arts", "--data", "iris.csv", "--label", "species")
+    accuracy = float(out.split("accuracy")[1].split("%")[0])
+    assert accuracy >= 90.0, out
