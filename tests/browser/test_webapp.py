@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from pytrain import webapp
+from pytrain.webapp import bridge
 
 
 def _digits_blob(n: int = 600) -> bytes:
@@ -51,7 +52,7 @@ def test_digits_train_evaluate_predict():
 def test_snapshot_restore_continues_identically():
     s = _trained_digits(20)               # mid-epoch: the restored order must match too
     s.add_samples(np.full((2, 784), 0.5, np.float32), [3, 4])
-    snap = json.loads(json.dumps(webapp._encode(s.snapshot(), [])))  # meta must survive JSON
+    snap = json.loads(json.dumps(bridge._encode(s.snapshot(), [])))  # meta must survive JSON
     full = s.snapshot()
     r = webapp.Session()
     res = r.restore(snap["meta"], full["artifacts"], full["checkpoint"], full["data"], _digits_blob())

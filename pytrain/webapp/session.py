@@ -1,152 +1,19 @@
-"""The Python side of the web app: one :class:`Session` the browser worker drives.
-
-The worker never writes long Python: it calls :func:`call` with a method name, JSON arguments
-and binary blobs, and gets back JSON plus blobs. Everything here uses only the public pytrain
-API and runs on Python 3.8 + numpy 1.17 (Pyodide 0.17) as well as on current CPython.
-"""
+"""The Session: everything one browser tab trains (data, artifacts, training state, progress)."""
 from __future__ import annotations
 
 import hashlib
 import json
 import time
-import traceback
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from pytrain import data as _data
-from pytrain import proto as _proto
-from pytrain.errors import DataError, ModelFormatError, PytrainError
+from pytrain.errors import DataError, ModelFormatError
+from pytrain.webapp.common import ARTIFACT_FILES, WebappError, _core, _inference_session, _load_upload
+from pytrain.webapp.demo import _generate, digits_artifacts, read_mnist
+from pytrain.webapp.inspect_model import _label_consumer_output, describe_model
 
-ARTIFACT_FILES = {
-    "training": "training_model.onnx",
-    "eval": "eval_model.onnx",
-    "optimizer": "optimizer_model.onnx",
-    "checkpoint": "checkpoint",
-}
-MNIST_MAGIC = b"PTMNIST1"
-LOSSES = ("CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "L1Loss")
-OPTIMIZERS = ("AdamW", "Adam", "SGD")
-_FLOAT_TYPES = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
-
-
-class WebappError(PytrainError, ValueError):
-    """A request from the page that cannot be honoured (no data loaded, no model yet...)."""
-
-
-# ---------------------------------------------------------------- core API access
-
-def _core() -> Tuple[Any, Any, Any]:
-    """(artifacts, models, api), imported on first use so the worker starts answering sooner."""
-    from pytrain import api, artifacts, models
-    return artifacts, models, api
-
-
-def _load_upload(blob: bytes, name: str) -> Any:
-    """Parse uploaded ONNX bytes; errors name the file the user chose."""
-    return _proto.load_model(bytes(blob), name)
-
-
-def _inference_session(model_bytes: bytes) -> Any:
-    from pytrain.runtime import InferenceSession
-    return InferenceSession(model_bytes)
-
-
-# ---------------------------------------------------------------- MNIST + demo models
-
-def read_mnist(blob: bytes) -> Tuple[np.ndarray, np.ndarray]:
-    """Parse the site's MNIST binary (see build.py) into (uint8 images [N, rows, cols], int64 labels)."""
-    blob = bytes(blob)
-    if len(blob) < 16 or blob[:8] != MNIST_MAGIC:
-        raise DataError("the digits file is not a pytrain MNIST binary (bad magic)")
-    count = int.from_bytes(blob[8:12], "little")
-    rows = int.from_bytes(blob[12:14], "little")
-    cols = int.from_bytes(blob[14:16], "little")
-    need = 16 + count + count * rows * cols
-    if len(blob) < need:
-        raise DataError("the digits file is truncated: %d bytes, expected %d" % (len(blob), need))
-    labels = np.frombuffer(blob, dtype=np.uint8, count=count, offset=16).astype(np.int64)
-    pixels = np.frombuffer(blob, dtype=np.uint8, count=count * rows * cols, offset=16 + count)
-    return pixels.reshape(count, rows, cols), labels
-
-
-def digits_model(kind: str = "mlp", seed: int = 0) -> Any:
-    """The inference model of the digits demo: ``mlp`` (784-128-10) or ``cnn`` (LeNet-like)."""
-    _, models, _ = _core()
-    if kind == "mlp":
-        return models.mlp(input_size=784, hidden_sizes=[128], output_size=10, activation="relu", seed=seed)
-    if kind == "cnn":
-        return models.cnn(input_shape=(1, 28, 28), num_classes=10, seed=seed)
-    raise WebappError("unknown digits model %r: expected 'mlp' or 'cnn'" % kind)
-
-
-def _generate(model: Any, loss: str, optimizer: str, requires_grad: Optional[Sequence[str]] = None,
-              frozen: Optional[Sequence[str]] = None, output_name: Optional[str] = None) -> Dict[str, bytes]:
-    artifacts, _, _ = _core()
-    if loss not in LOSSES:
-        raise WebappError("unknown loss %r: expected one of %s" % (loss, ", ".join(LOSSES)))
-    if optimizer not in OPTIMIZERS:
-        raise WebappError("unknown optimizer %r: expected one of %s" % (optimizer, ", ".join(OPTIMIZERS)))
-    arts = artifacts.generate_artifacts(
-        model, requires_grad=list(requires_grad) if requires_grad is not None else None,
-        frozen_params=list(frozen) if frozen else None,
-        loss=getattr(artifacts.LossType, loss), optimizer=getattr(artifacts.OptimType, optimizer),
-        additional_output_names=[output_name] if output_name else None)
-    return {"training": bytes(arts.training_model), "eval": bytes(arts.eval_model),
-            "optimizer": bytes(arts.optimizer_model), "checkpoint": bytes(arts.checkpoint)}
-
-
-def digits_artifacts(kind: str = "mlp", optimizer: str = "AdamW") -> Dict[str, bytes]:
-    """Training artifacts of the digits demo (build.py ships these; the page can also build them)."""
-    return _generate(digits_model(kind), "CrossEntropyLoss", optimizer, output_name="output")
-
-
-# ---------------------------------------------------------------- model inspection
-
-def _dims(vi: Any) -> Tuple[int, List[Any]]:
-    elem, shape = _proto.value_info_type(vi)
-    return int(elem or 0), list(shape) if shape is not None else []
-
-
-def describe_model(model: Any) -> Dict[str, Any]:
-    """Inputs, outputs and float initializers (trainable candidates) of an inference model."""
-    graph = model.graph
-    init_names = {t.name for t in graph.initializer}
-    inputs = []
-    for vi in graph.input:
-        if vi.name in init_names:
-            continue
-        elem, shape = _dims(vi)
-        inputs.append({"name": vi.name, "elem_type": elem, "shape": shape})
-    outputs = []
-    for vi in graph.output:
-        elem, shape = _dims(vi)
-        outputs.append({"name": vi.name, "elem_type": elem, "shape": shape})
-    params = []
-    for t in graph.initializer:
-        size = int(np.prod(list(t.dims))) if len(t.dims) else 1
-        params.append({"name": t.name, "shape": [int(d) for d in t.dims], "size": size,
-                       "float": int(t.data_type) in _FLOAT_TYPES})
-    ops = sorted({n.op_type for n in graph.node})
-    if not inputs:
-        raise ModelFormatError("the model has no graph input besides its initializers")
-    if not outputs:
-        raise ModelFormatError("the model declares no graph output")
-    return {"inputs": inputs, "outputs": outputs, "params": params, "ops": ops,
-            "nodes": len(graph.node), "opset": _proto.opset_version(model)}
-
-
-def _label_consumer_output(training: Any, label_name: str) -> Optional[str]:
-    """Guess the forward output of ready-made artifacts: the other input of the node reading the labels."""
-    for node in training.graph.node:
-        if label_name in node.input:
-            for i in node.input:
-                if i and i != label_name:
-                    return i
-    return None
-
-
-# ---------------------------------------------------------------- the session
 
 class Session:
     """Everything one browser tab trains: data, model artifacts, the training state and progress."""
@@ -697,65 +564,3 @@ def _unpack_arrays(blob: bytes) -> Dict[str, np.ndarray]:
     return out
 
 
-# ---------------------------------------------------------------- the bridge the worker calls
-
-def _decode(value: Any, blobs: List[bytes]) -> Any:
-    """Replace {"$blob": i, ["dtype", "shape"]} placeholders with bytes or numpy arrays."""
-    if isinstance(value, dict):
-        if "$blob" in value:
-            raw = blobs[int(value["$blob"])]
-            if "dtype" in value:
-                arr = np.frombuffer(raw, dtype=np.dtype(value["dtype"]))
-                return arr.reshape(value["shape"]) if value.get("shape") else arr
-            return raw
-        return {k: _decode(v, blobs) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decode(v, blobs) for v in value]
-    return value
-
-
-def _encode(value: Any, out: List[np.ndarray]) -> Any:
-    """Replace bytes with {"$blob": i} (the blob goes out as a uint8 array) and numpy scalars with floats."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        out.append(np.frombuffer(bytes(value), dtype=np.uint8))
-        return {"$blob": len(out) - 1}
-    if isinstance(value, dict):
-        return {str(k): _encode(v, out) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_encode(v, out) for v in value]
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
-
-
-def _as_bytes(blob: Any) -> bytes:
-    # In Pyodide a JS Uint8Array arrives as a JsProxy; to_py() gives a memoryview over a copy.
-    if hasattr(blob, "to_py"):
-        blob = blob.to_py()
-    return bytes(blob)
-
-
-def call(session: Session, method: str, args_json: str = "{}", blobs: Any = ()) -> Tuple[str, List[np.ndarray]]:
-    """Run ``session.<method>(**args)`` for the worker; never raises.
-
-    Returns (JSON text, output blobs). The JSON is {"ok": true, "result": ...} or
-    {"ok": false, "error": {"type", "message", "expected", "trace"}}; ``expected`` is true for
-    pytrain errors (bad input the user can fix) and false for bugs.
-    """
-    out: List[np.ndarray] = []
-    try:
-        if method.startswith("_") or not callable(getattr(session, method, None)):
-            raise WebappError("unknown session method %r" % method)
-        raw = [_as_bytes(b) for b in (blobs or [])]
-        args = _decode(json.loads(args_json or "{}"), raw)
-        result = getattr(session, method)(**args)
-        return json.dumps({"ok": True, "result": _encode(result, out)}), out
-    except Exception as exc:  # the page shows every failure instead of losing the worker
-        expected = isinstance(exc, PytrainError)
-        err = {"type": type(exc).__name__, "message": str(exc) or type(exc).__name__, "expected": expected,
-               "trace": "" if expected else traceback.format_exc()}
-        return json.dumps({"ok": False, "error": err}), []

@@ -1,0 +1,16 @@
+"""The Python side of the web app: one :class:`Session` the browser worker drives.
+
+The worker never writes long Python: it calls :func:`call` with a method name, JSON arguments
+and binary blobs, and gets back JSON plus blobs. Everything here uses only the public pytrain
+API and runs on Python 3.8 + numpy 1.17 (Pyodide 0.17) as well as on current CPython.
+"""
+from __future__ import annotations
+
+from pytrain.webapp.bridge import call
+from pytrain.webapp.common import ARTIFACT_FILES, LOSSES, MNIST_MAGIC, OPTIMIZERS, WebappError
+from pytrain.webapp.demo import digits_artifacts, digits_model, read_mnist
+from pytrain.webapp.inspect_model import describe_model
+from pytrain.webapp.session import Session
+
+__all__ = ["ARTIFACT_FILES", "LOSSES", "MNIST_MAGIC", "OPTIMIZERS", "Session", "WebappError", "call",
+           "describe_model", "digits_artifacts", "digits_model", "read_mnist"]

@@ -1,0 +1,43 @@
+"""What every part of the web app facade shares: its error type, constants, and lazy access
+to the core API."""
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+from pytrain import proto as _proto
+from pytrain.errors import PytrainError
+
+ARTIFACT_FILES = {
+    "training": "training_model.onnx",
+    "eval": "eval_model.onnx",
+    "optimizer": "optimizer_model.onnx",
+    "checkpoint": "checkpoint",
+}
+MNIST_MAGIC = b"PTMNIST1"
+LOSSES = ("CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "L1Loss")
+OPTIMIZERS = ("AdamW", "Adam", "SGD")
+_FLOAT_TYPES = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+class WebappError(PytrainError, ValueError):
+    """A request from the page that cannot be honoured (no data loaded, no model yet...)."""
+
+
+# ---------------------------------------------------------------- core API access
+
+def _core() -> Tuple[Any, Any, Any]:
+    """(artifacts, models, api), imported on first use so the worker starts answering sooner."""
+    from pytrain import api, artifacts, models
+    return artifacts, models, api
+
+
+def _load_upload(blob: bytes, name: str) -> Any:
+    """Parse uploaded ONNX bytes; errors name the file the user chose."""
+    return _proto.load_model(bytes(blob), name)
+
+
+def _inference_session(model_bytes: bytes) -> Any:
+    from pytrain.runtime import InferenceSession
+    return InferenceSession(model_bytes)
+
+

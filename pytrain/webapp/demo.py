@@ -1,0 +1,58 @@
+"""The demo data and models: the site's MNIST binary and the digits MLP/CNN artifacts."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from pytrain.errors import DataError
+from pytrain.webapp.common import LOSSES, MNIST_MAGIC, OPTIMIZERS, WebappError, _core
+
+
+def read_mnist(blob: bytes) -> Tuple[np.ndarray, np.ndarray]:
+    """Parse the site's MNIST binary (see build.py) into (uint8 images [N, rows, cols], int64 labels)."""
+    blob = bytes(blob)
+    if len(blob) < 16 or blob[:8] != MNIST_MAGIC:
+        raise DataError("the digits file is not a pytrain MNIST binary (bad magic)")
+    count = int.from_bytes(blob[8:12], "little")
+    rows = int.from_bytes(blob[12:14], "little")
+    cols = int.from_bytes(blob[14:16], "little")
+    need = 16 + count + count * rows * cols
+    if len(blob) < need:
+        raise DataError("the digits file is truncated: %d bytes, expected %d" % (len(blob), need))
+    labels = np.frombuffer(blob, dtype=np.uint8, count=count, offset=16).astype(np.int64)
+    pixels = np.frombuffer(blob, dtype=np.uint8, count=count * rows * cols, offset=16 + count)
+    return pixels.reshape(count, rows, cols), labels
+
+
+def digits_model(kind: str = "mlp", seed: int = 0) -> Any:
+    """The inference model of the digits demo: ``mlp`` (784-128-10) or ``cnn`` (LeNet-like)."""
+    _, models, _ = _core()
+    if kind == "mlp":
+        return models.mlp(input_size=784, hidden_sizes=[128], output_size=10, activation="relu", seed=seed)
+    if kind == "cnn":
+        return models.cnn(input_shape=(1, 28, 28), num_classes=10, seed=seed)
+    raise WebappError("unknown digits model %r: expected 'mlp' or 'cnn'" % kind)
+
+
+def _generate(model: Any, loss: str, optimizer: str, requires_grad: Optional[Sequence[str]] = None,
+              frozen: Optional[Sequence[str]] = None, output_name: Optional[str] = None) -> Dict[str, bytes]:
+    artifacts, _, _ = _core()
+    if loss not in LOSSES:
+        raise WebappError("unknown loss %r: expected one of %s" % (loss, ", ".join(LOSSES)))
+    if optimizer not in OPTIMIZERS:
+        raise WebappError("unknown optimizer %r: expected one of %s" % (optimizer, ", ".join(OPTIMIZERS)))
+    arts = artifacts.generate_artifacts(
+        model, requires_grad=list(requires_grad) if requires_grad is not None else None,
+        frozen_params=list(frozen) if frozen else None,
+        loss=getattr(artifacts.LossType, loss), optimizer=getattr(artifacts.OptimType, optimizer),
+        additional_output_names=[output_name] if output_name else None)
+    return {"training": bytes(arts.training_model), "eval": bytes(arts.eval_model),
+            "optimizer": bytes(arts.optimizer_model), "checkpoint": bytes(arts.checkpoint)}
+
+
+def digits_artifacts(kind: str = "mlp", optimizer: str = "AdamW") -> Dict[str, bytes]:
+    """Training artifacts of the digits demo (build.py ships these; the page can also build them)."""
+    return _generate(digits_model(kind), "CrossEntropyLoss", optimizer, output_name="output")
+
+
