@@ -87,7 +87,7 @@ class Plan:
                             node_name=n.name or (n.output[0] if n.output else ""), output_mask=mask)
             ins = tuple(slot_of(i) if i else 0 for i in n.input)
             outs = tuple(slot_of(o) if (o and o in read) else 1 for o in n.output)
-            # outputs nobody reads are dropped right away so they do not pin memory
+            # outputs nobody reads land in the discard slot, replaced by the next one
             steps.append((info.fn, ctx, ins, outs, node_attributes(n), tuple(frees[idx]), n))
         self._steps = steps
         #: whether a node draws random numbers (the caller may reseed ``rng`` per run)
