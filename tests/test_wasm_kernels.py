@@ -170,27 +170,32 @@ def test_committed_wasm_exports():
                        "pytrain_sgemm_work_bytes"]
 
 
-# Runs pytrain_adam on (p, g, m, v) from in.bin for each case in adam.json; writes p, m, v.
-ADAM_DRIVER = r"""
+# Calls one exported kernel per case of calls.json. Each case lists float32 buffers ("fill":
+# the next values of in.bin, or zeros), the arguments ("$i" = the address of buffer i) and the
+# buffers to read back, which are written one after the other to out.bin.
+CALL_DRIVER = r"""
 const fs = require("fs");
 const [gemmJs, wasm, dir] = process.argv.slice(2);
 const { instantiateWithMemory } = require(gemmJs);
 (async () => {
-  const cases = JSON.parse(fs.readFileSync(dir + "/adam.json"));
+  const cases = JSON.parse(fs.readFileSync(dir + "/calls.json"));
   const data = new Float32Array(new Uint8Array(fs.readFileSync(dir + "/in.bin")).buffer);
   const memory = new WebAssembly.Memory({ initial: 16 });
   const k = await instantiateWithMemory(wasm, memory);
   const out = [];
   let off = 0;
   for (const c of cases) {
-    const n = c.n, base = k.workPtr + k.workBytes + 64;
-    const need = base + 16 * n + 64 - memory.buffer.byteLength;
-    if (need > 0) memory.grow(Math.ceil(need / 65536));
-    new Float32Array(memory.buffer).set(data.subarray(off, off + 4 * n), base / 4);
-    off += 4 * n;
-    const [p, g, m, v] = [0, 1, 2, 3].map((i) => base + 4 * n * i);
-    k.adam(n, p, g, m, v, ...c.args);
-    for (const ptr of [p, m, v]) out.push(new Float32Array(memory.buffer, ptr, n).slice());
+    const ptrs = [];
+    let end = k.workPtr + k.workBytes + 64;
+    for (const b of c.buffers) { ptrs.push(end); end += 4 * b.len; }
+    if (end + 64 > memory.buffer.byteLength) memory.grow(Math.ceil((end + 64 - memory.buffer.byteLength) / 65536));
+    c.buffers.forEach((b, i) => {
+      const view = new Float32Array(memory.buffer, ptrs[i], b.len);
+      if (b.fill) { view.set(data.subarray(off, off + b.len)); off += b.len; } else view.fill(0);
+    });
+    const args = c.args.map((a) => (typeof a === "string" ? ptrs[Number(a.slice(1))] : a));
+    k[c.fn](...args);
+    for (const i of c.read) out.push(new Float32Array(memory.buffer, ptrs[i], c.buffers[i].len).slice());
   }
   const all = new Float32Array(out.reduce((s, x) => s + x.length, 0));
   let o = 0;
@@ -198,6 +203,20 @@ const { instantiateWithMemory } = require(gemmJs);
   fs.writeFileSync(dir + "/out.bin", Buffer.from(all.buffer));
 })().catch((e) => { console.error(e); process.exit(1); });
 """
+
+
+def _call_kernels(wasm: Path, tmp: Path, cases: list, inputs: list) -> list:
+    """Run CALL_DRIVER on ``cases`` with the filled buffers' values ``inputs`` (in order);
+    returns every read-back buffer as a flat float32 array."""
+    (tmp / "calls.json").write_text(json.dumps(cases))
+    np.concatenate([np.asarray(x, np.float32).ravel() for x in inputs]).tofile(tmp / "in.bin")
+    driver = tmp / "calls.js"
+    driver.write_text(CALL_DRIVER)
+    subprocess.run([NODE, str(driver), str(KERNELS / "gemm.js"), str(wasm), str(tmp)],
+                   check=True, capture_output=True, timeout=120)
+    flat = np.fromfile(tmp / "out.bin", dtype=np.float32)
+    lens = [c["buffers"][i]["len"] for c in cases for i in c["read"]]
+    return np.split(flat, np.cumsum(lens)[:-1])
 
 
 def test_adam_kernel_equals_the_numpy_update_bit_for_bit(wasm_path: Path, tmp_path: Path):
@@ -209,58 +228,23 @@ def test_adam_kernel_equals_the_numpy_update_bit_for_bit(wasm_path: Path, tmp_pa
 
     adam_step = get_kernel("AdamStep", PYTRAIN_DOMAIN).fn
     rng = np.random.default_rng(7)
-    cases, chunks, expected = [], [], []
+    cases, inputs, expected = [], [], []
     for n, lr, step, wd, decoupled in ((1000, 1e-3, 1, 0.01, 1), (333, 0.1, 7, 0.05, 0), (64, 3e-3, 50, 0.0, 1)):
         p, g = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
         m, v = (rng.standard_normal(n) * 0.1).astype(np.float32), (rng.random(n) * 0.01).astype(np.float32)
-        chunks += [p, g, m, v]
+        inputs += [p, g, m, v]
         b1, b2, eps = 0.9, 0.999, 1e-8
         lr = float(np.float32(lr))  # the optimizer model feeds the learning rate as float32
-        cases.append({"n": n, "args": [1.0 - b1, b1, 1.0 - b2, b2, 1.0 / math.sqrt(1.0 - b2 ** step), eps,
-                                       lr / (1.0 - b1 ** step), wd, decoupled, 1.0 - lr * wd]})
+        cases.append({"fn": "adam", "buffers": [{"len": n, "fill": True}] * 4, "read": [0, 2, 3],
+                      "args": [n, "$0", "$1", "$2", "$3", 1.0 - b1, b1, 1.0 - b2, b2,
+                               1.0 / math.sqrt(1.0 - b2 ** step), eps, lr / (1.0 - b1 ** step), wd,
+                               decoupled, 1.0 - lr * wd]})
         pe, me, ve = p.copy(), m.copy(), v.copy()
         adam_step(OpContext(), np.array(lr, np.float32), np.array(step), pe, g, me, ve, beta1=b1, beta2=b2,
                   epsilon=eps, weight_decay=wd, decoupled=decoupled)
         expected += [pe, me, ve]
-    (tmp_path / "adam.json").write_text(json.dumps(cases))
-    np.concatenate(chunks).tofile(tmp_path / "in.bin")
-    driver = tmp_path / "adam.js"
-    driver.write_text(ADAM_DRIVER)
-    subprocess.run([NODE, str(driver), str(KERNELS / "gemm.js"), str(wasm_path), str(tmp_path)],
-                   check=True, capture_output=True, timeout=120)
-    got = np.fromfile(tmp_path / "out.bin", dtype=np.float32)
-    np.testing.assert_array_equal(got, np.concatenate(expected))
-
-
-# Runs pytrain_im2col (padded input -> columns) or pytrain_col2im (columns -> zeroed padded
-# input) per case in im2col.json on the data in in.bin; writes the results.
-IM2COL_DRIVER = r"""
-const fs = require("fs");
-const [gemmJs, wasm, dir] = process.argv.slice(2);
-const { instantiateWithMemory } = require(gemmJs);
-(async () => {
-  const cases = JSON.parse(fs.readFileSync(dir + "/im2col.json"));
-  const data = new Float32Array(new Uint8Array(fs.readFileSync(dir + "/in.bin")).buffer);
-  const memory = new WebAssembly.Memory({ initial: 16 });
-  const k = await instantiateWithMemory(wasm, memory);
-  const out = [];
-  let off = 0;
-  for (const c of cases) {
-    const base = k.workPtr + k.workBytes + 64, colsPtr = base + 4 * c.in_len;
-    const need = colsPtr + 4 * c.out_len + 64 - memory.buffer.byteLength;
-    if (need > 0) memory.grow(Math.ceil(need / 65536));
-    new Float32Array(memory.buffer).set(data.subarray(off, off + c.in_len), base / 4);
-    new Float32Array(memory.buffer, colsPtr, c.out_len).fill(0);
-    off += c.in_len;
-    k[c.fn](base, colsPtr, ...c.args);
-    out.push(new Float32Array(memory.buffer, colsPtr, c.out_len).slice());
-  }
-  const all = new Float32Array(out.reduce((s, x) => s + x.length, 0));
-  let o = 0;
-  for (const x of out) { all.set(x, o); o += x.length; }
-  fs.writeFileSync(dir + "/out.bin", Buffer.from(all.buffer));
-})().catch((e) => { console.error(e); process.exit(1); });
-"""
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    np.testing.assert_array_equal(np.concatenate(got), np.concatenate(expected))
 
 
 def test_im2col_kernels_equal_conv_columns_and_its_adjoint(wasm_path: Path, tmp_path: Path):
@@ -269,7 +253,7 @@ def test_im2col_kernels_equal_conv_columns_and_its_adjoint(wasm_path: Path, tmp_
     from pytrain.ops.windows import conv_columns, conv_columns_adjoint, geometry, pad_spatial
 
     rng = np.random.default_rng(3)
-    cases, chunks, expected = [], [], []
+    cases, inputs, checks = [], [], []
     for shape, kernel, strides, dilations, pads in (
             ((2, 3, 9, 8), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
             ((3, 1, 28, 28), (5, 5), (1, 1), (1, 1), (0, 0, 0, 0)),
@@ -277,33 +261,19 @@ def test_im2col_kernels_equal_conv_columns_and_its_adjoint(wasm_path: Path, tmp_
         x = rng.standard_normal(shape).astype(np.float32)
         win = geometry("Conv", x.shape, kernel, strides, dilations, pads, "NOTSET")
         xp = np.ascontiguousarray(pad_spatial(x, win))
-        cols = conv_columns(x, win, 1)[0]
-        n, c, h, w = xp.shape
-        args = [n, c, h, w, *win.kernel, *win.out_shape, *win.strides, *win.dilations]
-        cases.append({"fn": "im2col", "in_len": xp.size, "out_len": cols.size, "args": args})
-        chunks.append(xp.ravel())
-        expected.append(np.ascontiguousarray(cols).ravel())
+        cols = np.ascontiguousarray(conv_columns(x, win, 1)[0])
+        dims = list(xp.shape) + [*win.kernel, *win.out_shape, *win.strides, *win.dilations]
+        cases.append({"fn": "im2col", "buffers": [{"len": xp.size, "fill": True}, {"len": cols.size, "fill": False}],
+                      "read": [1], "args": ["$0", "$1"] + dims})
+        inputs.append(xp)
+        checks.append(lambda got, want=cols: np.testing.assert_array_equal(got, want.ravel()))
         # col2im of random columns, checked on the input area against the numpy adjoint
         dcols = rng.standard_normal(cols.shape).astype(np.float32)
-        cases.append({"fn": "col2im", "in_len": dcols.size, "out_len": xp.size, "args": args,
-                      "pads_begin": list(win.pads_begin)})
-        chunks.append(dcols.ravel())
-        expected.append(conv_columns_adjoint(dcols, win, x.shape))
-    (tmp_path / "im2col.json").write_text(json.dumps(cases))
-    np.concatenate(chunks).tofile(tmp_path / "in.bin")
-    driver = tmp_path / "im2col.js"
-    driver.write_text(IM2COL_DRIVER)
-    subprocess.run([NODE, str(driver), str(KERNELS / "gemm.js"), str(wasm_path), str(tmp_path)],
-                   check=True, capture_output=True, timeout=120)
-    got = np.fromfile(tmp_path / "out.bin", dtype=np.float32)
-    o = 0
-    for case, want in zip(cases, expected):
-        part = got[o:o + case["out_len"]]
-        o += case["out_len"]
-        if case["fn"] == "col2im":  # crop the padding as conv_columns_adjoint does
-            n, c, h, w = case["args"][:4]
-            part = part.reshape(n, c, h, w)[(slice(None), slice(None)) + tuple(
-                slice(pb, pb + i) for pb, i in zip(case["pads_begin"], want.shape[2:]))]
-            np.testing.assert_allclose(part, want, rtol=1e-6, atol=1e-6)
-        else:
-            np.testing.assert_array_equal(part, want)
+        cases.append({"fn": "col2im", "buffers": [{"len": dcols.size, "fill": True}, {"len": xp.size, "fill": False}],
+                      "read": [1], "args": ["$0", "$1"] + dims})
+        inputs.append(dcols)
+        inner = (slice(None), slice(None)) + tuple(slice(pb, pb + i) for pb, i in zip(win.pads_begin, shape[2:]))
+        checks.append(lambda got, want=conv_columns_adjoint(dcols, win, x.shape), shp=xp.shape, inner=inner:
+                      np.testing.assert_allclose(got.reshape(shp)[inner], want, rtol=1e-6, atol=1e-6))
+    for got, check in zip(_call_kernels(wasm_path, tmp_path, cases, inputs), checks):
+        check(got)
