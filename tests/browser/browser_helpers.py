@@ -1,7 +1,7 @@
 """Helpers shared by the browser tests: request recording, contexts, waiting for the app."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 from urllib.parse import urlsplit
 
 # Loading Pyodide from local files takes ~5-10 s on a loaded 2-core machine.
@@ -60,3 +60,21 @@ def wait_ready(page) -> None:
 
 def app_state(page, expr: str):
     return page.evaluate("() => { const a = window.pytrainApp; return %s; }" % expr)
+
+
+def configure_training(page, epochs: int, batch_size: Optional[int] = None, lr: Optional[float] = None) -> None:
+    """Fill the training controls the test cares about (the others keep their defaults)."""
+    page.fill("#epochs", str(epochs))
+    if batch_size is not None:
+        page.fill("#batch-size", str(batch_size))
+    if lr is not None:
+        page.fill("#lr", str(lr))
+
+
+def train_epochs(page, epochs: int, timeout_ms: int, **controls) -> list:
+    """Configure, press Start and wait until ``epochs`` epochs are done; returns the page's epochs."""
+    configure_training(page, epochs, **controls)
+    page.click("#start")
+    page.wait_for_function("() => window.pytrainApp.epochs.length >= %d && !window.pytrainApp.training" % epochs,
+                           timeout=timeout_ms)
+    return app_state(page, "a.epochs")

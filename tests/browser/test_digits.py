@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import build
-from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, wait_ready
+from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app,
+                             train_epochs, wait_ready)
 
 TRAIN_EPOCHS = 2          # the step budget: 2 epochs x 125 batches of 64 = 250 steps
 BATCH = 64
@@ -23,13 +24,8 @@ def trained(browser, site_url):
     page.select_option("#digits-count", "8000")
     page.click("#digits-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
-    page.fill("#epochs", str(TRAIN_EPOCHS))
-    page.fill("#batch-size", str(BATCH))
-    page.fill("#lr", "0.002")
     start = page.evaluate("performance.now()")
-    page.click("#start")
-    page.wait_for_function("() => window.pytrainApp.epochs.length >= %d && !window.pytrainApp.training" % TRAIN_EPOCHS,
-                           timeout=300_000)
+    train_epochs(page, TRAIN_EPOCHS, 300_000, batch_size=BATCH, lr=0.002)
     end = page.evaluate("performance.now()")
     yield {"page": page, "recorder": rec, "window": (start, end), "url": site_url}
     ctx.close()

@@ -2,7 +2,8 @@
 saved parameters (IndexedDB holds artifacts, checkpoint, data choice and progress)."""
 from __future__ import annotations
 
-from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, wait_ready
+from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, configure_training, new_context, open_app,
+                             wait_ready)
 
 
 def test_reload_mid_training_resumes_where_it_was(browser, site_url):
@@ -15,9 +16,7 @@ def test_reload_mid_training_resumes_where_it_was(browser, site_url):
         page.select_option("#digits-count", "1000")      # 16 batches of 64 per epoch
         page.click("#digits-build")
         page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
-        page.fill("#epochs", "6")
-        page.fill("#batch-size", "64")
-        page.fill("#lr", "0.003")
+        configure_training(page, 6, batch_size=64, lr=0.003)
         page.click("#start")
         page.wait_for_function("() => window.pytrainApp.saved && window.pytrainApp.saved.epoch >= 1", timeout=120_000)
         assert app_state(page, "a.training") is True      # still running: this reload interrupts it

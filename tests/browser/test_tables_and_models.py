@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, wait_ready
+from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, configure_training, new_context, open_app,
+                             train_epochs, wait_ready)
 
 FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 
@@ -44,9 +45,7 @@ def test_iris_csv_trains_to_90_percent(page_ctx, tmp_path, site_url):
     data = app_state(page, "a.data")
     assert (data["train"], data["val"], data["num_classes"]) == (120, 30, 3)
     assert data["classes"] == ["setosa", "versicolor", "virginica"]
-    page.fill("#epochs", "40")
-    page.fill("#batch-size", "16")
-    page.fill("#lr", "0.01")
+    configure_training(page, 40, batch_size=16, lr=0.01)
     page.click("#start")
     # Pause and resume once on the way: pausing saves a checkpoint and training picks up from there.
     page.wait_for_function("() => window.pytrainApp.step >= 40", timeout=60_000)
@@ -107,11 +106,7 @@ def test_bad_uploads_show_errors_and_the_page_keeps_working(page_ctx, tmp_path):
     page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 5", timeout=30_000)
     page.click("#data-csv-load")
     page.wait_for_function("() => window.pytrainApp.data && window.pytrainApp.data.kind === 'csv'", timeout=30_000)
-    page.fill("#epochs", "2")
-    page.fill("#batch-size", "16")
-    page.click("#start")
-    page.wait_for_function("() => window.pytrainApp.epochs.length >= 2 && !window.pytrainApp.training", timeout=120_000)
-    epochs = app_state(page, "a.epochs")
+    epochs = train_epochs(page, 2, 120_000, batch_size=16)
     assert all(np.isfinite(e["loss"]) for e in epochs)
     assert page.locator("#error").is_hidden()
 
@@ -157,12 +152,7 @@ def test_uploaded_cnn_trains_on_labelled_images(page_ctx, site_url):
     data = app_state(page, "a.data")
     assert data["train"] + data["val"] == 36
     assert data["classes"] == ["0", "1", "7"] and data["sample_shape"] == [1, 28, 28]
-    page.fill("#epochs", "3")
-    page.fill("#batch-size", "8")
-    page.fill("#lr", "0.003")
-    page.click("#start")
-    page.wait_for_function("() => window.pytrainApp.epochs.length >= 3 && !window.pytrainApp.training", timeout=180_000)
-    epochs = app_state(page, "a.epochs")
+    epochs = train_epochs(page, 3, 180_000, batch_size=8, lr=0.003)
     assert all(np.isfinite(e["loss"]) for e in epochs)
     assert app_state(page, "a.errors") == []
     assert rec.foreign(site_url) == []
