@@ -12,7 +12,7 @@ import numpy as np
 
 from pytrain import dtypes
 from pytrain.autodiff import build_gradients, grad_name
-from pytrain.autodiff.engine import _diff_inputs
+from pytrain.autodiff.engine import differentiable_inputs
 from pytrain.blocks import Block, BuildContext
 from pytrain.checkpoint import Parameter, encode
 from pytrain.errors import ArtifactError
@@ -86,7 +86,7 @@ def _parameter_candidates(nodes: Sequence[NodeProto], inits: Dict[str, Any]) -> 
     """Float initializers of rank >= 1 that feed a differentiable input: what trains by default."""
     found: List[str] = []
     for n in nodes:
-        for i in _diff_inputs(n):
+        for i in differentiable_inputs(n):
             name = n.input[i] if i < len(n.input) else ""
             if name in inits and name not in found:
                 t = inits[name]
@@ -251,11 +251,11 @@ def generate_artifacts(
 
     param_inputs = [make_value_info(p, inits[p].data_type, list(inits[p].dims)) for p in params]
     inputs = user_inputs + label_inputs + param_inputs
-    out_vi = lambda name: make_value_info(name, 0, None)  # noqa: E731 (types come from the tensors)
     known_vi = {v.name: v for v in known}
 
     def vi(name: str) -> Any:
-        return known_vi.get(name) or out_vi(name)
+        """The model's declared type of ``name``, else an untyped entry (the runtime knows it)."""
+        return known_vi.get(name) or make_value_info(name, 0, None)
 
     # ---- eval model: forward (inference semantics) + loss -------------------------------------
     eval_nodes = [NodeProto.FromString(n.SerializeToString()) for n in nodes]

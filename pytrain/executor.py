@@ -48,7 +48,7 @@ class Plan:
             if t.name not in fed and t.name not in consts:
                 consts[t.name] = to_array(t, "the graph's initializers")
         nodes = topological_order(graph.node, list(fed) + list(consts))
-        nodes = _live_nodes(nodes, self.output_names)
+        nodes = live_nodes(nodes, self.output_names)
         produced = {o for n in nodes for o in n.output if o}
         for o in self.output_names:
             if o not in produced and o not in fed and o not in consts:
@@ -118,7 +118,7 @@ class Plan:
         return [vals[s] for s in self._out_slots]
 
 
-def _live_nodes(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto]:
+def live_nodes(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto]:
     """Drop nodes whose outputs nobody needs (e.g. the loss when only logits are asked for)."""
     needed = set(outputs)
     live: List[NodeProto] = []

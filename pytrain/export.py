@@ -10,7 +10,7 @@ import numpy as np
 
 from pytrain import dtypes
 from pytrain.errors import ArtifactError, PytrainError
-from pytrain.executor import Plan, _live_nodes
+from pytrain.executor import Plan, live_nodes
 from pytrain.opset_versions import SCHEMA_VERSIONS
 from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, make_graph, make_model,
                            make_node, make_opsetid, make_value_info, model_metadata, opset_version,
@@ -74,8 +74,8 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
         if o not in produced:
             raise ArtifactError("cannot export output %r: the model computes no such tensor (its outputs: %s)"
                                 % (o, ", ".join(layout.get("model_outputs", []))))
-    nodes = _drop_dropout(_live_nodes(nodes, outputs), outputs)
-    nodes = _live_nodes(nodes, outputs)
+    nodes = _drop_dropout(live_nodes(nodes, outputs), outputs)
+    nodes = live_nodes(nodes, outputs)
     for n in nodes:
         if n.domain not in ("", "ai.onnx"):
             raise ArtifactError("node %r uses domain %r; an inference model keeps standard ops only"

@@ -44,19 +44,6 @@ def topological_order(nodes: Sequence[NodeProto], available: Iterable[str]) -> L
     return ordered
 
 
-def consumers(nodes: Sequence[NodeProto]) -> Dict[str, List[NodeProto]]:
-    out: Dict[str, List[NodeProto]] = {}
-    for n in nodes:
-        for i in n.input:
-            if i:
-                out.setdefault(i, []).append(n)
-    return out
-
-
-def producers(nodes: Sequence[NodeProto]) -> Dict[str, NodeProto]:
-    return {o: n for n in nodes for o in n.output if o}
-
-
 def all_names(graph: GraphProto) -> Set[str]:
     names = {v.name for v in graph.input} | {v.name for v in graph.output}
     names |= {t.name for t in graph.initializer} | {v.name for v in graph.value_info}

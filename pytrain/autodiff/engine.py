@@ -16,7 +16,7 @@ def grad_name(param: str) -> str:
     return param + "_grad"
 
 
-def _diff_inputs(node: NodeProto) -> List[int]:
+def differentiable_inputs(node: NodeProto) -> List[int]:
     """Positions of inputs through which gradient can flow (empty for non-differentiable ops)."""
     if node.op_type in NON_DIFFERENTIABLE and not node.domain:
         return []
@@ -37,10 +37,11 @@ def build_gradients(nodes: Sequence[NodeProto], available: Iterable[str], loss: 
     Raises UnsupportedOpError naming the first node on a loss path that has no gradient rule.
     """
     order = topological_order(nodes, available)
+    diff = {id(n): differentiable_inputs(n) for n in order}  # each rule (and attribute) read once
     # forward sweep: which tensors depend differentiably on a parameter
     carries: Set[str] = set(params)
     for n in order:
-        if any(n.input[i] in carries for i in _diff_inputs(n) if n.input[i]):
+        if any(n.input[i] in carries for i in diff[id(n)] if n.input[i]):
             rule = get_rule(n.op_type, n.domain or "")
             outs = n.output if rule is None else [o for i, o in enumerate(n.output) if rule.output_differentiable(i)]
             carries.update(o for o in outs if o)
@@ -49,9 +50,9 @@ def build_gradients(nodes: Sequence[NodeProto], available: Iterable[str], loss: 
     relevant: List[NodeProto] = []
     for n in reversed(order):
         if any(o in reaches for o in n.output if o) and any(
-                n.input[i] in carries for i in _diff_inputs(n) if n.input[i]):
+                n.input[i] in carries for i in diff[id(n)] if n.input[i]):
             relevant.append(n)
-            reaches.update(n.input[i] for i in _diff_inputs(n) if n.input[i] in carries)
+            reaches.update(n.input[i] for i in diff[id(n)] if n.input[i] in carries)
 
     b = GradBuilder(scope)
     grads: Dict[str, List[str]] = {loss: [b.op("Expand", b.scalar(1.0, loss), b.op("Shape", loss))]}
@@ -74,7 +75,7 @@ def build_gradients(nodes: Sequence[NodeProto], available: Iterable[str], loss: 
         dys = [total(o) if o and rule.output_differentiable(i) else None for i, o in enumerate(n.output)]
         if all(d is None for d in dys):
             continue
-        needs = [bool(x) and x in carries and x in reaches and i in _diff_inputs(n)
+        needs = [bool(x) and x in carries and x in reaches and i in diff[id(n)]
                  for i, x in enumerate(n.input)]
         dxs = rule.fn(b, ForwardNode(n, needs, scope), dys)
         for i, dx in enumerate(dxs):
