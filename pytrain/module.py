@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain import dtypes, heap
 from pytrain.artifacts import LAYOUT_KEY
 from pytrain.checkpoint import CheckpointState
 from pytrain.errors import CheckpointError, InputError, ModelFormatError
@@ -49,6 +49,7 @@ class Module:
                  device: str = "cpu", seed: Optional[int] = None) -> None:
         if device != "cpu":
             raise InputError("pytrain runs on the CPU (numpy); device %r is not available" % device)
+        heap.keep_freed_memory()  # each step reuses the last step's buffers instead of faulting in new pages
         self._train_model = load_model(train_model_uri, "training model")
         self._eval_model = load_model(eval_model_uri, "eval model") if eval_model_uri is not None else None
         self._state = state

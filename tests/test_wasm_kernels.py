@@ -250,7 +250,7 @@ def test_adam_kernel_equals_the_numpy_update_bit_for_bit(wasm_path: Path, tmp_pa
 def test_im2col_kernels_equal_conv_columns_and_its_adjoint(wasm_path: Path, tmp_path: Path):
     """web/kernels/im2col.c builds exactly pytrain.ops.windows.conv_columns' matrix, and its
     col2im equals conv_columns_adjoint (before the padding is cropped)."""
-    from pytrain.ops.windows import conv_columns, conv_columns_adjoint, geometry, pad_spatial
+    from pytrain.ops.windows import batch_first, batch_last, conv_columns, conv_columns_adjoint, geometry, pad_spatial
 
     rng = np.random.default_rng(3)
     cases, inputs, checks = [], [], []
@@ -260,20 +260,20 @@ def test_im2col_kernels_equal_conv_columns_and_its_adjoint(wasm_path: Path, tmp_
             ((2, 4, 11, 10), (3, 2), (2, 3), (2, 1), (0, 1, 2, 0))):
         x = rng.standard_normal(shape).astype(np.float32)
         win = geometry("Conv", x.shape, kernel, strides, dilations, pads, "NOTSET")
-        xp = np.ascontiguousarray(pad_spatial(x, win))
+        xt = batch_last(pad_spatial(x, win))  # (C, H, W, N), as conv_columns hands it over
         cols = np.ascontiguousarray(conv_columns(x, win, 1)[0])
-        dims = list(xp.shape) + [*win.kernel, *win.out_shape, *win.strides, *win.dilations]
-        cases.append({"fn": "im2col", "buffers": [{"len": xp.size, "fill": True}, {"len": cols.size, "fill": False}],
+        dims = [shape[0], shape[1], *win.padded_shape, *win.kernel, *win.out_shape, *win.strides, *win.dilations]
+        cases.append({"fn": "im2col", "buffers": [{"len": xt.size, "fill": True}, {"len": cols.size, "fill": False}],
                       "read": [1], "args": ["$0", "$1"] + dims})
-        inputs.append(xp)
+        inputs.append(xt)
         checks.append(lambda got, want=cols: np.testing.assert_array_equal(got, want.ravel()))
         # col2im of random columns, checked on the input area against the numpy adjoint
         dcols = rng.standard_normal(cols.shape).astype(np.float32)
-        cases.append({"fn": "col2im", "buffers": [{"len": dcols.size, "fill": True}, {"len": xp.size, "fill": False}],
+        cases.append({"fn": "col2im", "buffers": [{"len": dcols.size, "fill": True}, {"len": xt.size, "fill": False}],
                       "read": [1], "args": ["$0", "$1"] + dims})
         inputs.append(dcols)
         inner = (slice(None), slice(None)) + tuple(slice(pb, pb + i) for pb, i in zip(win.pads_begin, shape[2:]))
-        checks.append(lambda got, want=conv_columns_adjoint(dcols, win, x.shape), shp=xp.shape, inner=inner:
-                      np.testing.assert_allclose(got.reshape(shp)[inner], want, rtol=1e-6, atol=1e-6))
+        checks.append(lambda got, want=conv_columns_adjoint(dcols, win, x.shape), shp=xt.shape, inner=inner:
+                      np.testing.assert_allclose(batch_first(got.reshape(shp))[inner], want, rtol=1e-6, atol=1e-6))
     for got, check in zip(_call_kernels(wasm_path, tmp_path, cases, inputs), checks):
         check(got)

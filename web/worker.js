@@ -52,7 +52,11 @@ const progress = {
     this.report(false);
   },
   finishAll() { for (const f of this.files.values()) { f.loaded = f.size; f.done = true; } },
-  setStage(stage) { this.stage = stage; this.stagesDone += 1; this.report(true); },
+  marks: {},         // stage -> ms since the worker started, sent with "ready" for start-up profiling
+  setStage(stage) {
+    this.marks[stage] = Math.round(performance.now());
+    this.stage = stage; this.stagesDone += 1; this.report(true);
+  },
   fraction() {
     let total = 0, loaded = 0;
     for (const f of this.files.values()) { total += f.size; loaded += f.loaded; }
@@ -157,6 +161,7 @@ async function loadRuntime() {
     progress.finishAll();
     progress.setStage("Ready");
     emit("ready", versions);
+    emit("startup", progress.marks);
     return versions;
   } finally {
     untrack();

@@ -7,7 +7,7 @@ import numpy as np
 from pytrain.errors import InputError
 from pytrain.ops import linalg
 from pytrain.ops.registry import kernel
-from pytrain.ops.windows import conv_columns, geometry
+from pytrain.ops.windows import batch_first, conv_columns, geometry
 
 
 @kernel("Conv")
@@ -28,10 +28,9 @@ def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     win = geometry("Conv", X.shape, ks, strides, dilations, pads, auto_pad)
     # The batch folded into the columns: one (M/G, C/G*K) @ (C/G*K, N*L) product per group,
     # large enough for a fast GEMM (and the browser's wasm kernel) instead of N small ones.
-    cols = conv_columns(X, win, group)  # (G, C/G*K, N*L)
-    y = linalg.matmul(W.reshape(group, m // group, -1), cols)  # (G, M/G, N*L)
-    y = np.asarray(y, dtype=X.dtype).reshape((m, n) + win.out_shape)
-    y = np.ascontiguousarray(np.swapaxes(y, 0, 1))
+    cols = conv_columns(X, win, group)  # (G, C/G*K, L*N)
+    y = linalg.matmul(W.reshape(group, m // group, -1), cols)  # (G, M/G, L*N)
+    y = batch_first(np.asarray(y, dtype=X.dtype).reshape((m,) + win.out_shape + (n,)))
     if B is not None:
         if B.shape != (m,):
             raise InputError("Conv: bias B must have shape (%d,), got %s" % (m, B.shape))

@@ -97,32 +97,35 @@ def adam(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, lr: 
     return True
 
 
-def columns(xp: np.ndarray, win) -> Optional[np.ndarray]:
-    """conv_columns' matrix (C*K, N*L) for a 2-D convolution of the padded float32 input ``xp``
-    (web/kernels/im2col.c); None for other cases, which numpy handles."""
-    if win.rank != 2 or xp.dtype != np.float32 or not xp.flags.c_contiguous:
+def columns(xt: np.ndarray, win) -> Optional[np.ndarray]:
+    """conv_columns' matrix (C*K, L*N) for a 2-D convolution of the padded float32 input ``xt`` in
+    the batch-last layout (C, H, W, N) (web/kernels/im2col.c); None for other cases, which numpy
+    handles."""
+    if win.rank != 2 or xt.dtype != np.float32 or not xt.flags.c_contiguous:
         return None
-    n, c, h, w = xp.shape
+    c, h, w, n = xt.shape
     (kh, kw), (oh, ow) = win.kernel, win.out_shape
-    cols = np.empty((c * kh * kw, n * oh * ow), dtype=np.float32)
+    cols = np.empty((c * kh * kw, oh * ow * n), dtype=np.float32)
     if cols.size:
-        _wasm.im2col(_ptr(xp), _ptr(cols), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
+        _wasm.im2col(_ptr(xt), _ptr(cols), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
                      win.dilations[0], win.dilations[1])
     return cols
 
 
-def columns_adjoint(cols: np.ndarray, win, padded_shape) -> Optional[np.ndarray]:
-    """conv_columns_adjoint's padded (N, C, H, W) sum for a 2-D convolution (web/kernels/im2col.c)."""
+def columns_adjoint(cols: np.ndarray, win) -> Optional[np.ndarray]:
+    """conv_columns_adjoint's padded batch-last (C, H, W, N) sum for a 2-D convolution
+    (web/kernels/im2col.c); ``cols`` is C-contiguous (C*K, L*N)."""
     if win.rank != 2 or cols.dtype != np.float32:
         return None
-    cols = np.ascontiguousarray(cols)
-    n, c, h, w = padded_shape
     (kh, kw), (oh, ow) = win.kernel, win.out_shape
-    xp = np.zeros(padded_shape, dtype=np.float32)
+    c = cols.shape[0] // (kh * kw)
+    n = cols.shape[1] // (oh * ow)
+    h, w = win.padded_shape
+    xt = np.zeros((c, h, w, n), dtype=np.float32)
     if cols.size:
-        _wasm.col2im(_ptr(cols), _ptr(xp), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
+        _wasm.col2im(_ptr(cols), _ptr(xt), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
                      win.dilations[0], win.dilations[1])
-    return xp
+    return xt
 
 
 def install() -> bool:

@@ -9,7 +9,7 @@ output size to the element, so both compute it here:
 * :func:`pad_spatial` pads the spatial axes as the window needs;
 * :func:`tap_slices` gives, for one kernel tap, the slices of the padded input that the tap sees
   for every output position: a kernel loops over taps (a handful) instead of over elements;
-* :func:`windows_view` is a zero-copy ``(N, C, *kernel, *out)`` view of every window;
+* :func:`conv_columns` / :func:`conv_columns_adjoint` are Conv's im2col and col2im;
 * :func:`avg_divisor` is AveragePool's per-output element count.
 """
 from __future__ import annotations
@@ -177,61 +177,67 @@ def tap_slices(win: Window, tap: Sequence[int]) -> Tuple[slice, ...]:
     return tuple(sl)
 
 
-def windows_view(xp: np.ndarray, win: Window) -> np.ndarray:
-    """Read-only strided view of the padded input, shape ``(N, C, *kernel, *out_shape)``: element
-    ``[n, c, *tap, *o]`` is ``xp[n, c, *(o * strides + tap * dilations)]``. No copy is made."""
-    st = xp.strides
-    shape = tuple(xp.shape[:2]) + win.kernel + win.out_shape
-    strides = (st[0], st[1]) + tuple(s * d for s, d in zip(st[2:], win.dilations)) \
-        + tuple(s * k for s, k in zip(st[2:], win.strides))
-    return as_strided(xp, shape=shape, strides=strides, writeable=False)
-
-
 ColumnsBackend = Callable[..., Optional[np.ndarray]]
 _columns_backend: Optional[ColumnsBackend] = None
 _adjoint_backend: Optional[ColumnsBackend] = None
 
 
 def set_columns_backend(columns: Optional[ColumnsBackend], adjoint: Optional[ColumnsBackend]) -> tuple:
-    """Use ``columns(xp, win)`` for :func:`conv_columns` and ``adjoint(dcols, win, padded_shape)``
-    for :func:`conv_columns_adjoint` where they return an array (the browser's wasm im2col and
-    col2im); returns the previous pair."""
+    """Use ``columns(xt, win)`` for :func:`conv_columns` and ``adjoint(dcols, win)`` for
+    :func:`conv_columns_adjoint` where they return an array (the browser's wasm im2col and
+    col2im); both work in the batch-last layout ``xt = (C, *padded, N)``. Returns the previous pair."""
     global _columns_backend, _adjoint_backend
     previous = (_columns_backend, _adjoint_backend)
     _columns_backend, _adjoint_backend = columns, adjoint
     return previous
 
 
+def batch_last(x: np.ndarray) -> np.ndarray:
+    """``(N, C, *spatial)`` -> C-contiguous ``(C, *spatial, N)``."""
+    return np.ascontiguousarray(np.moveaxis(x, 0, -1))
+
+
+def batch_first(y: np.ndarray) -> np.ndarray:
+    """``(C, *spatial, N)`` -> C-contiguous ``(N, C, *spatial)``."""
+    return np.ascontiguousarray(np.moveaxis(y, -1, 0))
+
+
 def conv_columns(x: np.ndarray, win: Window, group: int) -> np.ndarray:
-    """The im2col matrix with the batch folded into the columns, shape ``(G, C/G*K, N*L)``:
-    row ``c*K + tap`` (taps in C order), column ``n*L + l`` holds what tap ``tap`` of channel ``c``
+    """The im2col matrix with the batch folded into the columns, shape ``(G, C/G*K, L*N)``:
+    row ``c*K + tap`` (taps in C order), column ``l*N + n`` holds what tap ``tap`` of channel ``c``
     sees at output position ``l`` of sample ``n``. Conv is then one product per group, and its
-    weight gradient too."""
-    xp = pad_spatial(x, win)
-    cols = _columns_backend(xp, win) if _columns_backend is not None else None
+    weight gradient too.
+
+    The batch is the innermost axis so that, for unit strides, a tap's copy (and col2im's add)
+    runs over whole output rows of all samples at once instead of one short row at a time."""
+    xt = batch_last(pad_spatial(x, win))  # (C, *padded, N)
+    cols = _columns_backend(xt, win) if _columns_backend is not None else None
     if cols is None:
+        st = xt.strides
         rank = win.rank
-        order = (1,) + tuple(range(2, 2 + rank)) + (0,) + tuple(range(2 + rank, 2 + 2 * rank))
-        cols = windows_view(xp, win).transpose(order)  # (C, *kernel, N, *out)
-    return cols.reshape(group, -1, x.shape[0] * int(np.prod(win.out_shape)))
+        view = as_strided(
+            xt, shape=(xt.shape[0],) + win.kernel + win.out_shape + (xt.shape[-1],),
+            strides=(st[0],) + tuple(s * d for s, d in zip(st[1:1 + rank], win.dilations))
+            + tuple(s * k for s, k in zip(st[1:1 + rank], win.strides)) + (st[-1],),
+            writeable=False)  # (C, *kernel, *out, N)
+        cols = view
+    return cols.reshape(group, -1, int(np.prod(win.out_shape)) * x.shape[0])
 
 
 def conv_columns_adjoint(dcols: np.ndarray, win: Window, x_shape: Sequence[int]) -> np.ndarray:
-    """The adjoint of :func:`conv_columns` (col2im): add a ``(C*K, N*L)`` column matrix back onto
+    """The adjoint of :func:`conv_columns` (col2im): add a ``(C*K, L*N)`` column matrix back onto
     an input of shape ``x_shape`` (N, C, *spatial); overlapping windows accumulate."""
     n, c = int(x_shape[0]), int(x_shape[1])
-    padded = (n, c) + win.padded_shape
-    cols2d = dcols.reshape(c * int(np.prod(win.kernel)), -1)
-    dxp = _adjoint_backend(cols2d, win, padded) if _adjoint_backend is not None else None
-    if dxp is None:
-        # (C, N, ...) layout, so the columns need no transpose; one tap's slice never overlaps itself
-        d = cols2d.reshape((c,) + win.kernel + (n,) + win.out_shape)
-        acc = np.zeros((c, n) + win.padded_shape, dtype=dcols.dtype)
+    cols2d = np.ascontiguousarray(dcols.reshape(c * int(np.prod(win.kernel)), -1))
+    acc = _adjoint_backend(cols2d, win) if _adjoint_backend is not None else None
+    if acc is None:
+        d = cols2d.reshape((c,) + win.kernel + win.out_shape + (n,))
+        acc = np.zeros((c,) + win.padded_shape + (n,), dtype=dcols.dtype)
         for tap in win.taps():
-            acc[tap_slices(win, tap)] += d[(slice(None),) + tuple(tap)]
-        dxp = np.swapaxes(acc, 0, 1)
+            # one tap's window positions never overlap each other, so += is safe
+            acc[tap_slices(win, tap)[1:] + (slice(None),)] += d[(slice(None),) + tuple(tap)]
     inner = tuple(slice(pb, pb + i) for i, pb in zip(win.in_shape, win.pads_begin))
-    return np.ascontiguousarray(dxp[(slice(None), slice(None)) + inner])
+    return batch_first(acc[(slice(None),) + inner])
 
 
 def avg_divisor(win: Window, count_include_pad: int) -> np.ndarray:

@@ -107,6 +107,7 @@ client.on("loading", ({ stage, fraction }) => {
   $("load-progress").setAttribute("aria-valuenow", String(Math.round(fraction * 100)));
   $("load-text").textContent = `${stage}… ${Math.round(fraction * 100)}%`;
 });
+client.on("startup", (marks) => { app.timing.startup = marks; });
 client.on("ready", (v) => {
   app.timing.ready = performance.now();
   app.ready = true;

@@ -12,7 +12,7 @@ import numpy as np
 from pytrain.errors import InputError
 from pytrain.ops import linalg
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
-from pytrain.ops.windows import conv_columns, conv_columns_adjoint, geometry
+from pytrain.ops.windows import batch_last, conv_columns, conv_columns_adjoint, geometry
 
 
 @kernel("ConvGrad", domain=PYTRAIN_DOMAIN)
@@ -40,13 +40,13 @@ def conv_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, a
                          % (op, dY.shape, (n, m) + win.out_shape))
 
     # Channels first and the batch folded into the columns: one matmul per group covers all of N.
-    dy = np.moveaxis(dY, 1, 0).reshape(g, m // g, -1)  # (G, M/G, N*L)
+    dy = batch_last(dY).reshape(g, m // g, -1)  # (M, *out, N) as (G, M/G, L*N)
     dX = dW = dB = None
     if ctx.wants(1):
-        cols = conv_columns(X, win, g)  # (G, C/G*K, N*L)
+        cols = conv_columns(X, win, g)  # (G, C/G*K, L*N)
         dW = linalg.matmul(dy, np.swapaxes(cols, 1, 2)).reshape(W.shape).astype(W.dtype, copy=False)
     if ctx.wants(0):
-        dcols = linalg.matmul(np.swapaxes(W.reshape(g, m // g, -1), 1, 2), dy)  # (G, C/G*K, N*L)
+        dcols = linalg.matmul(np.swapaxes(W.reshape(g, m // g, -1), 1, 2), dy)  # (G, C/G*K, L*N)
         dX = conv_columns_adjoint(dcols, win, X.shape).astype(X.dtype, copy=False)
     if ctx.wants(2):
         dB = np.sum(dY, axis=(0,) + tuple(range(2, dY.ndim)))
