@@ -37,3 +37,43 @@ def test_backend_swap_changes_only_rounding():
         for k in ref_params:
             np.testing.assert_allclose(params[k], ref_params[k], rtol=1e-4, atol=1e-6)
     assert calls, "the backend was never used"
+
+
+def test_transpose_backend_and_accelerated_kernels_are_used_and_can_decline():
+    """linalg.set_transpose_backend and registry.accelerate (how the browser's wasm kernels plug
+    in): used where they answer, the numpy kernels where they return None, removable."""
+    from pytrain.ops import registry
+
+    rng = np.random.default_rng(1)
+    model = models.cnn((1, 8, 8), 4, channels=(3,), hidden=8)
+    x = rng.standard_normal((8, 1, 8, 8)).astype(np.float32)
+    y = rng.integers(0, 4, 8).astype(np.int64)
+    ref_losses, ref_params = _train(model, x, y)
+    seen = {"transpose": 0, "Relu": 0, "ReluGrad": 0}
+
+    def transpose(a):
+        seen["transpose"] += 1
+        return None if a.shape[0] % 2 else np.ascontiguousarray(a.T)  # declines odd row counts
+
+    def relu(ctx, X):
+        seen["Relu"] += 1
+        return (np.where(X < 0, np.float32(0), X),)
+
+    def relu_grad(ctx, dY, Y):
+        seen["ReluGrad"] += 1
+        return None  # always leaves it to numpy
+
+    previous = linalg.set_transpose_backend(transpose)
+    registry.accelerate("Relu", relu)
+    registry.accelerate("ReluGrad", relu_grad, registry.PYTRAIN_DOMAIN)
+    try:
+        losses, params = _train(model, x, y)
+    finally:
+        linalg.set_transpose_backend(previous)
+        registry.accelerate("Relu", None)
+        registry.accelerate("ReluGrad", None, registry.PYTRAIN_DOMAIN)
+    assert all(seen.values()), seen
+    np.testing.assert_array_equal(losses, ref_losses)
+    for k in ref_params:
+        np.testing.assert_array_equal(params[k], ref_params[k])
+    assert registry.get_kernel("Relu").fn is registry.get_kernel("Relu").numpy_fn

@@ -70,6 +70,8 @@ CASES = [
     (0, 1, 1, 10, 600, 1.0, 0.0, 0),
     (1, 0, 600, 1, 1, 1.0, 1.0, 0),
     (0, 0, 130, 520, 257, 1.0, 0.0, 0),  # crosses MC, NC and KC block edges
+    (0, 1, 6, 25, 4099, 0.5, 1.0, 3),  # the dot-product path: DOT_KC chunks, k tail, ragged N
+    (0, 1, 3, 2, 2051, 1.0, 0.0, 0),
     (0, 0, 6, 8, 0, 1.0, 0.5, 0),  # K == 0: C = beta * C
     (0, 0, 6, 8, 5, 0.0, 2.0, 0),  # alpha == 0
 ]
@@ -166,8 +168,9 @@ def test_committed_wasm_exports():
                          text=True, check=True)
     imports, exports = json.loads(res.stdout)
     assert imports == [{"module": "env", "name": "memory", "kind": "memory"}]
-    assert exports == ["pytrain_adam", "pytrain_col2im", "pytrain_im2col", "pytrain_sgemm",
-                       "pytrain_sgemm_work_bytes"]
+    assert exports == ["pytrain_adam", "pytrain_col2im", "pytrain_im2col", "pytrain_maxpool2d",
+                       "pytrain_maxpool_grad", "pytrain_relu", "pytrain_relu_grad", "pytrain_sgemm", "pytrain_sgemm_work_bytes",
+                       "pytrain_transpose"]
 
 
 # Calls one exported kernel per case of calls.json. Each case lists float32 buffers ("fill":
@@ -277,3 +280,103 @@ def test_im2col_kernels_equal_conv_columns_and_its_adjoint(wasm_path: Path, tmp_
                       np.testing.assert_allclose(batch_first(got.reshape(shp))[inner], want, rtol=1e-6, atol=1e-6))
     for got, check in zip(_call_kernels(wasm_path, tmp_path, cases, inputs), checks):
         check(got)
+
+
+def test_maxpool_kernel_equals_the_numpy_kernel(wasm_path: Path, tmp_path: Path):
+    """web/kernels/pool.c gives MaxPool's Y and Indices exactly as pytrain/ops/op_maxpool.py does:
+    padding, strides, dilations, ceil_mode, storage_order, ties and NaNs included."""
+    from pytrain.ops import OpContext, get_kernel
+    from pytrain.ops.op_maxpool import _lowest
+    from pytrain.ops.windows import geometry, pad_spatial
+
+    max_pool = get_kernel("MaxPool").fn
+    rng = np.random.default_rng(11)
+    cases, inputs, expected = [], [], []
+    for shape, attrs in (
+            ((2, 3, 8, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+            ((1, 2, 7, 9), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1]}),
+            ((2, 1, 9, 9), {"kernel_shape": [2, 3], "dilations": [2, 1], "ceil_mode": 1, "strides": [2, 2]}),
+            ((1, 2, 6, 5), {"kernel_shape": [3, 3], "storage_order": 1, "pads": [1, 1, 1, 1]}),
+            ((1, 1, 6, 6), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]})):
+        # rounded values make ties common; a few NaNs check np.maximum's propagation
+        x = np.round(rng.standard_normal(shape) * 2).astype(np.float32)
+        x.ravel()[rng.choice(x.size, 2, replace=False)] = np.nan
+        y, idx = max_pool(OpContext(output_mask=[True, True]), x, **attrs)
+        win = geometry("MaxPool", x.shape, attrs["kernel_shape"], attrs.get("strides"), attrs.get("dilations"),
+                       attrs.get("pads"), attrs.get("auto_pad", "NOTSET"), attrs.get("ceil_mode", 0))
+        xp = np.ascontiguousarray(pad_spatial(x, win, _lowest(x.dtype)))
+        args = [shape[0] * shape[1], *win.padded_shape, *win.kernel, *win.out_shape, *win.strides,
+                *win.dilations, *win.in_shape, *win.pads_begin, attrs.get("storage_order", 0)]
+        # Indices are int64: their buffer is read back as pairs of float32 words
+        cases.append({"fn": "maxpool2d", "read": [1, 2], "args": ["$0", "$1", "$2"] + args,
+                      "buffers": [{"len": xp.size, "fill": True}, {"len": y.size, "fill": False},
+                                  {"len": 2 * y.size, "fill": False}]})
+        inputs.append(xp)
+        expected.append((y, idx))
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for (y, idx), got_y, got_idx in zip(expected, got[0::2], got[1::2]):
+        np.testing.assert_array_equal(got_y, y.ravel())  # NaNs in the same places
+        np.testing.assert_array_equal(got_idx.view(np.int64), idx.ravel())
+
+
+def test_maxpool_grad_kernel_equals_the_numpy_kernel(wasm_path: Path, tmp_path: Path):
+    """pool.c's MaxPoolGrad scatters dY like the numpy kernel (exactly for disjoint windows,
+    within float32 rounding where windows overlap) and stops at an out-of-range index."""
+    from pytrain.ops import OpContext, get_kernel
+    from pytrain.ops.registry import PYTRAIN_DOMAIN
+
+    max_pool, grad = get_kernel("MaxPool").fn, get_kernel("MaxPoolGrad", PYTRAIN_DOMAIN).numpy_fn
+    rng = np.random.default_rng(12)
+    cases, inputs, expected = [], [], []
+    for shape, attrs in (((4, 6, 24, 24), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+                         ((2, 3, 9, 9), {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]})):
+        x = rng.standard_normal(shape).astype(np.float32)
+        y, idx = max_pool(OpContext(output_mask=[True, True]), x, **attrs)
+        dy = rng.standard_normal(y.shape).astype(np.float32)
+        expected.append(grad(OpContext(), dy, idx, x)[0])
+        cases.append({"fn": "maxpool_grad", "read": [2], "args": ["$0", "$1", "$2", dy.size, x.size],
+                      "buffers": [{"len": dy.size, "fill": True}, {"len": 2 * idx.size, "fill": True},
+                                  {"len": x.size, "fill": False}]})
+        inputs += [dy, idx.view(np.float32)]
+    bad = np.array([0, 5, 7, -1, 2], dtype=np.int64)  # the fourth index is out of range
+    cases.append({"fn": "maxpool_grad", "read": [2], "args": ["$0", "$1", "$2", 5, 8],
+                  "buffers": [{"len": 5, "fill": True}, {"len": 10, "fill": True}, {"len": 8, "fill": False}]})
+    inputs += [np.ones(5, np.float32), bad.view(np.float32)]
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    np.testing.assert_array_equal(got[0], expected[0].ravel())          # 2x2 stride 2: disjoint
+    np.testing.assert_allclose(got[1], expected[1].ravel(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got[2], [1, 0, 0, 0, 0, 1, 0, 1])    # stopped before -1
+
+
+def test_relu_and_transpose_kernels_equal_numpy_bit_for_bit(wasm_path: Path, tmp_path: Path):
+    """web/kernels/elementwise.c gives Relu's and ReluGrad's numpy results (NaN, inf and -0.0
+    included; ReluGrad and transpose to the bit, Relu up to the sign of a zero, which numpy
+    versions disagree on), and transpose.c the transpose of any shape (ragged 4x4 tiles)."""
+    from pytrain.ops import OpContext, get_kernel
+    from pytrain.ops.registry import PYTRAIN_DOMAIN
+
+    relu, relu_grad = get_kernel("Relu").numpy_fn, get_kernel("ReluGrad", PYTRAIN_DOMAIN).numpy_fn
+    rng = np.random.default_rng(5)
+    n = 1031  # a SIMD body and a tail
+    x = rng.standard_normal(n).astype(np.float32)
+    x[:6] = [np.nan, -0.0, 0.0, np.inf, -np.inf, -np.nan]
+    y = relu(OpContext(), x)[0]
+    dy = rng.standard_normal(n).astype(np.float32)
+    dy[6:9] = [np.nan, -0.0, np.inf]
+    dx = relu_grad(OpContext(), dy, y)[0]
+    cases = [{"fn": "relu", "buffers": [{"len": n, "fill": True}, {"len": n, "fill": False}],
+              "read": [1], "args": ["$0", "$1", n]},
+             {"fn": "relu_grad", "buffers": [{"len": n, "fill": True}, {"len": n, "fill": True},
+                                             {"len": n, "fill": False}],
+              "read": [2], "args": ["$0", "$1", "$2", n]}]
+    inputs, expected = [x, dy, y], [y, dx]
+    for rows, cols in ((64, 864), (7, 10), (5, 3), (1, 9)):
+        a = rng.standard_normal((rows, cols)).astype(np.float32)
+        cases.append({"fn": "transpose", "buffers": [{"len": a.size, "fill": True}, {"len": a.size, "fill": False}],
+                      "read": [1], "args": ["$0", "$1", rows, cols]})
+        inputs.append(a)
+        expected.append(a.T)
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    np.testing.assert_array_equal(got[0], y)
+    for g, want in zip(got[1:], expected[1:]):
+        assert g.tobytes() == np.ascontiguousarray(want, dtype=np.float32).tobytes()

@@ -60,6 +60,7 @@
       gemm: get("gemm", "0") === "1",
       gen: get("gen", "0") === "1",
       profile: get("profile", "0") === "1",
+      nodes: get("nodes", "0") === "1",
     };
   }
 

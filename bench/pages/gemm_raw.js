@@ -3,7 +3,7 @@
 "use strict";
 
 (function (root) {
-  // [name, transA, transB, M, N, K]: the MLP 784-128-10 products at batch 64 and a few others.
+  // [name, transA, transB, M, N, K]: the MLP 784-128-10 and LeNet products at batch 64, a few others.
   const CASES = [
     ["64x784@784x128 NN", 0, 0, 64, 128, 784],
     ["64x784@(128x784)^T NT", 0, 1, 64, 128, 784],
@@ -12,6 +12,11 @@
     ["256x256@256x256 NN", 0, 0, 256, 256, 256],
     ["63x785@785x129 NN", 0, 0, 63, 129, 785],
     ["64x120@120x84 NN", 0, 0, 64, 84, 120],
+    ["conv1 6x25@25x36864 NN", 0, 0, 6, 36864, 25],
+    ["conv1 dW 6x36864@(25x36864)^T NT", 0, 1, 6, 25, 36864],
+    ["conv2 16x150@150x4096 NN", 0, 0, 16, 4096, 150],
+    ["conv2 dW 16x4096@(150x4096)^T NT", 0, 1, 16, 150, 4096],
+    ["conv2 dX (16x150)^T@16x4096 TN", 1, 0, 150, 4096, 16],
   ];
 
   async function benchGemmRaw(gemmApi, wasmSource, reps) {

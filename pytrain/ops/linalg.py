@@ -1,5 +1,5 @@
-"""The one place matrix products happen, so a faster backend (the WebAssembly SIMD GEMM in the
-browser) can be swapped in for every kernel at once."""
+"""The one place matrix products (and contiguous transposes) happen, so a faster backend (the
+WebAssembly SIMD kernels in the browser) can be swapped in for every kernel at once."""
 from __future__ import annotations
 
 import sys
@@ -37,6 +37,28 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.ndim == 2 and b.ndim == 2:
             return _backend(a, b)
         if a.ndim == 3 and b.ndim == 3 and a.shape[0] == b.shape[0] <= _MAX_STACK:
-            # convolutions: one product per group (usually one)
+            # convolutions: one product per group (usually one, which needs no stacking copy)
+            if a.shape[0] == 1:
+                return _backend(a[0], b[0])[None]
             return np.stack([_backend(a[i], b[i]) for i in range(a.shape[0])])
     return np.matmul(a, b)
+
+
+Transpose = Callable[[np.ndarray], Optional[np.ndarray]]
+_transpose_backend: Optional[Transpose] = None
+
+
+def set_transpose_backend(transpose: Optional[Transpose]) -> Optional[Transpose]:
+    """Use ``transpose(a)`` for :func:`transposed` where it returns an array; returns the previous one."""
+    global _transpose_backend
+    previous, _transpose_backend = _transpose_backend, transpose
+    return previous
+
+
+def transposed(a: np.ndarray) -> np.ndarray:
+    """``a.T`` of a 2-D array as a new C-contiguous array."""
+    if _transpose_backend is not None:
+        t = _transpose_backend(a)
+        if t is not None:
+            return t
+    return np.ascontiguousarray(a.T)

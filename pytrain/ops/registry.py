@@ -14,6 +14,8 @@ A kernel reads like the ONNX spec of its op::
   ``None`` for an output that ``ctx.wants(i)`` says nobody reads (so optional work can be skipped).
 * A kernel never mutates its inputs, except kernels registered with ``inplace=True``
   (optimizer updates), which update their state inputs in place and return them.
+* :func:`accelerate` puts a faster implementation in front of a kernel (the browser's
+  WebAssembly kernels); it answers the cases it handles and returns None for the rest.
 """
 from __future__ import annotations
 
@@ -30,10 +32,11 @@ Kernel = Callable[..., Tuple[Any, ...]]
 class KernelInfo:
     """A registered kernel and the facts the planner needs about it."""
 
-    __slots__ = ("fn", "op_type", "domain", "inplace")
+    __slots__ = ("fn", "numpy_fn", "op_type", "domain", "inplace")
 
     def __init__(self, fn: Kernel, op_type: str, domain: str, inplace: bool) -> None:
         self.fn = fn
+        self.numpy_fn = fn  # the registered kernel, whatever accelerate() put in front of it
         self.op_type = op_type
         self.domain = domain
         self.inplace = inplace
@@ -63,6 +66,25 @@ def get_kernel(op_type: str, domain: str = "") -> Optional[KernelInfo]:
     """The kernel of ``op_type`` in ``domain``, or None when pytrain has none."""
     _load_all()
     return _KERNELS.get((_norm_domain(domain), op_type))
+
+
+def accelerate(op_type: str, fast: Optional[Kernel], domain: str = "") -> None:
+    """Run ``fast(ctx, *inputs, **attrs)`` first for ``op_type``: its outputs are used unless it
+    returns None, which hands the case to the registered kernel (``fast=None`` removes it).
+    Plans built afterwards pick it up."""
+    info = get_kernel(op_type, domain)
+    if info is None:
+        raise KeyError("no kernel for %s in domain %r to accelerate" % (op_type, domain))
+    base = info.numpy_fn
+    if fast is None:
+        info.fn = base
+        return
+
+    def run(ctx: "OpContext", *args: Any, **attrs: Any) -> Tuple[Any, ...]:
+        out = fast(ctx, *args, **attrs)
+        return base(ctx, *args, **attrs) if out is None else out
+
+    info.fn = run
 
 
 def supported_ops(domain: str = "") -> Sequence[str]:

@@ -1,10 +1,11 @@
-"""The browser's WebAssembly kernels (web/kernels/gemm.c, optim.c, im2col.c), working in place
-on numpy's buffers inside Pyodide's heap: the SIMD GEMM, the one-pass Adam update, im2col/col2im.
+"""The browser's WebAssembly kernels (web/kernels/*.c, linked into one gemm.wasm), working in
+place on numpy's buffers inside Pyodide's heap: the SIMD GEMM, the one-pass Adam update,
+im2col/col2im, MaxPool, Relu and their gradients, and 2-D transposes.
 
 The page links gemm.wasm into Pyodide and registers it as the module ``pytrain_wasm_gemm``
-(``sgemm``, ``adam``, ``im2col``, ``col2im``, ``work_bytes``; see web/kernels/gemm.js). :func:`install` then
-routes 2-D float32 products, Adam/AdamW updates and 2-D convolution columns through them;
-small products stay on numpy, where the Python -> JS -> wasm call would cost more than it saves.
+(see ``pythonModule`` in web/kernels/gemm.js). :func:`install` then routes those operations
+through them; small products and arrays stay on numpy, where the Python -> JS -> wasm call
+would cost more than it saves.
 """
 from __future__ import annotations
 
@@ -128,13 +129,85 @@ def columns_adjoint(cols: np.ndarray, win) -> Optional[np.ndarray]:
     return xt
 
 
+def max_pool(xp: np.ndarray, win, want_indices: bool,
+             storage_order: int) -> Optional[Tuple[np.ndarray, Optional[np.ndarray]]]:
+    """MaxPool's (Y, Indices) for a 2-D window over the padded float32 input ``xp``
+    (web/kernels/pool.c); None for other cases, which numpy handles."""
+    if win.rank != 2 or xp.dtype != np.float32 or not xp.flags.c_contiguous:
+        return None
+    n, c, hp, wp = xp.shape
+    (kh, kw), (oh, ow) = win.kernel, win.out_shape
+    y = np.empty((n, c, oh, ow), dtype=np.float32)
+    idx = np.empty((n, c, oh, ow), dtype=np.int64) if want_indices else None
+    if y.size:
+        _wasm.maxpool2d(_ptr(xp), _ptr(y), _ptr(idx) if want_indices else 0, n * c, hp, wp, kh, kw, oh, ow,
+                        win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
+                        win.in_shape[0], win.in_shape[1], win.pads_begin[0], win.pads_begin[1],
+                        int(storage_order))
+    return y, idx
+
+
+#: Below this many elements numpy's own pass is as quick as the call into wasm.
+MIN_ELEMENTS = 1024
+
+
+def _plain(*arrays: np.ndarray) -> bool:
+    """All C-contiguous float32 of one shape, and enough elements to be worth a wasm call."""
+    a0 = arrays[0]
+    return a0.size >= MIN_ELEMENTS and all(
+        a.dtype == np.float32 and a.flags.c_contiguous and a.shape == a0.shape for a in arrays)
+
+
+def transpose(a: np.ndarray) -> Optional[np.ndarray]:
+    """``a.T`` of a C-contiguous 2-D float32 array, as a new C-contiguous array (transpose.c)."""
+    if a.ndim != 2 or not _plain(a):
+        return None
+    rows, cols = a.shape
+    out = np.empty((cols, rows), dtype=np.float32)
+    _wasm.transpose(_ptr(a), _ptr(out), rows, cols)
+    return out
+
+
+def relu(ctx, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
+    """Relu (elementwise.c), for registry.accelerate."""
+    if not _plain(X):
+        return None
+    y = np.empty_like(X)
+    _wasm.relu(_ptr(X), _ptr(y), X.size)
+    return (y,)
+
+
+def relu_grad(ctx, dY: np.ndarray, Y: np.ndarray) -> Optional[Tuple[np.ndarray]]:
+    """ReluGrad (elementwise.c), for registry.accelerate."""
+    if not _plain(dY, Y):
+        return None
+    dx = np.empty_like(dY)
+    _wasm.relu_grad(_ptr(dY), _ptr(Y), _ptr(dx), dY.size)
+    return (dx,)
+
+
+def max_pool_grad(ctx, dY: np.ndarray, Indices: np.ndarray, X: np.ndarray, *,
+                  storage_order: int = 0) -> Optional[Tuple[np.ndarray]]:
+    """MaxPoolGrad (pool.c), for registry.accelerate: row-major Indices only, and any index out
+    of range hands the node back to the numpy kernel, which reports it."""
+    if (storage_order != 0 or not _plain(dY) or X.dtype != np.float32 or Indices.dtype != np.int64
+            or not Indices.flags.c_contiguous or Indices.shape != dY.shape):
+        return None
+    dx = np.zeros(X.shape, dtype=np.float32)
+    if _wasm.maxpool_grad(_ptr(dY), _ptr(Indices), _ptr(dx), dY.size, dx.size):
+        return None
+    return (dx,)
+
+
 def install() -> bool:
-    """Route pytrain's 2-D float32 products (pytrain.ops.linalg.set_backend) and Adam updates
-    (op_optimizers.set_adam_backend) through the kernels."""
+    """Route pytrain's 2-D float32 products and transposes (pytrain.ops.linalg), Adam updates
+    (op_optimizers.set_adam_backend), convolution columns (windows.set_columns_backend), 2-D
+    MaxPool (op_maxpool.set_backend), Relu, ReluGrad and MaxPoolGrad (registry.accelerate) through
+    the kernels."""
     global FALLBACK
     if _wasm is None:
         return False
-    from pytrain.ops import linalg, windows
+    from pytrain.ops import linalg, op_maxpool, registry, windows
     from pytrain.ops.train import op_optimizers
 
     previous = linalg.set_backend(matmul2d)
@@ -144,4 +217,13 @@ def install() -> bool:
         op_optimizers.set_adam_backend(adam)
     if hasattr(_wasm, "im2col") and hasattr(_wasm, "col2im"):
         windows.set_columns_backend(columns, columns_adjoint)
+    if hasattr(_wasm, "maxpool2d"):
+        op_maxpool.set_backend(max_pool)
+    if hasattr(_wasm, "transpose"):
+        linalg.set_transpose_backend(transpose)
+    if hasattr(_wasm, "relu") and hasattr(_wasm, "relu_grad"):
+        registry.accelerate("Relu", relu)
+        registry.accelerate("ReluGrad", relu_grad, registry.PYTRAIN_DOMAIN)
+    if hasattr(_wasm, "maxpool_grad"):
+        registry.accelerate("MaxPoolGrad", max_pool_grad, registry.PYTRAIN_DOMAIN)
     return True

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from pytrain.errors import GraphError, InputError
+from pytrain.ops import linalg
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -194,12 +195,14 @@ def set_columns_backend(columns: Optional[ColumnsBackend], adjoint: Optional[Col
 
 def batch_last(x: np.ndarray) -> np.ndarray:
     """``(N, C, *spatial)`` -> C-contiguous ``(C, *spatial, N)``."""
-    return np.ascontiguousarray(np.moveaxis(x, 0, -1))
+    n = x.shape[0]
+    return linalg.transposed(x.reshape(n, -1)).reshape(x.shape[1:] + (n,))
 
 
 def batch_first(y: np.ndarray) -> np.ndarray:
     """``(C, *spatial, N)`` -> C-contiguous ``(N, C, *spatial)``."""
-    return np.ascontiguousarray(np.moveaxis(y, -1, 0))
+    n = y.shape[-1]
+    return linalg.transposed(y.reshape(-1, n)).reshape((n,) + y.shape[:-1])
 
 
 def conv_columns(x: np.ndarray, win: Window, group: int) -> np.ndarray:

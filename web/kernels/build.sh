@@ -1,5 +1,5 @@
 #!/bin/sh
-# Build gemm.wasm from gemm.c with clang + lld (no emscripten, no libc).
+# Build gemm.wasm from gemm.c (+ optim.c, im2col.c, pool.c, elementwise.c, transpose.c) with clang + lld (no emscripten, no libc).
 # Usage: build.sh [out.wasm] [extra clang flags...]   (default out: gemm.wasm next to this script)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,7 +13,8 @@ CC=${CC:-clang}
 # would otherwise sit at a fixed address inside the host's memory.
 $CC --target=wasm32 -msimd128 -O3 -ffreestanding -fno-builtin -nostdlib \
     -Wl,--no-entry -Wl,--import-memory -Wl,-z,stack-size=0 -Wl,--strip-all \
-    "$@" -o "$out" "$here/gemm.c" "$here/optim.c" "$here/im2col.c"
+    "$@" -o "$out" "$here/gemm.c" "$here/optim.c" "$here/im2col.c" "$here/pool.c" \
+    "$here/elementwise.c" "$here/transpose.c"
 if command -v llvm-objdump >/dev/null 2>&1; then
     # global 0 is __stack_pointer; any access means a spill into host memory.
     if llvm-objdump -d "$out" | grep -Eq 'global\.(get|set)'; then

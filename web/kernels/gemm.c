@@ -250,6 +250,64 @@ static void add_edge(int m, int n, const float *tile, float *c, int ldc) {
         for (int j = 0; j < n; j++) c[(long)i * ldc + j] += tile[i * NR + j];
 }
 
+/* Sum of the four lanes of a f32x4. */
+static inline float hsum(v128_t v) {
+    v = wasm_f32x4_add(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
+    return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1);
+}
+
+/* C[i][j] += alpha * dot(A row i, B row j) over k in [0, kc), for one row of A and `nb` (1..4)
+ * rows of B, both contiguous along k.  Four independent accumulators per row of B. */
+static void dot_rows(int nb, int kc, const float *a, const float *b, int ldb, float *c, float alpha) {
+    const float *b0 = b, *b1 = b + (nb > 1 ? ldb : 0), *b2 = b + (nb > 2 ? 2 * ldb : 0),
+                *b3 = b + (nb > 3 ? 3 * ldb : 0);
+    v128_t s0 = wasm_f32x4_splat(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    int k = 0;
+    for (; k + 4 <= kc; k += 4) {
+        v128_t av = wasm_v128_load(a + k);
+        s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(av, wasm_v128_load(b0 + k)));
+        s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(av, wasm_v128_load(b1 + k)));
+        s2 = wasm_f32x4_add(s2, wasm_f32x4_mul(av, wasm_v128_load(b2 + k)));
+        s3 = wasm_f32x4_add(s3, wasm_f32x4_mul(av, wasm_v128_load(b3 + k)));
+    }
+    float t0 = hsum(s0), t1 = hsum(s1), t2 = hsum(s2), t3 = hsum(s3);
+    for (; k < kc; k++) {
+        t0 += a[k] * b0[k];
+        t1 += a[k] * b1[k];
+        t2 += a[k] * b2[k];
+        t3 += a[k] * b3[k];
+    }
+    c[0] += alpha * t0;
+    if (nb > 1) c[1] += alpha * t1;
+    if (nb > 2) c[2] += alpha * t2;
+    if (nb > 3) c[3] += alpha * t3;
+}
+
+/* Depth of a k-chunk in the dot-product path: a chunk of every row of A and B stays in cache. */
+#define DOT_KC 2048
+
+/*
+ * A @ B^T with A (M x K) and B (N x K) both row-major: every C element is a dot product of
+ * two contiguous rows.  For a small C and a long K (a convolution's weight gradient: 6 x 25
+ * outputs over 36864 positions) this beats packing, which would copy both operands whole to
+ * fill a mostly padded register tile.
+ */
+static void sgemm_dot(int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float *C, int ldc) {
+    for (int pc = 0; pc < K; pc += DOT_KC) {
+        int kc = imin(DOT_KC, K - pc);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j += 4)
+                dot_rows(imin(4, N - j), kc, A + (long)i * lda + pc, B + (long)j * ldb + pc, ldb,
+                         C + (long)i * ldc + j, alpha);
+    }
+}
+
+/* The dot-product path pays off when C is small and K long. */
+static inline int use_dot(int transA, int transB, int M, int N, int K) {
+    return !transA && transB && M * N <= 4096 && K >= 4 * (M + N);
+}
+
 /*
  * The entry point.  Pointers are byte offsets into the imported memory;
  * leading dimensions are in elements; trans flags are 0 or 1.
@@ -260,6 +318,10 @@ void sgemm(int transA, int transB, int M, int N, int K, float alpha, const float
     if (M <= 0 || N <= 0) return;
     scale_c(M, N, beta, C, ldc);
     if (K <= 0 || alpha == 0.0f) return;
+    if (use_dot(transA, transB, M, N, K)) {
+        sgemm_dot(M, N, K, alpha, A, lda, B, ldb, C, ldc);
+        return;
+    }
 
     /* Carve the scratch buffer: 16-byte aligned packed A, packed B, edge tile. */
     float *ws = (float *)(((unsigned long)work + 15) & ~15ul);

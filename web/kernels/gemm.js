@@ -66,6 +66,11 @@
       adam: exports.pytrain_adam,
       im2col: exports.pytrain_im2col,
       col2im: exports.pytrain_col2im,
+      maxpool2d: exports.pytrain_maxpool2d,
+      maxpool_grad: exports.pytrain_maxpool_grad,
+      relu: exports.pytrain_relu,
+      relu_grad: exports.pytrain_relu_grad,
+      transpose: exports.pytrain_transpose,
     };
   }
 
@@ -96,17 +101,27 @@
    * from Python as `import <name>` (default pytrain_wasm_gemm). */
   async function registerWithPyodide(pyodide, source, name = "pytrain_wasm_gemm") {
     const gemm = await instantiateInPyodide(source, pyodide);
-    pyodide.registerJsModule(name, {
+    pyodide.registerJsModule(name, pythonModule(gemm));
+    return gemm;
+  }
+
+  /* What pytrain.ops.wasm_kernels imports as pytrain_wasm_gemm. */
+  function pythonModule(gemm) {
+    return {
       sgemm: gemm.sgemm,
       adam: gemm.adam,
       im2col: gemm.im2col,
       col2im: gemm.col2im,
+      maxpool2d: gemm.maxpool2d,
+      maxpool_grad: gemm.maxpool_grad,
+      relu: gemm.relu,
+      relu_grad: gemm.relu_grad,
+      transpose: gemm.transpose,
       work_bytes: gemm.workBytes,
-    });
-    return gemm;
+    };
   }
 
-  const api = { instantiateWithMemory, instantiateInPyodide, registerWithPyodide, withDylinkSection };
+  const api = { instantiateWithMemory, instantiateInPyodide, registerWithPyodide, pythonModule, withDylinkSection };
   if (typeof module === "object" && module.exports) module.exports = api;
   root.pytrainGemm = api;
 })(typeof globalThis !== "undefined" ? globalThis : this);

@@ -49,5 +49,5 @@ def conv_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, a
         dcols = linalg.matmul(np.swapaxes(W.reshape(g, m // g, -1), 1, 2), dy)  # (G, C/G*K, L*N)
         dX = conv_columns_adjoint(dcols, win, X.shape).astype(X.dtype, copy=False)
     if ctx.wants(2):
-        dB = np.sum(dY, axis=(0,) + tuple(range(2, dY.ndim)))
+        dB = np.sum(dy.reshape(m, -1), axis=1)  # contiguous rows: over N and the spatial axes
     return (dX, dW, dB)
