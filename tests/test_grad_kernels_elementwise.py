@@ -44,6 +44,19 @@ def test_relu_grad():
     assert dx32.dtype == np.float32
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_relu_grad_selects_dy_bits_and_never_leaks_nan_or_inf(dtype):
+    """dX is np.where(Y > 0, dY, +0.0) to the bit: inf/nan gradients stay out of dead units,
+    a nan Y counts as dead, -0.0 and nan gradients of live units pass unchanged."""
+    y = np.array([[1, -1, 0, np.nan], [-0.0, 2, np.inf, 3]], dtype)
+    dy = np.array([[np.nan, np.inf, 3, 4], [5, -0.0, 7, np.nan]], dtype)
+    (dx,) = run_kernel("ReluGrad", dy, y)
+    assert dx.dtype == dtype
+    assert dx.tobytes() == np.where(y > 0, dy, np.zeros((), dtype)).tobytes()
+    (dxt,) = run_kernel("ReluGrad", dy.T, y.T)  # non-contiguous views
+    assert dxt.tobytes() == np.ascontiguousarray(np.where(y > 0, dy, np.zeros((), dtype)).T).tobytes()
+
+
 @pytest.mark.parametrize("alpha", [0.01, 0.2])
 def test_leakyrelu_grad(alpha):
     x = away_from_zero((3, 5))
