@@ -113,7 +113,8 @@ def state_name(param: str, slot: str) -> str:
 
 def build_optimizer_model(opt: _Optim, params: Sequence[str], shapes: Dict[str, Sequence[int]],
                           elem_types: Dict[str, int], opset: int) -> ModelProto:
-    """One update node per parameter, after an optional global-norm clip of all gradients."""
+    """One update node for all parameters (multi-tensor, like torch's foreach optimizers), after
+    an optional global-norm clip of all gradients."""
     inputs = [make_value_info(LR_INPUT, dtypes.FLOAT, []), make_value_info(STEP_INPUT, dtypes.INT64, [])]
     nodes = []
     grads = [p + "_grad" for p in params]
@@ -128,12 +129,15 @@ def build_optimizer_model(opt: _Optim, params: Sequence[str], shapes: Dict[str, 
         nodes.append(make_node("ClipGradNorm", grads, used, name="clip_grad_norm", domain=PYTRAIN_DOMAIN,
                                max_norm=float(opt.max_grad_norm)))
     outputs: List = []
+    update_in, update_out = [LR_INPUT, STEP_INPUT], []
     for p, g in zip(params, used):
         state_in = [state_name(p, s) for s in opt.state_names]
-        outs = [p + ".updated"] + [s + ".updated" for s in state_in]
-        nodes.append(make_node(opt.op_type, [LR_INPUT, STEP_INPUT, p, g] + state_in, outs,
-                               name="update/" + p, domain=PYTRAIN_DOMAIN, **opt.attributes()))
-        outputs.append(make_value_info(outs[0], elem_types[p], list(shapes[p])))
+        update_in += [p, g] + state_in
+        update_out += [p + ".updated"] + [s + ".updated" for s in state_in]
+        outputs.append(make_value_info(p + ".updated", elem_types[p], list(shapes[p])))
+    if update_out:
+        nodes.append(make_node(opt.op_type, update_in, update_out, name="update", domain=PYTRAIN_DOMAIN,
+                               **opt.attributes()))
     graph = make_graph(nodes, "pytrain_optimizer", inputs, outputs)
     return make_model(graph, [make_opsetid("", opset), make_opsetid(PYTRAIN_DOMAIN, 1)],
                       metadata={"pytrain.artifact": "optimizer", "pytrain.optimizer": opt.describe(),

@@ -260,3 +260,50 @@ def test_same_state_same_bytes():
     a = artifacts.generate_artifacts(models.mlp(6, [5], 3, seed=1)).checkpoint
     time.sleep(2.1)  # zip timestamps have a 2-second resolution
     assert artifacts.generate_artifacts(models.mlp(6, [5], 3, seed=1)).checkpoint == a
+
+
+@pytest.mark.parametrize("optimizer", [artifacts.AdamW(), artifacts.SGD(momentum=0.9), artifacts.SGD()])
+def test_one_update_node_for_all_parameters_equals_one_node_per_parameter(optimizer):
+    """The optimizer model updates every parameter in one multi-tensor node; an optimizer model
+    with one node per parameter (how earlier pytrain versions wrote it) trains identically."""
+    from pytrain.proto import load_model, make_node
+
+    arts = artifacts.generate_artifacts(models.mlp(6, [5], 3, seed=1), optimizer=optimizer)
+    opt_model = load_model(arts.optimizer_model)
+    (update,) = [n for n in opt_model.graph.node if n.name == "update"]
+    assert len(opt_model.graph.node) == 1
+    group = 2 + len(optimizer.state_names)  # param, grad and the optimizer's state per parameter
+    # the same update split into one node per parameter
+    split = load_model(arts.optimizer_model)
+    del split.graph.node[:]
+    ins, outs = list(update.input), list(update.output)
+    n_out = group - 1
+    for k in range((len(ins) - 2) // group):
+        node = make_node(update.op_type, ins[:2] + ins[2 + k * group: 2 + (k + 1) * group],
+                         outs[k * n_out:(k + 1) * n_out], name="update/%d" % k, domain=update.domain)
+        node.attribute.extend(update.attribute)
+        split.graph.node.append(node)
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((8, 6)).astype(np.float32), rng.integers(0, 3, 8).astype(np.int64))] * 3
+    results = []
+    for model in (arts.optimizer_model, split):
+        state = CheckpointState.load_checkpoint(arts.checkpoint)
+        module = Module(arts.training_model, state, arts.eval_model)
+        opt = Optimizer(model, module)
+        for x, y in batches:
+            module(x, y)
+            opt.step()
+            module.lazy_reset_grad()
+        results.append(_params(state))
+    for k in results[0]:
+        np.testing.assert_array_equal(results[0][k], results[1][k])
+
+
+def test_update_node_with_a_broken_input_group_is_named():
+    from pytrain.ops import OpContext, get_kernel
+    from pytrain.ops.registry import PYTRAIN_DOMAIN
+    from pytrain.errors import GraphError
+
+    p = np.zeros(3, np.float32)
+    with pytest.raises(GraphError, match="AdamStep node 'upd'.*groups of 4 \\(param, grad, m, v\\), got 3"):
+        get_kernel("AdamStep", PYTRAIN_DOMAIN).fn(OpContext(node_name="upd"), np.float32(0.1), np.int64(1), p, p, p)

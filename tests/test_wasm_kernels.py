@@ -174,8 +174,9 @@ def test_committed_wasm_exports():
 
 
 # Calls one exported kernel per case of calls.json. Each case lists float32 buffers ("fill":
-# the next values of in.bin, or zeros), the arguments ("$i" = the address of buffer i) and the
-# buffers to read back, which are written one after the other to out.bin.
+# the next values of in.bin, or zeros; or "ints": int32 values, "$i" = the address of buffer i),
+# the arguments (the same "$i") and the buffers to read back, which are written one after the
+# other to out.bin.
 CALL_DRIVER = r"""
 const fs = require("fs");
 const [gemmJs, wasm, dir] = process.argv.slice(2);
@@ -192,11 +193,13 @@ const { instantiateWithMemory } = require(gemmJs);
     let end = k.workPtr + k.workBytes + 64;
     for (const b of c.buffers) { ptrs.push(end); end += 4 * b.len; }
     if (end + 64 > memory.buffer.byteLength) memory.grow(Math.ceil((end + 64 - memory.buffer.byteLength) / 65536));
+    const resolve = (a) => (typeof a === "string" ? ptrs[Number(a.slice(1))] : a);
     c.buffers.forEach((b, i) => {
+      if (b.ints) { new Int32Array(memory.buffer, ptrs[i], b.len).set(b.ints.map(resolve)); return; }
       const view = new Float32Array(memory.buffer, ptrs[i], b.len);
       if (b.fill) { view.set(data.subarray(off, off + b.len)); off += b.len; } else view.fill(0);
     });
-    const args = c.args.map((a) => (typeof a === "string" ? ptrs[Number(a.slice(1))] : a));
+    const args = c.args.map(resolve);
     k[c.fn](...args);
     for (const i of c.read) out.push(new Float32Array(memory.buffer, ptrs[i], c.buffers[i].len).slice());
   }
@@ -223,7 +226,8 @@ def _call_kernels(wasm: Path, tmp: Path, cases: list, inputs: list) -> list:
 
 
 def test_adam_kernel_equals_the_numpy_update_bit_for_bit(wasm_path: Path, tmp_path: Path):
-    """web/kernels/optim.c makes the same float32 operations as AdamStep's numpy path."""
+    """web/kernels/optim.c makes the same float32 operations as AdamStep's numpy path, for every
+    parameter of the node in one call (SIMD body and scalar tail)."""
     import math
 
     from pytrain.ops import OpContext, get_kernel
@@ -232,20 +236,27 @@ def test_adam_kernel_equals_the_numpy_update_bit_for_bit(wasm_path: Path, tmp_pa
     adam_step = get_kernel("AdamStep", PYTRAIN_DOMAIN).fn
     rng = np.random.default_rng(7)
     cases, inputs, expected = [], [], []
-    for n, lr, step, wd, decoupled in ((1000, 1e-3, 1, 0.01, 1), (333, 0.1, 7, 0.05, 0), (64, 3e-3, 50, 0.0, 1)):
-        p, g = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
-        m, v = (rng.standard_normal(n) * 0.1).astype(np.float32), (rng.random(n) * 0.01).astype(np.float32)
-        inputs += [p, g, m, v]
+    for sizes, lr, step, wd, decoupled in (((1000, 7), 1e-3, 1, 0.01, 1), ((333, 64), 0.1, 7, 0.05, 0),
+                                           ((64,), 3e-3, 50, 0.0, 1)):
         b1, b2, eps = 0.9, 0.999, 1e-8
         lr = float(np.float32(lr))  # the optimizer model feeds the learning rate as float32
-        cases.append({"fn": "adam", "buffers": [{"len": n, "fill": True}] * 4, "read": [0, 2, 3],
-                      "args": [n, "$0", "$1", "$2", "$3", 1.0 - b1, b1, 1.0 - b2, b2,
+        buffers, table, read, tensors = [], [], [], []
+        for n in sizes:
+            p, g = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+            m, v = (rng.standard_normal(n) * 0.1).astype(np.float32), (rng.random(n) * 0.01).astype(np.float32)
+            first = len(buffers)
+            inputs += [p, g, m, v]
+            buffers += [{"len": n, "fill": True}] * 4
+            table += [n] + ["$%d" % (first + i) for i in range(4)]
+            read += [first, first + 2, first + 3]
+            tensors += [p.copy(), g, m.copy(), v.copy()]
+        buffers.append({"len": len(table), "ints": table})
+        cases.append({"fn": "adam", "buffers": buffers, "read": read,
+                      "args": ["$%d" % (len(buffers) - 1), len(sizes), 1.0 - b1, b1, 1.0 - b2, b2,
                                1.0 / math.sqrt(1.0 - b2 ** step), eps, lr / (1.0 - b1 ** step), wd,
                                decoupled, 1.0 - lr * wd]})
-        pe, me, ve = p.copy(), m.copy(), v.copy()
-        adam_step(OpContext(), np.array(lr, np.float32), np.array(step), pe, g, me, ve, beta1=b1, beta2=b2,
-                  epsilon=eps, weight_decay=wd, decoupled=decoupled)
-        expected += [pe, me, ve]
+        expected += adam_step(OpContext(), np.array(lr, np.float32), np.array(step), *tensors, beta1=b1,
+                              beta2=b2, epsilon=eps, weight_decay=wd, decoupled=decoupled)
     got = _call_kernels(wasm_path, tmp_path, cases, inputs)
     np.testing.assert_array_equal(np.concatenate(got), np.concatenate(expected))
 

@@ -82,19 +82,25 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return c
 
 
-def adam(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, lr: float, step: int,
-         beta1: float, beta2: float, epsilon: float, weight_decay: float, decoupled: int) -> bool:
-    """One Adam/AdamW update in place, in one pass (web/kernels/optim.c); False when the arrays
-    are not all contiguous float32 of one size, leaving the update to numpy."""
-    arrays = (param, grad, m, v)
-    if _wasm is None or any(a.dtype != np.float32 or not a.flags.c_contiguous or a.size != param.size
-                            for a in arrays):
+def adam(groups, lr: float, step: int, beta1: float, beta2: float, epsilon: float, weight_decay: float,
+         decoupled: int) -> bool:
+    """One Adam/AdamW update of every (param, grad, m, v) group in place, one pass each and one call
+    for all (web/kernels/optim.c); False when any array is not contiguous float32 of its
+    parameter's size, leaving the update to numpy."""
+    if _wasm is None:
         return False
-    if param.size:
-        # the same float32 constants the numpy path multiplies by (op_optimizers.adam_step)
-        _wasm.adam(param.size, _ptr(param), _ptr(grad), _ptr(m), _ptr(v), 1.0 - beta1, beta1,
-                   1.0 - beta2, beta2, 1.0 / math.sqrt(1.0 - beta2 ** step), epsilon,
-                   lr / (1.0 - beta1 ** step), weight_decay, int(decoupled), 1.0 - lr * weight_decay)
+    table = []
+    for group in groups:
+        n = group[0].size
+        for a in group:
+            if a.dtype != np.float32 or not a.flags.c_contiguous or a.size != n:
+                return False
+        table += [n] + [_ptr(a) for a in group]
+    table = np.array(table, dtype=np.int32)
+    # the same float32 constants the numpy path multiplies by (op_optimizers._adam_update)
+    _wasm.adam(_ptr(table), len(groups), 1.0 - beta1, beta1, 1.0 - beta2, beta2,
+               1.0 / math.sqrt(1.0 - beta2 ** step), epsilon, lr / (1.0 - beta1 ** step), weight_decay,
+               int(decoupled), 1.0 - lr * weight_decay)
     return True
 
 
