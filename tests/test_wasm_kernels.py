@@ -169,14 +169,15 @@ def test_committed_wasm_exports():
     imports, exports = json.loads(res.stdout)
     assert imports == [{"module": "env", "name": "memory", "kind": "memory"}]
     assert exports == ["pytrain_adam", "pytrain_col2im", "pytrain_im2col", "pytrain_maxpool2d",
-                       "pytrain_maxpool_grad", "pytrain_relu", "pytrain_relu_grad", "pytrain_sgemm", "pytrain_sgemm_work_bytes",
+                       "pytrain_maxpool_grad", "pytrain_relu", "pytrain_relu_grad", "pytrain_sgemm",
+                       "pytrain_sgemm_work_bytes", "pytrain_softmax_ce", "pytrain_softmax_ce_grad",
                        "pytrain_transpose"]
 
 
 # Calls one exported kernel per case of calls.json. Each case lists float32 buffers ("fill":
 # the next values of in.bin, or zeros; or "ints": int32 values, "$i" = the address of buffer i),
 # the arguments (the same "$i") and the buffers to read back, which are written one after the
-# other to out.bin.
+# other to out.bin (then the kernel's return value when "ret" is set).
 CALL_DRIVER = r"""
 const fs = require("fs");
 const [gemmJs, wasm, dir] = process.argv.slice(2);
@@ -200,8 +201,9 @@ const { instantiateWithMemory } = require(gemmJs);
       if (b.fill) { view.set(data.subarray(off, off + b.len)); off += b.len; } else view.fill(0);
     });
     const args = c.args.map(resolve);
-    k[c.fn](...args);
+    const ret = k[c.fn](...args);
     for (const i of c.read) out.push(new Float32Array(memory.buffer, ptrs[i], c.buffers[i].len).slice());
+    if (c.ret) out.push(new Float32Array([ret]));
   }
   const all = new Float32Array(out.reduce((s, x) => s + x.length, 0));
   let o = 0;
@@ -221,7 +223,7 @@ def _call_kernels(wasm: Path, tmp: Path, cases: list, inputs: list) -> list:
     subprocess.run([NODE, str(driver), str(KERNELS / "gemm.js"), str(wasm), str(tmp)],
                    check=True, capture_output=True, timeout=120)
     flat = np.fromfile(tmp / "out.bin", dtype=np.float32)
-    lens = [c["buffers"][i]["len"] for c in cases for i in c["read"]]
+    lens = [n for c in cases for n in [c["buffers"][i]["len"] for i in c["read"]] + [1] * bool(c.get("ret"))]
     return np.split(flat, np.cumsum(lens)[:-1])
 
 
@@ -391,3 +393,50 @@ def test_relu_and_transpose_kernels_equal_numpy_bit_for_bit(wasm_path: Path, tmp
     np.testing.assert_array_equal(got[0], y)
     for g, want in zip(got[1:], expected[1:]):
         assert g.tobytes() == np.ascontiguousarray(want, dtype=np.float32).tobytes()
+
+
+def test_softmax_cross_entropy_kernels_equal_numpy_to_float32_rounding(wasm_path: Path, tmp_path: Path):
+    """softmax_ce.c (its own double-precision exp and log, no libm) gives SoftmaxCrossEntropyLoss,
+    its log_prob and its gradient as the numpy kernels do, to float32 rounding, over scores from
+    tiny to huge; a NaN row or an out-of-range label makes it decline (return nonzero)."""
+    from pytrain.ops import OpContext, get_kernel
+    from pytrain.ops.registry import PYTRAIN_DOMAIN
+
+    loss_fn = get_kernel("SoftmaxCrossEntropyLoss").numpy_fn
+    grad_fn = get_kernel("SoftmaxCrossEntropyLossGrad", PYTRAIN_DOMAIN).numpy_fn
+    rng = np.random.default_rng(9)
+    cases, inputs, expected = [], [], []
+    for n, c, scale, reduction in ((64, 10, 1.0, "mean"), (7, 1000, 30.0, "sum"), (33, 3, 1e-6, "mean"),
+                                   (5, 4, 500.0, "mean")):
+        x = (rng.standard_normal((n, c)) * scale).astype(np.float32)
+        t = rng.integers(0, c, n).astype(np.int64)
+        loss, log_prob = loss_fn(OpContext(output_mask=[True, True]), x, t, reduction=reduction)
+        dloss = np.float32(0.75)
+        (dx,) = grad_fn(OpContext(), np.asarray(dloss), log_prob, t, reduction=reduction)
+        mean = int(reduction == "mean")
+        coef = float(dloss) / (n if mean else 1)
+        cases.append({"fn": "softmax_ce", "ret": True, "read": [2, 3],
+                      "args": ["$0", "$1", n, c, "$2", mean, "$3"],
+                      "buffers": [{"len": x.size, "fill": True}, {"len": 2 * n, "fill": True},
+                                  {"len": x.size, "fill": False}, {"len": 1, "fill": False}]})
+        cases.append({"fn": "softmax_ce_grad", "ret": True, "read": [2],
+                      "args": ["$0", "$1", n, c, coef, "$2"],
+                      "buffers": [{"len": x.size, "fill": True}, {"len": 2 * n, "fill": True},
+                                  {"len": x.size, "fill": False}]})
+        inputs += [x, t.view(np.float32), log_prob, t.view(np.float32)]
+        expected += [(log_prob, loss, dx)]
+    bad_x = np.zeros((2, 3), np.float32)
+    bad_x[1, 2] = np.nan
+    for labels, x in ((np.array([0, 1]), bad_x), (np.array([0, 3]), np.zeros((2, 3), np.float32))):
+        cases.append({"fn": "softmax_ce", "ret": True, "read": [],
+                      "args": ["$0", "$1", 2, 3, 0, 1, "$2"],
+                      "buffers": [{"len": 6, "fill": True}, {"len": 4, "fill": True}, {"len": 1, "fill": False}]})
+        inputs += [x, labels.astype(np.int64).view(np.float32)]
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for k, (log_prob, loss, dx) in enumerate(expected):
+        got_lp, got_loss, ret, got_dx, ret_grad = got[5 * k: 5 * k + 5]
+        assert ret[0] == 0 and ret_grad[0] == 0
+        np.testing.assert_allclose(got_lp, log_prob.ravel(), rtol=2e-6, atol=2e-6 * max(1.0, float(np.abs(log_prob).max())))
+        np.testing.assert_allclose(got_loss[0], loss, rtol=2e-6)
+        np.testing.assert_allclose(got_dx, dx.ravel(), rtol=1e-5, atol=1e-7)
+    assert got[-2][0] == 2 and got[-1][0] == 1  # a NaN score; a label out of range

@@ -1,6 +1,7 @@
 """The browser's WebAssembly kernels (web/kernels/*.c, linked into one gemm.wasm), working in
 place on numpy's buffers inside Pyodide's heap: the SIMD GEMM, the one-pass Adam update,
-im2col/col2im, MaxPool, Relu and their gradients, and 2-D transposes.
+im2col/col2im, MaxPool, Relu and SoftmaxCrossEntropyLoss with their gradients, and 2-D
+transposes.
 
 The page links gemm.wasm into Pyodide and registers it as the module ``pytrain_wasm_gemm``
 (see ``pythonModule`` in web/kernels/gemm.js). :func:`install` then routes those operations
@@ -157,10 +158,10 @@ def max_pool(xp: np.ndarray, win, want_indices: bool,
 MIN_ELEMENTS = 1024
 
 
-def _plain(*arrays: np.ndarray) -> bool:
+def _plain(*arrays: np.ndarray, min_size: int = MIN_ELEMENTS) -> bool:
     """All C-contiguous float32 of one shape, and enough elements to be worth a wasm call."""
     a0 = arrays[0]
-    return a0.size >= MIN_ELEMENTS and all(
+    return a0.size >= min_size and all(
         a.dtype == np.float32 and a.flags.c_contiguous and a.shape == a0.shape for a in arrays)
 
 
@@ -205,11 +206,49 @@ def max_pool_grad(ctx, dY: np.ndarray, Indices: np.ndarray, X: np.ndarray, *,
     return (dx,)
 
 
+def _labels_ok(labels: np.ndarray, n: int) -> bool:
+    return labels.dtype == np.int64 and labels.shape == (n,) and labels.flags.c_contiguous
+
+
+def softmax_cross_entropy(ctx, scores: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None, *,
+                          ignore_index: Optional[int] = None, reduction: str = "mean"):
+    """SoftmaxCrossEntropyLoss of (N, C) scores without weights or ignore_index (softmax_ce.c), for
+    registry.accelerate, at any size (what it saves is a dozen numpy calls, not arithmetic); the
+    kernel declines rows with NaN/inf and labels out of range."""
+    if (weights is not None or ignore_index is not None or reduction not in ("mean", "sum")
+            or scores.ndim != 2 or scores.shape[0] == 0 or not _plain(scores, min_size=1)
+            or not _labels_ok(labels, scores.shape[0])):
+        return None
+    n, c = scores.shape
+    log_prob = np.empty_like(scores) if ctx.wants(1) else None
+    loss = np.empty((), dtype=np.float32)
+    if _wasm.softmax_ce(_ptr(scores), _ptr(labels), n, c, _ptr(log_prob) if log_prob is not None else 0,
+                        int(reduction == "mean"), _ptr(loss)):
+        return None
+    return (loss, log_prob)
+
+
+def softmax_cross_entropy_grad(ctx, dLoss: np.ndarray, log_prob: np.ndarray, labels: np.ndarray,
+                               weights: Optional[np.ndarray] = None, *, reduction: str = "mean",
+                               ignore_index: Optional[int] = None):
+    """SoftmaxCrossEntropyLossGrad for the same cases (softmax_ce.c), for registry.accelerate."""
+    if (weights is not None or ignore_index is not None or reduction not in ("mean", "sum")
+            or log_prob.ndim != 2 or log_prob.shape[0] == 0 or not _plain(log_prob, min_size=1)
+            or not _labels_ok(labels, log_prob.shape[0]) or np.size(dLoss) != 1):
+        return None
+    n, c = log_prob.shape
+    coef = float(np.asarray(dLoss).reshape(())) / (n if reduction == "mean" else 1)
+    dx = np.empty_like(log_prob)
+    if _wasm.softmax_ce_grad(_ptr(log_prob), _ptr(labels), n, c, coef, _ptr(dx)):
+        return None
+    return (dx,)
+
+
 def install() -> bool:
     """Route pytrain's 2-D float32 products and transposes (pytrain.ops.linalg), Adam updates
     (op_optimizers.set_adam_backend), convolution columns (windows.set_columns_backend), 2-D
-    MaxPool (op_maxpool.set_backend), Relu, ReluGrad and MaxPoolGrad (registry.accelerate) through
-    the kernels."""
+    MaxPool (op_maxpool.set_backend), Relu, ReluGrad, MaxPoolGrad and SoftmaxCrossEntropyLoss with
+    its gradient (registry.accelerate) through the kernels."""
     global FALLBACK
     if _wasm is None:
         return False
@@ -232,4 +271,7 @@ def install() -> bool:
         registry.accelerate("ReluGrad", relu_grad, registry.PYTRAIN_DOMAIN)
     if hasattr(_wasm, "maxpool_grad"):
         registry.accelerate("MaxPoolGrad", max_pool_grad, registry.PYTRAIN_DOMAIN)
+    if hasattr(_wasm, "softmax_ce") and hasattr(_wasm, "softmax_ce_grad"):
+        registry.accelerate("SoftmaxCrossEntropyLoss", softmax_cross_entropy)
+        registry.accelerate("SoftmaxCrossEntropyLossGrad", softmax_cross_entropy_grad, registry.PYTRAIN_DOMAIN)
     return True

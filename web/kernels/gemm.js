@@ -71,6 +71,8 @@
       relu: exports.pytrain_relu,
       relu_grad: exports.pytrain_relu_grad,
       transpose: exports.pytrain_transpose,
+      softmax_ce: exports.pytrain_softmax_ce,
+      softmax_ce_grad: exports.pytrain_softmax_ce_grad,
     };
   }
 
@@ -117,6 +119,8 @@
       relu: gemm.relu,
       relu_grad: gemm.relu_grad,
       transpose: gemm.transpose,
+      softmax_ce: gemm.softmax_ce,
+      softmax_ce_grad: gemm.softmax_ce_grad,
       work_bytes: gemm.workBytes,
     };
   }

@@ -1,0 +1,107 @@
+/* SoftmaxCrossEntropyLoss and its gradient for (N, C) scores (linked into gemm.wasm by build.sh).
+ *
+ * In numpy the loss is a dozen small array operations, each a Python -> C round trip that in
+ * Pyodide costs more than the arithmetic on a 64 x 10 batch; here it is one pass per row.
+ * There is no libm, so exp and log are computed here, in double precision (errors ~1e-16,
+ * far below float32's rounding), and every row is summed in double: the results agree with
+ * pytrain/ops/op_softmax_cross_entropy_loss.py to float32 rounding (tests compare them).
+ * A row with a NaN or an infinity, or a label outside [0, C), makes the kernel return nonzero
+ * without finishing: the caller then leaves the node to numpy, which has the exact semantics
+ * and names a bad label.
+ */
+#define EXPORT(name) __attribute__((export_name(name)))
+
+static const double LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;
+static const double INV_LN2 = 1.44269504088896338700e+00;
+
+typedef union { double d; unsigned long long u; } Bits;
+
+/* e^x for x <= 0 (the softmax shifts every row by its maximum): x = k ln2 + r, |r| <= ln2/2,
+ * e^r by its Taylor series to r^13 (relative error < 2e-17), times 2^k built in the exponent. */
+static double exp_nonpositive(double x) {
+    if (x < -745.0) return 0.0;
+    double kd = __builtin_floor(x * INV_LN2 + 0.5);
+    double r = (x - kd * LN2_HI) - kd * LN2_LO;
+    /* Horner with 1/j! written out: a table would be a data segment in the host's memory */
+    double t = 1.0 / 6227020800.0;
+    t = t * r + 1.0 / 479001600.0;
+    t = t * r + 1.0 / 39916800.0;
+    t = t * r + 1.0 / 3628800.0;
+    t = t * r + 1.0 / 362880.0;
+    t = t * r + 1.0 / 40320.0;
+    t = t * r + 1.0 / 5040.0;
+    t = t * r + 1.0 / 720.0;
+    t = t * r + 1.0 / 120.0;
+    t = t * r + 1.0 / 24.0;
+    t = t * r + 1.0 / 6.0;
+    t = t * r + 0.5;
+    t = t * r + 1.0;
+    t = t * r + 1.0;
+    int k = (int)kd;
+    Bits b;
+    if (k < -1021) { /* scale in two steps so 2^k stays a normal number */
+        b.u = (unsigned long long)(k + 600 + 1023) << 52;
+        return t * b.d * 2.409919865102884e-181; /* 2^-600 */
+    }
+    b.u = (unsigned long long)(k + 1023) << 52;
+    return t * b.d;
+}
+
+/* ln(s) for s >= 1 (a sum of exponentials that includes e^0): s = 2^k m with m in
+ * [sqrt(1/2), sqrt(2)), ln m = 2 atanh(u), u = (m-1)/(m+1), |u| < 0.172, series to u^23. */
+static double log_ge1(double s) {
+    Bits b = {s};
+    int k = (int)((b.u >> 52) & 0x7ff) - 1023;
+    b.u = (b.u & 0x000fffffffffffffull) | 0x3ff0000000000000ull; /* m in [1, 2) */
+    double m = b.d;
+    if (m > 1.4142135623730951) { m *= 0.5; k += 1; }
+    double u = (m - 1.0) / (m + 1.0), u2 = u * u;
+    double t = 1.0 / 23.0;
+    for (int i = 21; i >= 1; i -= 2) t = t * u2 + 1.0 / i;
+    return 2.0 * u * t + k * LN2_HI + k * LN2_LO;
+}
+
+static int finite(float x) { return x == x && x - x == 0.0f; }
+
+/* Loss (mean over rows when `mean`, else the sum) into *loss; log_prob (may be 0) = x - logsumexp. */
+EXPORT("pytrain_softmax_ce")
+int softmax_ce(const float *x, const long long *labels, int n, int c, float *log_prob, int mean,
+               float *loss) {
+    double total = 0.0;
+    for (int i = 0; i < n; i++, x += c) {
+        long long t = labels[i];
+        if (t < 0 || t >= c) return 1;
+        float mx = x[0];
+        for (int j = 0; j < c; j++) {
+            if (!finite(x[j])) return 2;
+            mx = x[j] > mx ? x[j] : mx;
+        }
+        double s = 0.0;
+        for (int j = 0; j < c; j++) s += exp_nonpositive((double)x[j] - mx);
+        double lse = log_ge1(s);
+        if (log_prob) {
+            for (int j = 0; j < c; j++) log_prob[j] = (float)((double)x[j] - mx - lse);
+            log_prob += c;
+        }
+        total -= (double)x[t] - mx - lse;
+    }
+    *loss = (float)(mean ? total / n : total);
+    return 0;
+}
+
+/* dx = coef * (softmax - onehot(label)), softmax = exp(log_prob), as the numpy gradient kernel:
+ * g = exp(lp); g[label] -= 1; g *= coef (each step rounded to float32). */
+EXPORT("pytrain_softmax_ce_grad")
+int softmax_ce_grad(const float *log_prob, const long long *labels, int n, int c, float coef, float *dx) {
+    for (int i = 0; i < n; i++, log_prob += c, dx += c) {
+        long long t = labels[i];
+        if (t < 0 || t >= c) return 1;
+        for (int j = 0; j < c; j++) {
+            if (!(log_prob[j] <= 0.0f)) return 2; /* NaN, or not a log-probability */
+            float g = (float)exp_nonpositive((double)log_prob[j]);
+            if (j == t) g = g - 1.0f;
+            dx[j] = g * coef;
+        }
+    }
+    return 0;
+}
