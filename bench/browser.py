@@ -77,3 +77,32 @@ class BrowserSession:
         res.update(transfer_bytes(server.take_log()))
         res["wall_s"] = wall
         return res
+
+    def app_start(self, url: str, visits: int = 2, timeout_s: float = 180) -> list:
+        """Open the web app (build.py's site at ``url``) ``visits`` times in one browser context,
+        so later visits load the runtime from the Service Worker cache the first one filled; each
+        time build the digits MLP and start training at once, as a user in a hurry would. Returns
+        per visit the app's timing (ms from navigation to Python ready and to the end of the
+        first training step) and the worker's start-up stage marks (ms since it started)."""
+        ctx = self.browser.new_context()
+        ms = timeout_s * 1000
+        out = []
+        try:
+            for _ in range(visits):
+                page = ctx.new_page()
+                page.goto(url)
+                page.wait_for_function("() => window.pytrainApp && window.pytrainApp.ready", timeout=ms)
+                page.select_option("#digits-model", "mlp")
+                page.click("#digits-build")
+                page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready",
+                                       timeout=ms)
+                page.fill("#epochs", "1")
+                page.click("#start")
+                page.wait_for_function("() => window.pytrainApp.timing.firstStep !== null", timeout=ms)
+                out.append(page.evaluate("window.pytrainApp.timing"))
+                page.click("#stop")
+                page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
+                page.close()
+        finally:
+            ctx.close()
+        return out

@@ -195,8 +195,30 @@ def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
                 rec["error"] = str(e)
                 log(f"  gen pytrain in Pyodide {n}: ERROR {str(e)[:300]}")
             results["gen"].append(rec)
+        run_app_start(results, s)
         if with_gemm:
             run_gemm(results, s)
+
+
+def run_app_start(results: dict, session) -> None:
+    """The web app's start-up, first visit and second (Service Worker) visit: build.py's site."""
+    sys.path.insert(0, str(ROOT))
+    import build
+
+    try:
+        build.build()
+        server, url = build.serve_in_thread(build.SITE)
+        try:
+            results["app"] = session.app_start(url)
+        finally:
+            server.shutdown()
+            server.server_close()
+        for i, t in enumerate(results["app"]):
+            log(f"  app visit {i + 1}: Python ready {t['ready']:.0f} ms, first step {t['firstStep']:.0f} ms "
+                f"after navigation; worker stages {t.get('startup')}")
+    except Exception as e:  # the row shows the error
+        results["app_error"] = str(e)
+        log(f"  app start-up: ERROR {str(e)[:400]}")
 
 
 def run_gemm(results: dict, session=None) -> None:
