@@ -56,7 +56,9 @@ def kernel(op_type: str, domain: str = "", inplace: bool = False) -> Callable[[K
         key = (_norm_domain(domain), op_type)
         if key in _KERNELS:
             raise RuntimeError("kernel for %s registered twice" % (key,))
-        _KERNELS[key] = KernelInfo(fn, op_type, key[0], inplace)
+        _KERNELS[key] = info = KernelInfo(fn, op_type, key[0], inplace)
+        if key in _ACCELERATED:
+            _put_in_front(info, _ACCELERATED[key])
         return fn
 
     return register
@@ -68,13 +70,25 @@ def get_kernel(op_type: str, domain: str = "") -> Optional[KernelInfo]:
     return _KERNELS.get((_norm_domain(domain), op_type))
 
 
+#: (domain, op_type) -> the fast kernel accelerate() put in front, applied on registration too
+_ACCELERATED: Dict[Tuple[str, str], Kernel] = {}
+
+
 def accelerate(op_type: str, fast: Optional[Kernel], domain: str = "") -> None:
     """Run ``fast(ctx, *inputs, **attrs)`` first for ``op_type``: its outputs are used unless it
     returns None, which hands the case to the registered kernel (``fast=None`` removes it).
-    Plans built afterwards pick it up."""
-    info = get_kernel(op_type, domain)
-    if info is None:
-        raise KeyError("no kernel for %s in domain %r to accelerate" % (op_type, domain))
+    Plans built afterwards pick it up; kernel modules not imported yet are not imported now."""
+    key = (_norm_domain(domain), op_type)
+    if fast is None:
+        _ACCELERATED.pop(key, None)
+    else:
+        _ACCELERATED[key] = fast
+    info = _KERNELS.get(key)
+    if info is not None:
+        _put_in_front(info, fast)
+
+
+def _put_in_front(info: KernelInfo, fast: Optional[Kernel]) -> None:
     base = info.numpy_fn
     if fast is None:
         info.fn = base
