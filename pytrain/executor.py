@@ -1,9 +1,10 @@
 """Runs an ONNX graph with the numpy kernels. The graph is planned once: nodes put in
 topological order, kernels and attributes bound, every tensor given a slot, and each slot freed
-after its last reader, so a step is a flat loop with no graph interpretation."""
+after its last reader; the plan is then compiled into one straight-line Python function, so a
+step is a sequence of kernel calls with no graph interpretation."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -54,8 +55,8 @@ class Plan:
             if o not in produced and o not in fed and o not in consts:
                 raise PytrainError("output %r is produced by no node, input or initializer" % o)
 
-        # slot 0 always holds None (a missing optional input), slot 1 takes outputs nobody reads,
-        # so the run loop indexes without tests
+        # slot 0 always holds None (a missing optional input); slot 1 marks outputs nobody reads,
+        # which the compiled step never stores
         slot: Dict[str, int] = {"": 0, "\0discard": 1}
 
         def slot_of(name: str) -> int:
@@ -87,35 +88,59 @@ class Plan:
                             node_name=n.name or (n.output[0] if n.output else ""), output_mask=mask)
             ins = tuple(slot_of(i) if i else 0 for i in n.input)
             outs = tuple(slot_of(o) if (o and o in read) else 1 for o in n.output)
-            # outputs nobody reads land in the discard slot, replaced by the next one
             steps.append((info.fn, ctx, ins, outs, node_attributes(n), tuple(frees[idx]), n))
         self._steps = steps
         #: whether a node draws random numbers (the caller may reseed ``rng`` per run)
         self.random = any(n.op_type in _RANDOM_OPS and not n.domain for n in nodes)
-        self._n_slots = len(slot)
         self._out_slots = [slot_of(o) for o in self.output_names]
+
+        self._run = self._compile()
+
+    def _compile(self) -> Callable[[Sequence[Any]], List[Any]]:
+        """The plan as one straight-line Python function: every tensor slot a local variable,
+        every node a direct call, every free an assignment. A step then does no per-node
+        lookups, unpacking or looping, which is most of the executor's cost in Pyodide."""
+        env: Dict[str, Any] = {"PytrainError": PytrainError, "_failed": self._failed}
+        body = ["    node = 0", "    try:"]
+        for k, (fn, ctx, ins, outs, attrs, frees, _node) in enumerate(self._steps):
+            env["F%d" % k], env["X%d" % k] = fn, ctx
+            args = ["X%d" % k] + ["s%d" % i for i in ins]
+            if attrs:
+                env["A%d" % k] = attrs
+                args.append("**A%d" % k)
+            body.append("        node = %d" % k)
+            body.append("        r = F%d(%s)" % (k, ", ".join(args)))
+            body += ["        s%d = r[%d]" % (o, j) for j, o in enumerate(outs) if o != 1]
+            body += ["        s%d = None" % f for f in frees]
+        body.append("    except PytrainError as e:")
+        body.append("        raise type(e)(_failed(node, None, e)) from None")
+        body.append("    except Exception as e:")
+        body.append("        raise _failed(node, locals(), e) from e")
+        body.append("    return [%s]" % ", ".join("s%d" % o for o in self._out_slots))
+        head = ["def run(feeds):", "    s0 = None"]
+        if self._feed_slots:
+            head.append("    %s, = feeds" % ", ".join("s%d" % f for f in self._feed_slots))
+        for k, (s, v) in enumerate(self._const_slots):
+            env["K%d" % k] = v
+            head.append("    s%d = K%d" % (s, k))
+        exec(compile("\n".join(head + body) + "\n", "<pytrain plan>", "exec"), env)  # noqa: S102
+        return env["run"]
+
+    def _failed(self, k: int, scope: Optional[Dict[str, Any]], e: Exception) -> Any:
+        """The error for node ``k``: a PytrainError's message prefixed with the node, or (for an
+        error deep in numpy, ``scope`` holding the slots) a KernelError naming what it got."""
+        fn, ctx, ins, outs, attrs, frees, node = self._steps[k]
+        if scope is None:
+            return "node %s: %s" % (node_label(node), e)
+        return KernelError("node %s failed on inputs %s: %s: %s" % (
+            node_label(node), ", ".join(_describe(scope.get("s%d" % i)) for i in ins), type(e).__name__, e))
 
     def run(self, feeds: Sequence[Any]) -> List[Any]:
         """Run with feeds given in the order of ``feed_names``; returns the outputs in order."""
-        vals: List[Any] = [None] * self._n_slots
-        for s, v in zip(self._feed_slots, feeds):
-            vals[s] = v
-        for s, v in self._const_slots:
-            vals[s] = v
-        get = vals.__getitem__
-        for fn, ctx, ins, outs, attrs, frees, node in self._steps:
-            try:
-                res = fn(ctx, *map(get, ins), **attrs)
-            except PytrainError as e:
-                raise type(e)("node %s: %s" % (node_label(node), e)) from None
-            except Exception as e:  # a numpy error deep in a kernel: say which node and what it got
-                raise KernelError("node %s failed on inputs %s: %s: %s" % (
-                    node_label(node), ", ".join(_describe(vals[i]) for i in ins), type(e).__name__, e)) from e
-            for o, r in zip(outs, res):
-                vals[o] = r
-            for f in frees:
-                vals[f] = None
-        return [vals[s] for s in self._out_slots]
+        if len(feeds) != len(self._feed_slots):
+            raise PytrainError("the plan takes %d feeds (%s), got %d"
+                               % (len(self._feed_slots), ", ".join(self.feed_names), len(feeds)))
+        return self._run(feeds)
 
 
 def live_nodes(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto]:
