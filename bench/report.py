@@ -219,7 +219,7 @@ def _targets_section(rows: List[dict], app: Optional[List[dict]] = None) -> List
         "a start imports, measured with CPython 3.8's .pyc files) would push the page past the 13 MB "
         "budget." % (_fmt(marks.get("Loading numpy")), _fmt(marks2.get("Loading numpy"))),
         "browser MLP": "MLP in the browser: its two large products take about 1 ms in the SIMD GEMM; "
-        "the rest of the step is about twenty graph nodes, each a Python call with numpy or wasm "
+        "the rest of the step is sixteen graph nodes, each a Python call with numpy or wasm "
         "calls inside that cost tens of µs in Pyodide, where onnxruntime-web runs compiled C++.",
         "browser CNN": "CNN in the browser: about 40% of the step is the SIMD GEMM on skinny "
         "convolution products (6 output channels), the rest numpy and call overhead in Pyodide.",
