@@ -171,7 +171,7 @@ def test_committed_wasm_exports():
     assert exports == ["pytrain_adam", "pytrain_col2im", "pytrain_im2col", "pytrain_maxpool2d",
                        "pytrain_maxpool_grad", "pytrain_relu", "pytrain_relu_grad", "pytrain_sgemm",
                        "pytrain_sgemm_work_bytes", "pytrain_softmax_ce", "pytrain_softmax_ce_grad",
-                       "pytrain_transpose"]
+                       "pytrain_sum_rows", "pytrain_transpose"]
 
 
 # Calls one exported kernel per case of calls.json. Each case lists float32 buffers ("fill":
@@ -361,10 +361,11 @@ def test_maxpool_grad_kernel_equals_the_numpy_kernel(wasm_path: Path, tmp_path: 
     np.testing.assert_array_equal(got[2], [1, 0, 0, 0, 0, 1, 0, 1])    # stopped before -1
 
 
-def test_relu_and_transpose_kernels_equal_numpy_bit_for_bit(wasm_path: Path, tmp_path: Path):
+def test_elementwise_and_transpose_kernels_equal_numpy_bit_for_bit(wasm_path: Path, tmp_path: Path):
     """web/kernels/elementwise.c gives Relu's and ReluGrad's numpy results (NaN, inf and -0.0
     included; ReluGrad and transpose to the bit, Relu up to the sign of a zero, which numpy
-    versions disagree on), and transpose.c the transpose of any shape (ragged 4x4 tiles)."""
+    versions disagree on) and the bias gradient's column sums to the bit, and transpose.c the
+    transpose of any shape (ragged 4x4 tiles)."""
     from pytrain.ops import OpContext, get_kernel
     from pytrain.ops.registry import PYTRAIN_DOMAIN
 
@@ -383,6 +384,12 @@ def test_relu_and_transpose_kernels_equal_numpy_bit_for_bit(wasm_path: Path, tmp
                                              {"len": n, "fill": False}],
               "read": [2], "args": ["$0", "$1", "$2", n]}]
     inputs, expected = [x, dy, y], [y, dx]
+    for rows, cols in ((64, 128), (64, 10), (2, 1031)):  # the bias gradient, numpy's summation order
+        g = rng.standard_normal((rows, cols)).astype(np.float32) * 10
+        cases.append({"fn": "sum_rows", "buffers": [{"len": g.size, "fill": True}, {"len": cols, "fill": False}],
+                      "read": [1], "args": ["$0", "$1", rows, cols]})
+        inputs.append(g)
+        expected.append(np.sum(g, axis=0))
     for rows, cols in ((64, 864), (7, 10), (5, 3), (1, 9)):
         a = rng.standard_normal((rows, cols)).astype(np.float32)
         cases.append({"fn": "transpose", "buffers": [{"len": a.size, "fill": True}, {"len": a.size, "fill": False}],

@@ -206,6 +206,17 @@ def max_pool_grad(ctx, dY: np.ndarray, Indices: np.ndarray, X: np.ndarray, *,
     return (dx,)
 
 
+def sum_to_shape(ctx, dY: np.ndarray, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
+    """SumToShape's commonest case, a bias gradient: (N, C) summed over N into (C,) or (1, C)
+    (elementwise.c, numpy's row-by-row order, so the same bits), for registry.accelerate."""
+    if (dY.ndim != 2 or dY.shape[0] < 2 or tuple(X.shape) not in ((dY.shape[1],), (1, dY.shape[1]))
+            or not _plain(dY, min_size=1)):
+        return None
+    out = np.empty(X.shape, dtype=np.float32)
+    _wasm.sum_rows(_ptr(dY), _ptr(out), dY.shape[0], dY.shape[1])
+    return (out,)
+
+
 def _labels_ok(labels: np.ndarray, n: int) -> bool:
     return labels.dtype == np.int64 and labels.shape == (n,) and labels.flags.c_contiguous
 
@@ -247,8 +258,8 @@ def softmax_cross_entropy_grad(ctx, dLoss: np.ndarray, log_prob: np.ndarray, lab
 def install() -> bool:
     """Route pytrain's 2-D float32 products and transposes (pytrain.ops.linalg), Adam updates
     (op_optimizers.set_adam_backend), convolution columns (windows.set_columns_backend), 2-D
-    MaxPool (op_maxpool.set_backend), Relu, ReluGrad, MaxPoolGrad and SoftmaxCrossEntropyLoss with
-    its gradient (registry.accelerate) through the kernels."""
+    MaxPool (op_maxpool.set_backend), Relu, ReluGrad, MaxPoolGrad, SumToShape's bias case and
+    SoftmaxCrossEntropyLoss with its gradient (registry.accelerate) through the kernels."""
     global FALLBACK
     if _wasm is None:
         return False
@@ -271,6 +282,8 @@ def install() -> bool:
         registry.accelerate("ReluGrad", relu_grad, registry.PYTRAIN_DOMAIN)
     if hasattr(_wasm, "maxpool_grad"):
         registry.accelerate("MaxPoolGrad", max_pool_grad, registry.PYTRAIN_DOMAIN)
+    if hasattr(_wasm, "sum_rows"):
+        registry.accelerate("SumToShape", sum_to_shape, registry.PYTRAIN_DOMAIN)
     if hasattr(_wasm, "softmax_ce") and hasattr(_wasm, "softmax_ce_grad"):
         registry.accelerate("SoftmaxCrossEntropyLoss", softmax_cross_entropy)
         registry.accelerate("SoftmaxCrossEntropyLossGrad", softmax_cross_entropy_grad, registry.PYTRAIN_DOMAIN)

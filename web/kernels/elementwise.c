@@ -23,3 +23,17 @@ void relu_grad(const float *dy, const float *y, float *dx, int n) {
         wasm_v128_store(dx + i, wasm_v128_and(wasm_v128_load(dy + i), wasm_f32x4_gt(wasm_v128_load(y + i), zero)));
     for (; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
+
+/* out[j] = sum over i of g[i][j] for a C-contiguous (rows x cols) g: the bias gradient. Rows are
+ * added one after the other, as numpy reduces a leading axis, so the sums are numpy's to the bit. */
+EXPORT("pytrain_sum_rows")
+void sum_rows(const float *g, float *out, int rows, int cols) {
+    int c4 = cols & ~3;
+    for (int j = 0; j < cols; j++) out[j] = g[j];
+    for (int i = 1; i < rows; i++) {
+        const float *row = g + (long)i * cols;
+        int j = 0;
+        for (; j < c4; j += 4) wasm_v128_store(out + j, wasm_f32x4_add(wasm_v128_load(out + j), wasm_v128_load(row + j)));
+        for (; j < cols; j++) out[j] += row[j];
+    }
+}

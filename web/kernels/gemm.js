@@ -71,6 +71,7 @@
       relu: exports.pytrain_relu,
       relu_grad: exports.pytrain_relu_grad,
       transpose: exports.pytrain_transpose,
+      sum_rows: exports.pytrain_sum_rows,
       softmax_ce: exports.pytrain_softmax_ce,
       softmax_ce_grad: exports.pytrain_softmax_ce_grad,
     };
@@ -119,6 +120,7 @@
       relu: gemm.relu,
       relu_grad: gemm.relu_grad,
       transpose: gemm.transpose,
+      sum_rows: gemm.sum_rows,
       softmax_ce: gemm.softmax_ce,
       softmax_ce_grad: gemm.softmax_ce_grad,
       work_bytes: gemm.workBytes,
