@@ -140,26 +140,34 @@ def _keep_best(best: Dict[tuple, dict], rec: dict) -> None:
     best[key]["repeats"] = runs
 
 
-def run_native(names: List[str], steps: dict, results: dict, repeat: int) -> None:
+def _measure_rows(names: List[str], rows: List[dict], repeat: int, group: str, runtime_of,
+                  measure, summary) -> List[dict]:
+    """Every row for every workload, ``repeat`` times over (alternating), each row keeping its
+    fastest run: ``measure(workload, row)`` gives the figures, ``summary(rec)`` a log line's tail."""
     best: Dict[tuple, dict] = {}
-    for rep in range(repeat):
+    for _ in range(repeat):
         for n in names:
-            for row in native_rows(steps):
-                rec = {"workload": n, "group": "native", "label": row["label"],
-                       "runtime": row["runtime"]}
-                art = CACHE / "art" / row["runtime"] / n
-                cmd = [row["py"], str(RUNNER), "train", "--runtime", row["runtime"], "--workload", n,
-                       "--dir", str(art), "--batch", str(CACHE / "models" / n / "batch.npz")]
+            for row in rows:
+                rec = {"workload": n, "group": group, "label": row["label"], "runtime": runtime_of(row)}
                 try:
-                    rec.update(run_json(cmd + row["args"], row["env"]))
-                    log(f"  {n:4s} {row['label']:45s} {rec['step_ms']:9.3f} ms/step  "
-                        f"cold {rec['cold_ms']:7.0f} ms  peak {rec['peak_rss_mb']:6.1f} MB  "
-                        f"loss {rec['first_loss']:.5f}")
+                    rec.update(measure(n, row))
+                    log(f"  {n:4s} {row['label']:55s} {rec['step_ms']:9.3f} ms/step  {summary(rec)}")
                 except Exception as e:
                     rec["error"] = str(e)
-                    log(f"  {n:4s} {row['label']:45s} ERROR {str(e)[:300]}")
+                    log(f"  {n:4s} {row['label']:55s} ERROR {str(e)[:400]}")
                 _keep_best(best, rec)
-    results["rows"] += list(best.values())
+    return list(best.values())
+
+
+def run_native(names: List[str], steps: dict, results: dict, repeat: int) -> None:
+    def measure(n: str, row: dict) -> dict:
+        cmd = [row["py"], str(RUNNER), "train", "--runtime", row["runtime"], "--workload", n,
+               "--dir", str(CACHE / "art" / row["runtime"] / n), "--batch", str(CACHE / "models" / n / "batch.npz")]
+        return run_json(cmd + row["args"], row["env"])
+
+    results["rows"] += _measure_rows(
+        names, native_rows(steps), repeat, "native", lambda row: row["runtime"], measure,
+        lambda rec: f"cold {rec['cold_ms']:7.0f} ms  peak {rec['peak_rss_mb']:6.1f} MB  loss {rec['first_loss']:.5f}")
 
 
 def browser_rows(steps: dict) -> List[dict]:
@@ -187,23 +195,12 @@ def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
 
     with BrowserSession(verbose=verbose) as s:
         results["env"]["chromium"] = s.version
-        best: Dict[tuple, dict] = {}
-        for rep in range(repeat):
-            for n in names:
-                for row in browser_rows(steps):
-                    rec = {"workload": n, "group": "browser", "label": row["label"],
-                           "runtime": row["page"].split(".")[0]}
-                    url = f"/bench/pages/{row['page']}?workload={n}&{row['query']}"
-                    try:
-                        rec.update(s.run_page(url, isolated=row["isolated"]))
-                        log(f"  {n:4s} {row['label']:55s} {rec['step_ms']:9.3f} ms/step  "
-                            f"cold {rec['cold_ms']:7.0f} ms  wasm {rec['wasm_memory_mb']:6.1f} MB  "
-                            f"{rec['bytes_gzip'] / 2**20:5.1f} MB gz  loss {rec['first_loss']:.5f}")
-                    except Exception as e:
-                        rec["error"] = str(e)
-                        log(f"  {n:4s} {row['label']:55s} ERROR {str(e)[:400]}")
-                    _keep_best(best, rec)
-        results["rows"] += list(best.values())
+        results["rows"] += _measure_rows(
+            names, browser_rows(steps), repeat, "browser", lambda row: row["page"].split(".")[0],
+            lambda n, row: s.run_page(f"/bench/pages/{row['page']}?workload={n}&{row['query']}",
+                                      isolated=row["isolated"]),
+            lambda rec: (f"cold {rec['cold_ms']:7.0f} ms  wasm {rec['wasm_memory_mb']:6.1f} MB  "
+                         f"{rec['bytes_gzip'] / 2**20:5.1f} MB gz  loss {rec['first_loss']:.5f}"))
         for n in names:
             # artifact generation inside the browser (pytrain is pure Python: it can)
             rec = {"workload": n, "runtime": "pytrain-pyodide"}
@@ -389,6 +386,7 @@ def main(argv: Optional[list] = None) -> None:
     results["env"]["load_avg_end"] = os.getloadavg()
     results["wall_s"] = time.time() - t0
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "RESULTS.md").write_text(report.render(results))
     log(f"wrote {out / 'results.json'} and {out / 'RESULTS.md'} ({results['wall_s']:.0f} s)")
