@@ -3,7 +3,7 @@
  * One protocol for the page and the widget (see js/client.js):
  *   page -> worker  {id, cmd, args}
  *   worker -> page  {id, ok: true, result} | {id, ok: false, error: {type, message}}
- *   worker -> page  {event, data}   loading, ready, fatal, progress, epoch, saved, state, done, error
+ *   worker -> page  {event, data}   loading, ready, startup (stage timings), fatal, progress, epoch, saved, state, done, error
  *
  * A classic (non-module) worker because Pyodide 0.17 loads itself with importScripts.
  */

@@ -36,7 +36,7 @@ export async function registerServiceWorker(waitMs = 3000) {
 }
 
 /**
- * A Pyodide + pytrain worker. Events: loading, ready, fatal, progress, epoch, saved, state, done, error.
+ * A Pyodide + pytrain worker. Events: loading, ready, startup, fatal, progress, epoch, saved, state, done, error.
  * startAfter: a promise to wait for before the Web Worker is created (calls made meanwhile are queued).
  */
 export class WorkerClient extends EventTarget {
