@@ -21,37 +21,6 @@ COMMITTED_WASM = KERNELS / "gemm.wasm"
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
 
-# Reads cases.json + data.bin, copies each case's A, B, C into one
-# WebAssembly.Memory at unaligned-ish offsets, runs sgemm, writes every C to out.bin.
-NODE_DRIVER = r"""
-const fs = require("fs");
-const [gemmJs, wasm, dir] = process.argv.slice(2);
-const { instantiateWithMemory } = require(gemmJs);
-(async () => {
-  const cases = JSON.parse(fs.readFileSync(dir + "/cases.json"));
-  const data = new Float32Array(new Uint8Array(fs.readFileSync(dir + "/data.bin")).buffer);
-  const memory = new WebAssembly.Memory({ initial: 16 });
-  const g = await instantiateWithMemory(wasm, memory);
-  const out = [];
-  for (const c of cases) {
-    // Place operands after the workspace; +4 bytes breaks 16-byte alignment on purpose.
-    const base = g.workPtr + g.workBytes + 64 + 4;
-    const total = c.a_len + c.b_len + c.c_len;
-    const need = base + 4 * total + 64 - memory.buffer.byteLength;
-    if (need > 0) memory.grow(Math.ceil(need / 65536));
-    const f = new Float32Array(memory.buffer);
-    f.set(data.subarray(c.offset, c.offset + total), base / 4);
-    const A = base, B = A + 4 * c.a_len, C = B + 4 * c.b_len;
-    g.sgemm(c.ta, c.tb, c.m, c.n, c.k, c.alpha, A, c.lda, B, c.ldb, c.beta, C, c.ldc);
-    out.push(new Float32Array(memory.buffer, C, c.c_len).slice());
-  }
-  const bytes = new Float32Array(out.reduce((s, x) => s + x.length, 0));
-  let o = 0;
-  for (const x of out) { bytes.set(x, o); o += x.length; }
-  fs.writeFileSync(dir + "/out.bin", Buffer.from(bytes.buffer));
-})().catch((e) => { console.error(e); process.exit(1); });
-"""
-
 # (transA, transB, M, N, K, alpha, beta, extra leading-dimension padding)
 CASES = [
     (0, 0, 63, 129, 785, 1.0, 0.0, 0),
@@ -99,8 +68,9 @@ def _op(x: np.ndarray, trans: int) -> np.ndarray:
 
 
 def _run_cases(wasm: Path, tmp: Path, rng: np.random.Generator):
-    """Write every case, run them all in one Node process, return (cases, inputs, outputs)."""
-    meta, chunks, inputs, offset = [], [], [], 0
+    """Every case through the kernel-call driver in one Node process, operands 4 bytes off
+    16-byte alignment on purpose; returns (cases, inputs, outputs)."""
+    meta, calls, inputs = [], [], []
     for ta, tb, m, n, k, alpha, beta, pad in CASES:
         a_rows, a_cols = (k, m) if ta else (m, k)
         b_rows, b_cols = (n, k) if tb else (k, n)
@@ -111,22 +81,12 @@ def _run_cases(wasm: Path, tmp: Path, rng: np.random.Generator):
         if beta == 0.0:
             c[:, :n] = np.nan  # BLAS semantics: beta == 0 ignores C entirely
         inputs.append((a, b, c))
-        meta.append(dict(ta=ta, tb=tb, m=m, n=n, k=k, alpha=alpha, beta=beta, lda=lda, ldb=ldb,
-                         ldc=ldc, offset=offset, a_len=a.size, b_len=b.size, c_len=c.size))
-        chunks += [a.ravel(), b.ravel(), c.ravel()]
-        offset += a.size + b.size + c.size
-    (tmp / "cases.json").write_text(json.dumps(meta))
-    np.concatenate(chunks).astype(np.float32).tofile(tmp / "data.bin")
-    driver = tmp / "driver.js"
-    driver.write_text(NODE_DRIVER)
-    subprocess.run([NODE, str(driver), str(KERNELS / "gemm.js"), str(wasm), str(tmp)],
-                   check=True, capture_output=True, timeout=120)
-    flat = np.fromfile(tmp / "out.bin", dtype=np.float32)
-    outs, o = [], 0
-    for (_, _, c), mt in zip(inputs, meta):
-        outs.append(flat[o:o + c.size].reshape(c.shape))
-        o += c.size
-    return meta, inputs, outs
+        meta.append(dict(ta=ta, tb=tb, m=m, n=n, k=k, alpha=alpha, beta=beta))
+        calls.append({"fn": "sgemm", "skew": 4, "read": [2],
+                      "buffers": [{"len": x.size, "fill": True} for x in (a, b, c)],
+                      "args": [ta, tb, m, n, k, alpha, "$0", lda, "$1", ldb, beta, "$2", ldc]})
+    flat = _call_kernels(wasm, tmp, calls, [x for abc in inputs for x in abc])
+    return meta, inputs, [got.reshape(c.shape) for got, (_, _, c) in zip(flat, inputs)]
 
 
 def test_sgemm_matches_numpy(wasm_path: Path, tmp_path: Path):
@@ -174,10 +134,11 @@ def test_committed_wasm_exports():
                        "pytrain_sum_rows", "pytrain_transpose"]
 
 
-# Calls one exported kernel per case of calls.json. Each case lists float32 buffers ("fill":
-# the next values of in.bin, or zeros; or "ints": int32 values, "$i" = the address of buffer i),
-# the arguments (the same "$i") and the buffers to read back, which are written one after the
-# other to out.bin (then the kernel's return value when "ret" is set).
+# Calls one kernel (an export, or gemm.js's sgemm) per case of calls.json. Each case lists float32
+# buffers ("fill": the next values of in.bin, or zeros; or "ints": int32 values, "$i" = the address
+# of buffer i), placed one after another ("skew" bytes off 16-byte alignment), the arguments (the
+# same "$i") and the buffers to read back, which are written one after the other to out.bin (then
+# the kernel's return value when "ret" is set).
 CALL_DRIVER = r"""
 const fs = require("fs");
 const [gemmJs, wasm, dir] = process.argv.slice(2);
@@ -191,7 +152,7 @@ const { instantiateWithMemory } = require(gemmJs);
   let off = 0;
   for (const c of cases) {
     const ptrs = [];
-    let end = k.workPtr + k.workBytes + 64;
+    let end = k.workPtr + k.workBytes + 64 + (c.skew || 0);
     for (const b of c.buffers) { ptrs.push(end); end += 4 * b.len; }
     if (end + 64 > memory.buffer.byteLength) memory.grow(Math.ceil((end + 64 - memory.buffer.byteLength) / 65536));
     const resolve = (a) => (typeof a === "string" ? ptrs[Number(a.slice(1))] : a);
