@@ -113,7 +113,7 @@ class Plan:
             body += ["        s%d = r[%d]" % (o, j) for j, o in enumerate(outs) if o != 1]
             body += ["        s%d = None" % f for f in frees]
         body.append("    except PytrainError as e:")
-        body.append("        raise type(e)(_failed(node, None, e)) from None")
+        body.append("        raise _failed(node, None, e) from None")
         body.append("    except Exception as e:")
         body.append("        raise _failed(node, locals(), e) from e")
         body.append("    return [%s]" % ", ".join("s%d" % o for o in self._out_slots))
@@ -126,12 +126,13 @@ class Plan:
         exec(compile("\n".join(head + body) + "\n", "<pytrain plan>", "exec"), env)  # noqa: S102
         return env["run"]
 
-    def _failed(self, k: int, scope: Optional[Dict[str, Any]], e: Exception) -> Any:
-        """The error for node ``k``: a PytrainError's message prefixed with the node, or (for an
-        error deep in numpy, ``scope`` holding the slots) a KernelError naming what it got."""
+    def _failed(self, k: int, scope: Optional[Dict[str, Any]], e: Exception) -> Exception:
+        """The error to raise for node ``k``: a PytrainError of the same type prefixed with the
+        node (``scope`` None), or for an error deep in numpy (``scope`` holding the slots) a
+        KernelError naming what the node got."""
         fn, ctx, ins, outs, attrs, frees, node = self._steps[k]
         if scope is None:
-            return "node %s: %s" % (node_label(node), e)
+            return type(e)("node %s: %s" % (node_label(node), e))
         return KernelError("node %s failed on inputs %s: %s: %s" % (
             node_label(node), ", ".join(_describe(scope.get("s%d" % i)) for i in ins), type(e).__name__, e))
 
