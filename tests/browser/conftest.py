@@ -18,7 +18,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 sys.path.insert(0, str(ROOT))
 import build  # noqa: E402  (the repository's build.py)
-from browser_helpers import Recorder  # noqa: E402
+from browser_helpers import Recorder, new_context  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -46,5 +46,9 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture()
-def recorder() -> Recorder:
-    return Recorder()
+def context(browser) -> Iterator[tuple]:
+    """A fresh browser context and the Recorder watching it, closed after the test."""
+    rec = Recorder()
+    ctx = new_context(browser, rec)
+    yield ctx, rec
+    ctx.close()

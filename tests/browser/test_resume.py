@@ -2,51 +2,46 @@
 saved parameters (IndexedDB holds artifacts, checkpoint, data choice and progress)."""
 from __future__ import annotations
 
-from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, configure_training, new_context, open_app,
-                             wait_ready)
+from browser_helpers import LOAD_TIMEOUT_MS, app_state, configure_training, open_app, wait_ready
 
 
-def test_reload_mid_training_resumes_where_it_was(browser, site_url):
-    rec = Recorder()
-    ctx = new_context(browser, rec)
-    try:
-        page = open_app(ctx, site_url, rec)
-        wait_ready(page)
-        assert page.locator("#resume-banner").is_hidden()
-        page.select_option("#digits-count", "1000")      # 16 batches of 64 per epoch
-        page.click("#digits-build")
-        page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
-        configure_training(page, 6, batch_size=64, lr=0.003)
-        page.click("#start")
-        page.wait_for_function("() => window.pytrainApp.saved && window.pytrainApp.saved.epoch >= 1", timeout=120_000)
-        assert app_state(page, "a.training") is True      # still running: this reload interrupts it
+def test_reload_mid_training_resumes_where_it_was(context, site_url):
+    ctx, rec = context
+    page = open_app(ctx, site_url, rec)
+    wait_ready(page)
+    assert page.locator("#resume-banner").is_hidden()
+    page.select_option("#digits-count", "1000")      # 16 batches of 64 per epoch
+    page.click("#digits-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
+    configure_training(page, 6, batch_size=64, lr=0.003)
+    page.click("#start")
+    page.wait_for_function("() => window.pytrainApp.saved && window.pytrainApp.saved.epoch >= 1", timeout=120_000)
+    assert app_state(page, "a.training") is True      # still running: this reload interrupts it
 
-        page.reload()
-        banner = page.locator("#resume-banner")
-        banner.wait_for(state="visible", timeout=30_000)
-        saved_step = int(banner.get_attribute("data-step"))
-        saved_digest = banner.get_attribute("data-digest")
-        assert saved_step >= 16 and saved_step % 16 == 0, saved_step   # saved at an epoch boundary
-        assert "Resume" in page.inner_text("#resume-banner")
+    page.reload()
+    banner = page.locator("#resume-banner")
+    banner.wait_for(state="visible", timeout=30_000)
+    saved_step = int(banner.get_attribute("data-step"))
+    saved_digest = banner.get_attribute("data-digest")
+    assert saved_step >= 16 and saved_step % 16 == 0, saved_step   # saved at an epoch boundary
+    assert "Resume" in page.inner_text("#resume-banner")
 
-        wait_ready(page)
-        page.click("#resume-btn")
-        page.wait_for_function("() => window.pytrainApp.resumed !== null", timeout=60_000)
-        resumed = app_state(page, "a.resumed")
-        assert resumed["step"] == saved_step
-        assert resumed["savedStep"] == saved_step
-        assert resumed["digest"] == saved_digest == resumed["savedDigest"]
-        assert resumed["train"]["epochs"] == 6 and resumed["train"]["batchSize"] == 64
-        assert page.input_value("#epochs") == "6"
-        # The plots show the history from before the reload.
-        assert len(app_state(page, "a.lossPoints()")) >= saved_step
+    wait_ready(page)
+    page.click("#resume-btn")
+    page.wait_for_function("() => window.pytrainApp.resumed !== null", timeout=60_000)
+    resumed = app_state(page, "a.resumed")
+    assert resumed["step"] == saved_step
+    assert resumed["savedStep"] == saved_step
+    assert resumed["digest"] == saved_digest == resumed["savedDigest"]
+    assert resumed["train"]["epochs"] == 6 and resumed["train"]["batchSize"] == 64
+    assert page.input_value("#epochs") == "6"
+    # The plots show the history from before the reload.
+    assert len(app_state(page, "a.lossPoints()")) >= saved_step
 
-        # Training carries on by itself from the next step.
-        page.wait_for_function("() => window.pytrainApp.step > %d" % saved_step, timeout=60_000)
-        first_new = page.evaluate("window.pytrainApp.lossPoints().filter(p => p[0] > %d)[0][0]" % saved_step)
-        assert first_new == saved_step + 1
-        page.click("#stop")
-        page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
-        assert app_state(page, "a.errors") == []
-    finally:
-        ctx.close()
+    # Training carries on by itself from the next step.
+    page.wait_for_function("() => window.pytrainApp.step > %d" % saved_step, timeout=60_000)
+    first_new = page.evaluate("window.pytrainApp.lossPoints().filter(p => p[0] > %d)[0][0]" % saved_step)
+    assert first_new == saved_step + 1
+    page.click("#stop")
+    page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
+    assert app_state(page, "a.errors") == []

@@ -6,8 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, configure_training, new_context, open_app,
-                             train_epochs, wait_ready)
+from browser_helpers import (LOAD_TIMEOUT_MS, app_state, configure_training, open_app, train_epochs, wait_ready)
 
 FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 
@@ -23,12 +22,9 @@ def iris_csv(path: Path) -> Path:
 
 
 @pytest.fixture()
-def page_ctx(browser, site_url):
-    rec = Recorder()
-    ctx = new_context(browser, rec)
-    page = open_app(ctx, site_url, rec)
-    yield page, rec
-    ctx.close()
+def page_ctx(context, site_url):
+    ctx, rec = context
+    return open_app(ctx, site_url, rec), rec
 
 
 def test_iris_csv_trains_to_90_percent(page_ctx, tmp_path, site_url):
