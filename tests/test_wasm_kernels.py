@@ -257,10 +257,10 @@ def test_im2col_kernels_equal_conv_columns_and_its_adjoint(wasm_path: Path, tmp_
 
 
 def test_maxpool_kernel_equals_the_numpy_kernel(wasm_path: Path, tmp_path: Path):
-    """web/kernels/pool.c gives MaxPool's Y and Indices exactly as pytrain/ops/op_maxpool.py does:
+    """web/kernels/pool.c gives MaxPool's Y and Indices exactly as pytrain/ops/nn/op_maxpool.py does:
     padding, strides, dilations, ceil_mode, storage_order, ties and NaNs included."""
     from pytrain.ops import OpContext, get_kernel
-    from pytrain.ops.op_maxpool import _lowest
+    from pytrain.ops.nn.op_maxpool import _lowest
     from pytrain.ops.windows import geometry, pad_spatial
 
     max_pool = get_kernel("MaxPool").fn

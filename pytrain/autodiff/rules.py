@@ -326,3 +326,28 @@ def _reduce_extreme(b: B, n: N, dy: G) -> G:
 
 gradient("ReduceMax", inputs=(0,))(_reduce_extreme)
 gradient("ReduceMin", inputs=(0,))(_reduce_extreme)
+
+
+# ---- more activations and element-wise math (HardSwish, Elu, PRelu, Sin, Mod, Max/Min, ...) ---
+# (end of element-wise rules)
+
+
+# ---- shape, indexing and scattering (GatherElements, Scatter*, Trilu, Pad, Tile, ...) ------------
+# (end of indexing rules)
+
+
+# ---- more reductions (ReduceL1/L2/LogSumExp/SumSquare/Prod, CumSum, TopK, Einsum, ...) ----------
+# (end of reduction rules)
+
+
+# ---- transposed convolution and resizing (ConvTranspose, Resize, Upsample) -----------------------
+# (end of resizing rules)
+
+
+# ---- normalization and attention (InstanceNormalization, GroupNormalization, RMSNormalization,
+#      Attention) --------------------------------------------------------------------------------
+# (end of normalization rules)
+
+
+# ---- recurrent layers (RNN, GRU, LSTM) ---------------------------------------------------------
+# (end of recurrent rules)

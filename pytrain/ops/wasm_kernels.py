@@ -263,7 +263,8 @@ def install() -> bool:
     global FALLBACK
     if _wasm is None:
         return False
-    from pytrain.ops import linalg, op_maxpool, registry, windows
+    from pytrain.ops import linalg, registry, windows
+    from pytrain.ops.nn import op_maxpool
     from pytrain.ops.train import op_optimizers
 
     previous = linalg.set_backend(matmul2d)

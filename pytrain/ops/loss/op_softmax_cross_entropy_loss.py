@@ -3,8 +3,8 @@ optional log_prob output."""
 from __future__ import annotations
 
 from pytrain.errors import InputError
-from pytrain.ops.op_nll_loss import nll_loss
-from pytrain.ops.op_softmax import log_softmax
+from pytrain.ops.loss.op_nll_loss import nll_loss
+from pytrain.ops.nn.op_softmax import log_softmax
 from pytrain.ops.registry import kernel
 
 

@@ -1,0 +1,1 @@
+"""Element-wise ops: arithmetic, activations, comparisons, logic, casts."""

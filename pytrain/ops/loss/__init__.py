@@ -1,0 +1,1 @@
+"""Loss ops of the ONNX standard: SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss."""

@@ -1,0 +1,1 @@
+"""Layers: products, convolutions, pooling, softmax, dropout, resizing, attention."""

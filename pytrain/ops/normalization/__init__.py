@@ -1,0 +1,1 @@
+"""Normalization layers: batch, layer, instance, group and RMS normalization."""

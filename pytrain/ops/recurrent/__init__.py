@@ -1,0 +1,1 @@
+"""Recurrent layers: RNN, GRU, LSTM."""

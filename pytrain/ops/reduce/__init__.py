@@ -1,0 +1,1 @@
+"""Reductions along axes: sums, means, extremes, norms, arg-extremes, cumulative sums, top-k."""

@@ -1,0 +1,1 @@
+"""Shape and data movement: reshapes, slicing, gathering and scattering, padding, constants."""
