@@ -496,7 +496,10 @@ def serve_in_thread(root: Path = SITE, port: int = 0) -> Tuple[http.server.Threa
 
 #: what the test suite needs from PyPI (torch 2.13.0 is the CPU build this machine provides)
 TEST_REQUIREMENTS = ["numpy", "onnx", "onnxruntime", "scikit-learn", "pytest", "vermin", "playwright",
-                     "Pillow", "torch==2.13.0"]
+                     "Pillow", "torch==2.13.0", "onnxscript", "transformers"]
+#: torchvision's model definitions for tests/test_architectures.py, installed with --no-deps so that
+#: pip keeps torch 2.13.0's CPU build (its C ops do not load beside it; tests/torch_zoo.py copes)
+TORCHVISION = "torchvision==0.28.0"
 
 
 def _missing_modules(modules: Iterable[str]) -> List[str]:
@@ -529,7 +532,11 @@ def ensure_chromium() -> None:
 def run_tests(pytest_args: List[str]) -> int:
     """Install what the suite needs, build the site, run every test (browser tests included)."""
     ensure_python_packages(TEST_REQUIREMENTS, ["numpy", "onnx", "onnxruntime", "sklearn", "pytest",
-                                               "vermin", "playwright", "PIL", "torch"])
+                                               "vermin", "playwright", "PIL", "torch", "onnxscript",
+                                               "transformers"])
+    if _missing_modules(["torchvision"]):
+        log("installing %s (--no-deps)" % TORCHVISION)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", TORCHVISION], check=True)
     ensure_chromium()
     ensure_node_modules()
     if needs_build():

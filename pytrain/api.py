@@ -2,12 +2,13 @@
 ``CheckpointState``, ``Module``, ``Optimizer``, ``LinearLRScheduler``."""
 from __future__ import annotations
 
+import math
 from typing import Any, List, Optional
 
 import numpy as np
 
 from pytrain.checkpoint import CheckpointState, OptimizerState, Parameter
-from pytrain.errors import InputError, ModelFormatError
+from pytrain.errors import DivergenceError, InputError, ModelFormatError
 from pytrain.executor import Plan
 from pytrain.module import Module
 from pytrain.optim import LR_INPUT, STEP_INPUT, state_name
@@ -62,18 +63,34 @@ class Optimizer:
         return feeds
 
     def step(self) -> None:
-        """One optimizer update of every trainable parameter, in place."""
-        self._opt_state.step += 1
+        """One optimizer update of every trainable parameter, in place. A gradient holding NaN or
+        infinity is refused before anything changes (the step count included)."""
         feeds = self._feeds()
+        for p, g in zip(self._params, feeds[3::2 + len(self._slots)]):
+            if not np.isfinite(g.sum(dtype=np.float64)) and not np.isfinite(g).all():
+                raise DivergenceError("optimizer step refused: the gradient of %r holds NaN or infinite values; "
+                                      "no parameter or optimizer state was changed" % p)
         feeds[0] = np.asarray(self._opt_state.learning_rate, dtype=np.float32)
-        feeds[1] = np.asarray(self._opt_state.step, dtype=np.int64)
+        feeds[1] = np.asarray(self._opt_state.step + 1, dtype=np.int64)
         self._plan.run(feeds)
+        self._opt_state.step += 1
 
     def set_learning_rate(self, learning_rate: float) -> None:
-        self._opt_state.learning_rate = float(learning_rate)
+        self._opt_state.learning_rate = checked_learning_rate(learning_rate)
 
     def get_learning_rate(self) -> float:
         return float(self._opt_state.learning_rate)
+
+
+def checked_learning_rate(value: Any, what: str = "learning rate") -> float:
+    """``value`` as a float, refusing what would destroy a model: NaN, infinity, negatives, non-numbers."""
+    try:
+        lr = float(value)
+    except (TypeError, ValueError):
+        raise InputError("the %s must be a number, got %r" % (what, value)) from None
+    if not math.isfinite(lr) or lr < 0:
+        raise InputError("the %s must be a finite number >= 0, got %r" % (what, value))
+    return lr
 
 
 class LinearLRScheduler:
@@ -82,6 +99,10 @@ class LinearLRScheduler:
 
     def __init__(self, optimizer: Optimizer, warmup_step_count: int, total_step_count: int,
                  initial_lr: float) -> None:
+        for name, v in (("warmup_step_count", warmup_step_count), ("total_step_count", total_step_count)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise InputError("LinearLRScheduler: %s must be an integer, got %r" % (name, v))
+        initial_lr = checked_learning_rate(initial_lr, "LinearLRScheduler's initial_lr")
         if warmup_step_count < 0 or total_step_count <= 0 or warmup_step_count > total_step_count:
             raise InputError("LinearLRScheduler needs 0 <= warmup_step_count <= total_step_count and "
                              "total_step_count > 0; got warmup %r, total %r" % (warmup_step_count, total_step_count))

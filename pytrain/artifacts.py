@@ -22,8 +22,9 @@ from pytrain.graph import NameScope, all_names, topological_order
 from pytrain.losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
 from pytrain.ops.registry import PYTRAIN_DOMAIN
+from pytrain.trainable import classify_initializers
 from pytrain.optim import SGD, Adam, AdamW, OptimType, OptimizerSpec, build_optimizer_model, resolve
-from pytrain.proto import (ModelProto, NodeProto, from_array, load_model, make_graph, make_model,
+from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, load_model, make_graph, make_model,
                            make_node, make_opsetid, make_value_info, opset_version, to_array,
                            write_atomic)
 
@@ -82,17 +83,41 @@ def _names_check(what: str, names: Optional[Sequence[str]], initializers: Dict[s
     return names
 
 
-def _parameter_candidates(nodes: Sequence[NodeProto], inits: Dict[str, Any]) -> List[str]:
-    """Float initializers of rank >= 1 that feed a differentiable input: what trains by default."""
-    found: List[str] = []
-    for n in nodes:
-        for i in differentiable_inputs(n):
-            name = n.input[i] if i < len(n.input) else ""
-            if name in inits and name not in found:
-                t = inits[name]
-                if dtypes.is_float(t.data_type) and len(t.dims) >= 1:
-                    found.append(name)
-    return found
+def _frozen_by_exporter(src: ModelProto) -> List[str]:
+    """Parameters ``pytrain.torch_export`` recorded as ``requires_grad=False`` in PyTorch (metadata
+    ``pytrain.frozen_params``): frozen by default, as PyTorch would not train them."""
+    from pytrain.torch_export import FROZEN_KEY  # imports no torch
+
+    value = {p.key: p.value for p in src.metadata_props}.get(FROZEN_KEY)
+    return [str(n) for n in json.loads(value)] if value else []
+
+
+def _initializer_report(report: List[Dict[str, Any]], trainable: Sequence[str],
+                        frozen_params: Optional[Sequence[str]], frozen: Sequence[str],
+                        requires_grad: Optional[Sequence[str]], trainable_ops: Optional[int],
+                        params: Sequence[str]) -> List[Dict[str, Any]]:
+    """The default rule's verdict per initializer, overridden by what the caller asked for."""
+    out = []
+    for r in report:
+        r = dict(r)
+        name = r["name"]
+        if name in trainable:
+            if not r["trains"]:
+                r["why"] = "named in requires_grad (by default it would not train: %s)" % r["why"]
+            r["trains"] = True
+        elif r["trains"] or (requires_grad is not None and name in params):
+            if frozen_params is not None and name in frozen_params:
+                r["why"] = "frozen by frozen_params"
+            elif requires_grad is not None:
+                r["why"] = "not in requires_grad"
+            elif trainable_ops is not None:
+                r["why"] = "frozen by trainable_ops=%d (not among the last %d layers)" % (trainable_ops, trainable_ops)
+            else:
+                r["why"] = "frozen (recorded as requires_grad=False by pytrain.torch_export)"
+            r["trains"] = False
+        r["state"] = name in params  # kept in the checkpoint (trained, frozen or running statistics)
+        out.append(r)
+    return out
 
 
 def _last_layers(nodes: Sequence[NodeProto], candidates: Sequence[str], count: int) -> List[str]:
@@ -105,16 +130,77 @@ def _last_layers(nodes: Sequence[NodeProto], candidates: Sequence[str], count: i
     return chosen
 
 
+BATCHNORM_MODES = ("auto", "train", "eval")
+
+
+def _carried(nodes: Sequence[NodeProto], trainable: Sequence[str]) -> set:
+    """Tensors a gradient reaches from the trainable parameters (differentiable paths only)."""
+    carries = set(trainable)
+    for n in nodes:
+        if any(n.input[i] in carries for i in differentiable_inputs(n) if i < len(n.input) and n.input[i]):
+            carries.update(o for o in n.output if o)
+    return carries
+
+
+def _batchnorm_modes(nodes: Sequence[NodeProto], option: Any, trainable: Sequence[str]) -> Dict[int, str]:
+    """{index of a BatchNormalization node: 'train' or 'eval'} for the training model.
+
+    'auto' (the rule): a BatchNormalization whose scale or bias trains uses the batch's statistics
+    and updates its running statistics (as a PyTorch module in train()); one whose scale and bias
+    both do not train (frozen, or not parameters) stays in inference mode on its running
+    statistics, which do not change (as a frozen backbone in eval()). The gradient still flows
+    through it to X. ``option`` is 'auto', 'train', 'eval', or a dict {node name or scale
+    initializer name: 'auto'|'train'|'eval'} (nodes it does not name follow 'auto').
+    """
+    bns = [(i, n) for i, n in enumerate(nodes) if n.op_type == "BatchNormalization" and not n.domain]
+    if isinstance(option, str) or option is None:
+        per: Dict[str, str] = {}
+        default = option or "auto"
+    elif isinstance(option, dict):
+        per, default = dict(option), "auto"
+        names = {n.name for _, n in bns if n.name} | {n.input[1] for _, n in bns if len(n.input) > 1}
+        unknown = sorted(k for k in per if k not in names)
+        if unknown:
+            raise ArtifactError("batchnorm names %s, which is no BatchNormalization node or scale initializer "
+                                "of the model (BatchNormalization nodes: %s)" % (
+                                    ", ".join(repr(k) for k in unknown),
+                                    ", ".join(repr(n.name or n.output[0]) for _, n in bns) or "none"))
+    else:
+        raise ArtifactError("batchnorm must be 'auto', 'train', 'eval' or a dict {node or scale name: mode}, got %r"
+                            % (option,))
+    for mode in [default] + list(per.values()):
+        if mode not in BATCHNORM_MODES:
+            raise ArtifactError("batchnorm mode %r is not one of %s" % (mode, ", ".join(BATCHNORM_MODES)))
+    carries = _carried(nodes, trainable)
+    modes: Dict[int, str] = {}
+    for i, n in bns:
+        mode = per.get(n.name, per.get(n.input[1], default)) if n.name or len(n.input) > 1 else default
+        if mode == "auto":
+            mode = "train" if any(x in carries for x in n.input[1:3]) else "eval"
+        modes[i] = mode
+    return modes
+
+
 def _training_rewrite(nodes: List[NodeProto], scope: NameScope, params: Sequence[str],
-                      add_const: Any) -> Dict[str, str]:
+                      add_const: Any, bn_modes: Dict[int, str]) -> Dict[str, str]:
     """Switch nodes to training behaviour; returns {state update output: buffer it replaces}.
 
-    BatchNormalization becomes BatchNormTraining (batch statistics, running stats updated as
-    torch does); Dropout gets training_mode = true.
+    A BatchNormalization in 'train' mode becomes BatchNormTraining (batch statistics, running
+    stats updated as torch does); one in 'eval' mode runs on its running statistics (the
+    training_mode attribute of the source is dropped; running-stat outputs a training-mode export
+    declared pass the statistics through unchanged). Dropout gets training_mode = true.
     """
     updates: Dict[str, str] = {}
+    passthrough: List[NodeProto] = []
     for idx, n in enumerate(nodes):
-        if n.op_type == "BatchNormalization" and not n.domain:
+        if n.op_type == "BatchNormalization" and not n.domain and bn_modes.get(idx) == "eval":
+            declared = list(n.output)
+            inference_rewrite(n)
+            for k, stat in ((1, 3), (2, 4)):
+                if k < len(declared) and declared[k]:
+                    passthrough.append(make_node("Identity", [n.input[stat]], [declared[k]],
+                                                 name=scope.fresh("%s/frozen_stat%d" % (n.name or declared[0], k))))
+        elif n.op_type == "BatchNormalization" and not n.domain:
             attrs = {a.name: a for a in n.attribute}
             eps = attrs["epsilon"].f if "epsilon" in attrs else 1e-5
             momentum = attrs["momentum"].f if "momentum" in attrs else 0.9
@@ -135,6 +221,7 @@ def _training_rewrite(nodes: List[NodeProto], scope: NameScope, params: Sequence
             ins[2] = add_const(np.array(True), "dropout_training_mode")
             del n.input[:]
             n.input.extend(ins)
+    nodes.extend(passthrough)
     return updates
 
 
@@ -151,11 +238,19 @@ def generate_artifacts(
     loss_input_names: Optional[Sequence[str]] = None,
     trainable_ops: Optional[int] = None,
     loss_reduction: str = "mean",
+    batchnorm: Union[str, Dict[str, str]] = "auto",
+    external_data: Optional[Dict[str, bytes]] = None,
 ) -> Artifacts:
     """Build the training, eval and optimizer models and the checkpoint from an inference model.
 
-    model: a path, bytes, or an ``onnx``/pytrain ModelProto.
-    requires_grad: initializers to train (None: every float initializer feeding a differentiable input).
+    model: a path, bytes, or an ``onnx``/pytrain ModelProto. Tensors kept in ONNX external data
+        (``m.onnx.data``, torch's default exporter) load from the model's folder for a path, from
+        ``external_data`` ({location: bytes}) otherwise.
+    requires_grad: initializers to train. None: the model's parameters, what PyTorch trains, by the
+        rule of :mod:`pytrain.trainable` (weights of Conv/Gemm/MatMul/normalizations/embeddings,
+        also through Transpose/Reshape/Cast copies; not buffers, integer tensors, rank-0 scalars or
+        constants the exporter folded, e.g. ``val_68`` or ``/attn/Sqrt_output_0`` feeding only
+        arithmetic). ``summary["initializers"]`` says for each initializer whether it trains and why.
     frozen_params: initializers kept in the checkpoint but not trained.
     loss: a LossType, a Block (custom loss composed from pytrain.blocks), or None when the model's
         first output already is the loss.
@@ -167,8 +262,18 @@ def generate_artifacts(
     trainable_ops: only the parameters of the last N ops that hold parameters train (as ONERT's
         num_of_trainable_ops); the others are frozen.
     loss_reduction: 'mean', 'sum' or 'none' for the built-in losses.
+    batchnorm: how each BatchNormalization runs in the training model. 'auto' (default): one whose
+        scale or bias trains uses the batch's statistics and updates its running statistics (a
+        PyTorch module in train()); one whose scale and bias both do not train (frozen by
+        requires_grad / frozen_params / trainable_ops, or not initializers) runs on its running
+        statistics, which stay unchanged, as a frozen backbone in eval() does; the gradient still
+        flows through it to its input. 'train' / 'eval' force one mode for every node; a dict
+        {node name or scale initializer name: 'auto'|'train'|'eval'} sets it per node. The
+        training_mode attribute of the source model does not matter. The eval model always uses
+        the running statistics.
+    external_data: {location: bytes} of the external-data files when ``model`` is bytes or a ModelProto.
     """
-    src = load_model(model)
+    src = load_model(model, external_data=external_data)
     src = ModelProto.FromString(src.SerializeToString())  # work on a private copy
     g = src.graph
     opset = opset_version(src)
@@ -183,6 +288,8 @@ def generate_artifacts(
 
     # ---- which initializers train, which are frozen, which are running statistics -------------
     frozen = _names_check("frozen_params", frozen_params, inits)
+    if frozen_params is None and requires_grad is None:
+        frozen = [p for p in _frozen_by_exporter(src) if p in inits]
     if requires_grad is not None:
         trainable = _names_check("requires_grad", requires_grad, inits)
         for p in trainable:
@@ -193,8 +300,12 @@ def generate_artifacts(
         if overlap:
             raise ArtifactError("requires_grad and frozen_params both name %s: a parameter either trains or is frozen"
                                 % ", ".join(repr(p) for p in overlap))
-    else:
-        trainable = [p for p in _parameter_candidates(nodes, inits) if p not in frozen]
+    report = classify_initializers(nodes, list(inits.values()), list(g.value_info) + list(g.input))
+    if requires_grad is None:
+        # the model's parameters (pytrain.trainable's rule), in the order the graph first reads them
+        by_rule = {r["name"] for r in report if r["trains"]}
+        order = [i for n in nodes for i in n.input if i in by_rule] + [r["name"] for r in report]
+        trainable = [p for p in OrderedDict.fromkeys(order) if p in by_rule and p not in frozen]
     if trainable_ops is not None:
         if int(trainable_ops) < 1:
             raise ArtifactError("trainable_ops must be at least 1, got %r" % (trainable_ops,))
@@ -210,6 +321,7 @@ def generate_artifacts(
             buffers.extend(b for b in n.input[3:5] if b in inits and b not in trainable and b not in frozen)
     params = trainable + [p for p in frozen if p not in trainable] + [b for b in buffers if b not in frozen]
     constants = [t for name, t in inits.items() if name not in params]
+    bn_modes = _batchnorm_modes(nodes, batchnorm, trainable)
 
     outputs = [o.name for o in g.output]
     produced = {o for n in nodes for o in n.output} | {v.name for v in g.input}
@@ -224,7 +336,10 @@ def generate_artifacts(
                 raise ArtifactError("loss_input_names names %r, which the model does not produce (graph outputs: %s)"
                                     % (name, ", ".join(outputs)))
 
-    scope = NameScope(all_names(g) | {LOSS_OUTPUT})
+    taken = all_names(g)
+    scope = NameScope(taken | {LOSS_OUTPUT})
+    # the loss output is 'loss' (ORT's name) unless the model already has a tensor of that name
+    loss_out = scope.fresh(LOSS_OUTPUT) if LOSS_OUTPUT in taken else LOSS_OUTPUT
     known = list(g.input) + list(g.output) + list(g.value_info)
 
     # ---- the loss, shared by the training and eval graphs --------------------------------------
@@ -246,7 +361,10 @@ def generate_artifacts(
                 loss_name = loss(*(loss_input_names or outputs))
             else:
                 raise ArtifactError("loss must be a LossType, a pytrain.blocks.Block or None, got %r" % (loss,))
-        ctx.op("Identity", loss_name, out_names=[LOSS_OUTPUT])
+        if loss is None and loss_name == LOSS_OUTPUT:  # the model's output already is "loss"
+            loss_out = LOSS_OUTPUT
+        else:
+            ctx.op("Identity", loss_name, out_names=[loss_out])
     loss_nodes, loss_consts, label_inputs = ctx.nodes, ctx.initializer_protos(), ctx.new_inputs
 
     param_inputs = [make_value_info(p, inits[p].data_type, list(inits[p].dims)) for p in params]
@@ -255,7 +373,7 @@ def generate_artifacts(
 
     def vi(name: str) -> Any:
         """The model's declared type of ``name``, else an untyped entry (the runtime knows it)."""
-        return known_vi.get(name) or make_value_info(name, 0, None)
+        return known_vi.get(name) or ValueInfoProto(name=name)  # no type: ONNX allows it, UNDEFINED (0) it does not
 
     # ---- eval model: forward (inference semantics) + loss -------------------------------------
     eval_nodes = [NodeProto.FromString(n.SerializeToString()) for n in nodes]
@@ -264,11 +382,11 @@ def generate_artifacts(
     eval_nodes += loss_nodes
     layout = {"user_inputs": [v.name for v in user_inputs], "labels": [v.name for v in label_inputs],
               "trainable": trainable, "frozen": [p for p in params if p not in trainable],
-              "outputs": [LOSS_OUTPUT] + extra, "model_outputs": outputs}
+              "outputs": [loss_out] + extra, "model_outputs": outputs}
     opsets = [make_opsetid("", opset), make_opsetid(PYTRAIN_DOMAIN, 1)] + [
         o for o in src.opset_import if o.domain not in ("", "ai.onnx", PYTRAIN_DOMAIN)]
     eval_graph = make_graph(eval_nodes, (g.name or "model") + "_eval", inputs,
-                            [vi(LOSS_OUTPUT)] + [vi(e) for e in extra], constants + loss_consts,
+                            [vi(loss_out)] + [vi(e) for e in extra], constants + loss_consts,
                             value_info=list(g.value_info))
     eval_model = make_model(eval_graph, opsets, ir_version=src.ir_version or None,
                             metadata={"pytrain.artifact": "eval", LAYOUT_KEY: json.dumps(layout)})
@@ -282,13 +400,13 @@ def generate_artifacts(
         extra_consts[name] = value
         return name
 
-    updates = _training_rewrite(train_nodes, scope, params, add_const)
+    updates = _training_rewrite(train_nodes, scope, params, add_const, bn_modes)
     train_nodes += [NodeProto.FromString(n.SerializeToString()) for n in loss_nodes]
     available = [v.name for v in inputs] + [t.name for t in constants + loss_consts] + list(extra_consts)
-    grads = build_gradients(train_nodes, available, LOSS_OUTPUT, trainable, scope)
+    grads = build_gradients(train_nodes, available, loss_out, trainable, scope)
     train_consts = constants + loss_consts + [from_array(v, k) for k, v in extra_consts.items()] + \
         grads.initializer_protos()
-    train_outputs = [vi(LOSS_OUTPUT)] + [vi(e) for e in extra] + \
+    train_outputs = [vi(loss_out)] + [vi(e) for e in extra] + \
         [make_value_info(grad_name(p), inits[p].data_type, list(inits[p].dims)) for p in trainable] + \
         [make_value_info(u, inits[b].data_type, list(inits[b].dims)) for u, b in updates.items()]
     layout_t = dict(layout, state_updates=updates, grads=[grad_name(p) for p in trainable])
@@ -316,7 +434,10 @@ def generate_artifacts(
                "trainable_count": count(trainable),
                "frozen_count": count([p for p in params if p not in trainable]),
                "ops": op_hist, "optimizer": opt.describe(), "labels": layout["labels"],
-               "inputs": layout["user_inputs"], "opset": opset}
+               "inputs": layout["user_inputs"], "opset": opset,
+               "initializers": _initializer_report(report, trainable, frozen_params, frozen, requires_grad,
+                                                   trainable_ops, params),
+               "batchnorm": {(nodes[i].name or nodes[i].output[0]): m for i, m in sorted(bn_modes.items())}}
     arts = Artifacts(training_model.SerializeToString(), eval_model.SerializeToString(),
                      optimizer_model.SerializeToString(), checkpoint, summary)
     if artifact_directory is not None:

@@ -11,14 +11,17 @@ import hashlib
 import io
 import json
 import os
+import struct
 import zipfile
+import zlib
 from collections import OrderedDict
 from typing import Any, Dict, Iterator, Mapping, MutableMapping, Optional, Union
 
 import numpy as np
 
-from pytrain.errors import CheckpointError
-from pytrain.proto import write_atomic
+from pytrain import limits
+from pytrain.errors import CheckpointError, LimitError
+from pytrain.files import remove_stale_temporaries, write_atomic
 
 FORMAT = "pytrain.checkpoint"
 VERSION = 1
@@ -133,52 +136,200 @@ def encode(parameters: Mapping[str, Parameter], properties: Mapping[str, Propert
     return out.getvalue()
 
 
+#: dtypes a checkpoint array may have (numbers and booleans: never objects, which would need pickle)
+_ARRAY_KINDS = "biuf"
+#: the manifest is small JSON; anything bigger is not a checkpoint pytrain wrote
+_MANIFEST_MAX_BYTES = 64 << 20
+#: the errors zipfile and zlib raise on damaged archives (flipped flags, methods, sizes, CRCs)
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, EOFError, ValueError, OSError,
+               NotImplementedError, RuntimeError, zlib.error, struct.error, OverflowError, UnicodeDecodeError)
+
+
+class _Archive:
+    """A checkpoint zip, read defensively: every member size is checked before reading, and reads are
+    bounded whatever the central directory claims (zip bombs, lying sizes)."""
+
+    def __init__(self, data: bytes, bad: Any) -> None:
+        self._bad = bad
+        try:
+            self._zip = zipfile.ZipFile(io.BytesIO(data))
+            infos = self._zip.infolist()
+        except _ZIP_ERRORS as e:
+            raise bad("%s (%d bytes; truncated or not a zip archive?)" % (e or type(e).__name__, len(data))) from None
+        names = [i.filename for i in infos]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise bad("the archive holds %s more than once" % ", ".join(dupes))
+        self._infos = {i.filename: i for i in infos}
+
+    def read(self, path: str, what: str, limit: int) -> bytes:
+        info = self._infos.get(path)
+        if info is None:
+            raise self._bad("%s: the archive has no member %r" % (what, path))
+        if info.file_size > limit:
+            raise LimitError("checkpoint member %r (%s) declares %d bytes, over the limit of %d bytes; raise it "
+                             "with pytrain.limits.set_limits(max_file_bytes=...)" % (path, what, info.file_size, limit))
+        try:
+            with self._zip.open(info) as f:
+                raw = f.read(info.file_size + 1)  # bounded by what was declared, whatever it inflates to
+        except _ZIP_ERRORS as e:
+            raise self._bad("%s: %s" % (what, e or type(e).__name__)) from None
+        if len(raw) != info.file_size:
+            raise self._bad("%s: member %r holds %s bytes, but the archive declares %d"
+                            % (what, path, "more than %d" % info.file_size if len(raw) > info.file_size
+                                           else str(len(raw)), info.file_size))
+        return raw
+
+
+def _read_npy(raw: bytes, what: str, bad: Any) -> np.ndarray:
+    """A .npy array of numbers, its header checked (dtype, size) before any data is touched."""
+    f = io.BytesIO(raw)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ValueError("unknown .npy version %s" % (version,))
+    except (ValueError, SyntaxError, TypeError, EOFError, OverflowError, struct.error) as e:
+        raise bad("%s: not a valid .npy array (%s)" % (what, e)) from None
+    if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
+        raise bad("%s: arrays of dtype %s are not allowed in a checkpoint (numbers only; never unpickled)"
+                  % (what, dtype))
+    count = limits.check_tensor(shape, dtype.itemsize, what)
+    body = raw[f.tell():]
+    if len(body) != count * dtype.itemsize:
+        raise bad("%s: the .npy header declares shape %s of %s (%d bytes) but holds %d bytes"
+                  % (what, list(shape), dtype, count * dtype.itemsize, len(body)))
+    arr = np.frombuffer(body, dtype=dtype)
+    arr = arr.reshape(shape[::-1]).transpose() if fortran else arr.reshape(shape)
+    return np.array(arr, dtype=dtype.newbyteorder("="))
+
+
+def _field(entry: Any, key: str, kinds: Any, what: str, bad: Any, optional: bool = False) -> Any:
+    if not isinstance(entry, dict):
+        raise bad("%s is not a JSON object" % what)
+    if key not in entry:
+        if optional:
+            return None
+        raise bad("%s has no %r" % (what, key))
+    value = entry[key]
+    if optional and value is None:
+        return None
+    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+        raise bad("%s: %r must be %s, got %r" % (what, key, _kind_names(kinds), value))
+    if not isinstance(value, kinds):
+        raise bad("%s: %r must be %s, got %r" % (what, key, _kind_names(kinds), value))
+    return value
+
+
+def _kind_names(kinds: Any) -> str:
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    return " or ".join({int: "an integer", float: "a number", str: "a string", bool: "true/false",
+                        list: "a list", dict: "an object"}.get(k, k.__name__) for k in kinds)
+
+
+def _shape(value: Any, what: str, bad: Any) -> tuple:
+    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                              for d in value):
+        raise bad("%s: shape must be a list of non-negative integers, got %r" % (what, value))
+    return tuple(value)
+
+
+def _dtype(value: Any, what: str, bad: Any) -> np.dtype:
+    try:
+        dt = np.dtype(value)
+    except (TypeError, ValueError):
+        raise bad("%s: unknown dtype %r" % (what, value)) from None
+    if dt.kind not in _ARRAY_KINDS or dt.hasobject:
+        raise bad("%s: dtype %s is not a number type" % (what, dt))
+    return dt
+
+
 def decode(data: bytes, label: str) -> "tuple[OrderedDict[str, Parameter], Properties, Optional[OptimizerState]]":
-    """Parse and verify a checkpoint; CheckpointError names ``label`` and what is wrong."""
+    """Parse and verify a checkpoint; CheckpointError names ``label`` and what is wrong.
+
+    Everything is checked before it is used: the archive (no duplicate members, bounded sizes), the
+    manifest's schema, each array's header, checksum, shape and dtype against the manifest, and the
+    optimizer state against the parameters it belongs to.
+    """
     def bad(why: str) -> CheckpointError:
         return CheckpointError("checkpoint %s is corrupted or not a pytrain checkpoint: %s" % (label, why))
 
+    limits.check_file(len(data), "checkpoint %s" % label)
+    z = _Archive(data, bad)
+    body = z.read(_MANIFEST, "the manifest", _MANIFEST_MAX_BYTES)
     try:
-        z = zipfile.ZipFile(io.BytesIO(data))
-        body = z.read(_MANIFEST)
-        expected = z.read(_MANIFEST_SUM).decode("ascii").strip()
-    except (zipfile.BadZipFile, KeyError, EOFError, ValueError, OSError) as e:
-        raise bad("%s (%d bytes; truncated or not a zip archive?)" % (e, len(data))) from None
+        expected = z.read(_MANIFEST_SUM, "the manifest checksum", 256).decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise bad("the manifest checksum is not text") from None
     if hashlib.sha256(body).hexdigest() != expected:
         raise bad("manifest checksum mismatch")
     try:
         manifest = json.loads(body.decode("utf-8"))
-    except ValueError as e:
-        raise bad("manifest is not JSON (%s)" % e) from None
+    except (ValueError, RecursionError) as e:
+        raise bad("manifest is not JSON (%s)" % (e if not isinstance(e, RecursionError) else "nested too deep")) from None
+    if not isinstance(manifest, dict):
+        raise bad("the manifest is not a JSON object")
     if manifest.get("format") != FORMAT:
         raise bad("format is %r, expected %r" % (manifest.get("format"), FORMAT))
     if manifest.get("version") != VERSION:
         raise CheckpointError("checkpoint %s has format version %r; this pytrain reads version %d"
                               % (label, manifest.get("version"), VERSION))
 
-    def get(path: str, sha: str, what: str) -> np.ndarray:
-        try:
-            raw = z.read(path)
-        except (KeyError, zipfile.BadZipFile, EOFError, OSError) as e:
-            raise bad("%s: %s" % (what, e)) from None
+    def get(path: Any, sha: Any, what: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        if not isinstance(path, str) or not isinstance(sha, str):
+            raise bad("%s: 'file' and 'sha256' must be strings" % what)
+        raw = z.read(path, what, limits.max_file_bytes)
         if hashlib.sha256(raw).hexdigest() != sha:
             raise bad("%s: checksum mismatch" % what)
-        return np.load(io.BytesIO(raw), allow_pickle=False)
+        arr = _read_npy(raw, what, bad)
+        if arr.shape != shape or arr.dtype != dtype:
+            raise bad("%s: the array is %s %s but the manifest says %s %s"
+                      % (what, list(arr.shape), arr.dtype, list(shape), dtype))
+        return arr
 
     params: "OrderedDict[str, Parameter]" = OrderedDict()
-    for e in manifest["parameters"]:
-        arr = get(e["file"], e["sha256"], "parameter %r" % e["name"]) if e["file"] else None
-        params[e["name"]] = Parameter(e["name"], arr, bool(e["requires_grad"]), tuple(e["shape"]),
-                                      np.dtype(e["dtype"]))
+    entries = _field(manifest, "parameters", list, "the manifest", bad)
+    for k, e in enumerate(entries):
+        name = _field(e, "name", str, "parameter entry %d" % k, bad)
+        what = "parameter %r" % name
+        if name in params:
+            raise bad("%s is listed twice" % what)
+        shape = _shape(_field(e, "shape", list, what, bad), what, bad)
+        dtype = _dtype(_field(e, "dtype", str, what, bad), what, bad)
+        requires_grad = _field(e, "requires_grad", bool, what, bad)
+        file = _field(e, "file", str, what, bad, optional=True)
+        arr = get(file, e.get("sha256"), what, shape, dtype) if file is not None else None
+        params[name] = Parameter(name, arr, requires_grad, shape, dtype)
     opt = None
-    if manifest.get("optimizer"):
-        o = manifest["optimizer"]
+    o = manifest.get("optimizer")
+    if o is not None:
+        step = _field(o, "step", int, "the optimizer state", bad)
+        if step < 0:
+            raise bad("the optimizer step is %d, expected 0 or more" % step)
+        lr = _field(o, "learning_rate", (int, float), "the optimizer state", bad, optional=True)
+        if lr is not None and not (np.isfinite(lr) and lr >= 0):
+            raise bad("the optimizer's learning rate is %r, expected a finite number >= 0" % (lr,))
         slots: Dict[str, Dict[str, np.ndarray]] = {}
-        for s in o["state"]:
-            slots.setdefault(s["param"], {})[s["slot"]] = get(
-                s["file"], s["sha256"], "optimizer state %s of %r" % (s["slot"], s["param"]))
-        opt = OptimizerState(int(o["step"]), o.get("learning_rate"), slots)
-    return params, Properties(manifest.get("properties") or {}), opt
+        for k, s in enumerate(_field(o, "state", list, "the optimizer state", bad)):
+            pname = _field(s, "param", str, "optimizer state entry %d" % k, bad)
+            slot = _field(s, "slot", str, "optimizer state entry %d" % k, bad)
+            what = "optimizer state %s of %r" % (slot, pname)
+            p = params.get(pname)
+            if p is None:
+                raise bad("%s belongs to no parameter of the checkpoint" % what)
+            if slot in slots.get(pname, {}):
+                raise bad("%s is listed twice" % what)
+            slots.setdefault(pname, {})[slot] = get(s.get("file"), s.get("sha256"), what, p.shape, p.dtype)
+        opt = OptimizerState(step, None if lr is None else float(lr), slots)
+    props = _field(manifest, "properties", dict, "the manifest", bad, optional=True) or {}
+    try:
+        properties = Properties(props)
+    except CheckpointError as e:
+        raise bad(str(e)) from None
+    return params, properties, opt
 
 
 class CheckpointState:
@@ -195,7 +346,15 @@ class CheckpointState:
         """Load from a path or from bytes; CheckpointError when missing, corrupted or truncated."""
         if isinstance(checkpoint, (bytes, bytearray, memoryview)):
             return cls(*decode(bytes(checkpoint), "(bytes)"))
+        if not isinstance(checkpoint, (str, os.PathLike)):
+            raise CheckpointError("load_checkpoint takes a path or bytes, got %s" % type(checkpoint).__name__)
         path = os.fspath(checkpoint)
+        remove_stale_temporaries(path)  # left by a save that was killed
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0
+        limits.check_file(size, "checkpoint file %s" % path)
         try:
             with open(path, "rb") as f:
                 data = f.read()

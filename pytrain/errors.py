@@ -36,3 +36,22 @@ class KernelError(PytrainError, RuntimeError):
 
 class DataError(PytrainError, ValueError):
     """Training data is malformed: a non-numeric CSV cell, a missing label column, a shape mismatch."""
+
+
+class ExportError(PytrainError, ValueError):
+    """``pytrain.torch_export`` wrote a model that lost or renamed a PyTorch parameter (the message names them)."""
+
+
+class LimitError(PytrainError, MemoryError):
+    """A tensor, archive member or file would exceed one of pytrain's size limits (:mod:`pytrain.limits`);
+    the message says which limit, the size asked for, and how to raise the limit."""
+
+
+class DivergenceError(PytrainError, FloatingPointError):
+    """A training step produced a non-finite loss or gradient; the step was refused before any update,
+    so the parameters and optimizer state are those of the last good step."""
+
+
+class SaveError(PytrainError, OSError):
+    """A file could not be written (a directory in the way, no permission, disk full); names the path asked
+    for. The previous file at that path, if any, is left as it was."""

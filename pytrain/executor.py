@@ -4,6 +4,7 @@ after its last reader; the plan is then compiled into one straight-line Python f
 step is a sequence of kernel calls with no graph interpretation."""
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -26,6 +27,29 @@ def unsupported_op_error(node: NodeProto) -> UnsupportedOpError:
         "node %s uses op %s%s, which pytrain does not support; supported%s: %s"
         % (node_label(node), (domain + ".") if domain else "", node.op_type,
            (" in domain " + domain) if domain else "", ", ".join(known) or "(none)"))
+
+
+_KNOWN_ATTRS: Dict[Any, Optional[frozenset]] = {}
+
+
+def kernel_attributes(node: NodeProto, info: Any) -> Dict[str, Any]:
+    """The node's attributes for its kernel, refusing (UnsupportedOpError naming the node, op and
+    attribute) any the kernel does not take, instead of the TypeError calling it would raise:
+    pytrain never runs a node while ignoring an attribute it does not know (Cast's round_mode)."""
+    attrs = node_attributes(node)
+    fn = info.numpy_fn
+    if fn not in _KNOWN_ATTRS:
+        params = inspect.signature(fn).parameters.values()
+        _KNOWN_ATTRS[fn] = None if any(p.kind == p.VAR_KEYWORD for p in params) else frozenset(
+            p.name for p in params if p.kind == p.KEYWORD_ONLY)  # attributes are keyword-only
+    known = _KNOWN_ATTRS[fn]
+    unknown = sorted(a for a in attrs if known is not None and a not in known)
+    if unknown:
+        raise UnsupportedOpError("node %s has attribute%s %s, which pytrain's %s kernel does not support; "
+                                 "it supports: %s" % (node_label(node), "s" if len(unknown) > 1 else "",
+                                                      ", ".join(repr(a) for a in unknown), node.op_type,
+                                                      ", ".join(sorted(known)) or "(no attributes)"))
+    return attrs
 
 
 def _describe(value: Any) -> str:
@@ -88,7 +112,7 @@ class Plan:
                             node_name=n.name or (n.output[0] if n.output else ""), output_mask=mask)
             ins = tuple(slot_of(i) if i else 0 for i in n.input)
             outs = tuple(slot_of(o) if (o and o in read) else 1 for o in n.output)
-            steps.append((info.fn, ctx, ins, outs, node_attributes(n), tuple(frees[idx]), n))
+            steps.append((info.fn, ctx, ins, outs, kernel_attributes(n, info), tuple(frees[idx]), n))
         self._steps = steps
         #: whether a node draws random numbers (the caller may reseed ``rng`` per run)
         self.random = any(n.op_type in _RANDOM_OPS and not n.domain for n in nodes)
@@ -101,7 +125,7 @@ class Plan:
         every node a direct call, every free an assignment. A step then does no per-node
         lookups, unpacking or looping, which is most of the executor's cost in Pyodide."""
         env: Dict[str, Any] = {"PytrainError": PytrainError, "_failed": self._failed}
-        body = ["    node = 0", "    try:"]
+        body = ["    node = 0", "    try:", "        pass"]  # (a graph of no nodes still compiles)
         for k, (fn, ctx, ins, outs, attrs, frees, _node) in enumerate(self._steps):
             env["F%d" % k], env["X%d" % k] = fn, ctx
             args = ["X%d" % k] + ["s%d" % i for i in ins]

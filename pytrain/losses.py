@@ -72,19 +72,42 @@ class BCEWithLogitsLoss(_TargetLoss):
 
 
 class CrossEntropyLoss(Block):
-    """torch.nn.CrossEntropyLoss on raw scores (N, C) or (N, C, d1...) and int64 class labels,
-    with optional class weights and ignore_index (ONNX SoftmaxCrossEntropyLoss)."""
+    """torch.nn.CrossEntropyLoss on raw scores and int64 class labels (ONNX SoftmaxCrossEntropyLoss).
+
+    Scores (N, C) with labels (N,), or (N, C, d1, ...) with labels (N, d1, ...) as torch takes them.
+    ``class_axis=-1`` takes the class axis last instead, as a Hugging Face model's logits come:
+    (N, L, C) with labels (N, L), what a torch user writes as
+    ``cross_entropy(logits.view(-1, C), labels.view(-1))`` (the mean is then over the N * L
+    tokens that are not ignored, as torch's). ``ignore_index`` defaults to torch's -100: labels of
+    -100 (a masked-LM's unmasked tokens, padding) add nothing to the loss or the mean's count.
+    ``weight`` are per-class weights; ``reduction`` 'mean' (weighted mean as torch), 'sum' or 'none'
+    (the per-position losses, shaped like the labels).
+    """
 
     def __init__(self, weight: Optional[Sequence[float]] = None, reduction: str = "mean",
-                 ignore_index: Optional[int] = None) -> None:
+                 ignore_index: Optional[int] = -100, class_axis: int = 1) -> None:
         self.weight = None if weight is None else np.asarray(weight, dtype=np.float32)
         self.reduction = _check_reduction(reduction)
-        self.ignore_index = ignore_index
+        self.ignore_index = None if ignore_index is None else int(ignore_index)
+        if int(class_axis) not in (1, -1):
+            raise ArtifactError("CrossEntropyLoss: class_axis must be 1 (torch's (N, C, d1, ...)) or -1 "
+                                "(classes last, (N, d1, ..., C)), got %r" % (class_axis,))
+        self.class_axis = int(class_axis)
 
     def build(self, scores: str, labels_name: str = "labels") -> str:
         c = self.ctx()
         shape = c.shape_of(scores)
-        label_shape = None if shape is None else [shape[0]] + list(shape[2:])
+        if self.class_axis == -1 and (shape is None or len(shape) < 2):
+            raise ArtifactError("CrossEntropyLoss(class_axis=-1) needs the rank of %r, and the model declares "
+                                "%s; declare the output's shape (e.g. [batch, length, classes])"
+                                % (scores, "no shape" if shape is None else "shape %s" % (shape,)))
+        if self.class_axis == -1 and len(shape) > 2:
+            label_shape = list(shape[:-1])
+            rank = len(shape)
+            # (N, d1, ..., C) -> (N, C, d1, ...): the layout SoftmaxCrossEntropyLoss (and torch) take
+            scores = c.op("Transpose", scores, perm=[0, rank - 1] + list(range(1, rank - 1)))
+        else:
+            label_shape = None if shape is None else [shape[0]] + list(shape[2:])
         labels = c.add_input(labels_name, dtypes.INT64, label_shape)
         inputs = [scores, labels]
         if self.weight is not None:

@@ -10,10 +10,11 @@ import numpy as np
 from pytrain import dtypes, heap
 from pytrain.artifacts import LAYOUT_KEY
 from pytrain.checkpoint import CheckpointState
-from pytrain.errors import CheckpointError, InputError, ModelFormatError
+from pytrain.errors import CheckpointError, DivergenceError, InputError, ModelFormatError
 from pytrain.executor import Plan
 from pytrain.export import export_inference_model
-from pytrain.proto import ModelProto, load_model, model_metadata, opset_version, value_info_type, write_atomic
+from pytrain.files import write_atomic
+from pytrain.proto import ModelProto, load_model, model_metadata, opset_version, value_info_type
 
 
 _RNG_STEP = "pytrain.rng_step"
@@ -32,12 +33,29 @@ class _InputSpec:
         return "%s %s" % (self.dtype or "any", dims)
 
 
-def _layout(model: ModelProto, what: str) -> Dict[str, Any]:
+def _layout(model: ModelProto, what: str, kind: str) -> Dict[str, Any]:
     meta = model_metadata(model)
     if "pytrain.layout" not in meta:
         raise ModelFormatError("the %s is not a pytrain artifact (no pytrain.layout metadata); "
                                "generate it with pytrain.artifacts.generate_artifacts" % what)
-    return json.loads(meta[LAYOUT_KEY])
+    if meta.get("pytrain.artifact") != kind:
+        raise ModelFormatError("the %s is pytrain's %s artifact, not the %s model: pass %s_model.onnx here"
+                               % (what, meta.get("pytrain.artifact", "unknown"), kind, kind))
+    try:
+        return json.loads(meta[LAYOUT_KEY])
+    except ValueError:
+        raise ModelFormatError("the %s has a damaged pytrain.layout (not JSON)" % what) from None
+
+
+def _first_non_finite(values: Sequence[np.ndarray]) -> int:
+    """Index of the first float array holding a NaN or an infinity, or -1. A sum is the cheap test
+    (a finite sum means every element is finite); only a non-finite sum is checked element-wise,
+    since a sum of huge finite values may overflow."""
+    for i, v in enumerate(values):
+        if v.dtype.kind == "f" and v.size and not np.isfinite(v.sum(dtype=np.float64)):
+            if not np.isfinite(v).all():
+                return i
+    return -1
 
 
 class Module:
@@ -54,13 +72,13 @@ class Module:
         self._eval_model = load_model(eval_model_uri, "eval model") if eval_model_uri is not None else None
         self._state = state
         self._seed = 0 if seed is None else int(seed)
-        layout = _layout(self._train_model, "training model")
+        layout = _layout(self._train_model, "training model", "training")
         self._layout = layout
         self._param_names: List[str] = layout["trainable"] + layout["frozen"]
         self._trainable: List[str] = list(layout["trainable"])
         self._filled = not state.nominal
-        self._check_state()
         g = self._train_model.graph
+        self._check_state({v.name: v for v in g.input})
         in_specs = {v.name: _InputSpec(v.name, *value_info_type(v)) for v in g.input}
         self._inputs = [in_specs[n] for n in layout["user_inputs"] + layout["labels"]]
         self._updates: Dict[str, str] = layout.get("state_updates", {})
@@ -71,7 +89,7 @@ class Module:
         self._n_out = len(layout["outputs"])
         self._eval_plan: Optional[Plan] = None
         if self._eval_model is not None:
-            el = _layout(self._eval_model, "eval model")
+            el = _layout(self._eval_model, "eval model", "eval")
             self._eval_inputs = el["user_inputs"] + el["labels"]
             self._eval_plan = Plan(self._eval_model.graph, self._eval_inputs + self._param_names,
                                    el["outputs"], opset=opset_version(self._eval_model), training=False)
@@ -79,12 +97,23 @@ class Module:
         self._reset_grad = True
 
     # ---- state -----------------------------------------------------------------------------------
-    def _check_state(self) -> None:
+    def _check_state(self, graph_inputs: Dict[str, Any]) -> None:
+        if not isinstance(self._state, CheckpointState):
+            raise InputError("Module takes a CheckpointState (CheckpointState.load_checkpoint(path)), got %s"
+                             % type(self._state).__name__)
         for name in self._param_names:
             p = self._state.parameters.get(name)
             if p is None:
                 raise CheckpointError("the checkpoint has no parameter %r, which the training model needs"
                                       % name)
+            if name in graph_inputs:  # the checkpoint must be of this model: same shapes and types
+                elem, dims = value_info_type(graph_inputs[name])
+                want_dtype = dtypes.to_numpy(elem) if elem else p.dtype
+                fixed = dims is not None and all(isinstance(d, int) for d in dims)
+                if fixed and (list(p.shape) != list(dims) or np.dtype(p.dtype) != want_dtype):
+                    raise CheckpointError("checkpoint parameter %r is %s %s but the training model expects %s %s: "
+                                          "the checkpoint belongs to another model"
+                                          % (name, list(p.shape), np.dtype(p.dtype), list(dims), want_dtype))
             if p.data is None:  # nominal checkpoint: room for copy_buffer_to_parameters to fill
                 p.data = np.zeros(p.shape, dtype=p.dtype)
             if name in self._trainable and not p.requires_grad:
@@ -153,6 +182,7 @@ class Module:
             results = self._train_plan.run(inputs + params)
             n_grads = len(self._trainable)
             grads = results[self._n_out:self._n_out + n_grads]
+            self._refuse_non_finite(inputs, results[:self._n_out], grads)
             for name, g in zip(self._trainable, grads):
                 p = self._state.parameters[name]
                 if p.grad is None or p.grad.shape != p.data.shape:
@@ -172,6 +202,25 @@ class Module:
             outs = self._eval_plan.run(inputs + params)
         outs = [np.asarray(o) for o in outs]
         return outs[0] if len(outs) == 1 else outs
+
+    def _refuse_non_finite(self, inputs: List[np.ndarray], outs: List[Any], grads: List[Any]) -> None:
+        """Like torch's GradScaler, a step whose loss or gradient is not finite is skipped: raised before
+        any gradient, running statistic or optimizer state changes, naming the culprit."""
+        loss = np.asarray(outs[0]) if outs else np.zeros(())
+        bad_loss = _first_non_finite([loss]) >= 0
+        k = _first_non_finite([np.asarray(g) for g in grads])
+        if not bad_loss and k < 0:
+            return
+        j = _first_non_finite(inputs)
+        culprit = (" (input %r holds NaN or infinite values)" % self._inputs[j].name) if j >= 0 else ""
+        if bad_loss:
+            what = "the loss is %s" % (float(loss.ravel()[0]) if loss.size == 1 else "not finite")
+        else:
+            what = "the gradient of %r has %d non-finite values" % (
+                self._trainable[k], int(np.size(grads[k]) - np.count_nonzero(np.isfinite(grads[k]))))
+        raise DivergenceError("train step refused: %s%s; no gradient, statistic or parameter was changed "
+                              "(lower the learning rate, check the data, or restore the last checkpoint)"
+                              % (what, culprit))
 
     def _reseed(self) -> None:
         # Dropout's masks come from (seed, train step), with the step kept in the checkpoint, so a
@@ -195,6 +244,10 @@ class Module:
     def copy_buffer_to_parameters(self, buffer: Any, trainable_only: bool = True) -> None:
         """Fill the parameters from one flat vector (the inverse of get_contiguous_parameters)."""
         flat = np.asarray(buffer).ravel()
+        if flat.dtype.kind not in "biuf":
+            raise InputError("copy_buffer_to_parameters takes a numeric vector, got an array of %s" % flat.dtype)
+        if _first_non_finite([flat]) >= 0:
+            raise InputError("copy_buffer_to_parameters: the buffer holds NaN or infinite values")
         size = self.get_parameters_size(trainable_only)
         if flat.size != size:
             raise InputError("the buffer has %d values; the %s parameters need %d"

@@ -3,6 +3,7 @@ optimizer model that applies them. The learning rate is an input, set at run tim
 from __future__ import annotations
 
 import enum
+import math
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from pytrain.errors import ArtifactError
@@ -19,13 +20,26 @@ class OptimType(enum.Enum):
     AdamW = "AdamW"
 
 
+def _hyper(optimizer: str, name: str, value: object, below: Optional[float] = None) -> float:
+    """A hyper-parameter as a finite float >= 0 (and < ``below`` when given), as torch.optim checks them:
+    a NaN or infinite setting would silently destroy every weight at the first step."""
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ArtifactError("%s: %s must be a number, got %r" % (optimizer, name, value)) from None
+    if not math.isfinite(v) or v < 0 or (below is not None and v >= below):
+        raise ArtifactError("%s: %s must be a finite number >= 0%s, got %r"
+                            % (optimizer, name, " and < %g" % below if below is not None else "", value))
+    return v
+
+
 class _Optim:
     op_type = ""
     state_names: Tuple[str, ...] = ()
     lr = 1e-3
 
     def __init__(self, max_grad_norm: Optional[float] = None) -> None:
-        if max_grad_norm is not None and not max_grad_norm > 0:
+        if max_grad_norm is not None and not (_hyper(type(self).__name__, "max_grad_norm", max_grad_norm) > 0):
             raise ArtifactError("max_grad_norm must be positive, got %r" % (max_grad_norm,))
         self.max_grad_norm = max_grad_norm
 
@@ -49,8 +63,8 @@ class SGD(_Optim):
         super().__init__(max_grad_norm)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ArtifactError("Nesterov momentum requires a momentum and zero dampening (as in torch.optim.SGD)")
-        self.momentum, self.dampening = float(momentum), float(dampening)
-        self.nesterov, self.weight_decay = bool(nesterov), float(weight_decay)
+        self.momentum, self.dampening = _hyper("SGD", "momentum", momentum), _hyper("SGD", "dampening", dampening)
+        self.nesterov, self.weight_decay = bool(nesterov), _hyper("SGD", "weight_decay", weight_decay)
         self.state_names = ("momentum_buffer",) if self.momentum else ()
 
     def attributes(self) -> Dict[str, object]:
@@ -68,10 +82,11 @@ class Adam(_Optim):
     def __init__(self, betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, max_grad_norm: Optional[float] = None) -> None:
         super().__init__(max_grad_norm)
-        self.betas = (float(betas[0]), float(betas[1]))
-        self.eps, self.weight_decay = float(eps), float(weight_decay)
-        if not (0 <= self.betas[0] < 1 and 0 <= self.betas[1] < 1):
-            raise ArtifactError("Adam betas must lie in [0, 1), got %r" % (betas,))
+        name = type(self).__name__
+        if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+            raise ArtifactError("%s: betas must be two numbers, got %r" % (name, betas))
+        self.betas = (_hyper(name, "betas[0]", betas[0], below=1.0), _hyper(name, "betas[1]", betas[1], below=1.0))
+        self.eps, self.weight_decay = _hyper(name, "eps", eps), _hyper(name, "weight_decay", weight_decay)
 
     def attributes(self) -> Dict[str, object]:
         return {"beta1": self.betas[0], "beta2": self.betas[1], "epsilon": self.eps,

@@ -15,8 +15,10 @@ from pytrain.proto import load_model, opset_version, value_info_type
 class InferenceSession:
     """``InferenceSession(model).run(output_names or None, {input_name: array})``."""
 
-    def __init__(self, model: Any) -> None:
-        self._model = load_model(model)
+    def __init__(self, model: Any, external_data: Optional[Mapping[str, bytes]] = None) -> None:
+        """model: a path, bytes or ModelProto; external_data: {location: bytes} of its ONNX
+        external-data files when ``model`` is not a path (a path reads them from its folder)."""
+        self._model = load_model(model, external_data=external_data)
         g = self._model.graph
         inits = {t.name for t in g.initializer}
         self._inputs = [v for v in g.input if v.name not in inits]

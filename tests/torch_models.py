@@ -70,14 +70,18 @@ def sync_from_onnx(model: nn.Module, onnx_bytes: bytes) -> None:
             state[t.name].copy_(torch.from_numpy(numpy_helper.to_array(t).copy()))
 
 
-def torch_steps(model: nn.Module, opt: torch.optim.Optimizer, batches, loss_fn=None) -> list:
-    """Losses of len(batches) train steps in torch."""
+def torch_steps(model: nn.Module, opt: torch.optim.Optimizer, batches, loss_fn=None, before_step=None) -> list:
+    """Losses of len(batches) train steps in torch (x: an array or a tuple of arrays);
+    ``before_step(i, model)`` runs before step i (e.g. to record the weights)."""
     loss_fn = loss_fn or nn.CrossEntropyLoss()
     model.train()
     losses = []
-    for x, y in batches:
+    for i, (x, y) in enumerate(batches):
+        if before_step is not None:
+            before_step(i, model)
         opt.zero_grad()
-        loss = loss_fn(model(torch.from_numpy(x)), torch.from_numpy(y))
+        xs = x if isinstance(x, tuple) else (x,)
+        loss = loss_fn(model(*(torch.from_numpy(a) for a in xs)), torch.from_numpy(y))
         loss.backward()
         opt.step()
         losses.append(loss.item())

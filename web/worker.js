@@ -504,7 +504,10 @@ const commands = {
     await ready;
     return py("add_samples", { x: { $array: x, shape }, y: Array.from(y) });
   },
-  async inspectModel({ bytes, name }) { await ready; return py("inspect_model", { blob: bytes, name }); },
+  async inspectModel({ bytes, name, extraFiles = null }) {
+    await ready;
+    return py("inspect_model", { blob: bytes, name, extra_files: extraFiles });
+  },
   async buildDigits({ kind = "mlp", optimizer = "AdamW" } = {}) {
     await ready; needIdle("changing the model");
     const prebuilt = optimizer === "AdamW" ? await prebuiltArtifacts(kind) : null;
@@ -516,10 +519,11 @@ const commands = {
     startNewRun();
     return py("build_mlp", { hidden, activation, optimizer, standardize, seed });
   },
-  async generate({ bytes, loss, optimizer, requiresGrad = null, output = null, name }) {
+  async generate({ bytes, loss, optimizer, requiresGrad = null, output = null, name, batchnorm = "auto", extraFiles = null }) {
     await ready; needIdle("changing the model");
     startNewRun();
-    return py("generate", { blob: bytes, loss, optimizer, requires_grad: requiresGrad, output, name });
+    return py("generate", { blob: bytes, loss, optimizer, requires_grad: requiresGrad, output, name, batchnorm,
+                            extra_files: extraFiles });
   },
   async useArtifacts({ training, eval: evalModel, optimizer, checkpoint, output = null }) {
     await ready; needIdle("changing the model");

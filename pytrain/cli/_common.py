@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import IO, Iterable, List, NoReturn, Optional, Sequence
 
@@ -80,13 +79,3 @@ def table(rows: Iterable[Sequence[object]], indent: str = "  ") -> List[str]:
             cells.append(c.rjust(widths[i]) if numeric else c.ljust(widths[i]))
         out.append((indent + "  ".join(cells)).rstrip())
     return out
-
-
-def write_file_atomic(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and a rename (old content survives a crash)."""
-    from pytrain.proto import write_atomic
-
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise CliError("cannot write {}: directory {} does not exist".format(path, directory))
-    write_atomic(path, data)

@@ -9,7 +9,8 @@ import numpy as np
 from pytrain import data
 from pytrain.cli import _artifacts as A
 from pytrain.cli import _dataset, _metrics
-from pytrain.cli._common import CliError, say, write_file_atomic
+from pytrain.files import write_atomic
+from pytrain.cli._common import CliError, say
 
 
 def add_parser(sub) -> None:
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
         buf = io.BytesIO()
         np.save(buf, np.asarray(outputs), allow_pickle=False)
-        write_file_atomic(args.save_outputs, buf.getvalue())
+        write_atomic(args.save_outputs, buf.getvalue())
     if args.json:
         say(json.dumps(result, sort_keys=True))
     else:

@@ -5,7 +5,8 @@ import argparse
 
 from pytrain import data
 from pytrain.cli import _artifacts as A
-from pytrain.cli._common import say, shape_str, size_str, write_file_atomic
+from pytrain.files import write_atomic
+from pytrain.cli._common import say, shape_str, size_str
 
 
 def add_parser(sub) -> None:
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         blob = with_standardization(ModelProto.FromString(blob), st.mean, st.std,
                                     data_inputs[0].name)[0].SerializeToString()
         baked = True
-    write_file_atomic(args.output, blob)
+    write_atomic(args.output, blob)
     model = ModelProto.FromString(blob)
 
     def describe(vis) -> str:

@@ -8,7 +8,8 @@ from collections import Counter
 from typing import Any, Dict, List
 
 from pytrain.cli import _artifacts as A
-from pytrain.cli._common import CliError, count, say, shape_str, size_str, table, write_file_atomic
+from pytrain.files import write_atomic
+from pytrain.cli._common import CliError, count, say, shape_str, size_str, table
 
 LOSSES = {"ce": "CrossEntropyLoss", "mse": "MSELoss", "bce": "BCEWithLogitsLoss", "l1": "L1Loss"}
 _HYPER = {"momentum": ("sgd",), "nesterov": ("sgd",), "beta1": ("adam", "adamw"),
@@ -40,6 +41,10 @@ def add_parser(sub) -> None:
     which.add_argument("--frozen", nargs="+", metavar="NAME", help="keep these initializers fixed")
     which.add_argument("--trainable-ops", type=int, metavar="N",
                        help="train only the parameters of the last N ops that have parameters")
+    p.add_argument("--batchnorm", nargs="+", metavar="MODE|NAME=MODE",
+                   help="how BatchNormalization runs while training: auto (default: batch statistics "
+                        "where its scale/bias train, running statistics where they are frozen), train, "
+                        "eval, or per node NAME=MODE (node or scale initializer name)")
     p.add_argument("--outputs", nargs="+", metavar="NAME",
                    help="model outputs the eval model reports next to the loss (default: all)")
     p.add_argument("--nominal", action="store_true",
@@ -75,6 +80,21 @@ def _optimizer(args: argparse.Namespace):
     return (artifacts.Adam if args.optimizer == "adam" else artifacts.AdamW)(**kw)
 
 
+def _batchnorm(values):
+    """--batchnorm: one MODE for every node, or NAME=MODE pairs (other nodes: auto)."""
+    if not values:
+        return "auto"
+    if len(values) == 1 and "=" not in values[0]:
+        return values[0]
+    modes = {}
+    for v in values:
+        name, sep, mode = v.rpartition("=")
+        if not sep or not name:
+            raise CliError("--batchnorm takes one of auto/train/eval, or NAME=MODE pairs; got {!r}".format(v))
+        modes[name] = mode
+    return modes
+
+
 def run(args: argparse.Namespace) -> int:
     from pytrain import artifacts
     from pytrain.cli._artifacts import load_model_file, load_state
@@ -93,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
         model, requires_grad=args.requires_grad, frozen_params=args.frozen,
         loss=artifacts.LossType(LOSSES[args.loss]), optimizer=_optimizer(args),
         additional_output_names=extra, nominal_checkpoint=args.nominal,
-        trainable_ops=args.trainable_ops, loss_reduction=args.reduction)
+        trainable_ops=args.trainable_ops, loss_reduction=args.reduction,
+        batchnorm=_batchnorm(args.batchnorm))
 
     # record how the artifacts were made, so train/eval/export need no repeated options
     state = load_state(arts.checkpoint)
@@ -105,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(out_dir, exist_ok=True)
     blobs = (arts.training_model, arts.eval_model, arts.optimizer_model, checkpoint)
     for fname, blob in zip(A.FILES, blobs):
-        write_file_atomic(os.path.join(out_dir, fname), blob)
+        write_atomic(os.path.join(out_dir, fname), blob)
     for line in summary_lines(args, model, state, arts, blobs):
         say(line)
     return 0
@@ -137,6 +158,18 @@ def summary_lines(args: argparse.Namespace, model, state, arts, blobs) -> List[s
     if len(trainable) > len(shown):
         lines.append("    ... and {} more".format(len(trainable) - len(shown)))
     lines.append("frozen: {} parameters in {} tensors".format(count(n_params(frozen)), len(frozen)))
+    not_trained = [r for r in info.get("initializers", []) if not r["trains"]]
+    if not_trained:
+        lines.append("not trained ({} initializers):".format(len(not_trained)))
+        lines += table([(r["name"], shape_str(r["shape"]), r["why"]) for r in not_trained[:12]], "    ")
+        if len(not_trained) > 12:
+            lines.append("    ... and {} more".format(len(not_trained) - 12))
+    bn = info.get("batchnorm") or {}
+    if bn:
+        lines.append("BatchNormalization while training: " + ", ".join(
+            "{} {}".format(mode, "(batch statistics, running stats updated)" if mode == "train" else
+                           "(running statistics, unchanged)") + " x{}".format(
+                sum(1 for m in bn.values() if m == mode)) for mode in sorted(set(bn.values()))))
     if args.nominal:
         lines.append("nominal checkpoint: weights are not stored; load them before training")
     hist = Counter(n.op_type for n in model.graph.node)

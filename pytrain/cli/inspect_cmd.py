@@ -48,11 +48,17 @@ def model_lines(path: str, model) -> List[str]:
     lines += table([(s.name, s.dtype_name, shape_str(s.shape)) for s in A.tensor_specs(g.output)], "  ")
     total = sum(_size(t.dims) for t in g.initializer)
     lines.append("initializers: {} tensors, {} values".format(len(g.initializer), count(total)))
-    biggest = sorted(g.initializer, key=lambda t: -_size(t.dims))[:10]
     from pytrain import dtypes
+    from pytrain.trainable import classify_initializers
 
-    lines += table([(t.name, dtypes.NAMES.get(t.data_type, "?"), shape_str(list(t.dims)),
-                     count(_size(t.dims))) for t in biggest], "  ")
+    # what trains by default (generate without --requires-grad/--frozen), and why
+    verdict = {r["name"]: r for r in classify_initializers(g.node, g.initializer, list(g.value_info) + list(g.input))}
+    trains = [t for t in g.initializer if verdict[t.name]["trains"]]
+    lines.append("trains by default: {} tensors, {} values".format(
+        len(trains), count(sum(_size(t.dims) for t in trains))))
+    biggest = sorted(g.initializer, key=lambda t: (not verdict[t.name]["trains"], -_size(t.dims)))[:16]
+    lines += table([(t.name, dtypes.NAMES.get(t.data_type, "?"), shape_str(list(t.dims)), count(_size(t.dims)),
+                     "trains" if verdict[t.name]["trains"] else "no", verdict[t.name]["why"]) for t in biggest], "  ")
     if len(g.initializer) > len(biggest):
         lines.append("  ... and {} more".format(len(g.initializer) - len(biggest)))
     grads = set(differentiable_ops())

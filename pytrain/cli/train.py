@@ -24,7 +24,7 @@ from pytrain.cli import _dataset, _metrics
 from pytrain.cli._common import CliError, note, say
 from pytrain.cli._log import RunLog, check_log_name
 from pytrain.cli._progress import Progress
-from pytrain.errors import CheckpointError
+from pytrain.errors import CheckpointError, DivergenceError
 
 DEFAULTS = {"epochs": 10, "batch_size": 32, "lr": None, "scheduler": "none", "warmup": 0, "seed": 0,
             "validation_split": None, "standardize": False}
@@ -93,8 +93,8 @@ def _check(settings: Dict[str, Any], log: Optional[str]) -> None:
         raise CliError("--epochs must be at least 1, got {}".format(settings["epochs"]))
     if settings["batch_size"] < 1:
         raise CliError("--batch-size must be at least 1, got {}".format(settings["batch_size"]))
-    if settings["lr"] is not None and not settings["lr"] > 0:
-        raise CliError("--lr must be positive, got {}".format(settings["lr"]))
+    if settings["lr"] is not None and not (math.isfinite(settings["lr"]) and settings["lr"] > 0):
+        raise CliError("--lr must be a positive finite number, got {}".format(settings["lr"]))
     if settings["warmup"] < 0:
         raise CliError("--warmup must be >= 0, got {}".format(settings["warmup"]))
     if settings["seed"] < 0:
@@ -254,6 +254,13 @@ def run(args: argparse.Namespace) -> int:
     epoch_seen = int(props.get(A.P_EPOCH_SEEN, 0)) if args.resume and first_batch else 0
 
     def save(epoch: int, batch: int) -> Tuple[int, int]:
+        broken = [n for n, p in state.parameters.items()
+                  if p.data is not None and p.data.dtype.kind == "f" and not np.isfinite(p.data).all()]
+        if broken:  # never replace a good checkpoint with NaN weights
+            raise CliError("training diverged: {} holds NaN or infinite values after step {}; {} keeps the last "
+                           "good state; try a lower --lr".format(", ".join(broken[:3]) + (" ..." if len(broken) > 3
+                                                                                           else ""), step,
+                                                                 art.checkpoint_path))
         if batch >= per_epoch:
             epoch, batch = epoch + 1, 0
         props[A.P_EPOCH] = epoch
@@ -296,12 +303,12 @@ def run(args: argparse.Namespace) -> int:
                 lr = float(optimizer.get_learning_rate())
                 module.train()
                 phase = "forward"
-                loss, _ = _metrics.split_outputs(module(train.x[idx], train.y[idx]))
-                if not math.isfinite(loss):
+                try:
+                    loss, _ = _metrics.split_outputs(module(train.x[idx], train.y[idx]))
+                except DivergenceError as e:
                     progress.finish()
-                    raise CliError("training diverged at epoch {}, step {} (loss {}); {} keeps the "
-                                   "last epoch's weights; try a lower --lr".format(
-                                       epoch + 1, step + 1, loss, art.checkpoint_path))
+                    raise CliError("training diverged at epoch {}, step {}: {}; {} keeps the last epoch's "
+                                   "weights".format(epoch + 1, step + 1, e, art.checkpoint_path)) from None
                 phase = "step"
                 optimizer.step()
                 module.lazy_reset_grad()

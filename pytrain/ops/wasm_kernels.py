@@ -221,12 +221,18 @@ def _labels_ok(labels: np.ndarray, n: int) -> bool:
     return labels.dtype == np.int64 and labels.shape == (n,) and labels.flags.c_contiguous
 
 
+def _ignores(labels: np.ndarray, ignore_index: Optional[int]) -> bool:
+    """Whether ignore_index changes anything: a label equals it (torch's default -100 is set on
+    every CrossEntropyLoss; a batch without such labels still takes the fast kernel)."""
+    return ignore_index is not None and bool(np.any(np.asarray(labels) == int(ignore_index)))
+
+
 def softmax_cross_entropy(ctx, scores: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None, *,
                           ignore_index: Optional[int] = None, reduction: str = "mean"):
     """SoftmaxCrossEntropyLoss of (N, C) scores without weights or ignore_index (softmax_ce.c), for
     registry.accelerate, at any size (what it saves is a dozen numpy calls, not arithmetic); the
     kernel declines rows with NaN/inf and labels out of range."""
-    if (weights is not None or ignore_index is not None or reduction not in ("mean", "sum")
+    if (weights is not None or _ignores(labels, ignore_index) or reduction not in ("mean", "sum")
             or scores.ndim != 2 or scores.shape[0] == 0 or not _plain(scores, min_size=1)
             or not _labels_ok(labels, scores.shape[0])):
         return None
@@ -243,7 +249,7 @@ def softmax_cross_entropy_grad(ctx, dLoss: np.ndarray, log_prob: np.ndarray, lab
                                weights: Optional[np.ndarray] = None, *, reduction: str = "mean",
                                ignore_index: Optional[int] = None):
     """SoftmaxCrossEntropyLossGrad for the same cases (softmax_ce.c), for registry.accelerate."""
-    if (weights is not None or ignore_index is not None or reduction not in ("mean", "sum")
+    if (weights is not None or _ignores(labels, ignore_index) or reduction not in ("mean", "sum")
             or log_prob.ndim != 2 or log_prob.shape[0] == 0 or not _plain(log_prob, min_size=1)
             or not _labels_ok(labels, log_prob.shape[0]) or np.size(dLoss) != 1):
         return None

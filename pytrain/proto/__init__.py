@@ -3,15 +3,18 @@ which matters in Pyodide where it does not exist), tensor conversion, and messag
 from __future__ import annotations
 
 import os
-from typing import Any, Union
+from typing import Any, Mapping, Optional, Union
 
 from pytrain.errors import ModelFormatError
+from pytrain.files import write_atomic
 from pytrain.proto.helper import (attribute_value, make_attribute, make_graph, make_model, make_node,
                                   make_opsetid, make_value_info, model_metadata, node_attributes,
                                   opset_version, value_info_type)
 from pytrain.proto.onnx_pb import (AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
                                    ValueInfoProto)
 from pytrain.proto.tensor import from_array, to_array
+from pytrain.proto.external_data import external_tensors, load_external_data
+from pytrain.proto.value_types import refuse_non_tensor_values
 
 ModelSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, ModelProto, Any]
 
@@ -40,12 +43,19 @@ def _read_source(source: ModelSource, what: str) -> "tuple[bytes, str]":
                            % (what, type(source).__name__))
 
 
-def load_model(source: ModelSource, what: str = "ONNX model") -> ModelProto:
+def load_model(source: ModelSource, what: str = "ONNX model",
+               external_data: "Optional[Mapping[str, bytes]]" = None) -> ModelProto:
     """Read a model from a path, bytes, or an ``onnx.ModelProto``/pytrain ModelProto.
 
+    Tensors kept in ONNX external data (``m.onnx.data``) are read in: from the model's folder when
+    ``source`` is a path, from ``external_data`` ({location: bytes}) otherwise
+    (:mod:`pytrain.proto.external_data`; a location leaving the model's folder is refused).
     Raises ModelFormatError naming the file when it is malformed, truncated, empty or not a model.
     """
     if isinstance(source, ModelProto):
+        refuse_non_tensor_values(source, what)
+        if any(True for _ in external_tensors(source)):
+            source = load_external_data(ModelProto.FromString(source.SerializeToString()), None, external_data)
         return source
     data, label = _read_source(source, what)
     if not data:
@@ -58,30 +68,18 @@ def load_model(source: ModelSource, what: str = "ONNX model") -> ModelProto:
         raise ModelFormatError("%s %s is not a valid ONNX model: it has no graph" % (what, label))
     if not model.opset_import:
         raise ModelFormatError("%s %s is not a valid ONNX model: it imports no opset" % (what, label))
+    from pytrain.validate import validate_model  # (imports the op registry: not at pytrain.proto's import)
+
+    validate_model(model, "%s %s" % (what, label))
+    refuse_non_tensor_values(model, "%s %s" % (what, label))
+    if any(True for _ in external_tensors(model)):
+        folder = os.path.dirname(os.path.abspath(os.fspath(source))) if isinstance(source, (str, os.PathLike)) else None
+        load_external_data(model, folder, external_data)
     return model
 
 
 def model_to_bytes(model: ModelProto) -> bytes:
     return model.SerializeToString()
-
-
-def write_atomic(path: "str | os.PathLike[str]", data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves either the old file or the new one, never half."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, ".%s.tmp-%d" % (os.path.basename(path), os.getpid()))
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            try:
-                os.fsync(f.fileno())
-            except OSError:  # some virtual file systems (Pyodide's MEMFS) cannot fsync
-                pass
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def save_model(model: ModelProto, path: "str | os.PathLike[str]") -> None:

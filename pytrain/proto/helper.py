@@ -63,6 +63,7 @@ def attribute_value(a: AttributeProto) -> Any:
             if a.HasField(field):
                 t = typ
                 break
+    _check_value_field(a, t)
     if t == AttributeType.FLOAT:
         return a.f
     if t == AttributeType.INT:
@@ -84,6 +85,30 @@ def attribute_value(a: AttributeProto) -> Any:
     if t == AttributeType.GRAPHS:
         return list(a.graphs)
     raise GraphError("attribute %r has unsupported type %d" % (a.name, t))
+
+
+#: the field that holds an attribute's value, by attribute type
+_VALUE_FIELD = {AttributeType.FLOAT: "f", AttributeType.INT: "i", AttributeType.STRING: "s",
+                AttributeType.TENSOR: "t", AttributeType.GRAPH: "g", AttributeType.FLOATS: "floats",
+                AttributeType.INTS: "ints", AttributeType.STRINGS: "strings", AttributeType.TENSORS: "tensors",
+                AttributeType.GRAPHS: "graphs"}
+_SINGULAR = (AttributeType.FLOAT, AttributeType.INT, AttributeType.STRING, AttributeType.TENSOR,
+             AttributeType.GRAPH)
+
+
+def _check_value_field(a: AttributeProto, t: int) -> None:
+    """An attribute carries its value in the field its type names, and in no other (as onnx.checker
+    requires): a TENSOR attribute without a tensor, or an INT one holding floats, is malformed."""
+    field = _VALUE_FIELD.get(t)
+    if field is None:
+        return
+    if t in _SINGULAR and not a.HasField(field):
+        raise GraphError("attribute %r is of type %s but has no value (its %r field is not set)"
+                         % (a.name, AttributeType.name_of(t), field))
+    others = [f for f in _VALUE_FIELD.values() if f != field and a.HasField(f)]
+    if others:
+        raise GraphError("attribute %r is of type %s but also sets %s: an attribute holds one value"
+                         % (a.name, AttributeType.name_of(t), ", ".join(repr(f) for f in others)))
 
 
 def node_attributes(node: NodeProto) -> Dict[str, Any]:

@@ -11,6 +11,10 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, U
 from pytrain.errors import ModelFormatError
 from pytrain.proto import wire
 
+#: How deep messages may nest (a model's graphs inside attributes inside nodes...): far beyond any real
+#: model, far below Python's recursion limit, so a hostile file is a ModelFormatError, not a RecursionError.
+MAX_DEPTH = 64
+
 # field kinds
 INT64, INT32, UINT64, FLOAT, DOUBLE, STRING, BYTES, MESSAGE = (
     "int64", "int32", "uint64", "float", "double", "string", "bytes", "message")
@@ -108,10 +112,12 @@ class Message:
     def FromString(cls, data: Union[bytes, bytearray, memoryview]) -> "Message":
         """Decode a serialized message; raises ModelFormatError on malformed or truncated input."""
         buf = bytes(data)
-        return cls._decode(buf, 0, len(buf))
+        return cls._decode(buf, 0, len(buf), 0)
 
     @classmethod
-    def _decode(cls, buf: bytes, start: int, end: int) -> "Message":
+    def _decode(cls, buf: bytes, start: int, end: int, depth: int) -> "Message":
+        if depth > MAX_DEPTH:
+            raise ModelFormatError("malformed protobuf: %s nested more than %d messages deep" % (cls.__name__, MAX_DEPTH))
         msg = cls()
         by_number = cls._BY_NUMBER
         for number, wt, value in wire.iter_fields(buf, start, end):
@@ -121,7 +127,7 @@ class Message:
                                      else buf[value[0]:value[1]]))
                 continue
             try:
-                _decode_field(msg, f, wt, value, buf)
+                _decode_field(msg, f, wt, value, buf, depth)
             except (UnicodeDecodeError, struct.error) as e:
                 raise ModelFormatError("malformed protobuf: %s.%s: %s" % (cls.__name__, f.name, e)) from None
         return msg
@@ -154,27 +160,31 @@ class Message:
                 out += value
 
 
+#: the wire type each scalar kind must arrive with (packed repeated fields come as LEN, handled apart)
+_WIRE_OF_KIND = {INT64: wire.VARINT, INT32: wire.VARINT, UINT64: wire.VARINT, FLOAT: wire.I32,
+                 DOUBLE: wire.I64, STRING: wire.LEN, BYTES: wire.LEN, MESSAGE: wire.LEN}
+
+
 def _scalar_from_wire(f: Field, wt: int, value: Any, buf: bytes) -> Any:
     kind = f.kind
+    if wt != _WIRE_OF_KIND[kind]:
+        raise ModelFormatError("malformed protobuf: field %s (%s) has wire type %d, expected %d"
+                               % (f.name, kind, wt, _WIRE_OF_KIND[kind]))
     if kind in _VARINT_KINDS:
-        if wt != wire.VARINT:
-            raise ModelFormatError("malformed protobuf: field %s has wire type %d" % (f.name, wt))
         return value if kind == UINT64 else wire.signed64(value)
     if kind == FLOAT:
         return struct.unpack("<f", value)[0]
     if kind == DOUBLE:
         return struct.unpack("<d", value)[0]
-    if wt != wire.LEN:
-        raise ModelFormatError("malformed protobuf: field %s has wire type %d" % (f.name, wt))
     raw = buf[value[0]:value[1]]
     return raw.decode("utf-8") if kind == STRING else raw
 
 
-def _decode_field(msg: Message, f: Field, wt: int, value: Any, buf: bytes) -> None:
+def _decode_field(msg: Message, f: Field, wt: int, value: Any, buf: bytes, depth: int) -> None:
     if f.kind == MESSAGE:
         if wt != wire.LEN:
             raise ModelFormatError("malformed protobuf: message field %s has wire type %d" % (f.name, wt))
-        sub = f.msg._decode(buf, value[0], value[1])
+        sub = f.msg._decode(buf, value[0], value[1], depth + 1)
         if f.repeated:
             getattr(msg, f.name).append(sub)
         else:

@@ -113,6 +113,12 @@ class AttributeType:
 
     UNDEFINED, FLOAT, INT, STRING, TENSOR, GRAPH, FLOATS, INTS, STRINGS, TENSORS, GRAPHS = range(11)
     SPARSE_TENSOR, SPARSE_TENSORS, TYPE_PROTO, TYPE_PROTOS = 11, 12, 13, 14
+    NAMES = ("UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS", "STRINGS", "TENSORS",
+             "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS")
+
+    @classmethod
+    def name_of(cls, value: int) -> str:
+        return cls.NAMES[value] if 0 <= value < len(cls.NAMES) else "unknown type %d" % value
 
 
 class AttributeProto(Message):

@@ -5,11 +5,13 @@ from typing import Optional
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain import dtypes, limits
 from pytrain.errors import ModelFormatError
 from pytrain.proto.onnx_pb import TensorProto
 
 EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
+#: the fields a TensorProto may keep its values in (one at most)
+_DATA_FIELDS = ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
 
 
 def to_array(t: TensorProto, where: str = "") -> np.ndarray:
@@ -17,16 +19,23 @@ def to_array(t: TensorProto, where: str = "") -> np.ndarray:
     label = "tensor %r%s" % (t.name, (" in " + where) if where else "")
     if t.data_location == EXTERNAL or t.external_data:
         raise ModelFormatError(
-            "%s keeps its data in an external file (ONNX external data, used by models over 2 GB); "
-            "pytrain loads self-contained models only: re-save the model with "
-            "onnx.save_model(model, path, save_as_external_data=False)" % label)
+            "%s keeps its data in an external file (ONNX external data) that was not read in: load the "
+            "model with pytrain.proto.load_model(path) (reads the files next to it) or "
+            "load_model(bytes, external_data={location: bytes})" % label)
     if t.segment is not None:
         raise ModelFormatError("%s is a segment of a larger tensor, which pytrain does not support" % label)
     dt = dtypes.to_numpy(t.data_type)
     shape = tuple(int(d) for d in t.dims)
-    count = 1
-    for d in shape:
-        count *= d
+    if any(d < 0 for d in shape):
+        raise ModelFormatError("%s has a negative dimension in its shape %s" % (label, list(shape)))
+    count = limits.check_tensor(shape, dt.itemsize, label)
+    stored = [f for f in _DATA_FIELDS if t.HasField(f)]
+    if len(stored) > 1:
+        raise ModelFormatError("%s holds its values in two fields (%s); a tensor has one"
+                               % (label, " and ".join(stored)))
+    if t.data_type == dtypes.STRING and stored and stored[0] != "string_data":
+        raise ModelFormatError("%s is a STRING tensor but keeps its values in %s; strings live in string_data"
+                               % (label, stored[0]))
     if t.HasField("raw_data") and t.data_type != dtypes.STRING:
         raw = t.raw_data
         if len(raw) != count * dt.itemsize:
@@ -34,6 +43,9 @@ def to_array(t: TensorProto, where: str = "") -> np.ndarray:
                                    % (label, len(raw), count * dt.itemsize, list(shape), dt))
         return np.frombuffer(raw, dtype=dt.newbyteorder("<")).astype(dt).reshape(shape)
     if t.data_type == dtypes.STRING:
+        if len(t.string_data) != count:
+            raise ModelFormatError("%s has %d strings, expected %d for shape %s"
+                                   % (label, len(t.string_data), count, list(shape)))
         values = np.empty(count, dtype=object)
         values[:] = list(t.string_data)
     elif t.data_type == dtypes.DOUBLE:

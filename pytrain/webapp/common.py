@@ -2,7 +2,7 @@
 to the core API."""
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from pytrain import proto as _proto
 from pytrain.errors import PytrainError
@@ -31,9 +31,12 @@ def _core() -> Tuple[Any, Any, Any]:
     return artifacts, models, api
 
 
-def _load_upload(blob: bytes, name: str) -> Any:
-    """Parse uploaded ONNX bytes; errors name the file the user chose."""
-    return _proto.load_model(bytes(blob), name)
+def _load_upload(blob: bytes, name: str, extra_files: Optional[Dict[str, bytes]] = None) -> Any:
+    """Parse uploaded ONNX bytes; errors name the file the user chose. ``extra_files``
+    ({file name: bytes}) are the files uploaded next to it, e.g. the ``.onnx.data`` that torch's
+    default exporter writes (ONNX external data, matched by file name)."""
+    files = {str(k): bytes(v) for k, v in (extra_files or {}).items()}
+    return _proto.load_model(bytes(blob), name, external_data=files or None)
 
 
 def _inference_session(model_bytes: bytes) -> Any:

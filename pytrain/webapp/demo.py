@@ -36,7 +36,8 @@ def digits_model(kind: str = "mlp", seed: int = 0) -> Any:
 
 
 def _generate(model: Any, loss: str, optimizer: str, requires_grad: Optional[Sequence[str]] = None,
-              frozen: Optional[Sequence[str]] = None, output_name: Optional[str] = None) -> Dict[str, bytes]:
+              frozen: Optional[Sequence[str]] = None, output_name: Optional[str] = None,
+              batchnorm: Any = "auto") -> Dict[str, bytes]:
     artifacts, _, _ = _core()
     if loss not in LOSSES:
         raise WebappError("unknown loss %r: expected one of %s" % (loss, ", ".join(LOSSES)))
@@ -46,7 +47,7 @@ def _generate(model: Any, loss: str, optimizer: str, requires_grad: Optional[Seq
         model, requires_grad=list(requires_grad) if requires_grad is not None else None,
         frozen_params=list(frozen) if frozen else None,
         loss=getattr(artifacts.LossType, loss), optimizer=getattr(artifacts.OptimType, optimizer),
-        additional_output_names=[output_name] if output_name else None)
+        additional_output_names=[output_name] if output_name else None, batchnorm=batchnorm)
     return {"training": bytes(arts.training_model), "eval": bytes(arts.eval_model),
             "optimizer": bytes(arts.optimizer_model), "checkpoint": bytes(arts.checkpoint)}
 

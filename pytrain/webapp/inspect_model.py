@@ -7,6 +7,7 @@ import numpy as np
 
 from pytrain import proto as _proto
 from pytrain.errors import ModelFormatError
+from pytrain.trainable import classify_initializers
 from pytrain.webapp.common import _FLOAT_TYPES
 
 
@@ -30,10 +31,14 @@ def describe_model(model: Any) -> Dict[str, Any]:
         elem, shape = _dims(vi)
         outputs.append({"name": vi.name, "elem_type": elem, "shape": shape})
     params = []
+    # whether each initializer trains by default, and why (pytrain.trainable's rule)
+    verdict = {r["name"]: r for r in classify_initializers(graph.node, graph.initializer,
+                                                           list(graph.value_info) + list(graph.input))}
     for t in graph.initializer:
         size = int(np.prod(list(t.dims))) if len(t.dims) else 1
         params.append({"name": t.name, "shape": [int(d) for d in t.dims], "size": size,
-                       "float": int(t.data_type) in _FLOAT_TYPES})
+                       "float": int(t.data_type) in _FLOAT_TYPES, "trains": verdict[t.name]["trains"],
+                       "why": verdict[t.name]["why"]})
     ops = sorted({n.op_type for n in graph.node})
     if not inputs:
         raise ModelFormatError("the model has no graph input besides its initializers")

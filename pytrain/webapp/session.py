@@ -170,9 +170,11 @@ class Session:
     # ------------------------------------------------------------ models and artifacts
 
     @staticmethod
-    def inspect_model(blob: bytes, name: str = "the uploaded model") -> Dict[str, Any]:
-        """Describe an uploaded inference model (raises ModelFormatError when it is not ONNX)."""
-        return describe_model(_load_upload(blob, name))
+    def inspect_model(blob: bytes, name: str = "the uploaded model",
+                      extra_files: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
+        """Describe an uploaded inference model (raises ModelFormatError when it is not ONNX);
+        ``extra_files``: {file name: bytes} uploaded with it (its ``.onnx.data`` external data)."""
+        return describe_model(_load_upload(blob, name, extra_files))
 
     def build_digits(self, kind: str = "mlp", optimizer: str = "AdamW",
                      prebuilt: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
@@ -211,12 +213,18 @@ class Session:
 
     def generate(self, blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
                  requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
-                 name: str = "the uploaded model") -> Dict[str, Any]:
-        """Generate artifacts for an uploaded inference model, then use them."""
-        model = _load_upload(blob, name)
+                 name: str = "the uploaded model", batchnorm: Any = "auto",
+                 extra_files: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
+        """Generate artifacts for an uploaded inference model, then use them.
+
+        batchnorm: 'auto' (BatchNorm whose scale/bias train uses batch statistics, a frozen one its
+        running statistics), 'train', 'eval', or {node or scale name: mode} (generate_artifacts).
+        extra_files: {file name: bytes} uploaded with the model (its ``.onnx.data`` external data).
+        """
+        model = _load_upload(blob, name, extra_files)
         desc = describe_model(model)
         out = output or desc["outputs"][0]["name"]
-        arts = _generate(model, loss, optimizer, requires_grad=requires_grad, output_name=out)
+        arts = _generate(model, loss, optimizer, requires_grad=requires_grad, output_name=out, batchnorm=batchnorm)
         shape = desc["inputs"][0]["shape"][1:]
         info = {"origin": "upload", "input": desc["inputs"][0]["name"], "output": out, "loss": loss,
                 "optimizer": optimizer,

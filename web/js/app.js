@@ -3,7 +3,7 @@
 import { WorkerClient, registerServiceWorker } from "./client.js";
 import { LinePlot } from "./plot.js";
 import { DrawPad, paintDigit } from "./draw.js";
-import { download, matchArtifacts, readBytes, readFiles, readText } from "./files.js";
+import { download, matchArtifacts, readFiles, readText } from "./files.js";
 
 const $ = (id) => document.getElementById(id);
 // The service worker (../sw.js) caches the runtime so the next visit starts fast; on a first
@@ -328,18 +328,25 @@ $("onnx-file").onchange = () => guarded(null, async () => {
   app.onnxUpload = null;
   $("onnx-params").innerHTML = "";
   $("onnx-info").textContent = "";
-  const file = await readBytes($("onnx-file"));
-  if (!file) return;
-  const info = await client.call("inspectModel", { bytes: file.bytes.slice(), name: file.name });
+  // the .onnx, plus the files uploaded with it (its .onnx.data external data), by file name
+  const chosen = await readFiles($("onnx-file"));
+  if (!chosen.length) return;
+  const main = chosen.find((f) => /\.onnx$/i.test(f.name)) || chosen[0];
+  const extraFiles = {};
+  for (const f of chosen) if (f !== main) extraFiles[f.name] = new Uint8Array(f.data);
+  const file = { name: main.name, bytes: new Uint8Array(main.data), extraFiles };
+  const info = await client.call("inspectModel", { bytes: file.bytes.slice(), name: file.name, extraFiles });
   app.onnxUpload = file;
   const ins = info.inputs.map((i) => `${i.name} [${i.shape.map((d) => d === null ? "?" : d).join(", ")}]`).join(", ");
   const outs = info.outputs.map((o) => o.name).join(", ");
   $("onnx-info").textContent = `${file.name}: ${info.nodes} nodes (${info.ops.join(", ")}); input ${ins}; output ${outs}. Trainable parameters:`;
   for (const p of info.params.filter((p) => p.float)) {
     const label = document.createElement("label");
-    label.innerHTML = `<input type="checkbox" checked> <span></span>`;
+    label.innerHTML = `<input type="checkbox"> <span></span>`;
     label.querySelector("input").value = p.name;
+    label.querySelector("input").checked = p.trains !== false;  // what trains by default, as PyTorch would
     label.querySelector("span").textContent = `${p.name} [${p.shape.join("×")}]`;
+    if (p.why) label.title = (p.trains === false ? "not trained by default: " : "") + p.why;
     $("onnx-params").appendChild(label);
   }
 });
@@ -350,7 +357,7 @@ $("onnx-generate").onclick = () => guarded($("onnx-generate"), async () => {
   const loss = $("onnx-loss").value;
   setStatus("setup-status", "Generating training artifacts…");
   app.rebuild = async (optimizer) => afterModel(await client.call("generate",
-    { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, name: file.name }));
+    { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, name: file.name, extraFiles: file.extraFiles }));
   await app.rebuild($("optimizer").value);
 });
 $("artifact-files").onchange = refreshButtons;

@@ -1,1 +1,2 @@
 """Element-wise ops: arithmetic, activations, comparisons, logic, casts."""
+from __future__ import annotations

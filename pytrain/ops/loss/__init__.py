@@ -1,1 +1,2 @@
 """Loss ops of the ONNX standard: SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss."""
+from __future__ import annotations

@@ -30,7 +30,7 @@ def nll_loss(op: str, input: np.ndarray, target: np.ndarray, weight: Optional[np
         raise InputError("%s: target must be an integer tensor, got %s" % (op, target.dtype))
     if weight is not None and weight.shape != (c,):
         raise InputError("%s: weight must have shape (%d,), got %s" % (op, c, weight.shape))
-    if ignore_index is not None:
+    if ignore_index is not None and np.any(target == ignore_index):  # else ignoring changes nothing
         keep = target != ignore_index
         t = np.where(keep, target, 0)
     else:

@@ -1,1 +1,2 @@
 """Layers: products, convolutions, pooling, softmax, dropout, resizing, attention."""
+from __future__ import annotations

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytrain.errors import InputError
+from pytrain.errors import InputError, UnsupportedOpError
 from pytrain.ops.registry import kernel
 
 
 @kernel("BatchNormalization")
 def batch_normalization(ctx, X, scale, B, input_mean, input_var, *, epsilon=1e-5, momentum=0.9,
                         training_mode=0, spatial=1):
+    if not spatial:  # opset 7-8: statistics per (C, D1, ...) element, which no exporter writes today
+        raise UnsupportedOpError("BatchNormalization: attribute spatial=0 (per-element statistics, opset 7-8) "
+                                 "is not supported; re-export the model with opset 9 or later")
     if X.ndim < 2:
         raise InputError("BatchNormalization: X must be (N, C, ...), got shape %s" % (X.shape,))
     c = X.shape[1]

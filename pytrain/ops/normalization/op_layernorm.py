@@ -2,11 +2,10 @@
 shaped X.shape[:axis] + [1] * (rank - axis), statistics computed in the stash_type."""
 from __future__ import annotations
 
-import numpy as np
-
 from pytrain import dtypes
 from pytrain.errors import InputError
 from pytrain.ops.common import broadcasts_to, norm_axis
+from pytrain.ops.normalization._standardize import standardize, work_dtype
 from pytrain.ops.registry import kernel
 
 
@@ -19,16 +18,9 @@ def layer_normalization(ctx, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_t
         if v is not None and not broadcasts_to(v.shape, tail):
             raise InputError("LayerNormalization: %s of shape %s does not broadcast to the normalised "
                              "shape %s (axis=%d)" % (name, v.shape, tuple(tail), axis))
-    axes = tuple(range(a, X.ndim))
     # Statistics in at least the stash precision (float64 inputs stay float64 inside, as in
     # onnxruntime); Mean/InvStdDev are returned in the stash type the output's type says.
-    work = np.promote_types(stash, X.dtype)
-    x = X.astype(work, copy=False)
-    mean = np.mean(x, axis=axes, keepdims=True, dtype=work)
-    d = x - mean
-    var = np.mean(np.square(d), axis=axes, keepdims=True, dtype=work)
-    inv_std = np.asarray(1 / np.sqrt(var + work.type(epsilon)), dtype=work)
-    y = d * inv_std
+    y, mean, inv_std = standardize(X, range(a, X.ndim), epsilon, work_dtype(X.dtype, stash_type))
     y = y.astype(X.dtype, copy=False)
     y *= Scale
     if B is not None:

@@ -1,1 +1,2 @@
 """Recurrent layers: RNN, GRU, LSTM."""
+from __future__ import annotations

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pytrain import limits
 from pytrain.errors import GraphError, InputError
 from pytrain.ops.common import int_list
 from pytrain.ops.registry import kernel
@@ -41,9 +42,8 @@ def constant_of_shape(ctx, input, *, value=None):
     shape = int_list("ConstantOfShape", "input", input)
     if any(d < 0 for d in shape):
         raise InputError("ConstantOfShape: shape %s has a negative dimension" % (shape,))
-    if value is None:
-        return (np.zeros(shape, dtype=np.float32),)
-    v = np.asarray(value)
+    v = np.zeros(1, dtype=np.float32) if value is None else np.asarray(value)
     if v.size != 1:
         raise GraphError("ConstantOfShape: attribute value must hold one element, got shape %s" % (v.shape,))
+    limits.check_tensor(shape, v.dtype.itemsize, "ConstantOfShape")
     return (np.full(shape, v.reshape(-1)[0], dtype=v.dtype),)

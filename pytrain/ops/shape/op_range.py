@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from pytrain import limits
 from pytrain.errors import InputError
 from pytrain.ops.common import scalar_of
 from pytrain.ops.registry import kernel
@@ -17,8 +18,12 @@ def range_(ctx, start, limit, delta):
     d = scalar_of("Range", "delta", delta, None)
     if d == 0:
         raise InputError("Range: delta is 0")
-    n = max(int(math.ceil((lim - s) / d)), 0)
+    span = (lim - s) / d
+    if not math.isfinite(span):
+        raise InputError("Range: start %r, limit %r, delta %r give no finite length" % (s, lim, d))
+    n = max(int(math.ceil(span)), 0)
     dt = np.asarray(start).dtype
+    limits.check_tensor([n], dt.itemsize, "Range")
     if dt.kind in "iu":
         return (np.asarray(s + np.arange(n, dtype=np.int64) * d, dtype=dt),)
     return (np.asarray(s + np.arange(n, dtype=np.float64) * d, dtype=dt),)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pytrain.ops.normalization._standardize import standardize, standardize_backward
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
 from pytrain.ops.train._shapes import norm_axis, sum_to_shape
 
@@ -22,20 +23,12 @@ def layernorm_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, Scale: np.ndar
     a = norm_axis(axis, X.ndim, "LayerNormalizationGrad axis")
     norm_axes = tuple(range(a, X.ndim))
     if np.dtype(Mean.dtype).itemsize < X.dtype.itemsize or np.dtype(InvStdDev.dtype).itemsize < X.dtype.itemsize:
-        Mean = np.mean(X, axis=norm_axes, keepdims=True)
-        var = np.mean(np.square(X - Mean), axis=norm_axes, keepdims=True)
-        InvStdDev = 1 / np.sqrt(var + X.dtype.type(epsilon))
-    xhat = (X - Mean) * InvStdDev
+        xhat, Mean, InvStdDev = standardize(X, norm_axes, epsilon, X.dtype)
+    else:
+        xhat = (X - Mean) * InvStdDev
     dX = dScale = dB = None
     if ctx.wants(0):
-        g = dY * Scale
-        n = 1
-        for d in X.shape[a:]:
-            n *= d
-        inv_n = 1.0 / max(n, 1)
-        mg = np.sum(g, axis=norm_axes, keepdims=True) * inv_n
-        mgx = np.sum(g * xhat, axis=norm_axes, keepdims=True) * inv_n
-        dX = (InvStdDev * (g - mg - xhat * mgx)).astype(X.dtype, copy=False)
+        dX = standardize_backward(dY * Scale, xhat, InvStdDev, norm_axes).astype(X.dtype, copy=False)
     if ctx.wants(1):
         dScale = sum_to_shape(dY * xhat, Scale.shape).astype(Scale.dtype, copy=False)
     if ctx.wants(2):

@@ -23,6 +23,8 @@ def softmax_cross_entropy_loss_grad(ctx: OpContext, dLoss: np.ndarray, log_prob:
     C = log_prob.shape[1]
     dtype = log_prob.dtype
     labels = np.asarray(labels).astype(np.int64, copy=False)
+    if ignore_index is not None and not np.any(labels == int(ignore_index)):
+        ignore_index = None  # no label is ignored (torch's default -100 on a plain batch): the fast path
     if log_prob.ndim == 2 and weights is None and ignore_index is None and reduction in ("sum", "mean"):
         return (_plain_grad(ctx, dLoss, log_prob, labels, reduction == "mean"),)
     ignored = (labels == int(ignore_index)) if ignore_index is not None else np.zeros(labels.shape, bool)

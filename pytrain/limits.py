@@ -1,0 +1,64 @@
+"""Size limits for everything that comes from outside: tensors a model declares or computes, checkpoint
+archives and their members, data files.
+
+The defaults fit a browser tab (Pyodide's WebAssembly heap is at most 2 GiB) and are far above any model
+pytrain is meant to train on a device. Raise them for a bigger machine::
+
+    import pytrain.limits
+    pytrain.limits.set_limits(max_tensor_bytes=4 << 30)
+
+or with the environment variables ``PYTRAIN_MAX_TENSOR_BYTES`` and ``PYTRAIN_MAX_FILE_BYTES``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional
+
+from pytrain.errors import LimitError
+
+
+def _env(name: str, default: int) -> int:
+    try:
+        return max(1, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+#: the largest single tensor (declared or computed), in bytes
+max_tensor_bytes = _env("PYTRAIN_MAX_TENSOR_BYTES", 512 << 20)
+#: the largest file or archive member read (a model, a checkpoint, one array in a checkpoint), in bytes
+max_file_bytes = _env("PYTRAIN_MAX_FILE_BYTES", 1 << 30)
+
+
+def set_limits(max_tensor_bytes: Optional[int] = None, max_file_bytes: Optional[int] = None) -> None:
+    """Change the limits for this process (positive byte counts)."""
+    g = globals()
+    for name, value in (("max_tensor_bytes", max_tensor_bytes), ("max_file_bytes", max_file_bytes)):
+        if value is not None:
+            if int(value) < 1:
+                raise ValueError("%s must be a positive number of bytes, got %r" % (name, value))
+            g[name] = int(value)
+
+
+def check_tensor(shape: Iterable[int], itemsize: int, what: str) -> int:
+    """The element count of ``shape``; raises LimitError (before anything is allocated) when a tensor of
+    that shape would be larger than ``max_tensor_bytes``, or when a dimension is negative."""
+    count = 1
+    dims = [int(d) for d in shape]
+    for d in dims:
+        if d < 0:
+            raise LimitError("%s: negative dimension in shape %s" % (what, dims))
+        count *= d
+    if count * max(1, int(itemsize)) > max_tensor_bytes:
+        raise LimitError("%s: a tensor of shape %s (%d bytes) exceeds pytrain's tensor limit of %d bytes; raise it "
+                         "with pytrain.limits.set_limits(max_tensor_bytes=...) or PYTRAIN_MAX_TENSOR_BYTES"
+                         % (what, dims, count * max(1, int(itemsize)), max_tensor_bytes))
+    return count
+
+
+def check_file(size: int, what: str) -> None:
+    """Raise LimitError when a file or archive member of ``size`` bytes exceeds ``max_file_bytes``."""
+    if size > max_file_bytes:
+        raise LimitError("%s is %d bytes, over pytrain's file limit of %d bytes; raise it with "
+                         "pytrain.limits.set_limits(max_file_bytes=...) or PYTRAIN_MAX_FILE_BYTES"
+                         % (what, size, max_file_bytes))

@@ -1,0 +1,90 @@
+"""LSTM (opsets 7, 14, 22), gates in ONNX order i (input), o (output), f (forget), c (cell):
+
+    it = f(Xt Wi^T + Ht-1 Ri^T + Pi * Ct-1 + Wbi + Rbi)
+    ft = f(Xt Wf^T + Ht-1 Rf^T + Pf * Ct-1 + Wbf + Rbf)      ft = 1 - it when input_forget=1
+    ct = g(Xt Wc^T + Ht-1 Rc^T + Wbc + Rbc)
+    Ct = ft * Ct-1 + it * ct
+    ot = f(Xt Wo^T + Ht-1 Ro^T + Po * Ct + Wbo + Rbo)
+    Ht = ot * h(Ct)
+
+f, g, h = Sigmoid, Tanh, Tanh by default (Tanh, Sigmoid and Relu accepted in any place); P (the
+peepholes Pi, Po, Pf), initial_h, initial_c and sequence_lens optional; outputs Y, Y_h, Y_c.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from pytrain.errors import InputError
+from pytrain.ops import linalg
+from pytrain.ops.recurrent.cells import Recurrence
+from pytrain.ops.registry import kernel
+
+
+def recurrence(ctx, X, W, R, B, sequence_lens, initial_h, direction, hidden_size, layout, activations,
+               clip) -> Recurrence:
+    return Recurrence(ctx, "LSTM", 4, ("Sigmoid", "Tanh", "Tanh"), X, W, R, B, sequence_lens, initial_h,
+                      direction, hidden_size, layout, activations, clip)
+
+
+def peepholes(rec: Recurrence, P: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    if P is not None and P.shape != (rec.D, 3 * rec.H):
+        raise InputError("%s: P has shape %s, expected %s" % (rec.what, P.shape, (rec.D, 3 * rec.H)))
+    return P
+
+
+def lstm_direction(rec: Recurrence, d: int, W: np.ndarray, R: np.ndarray, P: Optional[np.ndarray],
+                   c0: np.ndarray, input_forget: int, cache: Optional[List[tuple]] = None
+                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Direction d over the whole sequence (processing order): (Y (T, N, H), last h, last c).
+    With ``cache``, appends per step (h_prev, c_prev, pre (N, 4H) with peepholes added, i, f, c~, o,
+    C, h(C))."""
+    (fa, _), (ga, _), (ha, _) = rec.acts[d]
+    H = rec.H
+    xw = rec.input_projection(rec.ordered(rec.x, d), W, d)
+    RT = np.ascontiguousarray(R[d].T)
+    if P is not None:
+        pi, po, pf = P[d, :H], P[d, H:2 * H], P[d, 2 * H:]
+    h, c = rec.h0[d], c0[d]
+    ys = np.empty((rec.T, rec.N, H), rec.dtype)
+    for t in range(rec.T):
+        pre = (linalg.matmul(h, RT) + rec.Rb[d]) + xw[t]  # torch: linear_hh(h) + linear_ih(x)
+        if P is not None:
+            pre[:, :H] += pi * c
+            pre[:, 2 * H:3 * H] += pf * c
+        i = fa(rec.clipped(pre[:, :H]))
+        fg = 1 - i if input_forget else fa(rec.clipped(pre[:, 2 * H:3 * H]))
+        cc = ga(rec.clipped(pre[:, 3 * H:]))
+        c_new = fg * c + i * cc
+        if P is not None:
+            pre[:, H:2 * H] += po * c_new
+        o = fa(rec.clipped(pre[:, H:2 * H]))
+        hc = ha(c_new)
+        h_new = o * hc
+        if cache is not None:
+            cache.append((h, c, pre, i, fg, cc, o, c_new, hc))
+        ys[t] = rec.emit(t, h_new)
+        h = rec.keep(t, h_new, h)
+        c = rec.keep(t, c_new, c)
+    return ys, rec.final(h), rec.final(c)
+
+
+@kernel("LSTM")
+def lstm(ctx, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Optional[np.ndarray] = None,
+         sequence_lens: Optional[np.ndarray] = None, initial_h: Optional[np.ndarray] = None,
+         initial_c: Optional[np.ndarray] = None, P: Optional[np.ndarray] = None, *,
+         activation_alpha: Optional[Sequence[float]] = None, activation_beta: Optional[Sequence[float]] = None,
+         activations: Optional[Sequence[str]] = None, clip: Optional[float] = None, direction: str = "forward",
+         hidden_size: Optional[int] = None, input_forget: int = 0, layout: int = 0,
+         output_sequence: int = 0) -> tuple:
+    rec = recurrence(ctx, X, W, R, B, sequence_lens, initial_h, direction, hidden_size, layout, activations, clip)
+    c0 = rec.state_in(initial_c, "initial_c")
+    P = peepholes(rec, P)
+    ys, hs, cs = [], [], []
+    for d in range(rec.D):
+        y, h, c = lstm_direction(rec, d, W, R, P, c0, int(input_forget))
+        ys.append(y)
+        hs.append(h)
+        cs.append(c)
+    return (rec.y_out(ys) if ctx.wants(0) else None, rec.state_out(hs), rec.state_out(cs))

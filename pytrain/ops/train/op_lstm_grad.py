@@ -1,0 +1,92 @@
+"""LSTMGrad: backpropagation through time for ONNX LSTM, one kernel for every input's gradient.
+
+The forward is recomputed (keeping each step's gates), then walked backwards. With gH, gC the
+gradients reaching Ht and Ct (gC also through Ht = ot * h(Ct)):
+
+    do = gH * h(Ct);  gC += gH * ot * h'(Ct);  dpre_o = do * f'(o);  gC += dpre_o * Po
+    di = gC * ct;  dct = gC * it;  df = gC * Ct-1;  dC_{t-1} = gC * ft
+    (input_forget: ft = 1 - it, so di -= df)
+    dpre_i = di * f'(i), dpre_f = df * f'(f), dpre_c = dct * g'(ct)   (0 where ``clip`` cut them)
+    dC_{t-1} += dpre_i * Pi + dpre_f * Pf;  dP += sums of dpre * the cell state each peephole saw
+    dpre = [dpre_i, dpre_o, dpre_f, dpre_c]: dR += dpre^T Ht-1, dXt = dpre W, dH_{t-1} = dpre R.
+
+Padding steps (``sequence_lens``) pass the states' gradients through unchanged.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from pytrain.ops import linalg
+from pytrain.ops.recurrent.cells import parameter_grads
+from pytrain.ops.recurrent.op_lstm import lstm_direction, peepholes, recurrence
+from pytrain.ops.registry import PYTRAIN_DOMAIN, kernel
+
+
+@kernel("LSTMGrad", domain=PYTRAIN_DOMAIN)
+def lstm_grad(ctx, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Optional[np.ndarray] = None,
+              sequence_lens: Optional[np.ndarray] = None, initial_h: Optional[np.ndarray] = None,
+              initial_c: Optional[np.ndarray] = None, P: Optional[np.ndarray] = None,
+              dY: Optional[np.ndarray] = None, dY_h: Optional[np.ndarray] = None,
+              dY_c: Optional[np.ndarray] = None, *,
+              activation_alpha: Optional[Sequence[float]] = None, activation_beta: Optional[Sequence[float]] = None,
+              activations: Optional[Sequence[str]] = None, clip: Optional[float] = None, direction: str = "forward",
+              hidden_size: Optional[int] = None, input_forget: int = 0, layout: int = 0,
+              output_sequence: int = 0) -> tuple:
+    """dX, dW, dR, dB, dinitial_h, dinitial_c, dP of LSTM given dY, dY_h and/or dY_c."""
+    rec = recurrence(ctx, X, W, R, B, sequence_lens, initial_h, direction, hidden_size, layout, activations, clip)
+    c0 = rec.state_in(initial_c, "initial_c")
+    P = peepholes(rec, P)
+    H, T, N = rec.H, rec.T, rec.N
+    zero = rec.dtype.type(0)
+    dys = rec.dy_in(dY)
+    dhs = rec.dstate_in(dY_h, "dY_h")
+    dcs = rec.dstate_in(dY_c, "dY_c")
+    dxs, dW, dR, dB, dh0, dc0 = [], np.zeros_like(W), np.zeros_like(R), [], [], []
+    dP = np.zeros((rec.D, 3 * H), rec.dtype)
+    for d in range(rec.D):
+        cache = []
+        lstm_direction(rec, d, W, R, P, c0, int(input_forget), cache)
+        (_, dfa), (_, dga), (_, dha) = rec.acts[d]
+        if P is not None:
+            pi, po, pf = P[d, :H], P[d, H:2 * H], P[d, 2 * H:]
+        dpre = np.empty((T, N, 4 * H), rec.dtype)
+        dh, dc = dhs[d], dcs[d]
+        for t in range(T - 1, -1, -1):
+            h_prev, c_prev, pre, i, fg, cc, o, c_new, hc = cache[t]
+            gh = rec.valid(t, dys[d][t] + dh)
+            gc = rec.valid(t, dc) + gh * o * dha(hc)
+            g = dpre[t]
+            g[:, H:2 * H] = rec.clip_grad(gh * hc * dfa(o), pre[:, H:2 * H])
+            if P is not None:
+                gc = gc + g[:, H:2 * H] * po
+                dP[d, H:2 * H] += np.sum(g[:, H:2 * H] * c_new, axis=0)
+            di = gc * cc
+            dfg = gc * c_prev
+            if input_forget:
+                di = di - dfg
+                g[:, 2 * H:3 * H] = zero
+            else:
+                g[:, 2 * H:3 * H] = rec.clip_grad(dfg * dfa(fg), pre[:, 2 * H:3 * H])
+            g[:, :H] = rec.clip_grad(di * dfa(i), pre[:, :H])
+            g[:, 3 * H:] = rec.clip_grad(gc * i * dga(cc), pre[:, 3 * H:])
+            dc_prev = gc * fg
+            if P is not None:
+                dc_prev = dc_prev + g[:, :H] * pi + g[:, 2 * H:3 * H] * pf
+                dP[d, :H] += np.sum(g[:, :H] * c_prev, axis=0)
+                dP[d, 2 * H:] += np.sum(g[:, 2 * H:3 * H] * c_prev, axis=0)
+            dh = rec.carried(t, linalg.matmul(g, R[d]), dh)
+            dc = rec.carried(t, dc_prev, dc)
+        dh0.append(dh)
+        dc0.append(dc)
+        h_prevs = np.stack([c[0] for c in cache]).reshape(T * N, H)
+        dR[d] = linalg.matmul(np.ascontiguousarray(dpre.reshape(T * N, 4 * H).T), h_prevs)
+        dx, dW[d], dwb = parameter_grads(rec, d, rec.ordered(rec.x, d), W, dpre)
+        dxs.append(dx)
+        dB.append(np.concatenate([dwb, dwb]))
+    return (rec.x_out(dxs) if ctx.wants(0) else None, dW, dR,
+            np.stack(dB).astype(rec.dtype, copy=False) if ctx.wants(3) else None,
+            rec.state_out(dh0) if ctx.wants(4) else None,
+            rec.state_out(dc0) if ctx.wants(5) else None,
+            dP if ctx.wants(6) else None)

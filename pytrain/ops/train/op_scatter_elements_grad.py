@@ -1,0 +1,24 @@
+"""ScatterElementsGrad: the gradients of ScatterElements for data and updates."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from pytrain.errors import KernelError
+from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
+from pytrain.ops.shape._indices import REDUCTIONS, element_positions
+from pytrain.ops.train._scatter import scatter_grads
+
+
+@kernel("ScatterElementsGrad", domain=PYTRAIN_DOMAIN)
+def scatter_elements_grad(ctx: OpContext, dY: np.ndarray, indices: np.ndarray, data: Optional[np.ndarray] = None,
+                          updates: Optional[np.ndarray] = None, Y: Optional[np.ndarray] = None, *,
+                          axis: int = 0, reduction: str = "none") -> tuple:
+    """(dData, dUpdates); data, updates and Y are needed only for reduction mul, max and min."""
+    red = reduction.decode() if isinstance(reduction, bytes) else reduction
+    if red not in REDUCTIONS:
+        raise KernelError("ScatterElementsGrad node %r: unknown reduction %r" % (ctx.node_name, red))
+    pos = element_positions("ScatterElementsGrad", dY.shape, indices, axis)
+    return scatter_grads("ScatterElementsGrad", ctx.node_name, dY, pos, red, data, updates, Y,
+                         ctx.wants(0), ctx.wants(1))

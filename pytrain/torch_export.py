@@ -1,0 +1,189 @@
+"""Export a PyTorch model to an ONNX file fit for training (not only for inference).
+
+``torch.onnx.export`` is built for inference, and what it does for speed cannot be undone by any
+runtime that later trains the file (measured with torch 2.13):
+
+* the default (dynamo) exporter folds BatchNormalization into the preceding convolution, even for
+  a model in training mode: BN's scale, bias and running statistics are gone;
+* both exporters merge initializers whose values are identical (the TorchScript exporter does so
+  for a model in eval mode): ``nn.TransformerEncoderLayer``'s ``norm1.weight`` and
+  ``norm2.weight`` start as the same ones, become one tensor, and training then ties them;
+* the TorchScript exporter in eval mode drops Dropout, and constant folding turns parameters into
+  transposed or scaled copies under generated names;
+* the dynamo exporter writes the weights to a ``.onnx.data`` side file.
+
+:func:`torch_export` uses the TorchScript exporter with the choices that keep the model as PyTorch
+trains it, then checks that every parameter arrived, under its ``state_dict`` name and shape.
+``torch`` is imported only when the function is called (pytrain itself needs only numpy).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import warnings
+from typing import Any, List, Optional, Sequence, Union
+
+from pytrain.errors import ExportError
+
+__all__ = ["FROZEN_KEY", "torch_export"]
+
+#: metadata key listing (JSON) the parameters PyTorch does not train (``requires_grad=False``);
+#: ``generate_artifacts`` freezes them unless told otherwise
+FROZEN_KEY = "pytrain.frozen_params"
+DEFAULT_OPSET = 17
+
+
+def _as_tuple(example_inputs: Any) -> tuple:
+    if isinstance(example_inputs, (tuple, list)):
+        return tuple(example_inputs)
+    return (example_inputs,)
+
+
+def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[str]", None] = None,
+                 input_names: Optional[Sequence[str]] = None, output_names: Optional[Sequence[str]] = None,
+                 opset: int = DEFAULT_OPSET, dynamic_batch: bool = True, training: str = "preserve") -> bytes:
+    """Write ``model`` (a ``torch.nn.Module``) as a self-contained ONNX file that pytrain trains as PyTorch does.
+
+    example_inputs: a tensor or a tuple of tensors (positional arguments of ``model.forward``).
+    path: where to write the file (None: only return the bytes).
+    input_names / output_names: default ``input`` / ``output`` for one, ``input_0``, ... for several.
+    opset: the default-domain opset (17: every layer here exports at 17, and onnxruntime releases
+        from 2022 on run it).
+    dynamic_batch: axis 0 of every input and output is a symbolic ``batch`` dimension.
+    training: ``"preserve"`` exports each submodule in the mode it is in (Dropout kept for modules in
+        train mode, BatchNorm kept as a node either way; a frozen backbone put in ``eval()`` exports
+        its BatchNorm in inference mode); ``"eval"`` exports the whole model in eval mode (Dropout
+        removed, BatchNorm kept as a node).
+
+    What it does differently from a plain ``torch.onnx.export``:
+
+    * ``dynamo=False``: the TorchScript exporter keeps BatchNormalization as a node; the dynamo
+      exporter folds it into the convolutions.
+    * ``keep_initializers_as_inputs=True`` while exporting: the only way to stop the exporter from
+      merging initializers with equal values (its deduplication pass is skipped then); the
+      initializers are removed from the graph inputs afterwards, so the file is an ordinary model.
+    * ``do_constant_folding=False``: parameters stay parameters under their ``state_dict`` names
+      (folding makes transposed or scaled copies under generated names).
+    * ``export_params=True`` and no external data: one self-contained file.
+    * Tracing runs the model, which moves BatchNorm's running statistics of modules in train mode;
+      the model's buffers are restored afterwards and the file holds the values from before the call.
+
+    Parameters with ``requires_grad=False`` are listed (JSON) in the model's metadata under
+    ``pytrain.frozen_params``; ``generate_artifacts`` keeps them frozen by default.
+
+    Raises ExportError naming every parameter that is missing from the file or has another shape.
+    Returns the model's bytes.
+    """
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    if training not in ("preserve", "eval"):
+        raise ExportError("training must be 'preserve' or 'eval', got %r" % (training,))
+    args = _as_tuple(example_inputs)
+    n_out = _count_outputs(model, args, training, torch)
+    in_names = list(input_names) if input_names is not None else _default_names("input", len(args))
+    out_names = list(output_names) if output_names is not None else _default_names("output", n_out)
+    if len(in_names) != len(args):
+        raise ExportError("input_names has %d names for %d example inputs" % (len(in_names), len(args)))
+    dynamic_axes = None
+    if dynamic_batch:
+        dynamic_axes = {name: {0: "batch"} for name in in_names + out_names}
+
+    state = model.state_dict()
+    before = {k: v.detach().clone() for k, v in state.items()}
+    was_training = {m: m.training for m in model.modules()}
+    mode = torch.onnx.TrainingMode.PRESERVE if training == "preserve" else torch.onnx.TrainingMode.EVAL
+    f = io.BytesIO()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, args, f, dynamo=False, export_params=True, opset_version=int(opset),
+                              training=mode, do_constant_folding=False, keep_initializers_as_inputs=True,
+                              input_names=in_names, output_names=out_names, dynamic_axes=dynamic_axes)
+    finally:
+        with torch.no_grad():
+            for k, v in state.items():
+                v.copy_(before[k])
+        for m, flag in was_training.items():
+            m.training = flag
+    proto = onnx.load_from_string(f.getvalue())
+    g = proto.graph
+
+    # the values from before tracing (running statistics moved while tracing), and no initializer inputs
+    inits = {t.name: t for t in g.initializer}
+    for name, t in inits.items():
+        if name in before:
+            t.CopyFrom(numpy_helper.from_array(before[name].cpu().numpy(), name))
+    kept = [v for v in g.input if v.name not in inits]
+    del g.input[:]
+    g.input.extend(kept)
+
+    # every parameter a separate initializer under its state_dict name, with its shape
+    lost: List[str] = []
+    consumed = {i for n in g.node for i in n.input} | _subgraph_inputs(g)
+    for name, p in model.named_parameters():
+        t = inits.get(name)
+        if t is None:
+            lost.append("%s (missing)" % name)
+        elif tuple(t.dims) != tuple(p.shape):
+            lost.append("%s (shape %s in the file, %s in the model)" % (name, list(t.dims), list(p.shape)))
+        elif name not in consumed:
+            lost.append("%s (no node uses it)" % name)
+    if lost:
+        raise ExportError("the ONNX export lost %d of the model's parameters, so training the file would not train "
+                          "them as PyTorch does: %s. A parameter the forward pass never uses cannot be exported: "
+                          "remove it or set requires_grad=False and leave it out of the model"
+                          % (len(lost), "; ".join(lost)))
+
+    frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+    meta = {p.key: p for p in proto.metadata_props}
+    entry = meta.get(FROZEN_KEY) or proto.metadata_props.add()
+    entry.key, entry.value = FROZEN_KEY, json.dumps(frozen)
+    data = proto.SerializeToString()
+    if path is not None:
+        with open(os.fspath(path), "wb") as out:
+            out.write(data)
+    return data
+
+
+def _default_names(prefix: str, count: int) -> List[str]:
+    return [prefix] if count == 1 else ["%s_%d" % (prefix, i) for i in range(count)]
+
+
+def _count_outputs(model: Any, args: tuple, training: str, torch: Any) -> int:
+    """How many tensors the model returns (flattened as the exporter flattens them)."""
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    was_training = {m: m.training for m in model.modules()}
+    try:
+        if training == "eval":
+            model.eval()
+        with torch.no_grad():
+            out = model(*args)
+    finally:
+        with torch.no_grad():
+            for k, v in model.state_dict().items():
+                v.copy_(state[k])
+        for m, flag in was_training.items():
+            m.training = flag
+    return len(_flatten(out))
+
+
+def _flatten(out: Any) -> List[Any]:
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flatten(o)]
+    return [out] if out is not None else []
+
+
+def _subgraph_inputs(g: Any) -> set:
+    """Names used inside If/Loop/Scan bodies (outer-scope references count as uses)."""
+    used: set = set()
+    for n in g.node:
+        for a in n.attribute:
+            for sub in list(a.graphs) + ([a.g] if a.HasField("g") else []):
+                used |= {i for m in sub.node for i in m.input} | _subgraph_inputs(sub)
+    return used
+

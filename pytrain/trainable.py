@@ -1,0 +1,143 @@
+"""Which initializers of an inference model are parameters (train by default) and which are
+constants, and why: the default trainable set of ``generate_artifacts`` is what PyTorch trains.
+
+An exported model's initializers mix PyTorch parameters with things that are not: buffers
+(BatchNorm's running statistics, positional tables), integer shapes and indices, and constants the
+exporter folded (the attention scale ``1/sqrt(d)`` as ``/enc/self_attn/Sqrt_2_output_0`` from the
+TorchScript exporter, one-element ``val_68`` constants from the dynamo exporter). The rule, in order:
+
+1. not a float tensor: does not train (shapes, indices, masks);
+2. the dynamo exporter's graph signature says so (value-info metadata
+   ``pkg.torch.export.graph_signature.InputSpec.kind``): ``PARAMETER`` trains, ``BUFFER`` and
+   ``CONSTANT_TENSOR`` do not;
+3. feeds no input a gradient flows through (BatchNorm's running mean/var, a Shape's input):
+   does not train;
+4. a weight: it feeds a weight position of a parameter-holding op (Conv/ConvTranspose W and B,
+   Gemm's operands, MatMul's operands, a normalization's scale and bias, Gather's data (an embedding
+   table), PRelu's slope, a recurrent layer's W/R/B, Einsum's operands), directly or only through
+   layout ops (Identity, Cast, Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Split, Slice,
+   Concat, Expand): trains. This covers the transposed copies of a parameter both exporters write
+   (dynamo's ``val_0`` of shape (16, 48) for ``in_proj_weight`` feeding MatMul, TorchScript's
+   ``onnx::MatMul_103``);
+5. a rank-0 scalar: does not train (``x * 0.5`` written as an initializer);
+6. named as an exporter's constant (``val_<n>``, a node output ``.../<Op>_output_<n>``,
+   ``_onnx_const...``, or a one-element ``onnx::<Op>_<n>``) and feeding only arithmetic: a constant
+   folded by the exporter, does not train;
+7. anything else feeding a differentiable input (a bias added with Add, a hand-built model's
+   ``scale`` fed to Mul): trains.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Sequence, Set
+
+from pytrain import dtypes
+from pytrain.autodiff.engine import differentiable_inputs
+from pytrain.proto import NodeProto
+
+__all__ = ["WEIGHT_INPUTS", "LAYOUT_OPS", "classify_initializers", "is_exporter_constant"]
+
+#: op -> input positions that hold a layer's weights (None: every input)
+WEIGHT_INPUTS: Dict[str, Optional[Sequence[int]]] = {
+    "Conv": (1, 2), "ConvTranspose": (1, 2), "Gemm": (0, 1, 2), "MatMul": (0, 1),
+    "BatchNormalization": (1, 2), "LayerNormalization": (1, 2), "InstanceNormalization": (1, 2),
+    "GroupNormalization": (1, 2), "RMSNormalization": (1,), "Gather": (0,), "PRelu": (1,),
+    "GRU": (1, 2, 3), "LSTM": (1, 2, 3, 7), "RNN": (1, 2, 3), "Einsum": None,
+}
+
+#: ops that only move or re-type values: a parameter seen through them is still a parameter
+#: (op -> the input position the value passes through; None: every input)
+LAYOUT_OPS: Dict[str, Optional[Sequence[int]]] = {
+    "Identity": (0,), "Cast": (0,), "CastLike": (0,), "Transpose": (0,), "Reshape": (0,), "Flatten": (0,),
+    "Squeeze": (0,), "Unsqueeze": (0,), "Split": (0,), "Slice": (0,), "Concat": None, "Expand": (0,),
+}
+
+_SIGNATURE_KEY = "pkg.torch.export.graph_signature.InputSpec.kind"
+_EXPORTER_NAMES = (re.compile(r"^val_\d+$"), re.compile(r"_output_\d+$"), re.compile(r"^_onnx_const"))
+_ONNX_ANON = re.compile(r"^onnx::\w+_\d+$")
+
+
+def is_exporter_constant(name: str, size: int) -> bool:
+    """Whether ``name`` is how torch's exporters name a constant they made (not a state_dict name)."""
+    if any(p.search(name) for p in _EXPORTER_NAMES):
+        return True
+    return size == 1 and bool(_ONNX_ANON.match(name))
+
+
+def _signature_kinds(value_infos: Sequence[Any]) -> Dict[str, str]:
+    kinds: Dict[str, str] = {}
+    for vi in value_infos:
+        for p in getattr(vi, "metadata_props", None) or []:
+            if p.key == _SIGNATURE_KEY:
+                kinds[vi.name] = p.value
+    return kinds
+
+
+def _weight_use(name: str, consumers: Dict[str, List[Any]]) -> Optional[str]:
+    """The node label of the first weight position ``name`` reaches through layout ops, or None."""
+    seen: Set[str] = set()
+    todo = [name]
+    while todo:
+        cur = todo.pop()
+        if cur in seen:
+            continue
+        seen.add(cur)
+        for node, pos in consumers.get(cur, []):
+            op = node.op_type if not node.domain or node.domain == "ai.onnx" else ""
+            if op in WEIGHT_INPUTS and (WEIGHT_INPUTS[op] is None or pos in WEIGHT_INPUTS[op]):
+                return "%s %r" % (op, node.name or node.output[0])
+            if op in LAYOUT_OPS and (LAYOUT_OPS[op] is None or pos in LAYOUT_OPS[op]):
+                todo.extend(o for o in node.output if o)
+    return None
+
+
+def classify_initializers(nodes: Sequence[NodeProto], initializers: Sequence[Any],
+                          value_infos: Sequence[Any] = ()) -> List[Dict[str, Any]]:
+    """One ``{"name", "trains", "why"}`` per initializer, in the model's order (the module's rule)."""
+    consumers: Dict[str, List[Any]] = {}
+    differentiable: Dict[str, List[str]] = {}
+    for n in nodes:
+        diff = set(differentiable_inputs(n))
+        for pos, i in enumerate(n.input):
+            if not i:
+                continue
+            consumers.setdefault(i, []).append((n, pos))
+            if pos in diff:
+                differentiable.setdefault(i, []).append(n.op_type)
+    kinds = _signature_kinds(value_infos)
+    report = []
+    for t in initializers:
+        size = 1
+        for d in t.dims:
+            size *= int(d)
+        kind = kinds.get(t.name, "")
+        if not dtypes.is_float(t.data_type):
+            trains, why = False, "not a float tensor (%s)" % dtypes.NAMES.get(t.data_type, t.data_type)
+        elif kind == "PARAMETER":
+            trains, why = True, "a PyTorch parameter (the exporter's graph signature)"
+        elif kind in ("BUFFER", "CONSTANT_TENSOR"):
+            trains, why = False, "a PyTorch %s (the exporter's graph signature)" % (
+                "buffer" if kind == "BUFFER" else "constant")
+        elif t.name not in differentiable:
+            ops = sorted({n.op_type for n, _ in consumers.get(t.name, [])})
+            if "BatchNormalization" in ops:
+                why = "running statistics of BatchNormalization (a buffer)"
+            else:
+                why = "feeds no input a gradient flows through%s" % (
+                    " (read by %s)" % ", ".join(ops) if ops else " (unused)")
+            trains = False
+        else:
+            use = _weight_use(t.name, consumers)
+            if use is not None:
+                trains, why = True, "a weight of %s" % use
+            elif len(t.dims) == 0:
+                trains, why = False, "a scalar constant (rank 0)"
+            elif is_exporter_constant(t.name, size):
+                trains, why = False, "constant folded by the exporter (feeds only arithmetic: %s)" % (
+                    ", ".join(sorted(set(differentiable[t.name]))))
+            else:
+                trains, why = True, "feeds a differentiable input of %s" % (
+                    ", ".join(sorted(set(differentiable[t.name]))))
+        report.append({"name": t.name, "trains": trains, "why": why,
+                       "shape": [int(d) for d in t.dims], "size": size})
+    return report

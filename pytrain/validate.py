@@ -1,0 +1,194 @@
+"""The model boundary: every model that enters pytrain (a file, bytes, a ModelProto) is checked here
+once, before any kernel, gradient rule or exporter sees it, for what ``onnx.checker`` would refuse and
+pytrain could not mean: IR and opset versions, unique tensor names, nodes with the inputs and
+attribute types their op takes, declared shapes within :mod:`pytrain.limits`.
+
+What is checked against an op comes from its kernel's signature (positional inputs; keyword
+attributes whose default says their type), so the checks grow with the op set instead of living in a
+second table.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Dict, Optional, Set, Tuple
+
+from pytrain import dtypes, limits
+from pytrain.errors import GraphError, ModelFormatError
+from pytrain.graph import node_label
+from pytrain.proto.onnx_pb import AttributeType, GraphProto, ModelProto, NodeProto, ValueInfoProto
+
+#: IR versions pytrain reads (ONNX 1.0's IR 3 up to the newest onnx writes, with room for what comes next)
+IR_VERSIONS = range(3, 16)
+#: default-domain opsets pytrain reads
+OPSETS = range(1, 31)
+
+#: the attribute type a kernel's default value implies (ONNX requires the declared type exactly: a FLOAT
+#: attribute written as an INT is refused by onnx.checker, and by pytrain)
+_TYPE_OF_DEFAULT = ((bool, AttributeType.INT), (int, AttributeType.INT), (float, AttributeType.FLOAT),
+                    (str, AttributeType.STRING))
+_LIST_TYPES = {AttributeType.INTS, AttributeType.FLOATS, AttributeType.STRINGS}
+
+
+class _Arity:
+    __slots__ = ("required", "most", "attr_types")
+
+    def __init__(self, required: int, most: Optional[int], attr_types: Dict[str, int]) -> None:
+        self.required = required        # positional inputs without a default
+        self.most = most                # None: variadic
+        self.attr_types = attr_types    # attribute name -> the AttributeType its default implies
+
+
+_ARITY: Dict[Any, _Arity] = {}
+
+
+def _arity(fn: Any) -> _Arity:
+    got = _ARITY.get(fn)
+    if got is None:
+        params = list(inspect.signature(fn).parameters.values())[1:]  # drop ctx
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        variadic = any(p.kind == p.VAR_POSITIONAL for p in params)
+        required = sum(1 for p in positional if p.default is p.empty)
+        types: Dict[str, int] = {}
+        for p in params:
+            if p.kind != p.KEYWORD_ONLY or p.default is p.empty or p.default is None:
+                continue
+            for py, at in _TYPE_OF_DEFAULT:
+                if isinstance(p.default, py):
+                    types[p.name] = at
+                    break
+            else:
+                if isinstance(p.default, (list, tuple)):
+                    types[p.name] = -1  # some list type
+        got = _ARITY[fn] = _Arity(required, None if variadic else len(positional), types)
+    return got
+
+
+def validate_model(model: ModelProto, label: str = "the model") -> None:
+    """Raise ModelFormatError / GraphError (naming ``label``, the node and what is wrong) unless
+    ``model`` is a well-formed ONNX model pytrain can mean."""
+    if model.ir_version not in IR_VERSIONS:
+        raise ModelFormatError("%s has IR version %d; pytrain reads IR versions %d to %d"
+                               % (label, model.ir_version, IR_VERSIONS[0], IR_VERSIONS[-1]))
+    seen_domains: Set[str] = set()
+    for o in model.opset_import:
+        domain = "" if o.domain in ("", "ai.onnx") else o.domain
+        if domain in seen_domains:
+            raise ModelFormatError("%s imports domain %r twice" % (label, o.domain or "ai.onnx"))
+        seen_domains.add(domain)
+        if domain == "" and o.version not in OPSETS:
+            raise ModelFormatError("%s imports ai.onnx opset %d; pytrain reads opsets %d to %d"
+                                   % (label, o.version, OPSETS[0], OPSETS[-1]))
+    if "" not in seen_domains and any(not n.domain or n.domain == "ai.onnx" for n in model.graph.node):
+        raise ModelFormatError("%s uses standard ops but imports no ai.onnx opset" % label)
+    validate_graph(model.graph, label)
+
+
+def _value_type(v: ValueInfoProto, label: str) -> None:
+    t = v.type
+    if t is None:
+        return
+    tensor = t.tensor_type
+    if tensor is None:
+        return  # sequence/optional/map types: refused with their own message where they are read
+    if tensor.HasField("elem_type"):
+        if tensor.elem_type not in dtypes.NAMES and tensor.elem_type != 0:  # 0: not stated
+            raise ModelFormatError("%s: %r is declared with element type %d, which ONNX does not define"
+                                   % (label, v.name, tensor.elem_type))
+    shape = tensor.shape
+    if shape is not None:
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in shape.dim]
+        if any(d is not None and d < 0 for d in dims):
+            raise ModelFormatError("%s: %r is declared with a negative dimension %s" % (label, v.name, dims))
+        if all(d is not None for d in dims) and tensor.elem_type in dtypes.NAMES and tensor.elem_type:
+            try:
+                itemsize = dtypes.to_numpy(tensor.elem_type).itemsize
+            except GraphError:
+                itemsize = 1
+            limits.check_tensor(dims, itemsize, "%s: %r as declared" % (label, v.name))
+
+
+def validate_graph(graph: GraphProto, label: str = "the model") -> None:
+    """The graph-level checks of :func:`validate_model` (also for subgraphs)."""
+    if not graph.output:
+        raise ModelFormatError("%s: the graph has no outputs" % label)
+    defined: Dict[str, str] = {}
+
+    def define(name: str, what: str, allow_again: Tuple[str, ...] = ()) -> None:
+        if not name:
+            raise ModelFormatError("%s: %s has an empty name" % (label, what))
+        if name in defined and defined[name] not in allow_again:
+            raise ModelFormatError("%s: tensor name %r is defined twice (%s and %s)"
+                                   % (label, name, defined[name], what))
+        defined[name] = what
+
+    for t in graph.initializer:
+        define(t.name, "an initializer")
+    for v in graph.input:
+        # IR < 4 lists initializers among the inputs too
+        define(v.name, "a graph input", allow_again=("an initializer",))
+        _value_type(v, label)
+    for v in list(graph.output) + list(graph.value_info):
+        _value_type(v, label)
+    from pytrain.ops import get_kernel  # the registry imports every kernel module once, lazily
+
+    for n in graph.node:
+        _check_attributes(n, label)
+        for o in n.output:
+            if o:
+                define(o, "an output of node %s" % node_label(n))
+        info = get_kernel(n.op_type, n.domain)
+        if info is None:
+            continue  # an unsupported op is refused, with the list of supported ones, where it is planned
+        ar = _arity(info.numpy_fn)
+        present = len(n.input)
+        while present and not n.input[present - 1]:
+            present -= 1
+        if ar.most is not None and present > ar.most:
+            raise GraphError("%s: node %s has %d inputs; %s takes at most %d"
+                             % (label, node_label(n), present, n.op_type, ar.most))
+        missing = [i for i in range(ar.required) if i >= len(n.input) or not n.input[i]]
+        if missing:
+            raise GraphError("%s: node %s lacks required input%s %s of %s (it has %d)"
+                             % (label, node_label(n), "s" if len(missing) > 1 else "",
+                                ", ".join(str(i) for i in missing), n.op_type, len(n.input)))
+        if not any(o for o in n.output):
+            raise GraphError("%s: node %s has no outputs" % (label, node_label(n)))
+        for a in n.attribute:
+            want = ar.attr_types.get(a.name)
+            if want is None:
+                continue
+            got = a.type
+            ok = got in _LIST_TYPES if want == -1 else got == want
+            if not ok:
+                raise GraphError("%s: node %s: attribute %r is of type %s, but %s's %r is %s"
+                                 % (label, node_label(n), a.name, AttributeType.name_of(got), n.op_type,
+                                    a.name, "a list" if want == -1 else AttributeType.name_of(want)))
+    for n in graph.node:
+        undefined = [i for i in n.input if i and i not in defined]
+        if undefined:
+            raise GraphError("%s: node %s reads %s, which no node, graph input or initializer produces"
+                             % (label, node_label(n), ", ".join(repr(u) for u in undefined)))
+    for v in graph.output:
+        if v.name not in defined:
+            raise ModelFormatError("%s: graph output %r is produced by no node, input or initializer"
+                                   % (label, v.name))
+
+
+def _check_attributes(n: NodeProto, label: str) -> None:
+    names = [a.name for a in n.attribute]
+    dupes = sorted({x for x in names if names.count(x) > 1})
+    if dupes:
+        raise GraphError("%s: node %s sets attribute %s more than once" % (label, node_label(n), ", ".join(dupes)))
+    for a in n.attribute:
+        if a.type == AttributeType.UNDEFINED:
+            continue
+        if a.type == AttributeType.GRAPH and a.g is not None:
+            validate_graph_subgraph(a.g, "%s, subgraph %r of node %s" % (label, a.name, node_label(n)))
+
+
+def validate_graph_subgraph(graph: GraphProto, label: str) -> None:
+    """Subgraphs (If/Loop bodies) read names of the enclosing graph, so only their own structure is checked."""
+    if not graph.output:
+        raise ModelFormatError("%s has no outputs" % label)
+    for n in graph.node:
+        _check_attributes(n, label)
