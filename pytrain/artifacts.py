@@ -93,9 +93,8 @@ def _frozen_by_exporter(src: ModelProto) -> List[str]:
 
 
 def _initializer_report(report: List[Dict[str, Any]], trainable: Sequence[str],
-                        frozen_params: Optional[Sequence[str]], frozen: Sequence[str],
-                        requires_grad: Optional[Sequence[str]], trainable_ops: Optional[int],
-                        params: Sequence[str]) -> List[Dict[str, Any]]:
+                        frozen_params: Optional[Sequence[str]], requires_grad: Optional[Sequence[str]],
+                        trainable_ops: Optional[int], params: Sequence[str]) -> List[Dict[str, Any]]:
     """The default rule's verdict per initializer, overridden by what the caller asked for."""
     out = []
     for r in report:
@@ -105,10 +104,10 @@ def _initializer_report(report: List[Dict[str, Any]], trainable: Sequence[str],
             if not r["trains"]:
                 r["why"] = "named in requires_grad (by default it would not train: %s)" % r["why"]
             r["trains"] = True
-        elif r["trains"] or (requires_grad is not None and name in params):
+        elif r["trains"] or (frozen_params is not None and name in frozen_params):
             if frozen_params is not None and name in frozen_params:
                 r["why"] = "frozen by frozen_params"
-            elif requires_grad is not None:
+            elif requires_grad is not None and name not in requires_grad:
                 r["why"] = "not in requires_grad"
             elif trainable_ops is not None:
                 r["why"] = "frozen by trainable_ops=%d (not among the last %d layers)" % (trainable_ops, trainable_ops)
@@ -435,7 +434,7 @@ def generate_artifacts(
                "frozen_count": count([p for p in params if p not in trainable]),
                "ops": op_hist, "optimizer": opt.describe(), "labels": layout["labels"],
                "inputs": layout["user_inputs"], "opset": opset,
-               "initializers": _initializer_report(report, trainable, frozen_params, frozen, requires_grad,
+               "initializers": _initializer_report(report, trainable, frozen_params, requires_grad,
                                                    trainable_ops, params),
                "batchnorm": {(nodes[i].name or nodes[i].output[0]): m for i, m in sorted(bn_modes.items())}}
     arts = Artifacts(training_model.SerializeToString(), eval_model.SerializeToString(),

@@ -140,9 +140,20 @@ def encode(parameters: Mapping[str, Parameter], properties: Mapping[str, Propert
 _ARRAY_KINDS = "biuf"
 #: the manifest is small JSON; anything bigger is not a checkpoint pytrain wrote
 _MANIFEST_MAX_BYTES = 64 << 20
-#: the errors zipfile and zlib raise on damaged archives (flipped flags, methods, sizes, CRCs)
+def _codec_errors() -> tuple:
+    errors = []
+    try:  # (Pyodide's Python may be built without lzma)
+        import lzma
+        errors.append(lzma.LZMAError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+#: the errors zipfile and its codecs raise on damaged archives (flipped flags, methods, sizes, CRCs)
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, EOFError, ValueError, OSError,
-               NotImplementedError, RuntimeError, zlib.error, struct.error, OverflowError, UnicodeDecodeError)
+               NotImplementedError, RuntimeError, zlib.error, struct.error, OverflowError,
+               UnicodeDecodeError) + _codec_errors()
 
 
 class _Archive:

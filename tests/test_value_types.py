@@ -4,7 +4,6 @@ generated (issue 9, item 7), naming the value or node and its type: never run wi
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

@@ -25,7 +25,8 @@ def train_steps(arts, batches: Iterable[Tuple[Any, np.ndarray]], lr: Optional[fl
     for i, (x, y) in enumerate(batches):
         if before_step is not None:
             before_step(i, state)
-        losses.append(float(module(*(x if isinstance(x, tuple) else (x,)), y)))
+        out = module(*(x if isinstance(x, tuple) else (x,)), y)
+        losses.append(float(out[0] if isinstance(out, list) else out))  # the loss, then any extra outputs
         opt.step()
         module.lazy_reset_grad()
     return losses, state

@@ -43,6 +43,8 @@ async function toText(src, what) {
  *  - data: "digits" | {csv: text|URL|Blob, label, task?} | {x: Float32Array, shape: [N, ...], y: number[], task?, classes?}
  *  - artifacts: "digits-mlp" | "digits-cnn" | a folder URL ending in "/" | {training, eval, optimizer, checkpoint} (URLs or bytes)
  *  - model: an inference .onnx (URL or bytes) to generate artifacts from, with loss, optimizer, requiresGrad
+ *  - run: a run file (.zip from the page's "Download the whole run" or runFile(), URL or bytes) to take
+ *    back: model, checkpoint and progress, and its table when it holds one (then `data` is optional)
  *  - neither: digits get the digits MLP; tables get an MLP with `hidden` sizes (default [32])
  *  - epochs, batchSize, learningRate, optimizer ("AdamW" | "Adam" | "SGD"), valFraction
  *  - container: an element to render a small UI into (optional); autoStart: train once ready
@@ -87,6 +89,14 @@ export class Trainer extends EventTarget {
   async _prepare() {
     const o = this.options;
     await this.client.ready;
+    if (o.run) {   // a run file: artifacts and progress (and its table) in one
+      this._emit("status", { message: "Taking the run back…" });
+      const res = await this.client.call("useArtifactFiles", { files: [{ name: "run.zip", data: await toBytes(o.run, "run") }] });
+      this.data = res.data && res.data.loaded && !o.data ? res.data : await this._loadData(o.data);
+      this.model = res.model;
+      this._emit("status", { message: "Ready to train." });
+      return { data: this.data, model: this.model };
+    }
     this._emit("status", { message: "Loading data…" });
     this.data = await this._loadData(o.data);
     this._emit("status", { message: "Preparing the model…" });
@@ -162,6 +172,8 @@ export class Trainer extends EventTarget {
   async exportModel() { await this.ready; return this.client.call("exportModel"); }
   /** The current checkpoint (parameters + optimizer state) as bytes. */
   async checkpoint() { await this.ready; return this.client.call("checkpoint"); }
+  /** The whole run (artifacts, checkpoint, table) as one zip, which `run:` and `pytrain train --resume` take back. */
+  async runFile() { await this.ready; return this.client.call("runFile", { epochs: this.options.epochs }); }
   destroy() { this.client.terminate(); if (this.ui) this.ui.remove(); }
 }
 

@@ -80,6 +80,9 @@ function trackDownloads() {
     const resp = await origFetch(input, init);
     const url = new URL(typeof input === "string" ? input : input.url, BASE).href;
     if (!progress.files.has(url) || !resp.body) return resp;
+    // The runtime's .wasm goes to WebAssembly.instantiateStreaming as the browser's own Response:
+    // a re-wrapped one has no URL, so Chrome could neither cache its compiled code nor reuse it.
+    if (url.endsWith(".wasm")) { progress.finish(url); return resp; }
     const reader = resp.body.getReader();
     const total = progress.files.get(url).size;
     let got = 0;
@@ -125,26 +128,56 @@ async function installWasmGemm() {
   return "numpy";
 }
 
+/* Start a download now and keep its bytes for later (a rejection is reported where it is awaited). */
+function prefetch(url) {
+  const p = fetch(url).then((r) => {
+    if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+    return r.arrayBuffer();
+  });
+  p.catch(() => {});
+  return p;
+}
+
 async function loadRuntime() {
+  progress.setStage("Loading the Python runtime");
   const resp = await fetch(BASE + "config.json", { cache: "no-cache" });
   if (!resp.ok) throw new Error(`config.json: HTTP ${resp.status}`);
   config = await resp.json();
   const indexURL = new URL(config.pyodide.indexURL, BASE).href;
   for (const f of config.pyodide.files || []) progress.register(new URL(f.name, indexURL).href, f.size);
-  const wheelURL = new URL(config.wheel, BASE).href;
-  progress.register(wheelURL, config.wheelSize || 300000);
+  // pytrain's modules as one zip imported in place (zipimport): compiled for Python 3.8 when the
+  // build could (python.zip), else the wheel's sources. No micropip, no unpacking.
+  const pyZip = config.python || { zip: config.wheel, size: config.wheelSize };
+  const zipURL = new URL(pyZip.zip, BASE).href;
+  progress.register(zipURL, pyZip.size || 300000);
   const untrack = trackDownloads();
   try {
-    progress.setStage("Loading the Python runtime");
+    // Pyodide's own start (compiling its wasm, starting CPython) is the floor: every other
+    // download runs during it. numpy's .data goes to its loader through getPreloadedPackage.
+    const packages = config.pyodide.packages || ["numpy"];
+    const early = new Map(packages.map((name) => [indexURL + name + ".data", prefetch(indexURL + name + ".data")]));
+    const zipBytes = prefetch(zipURL);
     self.importScripts(indexURL + "pyodide.js");
     pyodide = await self.loadPyodide({ indexURL });
     progress.setStage("Loading numpy");
+    const fetched = new Map();
+    for (const [url, bytes] of early) fetched.set(url, await bytes);
+    pyodide._module.getPreloadedPackage = (name) => {
+      const bytes = fetched.get(new URL(name, indexURL).href);
+      fetched.delete(new URL(name, indexURL).href);
+      return bytes || null;
+    };
     const errors = [];
-    await pyodide.loadPackage(config.pyodide.packages || ["numpy", "micropip"], () => {}, (m) => errors.push(String(m)));
+    try {
+      await pyodide.loadPackage(packages, () => {}, (m) => errors.push(String(m)));
+    } finally {
+      delete pyodide._module.getPreloadedPackage;
+    }
     if (errors.length) throw new Error("loading Python packages failed: " + errors.join("; "));
     progress.setStage("Installing pytrain");
-    pyodide.globals.set("_pt_wheel_url", wheelURL);
-    await pyodide.runPythonAsync("import micropip\nawait micropip.install(_pt_wheel_url)\n");
+    const zipPath = pyZip.path || "/lib/pytrain.zip";
+    pyodide._module.FS.writeFile(zipPath, new Uint8Array(await zipBytes));
+    pyodide.runPython(`import sys\nsys.path.insert(0, ${JSON.stringify(zipPath)})\n`);
     progress.setStage("Starting pytrain");
     const gemm = await installWasmGemm();
     pyodide.runPython(
@@ -156,7 +189,9 @@ async function loadRuntime() {
     const versions = JSON.parse(pyodide.runPython(
       "import json, sys, numpy, pytrain\n" +
       "json.dumps({'python': sys.version.split()[0], 'numpy': numpy.__version__, 'pytrain': pytrain.__version__})"));
-    versions.pyodide = pyodide.version;
+    // Pyodide 0.17.1's runtime still reports "0.17.0"; the distribution's folder names the real one.
+    const dist = /pyodide\/(\d+\.\d+\.\d+[^/]*)\/$/.exec(config.pyodide.indexURL || "");
+    versions.pyodide = dist ? dist[1] : pyodide.version;
     versions.gemm = gemm;
     progress.finishAll();
     progress.setStage("Ready");
@@ -173,6 +208,7 @@ async function loadRuntime() {
 const DTYPES = [
   [Float32Array, "<f4"], [Float64Array, "<f8"], [Int32Array, "<i4"], [Uint8Array, "|u1"],
   [Int8Array, "|i1"], [Uint16Array, "<u2"], [Int16Array, "<i2"], [Uint32Array, "<u4"],
+  [BigInt64Array, "<i8"], [BigUint64Array, "<u8"],
 ];
 
 /* Replace binary values in args by {"$blob": i} placeholders (see pytrain.webapp.call).
@@ -393,6 +429,7 @@ async function trainLoop(options) {
   py("configure", { batch_size: opts.batchSize, lr: opts.learningRate, seed: opts.seed });
   emit("state", { training: true, paused: false });
   let reason = "finished";
+  let divergence = null;
   let recent = [];   // (time, steps, seconds) over the last few seconds, for steps/s
   try {
     let status = py("status");
@@ -418,6 +455,8 @@ async function trainLoop(options) {
         step: r.step, epoch: r.epoch, epochStep: r.epoch_step, stepsPerEpoch: r.steps_per_epoch,
         losses: r.losses, firstStep: first, stepsPerSecond: secs > 0 ? steps / secs : 0, epochs: opts.epochs,
       });
+      // A diverged run is an outcome to show with the training, not an error banner.
+      if (r.diverged) { reason = "diverged"; divergence = r.diverged; break; }
       if (r.epoch_end) {
         const ev = py("evaluate");
         const rec = { epoch: r.epoch, step: r.step, loss: ev.loss, metric: ev.metric, metricName: ev.metric_name, mae: ev.mae };
@@ -436,7 +475,7 @@ async function trainLoop(options) {
     trainer = null;
     emit("state", { training: false, paused: false });
     const s = pyCallProxy ? safeStatus() : {};
-    emit("done", { reason, epoch: s.epoch, step: s.step });
+    emit("done", { reason, epoch: s.epoch, step: s.step, divergence });
   }
 }
 
@@ -530,6 +569,19 @@ const commands = {
     startNewRun();
     return py("use_artifacts", { training, eval: evalModel, optimizer, checkpoint, output });
   },
+  /* Artifacts or a run file (.zip), recognised by content; {files: [{name, data}]}. A digits run
+   * file brings back its digits from the site. */
+  async useArtifactFiles({ files }) {
+    await ready; needIdle("changing the model");
+    startNewRun();
+    const byName = {};
+    for (const f of files) byName[f.name] = f.data instanceof Uint8Array ? f.data : new Uint8Array(f.data);
+    const res = py("use_artifact_files", { files: byName });
+    const src = res.data_source || {};
+    if (src.kind === "digits") res.data = py("use_digits", { blob: await getDigits(), n_train: src.n_train, n_val: src.n_val });
+    return res;
+  },
+  async runFile({ epochs } = {}) { await ready; return py("run_file", { epochs }); },
   async train(options = {}) {
     await ready;
     if (trainer) throw new UserError("training is already running", "Busy");
@@ -556,6 +608,14 @@ const commands = {
     return py("configure", { batch_size: batchSize, lr: learningRate });
   },
   async evaluate() { await ready; return py("evaluate"); },
+  async restoreGood() {   // back to the last good checkpoint after a divergence; the plots' history too
+    await ready; needIdle("going back");
+    const res = py("restore_good");
+    history = { losses: history.losses.filter((p) => p[0] <= res.step),
+                epochs: history.epochs.filter((e) => e.step <= res.step) };
+    res.history = history;
+    return res;
+  },
   async predict({ x, shape }) { await ready; return py("predict", { x: { $array: x, shape } }); },
   async checkpoint() { await ready; return py("checkpoint"); },
   async exportModel() { await ready; return py("export"); },
@@ -580,6 +640,17 @@ const commands = {
     return res;
   },
 };
+
+/* onnxruntime-web's TrainingSession (pytrain-ort.js): each command is one operation of
+ * pytrain.webapp.training_session on the session id that ortCreate returned. */
+const ORT_COMMANDS = {
+  ortCreate: "create", ortTrainStep: "train_step", ortEvalStep: "eval_step", ortOptimizerStep: "optimizer_step",
+  ortLazyResetGrad: "lazy_reset_grad", ortParametersSize: "parameters_size",
+  ortGetParameters: "contiguous_parameters", ortLoadParameters: "load_parameters", ortRelease: "release",
+};
+for (const [cmd, op] of Object.entries(ORT_COMMANDS)) {
+  commands[cmd] = async (args) => { await ready; return py("ort", Object.assign({ op }, args)); };
+}
 
 self.onmessage = async (e) => {
   const { id, cmd, args } = e.data || {};

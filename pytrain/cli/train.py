@@ -121,6 +121,11 @@ def _prepare_data(args, art, state, settings, inp, label_spec, task, loss_kind):
     classes = A.json_property(state, A.P_CLASSES) if args.resume else None
     full = _dataset.fit_to_model(_dataset.load(args.data, args, inp, task, classes), inp,
                                  label_spec, task, num_classes)
+    if task == "classification" and len(full) and len(np.unique(full.y)) < 2:
+        only = full.y[0] if full.classes is None else full.classes[int(full.y[0])]
+        raise CliError("{} holds one class only ({!r}, {} samples): a classifier learns nothing from it; "
+                       "add samples of other classes, or train a regression (--task regression)"
+                       .format(full.source or args.data, only, len(full)))
     val: Optional[data.Dataset] = None
     train = full
     if settings["validation_split"] is not None:

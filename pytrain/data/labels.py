@@ -85,10 +85,33 @@ def targets(values: np.ndarray, what: str, locate: Locate) -> np.ndarray:
 
 
 def infer_task(values: np.ndarray) -> str:
-    """Integral numbers (or strings/bools) look like classes; anything else is regression."""
+    """Class-like labels (strings, bools, a few whole numbers) are classification; else regression."""
+    return explain_task(values)[0]
+
+
+# Whole numbers are class ids only when they look like ids: few distinct values, or ids that
+# nearly fill 0..max (a column of 121 distinct integers between 278 and 1680 is a measurement).
+MAX_SMALL_CLASS_COUNT = 20
+
+
+def explain_task(values: np.ndarray) -> Tuple[str, str]:
+    """(task, why): the inferred task and a sentence saying why, for people to check the guess."""
     v = np.asarray(values)
-    if v.dtype.kind in "biuUSO":
-        return "classification"
-    if v.dtype.kind == "f" and np.isfinite(v).all() and (v == np.floor(v)).all() and (v >= 0).all():
-        return "classification"
-    return "regression"
+    if v.dtype.kind in "bUSO":
+        return "classification", "the labels are text"
+    if v.dtype.kind not in "iuf" or v.size == 0:
+        return "regression", "the labels are numbers"
+    if v.dtype.kind == "f" and not np.isfinite(v).all():
+        return "regression", "the labels are numbers"
+    if not (v == np.floor(v)).all():
+        return "regression", "the labels have fractional values"
+    if (v < 0).any():
+        return "regression", "the labels include negative numbers, which are not class ids"
+    distinct = np.unique(v)
+    k, top = len(distinct), int(distinct[-1])
+    span = "{} distinct whole numbers from {} to {}".format(k, int(distinct[0]), top)
+    if k <= MAX_SMALL_CLASS_COUNT and top + 1 <= max(2 * k, MAX_SMALL_CLASS_COUNT):
+        return "classification", "the labels are {}, which look like class ids".format(span)
+    if top + 1 <= 2 * k and k <= max(2, v.size // 5):
+        return "classification", "the labels are {}, which look like class ids".format(span)
+    return "regression", "the labels are {}, too many or too spread out to be class ids".format(span)

@@ -132,8 +132,10 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
 
     what = "{} column {!r}".format(where, label_names[0])
     raw = [r[label_cols[0]].strip() for r in rows]
+    reason = "chosen"
     if task is None:
-        task = "regression" if len(label_cols) > 1 else _infer_csv_task(raw)
+        task, reason = ("regression", "there are several label columns") if len(label_cols) > 1 \
+            else _infer_csv_task(raw)
     out_classes: Optional[List[str]] = None
     if task == "classification":
         if len(label_cols) > 1:
@@ -151,14 +153,16 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
         y = _numeric_block(rows, label_cols, header, lines, where, "regression target")
         if len(label_cols) == 1:
             y = y[:, 0]
-    return Dataset(x, y, out_classes, [header[i] for i in feature_cols], task, where)
+    ds = Dataset(x, y, out_classes, [header[i] for i in feature_cols], task, where)
+    ds.task_reason = reason  # why this task, when it was inferred (pages show it)
+    return ds
 
 
-def _infer_csv_task(raw: List[str]) -> str:
+def _infer_csv_task(raw: List[str]) -> Tuple[str, str]:
     values = [_parse_float(c) for c in raw]
     if any(v is None for v in values):
-        return "classification"
-    return _labels.infer_task(np.array(values, dtype=np.float64))
+        return "classification", "the labels are text"
+    return _labels.explain_task(np.array(values, dtype=np.float64))
 
 
 def to_csv_text(x: np.ndarray, y: np.ndarray, feature_names: Optional[Sequence[str]] = None,

@@ -52,18 +52,23 @@ def make_attribute(name: str, value: Any) -> AttributeProto:
     return a
 
 
+def attribute_type(a: AttributeProto) -> int:
+    """The attribute's type; very old writers omit it, and then it is the type of the field that is set."""
+    if a.type != AttributeType.UNDEFINED:
+        return a.type
+    for field, typ in (("f", AttributeType.FLOAT), ("i", AttributeType.INT), ("s", AttributeType.STRING),
+                       ("t", AttributeType.TENSOR), ("g", AttributeType.GRAPH),
+                       ("floats", AttributeType.FLOATS), ("ints", AttributeType.INTS),
+                       ("strings", AttributeType.STRINGS)):
+        if a.HasField(field):
+            return typ
+    return AttributeType.UNDEFINED
+
+
 def attribute_value(a: AttributeProto) -> Any:
     """The Python value of an attribute: strings decoded, tensors as numpy arrays."""
-    t = a.type
-    if t == AttributeType.UNDEFINED:  # very old writers omit the type: infer it from the set field
-        for field, typ in (("f", AttributeType.FLOAT), ("i", AttributeType.INT), ("s", AttributeType.STRING),
-                           ("t", AttributeType.TENSOR), ("g", AttributeType.GRAPH),
-                           ("floats", AttributeType.FLOATS), ("ints", AttributeType.INTS),
-                           ("strings", AttributeType.STRINGS)):
-            if a.HasField(field):
-                t = typ
-                break
-    _check_value_field(a, t)
+    t = attribute_type(a)
+    check_attribute_value(a, t)
     if t == AttributeType.FLOAT:
         return a.f
     if t == AttributeType.INT:
@@ -96,9 +101,10 @@ _SINGULAR = (AttributeType.FLOAT, AttributeType.INT, AttributeType.STRING, Attri
              AttributeType.GRAPH)
 
 
-def _check_value_field(a: AttributeProto, t: int) -> None:
+def check_attribute_value(a: AttributeProto, t: Optional[int] = None) -> None:
     """An attribute carries its value in the field its type names, and in no other (as onnx.checker
     requires): a TENSOR attribute without a tensor, or an INT one holding floats, is malformed."""
+    t = a.type if t is None else t
     field = _VALUE_FIELD.get(t)
     if field is None:
         return

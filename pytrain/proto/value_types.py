@@ -48,13 +48,14 @@ def _check_graph(graph: GraphProto, label: str) -> None:
     for where, values in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info)):
         for v in values:
             if not _is_tensor(v.type):
-                raise UnsupportedOpError("%s: %s %r has type %s; pytrain supports tensor values only (no sequence, "
-                                         "optional, map or sparse types)" % (label, where, v.name, describe_type(v.type)))
+                raise UnsupportedOpError("%s: %s %r has type %s; pytrain supports tensor values only (no "
+                                         "sequence, optional, map or sparse types)"
+                                         % (label, where, v.name, describe_type(v.type)))
     for n in graph.node:
         if (n.domain or "") in ("", "ai.onnx", "ai.onnx.ml") and n.op_type in NON_TENSOR_OPS:
+            name = n.name or (n.output[0] if n.output else "?")
             raise UnsupportedOpError("%s: node %r (%s) makes or takes a sequence, optional or map value; pytrain "
-                                     "supports tensor values only" % (label, n.name or (n.output[0] if n.output else "?"),
-                                                                      n.op_type))
+                                     "supports tensor values only" % (label, name, n.op_type))
         for a in n.attribute:
             if not _is_tensor(a.tp):
                 raise UnsupportedOpError("%s: node %r (%s) attribute %r has type %s; pytrain supports tensor "

@@ -9,10 +9,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from pytrain import data as _data
-from pytrain.errors import DataError, ModelFormatError
+from pytrain.errors import DataError, DivergenceError, ModelFormatError
 from pytrain.webapp.common import ARTIFACT_FILES, WebappError, _core, _inference_session, _load_upload
+from pytrain.webapp import runfile
 from pytrain.webapp.demo import _generate, digits_artifacts, read_mnist
 from pytrain.webapp.inspect_model import _label_consumer_output, describe_model
+
+
+EXPLODING_FACTOR = 100  # a loss this many times its first values means the run diverged
 
 
 class Session:
@@ -43,6 +47,8 @@ class Session:
         self._csv_text = ""
         self._arrays: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self._added: List[Tuple[np.ndarray, np.ndarray]] = []
+        self._good: Optional[Dict[str, Any]] = None   # last good checkpoint (bytes + position), see train_for
+        self._loss_ref: List[float] = []              # first losses of the run: what "exploding" is relative to
 
     # ------------------------------------------------------------ data
 
@@ -75,7 +81,8 @@ class Session:
         return {"loaded": True, "kind": self.data_source.get("kind"), "train": int(len(d["train_x"])),
                 "val": int(len(d["val_x"])), "task": d["task"], "classes": d["classes"],
                 "num_classes": d["num_classes"], "features": d["feature_names"],
-                "sample_shape": [int(s) for s in d["train_x"].shape[1:]], "added": d["added"]}
+                "sample_shape": [int(s) for s in d["train_x"].shape[1:]], "added": d["added"],
+                "task_reason": d.get("task_reason")}
 
     def use_digits(self, blob: bytes, n_train: int = 8000, n_val: int = 1000) -> Dict[str, Any]:
         """Load the bundled MNIST digits: the first ``n_train`` for training, the last ``n_val`` held out."""
@@ -128,7 +135,10 @@ class Session:
         source = {"kind": "csv", "label": label, "task": ds.task, "val_fraction": float(val_fraction),
                   "seed": int(seed)}
         self._csv_text = str(text)
-        return self._set_data(train.x, train.y, val.x, val.y, ds.task, classes, ds.feature_names, source)
+        why = getattr(ds, "task_reason", "chosen")
+        return self._set_data(train.x, train.y, val.x, val.y, ds.task, classes, ds.feature_names, source,
+                              {"task_reason": None if why == "chosen" else why,
+                               "text_classes": ds.classes})
 
     def use_arrays(self, x: np.ndarray, y: np.ndarray, task: str = "classification",
                    classes: Optional[List[str]] = None, val_fraction: float = 0.2,
@@ -227,7 +237,7 @@ class Session:
         arts = _generate(model, loss, optimizer, requires_grad=requires_grad, output_name=out, batchnorm=batchnorm)
         shape = desc["inputs"][0]["shape"][1:]
         info = {"origin": "upload", "input": desc["inputs"][0]["name"], "output": out, "loss": loss,
-                "optimizer": optimizer,
+                "optimizer": optimizer, "batchnorm": batchnorm,
                 "sample_shape": [int(s) if isinstance(s, int) and s > 0 else None for s in shape]}
         return self._use(arts, info)
 
@@ -264,6 +274,8 @@ class Session:
         self._order_epoch = self._epoch_n_for = -1
         self._infer = None
         self._apply_lr()
+        self._loss_ref = []
+        self._remember_good()
         return self.model_summary()
 
     def model_summary(self) -> Dict[str, Any]:
@@ -347,15 +359,23 @@ class Session:
         batches = self._batches()
         losses: List[float] = []
         start = time.perf_counter()
+        diverged = None
         while self.epoch_step < len(batches) and len(losses) < int(max_steps):
             idx = batches[self.epoch_step]
-            loss = self.module(self._shape_x(d["train_x"][idx]), self._targets(d["train_y"][idx]))
+            try:
+                loss = self.module(self._shape_x(d["train_x"][idx]), self._targets(d["train_y"][idx]))
+            except DivergenceError as e:   # non-finite loss or gradient: refused before any update
+                diverged = self._divergence(str(e).split(";")[0].replace("train step refused: ", ""), None)
+                break
+            value = _scalar(loss)
+            if self._exploding(value):     # finite but far above where the run started: stop before the update
+                diverged = self._divergence("the loss jumped to %.3g, over %d times its first value %.3g"
+                                            % (value, EXPLODING_FACTOR, float(np.median(self._loss_ref))), value)
+                break
             self.optimizer.step()
             self.module.lazy_reset_grad()
-            value = _scalar(loss)
-            if not np.isfinite(value):
-                raise WebappError("the loss became %s at step %d: lower the learning rate and start again"
-                                  % (value, self.step + 1))
+            if len(self._loss_ref) < 10:
+                self._loss_ref.append(value)
             losses.append(value)
             self.epoch_step += 1
             self.step += 1
@@ -366,9 +386,54 @@ class Session:
         if epoch_end:
             self.epoch += 1
             self.epoch_step = 0
+            self._remember_good()
         self._save_progress()
         return {"losses": losses, "step": self.step, "epoch": self.epoch, "epoch_step": self.epoch_step,
-                "steps_per_epoch": len(batches), "epoch_end": epoch_end, "seconds": elapsed}
+                "steps_per_epoch": len(batches), "epoch_end": epoch_end, "seconds": elapsed,
+                "diverged": diverged}
+
+    def _exploding(self, value: float) -> bool:
+        if not self._loss_ref:
+            return False
+        ref = float(np.median(self._loss_ref))
+        return value > EXPLODING_FACTOR * ref and value > ref + 10.0
+
+    def _remember_good(self) -> None:
+        """Keep the checkpoint of this step (model built, epoch ends) to go back to after a divergence."""
+        self._save_progress()
+        self._good = {"checkpoint": bytes(self.state.to_bytes(include_optimizer_state=True)),
+                      "epoch": self.epoch, "epoch_step": self.epoch_step, "step": self.step}
+
+    def _divergence(self, what: str, loss: Optional[float]) -> Dict[str, Any]:
+        """What the page shows when a step diverged (that step's update was not applied)."""
+        good = self.last_good()
+        message = ("training diverged at epoch %d, step %d: %s. Training stopped. Lower the learning rate, "
+                   "then go back to the last good checkpoint (epoch %d, step %d)."
+                   % (self.epoch + 1, self.step + 1, what, good["epoch"], good["step"]))
+        return {"message": message, "good": good, "step": self.step + 1,
+                "loss": float(loss) if loss is not None and np.isfinite(loss) else None}
+
+    def last_good(self) -> Dict[str, Any]:
+        """Position of the last good checkpoint (taken when the model was built and after each epoch)."""
+        g = self._good or {"epoch": 0, "step": 0, "epoch_step": 0}
+        return {"epoch": g["epoch"], "step": g["step"], "epoch_step": g["epoch_step"]}
+
+    def restore_good(self) -> Dict[str, Any]:
+        """Go back to the last good checkpoint (after a divergence); the learning rate stays as set now."""
+        self._need_model()
+        if self._good is None:
+            raise WebappError("there is no earlier checkpoint to go back to")
+        g, lr = self._good, self.lr
+        arts = dict(self.artifacts)
+        arts["checkpoint"] = g["checkpoint"]
+        self._use(arts, self.model)
+        self.lr = lr
+        self._apply_lr()
+        self.epoch, self.epoch_step, self.step = g["epoch"], g["epoch_step"], g["step"]
+        self._order_epoch = -1
+        self._loss_ref = []
+        self._good = g
+        return {"model": self.model_summary(), "epoch": self.epoch, "step": self.step, "digest": self.digest()}
 
     def _save_progress(self) -> None:
         props = getattr(self.state, "properties", None)
@@ -526,8 +591,60 @@ class Session:
         self._order_epoch = -1
         if meta.get("epoch_n"):
             self._epoch_n, self._epoch_n_for = int(meta["epoch_n"]), self.epoch
+        self._remember_good()
         return {"model": self.model_summary(), "data": self.data_summary(), "digest": self.digest(),
                 "epoch": self.epoch, "step": self.step, "epoch_step": self.epoch_step}
+
+    def run_file(self, epochs: Optional[int] = None) -> bytes:
+        """The whole run as one zip the page, the widget and ``pytrain train --resume`` take back
+        (see :mod:`pytrain.webapp.runfile`)."""
+        self._need_model()
+        self._save_progress()
+        d, src = self.data or {}, self.data_source or {}
+        settings = {"epochs": int(epochs or max(1, self.epoch)), "batch_size": self.batch_size, "lr": self.lr,
+                    "scheduler": "none", "warmup": 0, "seed": self.seed, "standardize": False,
+                    "validation_split": src.get("val_fraction") if src.get("kind") == "csv" else None}
+        if d:
+            settings["samples"] = int(len(d["train_x"]))
+        runfile.cli_properties(self.state.properties, self.model.get("loss", ""), self.model["output"], settings,
+                               d.get("text_classes"))
+        meta = {"model": self.model, "data_source": src, "classes": d.get("classes"),
+                "epoch": self.epoch, "step": self.step, "digest": self.digest()}
+        csv_text = self._csv_text if src.get("kind") == "csv" else None
+        return runfile.write_run(self.artifacts, self.checkpoint(), meta, csv_text)
+
+    def use_artifact_files(self, files: Dict[str, bytes]) -> Dict[str, Any]:
+        """Use uploaded artifacts or a run file, recognised by content; a run continues at its step
+        (and with its table, when the run file holds one)."""
+        found, run, table, seen = runfile.sort_files(files)
+        missing = [k for k in ("training", "eval", "optimizer", "checkpoint") if k not in found]
+        if missing:
+            raise WebappError("no %s among the chosen files (%s); choose the run's .zip, or the training, eval "
+                              "and optimizer models with a checkpoint"
+                              % (" or ".join(missing), "; ".join("%s: %s" % kv for kv in seen.items()) or "none"))
+        _, _, api = _core()
+        props = dict(api.CheckpointState.load_checkpoint(found["checkpoint"]).properties.items())
+        data = None
+        src = run.get("data_source") or {}
+        if table is not None and src.get("kind") == "csv":
+            data = self.use_csv(table, src["label"], src.get("task"), src.get("val_fraction", 0.2), src.get("seed", 0))
+        if run.get("model"):
+            model = self._use(found, run["model"])
+        else:
+            model = self.use_artifacts(found["training"], found["eval"], found["optimizer"], found["checkpoint"])
+        self.epoch, self.epoch_step, self.step = (int(props.get(k, 0)) for k in ("epoch", "epoch_step", "step"))
+        if "batch_size" in props:
+            self.batch_size = int(props["batch_size"])
+        if "lr" in props:
+            self.lr = float(props["lr"])
+            self._apply_lr()
+        self.seed = int(props.get("seed", self.seed))
+        self._order_epoch = -1
+        self._remember_good()
+        model.update({"epoch": self.epoch, "step": self.step})
+        return {"model": model, "data": data or self.data_summary(), "files": seen, "epoch": self.epoch,
+                "step": self.step, "batch_size": self.batch_size, "lr": self.lr,
+                "data_source": src or None}
 
     def status(self) -> Dict[str, Any]:
         """Data, model and progress in one answer."""
@@ -537,6 +654,11 @@ class Session:
         if self.data and self.module is not None:
             out["steps_per_epoch"] = self.steps_per_epoch()
         return out
+
+    def ort(self, op: str, **args: Any) -> Any:
+        """onnxruntime-web's TrainingSession calls (web/pytrain-ort.js), independent of this tab's run."""
+        from pytrain.webapp.training_session import dispatch
+        return dispatch(self, op, args)
 
 
 def _scalar(step_result: Any) -> float:

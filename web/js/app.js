@@ -3,7 +3,7 @@
 import { WorkerClient, registerServiceWorker } from "./client.js";
 import { LinePlot } from "./plot.js";
 import { DrawPad, paintDigit } from "./draw.js";
-import { download, matchArtifacts, readFiles, readText } from "./files.js";
+import { download, readFiles, readText } from "./files.js";
 
 const $ = (id) => document.getElementById(id);
 // The service worker (../sw.js) caches the runtime so the next visit starts fast; on a first
@@ -52,9 +52,10 @@ async function guarded(button, fn) {
   }
 }
 
-function setStatus(id, text, ok = false) {
+function setStatus(id, text, ok = false, bad = false) {
   $(id).textContent = text;
   $(id).classList.toggle("ok", ok);
+  $(id).classList.toggle("bad", bad);
 }
 
 const nf = new Intl.NumberFormat();
@@ -67,6 +68,7 @@ function describeSetup() {
     parts.push(`Data: ${nf.format(d.train)} training / ${nf.format(d.val)} validation ${what}` +
       (d.task === "classification" ? `, ${d.num_classes} classes` : ", regression") +
       (d.added ? ` (${d.added} added by you)` : "") + ".");
+    if (d.task_reason) parts.push(`Task: ${d.task}, because ${d.task_reason} (set "Task" to change it).`);
   } else parts.push("No data yet.");
   const m = app.model;
   if (m && m.ready) {
@@ -94,6 +96,7 @@ function refreshButtons() {
   $("stop").disabled = !app.training;
   $("optimizer").disabled = app.training || app.step > 0 || (haveModel && !app.rebuild);
   $("download-checkpoint").disabled = !ready || !haveModel;
+  $("download-run").disabled = !ready || !haveModel || app.training;
   $("download-model").disabled = !ready || !haveModel;
   $("add-sample").disabled = !ready || !haveData || !app.lastPrediction || !app.lastPrediction.input || !(app.data && app.data.kind === "digits");
   $("row-predict").disabled = !ready || !haveModel;
@@ -146,11 +149,15 @@ lossPlot.setSeries([lossSeries, emaSeries, valLossSeries]);
 const metricSeries = { label: "accuracy", color: "#1b7f3b", points: [], markers: true };
 metricPlot.setSeries([metricSeries]);
 let ema = null;
+let lossRange = [Infinity, 0];
 app.lossPoints = () => lossSeries.points.slice();
+app.lossPlotLog = () => lossPlot.logY;
 
 function resetPlots() {
   lossSeries.points = []; emaSeries.points = []; valLossSeries.points = []; metricSeries.points = [];
   ema = null;
+  lossRange = [Infinity, 0];
+  lossPlot.logY = false;
   app.epochs = [];
   lossPlot.draw(); metricPlot.draw();
 }
@@ -161,7 +168,10 @@ function addLosses(firstStep, losses) {
     lossSeries.points.push([s, l]);
     ema = ema === null ? l : ema + 0.05 * (l - ema);
     emaSeries.points.push([s, ema]);
+    if (Number.isFinite(l) && l > 0) { lossRange[0] = Math.min(lossRange[0], l); lossRange[1] = Math.max(lossRange[1], l); }
   });
+  // A loss that spans more than two decades (a divergence, or a long run) reads better on a log scale.
+  lossPlot.logY = lossRange[1] / lossRange[0] > 100;
   lossPlot.draw();
 }
 
@@ -223,10 +233,38 @@ client.on("done", (d) => {
   app.training = false; app.paused = false;
   if (d.step !== undefined) { app.step = d.step; app.epoch = d.epoch; }
   const last = app.epochs[app.epochs.length - 1];
+  if (d.reason === "diverged") { showDivergence(d); refreshButtons(); return; }
   const what = d.reason === "finished" ? "Finished" : d.reason === "stopped" ? "Stopped" : "Stopped after an error";
   setStatus("train-status", `${what} at epoch ${d.epoch}, step ${nf.format(d.step || 0)}.` + (last ? ` ${metricText(last)}.` : ""), d.reason === "finished");
   if (d.reason !== "error") $("epoch-bar").style.width = "100%";
   refreshButtons();
+});
+
+/** A run whose loss became non-finite or exploded: say so, and offer the last good checkpoint. */
+function showDivergence(d) {
+  const div = d.divergence || {};
+  const good = div.good || { epoch: 0, step: 0 };
+  app.divergence = div;
+  if (div.loss) addLosses(div.step, [div.loss]);   // the step that blew up (its update was not applied)
+  setStatus("train-status", `Diverged at step ${nf.format(d.step || 0)}: the loss blew up, so training stopped. ` +
+    "The model is not usable as it is.", false, true);
+  const msg = (div.message || "the loss became too large").replace(/^training diverged/, "Training diverged");
+  $("diverged-text").textContent = `${msg} The plot's scale is logarithmic so the jump stays readable.`;
+  $("restore-good").textContent = good.step ? `Go back to epoch ${good.epoch} (step ${nf.format(good.step)})`
+    : "Go back to the untrained model (step 0)";
+  $("diverged").hidden = false;
+  $("restore-good").focus();
+}
+
+$("restore-good").onclick = () => guarded($("restore-good"), async () => {
+  const res = await client.call("restoreGood");
+  app.step = res.step; app.epoch = res.epoch; app.divergence = null;
+  app.model = res.model;
+  loadHistory(res.history);
+  $("diverged").hidden = true;
+  setStatus("train-status", `Back at epoch ${res.epoch}, step ${nf.format(res.step)}, the last good checkpoint. ` +
+    "Lower the learning rate, then press Continue.");
+  $("lr").focus();
 });
 
 function trainOptions() {
@@ -245,6 +283,7 @@ $("start").onclick = () => guarded(null, async () => {
     await app.rebuild($("optimizer").value);
   }
   if (app.step === 0 && !app.epochs.length) resetPlots();
+  $("diverged").hidden = true;
   metricPlot.xRange = [0, opts.epochs];
   app.training = true;
   refreshButtons();
@@ -355,17 +394,29 @@ $("onnx-generate").onclick = () => guarded($("onnx-generate"), async () => {
   const requiresGrad = Array.from($("onnx-params").querySelectorAll("input:checked")).map((i) => i.value);
   if (!requiresGrad.length) throw new Error("Tick at least one parameter to train.");
   const loss = $("onnx-loss").value;
+  const batchnorm = $("onnx-batchnorm").value;
   setStatus("setup-status", "Generating training artifacts…");
   app.rebuild = async (optimizer) => afterModel(await client.call("generate",
-    { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, name: file.name, extraFiles: file.extraFiles }));
+    { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, name: file.name, extraFiles: file.extraFiles, batchnorm }));
   await app.rebuild($("optimizer").value);
 });
 $("artifact-files").onchange = refreshButtons;
 $("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
-  const { found, missing } = matchArtifacts(await readFiles($("artifact-files")));
-  if (missing.length) throw new Error(`Missing artifact file(s): ${missing.join(", ")}. Choose training_model.onnx, eval_model.onnx, optimizer_model.onnx and checkpoint together.`);
+  const files = (await readFiles($("artifact-files"))).map((f) => ({ name: f.name, data: new Uint8Array(f.data) }));
+  if (!files.length) throw new Error("Choose the run's .zip, or the artifact files, first.");
+  setStatus("setup-status", "Reading the files…");
+  const res = await client.call("useArtifactFiles", { files });
   app.rebuild = null;
-  afterModel(await client.call("useArtifacts", found));
+  if (res.data && res.data.loaded) afterData(res.data);
+  afterModel(res.model);
+  app.step = res.step; app.epoch = res.epoch;
+  if (res.batch_size) $("batch-size").value = res.batch_size;
+  if (res.lr) $("lr").value = res.lr;
+  const took = Object.entries(res.files).filter(([, what]) => !/run file/.test(what))
+    .map(([name, what]) => `${name.split("!").pop()}: ${what.split(" (")[0]}`).join(", ");
+  setStatus("train-status", (res.step ? `Taken back at epoch ${res.epoch}, step ${nf.format(res.step)}. ` : "Ready to train. ") +
+    `Recognised ${took}.`);
+  refreshButtons();
 });
 let modelCSV = null;
 $("data-csv-file").onchange = () => guarded(null, async () => { modelCSV = await inspectInto($("data-csv-file"), $("data-csv-label"), null); });
@@ -481,6 +532,10 @@ $("row-predict").onclick = () => guarded($("row-predict"), async () => {
 
 $("download-checkpoint").onclick = () => guarded($("download-checkpoint"), async () => {
   download(await client.call("checkpoint"), `pytrain-step${app.step}.ckpt`);
+});
+$("download-run").onclick = () => guarded($("download-run"), async () => {
+  const epochs = parseInt($("epochs").value, 10) || undefined;
+  download(await client.call("runFile", { epochs }), `pytrain-run-step${app.step}.zip`, "application/zip");
 });
 $("download-model").onclick = () => guarded($("download-model"), async () => {
   download(await client.call("exportModel"), `pytrain-model-step${app.step}.onnx`);

@@ -33,16 +33,3 @@ export function download(bytes, filename, type = "application/octet-stream") {
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
-
-/** Assign uploaded artifact files by name: training_model.onnx, eval_model.onnx, optimizer_model.onnx, checkpoint. */
-export function matchArtifacts(files) {
-  const found = {};
-  for (const f of files) {
-    const n = f.name.toLowerCase();
-    const key = n.includes("optimizer") ? "optimizer" : n.includes("eval") ? "eval"
-      : n.includes("train") ? "training" : n.includes("checkpoint") || n.endsWith(".ckpt") ? "checkpoint" : null;
-    if (key) found[key] = new Uint8Array(f.data);
-  }
-  const missing = ["training", "eval", "optimizer", "checkpoint"].filter((k) => !found[k]);
-  return { found, missing };
-}

@@ -74,7 +74,8 @@ export class LinePlot {
     ctx.clearRect(0, 0, w, h);
     ctx.font = "12px system-ui, sans-serif";
     const pad = { l: 46, r: 12, t: 24, b: 30 };
-    const pw = w - pad.l - pad.r, ph = h - pad.t - pad.b;
+    let pw = w - pad.l - pad.r;
+    const ph = h - pad.t - pad.b;
     if (pw <= 10 || ph <= 10) return;
 
     const all = this.series.flatMap((s) => s.points);
@@ -99,16 +100,23 @@ export class LinePlot {
     if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
     const yPad = this.yRange ? 0 : (y1 - y0) * 0.05;
     y0 -= yPad; y1 += yPad;
+    // The y tick labels get the room they need, so they never run into the plot.
+    const yTicks = niceTicks(y0, y1, 4);
+    const yLabels = yTicks.map((t) => (this.logY ? fmt(Math.pow(10, t)) : fmt(t)));
+    pad.l = Math.max(pad.l, 10 + Math.max(...yLabels.map((t) => ctx.measureText(t).width)));
+    pw = w - pad.l - pad.r;
+    if (pw <= 10) return;
+    this.lastTicks = yLabels;
     const X = (x) => pad.l + ((x - x0) / (x1 - x0)) * pw;
     const Y = (y) => pad.t + (1 - (ty(y) - y0) / (y1 - y0)) * ph;
 
     // grid + labels
     ctx.strokeStyle = COLORS.grid; ctx.lineWidth = 1; ctx.fillStyle = COLORS.axis;
-    for (const t of niceTicks(y0, y1, 4)) {
+    yTicks.forEach((t, i) => {
       const py = pad.t + (1 - (t - y0) / (y1 - y0)) * ph;
       ctx.beginPath(); ctx.moveTo(pad.l, py); ctx.lineTo(pad.l + pw, py); ctx.stroke();
-      ctx.fillText(this.logY ? fmt(Math.pow(10, t)) : fmt(t), 4, py + 4);
-    }
+      ctx.fillText(yLabels[i], pad.l - 6 - ctx.measureText(yLabels[i]).width, py + 4);
+    });
     for (const t of niceTicks(x0, x1, 5).filter((v) => !this.integerX || Number.isInteger(v))) {
       const px = X(t);
       ctx.beginPath(); ctx.moveTo(px, pad.t); ctx.lineTo(px, pad.t + ph); ctx.stroke();

@@ -1,0 +1,78 @@
+"""How Fleet API requests leave the node: a signer (who we are) and a transport (how bytes travel).
+
+Both are pluggable. Natively: :class:`EcdsaSigner` (``cryptography``, P-256 ECDSA-SHA256) and
+:func:`urllib_transport`. In a browser, a WebCrypto signer and a ``fetch`` transport take their place.
+
+The SuperLink checks every request, even with node authentication off: ``flwr-public-key`` is the
+base64 of the node's PEM SubjectPublicKeyInfo, ``flwr-timestamp`` an ISO-8601 UTC time (a few
+seconds of clock skew are allowed) and ``flwr-signature`` the base64 DER ECDSA-SHA256 signature of
+that timestamp.
+"""
+from __future__ import annotations
+
+import base64
+import datetime
+import urllib.error
+import urllib.request
+from typing import Callable, Dict, Optional, Tuple
+
+from pytrain.errors import PytrainError
+
+#: (url, body, headers, timeout seconds) -> (HTTP status, response body)
+Transport = Callable[[str, bytes, Dict[str, str], float], Tuple[int, bytes]]
+CONTENT_TYPE = "application/protobuf"
+
+
+class FederationError(PytrainError, RuntimeError):
+    """The SuperLink refused a request or could not be reached, or the federation cannot go on."""
+
+
+class EcdsaSigner:
+    """A P-256 key pair from ``cryptography`` (fresh unless ``private_key_pem`` is given)."""
+
+    def __init__(self, private_key_pem: Optional[bytes] = None) -> None:
+        try:
+            from cryptography.hazmat.primitives import hashes, serialization
+            from cryptography.hazmat.primitives.asymmetric import ec
+        except ImportError:
+            raise FederationError("signing Fleet API requests needs the 'cryptography' package natively "
+                                  "(pip install cryptography), or pass your own signer") from None
+        self._hashes, self._ec = hashes, ec
+        if private_key_pem is None:
+            self._key = ec.generate_private_key(ec.SECP256R1())
+        else:
+            self._key = serialization.load_pem_private_key(private_key_pem, password=None)
+            if not isinstance(self._key, ec.EllipticCurvePrivateKey):
+                raise FederationError("the node key must be an elliptic-curve (P-256) private key")
+        self.public_key_pem: bytes = self._key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+    def sign(self, data: bytes) -> bytes:
+        """DER-encoded ECDSA-SHA256 signature of ``data``."""
+        return self._key.sign(data, self._ec.ECDSA(self._hashes.SHA256()))
+
+
+def timestamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+
+
+def signed_headers(signer: "EcdsaSigner") -> Dict[str, str]:
+    """The headers that authenticate one request (a fresh timestamp, signed)."""
+    ts = timestamp()
+    return {"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE,
+            "flwr-public-key": base64.b64encode(signer.public_key_pem).decode("ascii"),
+            "flwr-timestamp": ts,
+            "flwr-signature": base64.b64encode(signer.sign(ts.encode("ascii"))).decode("ascii")}
+
+
+def urllib_transport(url: str, body: bytes, headers: Dict[str, str], timeout: float) -> Tuple[int, bytes]:
+    """POST with the standard library; HTTP errors come back as (status, body), not exceptions."""
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise FederationError("cannot reach the SuperLink at %s: %s" % (url, reason)) from None

@@ -1,0 +1,1 @@
+"""pytrain's Flower test app."""

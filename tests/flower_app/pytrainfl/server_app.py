@@ -1,0 +1,42 @@
+"""FedAvg ServerApp: starts from the arrays in ``init`` (an .npz of parameters by name), trains
+``num-server-rounds`` rounds on exactly ``num-nodes`` nodes, and writes the global model of every
+round to ``out/round_<n>.npz`` (round 0 is the initial model) plus ``out/result.json``."""
+import json
+import os
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    cfg = context.run_config
+    out = str(cfg["out"])
+    os.makedirs(out, exist_ok=True)
+    with np.load(str(cfg["init"])) as z:
+        initial = ArrayRecord({name: z[name] for name in z.files})
+    n = int(cfg["num-nodes"])
+    strategy = FedAvg(fraction_train=1.0, fraction_evaluate=1.0, min_train_nodes=n,
+                      min_evaluate_nodes=n, min_available_nodes=n)
+
+    def save_global(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        np.savez(os.path.join(out, "round_%d.npz" % server_round),
+                 **{name: array.numpy() for name, array in arrays.items()})
+        return MetricRecord({"saved": 1})
+
+    result = strategy.start(
+        grid=grid, initial_arrays=initial, num_rounds=int(cfg["num-server-rounds"]),
+        timeout=float(cfg["round-timeout"]),
+        train_config=ConfigRecord({"lr": float(cfg["lr"]), "local-epochs": int(cfg["local-epochs"]),
+                                   "batch-size": int(cfg["batch-size"])}),
+        evaluate_fn=save_global)
+    summary = {
+        "train": {str(r): dict(m) for r, m in result.train_metrics_clientapp.items()},
+        "evaluate": {str(r): dict(m) for r, m in result.evaluate_metrics_clientapp.items()},
+    }
+    with open(os.path.join(out, "result.json"), "w") as f:
+        json.dump(summary, f)
