@@ -25,7 +25,7 @@ from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.trainable import classify_initializers
 from pytrain.optim import SGD, Adam, AdamW, OptimType, OptimizerSpec, build_optimizer_model, resolve
 from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, load_model, make_graph, make_model,
-                           make_node, make_opsetid, make_value_info, opset_version, to_array,
+                           make_node, make_opsetid, make_value_info, opset_version, to_array, value_info_type,
                            write_atomic)
 
 __all__ = ["Artifacts", "LossType", "OptimType", "SGD", "Adam", "AdamW", "generate_artifacts"]
@@ -239,6 +239,8 @@ def generate_artifacts(
     loss_reduction: str = "mean",
     batchnorm: Union[str, Dict[str, str]] = "auto",
     external_data: Optional[Dict[str, bytes]] = None,
+    allow_no_trainable: bool = False,
+    input_grads: Sequence[str] = (),
 ) -> Artifacts:
     """Build the training, eval and optimizer models and the checkpoint from an inference model.
 
@@ -271,6 +273,9 @@ def generate_artifacts(
         training_mode attribute of the source model does not matter. The eval model always uses
         the running statistics.
     external_data: {location: bytes} of the external-data files when ``model`` is bytes or a ModelProto.
+    allow_no_trainable: accept a model where no parameter trains (the training model then computes
+        the loss and any input gradients only) instead of refusing it.
+    input_grads: graph inputs whose gradient the training model also outputs (as ``<input>_grad``).
     """
     src = load_model(model, external_data=external_data)
     src = ModelProto.FromString(src.SerializeToString())  # work on a private copy
@@ -311,7 +316,7 @@ def generate_artifacts(
         last = _last_layers(nodes, trainable, int(trainable_ops))
         frozen = frozen + [p for p in trainable if p not in last]
         trainable = last
-    if not trainable:
+    if not trainable and not allow_no_trainable:
         raise ArtifactError("no parameter would train: the model has no float initializer feeding a "
                             "differentiable input%s" % (" among requires_grad" if requires_grad is not None else ""))
     buffers = []
@@ -402,13 +407,21 @@ def generate_artifacts(
     updates = _training_rewrite(train_nodes, scope, params, add_const, bn_modes)
     train_nodes += [NodeProto.FromString(n.SerializeToString()) for n in loss_nodes]
     available = [v.name for v in inputs] + [t.name for t in constants + loss_consts] + list(extra_consts)
-    grads = build_gradients(train_nodes, available, loss_out, trainable, scope)
+    input_vi = {v.name: v for v in user_inputs}
+    for name in input_grads:
+        if name not in input_vi:
+            raise ArtifactError("input_grads names %r, which is not a graph input of the model (inputs: %s)"
+                                % (name, ", ".join(input_vi) or "none"))
+    grads = build_gradients(train_nodes, available, loss_out, list(trainable) + list(input_grads), scope)
     train_consts = constants + loss_consts + [from_array(v, k) for k, v in extra_consts.items()] + \
         grads.initializer_protos()
     train_outputs = [vi(loss_out)] + [vi(e) for e in extra] + \
         [make_value_info(grad_name(p), inits[p].data_type, list(inits[p].dims)) for p in trainable] + \
-        [make_value_info(u, inits[b].data_type, list(inits[b].dims)) for u, b in updates.items()]
+        [make_value_info(u, inits[b].data_type, list(inits[b].dims)) for u, b in updates.items()] + \
+        [make_value_info(grad_name(i), *value_info_type(input_vi[i])) for i in input_grads]
     layout_t = dict(layout, state_updates=updates, grads=[grad_name(p) for p in trainable])
+    if input_grads:
+        layout_t["input_grads"] = list(input_grads)
     train_graph = make_graph(train_nodes + grads.nodes, (g.name or "model") + "_training", inputs,
                              train_outputs, train_consts, value_info=list(g.value_info))
     training_model = make_model(train_graph, opsets, ir_version=src.ir_version or None,

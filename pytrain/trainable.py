@@ -25,6 +25,10 @@ TorchScript exporter, one-element ``val_68`` constants from the dynamo exporter)
    folded by the exporter, does not train;
 7. anything else feeding a differentiable input (a bias added with Add, a hand-built model's
    ``scale`` fed to Mul): trains.
+
+Without a graph signature (TorchScript exports) a buffer feeding arithmetic under its own name
+(a positional table) is taken for a parameter and a rank-0 parameter (CLIP's ``logit_scale``) for
+a constant: nothing in the file tells them apart; ``requires_grad``/``frozen_params`` decide then.
 """
 from __future__ import annotations
 

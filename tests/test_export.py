@@ -136,3 +136,18 @@ def test_standardization_baked_into_the_model():
     got = ort.InferenceSession(exported).run(None, {"input": x})[0]
     want = ort.InferenceSession(base.SerializeToString()).run(None, {"input": (x - mean) / std})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_schema_versions_table_matches_onnx_for_every_supported_op():
+    """pytrain/opset_versions.py (used by the exporter and by model validation) is onnx.defs' history."""
+    import onnx.defs
+
+    from pytrain.opset_versions import SCHEMA_VERSIONS
+    from pytrain.ops import supported_ops
+
+    history = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        if s.domain == "":
+            history.setdefault(s.name, set()).add(s.since_version)
+    for op in supported_ops():
+        assert SCHEMA_VERSIONS.get(op) == tuple(sorted(history[op])), op

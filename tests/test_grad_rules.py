@@ -323,6 +323,20 @@ def _log_softmax_ce() -> List[Case]:
     return cases
 
 
+def _nll_loss() -> List[Case]:
+    labels = i64(0, 2, 1, 2)
+    cases = [Case("NegativeLogLikelihoodLoss %s" % red, [node("NegativeLogLikelihoodLoss", ["S", "L"], reduction=red)],
+                  {"S": rand(4, 3), "L": labels}, ["Y"]) for red in ("mean", "sum", "none")]
+    cases += [
+        Case("NegativeLogLikelihoodLoss weights ignore_index", [node("NegativeLogLikelihoodLoss", ["S", "L", "W"], ignore_index=1)],
+             {"S": rand(4, 3), "L": labels, "W": np.array([0.5, 2.0, 1.5])}, ["Y"], params=["S"]),
+        Case("NegativeLogLikelihoodLoss N,C,d", [node("NegativeLogLikelihoodLoss", ["S", "L", "W"], reduction="mean")],
+             {"S": rand(2, 3, 2), "L": np.array([[0, 2], [1, 2]], dtype=np.int64), "W": np.array([0.5, 2.0, 1.5])},
+             ["Y"], params=["S"]),
+    ]
+    return cases
+
+
 def _batchnorm_oracle(eps: float):
     def f(v: Dict[str, np.ndarray]) -> float:
         x = v["X"]
@@ -379,6 +393,7 @@ CASES: Dict[str, Callable[[], List[Case]]] = {
     "Mean": lambda: _sum_mean("Mean"),
     "Mul": lambda: binary("Mul", rand),
     "Neg": lambda: unary("Neg", rand(2, 3)),
+    "NegativeLogLikelihoodLoss": _nll_loss,
     "Pow": _pow,
     "Reciprocal": lambda: unary("Reciprocal", away(2, 3, gap=0.5, scale=2.0)),
     "ReduceMax": lambda: _reduce("ReduceMax", _distinct),

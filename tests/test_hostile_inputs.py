@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import zipfile
 
 import numpy as np
 import onnx

@@ -53,6 +53,7 @@ const progress = {
   },
   finishAll() { for (const f of this.files.values()) { f.loaded = f.size; f.done = true; } },
   marks: {},         // stage -> ms since the worker started, sent with "ready" for start-up profiling
+  mark(name) { this.marks[name] = Math.round(performance.now()); },   // a finer step inside a stage
   setStage(stage) {
     this.marks[stage] = Math.round(performance.now());
     this.stage = stage; this.stagesDone += 1; this.report(true);
@@ -180,11 +181,13 @@ async function loadRuntime() {
     pyodide.runPython(`import sys\nsys.path.insert(0, ${JSON.stringify(zipPath)})\n`);
     progress.setStage("Starting pytrain");
     const gemm = await installWasmGemm();
+    progress.mark("kernels linked");
     pyodide.runPython(
       "from pytrain import webapp as _pt_webapp\n" +
       "_pt_session = _pt_webapp.Session()\n" +
       "def _pt_call(method, args_json, blobs):\n" +
       "    return _pt_webapp.call(_pt_session, method, args_json, blobs)\n");
+    progress.mark("session made");
     pyCallProxy = pyodide.globals.get("_pt_call");
     const versions = JSON.parse(pyodide.runPython(
       "import json, sys, numpy, pytrain\n" +
@@ -208,7 +211,6 @@ async function loadRuntime() {
 const DTYPES = [
   [Float32Array, "<f4"], [Float64Array, "<f8"], [Int32Array, "<i4"], [Uint8Array, "|u1"],
   [Int8Array, "|i1"], [Uint16Array, "<u2"], [Int16Array, "<i2"], [Uint32Array, "<u4"],
-  [BigInt64Array, "<i8"], [BigUint64Array, "<u8"],
 ];
 
 /* Replace binary values in args by {"$blob": i} placeholders (see pytrain.webapp.call).

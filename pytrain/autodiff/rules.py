@@ -246,6 +246,12 @@ def _softmax_cross_entropy(b: B, n: N, dy: G) -> G:
                  reduction=n.attr("reduction", "mean"), ignore_index=ignore)]
 
 
+@gradient("NegativeLogLikelihoodLoss", inputs=(0,))
+def _nll_loss(b: B, n: N, dy: G) -> G:
+    return [b.pt("NegativeLogLikelihoodLossGrad", dy[0], n.x(0), n.x(1), n.x(2),
+                 reduction=n.attr("reduction", "mean"), ignore_index=n.attr("ignore_index"))]
+
+
 @gradient("Gather", inputs=(0,))
 def _gather(b: B, n: N, dy: G) -> G:
     return [b.pt("GatherGrad", dy[0], n.x(1), n.x(0), axis=int(n.attr("axis", 0)))]

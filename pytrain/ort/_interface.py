@@ -145,9 +145,8 @@ class _Lowering(NodeBuilder):
         self.op("Mul", diff, self.op("Unsqueeze", coef, self.i64([1])), out_names=[n.output[0]])
 
     def CastLike(self, n: NodeProto) -> None:
-        elem = self.types.get(n.input[1], (0, None))[0]
-        if not elem:
-            raise self.refuse(n, "the type of %r is unknown" % n.input[1])
+        # the loss and its gradients are float32 unless the model declares otherwise
+        elem = self.types.get(n.input[1], (0, None))[0] or dtypes.FLOAT
         self.op("Cast", n.input[0], to=elem, out_names=[n.output[0]])
 
 
@@ -177,7 +176,9 @@ def to_ort_interface(model: ModelProto) -> ModelProto:
     by_name = {v.name: v for v in g.input}
     lazy = make_value_info(LAZY_RESET, dtypes.BOOL, [1])
     acc_inputs, acc_outputs = [lazy], []
-    for p, gname in zip(trainable, grads):
+    pairs = list(zip(trainable, grads)) + [(i, i + "_grad") for i in layout.get("input_grads", [])]
+    grads = grads + [gn for _, gn in pairs[len(trainable):]]
+    for p, gname in pairs:
         elem, shape = value_info_type(by_name[p]) if p in by_name else (dtypes.FLOAT, None)
         buf, out = ACC_BUFFER % p, ACC_OUT % p
         acc_inputs.append(make_value_info(buf, elem, shape))
@@ -206,8 +207,9 @@ def strip_ort_interface(model: ModelProto) -> ModelProto:
         return model
     g = model.graph
     layout = json.loads(model_metadata(model)["pytrain.layout"])
-    acc_out = {ACC_OUT % p for p in layout.get("trainable", [])}
-    acc_in = {ACC_BUFFER % p for p in layout.get("trainable", [])} | {LAZY_RESET}
+    names = layout.get("trainable", []) + layout.get("input_grads", [])
+    acc_out = {ACC_OUT % p for p in names}
+    acc_in = {ACC_BUFFER % p for p in names} | {LAZY_RESET}
     nodes = [n for n in g.node if not (set(n.output) & acc_out or set(n.input) & acc_in)]
     del g.node[:]
     g.node.extend(nodes)

@@ -25,29 +25,23 @@ ORT_TYPES = {
 _NUMPY_TO_ORT = {np.dtype(v).str: k for k, v in ORT_TYPES.items()}
 
 
+#: ONNX Runtime's checkpoint flatbuffers carry this file identifier at bytes 4..8
+ORT_CHECKPOINT_ID = b"ODTC"
+
+
 def load_state(checkpoint: bytes) -> Any:
-    """A CheckpointState from a pytrain checkpoint, or from ONNX Runtime 1.19's flatbuffer format when
-    ``pytrain.ort`` can read it."""
+    """A CheckpointState from a pytrain checkpoint, or from ONNX Runtime 1.19's flatbuffer format
+    (read by ``pytrain.ort.ort_checkpoint``)."""
     from pytrain.checkpoint import CheckpointState
+    data = bytes(checkpoint)
+    if data[4:8] != ORT_CHECKPOINT_ID:
+        return CheckpointState.load_checkpoint(data)
     try:
-        return CheckpointState.load_checkpoint(bytes(checkpoint))
-    except CheckpointError as exc:
-        reader = _ort_checkpoint_reader()
-        if reader is None:
-            raise
-        try:
-            return reader(bytes(checkpoint))
-        except CheckpointError:
-            raise exc from None
-
-
-def _ort_checkpoint_reader() -> Any:
-    """``pytrain.ort``'s reader of ORT checkpoints, or None when this build has none."""
-    try:
-        from pytrain.ort.api import CheckpointState as OrtCheckpointState  # type: ignore
-    except ImportError:
-        return None
-    return OrtCheckpointState.load_checkpoint
+        from pytrain.ort import ort_checkpoint
+        return ort_checkpoint.load(data)
+    except (ImportError, NotImplementedError):
+        raise CheckpointError("this is an ONNX Runtime checkpoint, which this pytrain build cannot read; "
+                              "pass a pytrain checkpoint") from None
 
 
 def to_array(tensor: Dict[str, Any], what: str) -> np.ndarray:

@@ -154,18 +154,36 @@ def test_worker_facade_runs_ort_session_calls(arts):
 
 # ---------------------------------------------------------------- in Chromium
 
-def test_onnxruntime_web_bench_page_runs_with_only_the_import_changed(context, site_url, arts):
+def _bench_workload(name: str):
+    """The bench's own workload (bench/workloads.py): its ONNX export made into pytrain artifacts as the
+    bench's pytrain runner makes them (cross-entropy, AdamW), and its fixed batch."""
+    pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import workloads
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    w = workloads.WORKLOADS[name]
+    arts = artifacts.generate_artifacts(workloads.export_onnx(w), loss=artifacts.LossType.CrossEntropyLoss,
+                                        optimizer=artifacts.OptimType.AdamW)
+    return arts, w.batch()
+
+
+@pytest.mark.parametrize("workload", ["mlp", "emb"])   # float32 pixels; int64 tokens (BigInt64Array)
+def test_onnxruntime_web_bench_page_runs_with_only_the_import_changed(context, site_url, workload):
     ctx, rec = context
-    batch = _batch(0)
+    arts, batch = _bench_workload(workload)
     warmup, steps = 20, 4
     files = {"/bench/pages/ort.html": swap_ort_import(ORT_PAGE.read_text(encoding="utf-8")).encode(),
              "/bench/pages/common.js": (BENCH_PAGES / "common.js").read_bytes()}
     for fname, attr in ART_FILES.items():
-        files["/bench/.cache/art/ort/mlp/" + fname] = getattr(arts, attr)
+        files["/bench/.cache/art/ort/%s/%s" % (workload, fname)] = getattr(arts, attr)
     for fname, body in _batch_files(batch).items():
-        files["/bench/.cache/models/mlp/" + fname] = body
+        files["/bench/.cache/models/%s/%s" % (workload, fname)] = body
     _serve(ctx, files)
-    page = open_app(ctx, site_url, rec, "bench/pages/ort.html?workload=mlp&warmup=%d&steps=%d" % (warmup, steps))
+    page = open_app(ctx, site_url, rec,
+                    "bench/pages/ort.html?workload=%s&warmup=%d&steps=%d" % (workload, warmup, steps))
     page.wait_for_function("() => window.__bench && window.__bench.status !== 'running'", timeout=LOAD_TIMEOUT_MS + 180_000)
     bench = page.evaluate("window.__bench")
     assert bench["status"] == "done", bench

@@ -78,8 +78,7 @@ class ClipGradNorm(Block):
             g = b.op("SequenceAt", gradients_name, i)
             return [b.op("Add", carried[0], b.op("ReduceSumSquare", g, keepdims=0))]
 
-        total = _loop(c, count, [(zero, lambda n: _scalar(n, FLOAT))], squares)[0] if False else \
-            _loop(c, count, [(zero, lambda n: _scalar(n, FLOAT))], squares)
+        total = _loop(c, count, [(zero, lambda n: _scalar(n, FLOAT))], squares)
         total = total[0] if isinstance(total, list) else total
         norm = c.op("Sqrt", total)
         coef = c.op("Min", c.op("Div", c.const(np.float32(self.max_norm)),

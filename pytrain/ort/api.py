@@ -1,0 +1,285 @@
+"""``pytrain.ort.api``: ONNX Runtime's ``onnxruntime.training.api`` (``CheckpointState``, ``Module``,
+``Optimizer``, ``LinearLRScheduler``) with ORT's semantics, on pytrain's training API."""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from pytrain import api as _api
+from pytrain import checkpoint as _ck
+from pytrain.errors import CheckpointError, InputError
+from pytrain.ort import _values
+from pytrain.proto import ModelProto, load_model, model_metadata, opset_version
+
+__all__ = ["CheckpointState", "LinearLRScheduler", "Module", "Optimizer", "Parameter"]
+
+#: ORT's initial learning rate, whatever the optimizer
+DEFAULT_LEARNING_RATE = 1e-3
+_NOT_LOADED = "Please load the parameter states first"
+_NOT_LOADED_ALL = "Please load all the parameter states first"
+_MODEL_NOT_LOADED = "Please load the model parameters first."
+
+
+class Parameter:
+    """A parameter as ORT's API shows it: ``name``, ``data``, ``grad`` (zeros before the first train
+    step when it trains, None when frozen), ``requires_grad``; ``data`` is assignable."""
+
+    def __init__(self, core: _ck.Parameter) -> None:
+        self._p = core
+
+    @property
+    def name(self) -> str:
+        return self._p.name
+
+    @property
+    def requires_grad(self) -> bool:
+        return bool(self._p.requires_grad)
+
+    @property
+    def data(self) -> np.ndarray:
+        return self._p.data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        _assign(self._p, value)
+
+    @property
+    def grad(self) -> Optional[np.ndarray]:
+        if not self._p.requires_grad:
+            return None
+        if self._p.grad is None:
+            return np.zeros(self._p.shape, self._p.dtype)
+        return self._p.grad
+
+    def __repr__(self) -> str:
+        return "Parameter(name=%r, requires_grad=%s)" % (self.name, self.requires_grad)
+
+
+def _assign(p: _ck.Parameter, value: Any) -> None:
+    arr = np.asarray(_values.to_numpy(value))
+    if tuple(arr.shape) != tuple(p.shape):
+        raise InputError("parameter %r has shape %s; the value given has shape %s"
+                         % (p.name, list(p.shape), list(arr.shape)))
+    if p.data is None:
+        p.data = np.array(arr, dtype=p.dtype)
+    else:
+        np.copyto(p.data, arr.astype(p.dtype, copy=False))
+
+
+class Parameters:
+    """``state.parameters``: iterates as (name, Parameter); ``[name]`` gives a Parameter,
+    ``[name] = array`` sets its data."""
+
+    def __init__(self, state: "CheckpointState") -> None:
+        self._state = state
+
+    def _core(self) -> Any:
+        return self._state._state.parameters
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._core()
+
+    def __len__(self) -> int:
+        return len(self._core())
+
+    def __iter__(self) -> Iterator[Tuple[str, Parameter]]:
+        for name, p in list(self._core().items()):
+            yield name, Parameter(p)
+
+    def __getitem__(self, name: str) -> Parameter:
+        if self._state._nominal:
+            raise CheckpointError("%s: the checkpoint is nominal (shapes only); fill it with "
+                                  "Module.copy_buffer_to_parameters" % _NOT_LOADED)
+        if name not in self._core():
+            raise KeyError(name)
+        return Parameter(self._core()[name])
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if self._state._nominal:
+            raise CheckpointError("%s: the checkpoint is nominal (shapes only); fill it with "
+                                  "Module.copy_buffer_to_parameters" % _NOT_LOADED_ALL)
+        if name not in self._core():
+            raise KeyError(name)
+        _assign(self._core()[name], value)
+
+
+class CheckpointState:
+    """Parameters, optimizer state and properties (ORT's ``CheckpointState``). ``load_checkpoint``
+    reads pytrain's checkpoints and those ONNX Runtime 1.19 writes."""
+
+    def __init__(self, state: _ck.CheckpointState) -> None:
+        self._state = state
+        self._nominal = state.nominal
+
+    @classmethod
+    def load_checkpoint(cls, checkpoint_uri: Union[str, "os.PathLike[str]", bytes]) -> "CheckpointState":
+        return cls(_load_core(checkpoint_uri))
+
+    @classmethod
+    def save_checkpoint(cls, state: "CheckpointState", checkpoint_uri: Union[str, "os.PathLike[str]"],
+                        include_optimizer_state: bool = False) -> None:
+        _ck.CheckpointState.save_checkpoint(state._state, checkpoint_uri, include_optimizer_state)
+
+    @property
+    def parameters(self) -> Parameters:
+        return Parameters(self)
+
+    @property
+    def properties(self) -> Any:
+        return self._state.properties
+
+
+def _load_core(checkpoint_uri: Any) -> _ck.CheckpointState:
+    from pytrain.ort import ort_checkpoint
+
+    data = checkpoint_uri if isinstance(checkpoint_uri, (bytes, bytearray)) else None
+    if data is None and isinstance(checkpoint_uri, (str, os.PathLike)) and os.path.isfile(checkpoint_uri):
+        with open(checkpoint_uri, "rb") as f:
+            head = f.read(8)
+        if ort_checkpoint.is_ort_checkpoint(head):
+            with open(checkpoint_uri, "rb") as f:
+                return ort_checkpoint.load(f.read())
+    elif data is not None and ort_checkpoint.is_ort_checkpoint(bytes(data[:8])):
+        return ort_checkpoint.load(bytes(data))
+    return _ck.CheckpointState.load_checkpoint(checkpoint_uri)
+
+
+class Module:
+    """ORT's ``Module``: ``module(*inputs)`` runs a train step (training mode) or an eval step.
+    OrtValue inputs give OrtValue outputs; numpy inputs give numpy outputs."""
+
+    def __init__(self, train_model_uri: Any, state: CheckpointState, eval_model_uri: Any = None,
+                 device: str = "cpu", session_options: Any = None) -> None:
+        from pytrain.module import Module as _CoreModule
+        from pytrain.ort._interface import strip_ort_interface
+
+        if device != "cpu":
+            raise InputError("pytrain runs on the CPU (numpy); device %r is not available" % device)
+        if session_options is not None:
+            raise InputError("session_options configure an ONNX Runtime session; pytrain has none to configure")
+        if not isinstance(state, CheckpointState):
+            raise InputError("Module takes a pytrain.ort.api.CheckpointState, got %s" % type(state).__name__)
+        train = strip_ort_interface(ModelProto.FromString(load_model(train_model_uri, "training model")
+                                                          .SerializeToString()))
+        self._ort_state = state
+        self._module = _CoreModule(train.SerializeToString(), state._state, eval_model_uri)
+
+    # ---- modes and names ----------------------------------------------------------------------
+    @property
+    def training(self) -> bool:
+        return self._module.training
+
+    def train(self, mode: bool = True) -> "Module":
+        self._module.train(mode)
+        return self
+
+    def eval(self) -> "Module":
+        self._module.eval()
+        return self
+
+    def lazy_reset_grad(self) -> None:
+        self._module.lazy_reset_grad()
+
+    def input_names(self) -> List[str]:
+        return self._module.input_names()
+
+    def output_names(self) -> List[str]:
+        return self._module.output_names()
+
+    def _check_loaded(self) -> None:
+        if self._ort_state._nominal:
+            raise CheckpointError(_MODEL_NOT_LOADED + " (the checkpoint is nominal: use copy_buffer_to_parameters)")
+
+    # ---- steps --------------------------------------------------------------------------------
+    def __call__(self, *user_inputs: Any) -> Any:
+        self._check_loaded()
+        as_ort = any(_values.is_ort_value(x) for x in user_inputs)
+        outs = self._module(*[_values.to_numpy(x) for x in user_inputs])
+        if not as_ort:
+            return outs
+        if isinstance(outs, list):
+            return [_values.to_ort_value(o) for o in outs]
+        return _values.to_ort_value(outs)
+
+    # ---- flat parameter buffers ---------------------------------------------------------------
+    def get_parameters_size(self, trainable_only: bool = True) -> int:
+        return self._module.get_parameters_size(trainable_only)
+
+    def get_contiguous_parameters(self, trainable_only: bool = False) -> Any:
+        """The parameters in one flat buffer: an OrtValue when onnxruntime is installed, else numpy."""
+        self._check_loaded()
+        return _values.to_ort_value(self._module.get_contiguous_parameters(trainable_only))
+
+    def copy_buffer_to_parameters(self, buffer: Any, trainable_only: bool = True) -> None:
+        self._module.copy_buffer_to_parameters(_values.to_numpy(buffer), trainable_only)
+        if self._module._filled:
+            self._ort_state._nominal = False
+
+    def export_model_for_inferencing(self, inference_model_uri: Union[str, "os.PathLike[str]"],
+                                     graph_output_names: Sequence[str]) -> None:
+        self._module.export_model_for_inferencing(inference_model_uri, graph_output_names)
+
+
+class Optimizer:
+    """ORT's ``Optimizer``: takes pytrain's optimizer model or one an ``onnxblock.optim`` block built.
+    The learning rate starts at ORT's 1e-3 unless the checkpoint carries one."""
+
+    def __init__(self, optimizer_uri: Any, module: Module) -> None:
+        from pytrain.ort.onnxblock.optim import from_model_metadata, spec_from_hyper_parameters
+        from pytrain.optim import build_optimizer_model
+
+        model = load_model(optimizer_uri, "optimizer model") if not _is_sequence_model(optimizer_uri) \
+            else ModelProto.FromString(_read_bytes(optimizer_uri))
+        hyper = from_model_metadata(model_metadata(model))
+        core_state = module._ort_state._state
+        fresh = core_state.optimizer_state is None
+        if hyper is not None:  # an onnxblock optimizer: run pytrain's update with its hyper-parameters
+            params = [p for p in hyper["params"]]
+            shapes = {p: list(core_state.parameters[p].shape) for p in params}
+            from pytrain import dtypes
+            types = {p: dtypes.from_numpy(core_state.parameters[p].dtype) for p in params}
+            model = build_optimizer_model(spec_from_hyper_parameters(hyper), params, shapes, types,
+                                          max(opset_version(model), 13))
+        self._module = module
+        self._optimizer = _api.Optimizer(model.SerializeToString(), module._module)
+        if fresh:
+            self._optimizer.set_learning_rate(DEFAULT_LEARNING_RATE)
+
+    def step(self) -> None:
+        self._module._check_loaded()
+        self._optimizer.step()
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        self._optimizer.set_learning_rate(learning_rate)
+
+    def get_learning_rate(self) -> float:
+        return self._optimizer.get_learning_rate()
+
+
+def _read_bytes(uri: Any) -> bytes:
+    if isinstance(uri, (bytes, bytearray, memoryview)):
+        return bytes(uri)
+    if hasattr(uri, "SerializeToString"):
+        return uri.SerializeToString()
+    with open(uri, "rb") as f:
+        return f.read()
+
+
+def _is_sequence_model(uri: Any) -> bool:
+    """True for an onnxblock optimizer model (sequence inputs, which pytrain's loader refuses)."""
+    from pytrain.ort.onnxblock.optim import OPTIMIZER_KEY
+    try:
+        return OPTIMIZER_KEY in model_metadata(ModelProto.FromString(_read_bytes(uri)))
+    except Exception:
+        return False
+
+
+class LinearLRScheduler(_api.LinearLRScheduler):
+    """Linear warm-up to ``initial_lr`` over ``warmup_step_count`` steps, then linear decay to 0 at
+    ``total_step_count`` (ORT's schedule and argument order)."""
+
+    def __init__(self, optimizer: Optimizer, warmup_step_count: int, total_step_count: int,
+                 initial_lr: float) -> None:
+        super().__init__(optimizer, warmup_step_count, total_step_count, initial_lr)
