@@ -1,6 +1,11 @@
 """pytrain vs its peers, natively and in the browser: one command.
 
-    python bench/run.py [--quick] [--only native|browser|gemm] [--workloads mlp,cnn,emb] [--repeat N]
+    python bench/run.py [--quick] [--only native|browser|app|gemm] [--workloads mlp,cnn,emb] [--repeat N]
+
+Every row runs ``--repeat`` times (default 3), the repeats alternating with the row's peers over
+the whole run; the report gives each row's min / median / max, each target ratio's range over
+the repeats, and flags rows whose spread is over 25%.  A full run (no --only, no --quick, default
+--out) appends its target ratios to bench/history.json, which RESULTS.md shows as a table.
 
 Writes bench/results.json and bench/RESULTS.md.  Needs bench/.venv-ort and
 bench/node_modules (see bench/README.md); rows whose runtime is missing are
@@ -128,24 +133,43 @@ def native_rows(steps: dict) -> List[dict]:
     return rows
 
 
-def _keep_best(best: Dict[tuple, dict], rec: dict) -> None:
-    """Keep, per (workload, group, label), the repeat with the lowest median step time (the machine
-    is shared: other load only ever slows a run down); every repeat's median goes in "repeats"."""
-    key = (rec["workload"], rec["group"], rec["label"])
-    old = best.get(key)
-    runs = (old or {}).get("repeats", []) + ([rec["step_ms"]] if rec.get("step_ms") else [])
-    if old is None or ("error" in old and "error" not in rec) or (
-            rec.get("step_ms") and old.get("step_ms") and rec["step_ms"] < old["step_ms"]):
-        best[key] = rec
-    best[key]["repeats"] = runs
+NOISY_SPREAD = 0.25   # a row whose (max - min) / min over its repeats exceeds this is flagged
+
+
+def summarize_repeats(runs: List[dict]) -> dict:
+    """One row from its repeats (in repeat order): the repeat with the median step time stands for
+    the row (its cold start, memory, losses); ``repeats`` keeps every repeat's median step time
+    (None where that repeat failed) so the report can pair repeats of peers measured side by side."""
+    ok = [r for r in runs if "error" not in r and r.get("step_ms")]
+    if not ok:
+        return dict(runs[-1], repeats=[None] * len(runs))
+    times = sorted(r["step_ms"] for r in ok)
+    med = median(times)
+    rep = min(ok, key=lambda r: abs(r["step_ms"] - med))
+    out = dict(rep)
+    out.update(step_ms=med, step_ms_lo=times[0], step_ms_hi=times[-1],
+               spread=(times[-1] - times[0]) / times[0], noisy=(times[-1] - times[0]) / times[0] > NOISY_SPREAD,
+               repeats=[r.get("step_ms") if "error" not in r else None for r in runs],
+               cold_ms_repeats=[r.get("cold_ms") for r in runs])
+    if len(ok) < len(runs):
+        out["failed_repeats"] = len(runs) - len(ok)
+    return out
+
+
+def median(xs: List[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
 def _measure_rows(names: List[str], rows: List[dict], repeat: int, group: str, runtime_of,
-                  measure, summary) -> List[dict]:
-    """Every row for every workload, ``repeat`` times over (alternating), each row keeping its
-    fastest run: ``measure(workload, row)`` gives the figures, ``summary(rec)`` a log line's tail."""
-    best: Dict[tuple, dict] = {}
-    for _ in range(repeat):
+                  measure, summary, after_pass=None) -> List[dict]:
+    """Every row for every workload, ``repeat`` times over: each pass measures every row once, so
+    a row's repeats alternate with its peers' and a busy spell on the shared machine hits all
+    of them. ``measure(workload, row)`` gives the figures, ``summary(rec)`` a log line's tail,
+    ``after_pass(i)`` runs after pass i (the web app's start-up uses it)."""
+    runs: Dict[tuple, List[dict]] = {}
+    for i in range(repeat):
         for n in names:
             for row in rows:
                 rec = {"workload": n, "group": group, "label": row["label"], "runtime": runtime_of(row)}
@@ -155,8 +179,10 @@ def _measure_rows(names: List[str], rows: List[dict], repeat: int, group: str, r
                 except Exception as e:
                     rec["error"] = str(e)
                     log(f"  {n:4s} {row['label']:55s} ERROR {str(e)[:400]}")
-                _keep_best(best, rec)
-    return list(best.values())
+                runs.setdefault((n, group, row["label"]), []).append(rec)
+        if after_pass is not None:
+            after_pass(i)
+    return [summarize_repeats(v) for v in runs.values()]
 
 
 def run_native(names: List[str], steps: dict, results: dict, repeat: int) -> None:
@@ -193,14 +219,15 @@ def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
                 verbose: bool, repeat: int) -> None:
     from browser import BrowserSession
 
-    with BrowserSession(verbose=verbose) as s:
+    with BrowserSession(verbose=verbose) as s, AppSite() as site:
         results["env"]["chromium"] = s.version
         results["rows"] += _measure_rows(
             names, browser_rows(steps), repeat, "browser", lambda row: row["page"].split(".")[0],
             lambda n, row: s.run_page(f"/bench/pages/{row['page']}?workload={n}&{row['query']}",
                                       isolated=row["isolated"]),
             lambda rec: (f"cold {rec['cold_ms']:7.0f} ms  wasm {rec['wasm_memory_mb']:6.1f} MB  "
-                         f"{rec['bytes_gzip'] / 2**20:5.1f} MB gz  loss {rec['first_loss']:.5f}"))
+                         f"{rec['bytes_gzip'] / 2**20:5.1f} MB gz  loss {rec['first_loss']:.5f}"),
+            after_pass=lambda i: run_app_start(results, s, site))   # one start-up per pass
         for n in names:
             # artifact generation inside the browser (pytrain is pure Python: it can)
             rec = {"workload": n, "runtime": "pytrain-pyodide"}
@@ -211,30 +238,56 @@ def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
                 rec["error"] = str(e)
                 log(f"  gen pytrain in Pyodide {n}: ERROR {str(e)[:300]}")
             results["gen"].append(rec)
-        run_app_start(results, s)
         if with_gemm:
             run_gemm(results, s)
 
 
-def run_app_start(results: dict, session) -> None:
-    """The web app's start-up, first visit and second (Service Worker) visit: build.py's site."""
-    sys.path.insert(0, str(ROOT))
-    import build
+class AppSite:
+    """build.py's site, built once and served on a free port for the web app's start-up runs."""
 
-    try:
-        build.build()
-        server, url = build.serve_in_thread(build.SITE)
+    def __enter__(self) -> "AppSite":
+        sys.path.insert(0, str(ROOT))
+        import build
+
+        self.error = None
+        self.server = None
         try:
-            results["app"] = session.app_start(url)
-        finally:
-            server.shutdown()
-            server.server_close()
-        for i, t in enumerate(results["app"]):
-            log(f"  app visit {i + 1}: Python ready {t['ready']:.0f} ms, first step {t['firstStep']:.0f} ms "
-                f"after navigation; worker stages {t.get('startup')}")
+            build.build()
+            self.server, self.url = build.serve_in_thread(build.SITE)
+        except Exception as e:  # the start-up rows show the error
+            self.error = str(e)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def run_app_start(results: dict, session, site: AppSite) -> None:
+    """One start-up run of the web app (a fresh browser context, first visit then second visit
+    from the Service Worker cache), appended to results["app_runs"]."""
+    try:
+        if site.error:
+            raise RuntimeError(site.error)
+        visits = session.app_start(site.url)
+        results.setdefault("app_runs", []).append(visits)
+        for i, t in enumerate(visits):
+            stages = ", ".join(f"{k} {v:.0f}" for k, v in t["stages"].items())
+            log(f"  app visit {i + 1}: first step {t['firstStep']:.0f} ms after navigation ({stages})")
     except Exception as e:  # the row shows the error
-        results["app_error"] = str(e)
+        results.setdefault("app_errors", []).append(str(e))
         log(f"  app start-up: ERROR {str(e)[:400]}")
+
+
+def run_app_only(results: dict, repeat: int, verbose: bool) -> None:
+    """Only the web app's start-up, ``repeat`` times (``--only app``)."""
+    from browser import BrowserSession
+
+    with BrowserSession(verbose=verbose) as s, AppSite() as site:
+        results["env"]["chromium"] = s.version
+        for _ in range(repeat):
+            run_app_start(results, s, site)
 
 
 def run_gemm(results: dict, session=None) -> None:
@@ -278,6 +331,28 @@ def torch_version() -> str:
 
         return torch.__version__.split("+")[0]
     except ImportError:
+        return "?"
+
+
+HISTORY = HERE / "history.json"
+
+
+def load_history() -> List[dict]:
+    try:
+        return json.loads(HISTORY.read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def git_commit() -> str:
+    """Short HEAD, with "+" when the working tree has uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+        return head + ("+" if dirty else "") if head else "?"
+    except (OSError, subprocess.SubprocessError):
         return "?"
 
 
@@ -346,19 +421,20 @@ def step_counts(args) -> dict:
 def main(argv: Optional[list] = None) -> None:
     ap = argparse.ArgumentParser(description="pytrain vs peers (native and browser)")
     ap.add_argument("--quick", action="store_true", help="few steps: a smoke run")
-    ap.add_argument("--only", choices=["native", "browser", "gemm"])
+    ap.add_argument("--only", choices=["native", "browser", "app", "gemm"],
+                    help="one part: native rows, browser rows (+ app start-up), the app start-up alone, GEMM")
     ap.add_argument("--workloads", default="mlp,cnn,emb")
     ap.add_argument("--verbose", action="store_true", help="echo browser console output")
     ap.add_argument("--out", default=str(HERE), help="where results.json/RESULTS.md go")
     ap.add_argument("--repeat", type=int,
-                    help="measure every row this many times, alternating, and keep its fastest run "
-                         "(default 2; 1 with --quick)")
+                    help="measure every row this many times, alternating with its peers; the report "
+                         "gives min / median / max (default 3; 1 with --quick)")
     for k in ("native_warmup", "native_steps", "pyodide_warmup", "pyodide_steps",
               "ort_web_warmup", "ort_web_steps", "tfjs_warmup", "tfjs_steps"):
         ap.add_argument("--" + k.replace("_", "-"), dest=k, type=int)
     args = ap.parse_args(argv)
     names = [w for w in args.workloads.split(",") if w]
-    args.repeat = args.repeat or (1 if args.quick else 2)
+    args.repeat = args.repeat or (1 if args.quick else 3)
     steps = step_counts(args)
     t0 = time.time()
     results = {"env": environment(), "steps": steps, "quick": args.quick, "repeat": args.repeat, "rows": [], "gen": [],
@@ -368,6 +444,8 @@ def main(argv: Optional[list] = None) -> None:
     try:
         if args.only == "gemm":
             run_gemm(results)
+        elif args.only == "app":
+            run_app_only(results, args.repeat, args.verbose)
         else:
             log("preparing models, wheel and artifacts")
             prepare_models(names)
@@ -387,8 +465,13 @@ def main(argv: Optional[list] = None) -> None:
     results["wall_s"] = time.time() - t0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    results["commit"] = git_commit()
+    history = load_history()
+    if args.only is None and not args.quick and out.resolve() == HERE and not results.get("fatal"):
+        history.append(report.history_entry(results))
+        HISTORY.write_text(json.dumps(history, indent=1) + "\n")
     (out / "results.json").write_text(json.dumps(results, indent=1))
-    (out / "RESULTS.md").write_text(report.render(results))
+    (out / "RESULTS.md").write_text(report.render(results, history))
     log(f"wrote {out / 'results.json'} and {out / 'RESULTS.md'} ({results['wall_s']:.0f} s)")
 
 

@@ -391,7 +391,9 @@ def generate_artifacts(
         o for o in src.opset_import if o.domain not in ("", "ai.onnx", PYTRAIN_DOMAIN)]
     eval_graph = make_graph(eval_nodes, (g.name or "model") + "_eval", inputs,
                             [vi(loss_out)] + [vi(e) for e in extra], constants + loss_consts,
-                            value_info=list(g.value_info))
+                            # the model's declared outputs stay known (export needs their types)
+                            value_info=list(g.value_info) + [o for o in g.output
+                                                             if o.name not in extra and o.name != loss_out])
     eval_model = make_model(eval_graph, opsets, ir_version=src.ir_version or None,
                             metadata={"pytrain.artifact": "eval", LAYOUT_KEY: json.dumps(layout)})
 

@@ -15,7 +15,7 @@ import struct
 import zipfile
 import zlib
 from collections import OrderedDict
-from typing import Any, Dict, Iterator, Mapping, MutableMapping, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, MutableMapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -343,6 +343,32 @@ def decode(data: bytes, label: str) -> "tuple[OrderedDict[str, Parameter], Prope
     return params, properties, opt
 
 
+#: other checkpoint formats load_checkpoint reads: (probe(data) -> bool, decode(data, label)), tried in
+#: order before pytrain's own format; decode returns what :func:`decode` returns
+READERS: "List[Tuple[Callable[[bytes], bool], Callable[[bytes, str], Any]]]" = []
+
+
+def _ort_probe(data: bytes) -> bool:
+    from pytrain import checkpoint_ort
+    return checkpoint_ort.is_ort_checkpoint(data)
+
+
+def _ort_decode(data: bytes, label: str) -> Any:
+    from pytrain import checkpoint_ort
+    return checkpoint_ort.decode(data, label)
+
+
+READERS.append((_ort_probe, _ort_decode))  # ONNX Runtime 1.19's flatbuffer checkpoints
+
+
+def decode_any(data: bytes, label: str) -> Any:
+    """Decode pytrain's checkpoint format or any format in READERS."""
+    for probe, read in READERS:
+        if probe(data):
+            return read(data, label)
+    return decode(data, label)
+
+
 class CheckpointState:
     """Parameters, optimizer state and properties of a training run (ORT's CheckpointState)."""
 
@@ -356,7 +382,7 @@ class CheckpointState:
     def load_checkpoint(cls, checkpoint: Union[str, "os.PathLike[str]", bytes, bytearray]) -> "CheckpointState":
         """Load from a path or from bytes; CheckpointError when missing, corrupted or truncated."""
         if isinstance(checkpoint, (bytes, bytearray, memoryview)):
-            return cls(*decode(bytes(checkpoint), "(bytes)"))
+            return cls(*decode_any(bytes(checkpoint), "(bytes)"))
         if not isinstance(checkpoint, (str, os.PathLike)):
             raise CheckpointError("load_checkpoint takes a path or bytes, got %s" % type(checkpoint).__name__)
         path = os.fspath(checkpoint)
@@ -373,7 +399,7 @@ class CheckpointState:
             raise CheckpointError("checkpoint file %s does not exist" % path) from None
         except IsADirectoryError:
             raise CheckpointError("checkpoint path %s is a directory, expected a file" % path) from None
-        return cls(*decode(data, path))
+        return cls(*decode_any(data, path))
 
     def to_bytes(self, include_optimizer_state: bool = True) -> bytes:
         """The checkpoint file's content, without touching a file system."""

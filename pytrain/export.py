@@ -92,7 +92,10 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
     inits += [t for t in g.initializer if t.name in used and t.name not in parameters]
 
     known: Dict[str, ValueInfoProto] = {v.name: v for v in list(g.value_info) + list(g.output) + list(g.input)}
-    out_vis = [known[o] if o in known and value_info_type(known[o])[0] else None for o in outputs]
+    # a declared output is used when it has a type and a shape (onnx's checker wants the shape field;
+    # a rank is enough): otherwise it is inferred
+    typed = {o: v for o, v in known.items() if value_info_type(v)[0] and value_info_type(v)[1] is not None}
+    out_vis = [typed.get(o) for o in outputs]
     if any(v is None for v in out_vis):
         out_vis = _infer_output_types(g, nodes, inputs, inits, outputs, out_vis, opset_version(eval_model))
     source_opset = opset_version(eval_model)

@@ -113,6 +113,12 @@ function worker() {
   return client;
 }
 
+/** A worker command; rejects (instead of waiting forever) when Python cannot start in this tab. */
+function call(cmd, args) {
+  const c = worker();
+  return Promise.race([c.call(cmd, args), c.ready.then(() => new Promise(() => {}))]);
+}
+
 async function toBytes(src, what) {
   if (src instanceof Uint8Array) return src;
   if (src instanceof ArrayBuffer) return new Uint8Array(src);
@@ -223,7 +229,7 @@ export class TrainingSession {
       toBytes(checkpointState, "checkpointState"), toBytes(trainModel, "trainModel"),
       evalModel ? toBytes(evalModel, "evalModel") : null, optimizerModel ? toBytes(optimizerModel, "optimizerModel") : null,
     ]);
-    const r = await worker().call("ortCreate", {
+    const r = await call("ortCreate", {
       checkpoint, train_model: train, eval_model: evalBytes || undefined, optimizer_model: optimizer || undefined,
     });
     const names = {
@@ -246,7 +252,7 @@ export class TrainingSession {
 
   _call(cmd, args = {}) {
     if (this._id === null) return Promise.reject(new Error("this TrainingSession was released"));
-    return worker().call(cmd, Object.assign({ session: this._id }, args));
+    return call(cmd, Object.assign({ session: this._id }, args));
   }
 
   async _step(cmd, inputNames, outputNames, feeds, arg1, arg2) {

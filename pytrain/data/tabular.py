@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -58,7 +58,97 @@ def _numeric_block(rows: List[List[str]], cols: List[int], names: List[str], lin
     return out
 
 
+MISSING_MODES = ("error", "drop", "fill")
+MISSING_TOKENS = frozenset(["", "na", "n/a", "nan", "null", "none", "?"])
+MAX_CATEGORIES = 10   # a text column with more distinct values is no category (names, ids, free text)
+DELIMITERS = (",", ";", "\t", "|")
+
+
+def is_missing(cell: str) -> bool:
+    return cell.strip().lower() in MISSING_TOKENS
+
+
+def sniff_delimiter(text: str) -> str:
+    """The separator of the first non-blank line: the most frequent of , ; tab | (``,`` if none)."""
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    counts = [(first.count(d), -i, d) for i, d in enumerate(DELIMITERS)]
+    best = max(counts)
+    return best[2] if best[0] > 0 else ","
+
+
+def _mixed_block(rows: List[List[str]], lines: List[int], feature_cols: List[int], label_cols: List[int],
+                 header: List[str], where: str, missing: str, onehot: bool, notes: List[str]
+                 ) -> Tuple[np.ndarray, List[str], List[List[str]], List[int]]:
+    """Features of a table with missing values and/or text columns (the slow, careful path)."""
+    def bad_cell(r: int, c: int) -> DataError:
+        return DataError("{} line {}, column {!r}: {} is not a number (expected a finite number)".format(
+            where, lines[r], header[c], _describe_cell(rows[r][c])))
+
+    text_cols = []
+    for c in feature_cols:
+        present = [r for r in range(len(rows)) if not is_missing(rows[r][c])]
+        numeric = [r for r in present if _parse_float(rows[r][c]) is not None]
+        if present and not numeric:
+            text_cols.append(c)
+        elif len(numeric) < len(present):   # numbers and a stray word: a typo, not a category
+            raise bad_cell(next(r for r in present if _parse_float(rows[r][c]) is None), c)
+    for c in text_cols:
+        values = sorted({rows[r][c].strip() for r in range(len(rows)) if not is_missing(rows[r][c])})
+        if not onehot:
+            raise bad_cell(next(r for r in range(len(rows)) if not is_missing(rows[r][c])), c)
+        if len(values) > MAX_CATEGORIES:
+            raise DataError("{} column {!r} is text with {} different values (such as {}); only text columns "
+                            "with at most {} values are encoded (one 0/1 column per value): exclude this "
+                            "column".format(where, header[c], len(values), ", ".join(repr(v) for v in values[:3]),
+                                            MAX_CATEGORIES))
+    # rows to keep: a missing label always drops its row (when missing values are allowed at all)
+    keep = []
+    for r in range(len(rows)):
+        gaps = [c for c in feature_cols if c not in text_cols and is_missing(rows[r][c])]
+        label_gap = any(is_missing(rows[r][c]) for c in label_cols)
+        if (gaps or label_gap) and missing == "error":
+            c = (gaps or label_cols)[0]
+            raise DataError("{} line {}, column {!r}: a missing value ({}); choose to drop rows with missing "
+                            "values or to fill them with the column mean".format(
+                                where, lines[r], header[c], _describe_cell(rows[r][c])))
+        if label_gap or (gaps and missing == "drop"):
+            continue
+        keep.append(r)
+    if len(keep) < len(rows):
+        notes.append("dropped {} of {} rows with missing values".format(len(rows) - len(keep), len(rows)))
+    if not keep:
+        raise DataError("{}: no rows left after dropping those with missing values".format(where))
+    rows, lines = [rows[r] for r in keep], [lines[r] for r in keep]
+    columns: List[np.ndarray] = []
+    names: List[str] = []
+    filled = 0
+    for c in feature_cols:
+        cells = [row[c] for row in rows]
+        if c in text_cols:
+            values = sorted({v.strip() for v in cells if not is_missing(v)})
+            stripped = [v.strip() for v in cells]
+            for v in values:
+                columns.append(np.array([1.0 if s == v else 0.0 for s in stripped], dtype=np.float32))
+                names.append("{}={}".format(header[c], v))
+            notes.append("one-hot encoded text column {!r} ({} values: {})".format(
+                header[c], len(values), ", ".join(values)))
+            continue
+        col = np.array([np.nan if is_missing(v) else float(v) for v in cells], dtype=np.float64)
+        gaps = np.isnan(col)
+        if gaps.any():
+            col[gaps] = float(np.mean(col[~gaps])) if (~gaps).any() else 0.0
+            filled += int(gaps.sum())
+        columns.append(col.astype(np.float32))
+        names.append(header[c])
+    if filled:
+        notes.append("filled {} missing values with their column's mean".format(filled))
+    return np.stack(columns, axis=1), names, rows, lines
+
+
 def _read_rows(text: str, label: str, delimiter: str) -> Tuple[List[str], List[List[str]], List[int]]:
+    if "\x00" in text:
+        raise DataError("{} looks like a binary file, not a text table (it holds NUL bytes); save it as CSV: "
+                        "text with a header row, values separated by commas, semicolons or tabs".format(label))
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     header: Optional[List[str]] = None
     rows: List[List[str]] = []
@@ -94,7 +184,8 @@ def _read_rows(text: str, label: str, delimiter: str) -> Tuple[List[str], List[L
 
 def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
              task: Optional[str] = None, classes: Optional[Sequence[str]] = None,
-             drop: Sequence[str] = (), delimiter: str = ",", name: Optional[str] = None) -> Dataset:
+             drop: Sequence[str] = (), delimiter: Optional[str] = ",", name: Optional[str] = None,
+             missing: str = "error", onehot: bool = False) -> Dataset:
     """Load a CSV table (a path, bytes, or text holding a newline) into a :class:`Dataset`.
 
     ``label`` names the label column (or several, for multi-output regression); every other
@@ -102,10 +193,19 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
     string labels become ids of their sorted distinct values, returned as ``dataset.classes``),
     "regression" (float32) or None to infer it from the labels. Pass the training set's
     ``classes`` when loading its validation set so that ids agree.
+
+    ``delimiter`` None sniffs ``,`` ``;`` tab or ``|`` from the header line. Missing values (an
+    empty cell, NA, N/A, NaN, null, ?) are an error with ``missing="error"``; ``"drop"`` drops
+    their rows, ``"fill"`` fills features with the column mean (a row missing its label is
+    dropped). ``onehot`` encodes text feature columns of at most :data:`MAX_CATEGORIES` values
+    as one 0/1 column per value (named ``column=value``). What was done is listed in
+    ``dataset.notes``.
     """
     _labels.check_task(task)
+    if missing not in MISSING_MODES:
+        raise DataError("missing={!r}: expected one of {}".format(missing, ", ".join(MISSING_MODES)))
     text, where = read_text(src, name, "data file")
-    header, rows, lines = _read_rows(text, where, delimiter)
+    header, rows, lines = _read_rows(text, where, delimiter or sniff_delimiter(text))
     available = ", ".join(repr(h) for h in header)
     if label is None:
         raise DataError("{}: no label column given; name one of the columns: {}".format(where, available))
@@ -125,7 +225,15 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
     if not feature_cols:
         raise DataError("{}: no feature columns left besides the label column(s) {}".format(
             where, ", ".join(repr(n) for n in label_names)))
-    x = _numeric_block(rows, feature_cols, header, lines, where, "number")
+    notes: List[str] = []
+    try:
+        x = _numeric_block(rows, feature_cols, header, lines, where, "number")
+        feature_names = [header[i] for i in feature_cols]
+    except DataError:
+        if missing == "error" and not onehot:
+            raise   # the first bad cell, as it always was
+        x, feature_names, rows, lines = _mixed_block(rows, lines, feature_cols, label_cols, header, where,
+                                                     missing, onehot, notes)
 
     def locate(i: int) -> str:
         return "line {}".format(lines[i])
@@ -153,9 +261,29 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
         y = _numeric_block(rows, label_cols, header, lines, where, "regression target")
         if len(label_cols) == 1:
             y = y[:, 0]
-    ds = Dataset(x, y, out_classes, [header[i] for i in feature_cols], task, where)
+    ds = Dataset(x, y, out_classes, feature_names, task, where)
     ds.task_reason = reason  # why this task, when it was inferred (pages show it)
+    ds.notes = notes         # rows dropped, values filled, columns one-hot encoded
     return ds
+
+
+def describe_csv(text: str, name: str = "the CSV file", sample: int = 2000) -> Dict[str, Any]:
+    """What a page shows before loading a table: the separator, and per column whether it is
+    numeric, how many cells are missing, and for text columns how many values (a sample of
+    ``sample`` rows is read, with the same parser as :func:`load_csv`)."""
+    delimiter = sniff_delimiter(text)
+    header, rows, _ = _read_rows(text, name, delimiter)
+    body = rows[:sample]
+    columns = []
+    for c, h in enumerate(header):
+        cells = [r[c] for r in body]
+        present = [v.strip() for v in cells if not is_missing(v)]
+        numeric = all(_parse_float(v) is not None for v in present)
+        values = [] if numeric else sorted(set(present))
+        columns.append({"name": h, "numeric": numeric, "missing": len(cells) - len(present),
+                        "values": len(values), "encodable": 0 < len(values) <= MAX_CATEGORIES
+                        and not any(_parse_float(v) is not None for v in present)})
+    return {"delimiter": delimiter, "rows": len(rows), "columns": columns}
 
 
 def _infer_csv_task(raw: List[str]) -> Tuple[str, str]:

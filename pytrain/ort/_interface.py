@@ -150,19 +150,13 @@ class _Lowering(NodeBuilder):
         self.op("Cast", n.input[0], to=elem, out_names=[n.output[0]])
 
 
-def to_ort_interface(model: ModelProto) -> ModelProto:
-    """The pytrain training model ``model`` (changed in place and returned) in standard ONNX ops,
-    with ORT's gradient accumulation inputs and outputs."""
+def _lower(model: ModelProto, which: Any) -> None:
+    """Replace the nodes ``which(node)`` selects by their statement in standard ONNX ops."""
     g = model.graph
-    meta = model_metadata(model)
-    layout = json.loads(meta["pytrain.layout"])
-    opset = opset_version(model)
-    types = _known_types(model)
-    low = _Lowering(NameScope(all_names(g)), types, opset)
+    low = _Lowering(NameScope(all_names(g)), _known_types(model), opset_version(model))
     nodes: List[NodeProto] = []
     for n in g.node:
-        pytrain_op = n.domain == PYTRAIN_DOMAIN
-        if pytrain_op or (n.op_type == "CastLike" and not n.domain and opset < 15):
+        if which(n):
             rule = getattr(low, n.op_type, None)
             if rule is None:
                 raise low.refuse(n, "it has no statement in standard ONNX ops")
@@ -171,6 +165,28 @@ def to_ort_interface(model: ModelProto) -> ModelProto:
             nodes.extend(low.nodes)
         else:
             nodes.append(n)
+    del g.node[:]
+    g.node.extend(nodes)
+    g.initializer.extend(low.initializer_protos())
+
+
+def standard_ops(model: ModelProto) -> ModelProto:
+    """``model`` (changed in place) with CastLike stated as Cast where its opset lacks CastLike (< 15)."""
+    if opset_version(model) < 15:
+        _lower(model, lambda n: n.op_type == "CastLike" and not n.domain)
+    return model
+
+
+def to_ort_interface(model: ModelProto) -> ModelProto:
+    """The pytrain training model ``model`` (changed in place and returned) in standard ONNX ops,
+    with ORT's gradient accumulation inputs and outputs."""
+    g = model.graph
+    meta = model_metadata(model)
+    layout = json.loads(meta["pytrain.layout"])
+    standard_ops(model)  # first, so ONNX's shape inference understands the graph
+    _lower(model, lambda n: n.domain == PYTRAIN_DOMAIN)
+    low = _Lowering(NameScope(all_names(g)), {}, opset_version(model))
+    nodes: List[NodeProto] = list(g.node)
     grads = layout.get("grads", [])
     trainable = layout.get("trainable", [])
     by_name = {v.name: v for v in g.input}
@@ -188,7 +204,6 @@ def to_ort_interface(model: ModelProto) -> ModelProto:
         nodes.extend(low.nodes)
     del g.node[:]
     g.node.extend(nodes)
-    g.initializer.extend(low.initializer_protos())
     g.input.extend(acc_inputs)
     keep = [o for o in g.output if o.name not in set(grads)]
     del g.output[:]

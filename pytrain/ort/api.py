@@ -132,17 +132,7 @@ class CheckpointState:
 
 
 def _load_core(checkpoint_uri: Any) -> _ck.CheckpointState:
-    from pytrain.ort import ort_checkpoint
-
-    data = checkpoint_uri if isinstance(checkpoint_uri, (bytes, bytearray)) else None
-    if data is None and isinstance(checkpoint_uri, (str, os.PathLike)) and os.path.isfile(checkpoint_uri):
-        with open(checkpoint_uri, "rb") as f:
-            head = f.read(8)
-        if ort_checkpoint.is_ort_checkpoint(head):
-            with open(checkpoint_uri, "rb") as f:
-                return ort_checkpoint.load(f.read())
-    elif data is not None and ort_checkpoint.is_ort_checkpoint(bytes(data[:8])):
-        return ort_checkpoint.load(bytes(data))
+    # pytrain's loader also reads ONNX Runtime 1.19's flatbuffer checkpoints (pytrain.checkpoint_ort)
     return _ck.CheckpointState.load_checkpoint(checkpoint_uri)
 
 
@@ -196,7 +186,10 @@ class Module:
     def __call__(self, *user_inputs: Any) -> Any:
         self._check_loaded()
         as_ort = any(_values.is_ort_value(x) for x in user_inputs)
-        outs = self._module(*[_values.to_numpy(x) for x in user_inputs])
+        inputs = [_values.to_numpy(x) for x in user_inputs]
+        # numpy's fixed-width strings as the object arrays ONNX string tensors are in pytrain
+        inputs = [x.astype(object) if isinstance(x, np.ndarray) and x.dtype.kind in "US" else x for x in inputs]
+        outs = self._module(*inputs)
         if not as_ort:
             return outs
         if isinstance(outs, list):

@@ -141,8 +141,8 @@ class _Source:
         if blob is None:
             if self.base_dir is None and not self.files:
                 raise ModelFormatError("tensor %r keeps its data in the external file %r, and the model was given "
-                                       "as bytes: pass the file's bytes too (external_data={%r: ...}) or load the "
-                                       "model from its path" % (name, location, location))
+                                       "as bytes or a ModelProto: pass the file's bytes too (external_data={%r: ...}) "
+                                       "or load the model from its path" % (name, location, location))
             raise ModelFormatError("tensor %r: external data file %r was not given (external_data has %s)"
                                    % (name, location, ", ".join(repr(k) for k in sorted(self.files)) or "nothing"))
         self._cache[rel] = blob

@@ -82,7 +82,7 @@ class Session:
                 "val": int(len(d["val_x"])), "task": d["task"], "classes": d["classes"],
                 "num_classes": d["num_classes"], "features": d["feature_names"],
                 "sample_shape": [int(s) for s in d["train_x"].shape[1:]], "added": d["added"],
-                "task_reason": d.get("task_reason")}
+                "task_reason": d.get("task_reason"), "notes": d.get("notes") or []}
 
     def use_digits(self, blob: bytes, n_train: int = 8000, n_val: int = 1000) -> Dict[str, Any]:
         """Load the bundled MNIST digits: the first ``n_train`` for training, the last ``n_val`` held out."""
@@ -97,34 +97,21 @@ class Session:
 
     @staticmethod
     def inspect_csv(text: str) -> Dict[str, Any]:
-        """Column names, which columns are numeric, and a suggested label column/task (last column)."""
-        lines = [ln for ln in str(text).splitlines() if ln.strip()]
-        if not lines:
-            raise DataError("the CSV file is empty")
-        import csv
-        rows = list(csv.reader(lines[:201]))
-        header = [h.strip() for h in rows[0]]
-        body = rows[1:]
-
-        def numeric(col: int) -> bool:
-            for r in body:
-                if col >= len(r):
-                    return False
-                try:
-                    float(r[col])
-                except ValueError:
-                    return False
-            return True
-
-        flags = [numeric(i) for i in range(len(header))]
-        label = header[-1] if header else None
-        return {"columns": header, "numeric": flags, "rows": len(lines) - 1, "label": label,
-                "preview": body[:5]}
+        """Columns (numeric or text, missing cells, text values), the separator and a suggested
+        label column (the last), read with the parser use_csv uses."""
+        from pytrain.data.tabular import describe_csv
+        desc = describe_csv(str(text))
+        cols = desc["columns"]
+        return {"columns": [c["name"] for c in cols], "numeric": [c["numeric"] for c in cols], "details": cols,
+                "rows": desc["rows"], "delimiter": desc["delimiter"], "label": cols[-1]["name"] if cols else None}
 
     def use_csv(self, text: str, label: str, task: Optional[str] = None, val_fraction: float = 0.2,
-                seed: int = 0) -> Dict[str, Any]:
-        """Load a CSV table (text) with ``label`` as target; split off a stratified validation set."""
-        ds = _data.load_csv(str(text), label=label, task=task or None, name="the CSV file")
+                seed: int = 0, exclude: Sequence[str] = (), missing: str = "error",
+                onehot: bool = False) -> Dict[str, Any]:
+        """Load a CSV table (text) with ``label`` as target; split off a stratified validation set.
+        ``exclude``: columns to leave out; ``missing``/``onehot``: see pytrain.data.load_csv."""
+        ds = _data.load_csv(str(text), label=label, task=task or None, name="the CSV file", delimiter=None,
+                            drop=[c for c in exclude if c != label], missing=missing, onehot=bool(onehot))
         idx_train, idx_val = _data.split_indices(
             len(ds), float(val_fraction), int(seed),
             stratify=ds.y if ds.task == "classification" else None)
@@ -133,12 +120,12 @@ class Session:
         if ds.task == "classification" and classes is None:
             classes = [str(i) for i in range(int(ds.y.max()) + 1)]
         source = {"kind": "csv", "label": label, "task": ds.task, "val_fraction": float(val_fraction),
-                  "seed": int(seed)}
+                  "seed": int(seed), "exclude": list(exclude), "missing": missing, "onehot": bool(onehot)}
         self._csv_text = str(text)
         why = getattr(ds, "task_reason", "chosen")
         return self._set_data(train.x, train.y, val.x, val.y, ds.task, classes, ds.feature_names, source,
                               {"task_reason": None if why == "chosen" else why,
-                               "text_classes": ds.classes})
+                               "text_classes": ds.classes, "notes": getattr(ds, "notes", [])})
 
     def use_arrays(self, x: np.ndarray, y: np.ndarray, task: str = "classification",
                    classes: Optional[List[str]] = None, val_fraction: float = 0.2,
@@ -574,7 +561,8 @@ class Session:
             self.use_digits(digits, src["n_train"], src["n_val"])
         elif kind == "csv":
             self.use_csv(arrays["csv"].tobytes().decode("utf-8"), src["label"], src["task"],
-                         src["val_fraction"], src["seed"])
+                         src["val_fraction"], src["seed"], src.get("exclude", ()), src.get("missing", "error"),
+                         src.get("onehot", False))
         elif kind == "arrays":
             self.use_arrays(arrays["x"], arrays["y"], src["task"], meta.get("classes"), src["val_fraction"],
                             src["seed"])
@@ -627,7 +615,8 @@ class Session:
         data = None
         src = run.get("data_source") or {}
         if table is not None and src.get("kind") == "csv":
-            data = self.use_csv(table, src["label"], src.get("task"), src.get("val_fraction", 0.2), src.get("seed", 0))
+            data = self.use_csv(table, src["label"], src.get("task"), src.get("val_fraction", 0.2), src.get("seed", 0),
+                                src.get("exclude", ()), src.get("missing", "error"), src.get("onehot", False))
         if run.get("model"):
             model = self._use(found, run["model"])
         else:

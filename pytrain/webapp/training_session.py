@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from pytrain.errors import CheckpointError, InputError
+from pytrain.errors import InputError
 from pytrain.webapp.common import WebappError
 
 # onnxruntime-common's Tensor.Type names and the numpy dtypes of their typed arrays.
@@ -25,23 +25,11 @@ ORT_TYPES = {
 _NUMPY_TO_ORT = {np.dtype(v).str: k for k, v in ORT_TYPES.items()}
 
 
-#: ONNX Runtime's checkpoint flatbuffers carry this file identifier at bytes 4..8
-ORT_CHECKPOINT_ID = b"ODTC"
-
-
 def load_state(checkpoint: bytes) -> Any:
-    """A CheckpointState from a pytrain checkpoint, or from ONNX Runtime 1.19's flatbuffer format
-    (read by ``pytrain.ort.ort_checkpoint``)."""
+    """A CheckpointState from pytrain's checkpoint or ONNX Runtime 1.19's (its flatbuffer format):
+    ``CheckpointState.load_checkpoint`` reads both."""
     from pytrain.checkpoint import CheckpointState
-    data = bytes(checkpoint)
-    if data[4:8] != ORT_CHECKPOINT_ID:
-        return CheckpointState.load_checkpoint(data)
-    try:
-        from pytrain.ort import ort_checkpoint
-        return ort_checkpoint.load(data)
-    except (ImportError, NotImplementedError):
-        raise CheckpointError("this is an ONNX Runtime checkpoint, which this pytrain build cannot read; "
-                              "pass a pytrain checkpoint") from None
+    return CheckpointState.load_checkpoint(bytes(checkpoint))
 
 
 def to_array(tensor: Dict[str, Any], what: str) -> np.ndarray:

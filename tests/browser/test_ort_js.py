@@ -251,6 +251,8 @@ window.__api = (async () => {
   await expectError("missingInput", () => s.runTrainStep({ input: x }));
   await expectError("badFetch", () => s.runTrainStep({ input: x, labels: y }, ["nope"]));
   await expectError("badDims", () => s.runTrainStep({ input: x.reshape([32, 1568]), labels: y }));
+  await expectError("badCheckpoint", () => ort.TrainingSession.create({ checkpointState: new Uint8Array([1, 2, 3]),
+    trainModel: base + "training_model.onnx" }));
   await s.release();
   await expectError("released", () => s.runTrainStep({ input: x, labels: y }));
   await s2.release();
@@ -300,5 +302,94 @@ def test_training_session_api_and_parameter_round_trip(context, site_url, arts):
     assert "input 'labels' is missing" in errors["missingInput"]
     assert "invalid output name: nope" in errors["badFetch"]
     assert errors["badDims"] and "input" in errors["badDims"]
+    assert "checkpoint" in errors["badCheckpoint"].lower()
     assert "released" in errors["released"]
+    assert rec.foreign(site_url) == []
+
+
+FAIL_PAGE = """<!doctype html>
+<meta charset="utf-8">
+<script type="module">
+import * as ort from "/pytrain-ort.js";
+ort.TrainingSession.create({ checkpointState: new Uint8Array(4), trainModel: new Uint8Array(4) })
+  .then(() => { window.__created = "resolved"; }, (e) => { window.__created = "rejected: " + e.message; });
+</script>
+"""
+
+
+def test_create_rejects_when_python_cannot_start(context, site_url):
+    """No worker script: create() rejects with the worker's failure instead of waiting forever."""
+    ctx, rec = context
+    _serve(ctx, {"/ort-test/fail.html": FAIL_PAGE.encode()})
+    ctx.route(re.compile(r"/worker\.js(\?.*)?$"), lambda route, request: route.fulfill(status=404, body="gone"))
+    page = open_app(ctx, site_url, rec, "ort-test/fail.html")
+    page.wait_for_function("() => window.__created !== undefined", timeout=60_000)
+    assert page.evaluate("window.__created").startswith("rejected: the worker failed")
+
+
+ORT_FIXTURES = ROOT / "tests" / "fixtures" / "ort_checkpoints"
+
+CARRY_PAGE = """<!doctype html>
+<meta charset="utf-8">
+<script type="module">
+import * as ort from "/pytrain-ort.js";
+window.__carry = (async () => {
+  const get = async (u) => new Uint8Array(await (await fetch(u)).arrayBuffer());
+  const base = "/ort-test/";
+  const data = JSON.parse(new TextDecoder().decode(await get(base + "data.json")));
+  const s = await ort.TrainingSession.create({ checkpointState: await get(base + "ort.ckpt"),
+    trainModel: base + "training_model.onnx", evalModel: base + "eval_model.onnx",
+    optimizerModel: base + "optimizer_model.onnx" });
+  const out = { size: [await s.getParametersSize(true), await s.getParametersSize(false)] };
+  out.loaded = Array.from((await s.getContiguousParameters(false)).data);
+  const feeds = { input: new ort.Tensor("float32", data.x, data.xdims),
+                  labels: new ort.Tensor("int64", data.y, [data.y.length]) };
+  out.loss = (await s.runTrainStep(feeds)).loss.data[0];
+  await s.runOptimizerStep();
+  out.stepped = Array.from((await s.getContiguousParameters(false)).data);
+  await s.release();
+  return out;
+})().catch((e) => ({ failed: String((e && e.stack) || e) })).then((r) => { window.__carryResult = r; });
+</script>
+"""
+
+
+def test_onnxruntime_checkpoint_carries_over(context, site_url):
+    """A checkpoint onnxruntime-training 1.19.2 wrote (tests/fixtures/ort_checkpoints: two AdamW steps on
+    a 4-3-2 MLP with fc2.bias frozen, optimizer state included) trains on in the browser with pytrain's
+    artifacts of the same model: its weights come in, and the next step continues ORT's AdamW moments
+    exactly as pytrain does in Python."""
+    ctx, rec = context
+    expected = np.load(str(ORT_FIXTURES / "expected.npz"))
+    ckpt = (ORT_FIXTURES / "optimizer.ckpt").read_bytes()
+    arts = artifacts.generate_artifacts(models.mlp(4, [3], 2), requires_grad=["fc1.weight", "fc1.bias", "fc2.weight"],
+                                        frozen_params=["fc2.bias"], loss=artifacts.LossType.CrossEntropyLoss,
+                                        optimizer=artifacts.OptimType.AdamW)
+    x, y = expected["x1"], expected["y1"]
+    files = {"/ort-test/carry.html": CARRY_PAGE.encode(), "/ort-test/ort.ckpt": ckpt,
+             "/ort-test/data.json": json.dumps({"x": x.ravel().tolist(), "xdims": list(x.shape),
+                                                "y": y.tolist()}).encode()}
+    for fname, attr in ART_FILES.items():
+        if fname != "checkpoint":
+            files["/ort-test/" + fname] = getattr(arts, attr)
+    _serve(ctx, files)
+    page = open_app(ctx, site_url, rec, "ort-test/carry.html")
+    page.wait_for_function("() => window.__carryResult !== undefined", timeout=LOAD_TIMEOUT_MS + 60_000)
+    out = page.evaluate("window.__carryResult")
+    assert "failed" not in out, out.get("failed")
+
+    # pytrain in Python on the same ORT checkpoint and artifacts
+    state = CheckpointState.load_checkpoint(ckpt)
+    module = Module(arts.training_model, state, arts.eval_model)
+    opt = Optimizer(arts.optimizer_model, module)
+    names = module._names(False)
+    assert names[-1] == "fc2.bias" and out["size"] == [12 + 3 + 6, 12 + 3 + 6 + 2]
+    ort_weights = np.concatenate([expected["param/" + n].ravel() for n in names])
+    np.testing.assert_array_equal(np.array(out["loaded"], np.float32), ort_weights)
+    loss = float(np.asarray(module(x, y)).ravel()[0])
+    opt.step()
+    assert state.optimizer_state.step == 3   # ORT's two steps, then this one
+    np.testing.assert_allclose(out["loss"], loss, rtol=1e-6)
+    np.testing.assert_allclose(np.array(out["stepped"], np.float32), module.get_contiguous_parameters(False),
+                               rtol=1e-6, atol=1e-7)
     assert rec.foreign(site_url) == []

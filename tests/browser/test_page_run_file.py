@@ -65,7 +65,10 @@ def test_run_file_goes_back_into_the_page_the_widget_and_the_cli(context, browse
         assert data["kind"] == "csv" and data["train"] + data["val"] == 150
         assert "Taken back at epoch 2, step 16" in page2.inner_text("#train-status")
         assert page2.input_value("#batch-size") == "16"
-        train_epochs(page2, 3, 120_000)
+        page2.fill("#epochs", "3")
+        page2.click("#start")     # continues: one more epoch of 8 batches
+        page2.wait_for_function("() => window.pytrainApp.epochs.length === 1 && !window.pytrainApp.training",
+                                timeout=120_000)
         assert app_state(page2, "a.step") == 24 and app_state(page2, "a.errors") == []
 
         # Loose files with any names: the checkpoint named like the page's old download is recognised.

@@ -26,6 +26,7 @@ const app = {
   epochs: [],            // per-epoch validation records
   resumed: null,         // result of the last resume
   onnxUpload: null,      // {name, bytes} of the uploaded inference model
+  drawn: [],             // digits the user drew and added ({x, y}), kept when the digits model is rebuilt
   errors: [],
   history: { losses: [], epochs: [] },
   // ms since navigation start (performance.now()): Python ready, first training step reported
@@ -35,21 +36,57 @@ window.pytrainApp = app;
 
 // ------------------------------------------------------------------ errors and status
 
-function showError(err) {
+/**
+ * Show an error where the action was: the one error box moves next to the control (inside its
+ * fieldset, tab or card), scrolls into view and takes the focus. Without a control (e.g. Python
+ * failed to load) it stays under the page header.
+ */
+function showError(err, near = null) {
   const msg = (err && err.message) || String(err);
   app.errors.push(msg);
+  const box = $("error");
+  const host = near && near.closest ? near.closest("fieldset, .tab, .card") : null;
+  if (host) (near.closest(".draw, .row, label.file") || near).after(box);   // right under the control's row
+  else document.querySelector("header.top").after(box);
+  box.dataset.near = near && near.id ? near.id : "";
   $("error-text").textContent = msg;
-  $("error").hidden = false;
+  box.hidden = false;
+  box.scrollIntoView({ block: "center" });
+  box.focus({ preventScroll: true });
 }
-$("error-close").onclick = () => { $("error").hidden = true; };
+$("error-close").onclick = () => {
+  $("error").hidden = true;
+  const back = $($("error").dataset.near || "");
+  if (back && !back.disabled) back.focus();
+};
 
-/** Run an async UI action; errors show on the page and re-enable the button. */
-async function guarded(button, fn) {
+/** Run an async UI action; errors show next to `button` (or `near`) and re-enable the button. */
+async function guarded(button, fn, near = null) {
   if (button) button.disabled = true;
-  try { return await fn(); } catch (e) { showError(e); return undefined; } finally {
+  try { return await fn(); } catch (e) {
+    // a half-done step must not leave its progress message behind ("Reading the table…")
+    if ($("setup-status").textContent.endsWith("…")) describeSetup();
+    showError(e, near || button);
+    return undefined;
+  } finally {
     if (button) button.disabled = false;
     refreshButtons();
   }
+}
+
+// Buttons that disable themselves (Build, Start…) would drop the focus to the page body: keep it
+// on the next control of the same group, or on the section's status line.
+let lastFocus = null;
+document.addEventListener("focusin", (e) => { lastFocus = e.target; });
+function keepFocus() {
+  const lost = lastFocus;
+  if (!lost || !lost.disabled || (document.activeElement && document.activeElement !== document.body)) return;
+  const group = lost.closest(".row, fieldset, .tab, .card");
+  const next = group && Array.from(group.querySelectorAll("button, input, select"))
+    .find((el) => !el.disabled && el.offsetParent !== null);
+  const card = lost.closest(".card");
+  const target = next || (card && card.querySelector(".status"));
+  if (target) target.focus({ preventScroll: true });
 }
 
 function setStatus(id, text, ok = false, bad = false) {
@@ -101,6 +138,7 @@ function refreshButtons() {
   $("add-sample").disabled = !ready || !haveData || !app.lastPrediction || !app.lastPrediction.input || !(app.data && app.data.kind === "digits");
   $("row-predict").disabled = !ready || !haveModel;
   $("resume-btn").disabled = !ready || app.training;
+  keepFocus();
 }
 
 // ------------------------------------------------------------------ loading
@@ -125,7 +163,7 @@ client.on("ready", (v) => {
   refreshButtons();
 });
 client.on("fatal", (e) => { $("load-text").textContent = "Python could not start."; showError(e); });
-client.on("error", (e) => showError(e));
+client.on("error", (e) => showError(e, $("train-status")));
 
 // ------------------------------------------------------------------ tabs
 
@@ -278,6 +316,7 @@ function trainOptions() {
 }
 
 $("start").onclick = () => guarded(null, async () => {
+  $("error").hidden = true;
   const opts = trainOptions();
   if (app.step === 0 && app.rebuild && app.model && app.model.optimizer !== $("optimizer").value) {
     await app.rebuild($("optimizer").value);
@@ -288,7 +327,7 @@ $("start").onclick = () => guarded(null, async () => {
   app.training = true;
   refreshButtons();
   try { await client.call("train", opts); } catch (e) { app.training = false; throw e; }
-});
+}, $("start"));
 $("pause").onclick = () => guarded(null, () => client.call("pause"));
 $("resume-train").onclick = () => guarded(null, () => client.call("resume"));
 $("stop").onclick = () => guarded(null, () => client.call("stop"));
@@ -314,12 +353,21 @@ function afterModel(model) {
   $("optimizer").value = ["AdamW", "Adam", "SGD"].includes(model.optimizer) ? model.optimizer : $("optimizer").value;
   resetPlots();
   setStatus("train-status", "Ready to train.");
+  clearTry();
   describeSetup();
   showTryPanel();
 }
 
+/** A new model: the Try panel must not show the previous model's input or prediction. */
+function clearTry() {
+  $("pad-clear").click();
+  $("row-input").value = "";
+  $("row-result").textContent = "";
+}
+
 function afterData(data) {
   app.data = data;
+  if (!data.added) setStatus("added-status", "");
   describeSetup();
   showTryPanel();
 }
@@ -328,6 +376,12 @@ $("digits-build").onclick = () => guarded($("digits-build"), async () => {
   const kind = $("digits-model").value;
   setStatus("setup-status", "Loading digits and building the model…");
   afterData(await client.call("useDigits", { nTrain: parseInt($("digits-count").value, 10), nVal: 1000 }));
+  if (app.drawn.length) {   // the user's own digits stay in the training set across rebuilds
+    const x = new Float32Array(app.drawn.length * 784);
+    app.drawn.forEach((d, i) => x.set(d.x, i * 784));
+    afterData(await client.call("addSamples", { x, shape: [app.drawn.length, 784], y: app.drawn.map((d) => d.y) }));
+    setStatus("added-status", `Your ${app.drawn.length} drawn digit${app.drawn.length > 1 ? "s are" : " is"} still in the training set.`);
+  }
   app.rebuild = async (optimizer) => afterModel(await client.call("buildDigits", { kind, optimizer }));
   await app.rebuild($("optimizer").value);
   if (kind === "cnn" && parseFloat($("lr").value) > 0.005) $("lr").value = "0.002";
@@ -336,6 +390,11 @@ $("digits-build").onclick = () => guarded($("digits-build"), async () => {
 // CSV for "Your table"
 let tableCSV = null;
 async function inspectInto(input, select, info) {
+  // forget the previous file first: a failed upload must not leave its columns and Build button
+  select.innerHTML = "";
+  select.disabled = true;
+  if (info) info.textContent = "";
+  refreshButtons();
   const file = await readText(input);
   if (!file) return null;
   const res = await client.call("inspectCSV", { text: file.text });
@@ -350,7 +409,10 @@ async function inspectInto(input, select, info) {
   if (info) info.textContent = `${file.name}: ${nf.format(res.rows)} rows, ${res.columns.length} columns.`;
   return { name: file.name, text: file.text, columns: res.columns };
 }
-$("csv-file").onchange = () => guarded(null, async () => { tableCSV = await inspectInto($("csv-file"), $("csv-label"), $("csv-info")); });
+$("csv-file").onchange = () => guarded(null, async () => {
+  tableCSV = null;
+  tableCSV = await inspectInto($("csv-file"), $("csv-label"), $("csv-info"));
+}, $("csv-file"));
 $("csv-label").onchange = refreshButtons;
 $("csv-build").onclick = () => guarded($("csv-build"), async () => {
   if (!tableCSV) throw new Error("Choose a CSV file first.");
@@ -388,7 +450,7 @@ $("onnx-file").onchange = () => guarded(null, async () => {
     if (p.why) label.title = (p.trains === false ? "not trained by default: " : "") + p.why;
     $("onnx-params").appendChild(label);
   }
-});
+}, $("onnx-file"));
 $("onnx-generate").onclick = () => guarded($("onnx-generate"), async () => {
   const file = app.onnxUpload;
   const requiresGrad = Array.from($("onnx-params").querySelectorAll("input:checked")).map((i) => i.value);
@@ -419,7 +481,10 @@ $("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
   refreshButtons();
 });
 let modelCSV = null;
-$("data-csv-file").onchange = () => guarded(null, async () => { modelCSV = await inspectInto($("data-csv-file"), $("data-csv-label"), null); });
+$("data-csv-file").onchange = () => guarded(null, async () => {
+  modelCSV = null;
+  modelCSV = await inspectInto($("data-csv-file"), $("data-csv-label"), null);
+}, $("data-csv-file"));
 $("data-csv-label").onchange = refreshButtons;
 $("data-csv-load").onclick = () => guarded($("data-csv-load"), async () => {
   if (!modelCSV) throw new Error("Choose a CSV file first.");
@@ -437,6 +502,7 @@ $("data-images-load").onclick = () => guarded($("data-images-load"), async () =>
 // ------------------------------------------------------------------ trying the model
 
 const pad = new DrawPad($("pad"), { onStroke: () => predictDrawing() });
+app.padEmpty = () => pad.empty;
 for (let d = 0; d < 10; d++) {
   const o = document.createElement("option");
   o.value = o.textContent = String(d);
@@ -492,7 +558,7 @@ async function predictDrawing() {
     const res = await client.call("predict", { x, shape: [1, 784] });
     app.lastPrediction = { input: Array.from(x), probabilities: res.probabilities[0], outputs: res.outputs[0], label: res.label[0] };
     renderPrediction(res);
-  } catch (e) { showError(e); } finally { predicting = false; refreshButtons(); }
+  } catch (e) { showError(e, $("pad")); } finally { predicting = false; refreshButtons(); }
 }
 
 $("pad-clear").onclick = () => {
@@ -509,6 +575,7 @@ $("add-sample").onclick = () => guarded($("add-sample"), async () => {
   if (!x) throw new Error("Draw a digit first.");
   const label = parseInt($("add-label").value, 10);
   const summary = await client.call("addSamples", { x, shape: [1, 784], y: [label] });
+  app.drawn.push({ x: Array.from(x), y: label });
   afterData(summary);
   setStatus("added-status", `Added a "${label}". The training set now has ${nf.format(summary.train)} digits ` +
     `(${summary.added} of them yours); they are used from the next epoch on.`);

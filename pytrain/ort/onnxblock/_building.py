@@ -190,6 +190,8 @@ class ForwardBlock(Block):
         from pytrain.proto.onnx_pb import StringStringEntryProto
         for k, v in sorted(ctx.__dict__.get("ort_metadata", {}).items()):
             model.metadata_props.append(StringStringEntryProto(key=k, value=v))
+        from pytrain.ort._interface import standard_ops
+        standard_ops(model)
         acc = current_accessor()
         write_back(acc.model, model)
         self._model = acc.model

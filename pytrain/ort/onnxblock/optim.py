@@ -193,7 +193,7 @@ class AdamW(_Optimizer):
                     b.op("SequenceInsert", carried[2], v)]
 
         outs = _loop(c, count, [(_empty_seq(c), _seq), (_empty_seq(c), _seq), (_empty_seq(c), _seq)], body)
-        return [c.op("Identity", o, out_names=[n]) for o, n in
+        return [c.op("Identity", o, out_names=[n])[0] for o, n in
                 zip(outs, ("params.out", "first_order_moments.out", "second_order_moments.out"))]
 
 
@@ -214,7 +214,7 @@ class SGD(_Optimizer):
             return [b.op("SequenceInsert", carried[0], b.op("Sub", p, b.op("Mul", lr, g)))]
 
         outs = _loop(c, count, [(_empty_seq(c), _seq)], body)
-        return [c.op("Identity", outs[0] if isinstance(outs, list) else outs, out_names=["params.out"])]
+        return c.op("Identity", outs[0] if isinstance(outs, list) else outs, out_names=["params.out"])
 
 
 def from_model_metadata(meta: dict) -> Optional[dict]:

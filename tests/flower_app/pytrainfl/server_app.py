@@ -3,9 +3,10 @@
 round to ``out/round_<n>.npz`` (round 0 is the initial model) plus ``out/result.json``."""
 import json
 import os
+import traceback
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
@@ -14,11 +15,19 @@ app = ServerApp()
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    cfg = context.run_config
-    out = str(cfg["out"])
+    out = str(context.run_config["out"])
     os.makedirs(out, exist_ok=True)
+    try:
+        federate(grid, context.run_config, out)
+    except BaseException:
+        with open(os.path.join(out, "result.json"), "w") as f:  # the test stops waiting at once
+            json.dump({"error": traceback.format_exc()}, f)
+        raise
+
+
+def federate(grid: Grid, cfg, out: str) -> None:
     with np.load(str(cfg["init"])) as z:
-        initial = ArrayRecord({name: z[name] for name in z.files})
+        initial = ArrayRecord({name: Array(z[name]) for name in z.files})
     n = int(cfg["num-nodes"])
     strategy = FedAvg(fraction_train=1.0, fraction_evaluate=1.0, min_train_nodes=n,
                       min_evaluate_nodes=n, min_available_nodes=n)

@@ -1,0 +1,67 @@
+"""Issue 13, defect 4: no stale state after a failed upload, a failed build, a model switch or a rebuild."""
+from __future__ import annotations
+
+from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, wait_ready
+from test_tables_and_models import iris_csv
+
+
+def _draw(page):
+    box = page.locator("#pad").bounding_box()
+    x0, y0, w = box["x"], box["y"], box["width"]
+    page.mouse.move(x0 + 0.3 * w, y0 + 0.25 * w)
+    page.mouse.down()
+    page.mouse.move(x0 + 0.7 * w, y0 + 0.25 * w, steps=10)
+    page.mouse.move(x0 + 0.45 * w, y0 + 0.8 * w, steps=15)
+    page.mouse.up()
+
+
+def test_failed_upload_and_failed_build_leave_nothing_behind(context, site_url, tmp_path):
+    ctx, rec = context
+    page = open_app(ctx, site_url, rec)
+    wait_ready(page)
+    page.click("button[data-tab=table]")
+    page.set_input_files("#csv-file", str(iris_csv(tmp_path / "iris.csv")))
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 5", timeout=30_000)
+    assert "iris.csv" in page.inner_text("#csv-info") and page.locator("#csv-build").is_enabled()
+    # a file that is no table: the old file's columns, name and Build button go away
+    page.set_input_files("#csv-file", files=[{"name": "empty.csv", "mimeType": "text/csv", "buffer": b"\n\n"}])
+    page.wait_for_selector("#error", state="visible", timeout=30_000)
+    assert page.evaluate("document.getElementById('csv-label').options.length") == 0
+    assert "iris.csv" not in page.inner_text("#csv-info")
+    assert page.locator("#csv-build").is_disabled() and page.locator("#csv-label").is_disabled()
+
+    # a build that fails: the status does not stay at "Reading the table…"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b,label\n1,2,0\n3,hello,1\n5,6,0\n7,8,1\n")
+    page.set_input_files("#csv-file", str(bad))
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 3", timeout=30_000)
+    page.click("#csv-build")
+    page.wait_for_function("() => window.pytrainApp.errors.length >= 2", timeout=60_000)
+    assert "…" not in page.inner_text("#setup-status")
+
+
+def test_switching_models_clears_the_try_panel_and_keeps_drawn_digits(context, site_url):
+    ctx, rec = context
+    page = open_app(ctx, site_url, rec)
+    wait_ready(page)
+    page.select_option("#digits-count", "1000")
+    page.click("#digits-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
+    _draw(page)
+    page.wait_for_function("() => document.getElementById('prediction').dataset.prediction !== undefined", timeout=30_000)
+    page.select_option("#add-label", "7")
+    page.click("#add-sample")
+    page.wait_for_function("() => window.pytrainApp.data.added === 1", timeout=30_000)
+    _draw(page)
+    page.wait_for_function("() => document.getElementById('prediction').dataset.prediction !== undefined", timeout=30_000)
+
+    page.select_option("#digits-model", "cnn")
+    page.click("#digits-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.kind === 'cnn' "
+                           "&& !document.getElementById('digits-build').disabled", timeout=LOAD_TIMEOUT_MS)
+    # the previous model's input and prediction are gone
+    assert page.inner_text("#prediction") == "" and app_state(page, "a.lastPrediction") is None
+    assert page.evaluate("window.pytrainApp.padEmpty()") is True
+    # the drawn digit is still in the training set, and the text says so
+    assert app_state(page, "a.data.added") == 1
+    assert "1 drawn digit is still in the training set" in page.inner_text("#added-status")
