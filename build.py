@@ -172,6 +172,133 @@ def build_python_zip(site: Path, zip_path: str = "/lib/pytrain.zip") -> Optional
     return {"zip": "wheels/" + target.name, "size": target.stat().st_size, "path": zip_path}
 
 
+STARTUP_MODULES = ROOT / "pyodide-startup-modules.txt"
+PYC_BUNDLE_MAGIC = b"PTPYC001"
+
+
+def _lz4_block(src: bytes, size: int) -> bytes:
+    """Decode one raw LZ4 block (the format emscripten's file packager compresses chunks with)."""
+    out = bytearray()
+    i, n = 0, len(src)
+    while i < n:
+        token = src[i]
+        i += 1
+        lit = token >> 4
+        if lit == 15:
+            while True:
+                b = src[i]
+                i += 1
+                lit += b
+                if b != 255:
+                    break
+        out += src[i:i + lit]
+        i += lit
+        if i >= n:
+            break
+        off = src[i] | (src[i + 1] << 8)
+        i += 2
+        length = token & 15
+        if length == 15:
+            while True:
+                b = src[i]
+                i += 1
+                length += b
+                if b != 255:
+                    break
+        length += 4
+        start = len(out) - off
+        if off >= length:
+            out += out[start:start + length]
+        else:  # an overlapping match repeats the last ``off`` bytes
+            for k in range(length):
+                out.append(out[start + k])
+    return bytes(out[:size])
+
+
+def pyodide_package_files(js_path: Path, data_path: Path) -> Dict[str, bytes]:
+    """{path in Pyodide's file system: bytes} of the .py files in one emscripten file package
+    (``pyodide.asm.js/.data`` for the stdlib, ``numpy.js/.data``...), LZ4 chunks decoded."""
+    js = js_path.read_text(encoding="utf-8")
+    data = data_path.read_bytes()
+    files = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in
+             re.finditer(r'"?filename"?:"([^"]+\.py)","?start"?:(\d+),"?end"?:(\d+)', js)]
+
+    def array(name: str) -> List[int]:
+        m = re.search(r'\b"?%s"?:\[([0-9e,.+]*)\]' % name, js)   # minified numbers: 1e3 for 1000
+        return [int(float(x)) for x in m.group(1).split(",") if x] if m else []
+
+    if "compressedData" not in js:
+        return {name: data[a:b] for name, a, b in files}
+    offsets, sizes, compressed = array("offsets"), array("sizes"), array("successes")
+    chunk = 2048   # emscripten's LZ4.CHUNK_SIZE
+    cache: Dict[int, bytes] = {}
+
+    def read(a: int, b: int) -> bytes:
+        parts = []
+        for k in range(a // chunk, (b - 1) // chunk + 1):
+            if k not in cache:
+                raw = data[offsets[k]:offsets[k] + sizes[k]]
+                cache[k] = _lz4_block(raw, chunk) if compressed[k] else raw
+            parts.append(cache[k])
+        return b"".join(parts)[a % chunk:a % chunk + (b - a)]
+
+    return {name: read(a, b) for name, a, b in files}
+
+
+_PY38_COMPILE_FILES = r"""
+import importlib.util, json, sys
+from importlib._bootstrap_external import _code_to_hash_pyc
+out = {}
+for path, src in json.loads(sys.stdin.read()).items():
+    src = src.encode("latin-1")
+    code = compile(src, path, "exec", dont_inherit=True)
+    out[path] = _code_to_hash_pyc(code, importlib.util.source_hash(src), False).decode("latin-1")
+sys.stdout.write(json.dumps(out))
+"""
+
+
+def build_startup_bytecode(site: Path, pyodide_dir: Path, packages: Iterable[str]) -> Optional[Dict[str, object]]:
+    """The stdlib and numpy modules of pyodide-startup-modules.txt compiled for Python 3.8 from
+    Pyodide's own sources, as unchecked-hash .pyc files (valid whatever the source's mtime) in
+    one bundle the worker writes to their ``__pycache__`` folders before importing numpy.
+
+    Bundle: magic b"PTPYC001", uint32 little-endian length of a JSON index
+    ``[[pyc path, offset, length], ...]``, the index, then the .pyc bytes (offsets from the end
+    of the index). Returns None (the page compiles the sources itself) without CPython 3.8, the
+    module list or a local Pyodide.
+    """
+    exe = next((c for c in PY38_CANDIDATES if c and shutil.which(c)), None)
+    if exe is None or not STARTUP_MODULES.is_file() or not (pyodide_dir / "pyodide.asm.js").is_file():
+        log("startup bytecode skipped (needs CPython 3.8, %s and a local Pyodide)" % STARTUP_MODULES.name)
+        return None
+    wanted = [ln.strip() for ln in STARTUP_MODULES.read_text(encoding="utf-8").splitlines()
+              if ln.strip() and not ln.startswith("#")]
+    sources: Dict[str, bytes] = {}
+    for name in ["pyodide.asm"] + list(packages):
+        js, data = pyodide_dir / (name + ".js"), pyodide_dir / (name + ".data")
+        if js.is_file() and data.is_file():
+            sources.update(pyodide_package_files(js, data))
+    found = {path: sources[path].decode("latin-1") for path in wanted if path in sources}
+    res = subprocess.run([exe, "-I", "-c", _PY38_COMPILE_FILES], input=json.dumps(found),
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        log("startup bytecode skipped: %s failed: %s" % (exe, res.stderr.strip()[-300:]))
+        return None
+    compiled = json.loads(res.stdout)
+    index, body = [], bytearray()
+    for path in sorted(compiled):
+        folder, fname = path.rsplit("/", 1)
+        pyc = "%s/__pycache__/%s.cpython-38.pyc" % (folder, fname[:-3])
+        data = compiled[path].encode("latin-1")
+        index.append([pyc, len(body), len(data)])
+        body += data
+    head = json.dumps(index, separators=(",", ":")).encode()
+    target = site / "wheels" / "pyodide-startup-py38.bin"
+    target.write_bytes(PYC_BUNDLE_MAGIC + len(head).to_bytes(4, "little") + head + bytes(body))
+    log("startup bytecode: %d of %d listed modules, %.0f KB" % (len(compiled), len(wanted), target.stat().st_size / 1024))
+    return {"file": "wheels/" + target.name, "size": target.stat().st_size}
+
+
 # ---------------------------------------------------------------- npm + pyodide
 
 def ensure_node_modules() -> None:
@@ -392,6 +519,7 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
         "wheel": "wheels/" + wheel.name,
         "wheelSize": wheel.stat().st_size,
         "python": build_python_zip(site),
+        "bytecode": build_startup_bytecode(site, site / index_url, PYODIDE_START_PACKAGES) if pyodide_files else None,
         "mnist": cached_mnist(site),
         "artifacts": build_demo_artifacts(site) if artifacts else {},
     }

@@ -110,6 +110,8 @@ class Module:
                 elem, dims = value_info_type(graph_inputs[name])
                 want_dtype = dtypes.to_numpy(elem) if elem else p.dtype
                 fixed = dims is not None and all(isinstance(d, int) for d in dims)
+                if fixed and p.data is None and p.shape == () and dims:
+                    p.shape = tuple(dims)  # a nominal entry that recorded no shape (ORT's) takes the model's
                 if fixed and (list(p.shape) != list(dims) or np.dtype(p.dtype) != want_dtype):
                     raise CheckpointError("checkpoint parameter %r is %s %s but the training model expects %s %s: "
                                           "the checkpoint belongs to another model"

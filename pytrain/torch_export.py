@@ -69,10 +69,13 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     * Tracing runs the model, which moves BatchNorm's running statistics of modules in train mode;
       the model's buffers are restored afterwards and the file holds the values from before the call.
 
-    Parameters with ``requires_grad=False`` are listed (JSON) in the model's metadata under
-    ``pytrain.frozen_params``; ``generate_artifacts`` keeps them frozen by default.
+    Parameters with ``requires_grad=False`` (and any other initializer pytrain's default rule would
+    take for a parameter, e.g. a float buffer) are listed (JSON) in the model's metadata under
+    ``pytrain.frozen_params``; ``generate_artifacts`` keeps them frozen by default, so what trains
+    by default is exactly what PyTorch trains.
 
-    Raises ExportError naming every parameter that is missing from the file or has another shape.
+    Raises ExportError naming every trainable parameter that is missing from the file, has another
+    shape, or that generate_artifacts' default rule (``pytrain.trainable``) would not train.
     Returns the model's bytes.
     """
     import onnx
@@ -124,6 +127,8 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     lost: List[str] = []
     consumed = {i for n in g.node for i in n.input} | _subgraph_inputs(g)
     for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue  # a frozen parameter the exporter folded into a constant still does not train
         t = inits.get(name)
         if t is None:
             lost.append("%s (missing)" % name)
@@ -132,12 +137,11 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
         elif name not in consumed:
             lost.append("%s (no node uses it)" % name)
     if lost:
-        raise ExportError("the ONNX export lost %d of the model's parameters, so training the file would not train "
-                          "them as PyTorch does: %s. A parameter the forward pass never uses cannot be exported: "
-                          "remove it or set requires_grad=False and leave it out of the model"
-                          % (len(lost), "; ".join(lost)))
+        raise ExportError("the ONNX export lost %d of the model's trainable parameters, so the file cannot train "
+                          "as PyTorch does: %s (a parameter the forward pass never uses is not in the graph: "
+                          "delete it or set requires_grad=False)" % (len(lost), "; ".join(lost)))
 
-    frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+    frozen = _frozen(model, proto.SerializeToString())
     meta = {p.key: p for p in proto.metadata_props}
     entry = meta.get(FROZEN_KEY) or proto.metadata_props.add()
     entry.key, entry.value = FROZEN_KEY, json.dumps(frozen)
@@ -146,6 +150,28 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
         with open(os.fspath(path), "wb") as out:
             out.write(data)
     return data
+
+
+def _frozen(model: Any, data: bytes) -> List[str]:
+    """What ``generate_artifacts`` must not train by default: the parameters with requires_grad=False,
+    and any other initializer its rule (``pytrain.trainable``) would take for a parameter (a float
+    buffer fed to arithmetic, a constant the exporter made). Raises ExportError when the rule would
+    leave out a parameter PyTorch trains."""
+    from pytrain.proto import load_model
+    from pytrain.trainable import classify_initializers
+
+    g = load_model(data).graph
+    report = classify_initializers(list(g.node), list(g.initializer), list(g.value_info) + list(g.input))
+    by_rule = {r["name"]: r for r in report}
+    params = dict(model.named_parameters())
+    missed = ["%s (%s)" % (n, by_rule[n]["why"]) for n, p in params.items()
+              if p.requires_grad and not by_rule[n]["trains"]]
+    if missed:
+        raise ExportError("pytrain would not train %s by default, although PyTorch does: %s. Give the parameter "
+                          "at least one dimension (shape (1,) instead of ())" % (
+                              "this parameter" if len(missed) == 1 else "these parameters", "; ".join(missed)))
+    return [n for n, p in params.items() if not p.requires_grad] + \
+        [r["name"] for r in report if r["trains"] and r["name"] not in params]
 
 
 def _default_names(prefix: str, count: int) -> List[str]:

@@ -223,7 +223,9 @@ def test_torch_export_keeps_every_parameter(case, export_dir):
     bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     assert sum(n.op_type == "BatchNormalization" for n in proto.graph.node) == len(bns)
     meta = {p.key: p.value for p in proto.metadata_props}
-    assert json.loads(meta["pytrain.frozen_params"]) == [n for n, p in model.named_parameters() if not p.requires_grad]
+    frozen = json.loads(meta["pytrain.frozen_params"])
+    params = dict(model.named_parameters())
+    assert [n for n in frozen if n in params] == [n for n, p in params.items() if not p.requires_grad]
     for v in list(proto.graph.input) + list(proto.graph.output):  # dynamic batch
         assert v.type.tensor_type.shape.dim[0].dim_param, v.name
 
@@ -252,6 +254,40 @@ def test_torch_export_leaves_running_statistics_alone(tmp_path):
     assert net.training and net[1].training
     bn, = [n for n in proto.graph.node if n.op_type == "BatchNormalization"]
     assert onnx.helper.get_attribute_value(next(a for a in bn.attribute if a.name == "training_mode")) == 1
+
+
+def test_frozen_parameters_recorded_by_torch_export(tmp_path):
+    """requires_grad=False in PyTorch: frozen by default; an explicit requires_grad or frozen_params wins."""
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    net[0].requires_grad_(False)
+    path = str(tmp_path / "m.onnx")
+    pytrain.torch_export(net, torch.zeros(2, 3), path)
+    default = artifacts.generate_artifacts(path).summary
+    assert sorted(default["trainable"]) == ["2.bias", "2.weight"]
+    assert sorted(default["frozen"]) == ["0.bias", "0.weight"]
+    every = artifacts.generate_artifacts(path, requires_grad=["0.weight", "0.bias", "2.weight", "2.bias"]).summary
+    assert every["frozen"] == [] and every["trainable_count"] == 4 * 3 + 4 + 2 * 4 + 2
+    explicit = artifacts.generate_artifacts(path, frozen_params=["2.bias"]).summary
+    assert sorted(explicit["trainable"]) == ["0.bias", "0.weight", "2.weight"]
+
+
+def test_torch_export_freezes_float_buffers_and_refuses_scalar_parameters():
+    class Scaled(torch.nn.Module):
+        def __init__(self, scalar: bool):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 2)
+            self.register_buffer("offset", torch.linspace(0, 1, 2))  # fed to Add: the rule alone would train it
+            self.scale = torch.nn.Parameter(torch.tensor(2.0) if scalar else torch.tensor([2.0]))
+
+        def forward(self, x):
+            return (self.fc(x) + self.offset) * self.scale
+
+    proto = onnx.load_from_string(pytrain.torch_export(Scaled(False), torch.zeros(2, 3), None))
+    assert json.loads({p.key: p.value for p in proto.metadata_props}["pytrain.frozen_params"]) == ["offset"]
+    summary = artifacts.generate_artifacts(proto.SerializeToString(), loss=artifacts.LossType.MSELoss).summary
+    assert sorted(summary["trainable"]) == ["fc.bias", "fc.weight", "scale"]
+    with pytest.raises(pytrain.errors.ExportError, match=r"would not train this parameter .*scale"):
+        pytrain.torch_export(Scaled(True), torch.zeros(2, 3), None)
 
 
 def test_torch_export_refuses_a_lost_parameter(tmp_path):

@@ -185,10 +185,13 @@ def global_accuracy(arts, params: Dict[str, np.ndarray], x, y) -> float:
     return float(t.local_metrics(x, y)[1])
 
 
-def run_federation(tmp: Path, venv: Path, arts, native: int, torch_nodes: int = 0, keep_replies: bool = True):
-    splits, test = digits_splits(native + torch_nodes)
+def run_federation(tmp: Path, venv: Path, arts, native: int, torch_nodes: int = 0, cli_nodes: int = 0):
+    """A SuperLink, ``native`` pytrain nodes in threads, ``cli_nodes`` ``pytrain federate`` processes
+    and ``torch_nodes`` flower-supernodes running the app's PyTorch ClientApp; FedAvg for ROUNDS rounds."""
+    total = native + cli_nodes + torch_nodes
+    splits, test = digits_splits(total)
     link = SuperLink(venv, tmp / "home").start()
-    nodes, threads, errors = [], [], []
+    nodes, threads, errors, clis = [], [], [], []
     stop = threading.Event()
     out = tmp / "out"
     try:
@@ -196,7 +199,7 @@ def run_federation(tmp: Path, venv: Path, arts, native: int, torch_nodes: int = 
         np.savez(str(init), **make_trainer(arts, *splits[0]).get_parameters())
         for k in range(native):
             node = FlowerNode(link.url, make_trainer(arts, *splits[k], seed=k), heartbeat_interval=10,
-                              poll_interval=0.1, keep_replies=keep_replies)
+                              poll_interval=0.1, keep_replies=True)
             node.join()
             nodes.append(node)
 
@@ -206,7 +209,19 @@ def run_federation(tmp: Path, venv: Path, arts, native: int, torch_nodes: int = 
                 except Exception as e:  # reported by the test
                     errors.append(e)
             threads.append(threading.Thread(target=work, daemon=True))
-        for k in range(native, native + torch_nodes):
+        for k in range(native, native + cli_nodes):
+            d = tmp / ("cli%d" % k)
+            arts.write(str(d))
+            np.savez(str(d / "data.npz"), x=splits[k][0], y=splits[k][1])
+            env = dict(os.environ, PYTHONPATH=str(ROOT))
+            f = open(str(tmp / ("cli%d.log" % k)), "wb")
+            clis.append(subprocess.Popen(
+                [sys.executable, "-m", "pytrain", "federate", str(d), "--superlink", link.url, "--data",
+                 str(d / "data.npz"), "--rounds", str(ROUNDS), "--poll", "0.1", "--heartbeat", "10",
+                 "--timeout", "240", "--seed", str(k)], stdout=f, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True))
+            f.close()
+        for k in range(native + cli_nodes, total):
             data = tmp / ("node%d.npz" % k)
             np.savez(str(data), x=splits[k][0], y=splits[k][1])
             link.spawn([str(venv / "bin" / "flower-supernode"), "--insecure", "--superlink",
@@ -214,13 +229,19 @@ def run_federation(tmp: Path, venv: Path, arts, native: int, torch_nodes: int = 
                         "--node-config", 'data="%s"' % data], tmp / ("supernode%d.log" % k))
         for t in threads:
             t.start()
-        link.run_app(out, init, **{"num-nodes": native + torch_nodes})
+        link.run_app(out, init, **{"num-nodes": total})
         wait_until(lambda: (out / "result.json").exists(), 150, "the ServerApp's result", link.proc, link.log)
-        return link, nodes, splits, test, out, errors
+        for p in clis:  # each leaves by itself after its last round
+            p.wait(timeout=60)
+        return link, nodes, splits, test, out, errors, clis
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=30)
+        for p in clis:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(timeout=15)
         link.stop()
 
 
@@ -393,8 +414,14 @@ def test_good_message_trains_and_replies(arts):
 
 # -- real federations ----------------------------------------------------------------------------------
 def test_federation_of_pytrain_nodes(tmp_path, venv, arts):
-    link, nodes, splits, (xt, yt), out, errors = run_federation(tmp_path, venv, arts, native=3)
+    link, nodes, splits, (xt, yt), out, errors, clis = run_federation(tmp_path, venv, arts, native=2,
+                                                                      cli_nodes=1)
     assert not errors, errors
+    result = json.loads((out / "result.json").read_text())
+    assert "error" not in result, result["error"]
+    log = (tmp_path / "cli2.log").read_text()
+    assert clis[0].returncode == 0, log
+    assert "left after %d training round(s)" % ROUNDS in log, log
     acc = []
     for r in range(ROUNDS + 1):
         with np.load(str(out / ("round_%d.npz" % r))) as z:
@@ -408,23 +435,28 @@ def test_federation_of_pytrain_nodes(tmp_path, venv, arts):
         assert [k for k in kinds if k[0] == "train"] == [("train", r) for r in range(1, ROUNDS + 1)], kinds
         assert sum(1 for k in kinds if k[0] == "evaluate") == ROUNDS
         assert not n.joined
-    # FedAvg's aggregate of round 3 is the example-weighted mean of what the nodes sent
-    r = 3
-    sent = [next(x for x in n.replies if x.message_type == "train" and x.server_round == r) for n in nodes]
-    weights = np.array([s.metrics["num-examples"] for s in sent], np.float64)
-    assert list(weights) == [len(s[0]) for s in splits]
-    with np.load(str(out / ("round_%d.npz" % r))) as z:
+    # FedAvg's aggregate of the last round is the example-weighted mean of what the nodes sent (the
+    # CLI node's checkpoint holds what it sent in its last training round)
+    sent = [next(x for x in n.replies if x.message_type == "train" and x.server_round == ROUNDS).arrays
+            for n in nodes]
+    cli_state = CheckpointState.load_checkpoint(str(tmp_path / "cli2" / "checkpoint"))
+    sent.append({k: p.data for k, p in cli_state.parameters.items()})
+    weights = np.array([len(s[0]) for s in splits], np.float64)
+    assert [x.metrics["num-examples"] for n in nodes for x in n.replies if x.message_type == "train"
+            and x.server_round == ROUNDS] == list(weights[:2])
+    with np.load(str(out / ("round_%d.npz" % ROUNDS))) as z:
         for name in z.files:
-            expect = sum(w / weights.sum() * s.arrays[name].astype(np.float64) for w, s in zip(weights, sent))
+            expect = sum(w / weights.sum() * s[name].astype(np.float64) for w, s in zip(weights, sent))
             np.testing.assert_allclose(z[name], expect, rtol=0, atol=2e-6)
-    result = json.loads((out / "result.json").read_text())
+            assert not np.allclose(z[name], sent[0][name], atol=1e-4)  # a real mix, not one node's
     assert sorted(result["train"]) == [str(r) for r in range(1, ROUNDS + 1)]
 
 
 def test_federation_mixed_with_flower_torch_client(tmp_path, venv, arts):
-    link, nodes, splits, (xt, yt), out, errors = run_federation(tmp_path, venv, arts, native=2, torch_nodes=1)
+    link, nodes, splits, (xt, yt), out, errors, _ = run_federation(tmp_path, venv, arts, native=2, torch_nodes=1)
     assert not errors, errors
     result = json.loads((out / "result.json").read_text())
+    assert "error" not in result, result["error"]
     assert sorted(result["train"]) == [str(r) for r in range(1, ROUNDS + 1)]
     for n in nodes:
         assert sum(1 for x in n.replies if x.message_type == "train" and x.error is None) == ROUNDS
@@ -436,3 +468,54 @@ def test_federation_mixed_with_flower_torch_client(tmp_path, venv, arts):
         two = sum(wi / w.sum() * x.arrays["fc2.bias"] for wi, x in zip(w, last))
         assert not np.allclose(z["fc2.bias"], two, atol=1e-6)
     assert acc >= 0.85, acc
+
+
+# -- the ClientApp for devices that run flwr -------------------------------------------------------------
+CLIENT_APP = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.supercore.task_identity import TaskIdentity
+from pytrain.api import CheckpointState
+from pytrain.flower import client_app
+
+TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # to build messages by hand
+arts, data = sys.argv[2], sys.argv[3]
+app = client_app(arts, data)
+params = {k: p.data + 0.01 for k, p in CheckpointState.load_checkpoint(arts + "/checkpoint").parameters.items()}
+ctx = Context(run_id=1, node_id=2, node_config={}, state=RecordDict(), run_config={})
+out = {}
+for mtype in ("train", "evaluate"):
+    msg = Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in params.items()}),
+                              "config": ConfigRecord({"lr": 0.1, "local-epochs": 2, "batch-size": 16})}),
+                  dst_node_id=2, message_type=mtype)
+    msg.metadata.__dict__["_message_id"] = msg.object_id
+    reply = app(msg, ctx)
+    assert not reply.has_error(), reply.error
+    out[mtype] = {"metrics": dict(reply.content["metrics"]), "keys": list(reply.content.keys())}
+    if mtype == "train":
+        got = {k: v.numpy() for k, v in reply.content["arrays"].items()}
+        out["moved"] = {k: float(np.abs(got[k] - params[k]).max()) for k in params}
+print(json.dumps(out))
+"""
+
+
+def test_client_app_answers_flwr_messages(tmp_path, venv, arts):
+    (parts, _) = digits_splits(1)
+    d = tmp_path / "arts"
+    arts.write(str(d))
+    np.savez(str(tmp_path / "data.npz"), x=parts[0][0], y=parts[0][1])
+    res = subprocess.run([str(venv / "bin" / "python"), "-c", CLIENT_APP, str(ROOT), str(d), str(tmp_path / "data.npz")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["train"]["keys"] == ["arrays", "metrics"] and out["evaluate"]["keys"] == ["metrics"]
+    assert out["train"]["metrics"]["num-examples"] == len(parts[0][0])
+    assert set(out["evaluate"]["metrics"]) == {"eval_loss", "eval_acc", "num-examples"}
+    assert all(v > 0 for v in out["moved"].values())  # every parameter trained
+    # the same steps as a pytrain node given the same message
+    t = make_trainer(arts, *parts[0])
+    sent = {k: v + 0.01 for k, v in t.get_parameters().items()}
+    _, _, metrics = t.fit(sent, {"lr": 0.1, "local-epochs": 2, "batch-size": 16})
+    assert abs(metrics["train_loss"] - out["train"]["metrics"]["train_loss"]) < 1e-6

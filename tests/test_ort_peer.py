@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "ort_peer"))
 import peer  # noqa: E402
-from ort_swap import NOT_APPLICABLE  # noqa: E402
+from peer import NOT_APPLICABLE  # noqa: E402
 
 pytest.importorskip("torch")
 pytest.importorskip("onnx")

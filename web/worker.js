@@ -140,6 +140,21 @@ function prefetch(url) {
   return p;
 }
 
+/* The stdlib and numpy modules the start imports, precompiled for Python 3.8 by build.py
+ * (build_startup_bytecode): unchecked-hash .pyc files written next to Pyodide's sources, so
+ * importing numpy unmarshals them instead of compiling every .py on every visit. */
+function writeBytecode(FS, bundle) {
+  const magic = new TextDecoder().decode(bundle.subarray(0, 8));
+  if (magic !== "PTPYC001") throw new Error("the bytecode bundle has an unknown format");
+  const headLength = new DataView(bundle.buffer, bundle.byteOffset + 8, 4).getUint32(0, true);
+  const index = JSON.parse(new TextDecoder().decode(bundle.subarray(12, 12 + headLength)));
+  const body = 12 + headLength;
+  for (const [path, offset, length] of index) {
+    FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
+    FS.writeFile(path, bundle.subarray(body + offset, body + offset + length));
+  }
+}
+
 async function loadRuntime() {
   progress.setStage("Loading the Python runtime");
   const resp = await fetch(BASE + "config.json", { cache: "no-cache" });
@@ -159,6 +174,7 @@ async function loadRuntime() {
     const packages = config.pyodide.packages || ["numpy"];
     const early = new Map(packages.map((name) => [indexURL + name + ".data", prefetch(indexURL + name + ".data")]));
     const zipBytes = prefetch(zipURL);
+    const bytecode = config.bytecode ? prefetch(new URL(config.bytecode.file, BASE).href) : null;
     self.importScripts(indexURL + "pyodide.js");
     pyodide = await self.loadPyodide({ indexURL });
     progress.setStage("Loading numpy");
@@ -176,6 +192,7 @@ async function loadRuntime() {
       delete pyodide._module.getPreloadedPackage;
     }
     if (errors.length) throw new Error("loading Python packages failed: " + errors.join("; "));
+    if (bytecode) writeBytecode(pyodide._module.FS, new Uint8Array(await bytecode));
     progress.setStage("Installing pytrain");
     const zipPath = pyZip.path || "/lib/pytrain.zip";
     pyodide._module.FS.writeFile(zipPath, new Uint8Array(await zipBytes));
@@ -521,10 +538,10 @@ const commands = {
     return py("use_digits", { blob, n_train: nTrain, n_val: nVal });
   },
   async inspectCSV({ text }) { await ready; return py("inspect_csv", { text }); },
-  async useCSV({ text, label, task = null, valFraction = 0.2, seed = 0 }) {
+  async useCSV({ text, label, task = null, valFraction = 0.2, seed = 0, exclude = [], missing = "error", onehot = false }) {
     await ready; needIdle("changing the data");
     startNewRun();
-    return py("use_csv", { text, label, task, val_fraction: valFraction, seed });
+    return py("use_csv", { text, label, task, val_fraction: valFraction, seed, exclude, missing, onehot });
   },
   async useArrays({ x, shape, y, task = "classification", classes = null, valFraction = 0.2, seed = 0 }) {
     await ready; needIdle("changing the data");
@@ -587,6 +604,8 @@ const commands = {
     if (src.kind === "digits") res.data = py("use_digits", { blob: await getDigits(), n_train: src.n_train, n_val: src.n_val });
     return res;
   },
+  async changeOptimizer({ optimizer }) { await ready; needIdle("changing the optimizer"); return py("change_optimizer", { optimizer }); },
+  async setScaling({ features = false, targets = null } = {}) { await ready; return py("set_scaling", { features, targets }); },
   async runFile({ epochs } = {}) { await ready; return py("run_file", { epochs }); },
   async train(options = {}) {
     await ready;

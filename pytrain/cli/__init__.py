@@ -16,12 +16,12 @@ from pytrain.errors import PytrainError
 def build_parser() -> Parser:
     """The argparse parser with every subcommand."""
     from pytrain import __version__
-    from pytrain.cli import evaluate, export, generate, inspect_cmd, train
+    from pytrain.cli import evaluate, export, federate, generate, inspect_cmd, train
 
     parser = Parser(prog=PROG, description="On-device training for ONNX models in pure Python.")
     parser.add_argument("--version", action="version", version="pytrain " + __version__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for mod in (generate, train, evaluate, export, inspect_cmd):
+    for mod in (generate, train, evaluate, export, inspect_cmd, federate):
         mod.add_parser(sub)
     return parser
 

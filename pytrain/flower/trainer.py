@@ -56,6 +56,7 @@ class PytrainTrainer:
         self._params = module._state.parameters
         #: called between batches (the node heartbeats from here during long rounds)
         self.on_batch: Optional[Callable[[], None]] = None
+        self.last_train_seconds = 0.0
 
     # -- parameters ------------------------------------------------------------------------------
     def get_parameters(self) -> "OrderedDict[str, np.ndarray]":
@@ -122,8 +123,9 @@ class PytrainTrainer:
             self.set_parameters(before)  # never send, nor keep, a diverged model
             module.lazy_reset_grad()
             raise
-        metrics: Metrics = OrderedDict([("train_loss", total / max(seen, 1)), ("num-examples", len(self.x)),
-                                        ("train_seconds", time.monotonic() - t0)])
+        # FedAvg aggregates only when every reply has the same metric names: flwr's own templates'
+        metrics: Metrics = OrderedDict([("train_loss", total / max(seen, 1)), ("num-examples", len(self.x))])
+        self.last_train_seconds = time.monotonic() - t0
         return self.get_parameters(), len(self.x), metrics
 
     def evaluate(self, arrays: Mapping[str, Any], config: Mapping[str, Any]) -> Tuple[int, Metrics]:

@@ -8,6 +8,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from pytrain import api as _api
+from pytrain import dtypes
 from pytrain import checkpoint as _ck
 from pytrain.errors import CheckpointError, InputError
 from pytrain.ort import _values
@@ -229,9 +230,8 @@ class Optimizer:
         core_state = module._ort_state._state
         fresh = core_state.optimizer_state is None
         if hyper is not None:  # an onnxblock optimizer: run pytrain's update with its hyper-parameters
-            params = [p for p in hyper["params"]]
+            params = list(hyper["params"])
             shapes = {p: list(core_state.parameters[p].shape) for p in params}
-            from pytrain import dtypes
             types = {p: dtypes.from_numpy(core_state.parameters[p].dtype) for p in params}
             model = build_optimizer_model(spec_from_hyper_parameters(hyper), params, shapes, types,
                                           max(opset_version(model), 13))

@@ -11,7 +11,7 @@ import numpy as np
 from pytrain import data as _data
 from pytrain.errors import DataError, DivergenceError, ModelFormatError
 from pytrain.webapp.common import ARTIFACT_FILES, WebappError, _core, _inference_session, _load_upload
-from pytrain.webapp import runfile
+from pytrain.webapp import runfile, scaling
 from pytrain.webapp.demo import _generate, digits_artifacts, read_mnist
 from pytrain.webapp.inspect_model import _label_consumer_output, describe_model
 
@@ -205,7 +205,9 @@ class Session:
         arts = _generate(model, loss, optimizer, frozen=frozen, output_name="output")
         info = {"origin": "mlp", "hidden": [int(h) for h in hidden], "activation": activation,
                 "input": "input", "output": "output", "loss": loss, "optimizer": optimizer,
-                "sample_shape": [n_in], "standardizer": stats}
+                "sample_shape": [n_in], "standardizer": stats,
+                # regression targets are learnt in standard units; the export answers in the column's
+                "scaling": scaling.fit(None, d["train_y"]) if not classification else None}
         return self._use(arts, info)
 
     def generate(self, blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
@@ -300,6 +302,34 @@ class Session:
             self.seed = int(seed)
         return {"batch_size": self.batch_size, "lr": self.lr, "seed": self.seed}
 
+    def change_optimizer(self, optimizer: str) -> Dict[str, Any]:
+        """Switch to another optimizer keeping the weights (its moments start fresh), also after
+        training has started: only the optimizer model is made again."""
+        from pytrain import dtypes
+        from pytrain.optim import OptimType, build_optimizer_model, resolve
+        from pytrain.proto import load_model, opset_version
+        from pytrain.webapp.common import OPTIMIZERS
+
+        self._need_model()
+        if optimizer not in OPTIMIZERS:
+            raise WebappError("unknown optimizer %r: expected one of %s" % (optimizer, ", ".join(OPTIMIZERS)))
+        if optimizer == self.model.get("optimizer"):
+            return self.model_summary()
+        _, _, api = _core()
+        params = list(self.optimizer._params)
+        ps = self.state.parameters
+        opset = opset_version(load_model(self.artifacts["optimizer"], "optimizer model"))
+        new = build_optimizer_model(resolve(getattr(OptimType, optimizer)), params,
+                                    {p: list(ps[p].shape) for p in params},
+                                    {p: dtypes.from_numpy(ps[p].dtype) for p in params}, opset)
+        self.artifacts["optimizer"] = new.SerializeToString()
+        self.artifacts_version += 1
+        self.state.optimizer_state = None
+        self.optimizer = api.Optimizer(self.artifacts["optimizer"], self.module)
+        self.model["optimizer"] = optimizer
+        self._apply_lr()
+        return self.model_summary()
+
     def _apply_lr(self) -> None:
         if self.optimizer is not None and hasattr(self.optimizer, "set_learning_rate"):
             self.optimizer.set_learning_rate(self.lr)
@@ -325,6 +355,27 @@ class Session:
             return np.ascontiguousarray(x.reshape([len(x)] + list(shape)), dtype=np.float32)
         return np.ascontiguousarray(x, dtype=np.float32)
 
+    def _model_x(self, x: np.ndarray) -> np.ndarray:
+        """Samples as the training graph takes them (standardised when the page scales features;
+        the exported model does that itself)."""
+        return scaling.features(self._shape_x(x), self.model.get("scaling"))
+
+    def set_scaling(self, features: bool = False, targets: Optional[bool] = None) -> Dict[str, Any]:
+        """Standardise features and/or scale regression targets (from the training rows) while
+        training; both are built into the exported model. Only before the first step."""
+        self._need_model()
+        d = self._need_data()
+        if targets is None:
+            targets = d["task"] == "regression"
+        fitted = scaling.fit(d["train_x"] if features else None,
+                             d["train_y"] if targets and d["task"] == "regression" else None)
+        if fitted != (self.model.get("scaling") or {}) and self.step > 0:
+            raise WebappError("scaling can change only before training starts (the weights learnt so far "
+                              "expect the current one); build or generate the model again to change it")
+        self.model["scaling"] = fitted or None
+        self._infer = None
+        return self.model_summary()
+
     def _targets(self, y: np.ndarray, width: Optional[int] = None) -> np.ndarray:
         if self.model.get("loss") == "CrossEntropyLoss":
             return np.ascontiguousarray(y, dtype=np.int64)
@@ -333,7 +384,7 @@ class Session:
             k = width or d["num_classes"]
             return np.eye(k, dtype=np.float32)[y.astype(np.int64)]
         y = y.astype(np.float32)
-        return y.reshape(len(y), -1)
+        return scaling.targets(y.reshape(len(y), -1), self.model.get("scaling"))
 
     def train_for(self, budget_ms: float = 200.0, max_steps: int = 1000000) -> Dict[str, Any]:
         """Train batches until ``budget_ms`` has passed or the epoch ends; report the losses.
@@ -350,7 +401,7 @@ class Session:
         while self.epoch_step < len(batches) and len(losses) < int(max_steps):
             idx = batches[self.epoch_step]
             try:
-                loss = self.module(self._shape_x(d["train_x"][idx]), self._targets(d["train_y"][idx]))
+                loss = self.module(self._model_x(d["train_x"][idx]), self._targets(d["train_y"][idx]))
             except DivergenceError as e:   # non-finite loss or gradient: refused before any update
                 diverged = self._divergence(str(e).split(";")[0].replace("train step refused: ", ""), None)
                 break
@@ -453,7 +504,7 @@ class Session:
         outs = []
         for i in range(0, len(x), batch):
             xb, yb = x[i:i + batch], y[i:i + batch]
-            res = self.module(self._shape_x(xb), self._targets(yb))
+            res = self.module(self._model_x(xb), self._targets(yb))
             total += _scalar(res) * len(xb)
             outs.append(self._outputs(xb))
         self.module.train()
@@ -511,7 +562,8 @@ class Session:
     def export(self) -> bytes:
         """The inference model with the current parameters, serialized."""
         self._need_model()
-        return bytes(self.module.export_model_for_inferencing(None, [self.model["output"]]))
+        raw = bytes(self.module.export_model_for_inferencing(None, [self.model["output"]]))
+        return scaling.bake(raw, self.model.get("scaling"), self.model["output"])
 
     def digest(self) -> str:
         """A short hash of the current parameters (to check a resumed run continues the same one)."""

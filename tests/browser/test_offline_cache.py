@@ -76,7 +76,8 @@ def test_second_visit_loads_the_runtime_from_the_service_worker_cache(browser, c
                                 % cache_names[0])
         for name in HEAVY:
             assert url.rstrip("/") + pyodide_path + name in cached, name
-        assert url.rstrip("/") + "/" + config["wheel"] in cached
+        pytrain_zip = (config.get("python") or {}).get("zip", config["wheel"])   # what the worker imports
+        assert url.rstrip("/") + "/" + pytrain_zip in cached
         assert url.rstrip("/") + "/" + config["mnist"]["file"] in cached
         first_versions = app_state(first, "a.versions")
         first_hits = dict(hits)
@@ -88,7 +89,7 @@ def test_second_visit_loads_the_runtime_from_the_service_worker_cache(browser, c
         second, second_timing = _visit_and_train_one_step(ctx, url, rec)
         assert second.evaluate("navigator.serviceWorker.controller !== null")
         # No network hit for the runtime, the wheel or the digits; the Web Worker was served by sw.js.
-        for path in [pyodide_path + n for n in HEAVY] + ["/" + config["wheel"], "/" + config["mnist"]["file"]]:
+        for path in [pyodide_path + n for n in HEAVY] + ["/" + pytrain_zip, "/" + config["mnist"]["file"]]:
             assert hits.get(path, 0) == 0, (path, dict(hits))
         for name in HEAVY:
             served = [sw for u, sw in responses if u.endswith(pyodide_path + name)]

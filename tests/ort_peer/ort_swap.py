@@ -21,13 +21,7 @@ for name in ("", ".api", ".artifacts", ".onnxblock", ".onnxblock.blocks", ".onnx
     sys.modules["onnxruntime.training" + name] = sys.modules["pytrain.ort" + name]
 onnxruntime.training = pytrain.ort
 
-#: test id -> why it cannot apply to pytrain (a numpy runtime on the CPU)
-NOT_APPLICABLE = {
-    "test_cuda_execution_provider": "needs CUDA (ORT's CUDA execution provider)",
-    "test_get_and_set_parameter_values[cuda]": "needs CUDA (Module(device='cuda'))",
-    "test_ort_custom_ops": "needs ORT's compiled custom-op test library (libcustom_op_library.so)",
-    "test_save_ort_format": "needs the ORT flatbuffer model format (.ort files)",
-}
+from peer import NOT_APPLICABLE  # noqa: E402  (the skip list, kept where importing has no side effect)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -13,6 +13,14 @@ import shutil
 from pathlib import Path
 from typing import List, Optional
 
+#: ORT test id -> why it cannot apply to pytrain (a numpy runtime on the CPU); ort_swap skips these
+NOT_APPLICABLE = {
+    "test_cuda_execution_provider": "needs CUDA (ORT's CUDA execution provider)",
+    "test_get_and_set_parameter_values[cuda]": "needs CUDA (Module(device='cuda'))",
+    "test_ort_custom_ops": "needs ORT's compiled custom-op test library (libcustom_op_library.so)",
+    "test_save_ort_format": "needs the ORT flatbuffer model format (.ort files)",
+}
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 

@@ -4,6 +4,7 @@ import { WorkerClient, registerServiceWorker } from "./client.js";
 import { LinePlot } from "./plot.js";
 import { DrawPad, paintDigit } from "./draw.js";
 import { download, readFiles, readText } from "./files.js";
+import { excludedColumns, renderColumns, separatorName } from "./columns.js";
 
 const $ = (id) => document.getElementById(id);
 // The service worker (../sw.js) caches the runtime so the next visit starts fast; on a first
@@ -105,13 +106,17 @@ function describeSetup() {
     parts.push(`Data: ${nf.format(d.train)} training / ${nf.format(d.val)} validation ${what}` +
       (d.task === "classification" ? `, ${d.num_classes} classes` : ", regression") +
       (d.added ? ` (${d.added} added by you)` : "") + ".");
+    if (d.notes && d.notes.length) parts.push(`Table: ${d.notes.join("; ")}.`);
     if (d.task_reason) parts.push(`Task: ${d.task}, because ${d.task_reason} (set "Task" to change it).`);
   } else parts.push("No data yet.");
   const m = app.model;
   if (m && m.ready) {
     const name = m.origin === "digits" ? `digits ${m.kind.toUpperCase()}` : m.origin === "mlp" ? `MLP (${m.hidden.join("-")})`
       : m.origin === "upload" ? "your model" : "your artifacts";
-    parts.push(`Model: ${name}, ${nf.format(m.params)} trainable parameters, ${m.loss}, ${m.optimizer}.`);
+    const sc = m.scaling || {};
+    const scaled = [sc.x_mean ? "features standardised" : "", sc.y_mean ? "targets scaled to mean 0, std 1" : ""].filter(Boolean);
+    parts.push(`Model: ${name}, ${nf.format(m.params)} trainable parameters, ${m.loss}, ${m.optimizer}` +
+      (scaled.length ? ` (${scaled.join(", ")}; undone in the exported model).` : "."));
   } else parts.push("No model yet.");
   setStatus("setup-status", parts.join(" "), !!(d && d.loaded && m && m.ready));
 }
@@ -131,7 +136,7 @@ function refreshButtons() {
   $("pause").disabled = !app.training || app.paused;
   $("resume-train").disabled = !app.training || !app.paused;
   $("stop").disabled = !app.training;
-  $("optimizer").disabled = app.training || app.step > 0 || (haveModel && !app.rebuild);
+  $("optimizer").disabled = app.training;
   $("download-checkpoint").disabled = !ready || !haveModel;
   $("download-run").disabled = !ready || !haveModel || app.training;
   $("download-model").disabled = !ready || !haveModel;
@@ -318,8 +323,12 @@ function trainOptions() {
 $("start").onclick = () => guarded(null, async () => {
   $("error").hidden = true;
   const opts = trainOptions();
-  if (app.step === 0 && app.rebuild && app.model && app.model.optimizer !== $("optimizer").value) {
-    await app.rebuild($("optimizer").value);
+  if (app.model && app.model.optimizer !== $("optimizer").value) await changeOptimizer();
+  if (app.epoch >= opts.epochs) {
+    // "Epochs" is the run's total: a finished run continues for that many more, and says so.
+    opts.epochs = app.epoch + opts.epochs;
+    $("epochs").value = String(opts.epochs);
+    setStatus("train-status", `Continuing to epoch ${opts.epochs}.`);
   }
   if (app.step === 0 && !app.epochs.length) resetPlots();
   $("diverged").hidden = true;
@@ -338,8 +347,16 @@ for (const id of ["batch-size", "lr"]) {
                                                     learningRate: parseFloat($("lr").value) || undefined }));
   });
 }
+/** Another optimizer for the same weights (only the optimizer model is made again; moments restart). */
+async function changeOptimizer() {
+  const before = app.model.optimizer;
+  app.model = await client.call("changeOptimizer", { optimizer: $("optimizer").value });
+  describeSetup();
+  setStatus("train-status", `Optimizer changed from ${before} to ${app.model.optimizer}; the weights learnt so far are kept` +
+    (app.step ? ` (step ${nf.format(app.step)}).` : "."));
+}
 $("optimizer").onchange = () => {
-  if (app.rebuild && app.step === 0 && !app.training) guarded(null, () => app.rebuild($("optimizer").value));
+  if (app.model && app.model.ready && !app.training) guarded(null, changeOptimizer, $("optimizer"));
 };
 
 // ------------------------------------------------------------------ setting up data + model
@@ -406,20 +423,28 @@ async function inspectInto(input, select, info) {
   });
   select.value = res.label;
   select.disabled = false;
-  if (info) info.textContent = `${file.name}: ${nf.format(res.rows)} rows, ${res.columns.length} columns.`;
-  return { name: file.name, text: file.text, columns: res.columns };
+  const missing = res.details.reduce((a, c) => a + c.missing, 0);
+  if (info) info.textContent = `${file.name}: ${nf.format(res.rows)} rows, ${res.columns.length} columns, separated by ` +
+    `${separatorName(res.delimiter)}` + (missing ? `; ${nf.format(missing)} missing values (see below).` : ".");
+  return { name: file.name, text: file.text, columns: res.columns, details: res.details };
 }
 $("csv-file").onchange = () => guarded(null, async () => {
   tableCSV = null;
+  $("csv-columns").hidden = true;
   tableCSV = await inspectInto($("csv-file"), $("csv-label"), $("csv-info"));
+  if (tableCSV) renderColumns($("csv-columns"), tableCSV.details, $("csv-label").value, refreshButtons);
 }, $("csv-file"));
-$("csv-label").onchange = refreshButtons;
+$("csv-label").onchange = () => {
+  if (tableCSV) renderColumns($("csv-columns"), tableCSV.details, $("csv-label").value, refreshButtons);
+  refreshButtons();
+};
 $("csv-build").onclick = () => guarded($("csv-build"), async () => {
   if (!tableCSV) throw new Error("Choose a CSV file first.");
   const hidden = $("csv-hidden").value.split(/[,\s]+/).filter(Boolean).map((v) => parseInt(v, 10));
   if (!hidden.length || hidden.some((h) => !(h > 0))) throw new Error("Hidden layers: give positive sizes like 32 or 64,32.");
   setStatus("setup-status", "Reading the table and building the model…");
-  afterData(await client.call("useCSV", { text: tableCSV.text, label: $("csv-label").value, task: $("csv-task").value || null }));
+  afterData(await client.call("useCSV", { text: tableCSV.text, label: $("csv-label").value, task: $("csv-task").value || null,
+                                          exclude: excludedColumns($("csv-columns")), missing: $("csv-missing").value, onehot: true }));
   app.rebuild = async (optimizer) => afterModel(await client.call("buildMLP", { hidden, optimizer }));
   await app.rebuild($("optimizer").value);
 });
@@ -458,11 +483,23 @@ $("onnx-generate").onclick = () => guarded($("onnx-generate"), async () => {
   const loss = $("onnx-loss").value;
   const batchnorm = $("onnx-batchnorm").value;
   setStatus("setup-status", "Generating training artifacts…");
-  app.rebuild = async (optimizer) => afterModel(await client.call("generate",
-    { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, name: file.name, extraFiles: file.extraFiles, batchnorm }));
+  app.rebuild = async (optimizer) => {
+    afterModel(await client.call("generate",
+      { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, name: file.name, extraFiles: file.extraFiles, batchnorm }));
+    await applyScaling();
+  };
   await app.rebuild($("optimizer").value);
 });
 $("artifact-files").onchange = refreshButtons;
+
+/** An uploaded model trained on a table: standardise its features (and scale regression targets). */
+async function applyScaling() {
+  if (!app.model || !app.model.ready || app.model.origin !== "upload" || !app.data || app.data.kind !== "csv") return;
+  if (app.step > 0) return;
+  app.model = await client.call("setScaling", { features: $("data-standardize").checked });
+  describeSetup();
+}
+$("data-standardize").onchange = () => guarded(null, applyScaling, $("data-standardize"));
 $("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
   const files = (await readFiles($("artifact-files"))).map((f) => ({ name: f.name, data: new Uint8Array(f.data) }));
   if (!files.length) throw new Error("Choose the run's .zip, or the artifact files, first.");
@@ -489,6 +526,7 @@ $("data-csv-label").onchange = refreshButtons;
 $("data-csv-load").onclick = () => guarded($("data-csv-load"), async () => {
   if (!modelCSV) throw new Error("Choose a CSV file first.");
   afterData(await client.call("useCSV", { text: modelCSV.text, label: $("data-csv-label").value, task: $("data-csv-task").value || null }));
+  await applyScaling();
 });
 for (const id of ["data-images", "data-folder"]) $(id).onchange = refreshButtons;
 $("data-images-load").onclick = () => guarded($("data-images-load"), async () => {

@@ -103,10 +103,7 @@ def base(model: Any) -> Iterator[ModelAccessor]:
 def empty_base(opset_version: Optional[int] = None) -> Iterator[ModelAccessor]:
     """Blocks called inside build on an empty model (e.g. an optimizer graph)."""
     opset = int(opset_version or EMPTY_BASE_OPSET)
-    empty = make_model(ModelProto().graph if ModelProto().graph is not None else _empty_graph(),
-                       [make_opsetid("", opset)])
-    if empty.graph is None:
-        empty.graph = _empty_graph()
+    empty = make_model(_empty_graph(), [make_opsetid("", opset)])
     acc = ModelAccessor(as_user(empty, "ModelProto"))
     _ACCESSORS.append(acc)
     try:
@@ -182,7 +179,7 @@ class ForwardBlock(Block):
         self._model: Any = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if BuildContext._stack and not _building_here():
+        if BuildContext._stack:
             return self.build(*args, **kwargs)  # nested inside another block or generate_artifacts
         model, names, ctx = build_on_base(self, args, kwargs)
         del model.graph.output[:]
@@ -201,12 +198,6 @@ class ForwardBlock(Block):
         if self._model is None:
             raise ArtifactError("Please build the forward model first (call the block inside onnxblock.base).")
         return self._model
-
-
-def _building_here() -> bool:
-    """True when the innermost build context belongs to no ongoing block call (never, today:
-    a context on the stack means an outer block or generate_artifacts is building)."""
-    return False
 
 
 class TrainingBlock(Block):

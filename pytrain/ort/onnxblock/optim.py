@@ -17,9 +17,9 @@ from pytrain import dtypes, optim as _optim
 from pytrain.blocks import Block, BuildContext
 from pytrain.errors import ArtifactError
 from pytrain.graph import NodeBuilder
-from pytrain.ort.onnxblock._building import (ForwardBlock, add_metadata, declare_output, make_value_info,
-                                             mark_sequence, sequence_value_info)
-from pytrain.proto import TensorProto, make_graph, make_value_info as _vi
+from pytrain.ort.onnxblock._building import (ForwardBlock, add_metadata, declare_output, mark_sequence,
+                                             sequence_value_info)
+from pytrain.proto import make_graph, make_value_info as _vi
 
 __all__ = ["AdamW", "ClipGradNorm", "SGD"]
 

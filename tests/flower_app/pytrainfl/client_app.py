@@ -48,7 +48,7 @@ def train(msg: Message, context: Context) -> Message:
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += float(loss) * len(idx)
+            total += loss.item() * len(idx)
             seen += len(idx)
     content = RecordDict({"arrays": ArrayRecord(net.state_dict()),
                           "metrics": MetricRecord({"train_loss": total / seen, "num-examples": len(x)})})

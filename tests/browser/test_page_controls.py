@@ -1,0 +1,46 @@
+"""Issue 13, defect 7: "Continue" after a finished run trains on, and a changed optimizer or
+learning rate keeps the weights learnt so far."""
+from __future__ import annotations
+
+from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+
+
+def _digest(page):
+    return page.evaluate("() => window.pytrainApp.client.call('digest')")
+
+
+def test_continue_and_optimizer_change_keep_training_the_same_weights(context, site_url):
+    ctx, rec = context
+    page = open_app(ctx, site_url, rec)
+    wait_ready(page)
+    page.select_option("#digits-count", "1000")     # 16 batches of 64
+    page.click("#digits-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
+    train_epochs(page, 1, 120_000, batch_size=64, lr=0.003)
+    assert app_state(page, "a.step") == 16
+    acc1 = app_state(page, "a.epochs")[-1]["metric"]
+
+    # Continue with the same epoch count trains one more epoch (it did nothing before)
+    assert page.inner_text("#start") == "Continue"
+    page.click("#start")
+    page.wait_for_function("() => window.pytrainApp.step === 32 && !window.pytrainApp.training", timeout=120_000)
+    assert page.input_value("#epochs") == "2"
+
+    # the optimizer can change after training, and the weights stay
+    assert page.locator("#optimizer").is_enabled()
+    before = _digest(page)
+    page.select_option("#optimizer", "SGD")
+    page.wait_for_function("() => window.pytrainApp.model.optimizer === 'SGD'", timeout=60_000)
+    assert _digest(page) == before and app_state(page, "a.step") == 32
+    assert "weights learnt so far are kept" in page.inner_text("#train-status")
+    ev = page.evaluate("() => window.pytrainApp.client.call('evaluate')")
+    assert ev["metric"] >= acc1 - 0.05          # the same trained model, not a fresh one (~10%)
+
+    # a new learning rate too: training continues from step 32 with the new optimizer
+    page.fill("#lr", "0.05")
+    page.fill("#epochs", "3")
+    page.click("#start")
+    page.wait_for_function("() => window.pytrainApp.step === 48 && !window.pytrainApp.training", timeout=120_000)
+    assert app_state(page, "a.epochs")[-1]["metric"] >= acc1 - 0.05
+    assert page.evaluate("() => window.pytrainApp.client.call('status')")["lr"] == 0.05
+    assert app_state(page, "a.errors") == []
