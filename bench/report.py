@@ -152,7 +152,7 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
     app_runs = res.get("app_runs") or ([res["app"]] if res.get("app") else [])
     out += _targets_section(res["rows"], app_runs)
     out += _history_section(history or [])
-    out += _app_section(app_runs)
+    out += _app_section(app_runs, res.get("app_transfer"))
     for err in res.get("app_errors") or ([res["app_error"]] if res.get("app_error") else []):
         out += ["Web app start-up: " + _error_line(err), ""]
     out += _gemm_section(res.get("gemm") or {})
@@ -308,7 +308,7 @@ def _history_section(history: List[dict], last: int = 10) -> List[str]:
     return out + [""]
 
 
-def _app_section(app_runs: List[list]) -> List[str]:
+def _app_section(app_runs: List[list], transfer: Optional[dict] = None) -> List[str]:
     """The web app's start-up stage by stage (ms since navigation), per visit, over the runs."""
     if not app_runs:
         return []
@@ -316,6 +316,11 @@ def _app_section(app_runs: List[list]) -> List[str]:
            "ms since navigation at the end of each stage (the worker's marks moved to the page's clock), "
            f"median [min – max] over {len(app_runs)} run(s), and the stage's own duration (median). "
            "The harness builds the digits MLP and starts training as soon as Python is ready.", ""]
+    if transfer:
+        extra = "; ".join(f"{name} {v['sent'] / MB:.2f} MB ({v['raw'] / MB:.2f} MB raw)"
+                          for name, v in transfer.items() if isinstance(v, dict))
+        out += [f"A first visit downloads {transfer['sent'] / MB:.1f} MB as sent (gzip where build.py "
+                f"wrote a .gz; {transfer['raw'] / MB:.1f} MB raw) up to the first digits step; of it {extra}.", ""]
     for visit, title in ((0, "First visit (empty cache)"), (1, "Second visit (Service Worker cache)")):
         visits = [run[visit] for run in app_runs if len(run) > visit and run[visit].get("stages")]
         if not visits:

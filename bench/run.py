@@ -264,6 +264,33 @@ class AppSite:
             self.server.server_close()
 
 
+def app_transfer(site: Path) -> dict:
+    """Bytes a first visit downloads on the way to the first digits-MLP step (build.py's server
+    sends the .gz sibling when there is one): raw and as sent, in total and for the items the
+    start-up work added (pytrain's bytecode zip, the stdlib + numpy bytecode bundle)."""
+    config = json.loads((site / "config.json").read_text())
+    index = config["pyodide"]["indexURL"]
+    rels = ["index.html", "config.json", "sw.js", "worker.js", "kernels/gemm.js", "kernels/gemm.wasm",
+            config["mnist"]["file"]] + [str(p.relative_to(site)) for p in (site / "js").glob("*.js")]
+    rels += [index + n for n in ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data",
+                                 "packages.json")]
+    rels += [index + f"{pkg}.{ext}" for pkg in config["pyodide"].get("packages", ["numpy"]) for ext in ("js", "data")]
+    rels += list((config.get("artifacts") or {}).get("digits-mlp", {}).values())
+    parts = {"pytrain": (config.get("python") or {}).get("zip", config["wheel"]),
+             "bytecode": (config.get("bytecode") or {}).get("file")}
+    rels += [r for r in parts.values() if r]
+
+    def sizes(rel: str) -> tuple:
+        path = site / rel
+        gz = Path(str(path) + ".gz")
+        raw = path.stat().st_size if path.is_file() else 0
+        return raw, gz.stat().st_size if gz.is_file() else raw
+
+    total = [sum(x) for x in zip(*(sizes(r) for r in rels))]
+    return {"raw": total[0], "sent": total[1],
+            **{k: dict(zip(("raw", "sent"), sizes(r))) for k, r in parts.items() if r}}
+
+
 def run_app_start(results: dict, session, site: AppSite) -> None:
     """One start-up run of the web app (a fresh browser context, first visit then second visit
     from the Service Worker cache), appended to results["app_runs"]."""
@@ -271,6 +298,10 @@ def run_app_start(results: dict, session, site: AppSite) -> None:
         if site.error:
             raise RuntimeError(site.error)
         visits = session.app_start(site.url)
+        if "app_transfer" not in results:
+            import build
+
+            results["app_transfer"] = app_transfer(build.SITE)
         results.setdefault("app_runs", []).append(visits)
         for i, t in enumerate(visits):
             stages = ", ".join(f"{k} {v:.0f}" for k, v in t["stages"].items())

@@ -18,9 +18,14 @@ from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, ma
 from pytrain.proto.helper import ir_version_for_opset
 
 
+#: never declared lower: before opset 7 many ops required legacy attributes (consumed_inputs, broadcast)
+#: that pytrain does not write, and onnxruntime releases from 2023 on all read opset 7
+OLDEST_EXPORT_OPSET = 7
+
+
 def minimal_opset(nodes: Sequence[NodeProto], source_opset: int) -> int:
-    """The lowest opset at which every node has the same schema as at ``source_opset``."""
-    needed = 1
+    """The lowest opset (from 7) at which every node has the same schema as at ``source_opset``."""
+    needed = OLDEST_EXPORT_OPSET
     for n in nodes:
         versions = SCHEMA_VERSIONS.get(n.op_type)
         if not versions:

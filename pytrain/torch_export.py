@@ -50,7 +50,8 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     input_names / output_names: default ``input`` / ``output`` for one, ``input_0``, ... for several.
     opset: the default-domain opset (17: every layer here exports at 17, and onnxruntime releases
         from 2022 on run it).
-    dynamic_batch: axis 0 of every input and output is a symbolic ``batch`` dimension.
+    dynamic_batch: axis 0 of every input and output is a symbolic ``batch`` dimension (recurrent
+        layers: use ``batch_first=True``, or pass False and export at the batch size you train with).
     training: ``"preserve"`` exports each submodule in the mode it is in (Dropout kept for modules in
         train mode, BatchNorm kept as a node either way; a frozen backbone put in ``eval()`` exports
         its BatchNorm in inference mode); ``"eval"`` exports the whole model in eval mode (Dropout
@@ -61,8 +62,9 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     * ``dynamo=False``: the TorchScript exporter keeps BatchNormalization as a node; the dynamo
       exporter folds it into the convolutions.
     * ``keep_initializers_as_inputs=True`` while exporting: the only way to stop the exporter from
-      merging initializers with equal values (its deduplication pass is skipped then); the
-      initializers are removed from the graph inputs afterwards, so the file is an ordinary model.
+      merging initializers with equal values (its deduplication pass is skipped then, and so is
+      its eval-mode Conv+BatchNorm fusion, which needs the weights as constants); the initializers
+      are removed from the graph inputs afterwards, so the file is an ordinary model.
     * ``do_constant_folding=False``: parameters stay parameters under their ``state_dict`` names
       (folding makes transposed or scaled copies under generated names).
     * ``export_params=True`` and no external data: one self-contained file.

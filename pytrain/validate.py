@@ -13,7 +13,7 @@ import inspect
 from typing import Any, Dict, Optional, Set, Tuple
 
 from pytrain import dtypes, limits
-from pytrain.errors import GraphError, ModelFormatError
+from pytrain.errors import GraphError, ModelFormatError, UnsupportedOpError
 from pytrain.graph import node_label
 from pytrain.opset_versions import SCHEMA_VERSIONS
 from pytrain.proto.helper import attribute_type, check_attribute_value
@@ -21,9 +21,9 @@ from pytrain.proto.onnx_pb import AttributeType, GraphProto, ModelProto, NodePro
 
 #: IR versions pytrain reads (ONNX 1.0's IR 3 up to the newest onnx writes, with room for what comes next)
 IR_VERSIONS = range(3, 16)
-#: default-domain opsets pytrain reads (before opset 7, ops took attributes such as consumed_inputs that
-#: no kernel here knows; onnx 1.23 defines up to 28)
-OPSETS = range(7, 29)
+#: default-domain opsets pytrain reads (onnx 1.23 defines up to 28); which schema version of each op a
+#: model's opset selects is checked node by node against what its kernel implements
+OPSETS = range(1, 29)
 
 #: the attribute type a kernel's default value implies (ONNX requires the declared type exactly: a FLOAT
 #: attribute written as an INT is refused by onnx.checker, and by pytrain)
@@ -87,12 +87,23 @@ def validate_model(model: ModelProto, label: str = "the model") -> None:
     # pytrain's own artifacts keep the source model's opset while their gradient and loss nodes use
     # standard ops (CastLike, ...) as pytrain means them; the source model was checked when generated
     artifact = any(p.key == "pytrain.artifact" for p in model.metadata_props)
+    from pytrain.ops import get_kernel  # the registry imports every kernel module once, lazily
+
     if opset is not None and not artifact:
         for n in model.graph.node:
-            since = SCHEMA_VERSIONS.get(n.op_type) if n.domain in ("", "ai.onnx") else None
-            if since and opset < since[0]:
+            versions = SCHEMA_VERSIONS.get(n.op_type) if n.domain in ("", "ai.onnx") else None
+            if not versions:
+                continue
+            if opset < versions[0]:
                 raise GraphError("%s: node %s uses %s, which ONNX defines from opset %d on, but the model imports "
-                                 "opset %d" % (label, node_label(n), n.op_type, since[0], opset))
+                                 "opset %d" % (label, node_label(n), n.op_type, versions[0], opset))
+            info = get_kernel(n.op_type)
+            selected = max(v for v in versions if v <= opset)
+            if info is not None and selected < info.since:
+                raise UnsupportedOpError(
+                    "%s: node %s: opset %d selects %s-%d, whose meaning differs from the %s-%d pytrain implements; "
+                    "export the model at opset %d or later" % (label, node_label(n), opset, n.op_type, selected,
+                                                               n.op_type, info.since, info.since))
     validate_graph(model.graph, label)
 
 

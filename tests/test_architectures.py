@@ -198,9 +198,10 @@ def chaos(case: str, optim: str) -> float:
     c = CASES[case]
     batches = c.batches(STEPS)
     model = c.build()
-    with torch.no_grad():
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():  # random signs: a uniform shift would vanish behind LayerNorm's zero-mean output
         for p in model.parameters():
-            p.add_(1e-7)
+            p.add_(1e-7 * (torch.randint(0, 2, p.shape, generator=gen) * 2 - 1))
     params = [p for p in model.parameters() if p.requires_grad]
     nudged = np.array(torch_steps(model, OPTIMS[optim][0](params), batches, torch_loss(c.loss)))
     ref = np.array(torch_run(case, optim)["losses"])
@@ -241,9 +242,9 @@ def test_torch_export_keeps_identical_tensors_apart(tmp_path):
 
 def test_torch_export_leaves_running_statistics_alone(tmp_path):
     """Tracing runs the model, which moves BatchNorm's statistics in train mode: the model gets them
-    back, the file holds them from before the call, and BatchNorm stays a training-mode node."""
+    back, the file holds them from before the call; BatchNorm stays a training-mode node, Dropout stays."""
     net = torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.Flatten(),
-                              torch.nn.Linear(12, 2))
+                              torch.nn.Dropout(0.3), torch.nn.Linear(12, 2))
     net[1].running_mean.fill_(0.5)
     before = {k: v.clone() for k, v in net.state_dict().items()}
     proto = onnx.load_from_string(pytrain.torch_export(net, torch.randn(4, 1, 4, 4), None))
@@ -254,6 +255,19 @@ def test_torch_export_leaves_running_statistics_alone(tmp_path):
     assert net.training and net[1].training
     bn, = [n for n in proto.graph.node if n.op_type == "BatchNormalization"]
     assert onnx.helper.get_attribute_value(next(a for a in bn.attribute if a.name == "training_mode")) == 1
+    assert [n.op_type for n in proto.graph.node].count("Dropout") == 1
+
+
+def test_torch_export_eval_mode_keeps_batchnorm():
+    """training="eval": Dropout goes, BatchNorm stays a node (inference mode), not fused into the Conv."""
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.Dropout(0.3),
+                              torch.nn.Flatten(), torch.nn.Linear(12, 2))
+    proto = onnx.load_from_string(pytrain.torch_export(net, torch.randn(4, 1, 4, 4), None, training="eval"))
+    ops = [n.op_type for n in proto.graph.node]
+    assert "Dropout" not in ops and ops.count("BatchNormalization") == 1 and net.training
+    bn, = [n for n in proto.graph.node if n.op_type == "BatchNormalization"]
+    assert all(a.i == 0 for a in bn.attribute if a.name == "training_mode")
+    assert {"0.weight", "1.weight", "1.bias", "1.running_mean"} <= {t.name for t in proto.graph.initializer}
 
 
 def test_frozen_parameters_recorded_by_torch_export(tmp_path):

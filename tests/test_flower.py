@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -54,6 +53,15 @@ def ensure_flwr_venv() -> Path:
 @pytest.fixture(scope="module")
 def venv() -> Path:
     return ensure_flwr_venv()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cryptography_installed() -> None:
+    """Native nodes sign with 'cryptography' (flwr's venv has it; this interpreter may not)."""
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "cryptography"], check=True, timeout=600)
 
 
 def free_port() -> int:
@@ -106,7 +114,11 @@ class SuperLink:
                     return True
             except OSError:
                 return False
-        wait_until(up, 60, "the SuperLink's ports", self.proc, self.log)
+        try:
+            wait_until(up, 60, "the SuperLink's ports", self.proc, self.log)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def spawn(self, cmd: List[str], log: Path, **kw) -> subprocess.Popen:
@@ -519,3 +531,93 @@ def test_client_app_answers_flwr_messages(tmp_path, venv, arts):
     sent = {k: v + 0.01 for k, v in t.get_parameters().items()}
     _, _, metrics = t.fit(sent, {"lr": 0.1, "local-epochs": 2, "batch-size": 16})
     assert abs(metrics["train_loss"] - out["train"]["metrics"]["train_loss"]) < 1e-6
+
+
+# -- the node on the browser's Python (3.8 + numpy 1.17.5) ------------------------------------------------
+PY38_NODE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.flower import FlowerNode, PytrainTrainer
+from pytrain.flower import messages as pb
+from pytrain.flower import objects as ob
+
+case = json.load(open(sys.argv[2]))
+z = np.load(sys.argv[3])
+state = CheckpointState.load_checkpoint(z["checkpoint"].tobytes())
+module = Module(z["training"].tobytes(), state, z["eval"].tobytes())
+trainer = PytrainTrainer(module, Optimizer(z["optimizer"].tobytes(), module), z["x"], z["y"])
+objects = {k: bytes.fromhex(v) for k, v in case["objects"].items()}
+queue = [(pb.FlwrMessage.FromString(bytes.fromhex(m)), pb.ObjectTree.FromString(bytes.fromhex(t)))
+         for m, t in case["messages"]]
+pushed, stored = [], {}
+
+def transport(url, body, headers, timeout):   # the Fleet routes, from memory
+    route = url.rsplit("/", 1)[1]
+    if route in ("register-node", "activate-node"):
+        return 200, pb.NodeIdResponse(node_id=77).SerializeToString()
+    if route == "pull-messages":
+        got = [queue.pop(0)] if queue else []
+        return 200, pb.PullMessagesResponse(messages_list=[m for m, _ in got],
+                                            message_object_trees=[t for _, t in got]).SerializeToString()
+    if route == "pull-object":
+        oid = pb.PullObjectRequest.FromString(body).object_id
+        return 200, pb.PullObjectResponse(object_found=1, object_available=1,
+                                          object_content=objects[oid]).SerializeToString()
+    if route == "push-messages":
+        req = pb.PushMessagesRequest.FromString(body)
+        pushed.append(req.messages_list[0])
+        return 200, pb.PushMessagesResponse(objects_to_push=ob.tree_ids(req.message_object_trees[0]),
+                                            session_id="s").SerializeToString()
+    if route == "push-object":
+        req = pb.PushObjectRequest.FromString(body)
+        stored[req.object_id] = req.object_content
+    return 200, b""
+
+class Signer:   # the browser plugs WebCrypto in here; this transport checks nothing
+    public_key_pem = b"-----BEGIN PUBLIC KEY-----\n-----END PUBLIC KEY-----\n"
+    def sign(self, data):
+        return b"0"
+
+node = FlowerNode("http://fleet.invalid", trainer, signer=Signer(), transport=transport)
+node.run(max_messages=len(queue), timeout=60)
+out = {"numpy": np.__version__, "python": list(sys.version_info[:2]),
+       "errors": [m.error.reason if m.error is not None else None for m in pushed],
+       "replies": [m.metadata.message_id for m in pushed], "objects": {k: v.hex() for k, v in stored.items()}}
+print(json.dumps(out))
+"""
+
+
+def test_node_on_python38_numpy117(tmp_path, arts):
+    from test_python38_numpy117 import _python38
+    exe = _python38()
+    py = ROOT / "build" / "py38-numpy117" / "bin" / "python"
+    if exe is None or not py.exists():
+        pytest.skip("no Python 3.8 + numpy 1.17.5 venv (tests/test_python38_numpy117.py builds it)")
+    (parts, _) = digits_splits(1)
+    x, y = parts[0][0][:200], parts[0][1][:200]
+    here = make_trainer(arts, x, y)
+    sent = {k: v + 0.01 for k, v in here.get_parameters().items()}
+    good, d = _train_message(sent)
+    bad_msg, bad_tree, bad_objs = _corrupt("sha256", {k: v + 1 for k, v in sent.items()})  # no shared chunk
+    objs = dict(d.all_objects(), **bad_objs)
+    case = {"objects": {k: v.hex() for k, v in objs.items()},
+            "messages": [[good.SerializeToString().hex(), d.tree().SerializeToString().hex()],
+                         [bad_msg.SerializeToString().hex(), bad_tree.SerializeToString().hex()]]}
+    (tmp_path / "case.json").write_text(json.dumps(case))
+    np.savez(str(tmp_path / "arts.npz"), x=x, y=y, **{k: np.frombuffer(getattr(arts, a), np.uint8) for k, a in (
+        ("training", "training_model"), ("eval", "eval_model"), ("optimizer", "optimizer_model"),
+        ("checkpoint", "checkpoint"))})
+    res = subprocess.run([str(py), "-c", PY38_NODE, str(ROOT), str(tmp_path / "case.json"), str(tmp_path / "arts.npz")],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["numpy"] == "1.17.5" and out["python"] == [3, 8]
+    assert out["errors"][0] is None and "sha256 mismatch" in out["errors"][1]
+    stored = {k: bytes.fromhex(v) for k, v in out["objects"].items()}
+    _, content = ob.inflate_message(out["replies"][0], stored.__getitem__)
+    new, n, metrics = here.fit(sent, {"lr": 0.1, "local-epochs": 1, "batch-size": 32, "server-round": 1})
+    assert content["metrics"]["num-examples"] == n == 200
+    for k, v in new.items():  # the same training on both Pythons, to float32 rounding
+        np.testing.assert_allclose(content["arrays"][k], v, rtol=1e-4, atol=1e-5)

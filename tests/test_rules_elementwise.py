@@ -31,15 +31,21 @@ def off_kinks(*shape: int, kinks: Sequence[float], lo: float = -5.0, hi: float =
     return x.astype(np.float64)
 
 
+#: the opset that defines each op (Mish is new in 18): cases are built there
+_OPSET = {"Mish": 18}
+
+
 def _unary(op: str, kinks: Sequence[float], attr_sets: Sequence[dict], **kw) -> Callable[[], List[Case]]:
+    opset = _OPSET.get(op, 17)
+
     def build() -> List[Case]:
         cases = []
         for attrs in attr_sets:
             ks = kinks(attrs) if callable(kinks) else kinks
             cases.append(Case("%s %s" % (op, attrs), [node(op, ["X"], **attrs)],
-                              {"X": off_kinks(3, 4, kinks=ks, **kw)}, ["Y"]))
+                              {"X": off_kinks(3, 4, kinks=ks, **kw)}, ["Y"], opset=opset))
         cases.append(Case(op + " 0-d", [node(op, ["X"], **attr_sets[0])],
-                          {"X": np.array(-0.7 if op != "HardSigmoid" else 0.3)}, ["Y"]))
+                          {"X": np.array(-0.7 if op != "HardSigmoid" else 0.3)}, ["Y"], opset=opset))
         return cases
     return build
 

@@ -155,6 +155,31 @@ function writeBytecode(FS, bundle) {
   }
 }
 
+/* Pyodide 0.17's loadPyodide() offers no hook before CPython starts, and CPython's own start
+ * (encodings, site, the `pyodide` package and the stdlib it imports) is where the bytecode helps
+ * most. So: when loadPyodide imports pyodide.asm.js, wrap the emscripten factory it defines to add
+ * a preRun step that writes the bundle (a run dependency holds CPython's start until it is
+ * written). Anything unexpected leaves Pyodide untouched: it then compiles the sources itself. */
+function bytecodeBeforePythonStarts(bundle) {
+  const importScripts = self.importScripts;
+  self.importScripts = function (...urls) {
+    importScripts.apply(self, urls);
+    const create = self._createPyodideModule;
+    if (!urls.some((u) => /pyodide\.asm\.js$/.test(u)) || typeof create !== "function") return;
+    self._createPyodideModule = function (Module) {
+      Module.preRun = [].concat(Module.preRun || [], () => {
+        Module.addRunDependency("pytrain-bytecode");
+        bundle.then((bytes) => writeBytecode(Module.FS, new Uint8Array(bytes)))
+          .catch((e) => console.warn("pytrain: no precompiled bytecode, Python compiles its sources:", e))
+          .finally(() => Module.removeRunDependency("pytrain-bytecode"));
+      });
+      self._createPyodideModule = create;
+      return create(Module);
+    };
+  };
+  return () => { self.importScripts = importScripts; };
+}
+
 async function loadRuntime() {
   progress.setStage("Loading the Python runtime");
   const resp = await fetch(BASE + "config.json", { cache: "no-cache" });
@@ -175,8 +200,13 @@ async function loadRuntime() {
     const early = new Map(packages.map((name) => [indexURL + name + ".data", prefetch(indexURL + name + ".data")]));
     const zipBytes = prefetch(zipURL);
     const bytecode = config.bytecode ? prefetch(new URL(config.bytecode.file, BASE).href) : null;
-    self.importScripts(indexURL + "pyodide.js");
-    pyodide = await self.loadPyodide({ indexURL });
+    const unhook = bytecode ? bytecodeBeforePythonStarts(bytecode) : () => {};
+    try {
+      self.importScripts(indexURL + "pyodide.js");
+      pyodide = await self.loadPyodide({ indexURL });
+    } finally {
+      unhook();
+    }
     progress.setStage("Loading numpy");
     const fetched = new Map();
     for (const [url, bytes] of early) fetched.set(url, await bytes);
@@ -192,7 +222,6 @@ async function loadRuntime() {
       delete pyodide._module.getPreloadedPackage;
     }
     if (errors.length) throw new Error("loading Python packages failed: " + errors.join("; "));
-    if (bytecode) writeBytecode(pyodide._module.FS, new Uint8Array(await bytecode));
     progress.setStage("Installing pytrain");
     const zipPath = pyZip.path || "/lib/pytrain.zip";
     pyodide._module.FS.writeFile(zipPath, new Uint8Array(await zipBytes));
@@ -606,6 +635,7 @@ const commands = {
   },
   async changeOptimizer({ optimizer }) { await ready; needIdle("changing the optimizer"); return py("change_optimizer", { optimizer }); },
   async setScaling({ features = false, targets = null } = {}) { await ready; return py("set_scaling", { features, targets }); },
+  async insights() { await ready; return py("insights"); },
   async runFile({ epochs } = {}) { await ready; return py("run_file", { epochs }); },
   async train(options = {}) {
     await ready;

@@ -14,7 +14,7 @@ only when the app is made.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -44,14 +44,15 @@ def _open(artifacts: Any):
 
 
 def client_app(artifacts: Any, data: Any, epochs: int = 1, batch_size: int = 32, lr: Optional[float] = None,
-               seed: int = 0, loss_kind: str = "ce", eval_data: Any = None):
-    """A ``flwr.clientapp.ClientApp`` training ``artifacts`` on ``data`` (see the module docstring)."""
+               seed: int = 0, loss_kind: str = "ce", eval_data: Any = None, mods: Optional[list] = None):
+    """A ``flwr.clientapp.ClientApp`` training ``artifacts`` on ``data`` (see the module docstring);
+    ``mods`` are Flower ClientApp mods (e.g. ``secaggplus_mod``, ``fixedclipping_mod``)."""
     from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
 
     from pytrain.flower.trainer import PytrainTrainer
 
-    app = ClientApp()
+    app = ClientApp(mods=mods)
     cache: dict = {}
 
     def trainer(context) -> PytrainTrainer:

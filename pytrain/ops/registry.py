@@ -32,14 +32,15 @@ Kernel = Callable[..., Tuple[Any, ...]]
 class KernelInfo:
     """A registered kernel and the facts the planner needs about it."""
 
-    __slots__ = ("fn", "numpy_fn", "op_type", "domain", "inplace")
+    __slots__ = ("fn", "numpy_fn", "op_type", "domain", "inplace", "since")
 
-    def __init__(self, fn: Kernel, op_type: str, domain: str, inplace: bool) -> None:
+    def __init__(self, fn: Kernel, op_type: str, domain: str, inplace: bool, since: int = 1) -> None:
         self.fn = fn
         self.numpy_fn = fn  # the registered kernel, whatever accelerate() put in front of it
         self.op_type = op_type
         self.domain = domain
         self.inplace = inplace
+        self.since = since  # the oldest schema version of the op whose meaning the kernel implements
 
 
 _KERNELS: Dict[Tuple[str, str], KernelInfo] = {}
@@ -49,14 +50,18 @@ def _norm_domain(domain: str) -> str:
     return "" if domain in ("", "ai.onnx") else domain
 
 
-def kernel(op_type: str, domain: str = "", inplace: bool = False) -> Callable[[Kernel], Kernel]:
-    """Register ``fn`` as the kernel of ``op_type`` in ``domain`` (default: the standard ONNX domain)."""
+def kernel(op_type: str, domain: str = "", inplace: bool = False, since: int = 1) -> Callable[[Kernel], Kernel]:
+    """Register ``fn`` as the kernel of ``op_type`` in ``domain`` (default: the standard ONNX domain).
+
+    ``since``: the oldest schema version of the op the kernel means. Older versions that differ only in
+    attributes or inputs are refused anyway (an attribute the kernel does not take is an error); set it
+    where an older version means something else with the same attributes (Softmax before 13)."""
 
     def register(fn: Kernel) -> Kernel:
         key = (_norm_domain(domain), op_type)
         if key in _KERNELS:
             raise RuntimeError("kernel for %s registered twice" % (key,))
-        _KERNELS[key] = info = KernelInfo(fn, op_type, key[0], inplace)
+        _KERNELS[key] = info = KernelInfo(fn, op_type, key[0], inplace, since)
         if key in _ACCELERATED:
             _put_in_front(info, _ACCELERATED[key])
         return fn

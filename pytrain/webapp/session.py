@@ -635,6 +635,11 @@ class Session:
         return {"model": self.model_summary(), "data": self.data_summary(), "digest": self.digest(),
                 "epoch": self.epoch, "step": self.step, "epoch_step": self.epoch_step}
 
+    def insights(self) -> Dict[str, Any]:
+        """What the model learned (see :mod:`pytrain.webapp.insights`)."""
+        from pytrain.webapp import insights
+        return insights.describe(self)
+
     def run_file(self, epochs: Optional[int] = None) -> bytes:
         """The whole run as one zip the page, the widget and ``pytrain train --resume`` take back
         (see :mod:`pytrain.webapp.runfile`)."""

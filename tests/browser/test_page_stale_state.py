@@ -32,11 +32,13 @@ def test_failed_upload_and_failed_build_leave_nothing_behind(context, site_url, 
 
     # a build that fails: the status does not stay at "Reading the table…"
     bad = tmp_path / "bad.csv"
-    bad.write_text("a,b,label\n1,2,0\n3,hello,1\n5,6,0\n7,8,1\n")
+    bad.write_text("a,b,label\n1,,0\n3,4,1\n5,6,0\n7,8,1\n")
     page.set_input_files("#csv-file", str(bad))
     page.wait_for_function("() => document.getElementById('csv-label').options.length === 3", timeout=30_000)
+    page.select_option("#csv-missing", "error")      # so that the build fails, in Python
     page.click("#csv-build")
     page.wait_for_function("() => window.pytrainApp.errors.length >= 2", timeout=60_000)
+    assert "missing value" in app_state(page, "a.errors")[-1]
     assert "…" not in page.inner_text("#setup-status")
 
 

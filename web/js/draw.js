@@ -2,7 +2,7 @@
 
 /** White strokes on black, like MNIST. Calls onStroke() after each finished stroke. */
 export class DrawPad {
-  constructor(canvas, { lineWidth = 0.075, onStroke = () => {} } = {}) {
+  constructor(canvas, { lineWidth = 0.075, onStroke = () => {}, onClear = null } = {}) {
     this.canvas = canvas;
     this.ctx = canvas.getContext("2d", { willReadFrequently: true });
     this.lineWidth = lineWidth;   // fraction of the canvas width
@@ -14,6 +14,44 @@ export class DrawPad {
     canvas.addEventListener("pointerdown", (e) => this._down(e));
     canvas.addEventListener("pointermove", (e) => this._move(e));
     for (const t of ["pointerup", "pointercancel", "pointerleave"]) canvas.addEventListener(t, (e) => this._up(e));
+    // The keyboard draws too: Space lowers/lifts the pen, arrows move it, Enter predicts, Escape clears.
+    this.onClear = onClear || (() => this.clear());
+    this.pen = null;        // [x, y] of the keyboard pen, or null until used
+    this.penDown = false;
+    canvas.addEventListener("keydown", (e) => this._key(e));
+  }
+
+  _key(e) {
+    const { width, height } = this.canvas;
+    const step = (e.shiftKey ? 0.01 : 0.04) * width;
+    const moves = { ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, -step], ArrowDown: [0, step] };
+    if (!this.pen) this.pen = [width / 2, height / 2];
+    if (e.key === " " || e.key === "Spacebar") {
+      this.penDown = !this.penDown;
+      if (this.penDown) this._dot(this.pen);
+    } else if (moves[e.key]) {
+      const p = [Math.min(width, Math.max(0, this.pen[0] + moves[e.key][0])),
+                 Math.min(height, Math.max(0, this.pen[1] + moves[e.key][1]))];
+      if (this.penDown) this._line(this.pen, p);
+      this.pen = p;
+    } else if (e.key === "Enter") {
+      this.penDown = false;
+      this.onStroke();
+    } else if (e.key === "Escape") {
+      this.penDown = false;
+      this.pen = null;
+      this.onClear();
+    } else return;
+    e.preventDefault();
+  }
+
+  _line(a, b) {
+    const ctx = this.ctx;
+    ctx.strokeStyle = "#fff";
+    ctx.lineCap = ctx.lineJoin = "round";
+    ctx.lineWidth = this.lineWidth * this.canvas.width;
+    ctx.beginPath(); ctx.moveTo(a[0], a[1]); ctx.lineTo(b[0], b[1]); ctx.stroke();
+    this.empty = false;
   }
 
   clear() {
@@ -39,13 +77,8 @@ export class DrawPad {
     if (!this.drawing) return;
     e.preventDefault();
     const p = this._pos(e);
-    const ctx = this.ctx;
-    ctx.strokeStyle = "#fff";
-    ctx.lineCap = ctx.lineJoin = "round";
-    ctx.lineWidth = this.lineWidth * this.canvas.width;
-    ctx.beginPath(); ctx.moveTo(this.last[0], this.last[1]); ctx.lineTo(p[0], p[1]); ctx.stroke();
+    this._line(this.last, p);
     this.last = p;
-    this.empty = false;
   }
 
   _dot([x, y]) {

@@ -15,7 +15,7 @@ def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     return np.asarray(shifted - lse, dtype=x.dtype)
 
 
-@kernel("Softmax")
+@kernel("Softmax", since=13)
 def softmax(ctx, input, *, axis=-1):
     a = norm_axis("Softmax", axis, input.ndim)
     e = np.exp(input - np.max(input, axis=a, keepdims=True))
@@ -23,6 +23,6 @@ def softmax(ctx, input, *, axis=-1):
     return (np.asarray(e, dtype=input.dtype),)
 
 
-@kernel("LogSoftmax")
+@kernel("LogSoftmax", since=13)
 def log_softmax_op(ctx, input, *, axis=-1):
     return (log_softmax(input, norm_axis("LogSoftmax", axis, input.ndim)),)

@@ -1,5 +1,6 @@
 """FedAvg ServerApp: starts from the arrays in ``init`` (an .npz of parameters by name), trains
-``num-server-rounds`` rounds on exactly ``num-nodes`` nodes, and writes the global model of every
+``num-server-rounds`` rounds on exactly ``num-nodes`` nodes (with central differential
+privacy when ``dp-noise`` > 0), and writes the global model of every
 round to ``out/round_<n>.npz`` (round 0 is the initial model) plus ``out/result.json``."""
 import json
 import os
@@ -8,7 +9,7 @@ import traceback
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import FedAvg
+from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
 
 app = ServerApp()
 
@@ -31,6 +32,10 @@ def federate(grid: Grid, cfg, out: str) -> None:
     n = int(cfg["num-nodes"])
     strategy = FedAvg(fraction_train=1.0, fraction_evaluate=1.0, min_train_nodes=n,
                       min_evaluate_nodes=n, min_available_nodes=n)
+    if float(cfg["dp-noise"]) > 0:  # central DP, all on the server: the nodes do nothing different
+        strategy = DifferentialPrivacyServerSideFixedClipping(
+            strategy, noise_multiplier=float(cfg["dp-noise"]), clipping_norm=float(cfg["dp-clip"]),
+            num_sampled_clients=n)
 
     def save_global(server_round: int, arrays: ArrayRecord) -> MetricRecord:
         np.savez(os.path.join(out, "round_%d.npz" % server_round),

@@ -1,0 +1,185 @@
+// Panel 1, Data and model: the digits, a table of your own, or your model with its data.
+
+import { readFiles, readText } from "./files.js";
+import { excludedColumns, renderColumns, separatorName } from "./columns.js";
+import { $, app, client, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
+import { resetPlots } from "./train.js";
+import { showTryPanel } from "./try.js";
+
+// ------------------------------------------------------------------ setting up data + model
+
+export function afterModel(model) {
+  app.model = model;
+  app.step = 0; app.epoch = 0;
+  app.saved = null;
+  setStatus("saved-status", "");
+  $("epoch-bar").style.width = "0%";
+  $("optimizer").value = ["AdamW", "Adam", "SGD"].includes(model.optimizer) ? model.optimizer : $("optimizer").value;
+  resetPlots();
+  setStatus("train-status", "Ready to train.");
+  clearTry();
+  describeSetup();
+  showTryPanel();
+}
+
+/** A new model: the Try panel must not show the previous model's input or prediction. */
+function clearTry() {
+  $("pad-clear").click();
+  $("row-input").value = "";
+  $("row-result").textContent = "";
+}
+
+export function afterData(data) {
+  app.data = data;
+  if (!data.added) setStatus("added-status", "");
+  describeSetup();
+  showTryPanel();
+}
+
+$("digits-build").onclick = () => guarded($("digits-build"), async () => {
+  const kind = $("digits-model").value;
+  setStatus("setup-status", "Loading digits and building the model…");
+  afterData(await client.call("useDigits", { nTrain: parseInt($("digits-count").value, 10), nVal: 1000 }));
+  if (app.drawn.length) {   // the user's own digits stay in the training set across rebuilds
+    const x = new Float32Array(app.drawn.length * 784);
+    app.drawn.forEach((d, i) => x.set(d.x, i * 784));
+    afterData(await client.call("addSamples", { x, shape: [app.drawn.length, 784], y: app.drawn.map((d) => d.y) }));
+    setStatus("added-status", `Your ${app.drawn.length} drawn digit${app.drawn.length > 1 ? "s are" : " is"} still in the training set.`);
+  }
+  app.rebuild = async (optimizer) => afterModel(await client.call("buildDigits", { kind, optimizer }));
+  await app.rebuild($("optimizer").value);
+  if (kind === "cnn" && parseFloat($("lr").value) > 0.005) $("lr").value = "0.002";
+});
+
+// CSV for "Your table"
+let tableCSV = null;
+async function inspectInto(input, select, info) {
+  // forget the previous file first: a failed upload must not leave its columns and Build button
+  select.innerHTML = "";
+  select.disabled = true;
+  if (info) info.textContent = "";
+  refreshButtons();
+  const file = await readText(input);
+  if (!file) return null;
+  const res = await client.call("inspectCSV", { text: file.text });
+  select.innerHTML = "";
+  res.columns.forEach((c, i) => {
+    const o = document.createElement("option");
+    o.value = c; o.textContent = res.numeric[i] ? c : `${c} (text)`;
+    select.appendChild(o);
+  });
+  select.value = res.label;
+  select.disabled = false;
+  const missing = res.details.reduce((a, c) => a + c.missing, 0);
+  if (info) info.textContent = `${file.name}: ${nf.format(res.rows)} rows, ${res.columns.length} columns, separated by ` +
+    `${separatorName(res.delimiter)}` + (missing ? `; ${nf.format(missing)} missing values (see below).` : ".");
+  return { name: file.name, text: file.text, columns: res.columns, details: res.details };
+}
+$("csv-file").onchange = () => guarded(null, async () => {
+  tableCSV = null;
+  $("csv-columns").hidden = true;
+  tableCSV = await inspectInto($("csv-file"), $("csv-label"), $("csv-info"));
+  if (tableCSV) renderColumns($("csv-columns"), tableCSV.details, $("csv-label").value, refreshButtons);
+}, $("csv-file"));
+$("csv-label").onchange = () => {
+  if (tableCSV) renderColumns($("csv-columns"), tableCSV.details, $("csv-label").value, refreshButtons);
+  refreshButtons();
+};
+$("csv-build").onclick = () => guarded($("csv-build"), async () => {
+  if (!tableCSV) throw new Error("Choose a CSV file first.");
+  const hidden = $("csv-hidden").value.split(/[,\s]+/).filter(Boolean).map((v) => parseInt(v, 10));
+  if (!hidden.length || hidden.some((h) => !(h > 0))) throw new Error("Hidden layers: give positive sizes like 32 or 64,32.");
+  setStatus("setup-status", "Reading the table and building the model…");
+  afterData(await client.call("useCSV", { text: tableCSV.text, label: $("csv-label").value, task: $("csv-task").value || null,
+                                          exclude: excludedColumns($("csv-columns")), missing: $("csv-missing").value, onehot: true }));
+  app.rebuild = async (optimizer) => afterModel(await client.call("buildMLP", { hidden, optimizer }));
+  await app.rebuild($("optimizer").value);
+});
+
+// "Your model": an inference model, or ready artifacts, plus data
+$("onnx-file").onchange = () => guarded(null, async () => {
+  app.onnxUpload = null;
+  $("onnx-params").innerHTML = "";
+  $("onnx-info").textContent = "";
+  // the .onnx, plus the files uploaded with it (its .onnx.data external data), by file name
+  const chosen = await readFiles($("onnx-file"));
+  if (!chosen.length) return;
+  const main = chosen.find((f) => /\.onnx$/i.test(f.name)) || chosen[0];
+  const extraFiles = {};
+  for (const f of chosen) if (f !== main) extraFiles[f.name] = new Uint8Array(f.data);
+  const file = { name: main.name, bytes: new Uint8Array(main.data), extraFiles };
+  const info = await client.call("inspectModel", { bytes: file.bytes.slice(), name: file.name, extraFiles });
+  app.onnxUpload = file;
+  const ins = info.inputs.map((i) => `${i.name} [${i.shape.map((d) => d === null ? "?" : d).join(", ")}]`).join(", ");
+  const outs = info.outputs.map((o) => o.name).join(", ");
+  $("onnx-info").textContent = `${file.name}: ${info.nodes} nodes (${info.ops.join(", ")}); input ${ins}; output ${outs}. Trainable parameters:`;
+  for (const p of info.params.filter((p) => p.float)) {
+    const label = document.createElement("label");
+    label.innerHTML = `<input type="checkbox"> <span></span>`;
+    label.querySelector("input").value = p.name;
+    label.querySelector("input").checked = p.trains !== false;  // what trains by default, as PyTorch would
+    label.querySelector("span").textContent = `${p.name} [${p.shape.join("×")}]`;
+    if (p.why) label.title = (p.trains === false ? "not trained by default: " : "") + p.why;
+    $("onnx-params").appendChild(label);
+  }
+}, $("onnx-file"));
+$("onnx-generate").onclick = () => guarded($("onnx-generate"), async () => {
+  const file = app.onnxUpload;
+  const requiresGrad = Array.from($("onnx-params").querySelectorAll("input:checked")).map((i) => i.value);
+  if (!requiresGrad.length) throw new Error("Tick at least one parameter to train.");
+  const loss = $("onnx-loss").value;
+  const batchnorm = $("onnx-batchnorm").value;
+  setStatus("setup-status", "Generating training artifacts…");
+  app.rebuild = async (optimizer) => {
+    afterModel(await client.call("generate",
+      { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, name: file.name, extraFiles: file.extraFiles, batchnorm }));
+    await applyScaling();
+  };
+  await app.rebuild($("optimizer").value);
+});
+$("artifact-files").onchange = refreshButtons;
+
+/** An uploaded model trained on a table: standardise its features (and scale regression targets). */
+async function applyScaling() {
+  if (!app.model || !app.model.ready || app.model.origin !== "upload" || !app.data || app.data.kind !== "csv") return;
+  if (app.step > 0) return;
+  app.model = await client.call("setScaling", { features: $("data-standardize").checked });
+  describeSetup();
+}
+$("data-standardize").onchange = () => guarded(null, applyScaling, $("data-standardize"));
+$("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
+  const files = (await readFiles($("artifact-files"))).map((f) => ({ name: f.name, data: new Uint8Array(f.data) }));
+  if (!files.length) throw new Error("Choose the run's .zip, or the artifact files, first.");
+  setStatus("setup-status", "Reading the files…");
+  const res = await client.call("useArtifactFiles", { files });
+  app.rebuild = null;
+  if (res.data && res.data.loaded) afterData(res.data);
+  afterModel(res.model);
+  app.step = res.step; app.epoch = res.epoch;
+  if (res.batch_size) $("batch-size").value = res.batch_size;
+  if (res.lr) $("lr").value = res.lr;
+  const took = Object.entries(res.files).filter(([, what]) => !/run file/.test(what))
+    .map(([name, what]) => `${name.split("!").pop()}: ${what.split(" (")[0]}`).join(", ");
+  setStatus("train-status", (res.step ? `Taken back at epoch ${res.epoch}, step ${nf.format(res.step)}. ` : "Ready to train. ") +
+    `Recognised ${took}.`);
+  refreshButtons();
+});
+let modelCSV = null;
+$("data-csv-file").onchange = () => guarded(null, async () => {
+  modelCSV = null;
+  modelCSV = await inspectInto($("data-csv-file"), $("data-csv-label"), null);
+}, $("data-csv-file"));
+$("data-csv-label").onchange = refreshButtons;
+$("data-csv-load").onclick = () => guarded($("data-csv-load"), async () => {
+  if (!modelCSV) throw new Error("Choose a CSV file first.");
+  afterData(await client.call("useCSV", { text: modelCSV.text, label: $("data-csv-label").value, task: $("data-csv-task").value || null }));
+  await applyScaling();
+});
+for (const id of ["data-images", "data-folder"]) $(id).onchange = refreshButtons;
+$("data-images-load").onclick = () => guarded($("data-images-load"), async () => {
+  const files = (await readFiles($("data-images"))).concat(await readFiles($("data-folder")))
+    .filter((f) => /\.(png|jpe?g|gif|bmp|webp)$/i.test(f.name));
+  if (!files.length) throw new Error("No image files (png, jpg, gif, bmp, webp) were chosen.");
+  setStatus("setup-status", `Decoding ${files.length} images…`);
+  afterData(await client.call("useImages", { files }, files.map((f) => f.data)));
+});

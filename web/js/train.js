@@ -1,0 +1,224 @@
+// Panel 2, Train: the plots and their table, training events and controls, divergence, downloads.
+
+import { LinePlot } from "./plot.js";
+import { download } from "./files.js";
+import { $, announce, app, client, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
+import { pad, predictDrawing } from "./try.js";
+
+// ------------------------------------------------------------------ plots
+
+const lossPlot = new LinePlot($("loss-plot"), { title: "Training loss", xLabel: "step" });
+export const metricPlot = new LinePlot($("metric-plot"), { title: "Validation", xLabel: "epoch", integerX: true, xRange: [0, 1] });
+const lossSeries = { label: "batch", color: "#b7c7de", points: [], width: 1 };
+const emaSeries = { label: "smoothed", color: "#1f4e8c", points: [], width: 2 };
+const valLossSeries = { label: "validation", color: "#d9822b", points: [], markers: true };
+lossPlot.setSeries([lossSeries, emaSeries, valLossSeries]);
+const metricSeries = { label: "accuracy", color: "#1b7f3b", points: [], markers: true };
+metricPlot.setSeries([metricSeries]);
+let ema = null;
+let lossRange = [Infinity, 0];
+app.lossPoints = () => lossSeries.points.slice();
+app.lossPlotLog = () => lossPlot.logY;
+
+export function resetPlots() {
+  lossSeries.points = []; emaSeries.points = []; valLossSeries.points = []; metricSeries.points = [];
+  ema = null;
+  lossRange = [Infinity, 0];
+  lossPlot.logY = false;
+  app.epochs = [];
+  lossPlot.draw(); metricPlot.draw();
+}
+
+function addLosses(firstStep, losses) {
+  losses.forEach((l, i) => {
+    const s = firstStep + i;
+    lossSeries.points.push([s, l]);
+    ema = ema === null ? l : ema + 0.05 * (l - ema);
+    emaSeries.points.push([s, ema]);
+    if (Number.isFinite(l) && l > 0) { lossRange[0] = Math.min(lossRange[0], l); lossRange[1] = Math.max(lossRange[1], l); }
+  });
+  // A loss that spans more than two decades (a divergence, or a long run) reads better on a log scale.
+  lossPlot.logY = lossRange[1] / lossRange[0] > 100;
+  lossPlot.draw();
+}
+
+/** The plots' text alternative: the last few steps and every epoch's validation result, as a table. */
+function renderPlotTable() {
+  const body = $("plot-table").querySelector("tbody");
+  body.innerHTML = "";
+  const row = (cells) => {
+    const tr = document.createElement("tr");
+    cells.forEach((c, i) => {
+      const cell = document.createElement(i === 0 ? "th" : "td");
+      if (i === 0) cell.scope = "row";
+      cell.textContent = c;
+      tr.appendChild(cell);
+    });
+    body.appendChild(tr);
+  };
+  const fmt = (v) => (v === null || v === undefined || !Number.isFinite(v) ? "–" : Number(v).toPrecision(4));
+  for (const [step, loss] of lossSeries.points.slice(-5)) row(["batch", "", nf.format(step), fmt(loss), ""]);
+  for (const e of app.epochs.slice(-10)) {
+    row(["validation", String(e.epoch), nf.format(e.step), fmt(e.loss),
+         e.metricName === "accuracy" ? `${(100 * e.metric).toFixed(1)}% accuracy` : `${e.metricName} ${fmt(e.metric)}`]);
+  }
+}
+
+export function addEpoch(rec) {
+  app.epochs.push(rec);
+  if (rec.loss !== null && rec.loss !== undefined) valLossSeries.points.push([rec.step, rec.loss]);
+  if (rec.metric !== null && rec.metric !== undefined) {
+    metricSeries.label = rec.metricName === "accuracy" ? "accuracy" : rec.metricName;
+    metricPlot.yRange = rec.metricName === "accuracy" ? [0, 1] : null;
+    metricSeries.points.push([rec.epoch, rec.metric]);
+  }
+  lossPlot.draw(); metricPlot.draw();
+  renderPlotTable();
+}
+
+export function loadHistory(h) {
+  resetPlots();
+  if (!h) return;
+  const pts = h.losses || [];
+  if (pts.length) addLosses(pts[0][0], pts.map((p) => p[1]));
+  for (const e of h.epochs || []) addEpoch(e);
+}
+
+function metricText(rec) {
+  if (!rec || rec.metric === null || rec.metric === undefined) return "";
+  return rec.metricName === "accuracy" ? `validation accuracy ${(100 * rec.metric).toFixed(1)}%`
+    : `validation ${rec.metricName.toUpperCase()} ${rec.metric.toPrecision(4)}`;
+}
+
+// ------------------------------------------------------------------ training events
+
+let lastProgress = null;
+client.on("progress", (p) => {
+  if (app.timing.firstStep === null) app.timing.firstStep = performance.now();
+  lastProgress = p;
+  app.step = p.step; app.epoch = p.epoch;
+  addLosses(p.firstStep, p.losses);
+  const frac = p.stepsPerEpoch ? p.epochStep / p.stepsPerEpoch : 0;
+  $("epoch-bar").style.width = `${Math.round(100 * frac)}%`;
+  const loss = p.losses.length ? p.losses[p.losses.length - 1] : NaN;
+  const last = app.epochs[app.epochs.length - 1];
+  // shown, not announced: this changes several times a second
+  $("train-status").textContent = `Epoch ${Math.min(p.epoch + 1, p.epochs)} of ${p.epochs} · step ${nf.format(p.step)} · ` +
+    `${p.stepsPerSecond.toFixed(1)} steps/s · loss ${loss.toFixed(4)}` + (last ? ` · ${metricText(last)}` : "");
+  $("train-status").classList.remove("ok", "bad");
+});
+client.on("epoch", (rec) => {
+  addEpoch(rec);
+  announce(`Epoch ${rec.epoch} done` + (metricText(rec) ? `: ${metricText(rec)}.` : "."));
+  if (!$("try-digits").hidden && !pad.empty) predictDrawing();
+});
+client.on("saved", (s) => {
+  app.saved = s;
+  setStatus("saved-status", `Saved in this browser after epoch ${s.epoch}, step ${nf.format(s.step)} ` +
+    `(${new Date(s.savedAt).toLocaleTimeString()}). Reloading the page offers to resume from here.`);
+});
+client.on("state", (s) => {
+  app.training = s.training; app.paused = s.paused;
+  if (s.paused) setStatus("train-status", `Paused at step ${nf.format(app.step)}.`);
+  refreshButtons();
+});
+client.on("done", (d) => {
+  app.training = false; app.paused = false;
+  if (d.step !== undefined) { app.step = d.step; app.epoch = d.epoch; }
+  const last = app.epochs[app.epochs.length - 1];
+  renderPlotTable();
+  if (d.reason === "diverged") { showDivergence(d); refreshButtons(); return; }
+  const what = d.reason === "finished" ? "Finished" : d.reason === "stopped" ? "Stopped" : "Stopped after an error";
+  setStatus("train-status", `${what} at epoch ${d.epoch}, step ${nf.format(d.step || 0)}.` + (last ? ` ${metricText(last)}.` : ""), d.reason === "finished");
+  if (d.reason !== "error") $("epoch-bar").style.width = "100%";
+  refreshButtons();
+});
+
+/** A run whose loss became non-finite or exploded: say so, and offer the last good checkpoint. */
+function showDivergence(d) {
+  const div = d.divergence || {};
+  const good = div.good || { epoch: 0, step: 0 };
+  app.divergence = div;
+  if (div.loss) addLosses(div.step, [div.loss]);   // the step that blew up (its update was not applied)
+  setStatus("train-status", `Diverged at step ${nf.format(div.step || d.step || 0)}: the loss blew up, so training stopped. ` +
+    "The model is not usable as it is.", false, true);
+  const msg = (div.message || "the loss became too large").replace(/^training diverged/, "Training diverged");
+  $("diverged-text").textContent = `${msg} The plot's scale is logarithmic so the jump stays readable.`;
+  $("restore-good").textContent = good.step ? `Go back to epoch ${good.epoch} (step ${nf.format(good.step)})`
+    : "Go back to the untrained model (step 0)";
+  $("diverged").hidden = false;
+  $("restore-good").focus();
+}
+
+$("restore-good").onclick = () => guarded($("restore-good"), async () => {
+  const res = await client.call("restoreGood");
+  app.step = res.step; app.epoch = res.epoch; app.divergence = null;
+  app.model = res.model;
+  loadHistory(res.history);
+  $("diverged").hidden = true;
+  setStatus("train-status", `Back at epoch ${res.epoch}, step ${nf.format(res.step)}, the last good checkpoint. ` +
+    "Lower the learning rate, then press Continue.");
+  $("lr").focus();
+});
+
+function trainOptions() {
+  const epochs = parseInt($("epochs").value, 10);
+  const batchSize = parseInt($("batch-size").value, 10);
+  const learningRate = parseFloat($("lr").value);
+  if (!(epochs >= 1)) throw new Error("Epochs must be a whole number of at least 1.");
+  if (!(batchSize >= 1)) throw new Error("Batch size must be a whole number of at least 1.");
+  if (!(learningRate > 0)) throw new Error("The learning rate must be a positive number.");
+  return { epochs, batchSize, learningRate };
+}
+
+$("start").onclick = () => guarded(null, async () => {
+  $("error").hidden = true;
+  const opts = trainOptions();
+  if (app.model && app.model.optimizer !== $("optimizer").value) await changeOptimizer();
+  if (app.epoch >= opts.epochs) {
+    // "Epochs" is the run's total: a finished run continues for that many more, and says so.
+    opts.epochs = app.epoch + opts.epochs;
+    $("epochs").value = String(opts.epochs);
+    setStatus("train-status", `Continuing to epoch ${opts.epochs}.`);
+  }
+  if (app.step === 0 && !app.epochs.length) resetPlots();
+  $("diverged").hidden = true;
+  metricPlot.xRange = [0, opts.epochs];
+  app.training = true;
+  refreshButtons();
+  try { await client.call("train", opts); } catch (e) { app.training = false; throw e; }
+}, $("start"));
+$("pause").onclick = () => guarded(null, () => client.call("pause"));
+$("resume-train").onclick = () => guarded(null, () => client.call("resume"));
+$("stop").onclick = () => guarded(null, () => client.call("stop"));
+for (const id of ["batch-size", "lr"]) {
+  $(id).addEventListener("change", () => {
+    if (!app.training) return;
+    guarded(null, () => client.call("configure", { batchSize: parseInt($("batch-size").value, 10) || undefined,
+                                                    learningRate: parseFloat($("lr").value) || undefined }));
+  });
+}
+/** Another optimizer for the same weights (only the optimizer model is made again; moments restart). */
+async function changeOptimizer() {
+  const before = app.model.optimizer;
+  app.model = await client.call("changeOptimizer", { optimizer: $("optimizer").value });
+  describeSetup();
+  setStatus("train-status", `Optimizer changed from ${before} to ${app.model.optimizer}; the weights learnt so far are kept` +
+    (app.step ? ` (step ${nf.format(app.step)}).` : "."));
+}
+$("optimizer").onchange = () => {
+  if (app.model && app.model.ready && !app.training) guarded(null, changeOptimizer, $("optimizer"));
+};
+
+// ------------------------------------------------------------------ downloads
+
+$("download-checkpoint").onclick = () => guarded($("download-checkpoint"), async () => {
+  download(await client.call("checkpoint"), `pytrain-step${app.step}.ckpt`);
+});
+$("download-run").onclick = () => guarded($("download-run"), async () => {
+  const epochs = parseInt($("epochs").value, 10) || undefined;
+  download(await client.call("runFile", { epochs }), `pytrain-run-step${app.step}.zip`, "application/zip");
+});
+$("download-model").onclick = () => guarded($("download-model"), async () => {
+  download(await client.call("exportModel"), `pytrain-model-step${app.step}.onnx`);
+});

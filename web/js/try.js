@@ -1,0 +1,101 @@
+// Panel 3, Try the model: the drawing pad (mouse, touch or keyboard) and a typed row.
+
+import { DrawPad, paintDigit } from "./draw.js";
+import { $, app, client, guarded, nf, refreshButtons, setStatus, showError } from "./ui.js";
+import { afterData } from "./setup.js";
+
+// ------------------------------------------------------------------ trying the model
+
+export const pad = new DrawPad($("pad"), { onStroke: () => predictDrawing(), onClear: () => $("pad-clear").click() });
+app.padEmpty = () => pad.empty;
+for (let d = 0; d < 10; d++) {
+  const o = document.createElement("option");
+  o.value = o.textContent = String(d);
+  $("add-label").appendChild(o);
+}
+
+export function showTryPanel() {
+  const d = app.data;
+  const kind = d && d.loaded ? d.kind : "digits";
+  const digitsLike = kind === "digits";
+  const rows = kind === "csv";
+  $("try-digits").hidden = !digitsLike;
+  $("try-row").hidden = !rows;
+  $("try-none").hidden = digitsLike || rows;
+  if (rows && d.features) {
+    $("row-columns").textContent = d.features.join(", ");
+    $("row-input").placeholder = d.features.map(() => "0").join(", ");
+  }
+  refreshButtons();
+}
+
+function renderPrediction(res) {
+  const box = $("prediction");
+  box.innerHTML = "";
+  const probs = res.probabilities[0];
+  const best = res.class[0];
+  probs.forEach((p, i) => {
+    const name = document.createElement("span");
+    name.textContent = app.data && app.data.classes ? app.data.classes[i] : String(i);
+    const bar = document.createElement("div");
+    bar.className = "pbar" + (i === best ? " best-bar" : "");
+    const fill = document.createElement("div");
+    fill.style.width = `${(100 * p).toFixed(1)}%`;
+    bar.appendChild(fill);
+    const val = document.createElement("span");
+    val.textContent = `${(100 * p).toFixed(1)}%`;
+    if (i === best) { name.className = val.className = "best"; }
+    box.append(name, bar, val);
+  });
+  box.dataset.prediction = res.label[0];
+}
+
+let predicting = false;
+export async function predictDrawing() {
+  const x = pad.toMNIST();
+  paintDigit($("pad-preview"), x);
+  if (!x) return;
+  app.lastPrediction = { input: Array.from(x) };
+  refreshButtons();
+  if (!app.ready || !app.model || !app.model.ready || predicting) return;
+  predicting = true;
+  try {
+    const res = await client.call("predict", { x, shape: [1, 784] });
+    app.lastPrediction = { input: Array.from(x), probabilities: res.probabilities[0], outputs: res.outputs[0], label: res.label[0] };
+    renderPrediction(res);
+  } catch (e) { showError(e, $("pad")); } finally { predicting = false; refreshButtons(); }
+}
+
+$("pad-clear").onclick = () => {
+  pad.clear();
+  paintDigit($("pad-preview"), null);
+  $("prediction").innerHTML = "";
+  delete $("prediction").dataset.prediction;
+  app.lastPrediction = null;
+  refreshButtons();
+};
+
+$("add-sample").onclick = () => guarded($("add-sample"), async () => {
+  const x = pad.toMNIST();
+  if (!x) throw new Error("Draw a digit first.");
+  const label = parseInt($("add-label").value, 10);
+  const summary = await client.call("addSamples", { x, shape: [1, 784], y: [label] });
+  app.drawn.push({ x: Array.from(x), y: label });
+  afterData(summary);
+  setStatus("added-status", `Added a "${label}". The training set now has ${nf.format(summary.train)} digits ` +
+    `(${summary.added} of them yours); they are used from the next epoch on.`);
+  $("pad-clear").click();
+});
+
+$("row-predict").onclick = () => guarded($("row-predict"), async () => {
+  const values = $("row-input").value.split(/[,;\s]+/).filter(Boolean).map(Number);
+  const n = app.data && app.data.features ? app.data.features.length : values.length;
+  if (values.length !== n || values.some((v) => !Number.isFinite(v))) {
+    throw new Error(`Type ${n} numbers separated by commas (${(app.data.features || []).join(", ")}).`);
+  }
+  const res = await client.call("predict", { x: new Float32Array(values), shape: [1, n] });
+  app.lastPrediction = { input: values, outputs: res.outputs[0], probabilities: res.probabilities ? res.probabilities[0] : null, label: res.label ? res.label[0] : null };
+  $("row-result").textContent = res.label
+    ? `Prediction: ${res.label[0]} (${(100 * Math.max(...res.probabilities[0])).toFixed(1)}% confident)`
+    : `Prediction: ${res.outputs[0].map((v) => v.toPrecision(5)).join(", ")}`;
+});
