@@ -5,6 +5,7 @@ import { excludedColumns, renderColumns, separatorName } from "./columns.js";
 import { $, app, client, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
 import { resetPlots } from "./train.js";
 import { showTryPanel } from "./try.js";
+import { clearLearned } from "./learned.js";
 
 // ------------------------------------------------------------------ setting up data + model
 
@@ -18,6 +19,7 @@ export function afterModel(model) {
   resetPlots();
   setStatus("train-status", "Ready to train.");
   clearTry();
+  clearLearned();
   describeSetup();
   showTryPanel();
 }

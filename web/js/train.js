@@ -4,6 +4,7 @@ import { LinePlot } from "./plot.js";
 import { download } from "./files.js";
 import { $, announce, app, client, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
 import { pad, predictDrawing } from "./try.js";
+import { refreshLearned } from "./learned.js";
 
 // ------------------------------------------------------------------ plots
 
@@ -132,6 +133,7 @@ client.on("done", (d) => {
   setStatus("train-status", `${what} at epoch ${d.epoch}, step ${nf.format(d.step || 0)}.` + (last ? ` ${metricText(last)}.` : ""), d.reason === "finished");
   if (d.reason !== "error") $("epoch-bar").style.width = "100%";
   refreshButtons();
+  if (d.reason !== "error") refreshLearned().catch((e) => console.warn("what it learned:", e.message || e));
 });
 
 /** A run whose loss became non-finite or exploded: say so, and offer the last good checkpoint. */
