@@ -2,8 +2,9 @@
 ``generate_artifacts``, and central finite differences of the same scalar as the oracle.
 
 Each ``tests/test_rules_*.py`` (and ``test_grad_rules.py``) defines ``CASES``: op -> builder of
-``Case`` lists; ``test_grad_rules.test_every_rule_has_a_case`` checks that together they cover
-every rule in ``pytrain.autodiff.differentiable_ops()``.
+``Case`` lists; ``test_grad_rules.test_rule`` runs them all, and ``test_every_rule_has_a_case`` checks
+that together they cover every rule in ``pytrain.autodiff.differentiable_ops()``. tests/conftest.py
+reseeds ``RNG`` for each test.
 """
 from __future__ import annotations
 

@@ -11,14 +11,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from grad_harness import RNG, Case, away, check, node, rand, reseed, train_grads, with_loss
+from grad_harness import RNG, Case, away, node, rand, train_grads, with_loss
 from pytrain import artifacts
 from pytrain.api import CheckpointState, Module
-
-
-@pytest.fixture(autouse=True)
-def _reseed(request):
-    reseed(request.node.name)
 
 
 def off_kinks(*shape: int, kinks: Sequence[float], lo: float = -5.0, hi: float = 5.0, gap: float = 0.1) -> np.ndarray:
@@ -124,14 +119,6 @@ CASES: Dict[str, Callable[[], List[Case]]] = {
     "Max": _extreme("Max"),
     "Min": _extreme("Min"),
 }
-
-
-@pytest.mark.parametrize("op", sorted(CASES))
-def test_rule(op):
-    cases = CASES[op]()
-    assert cases
-    for case in cases:
-        check(case)
 
 
 @pytest.mark.parametrize("op", ["Max", "Min"])

@@ -13,7 +13,7 @@ function cell(tag, text, attrs = {}) {
 function renderConfusion(r) {
   const table = $("confusion");
   table.innerHTML = "";
-  table.appendChild(cell("caption", "Confusion matrix on the validation set: rows are the true class, columns what the model said"));
+  table.appendChild(cell("caption", "Validation confusion matrix"));
   const head = document.createElement("tr");
   head.appendChild(cell("th", "true↓ said→", { scope: "col" }));
   r.classes.forEach((c) => head.appendChild(cell("th", c, { scope: "col" })));
@@ -34,7 +34,7 @@ function renderConfusion(r) {
       tr.appendChild(td);
     });
     const acc = r.per_class[i];
-    tr.appendChild(cell("td", acc === null ? "–" : `${(100 * acc).toFixed(1)}%`));
+    tr.appendChild(cell("td", acc === null ? "–" : `${Math.round(100 * acc)}%`));
     body.appendChild(tr);
   });
   table.appendChild(body);
@@ -103,6 +103,7 @@ export async function refreshLearned() {
   $("learned-body").hidden = false;
   const classes = r.task === "classification" && r.confusion;
   $("learned-classes").hidden = !classes;
+  $("learned-how").hidden = !classes;
   $("learned-regression").hidden = !(r.task !== "classification" && r.pairs);
   if (classes) renderConfusion(r);
   else if (r.pairs) renderScatter(r);
