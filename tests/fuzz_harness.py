@@ -140,6 +140,23 @@ class Fuzzer:
         self._proc = None
 
 
+def trained_mlp() -> Tuple[Any, bytes]:
+    """An MLP's artifacts (MSE, AdamW) and its checkpoint with optimizer state after one step: the
+    seed of the checkpoint mutants, and what the hostile-input tests damage."""
+    import numpy as np
+
+    from pytrain import artifacts, models
+    from pytrain.api import CheckpointState, Module, Optimizer
+
+    arts = artifacts.generate_artifacts(models.mlp(6, [5], 3), loss=artifacts.LossType.MSELoss, optimizer="AdamW")
+    state = CheckpointState.load_checkpoint(arts.checkpoint)
+    module = Module(arts.training_model, state, arts.eval_model)
+    opt = Optimizer(arts.optimizer_model, module)
+    module(np.ones((2, 6), np.float32), np.ones((2, 3), np.float32))
+    opt.step()
+    return arts, state.to_bytes(include_optimizer_state=True)
+
+
 # ---- byte-level mutators -----------------------------------------------------------------------
 def _varint(n: int) -> bytes:
     out = bytearray()

@@ -16,7 +16,7 @@ import torch
 
 import fuzz_harness as F
 import torch_models as TM
-from pytrain import artifacts, models
+from pytrain import models
 
 MODEL_MUTANTS = 2000
 CHECKPOINT_MUTANTS = 600
@@ -82,17 +82,7 @@ def test_model_mutants_only_raise_pytrain_errors(fuzzer):
 
 
 def test_checkpoint_mutants_only_raise_pytrain_errors(fuzzer):
-    arts = artifacts.generate_artifacts(models.mlp(6, [5], 3), loss=artifacts.LossType.MSELoss, optimizer="AdamW")
-    from pytrain.api import CheckpointState, Module, Optimizer
-
-    # a checkpoint with optimizer state, as a saved run has
-    state = CheckpointState.load_checkpoint(arts.checkpoint)
-    module = Module(arts.training_model, state, arts.eval_model)
-    opt = Optimizer(arts.optimizer_model, module)
-    import numpy as np
-    module(np.ones((2, 6), np.float32), np.ones((2, 3), np.float32))
-    opt.step()
-    checkpoint = state.to_bytes(include_optimizer_state=True)
+    arts, checkpoint = F.trained_mlp()  # with optimizer state, as a saved run has
     blob = ('{"training": "%s", "eval": "%s", "optimizer": "%s"}' % (
         arts.training_model.hex(), arts.eval_model.hex(), arts.optimizer_model.hex())).encode()
     counts = {k: 0 for k in F.RESULT_KINDS}

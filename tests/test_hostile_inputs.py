@@ -40,13 +40,7 @@ def _vi(name, shape=(2, 3), elem=TensorProto.FLOAT):
 @pytest.fixture(scope="module")
 def trained():
     """An MLP's artifacts and a checkpoint with optimizer state after one step."""
-    arts = artifacts.generate_artifacts(models.mlp(6, [5], 3), loss=artifacts.LossType.MSELoss, optimizer="AdamW")
-    state = CheckpointState.load_checkpoint(arts.checkpoint)
-    module = Module(arts.training_model, state, arts.eval_model)
-    opt = Optimizer(arts.optimizer_model, module)
-    module(np.ones((2, 6), np.float32), np.ones((2, 3), np.float32))
-    opt.step()
-    return arts, state.to_bytes(include_optimizer_state=True)
+    return F.trained_mlp()
 
 
 # ---- 1-8: model decoding and generation -------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional
 from pytrain.errors import PytrainError
 from pytrain.flower import messages as pb
 from pytrain.flower import objects as ob
-from pytrain.flower.fleet import FleetClient, HttpStatusError
+from pytrain.flower.fleet import FleetClient, HttpStatusError, SleepStep, Steps
 from pytrain.flower.transport import FederationError, Transport
 
 #: flwr's ErrorCode.CLIENT_APP_RAISED_EXCEPTION
@@ -42,7 +42,8 @@ class FlowerNode:
 
     def __init__(self, url: str, trainer, signer=None, transport: Optional[Transport] = None,
                  heartbeat_interval: float = 30.0, poll_interval: float = 0.5,
-                 log: Optional[Callable[[str], None]] = None, keep_replies: bool = False) -> None:
+                 log: Optional[Callable[[str], None]] = None, keep_replies: bool = False,
+                 stepwise_heartbeat: bool = True) -> None:
         if not HEARTBEAT_MIN <= heartbeat_interval <= HEARTBEAT_MAX:
             raise FederationError("heartbeat_interval must be within [%g, %g] seconds (the SuperLink's "
                                   "limits), got %g" % (HEARTBEAT_MIN, HEARTBEAT_MAX, heartbeat_interval))
@@ -58,7 +59,9 @@ class FlowerNode:
         self.keep_replies = keep_replies
         self._next_beat = 0.0
         self.joined = False
-        if hasattr(trainer, "on_batch"):
+        #: a list to collect what happens (joined, received, answered, refused, left) as dicts, or None
+        self.events: Optional[List[Dict[str, Any]]] = None
+        if hasattr(trainer, "on_batch") and stepwise_heartbeat:
             trainer.on_batch = self.beat_if_due
 
     @property
@@ -66,54 +69,79 @@ class FlowerNode:
         return self.fleet.node_id
 
     # -- membership ---------------------------------------------------------------------------------
-    def join(self) -> int:
-        """register-node (a fresh key) then activate-node; returns the node id."""
+    def join_steps(self, node_id: Optional[int] = None) -> Steps:
+        """register-node then activate-node; returns the node id.
+
+        The same key joining again (a restarted process, a reloaded tab) gets 409 from register-node,
+        which is fine, and 412 from activate-node while its earlier session still counts as online:
+        then ``node_id`` (that session's node, if known) is deactivated first; otherwise the node
+        retries until the SuperLink marks the old session offline (2 heartbeat intervals)."""
         try:
-            self.fleet.register()
+            yield from self.fleet.register()
         except HttpStatusError as e:
             if e.status != 409:  # already registered (same key): activation decides
                 raise
-        self.fleet.activate(self.heartbeat_interval)
+        retry_until = time.monotonic() + 2 * HEARTBEAT_MAX
+        while True:
+            try:
+                yield from self.fleet.activate(self.heartbeat_interval)
+                break
+            except HttpStatusError as e:
+                if e.status != 412 or time.monotonic() > retry_until:
+                    raise
+                if node_id is not None:
+                    self.log("node %d is still online from an earlier session: deactivating it" % node_id)
+                    try:
+                        yield from self.fleet.deactivate(node_id)
+                    except HttpStatusError:
+                        pass  # it went offline meanwhile, or is not ours: activation says which
+                    node_id = None
+                else:
+                    yield SleepStep(2.0)
         self.joined = True
         self._next_beat = time.monotonic() + 0.8 * self.heartbeat_interval
         self.log("joined as node %d" % self.fleet.node_id)
+        self._emit("joined", node_id=str(self.fleet.node_id))
         return int(self.fleet.node_id)  # type: ignore[arg-type]
 
-    def leave(self) -> None:
+    def leave_steps(self) -> Steps:
         """deactivate-node then unregister-node; the SuperLink stops sampling this node at once."""
         if not self.joined:
             return
         self.joined = False
         try:
-            self.fleet.deactivate()
+            yield from self.fleet.deactivate()
         finally:
-            self.fleet.unregister()
+            yield from self.fleet.unregister()
         self.log("left the federation")
+        self._emit("left")
 
-    def beat_if_due(self) -> None:
+    def beat_steps(self) -> Steps:
+        """send-node-heartbeat, when it is due."""
         if self.joined and time.monotonic() >= self._next_beat:
             self._next_beat = time.monotonic() + 0.8 * self.heartbeat_interval
-            if not self.fleet.heartbeat(self.heartbeat_interval):
+            ok = yield from self.fleet.heartbeat(self.heartbeat_interval)
+            if not ok:
                 raise FederationError("the SuperLink no longer knows this node (heartbeat refused)")
 
     # -- the loop -------------------------------------------------------------------------------------
-    def poll_once(self) -> int:
+    def poll_steps(self) -> Steps:
         """Pull and answer the waiting messages; returns how many were answered."""
-        self.beat_if_due()
+        yield from self.beat_steps()
         n = 0
-        for msg, tree in self.fleet.pull_messages():
-            self.handle(msg, tree)
+        pulled = yield from self.fleet.pull_messages()
+        for msg, tree in pulled:
+            yield from self.handle_steps(msg, tree)
             n += 1
         return n
 
-    def run(self, stop: Optional[Callable[[], bool]] = None, max_messages: Optional[int] = None,
-            timeout: Optional[float] = None) -> int:
-        """Answer messages until ``stop()`` is true, ``max_messages`` were answered or ``timeout``
-        seconds passed; joins first if needed and always leaves. Returns the messages answered."""
+    def run_steps(self, stop: Optional[Callable[[], bool]] = None, max_messages: Optional[int] = None,
+                  timeout: Optional[float] = None) -> Steps:
+        """The steps of :meth:`run`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         answered = 0
         if not self.joined:
-            self.join()
+            yield from self.join_steps()
         try:
             while True:
                 if stop is not None and stop():
@@ -122,19 +150,46 @@ class FlowerNode:
                     break
                 if deadline is not None and time.monotonic() > deadline:
                     break
-                got = self.poll_once()
+                got = yield from self.poll_steps()
                 answered += got
                 if not got:
-                    time.sleep(self.poll_interval)
+                    yield SleepStep(self.poll_interval)
         finally:
             try:
-                self.leave()
+                yield from self.leave_steps()
             except PytrainError as e:
                 self.log("could not leave cleanly: %s" % e)
         return answered
 
-    # -- one message ----------------------------------------------------------------------------------
+    # -- blocking versions (native) -------------------------------------------------------------------
+    def join(self, node_id: Optional[int] = None) -> int:
+        return self.fleet.drive(self.join_steps(node_id))
+
+    def leave(self) -> None:
+        self.fleet.drive(self.leave_steps())
+
+    def beat_if_due(self) -> None:
+        self.fleet.drive(self.beat_steps())
+
+    def poll_once(self) -> int:
+        return self.fleet.drive(self.poll_steps())
+
     def handle(self, msg: pb.FlwrMessage, tree: pb.ObjectTree) -> Reply:
+        return self.fleet.drive(self.handle_steps(msg, tree))
+
+    def run(self, stop: Optional[Callable[[], bool]] = None, max_messages: Optional[int] = None,
+            timeout: Optional[float] = None) -> int:
+        """Answer messages until ``stop()`` is true, ``max_messages`` were answered or ``timeout``
+        seconds passed; joins first if needed and always leaves. Returns the messages answered."""
+        return self.fleet.drive(self.run_steps(stop, max_messages, timeout))
+
+    def _emit(self, kind: str, **data: Any) -> None:
+        if self.events is not None:
+            data["kind"] = kind
+            self.events.append(data)
+
+    # -- one message ----------------------------------------------------------------------------------
+    def handle_steps(self, msg: pb.FlwrMessage, tree: pb.ObjectTree) -> Steps:
         md = msg.metadata if msg.metadata is not None else pb.Metadata()
         run_id = int(md.run_id)
         mid = tree.object_id
@@ -146,16 +201,15 @@ class FlowerNode:
         error = None
         try:
             ids = ob.tree_ids(tree)
+            for oid in ids:
+                if oid not in cache:
+                    cache[oid] = yield from self.fleet.pull_object(run_id, oid)
 
             def fetch(oid: str) -> bytes:
                 if oid not in cache:
-                    if oid not in ids:
-                        raise ob.ObjectError("object %s is not in the message's object tree" % oid)
-                    cache[oid] = self.fleet.pull_object(run_id, oid)
+                    raise ob.ObjectError("object %s is not in the message's object tree" % oid)
                 return cache[oid]
-            for oid in ids:
-                fetch(oid)
-            self.fleet.confirm_received(run_id, mid)
+            yield from self.fleet.confirm_received(run_id, mid)
             body, content = ob.inflate_message(mid, fetch)
             if body.metadata is not None and body.metadata.message_type:
                 md = body.metadata
@@ -173,6 +227,10 @@ class FlowerNode:
             if len(array_recs) != 1:
                 raise ob.ObjectError("a %s message must carry exactly one ArrayRecord, got %d"
                                      % (mtype, len(array_recs)))
+            if self.events is not None:  # a step between, so that a stepping driver shows it first
+                self._emit("received", message_type=mtype, round=server_round,
+                           config={k: v for k, v in config.items() if isinstance(v, (int, float, str))})
+                yield SleepStep(0.0)
             if mtype == "train":
                 params, num, metrics = self.trainer.fit(array_recs[0], config)
                 arrays = params
@@ -185,13 +243,20 @@ class FlowerNode:
             error = "pytrain refused the %s message: %s" % (mtype or "server's", e)
             self.log(error)
             reply = None
-        nbytes = self._reply(md, mid, reply, error, time.monotonic() - t0)
+        nbytes = yield from self._reply(md, mid, reply, error, time.monotonic() - t0)
         rec = Reply(mtype, server_round, arrays if self.keep_replies else None, metrics, error, nbytes)
         if self.keep_replies:
             self.replies.append(rec)
+        if error is not None:
+            self._emit("refused", message_type=mtype, round=server_round, error=error)
+        else:
+            sent = [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype), "bytes": int(v.nbytes)}
+                    for k, v in (arrays or {}).items()]
+            self._emit("answered", message_type=mtype, round=server_round, metrics=dict(metrics or {}),
+                       sent=sent, nbytes=nbytes, seconds=time.monotonic() - t0)
         return rec
 
-    def _reply(self, ins: pb.Metadata, ins_id: str, content, error: Optional[str], runtime: float) -> int:
+    def _reply(self, ins: pb.Metadata, ins_id: str, content, error: Optional[str], runtime: float) -> Steps:
         now = time.time()
         # a reply must not outlive the instruction: the SuperLink drops it silently otherwise
         ttl = float(ins.created_at) + float(ins.ttl) - now
@@ -206,7 +271,7 @@ class FlowerNode:
         # the message itself travels without content (that goes as objects) but the field must be there
         wire = pb.FlwrMessage(metadata=md, content=pb.RecordDict() if error is None else None, error=err)
         objs = deflated.all_objects()
-        self.fleet.push_message(wire, deflated.tree(), objs, runtime)
+        yield from self.fleet.push_message(wire, deflated.tree(), objs, runtime)
         return sum(len(b) for b in objs.values())
 
 

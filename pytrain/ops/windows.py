@@ -76,7 +76,8 @@ class Window:
             self.pads_end, self.out_shape)
 
 
-def _ints(op: str, name: str, value: Optional[Sequence[int]], rank: int, default: int) -> Tuple[int, ...]:
+def spatial_ints(op: str, name: str, value: Optional[Sequence[int]], rank: int, default: int) -> Tuple[int, ...]:
+    """An attribute with one int per spatial axis (``default`` for each when absent), checked for length."""
     if value is None or len(value) == 0:
         return (default,) * rank
     out = tuple(int(v) for v in value)
@@ -108,18 +109,18 @@ def geometry(op: str, x_shape: Sequence[int], kernel_shape: Sequence[int],
     if rank == 0:
         raise InputError("%s: input of shape %s has no spatial axes; expected (N, C, d1, ...)"
                          % (op, tuple(x_shape)))
-    kernel = _ints(op, "kernel_shape", kernel_shape, rank, 0)
+    kernel = spatial_ints(op, "kernel_shape", kernel_shape, rank, 0)
     if any(k < 1 for k in kernel):
         raise GraphError("%s: kernel_shape %s must be positive, one per spatial axis of input shape %s"
                          % (op, list(kernel), tuple(x_shape)))
-    strides_ = _ints(op, "strides", strides, rank, 1)
-    dil = _ints(op, "dilations", dilations, rank, 1)
+    strides_ = spatial_ints(op, "strides", strides, rank, 1)
+    dil = spatial_ints(op, "dilations", dilations, rank, 1)
     if any(s < 1 for s in strides_) or any(d < 1 for d in dil):
         raise GraphError("%s: strides %s and dilations %s must be positive" % (op, list(strides_), list(dil)))
     eff = tuple((k - 1) * d + 1 for k, d in zip(kernel, dil))
 
     if auto_pad == "NOTSET":
-        p = _ints(op, "pads", pads, 2 * rank, 0)
+        p = spatial_ints(op, "pads", pads, 2 * rank, 0)
         if any(v < 0 for v in p):
             raise GraphError("%s: pads %s must be non-negative" % (op, list(p)))
         pb, pe = p[:rank], p[rank:]

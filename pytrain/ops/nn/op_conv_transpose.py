@@ -17,7 +17,7 @@ import numpy as np
 from pytrain.errors import GraphError, InputError
 from pytrain.ops import linalg
 from pytrain.ops.registry import kernel
-from pytrain.ops.windows import AUTO_PADS, Window, batch_last, conv_columns_adjoint, geometry
+from pytrain.ops.windows import AUTO_PADS, Window, batch_last, conv_columns_adjoint, geometry, spatial_ints
 
 
 class TransposeGeometry:
@@ -35,16 +35,6 @@ class TransposeGeometry:
         self.pads_begin = pads_begin
         self.group = group
         self.m = m
-
-
-def _ints(op: str, name: str, value: Optional[Sequence[int]], rank: int, default: int) -> Tuple[int, ...]:
-    if value is None or len(value) == 0:
-        return (default,) * rank
-    out = tuple(int(v) for v in value)
-    if len(out) != rank:
-        raise GraphError("%s: attribute %s has %d values, expected %d (one per spatial axis)"
-                         % (op, name, len(out), rank))
-    return out
 
 
 def transpose_geometry(op: str, x_shape: Sequence[int], w_shape: Sequence[int], auto_pad: str = "NOTSET",
@@ -74,11 +64,11 @@ def transpose_geometry(op: str, x_shape: Sequence[int], w_shape: Sequence[int], 
     ks = tuple(int(v) for v in w_shape[2:])
     if kernel_shape is not None and len(kernel_shape) and tuple(int(v) for v in kernel_shape) != ks:
         raise InputError("%s: kernel_shape %s does not match W's spatial shape %s" % (op, list(kernel_shape), ks))
-    st = _ints(op, "strides", strides, rank, 1)
-    dil = _ints(op, "dilations", dilations, rank, 1)
+    st = spatial_ints(op, "strides", strides, rank, 1)
+    dil = spatial_ints(op, "dilations", dilations, rank, 1)
     if any(s < 1 for s in st) or any(d < 1 for d in dil):
         raise GraphError("%s: strides %s and dilations %s must be positive" % (op, list(st), list(dil)))
-    opad = _ints(op, "output_padding", output_padding, rank, 0)
+    opad = spatial_ints(op, "output_padding", output_padding, rank, 0)
     if any(p < 0 for p in opad):
         raise GraphError("%s: output_padding %s must be non-negative" % (op, list(opad)))
     full = tuple(s * (i - 1) + d * (k - 1) + 1 for i, s, d, k in zip(in_shape, st, dil, ks))
@@ -105,7 +95,7 @@ def transpose_geometry(op: str, x_shape: Sequence[int], w_shape: Sequence[int], 
         pb = (0,) * rank
         out = tuple(f + p for f, p in zip(full, opad))
     else:
-        pd = _ints(op, "pads", pads, 2 * rank, 0)
+        pd = spatial_ints(op, "pads", pads, 2 * rank, 0)
         if any(v < 0 for v in pd):
             raise GraphError("%s: pads %s must be non-negative" % (op, list(pd)))
         pb = pd[:rank]
