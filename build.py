@@ -4,6 +4,8 @@
     python build.py                      build build/dist/*.whl and build/site/
     python build.py --pyodide URL_OR_DIR use another Pyodide distribution
     python build.py serve [--port N]     build if needed, then serve build/site/ on 127.0.0.1
+    python build.py serve --flower URL   ... and the Flower SuperLink at URL under /flower/ (the page's
+                                         "Join a federation" talks to it through the page's own origin)
     python build.py test [PYTEST ARGS]   install the test dependencies, build, run the whole suite
 
 The site is plain files: the web app (web/), assets (static/), the pytrain wheel, the
@@ -480,7 +482,7 @@ def source_stamp() -> float:
         for path in (ROOT / folder).rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts:
                 newest = max(newest, path.stat().st_mtime)
-    for name in ("build.py", "package-lock.json"):
+    for name in ("build.py", "package-lock.json", STARTUP_MODULES.name):
         if (ROOT / name).is_file():
             newest = max(newest, (ROOT / name).stat().st_mtime)
     return newest
@@ -650,19 +652,60 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
         self._send(head_only=True)
 
+    # The SuperLink has no CORS: the page reaches its Fleet API through this origin (CSP stays 'self').
+    flower: Optional[str] = None
+    FLOWER_PREFIX = "/flower/v1/fleet/"
+    FLOWER_HEADERS = ("Content-Type", "Accept", "flwr-public-key", "flwr-timestamp", "flwr-signature")
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        """POST /flower/v1/fleet/<route> -> <flower>/v1/fleet/<route>, bodies and status as they are."""
+        import urllib.error
+        import urllib.request
+        from urllib.parse import urlsplit
+        route = urlsplit(self.path).path
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length > 0 else b""
+        if not self.flower or not route.startswith(self.FLOWER_PREFIX) or "/" in route[len(self.FLOWER_PREFIX):]:
+            self._reply(404, b"no such endpoint (serve with --flower URL for the Fleet API)\n", "text/plain")
+            return
+        req = urllib.request.Request(self.flower.rstrip("/") + route[len("/flower"):], data=body, method="POST",
+                                     headers={h: self.headers[h] for h in self.FLOWER_HEADERS if self.headers.get(h)})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                status, data, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as e:
+            status, data, ctype = e.code, e.read(), e.headers.get("Content-Type", "")
+        except (urllib.error.URLError, OSError) as e:
+            status, data, ctype = 502, ("the SuperLink at %s did not answer: %s" % (
+                self.flower, getattr(e, "reason", e))).encode(), "text/plain"
+        self._reply(status, data, ctype or "application/octet-stream")
+
+    def _reply(self, status: int, data: bytes, ctype: str) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
 
 def make_server(root: Path = SITE, port: int = 0, host: str = "127.0.0.1",
-                quiet: bool = True) -> http.server.ThreadingHTTPServer:
-    """A threaded HTTP server for ``root`` (port 0 picks a free port); call serve_forever()."""
-    handler = type("BoundSiteHandler", (SiteHandler,), {"root": Path(root), "quiet": quiet})
+                quiet: bool = True, flower: Optional[str] = None) -> http.server.ThreadingHTTPServer:
+    """A threaded HTTP server for ``root`` (port 0 picks a free port); call serve_forever().
+    ``flower``: a SuperLink's Fleet API URL to serve under /flower/."""
+    handler = type("BoundSiteHandler", (SiteHandler,), {"root": Path(root), "quiet": quiet, "flower": flower})
     server = http.server.ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server
 
 
-def serve_in_thread(root: Path = SITE, port: int = 0) -> Tuple[http.server.ThreadingHTTPServer, str]:
+def serve_in_thread(root: Path = SITE, port: int = 0,
+                    flower: Optional[str] = None) -> Tuple[http.server.ThreadingHTTPServer, str]:
     """Start a server in a daemon thread; returns (server, base URL ending in /)."""
-    server = make_server(root, port)
+    server = make_server(root, port, flower=flower)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, "http://127.0.0.1:%d/" % server.server_address[1]
 
@@ -730,6 +773,8 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     parser.add_argument("--port", type=int, default=8000, help="port for `serve` (default 8000, 0 = any free port)")
     parser.add_argument("--no-artifacts", action="store_true", help="skip the demo artifacts (the page builds them)")
     parser.add_argument("--force", action="store_true", help="`serve`: rebuild even when the site is up to date")
+    parser.add_argument("--flower", metavar="URL", help="`serve`: also serve this Flower SuperLink's Fleet API "
+                        "(e.g. http://127.0.0.1:9095) at /flower/, for the page's \"Join a federation\"")
     args, rest = parser.parse_known_args(list(argv) if argv is not None else None)
     if args.command == "test":
         return run_tests(rest)
@@ -741,8 +786,10 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     if args.command == "build" or args.force or needs_build(SITE, args.pyodide, not args.no_artifacts):
         build(pyodide=args.pyodide, artifacts=not args.no_artifacts)
     if args.command == "serve":
-        server = make_server(SITE, args.port, quiet=False)
+        server = make_server(SITE, args.port, quiet=False, flower=args.flower)
         print("Serving %s at http://127.0.0.1:%d/  (Ctrl+C to stop)" % (SITE, server.server_address[1]), flush=True)
+        if args.flower:
+            print("  and the Flower SuperLink %s at /flower/" % args.flower, flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

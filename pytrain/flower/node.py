@@ -1,7 +1,9 @@
 """A Flower node (what ``flower-supernode`` is) in pure Python: join, poll, answer, heartbeat, leave.
 
 One message at a time, no threads (so it also runs in Pyodide): between polls, and between the
-batches of a long round, the node sends its heartbeat when it is due. Bad server input (an object
+batches of a long round, the node sends its heartbeat when it is due. Every method has a step-wise
+twin (``*_steps``, generators of :mod:`pytrain.flower.fleet` steps): the blocking methods drive them
+with the transport; a browser worker drives the same steps with ``fetch`` (:mod:`pytrain.flower.steps`). Bad server input (an object
 whose bytes do not match its id, a malformed object, parameters of the wrong name, shape or dtype)
 is refused with an error reply naming the problem, and the local model stays as it was.
 """
@@ -43,7 +45,7 @@ class FlowerNode:
     def __init__(self, url: str, trainer, signer=None, transport: Optional[Transport] = None,
                  heartbeat_interval: float = 30.0, poll_interval: float = 0.5,
                  log: Optional[Callable[[str], None]] = None, keep_replies: bool = False,
-                 stepwise_heartbeat: bool = True) -> None:
+                 beat_during_training: bool = True) -> None:
         if not HEARTBEAT_MIN <= heartbeat_interval <= HEARTBEAT_MAX:
             raise FederationError("heartbeat_interval must be within [%g, %g] seconds (the SuperLink's "
                                   "limits), got %g" % (HEARTBEAT_MIN, HEARTBEAT_MAX, heartbeat_interval))
@@ -61,7 +63,8 @@ class FlowerNode:
         self.joined = False
         #: a list to collect what happens (joined, received, answered, refused, left) as dicts, or None
         self.events: Optional[List[Dict[str, Any]]] = None
-        if hasattr(trainer, "on_batch") and stepwise_heartbeat:
+        # between batches of a long round; only a blocking driver can (a stepping one beats between steps)
+        if hasattr(trainer, "on_batch") and beat_during_training:
             trainer.on_batch = self.beat_if_due
 
     @property
@@ -72,16 +75,16 @@ class FlowerNode:
     def join_steps(self, node_id: Optional[int] = None) -> Steps:
         """register-node then activate-node; returns the node id.
 
-        The same key joining again (a restarted process, a reloaded tab) gets 409 from register-node,
-        which is fine, and 412 from activate-node while its earlier session still counts as online:
+        The same key joining again (a restarted process, a reloaded tab) gets 412 ("public key
+        already in use") from register-node, which is fine, and 412 from activate-node while its earlier session still counts as online:
         then ``node_id`` (that session's node, if known) is deactivated first; otherwise the node
         retries until the SuperLink marks the old session offline (2 heartbeat intervals)."""
         try:
             yield from self.fleet.register()
         except HttpStatusError as e:
-            if e.status != 409:  # already registered (same key): activation decides
+            if e.status not in (409, 412):  # the key is registered already: activation decides
                 raise
-        retry_until = time.monotonic() + 2 * HEARTBEAT_MAX
+        retry_until = time.monotonic() + 2 * max(self.heartbeat_interval, 30.0) + 10.0
         while True:
             try:
                 yield from self.fleet.activate(self.heartbeat_interval)

@@ -210,6 +210,20 @@ class Session:
                 "scaling": scaling.fit(None, d["train_y"]) if not classification else None}
         return self._use(arts, info)
 
+    def build_cnn(self, optimizer: str = "AdamW", seed: int = 0) -> Dict[str, Any]:
+        """A small CNN from scratch for the loaded images (the "teach it by example" flow)."""
+        _, models, _ = _core()
+        d = self._need_data()
+        shape = [int(s) for s in d["train_x"].shape[1:]]
+        if len(shape) != 3 or d["task"] != "classification" or d["num_classes"] < 2:
+            raise DataError("a CNN needs images [C, H, W] of at least 2 classes; got samples of shape %s, %d class(es)"
+                            % (shape, d["num_classes"]))
+        model = models.cnn(input_shape=shape, num_classes=int(d["num_classes"]), seed=int(seed))
+        arts = _generate(model, "CrossEntropyLoss", optimizer, output_name="output")
+        info = {"origin": "cnn", "input": "input", "output": "output", "loss": "CrossEntropyLoss",
+                "optimizer": optimizer, "sample_shape": shape}
+        return self._use(arts, info)
+
     def generate(self, blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
                  requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
                  name: str = "the uploaded model", batchnorm: Any = "auto",
@@ -705,6 +719,11 @@ class Session:
         """onnxruntime-web's TrainingSession calls (web/pytrain-ort.js), independent of this tab's run."""
         from pytrain.webapp.training_session import dispatch
         return dispatch(self, op, args)
+
+    def federation(self, op: str, **args: Any) -> Any:
+        """"Join a federation": this tab's model and data as a Flower node (see pytrain.webapp.federation)."""
+        from pytrain.webapp.federation import dispatch as federation_dispatch
+        return federation_dispatch(self, op, args)
 
 
 def _scalar(step_result: Any) -> float:

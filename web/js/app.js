@@ -6,6 +6,7 @@ import { $, announce, app, client, describeSetup, guarded, nf, refreshButtons, s
 import { loadHistory, metricPlot } from "./train.js";
 import { afterModel } from "./setup.js";
 import "./try.js";
+import "./federation.js";   // 5 · Join a federation
 
 // ------------------------------------------------------------------ loading
 

@@ -6,6 +6,7 @@ import { $, app, client, describeSetup, guarded, nf, refreshButtons, setStatus }
 import { resetPlots } from "./train.js";
 import { showTryPanel } from "./try.js";
 import { clearLearned } from "./learned.js";
+import { initExamples } from "./examples.js";
 
 // ------------------------------------------------------------------ setting up data + model
 
@@ -185,3 +186,5 @@ $("data-images-load").onclick = () => guarded($("data-images-load"), async () =>
   setStatus("setup-status", `Decoding ${files.length} images…`);
   afterData(await client.call("useImages", { files }, files.map((f) => f.data)));
 });
+
+initExamples({ afterData, afterModel });

@@ -3,6 +3,7 @@
 import { DrawPad, paintDigit } from "./draw.js";
 import { $, app, client, guarded, nf, refreshButtons, setStatus, showError } from "./ui.js";
 import { afterData } from "./setup.js";
+import { predictFile, toggleLivePrediction } from "./examples.js";
 
 // ------------------------------------------------------------------ trying the model
 
@@ -19,9 +20,12 @@ export function showTryPanel() {
   const kind = d && d.loaded ? d.kind : "digits";
   const digitsLike = kind === "digits";
   const rows = kind === "csv";
+  const shape = app.model && app.model.ready ? app.model.sample_shape || [] : [];
+  const images = !digitsLike && !rows && shape.length === 3 && shape.every((v) => v > 0);
   $("try-digits").hidden = !digitsLike;
   $("try-row").hidden = !rows;
-  $("try-none").hidden = digitsLike || rows;
+  $("try-image").hidden = !images;
+  $("try-none").hidden = digitsLike || rows || images;
   if (rows && d.features) {
     $("row-columns").textContent = d.features.join(", ");
     $("row-input").placeholder = d.features.map(() => "0").join(", ");
@@ -99,3 +103,17 @@ $("row-predict").onclick = () => guarded($("row-predict"), async () => {
     ? `Prediction: ${res.label[0]} (${(100 * Math.max(...res.probabilities[0])).toFixed(1)}% confident)`
     : `Prediction: ${res.outputs[0].map((v) => v.toPrecision(5)).join(", ")}`;
 });
+
+// image models: the camera, or a picture file
+function showImagePrediction(res) {
+  app.lastPrediction = { outputs: res.outputs[0], probabilities: res.probabilities ? res.probabilities[0] : null,
+                         label: res.label ? res.label[0] : null };
+  $("image-prediction").textContent = res.label
+    ? `Prediction: ${res.label[0]} (${(100 * Math.max(...res.probabilities[0])).toFixed(1)}% confident)`
+    : `Prediction: ${res.outputs[0].map((v) => v.toPrecision(4)).join(", ")}`;
+}
+$("cam-predict").onclick = () => guarded(null, () => toggleLivePrediction(showImagePrediction), $("cam-predict"));
+$("image-predict").onchange = () => guarded(null, async () => {
+  const f = $("image-predict").files[0];
+  if (f) await predictFile(f, showImagePrediction);
+}, $("image-predict"));

@@ -1,0 +1,61 @@
+"""The page's "Join a federation": this tab's model and data as a Flower node, driven by the worker.
+
+The worker (web/worker.js) signs and ``fetch``-es each request of :class:`pytrain.flower.steps.StepDriver`;
+only parameters and metrics (loss, accuracy, number of examples) ever leave the tab.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from pytrain.flower.node import HEARTBEAT_MAX, HEARTBEAT_MIN, FlowerNode
+from pytrain.flower.steps import PemSigner, StepDriver
+from pytrain.flower.trainer import PytrainTrainer, parameter_names
+from pytrain.webapp.common import WebappError
+
+_LOSS_KINDS = {"CrossEntropyLoss": "ce", "BCEWithLogitsLoss": "bce"}
+
+
+def dispatch(session: Any, op: str, args: Dict[str, Any]) -> Any:
+    if op == "start":
+        return start(session, **args)
+    driver: Optional[StepDriver] = getattr(session, "_federation", None)
+    if driver is None:
+        raise WebappError("this tab has not joined a federation")
+    if op == "next":
+        step = driver.next(status=args.get("status"), body=args.get("body"), error=args.get("error"))
+        if any(e.get("kind") == "answered" and e.get("message_type") == "train" for e in step["events"]):
+            session._infer = None  # the weights changed: predictions must not use a stale export
+        if step["kind"] in ("done", "failed"):
+            session._federation = None
+        return step
+    if op == "stop":
+        driver.stop()
+        return True
+    raise WebappError("unknown federation operation %r" % op)
+
+
+def start(session: Any, url: str, public_key: str, node_id: Optional[str] = None,
+          heartbeat: float = 30.0, poll: float = 1.0, epochs: int = 1) -> Dict[str, Any]:
+    """A node for this tab's model and data (the server's ConfigRecord sets the rounds' recipe)."""
+    if getattr(session, "_federation", None) is not None:
+        raise WebappError("this tab is already in a federation: leave it first")
+    session._need_model()
+    d = session._need_data()
+    if not HEARTBEAT_MIN <= float(heartbeat) <= HEARTBEAT_MAX:
+        raise WebappError("the heartbeat interval must be within %g-%g s" % (HEARTBEAT_MIN, HEARTBEAT_MAX))
+    x, y = session._model_x(d["train_x"]), session._targets(d["train_y"])
+    if len(d["val_x"]):
+        ex, ey = session._model_x(d["val_x"]), session._targets(d["val_y"])
+    else:
+        ex, ey = x, y
+    trainer = PytrainTrainer(session.module, session.optimizer, x, y, ex, ey, epochs=int(epochs),
+                             batch_size=session.batch_size, lr=session.lr, seed=session.seed,
+                             loss_kind=_LOSS_KINDS.get(session.model.get("loss"), "mse"))
+    # a stepping driver cannot heartbeat in the middle of fit(): a round's local training must
+    # fit in the SuperLink's patience (2 heartbeat intervals)
+    node = FlowerNode(url, trainer, signer=PemSigner(public_key.encode("ascii")), heartbeat_interval=float(heartbeat),
+                      poll_interval=float(poll), beat_during_training=False)
+    session._federation = StepDriver(node, int(node_id) if node_id else None)
+    params = session.module._state.parameters
+    return {"samples": int(len(x)), "eval_samples": int(len(ex)),
+            "parameters": [{"name": n, "shape": list(params[n].shape)} for n in parameter_names(session.module)]}

@@ -1,0 +1,227 @@
+"""The page's "Join a federation": headless Chromium tabs as nodes of a real Flower federation.
+
+A real flower-superlink (flwr 1.42, build/venv-flwr) and the FedAvg ServerApp of tests/flower_app
+(started with tests/test_flower.py's helpers), one native pytrain node and two tabs on the site
+served with ``build.py``'s /flower/ proxy. Every request a tab sends is recorded and decoded: only
+parameters and metrics leave it. One tab is closed mid-round (the federation goes on once the
+SuperLink's heartbeat window has passed) and the other is reloaded (it rejoins as the same node).
+Every wait is bounded.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+import build  # noqa: E402
+from browser_helpers import Recorder, new_context, open_app, wait_ready  # noqa: E402
+# test_flower's fixtures (arts, cryptography_installed) are used from here too
+from test_flower import (SuperLink, arts, cryptography_installed, digits_splits, ensure_flwr_venv,  # noqa: E402,F401
+                         global_accuracy, make_trainer, wait_until)
+
+from pytrain.flower import FlowerNode  # noqa: E402
+from pytrain.flower import messages as pb  # noqa: E402
+from pytrain.flower import objects as ob  # noqa: E402
+
+HEARTBEAT = 10          # seconds; the SuperLink gives up on a silent node after 2 intervals
+ROUNDS = 6
+# what a tab may send, by route (pull-object and the membership calls carry no content)
+ROUTES = {"register-node": pb.RegisterNodeRequest, "activate-node": pb.ActivateNodeRequest,
+          "send-node-heartbeat": pb.SendNodeHeartbeatRequest, "pull-messages": pb.PullMessagesRequest,
+          "pull-object": pb.PullObjectRequest, "confirm-message-received": pb.ConfirmMessageReceivedRequest,
+          "push-messages": pb.PushMessagesRequest, "push-object": pb.PushObjectRequest,
+          "deactivate-node": pb.NodeIdRequest, "unregister-node": pb.NodeIdRequest}
+METRICS = {"train_loss", "eval_loss", "eval_acc", "num-examples"}
+
+
+class Tab:
+    """A page in its own browser context (its own IndexedDB: its own node key), requests recorded."""
+
+    def __init__(self, browser, url: str) -> None:
+        self.rec = Recorder()
+        self.ctx = new_context(browser, self.rec)
+        self.bodies: List[tuple] = []
+        self.ctx.on("request", self._record)
+        self.url = url
+        self.page = open_app(self.ctx, url, self.rec)
+
+    def _record(self, req) -> None:
+        if req.method == "POST":
+            self.bodies.append((req.url, req.post_data_buffer or b""))
+
+    def load(self, arts_b64: Dict[str, str], x: np.ndarray, y: np.ndarray) -> None:
+        """The model (artifacts) and this tab's share of the data, as a user would choose them."""
+        wait_ready(self.page)
+        self.page.evaluate("""async ([a, x, y, n]) => {
+            const b = (s) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+            const c = window.pytrainApp.client;
+            await c.call('useArtifacts', {training: b(a.training), eval: b(a.eval), optimizer: b(a.optimizer),
+                                          checkpoint: b(a.checkpoint)});
+            await c.call('useArrays', {x: new Float32Array(x), shape: [n, 64], y: new Int32Array(y),
+                                       task: 'classification', classes: [...Array(10).keys()].map(String),
+                                       valFraction: 0.2});
+        }""", [arts_b64, x.reshape(-1).tolist(), y.tolist(), len(x)])
+
+    def join(self) -> None:
+        self.page.fill("#fl-heartbeat", str(HEARTBEAT))
+        self.page.click("#fl-join")
+        self.wait_event("e.kind === 'joined'", 60_000)
+
+    def events(self) -> list:
+        return self.page.evaluate("() => window.pytrainApp.federation.events")
+
+    def wait_event(self, cond: str, timeout_ms: int):
+        self.page.wait_for_function("() => window.pytrainApp.federation.events.some((e) => %s)" % cond,
+                                    timeout=timeout_ms)
+
+    def close(self) -> None:
+        self.ctx.close()
+
+
+def _answered(events, kind: str) -> List[int]:
+    return [e["round"] for e in events if e["kind"] == "answered" and e["message_type"] == kind]
+
+
+def _check_private(tab: Tab, params: Dict[str, tuple], x: np.ndarray) -> int:
+    """Every POST the tab made went to /flower/ and holds only protocol fields, parameters (by
+    name, with the model's shapes) and the allowed metrics; no training sample appears in any."""
+    rows = [x[i].astype(np.float32).tobytes() for i in range(0, len(x), max(1, len(x) // 40))]
+    pushed = 0
+    for url, body in tab.bodies:
+        assert "/flower/v1/fleet/" in url, url
+        route = url.rsplit("/", 1)[1]
+        assert route in ROUTES, route
+        ROUTES[route].FromString(body)  # it parses as the route's request
+        for r in rows:
+            assert r not in body, "a training sample left the tab in %s" % route
+        if route != "push-object":
+            continue
+        req = pb.PushObjectRequest.FromString(body)
+        kind, _, payload = ob.parse_object(req.object_id, req.object_content)
+        assert kind in ("Message", "RecordDict", "ArrayRecord", "Array", "ArrayChunk", "MetricRecord"), kind
+        if kind == "ArrayRecord":
+            assert set(json.loads(payload)) == set(params), payload[:200]
+        if kind == "Array":
+            meta = json.loads(payload)
+            assert tuple(meta["shape"]) in {tuple(s) for s in params.values()}, meta
+        if kind == "MetricRecord":
+            names = {item.key for item in pb.MetricRecord.FromString(payload).items}
+            assert names <= METRICS, names
+        pushed += 1
+    return pushed
+
+
+def test_tabs_join_a_flower_federation(tmp_path, browser, site_url, arts):  # noqa: F811
+    venv = ensure_flwr_venv()
+    splits, (xt, yt) = digits_splits(3)
+    link = SuperLink(venv, tmp_path / "home").start()
+    server, url = build.serve_in_thread(build.SITE, flower=link.url)
+    stop = threading.Event()
+    errors: list = []
+    tabs: List[Tab] = []
+    out = tmp_path / "out"
+    try:
+        init = tmp_path / "init.npz"
+        np.savez(str(init), **make_trainer(arts, *splits[0]).get_parameters())
+        params = {k: tuple(v.shape) for k, v in make_trainer(arts, *splits[0]).get_parameters().items()}
+        native = FlowerNode(link.url, make_trainer(arts, *splits[0]), heartbeat_interval=HEARTBEAT,
+                            poll_interval=0.2, keep_replies=True)
+        native.join()
+
+        def work() -> None:
+            try:
+                native.run(stop=stop.is_set, timeout=600)
+            except Exception as e:  # reported by the test
+                errors.append(e)
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        a64 = {k: base64.b64encode(getattr(arts, a)).decode() for k, a in (
+            ("training", "training_model"), ("eval", "eval_model"), ("optimizer", "optimizer_model"),
+            ("checkpoint", "checkpoint"))}
+        tabs = [Tab(browser, url), Tab(browser, url)]
+        for tab, (x, y) in zip(tabs, splits[1:]):
+            tab.load(a64, x, y)
+            tab.join()
+        a, b = tabs
+        # FedAvg samples every available node each round and needs at least 2
+        link.run_app(out, init, **{"num-nodes": 2, "num-server-rounds": ROUNDS, "round-timeout": 120.0})
+
+        # tab B closes while round 2 is under way: its node goes silent; the round completes once the
+        # SuperLink's heartbeat window has passed, without B
+        b.wait_event("e.kind === 'received' && e.message_type === 'train' && e.round === 2", 240_000)
+        b_events = b.events()
+        b_node = next(e["node_id"] for e in b_events if e["kind"] == "joined")
+        b_pushed = _check_private(b, params, splits[2][0])
+        assert b.rec.foreign(url) == []
+        b.close()
+        t_closed = time.monotonic()
+        wait_until(lambda: (out / "round_2.npz").exists(), 2 * HEARTBEAT + 60, "round 2 without the closed tab",
+                   link.proc, link.log)
+        print("round 2 completed %.1f s after tab B closed" % (time.monotonic() - t_closed))
+        assert _answered(b_events, "train") == [1] and _answered(b_events, "evaluate") == [1]
+
+        # tab A reloads between rounds: once its model and data are back it rejoins as the same node
+        a.wait_event("e.kind === 'answered' && e.message_type === 'evaluate' && e.round >= 3", 240_000)
+        before = a.events()
+        a_node = next(e["node_id"] for e in before if e["kind"] == "joined")
+        a_pushed = _check_private(a, params, splits[1][0])
+        a.bodies.clear()
+        a.page.reload()
+        a.load(a64, *splits[1])
+        a.wait_event("e.kind === 'joined'", 90_000)
+        after = a.events()
+        assert next(e["node_id"] for e in after if e["kind"] == "joined") == a_node
+        wait_until(lambda: (out / "result.json").exists(), 600, "the ServerApp's result", link.proc, link.log)
+        # the page shows the rounds: local training, what was sent, the global model's metrics
+        cells = a.page.evaluate("() => Array.from(document.querySelectorAll('#fl-rounds tbody tr'), "
+                                "(tr) => Array.from(tr.cells, (c) => c.textContent))")
+        assert any("parameters" in r[2] and "eval_acc" in r[3] for r in cells), cells
+        # and the user leaves: the node deactivates and unregisters
+        a.page.click("#fl-leave")
+        a.wait_event("e.kind === 'left'", 30_000)
+        after = a.events()
+        a_pushed += _check_private(a, params, splits[1][0])
+        assert a.rec.foreign(url) == []
+    finally:
+        stop.set()
+        for tab in tabs:
+            try:
+                tab.close()
+            except Exception:
+                pass
+        server.shutdown()
+        server.server_close()
+        link.stop()
+        if "worker" in locals():
+            worker.join(timeout=30)
+    assert not errors, errors
+    result = json.loads((out / "result.json").read_text())
+    assert "error" not in result, result["error"]
+    assert sorted(result["train"], key=int) == [str(r) for r in range(1, ROUNDS + 1)]
+    # tab A took part before and after its reload; the rounds it answered after come after those before
+    first, second = _answered(before, "train"), _answered(after, "train")
+    assert first[:3] == [1, 2, 3], first
+    assert second and min(second) > max(first), (first, second)
+    assert b_pushed > 0 and a_pushed > 0
+    print("tab A trained in rounds %s, then after its reload in %s" % (first, second))
+    # the page shows the global model's metrics and what was sent (names and sizes)
+    evals = [e for e in after if e["kind"] == "answered" and e["message_type"] == "evaluate"]
+    assert evals and {"eval_loss", "eval_acc", "num-examples"} <= set(evals[-1]["metrics"])
+    sent = next(e["sent"] for e in reversed(after) if e["kind"] == "answered" and e["message_type"] == "train")
+    assert {p["name"]: tuple(p["shape"]) for p in sent} == params
+    # the federation learned: the final global model on the held-out digits
+    with np.load(str(out / ("round_%d.npz" % ROUNDS))) as z:
+        acc = global_accuracy(arts, {k: z[k] for k in z.files}, xt, yt)
+    print("final global accuracy %.3f; tab B was node %s" % (acc, b_node))
+    assert acc >= 0.85, acc
+    # the native node answered every round (the tabs come and go around it)
+    assert sorted(r.server_round for r in native.replies if r.message_type == "train" and r.error is None) == \
+        list(range(1, ROUNDS + 1))

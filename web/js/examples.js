@@ -1,0 +1,195 @@
+// "By example" (like Teachable Machine): name classes, add pictures of each from the camera (hold to
+// record) or from files, see them per class (delete any), and a small CNN learns them in the tab.
+// Also the camera side of "Try the model" for any image model.
+
+import { $, app, client, guarded, nf, setStatus } from "./ui.js";
+
+export const SHAPE = [3, 32, 32];   // what the CNN from scratch sees: 32x32 colour
+let stream = null;
+const video = document.createElement("video");   // never shown: frames are drawn onto #cam-view
+video.muted = true;
+video.playsInline = true;
+
+/** Turn the camera on (once); resolves when frames arrive. */
+export async function cameraOn() {
+  if (stream) return;
+  if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) throw new Error("This browser gives the page no camera (it needs https or localhost).");
+  try {
+    stream = await navigator.mediaDevices.getUserMedia({ video: { width: 320, height: 240 }, audio: false });
+  } catch (e) {
+    throw new Error(`The camera could not be opened (${e.name || e.message}); allow it for this page, or add pictures from files.`);
+  }
+  video.srcObject = stream;
+  await video.play();
+  const view = $("cam-view");
+  const paint = () => { if (stream) { view.getContext("2d").drawImage(video, 0, 0, view.width, view.height); requestAnimationFrame(paint); } };
+  paint();
+  $("cam-start").textContent = "Camera on";
+  $("cam-start").disabled = true;
+}
+
+/** Pixels of an image source (video, image bitmap) as float32 [C, H, W] in [0, 1]. */
+export function pixels(source, shape = SHAPE) {
+  const [c, h, w] = shape;
+  const canvas = document.createElement("canvas");
+  canvas.width = w; canvas.height = h;
+  const ctx = canvas.getContext("2d", { willReadFrequently: true });
+  ctx.drawImage(source, 0, 0, w, h);
+  const px = ctx.getImageData(0, 0, w, h).data;
+  const out = new Float32Array(c * h * w);
+  for (let p = 0; p < h * w; p++) {
+    const r = px[4 * p] / 255, g = px[4 * p + 1] / 255, b = px[4 * p + 2] / 255;
+    if (c === 1) out[p] = 0.299 * r + 0.587 * g + 0.114 * b;
+    else { out[p] = r; out[h * w + p] = g; out[2 * h * w + p] = b; }
+  }
+  return out;
+}
+
+function thumb(x) {
+  const [, h, w] = SHAPE;
+  const canvas = document.createElement("canvas");
+  canvas.width = w; canvas.height = h;
+  const img = canvas.getContext("2d").createImageData(w, h);
+  for (let p = 0; p < h * w; p++) {
+    img.data[4 * p] = x[p] * 255; img.data[4 * p + 1] = x[h * w + p] * 255; img.data[4 * p + 2] = x[2 * h * w + p] * 255;
+    img.data[4 * p + 3] = 255;
+  }
+  canvas.getContext("2d").putImageData(img, 0, 0);
+  return canvas;
+}
+
+// ------------------------------------------------------------------ classes and their examples
+
+app.examples = [];   // [{name, items: [Float32Array]}]
+
+function renderClasses() {
+  const box = $("ex-classes");
+  box.innerHTML = "";
+  app.examples.forEach((cls, i) => {
+    const fs = document.createElement("fieldset");
+    fs.className = "ex-class";
+    const legend = document.createElement("legend");
+    const name = document.createElement("input");
+    name.value = cls.name;
+    name.setAttribute("aria-label", `Name of class ${i + 1}`);
+    name.onchange = () => { cls.name = name.value.trim() || `Class ${i + 1}`; };
+    legend.appendChild(name);
+    const rec = document.createElement("button");
+    rec.type = "button";
+    rec.className = "ex-record";
+    rec.textContent = "Hold to record";
+    rec.title = "Hold (mouse, finger, or Space/Enter) to add camera frames to this class";
+    holdToRecord(rec, i);
+    const files = document.createElement("input");
+    files.type = "file"; files.accept = "image/*"; files.multiple = true;
+    files.setAttribute("aria-label", `Add picture files to ${cls.name}`);
+    files.onchange = () => guarded(null, async () => {
+      for (const f of Array.from(files.files)) {
+        const bmp = await createImageBitmap(f).catch(() => { throw new Error(`${f.name}: not an image the browser can decode`); });
+        cls.items.push(pixels(bmp)); bmp.close();
+      }
+      files.value = "";
+      renderClasses();
+    }, files);
+    const count = document.createElement("span");
+    count.className = "ex-count";
+    count.textContent = `${nf.format(cls.items.length)} example${cls.items.length === 1 ? "" : "s"}`;
+    const gallery = document.createElement("div");
+    gallery.className = "ex-gallery";
+    cls.items.slice(-12).forEach((x, k) => {
+      const idx = cls.items.length - Math.min(12, cls.items.length) + k;
+      const item = document.createElement("span");
+      item.className = "ex-item";
+      const del = document.createElement("button");
+      del.type = "button"; del.textContent = "×";
+      del.setAttribute("aria-label", `Delete example ${idx + 1} of ${cls.name}`);
+      del.onclick = () => { cls.items.splice(idx, 1); renderClasses(); };
+      item.append(thumb(x), del);
+      gallery.appendChild(item);
+    });
+    const row = document.createElement("div");
+    row.className = "row";
+    const fileLabel = document.createElement("label");
+    fileLabel.className = "file";
+    fileLabel.append("Add files ", files);
+    row.append(rec, fileLabel, count);
+    fs.append(legend, row, gallery);
+    box.appendChild(fs);
+  });
+  const total = app.examples.reduce((a, c) => a + c.items.length, 0);
+  const ready = app.examples.filter((c) => c.items.length >= 2).length >= 2;
+  $("ex-build").disabled = !app.ready || app.training || !ready;
+  $("ex-info").textContent = ready ? `${nf.format(total)} examples in ${app.examples.length} classes.`
+    : "Add at least two examples to at least two classes.";
+}
+
+function holdToRecord(button, i) {
+  let timer = null;
+  const grab = () => { if (stream) { app.examples[i].items.push(pixels(video)); updateCount(i); } };
+  const start = async (e) => {
+    e.preventDefault();
+    if (timer) return;
+    try { await cameraOn(); } catch (err) { guarded(null, () => { throw err; }, button); return; }
+    grab();
+    timer = setInterval(grab, 100);
+  };
+  const stop = () => { if (timer) { clearInterval(timer); timer = null; renderClasses(); } };
+  button.addEventListener("pointerdown", start);
+  for (const t of ["pointerup", "pointerleave", "pointercancel"]) button.addEventListener(t, stop);
+  button.addEventListener("keydown", (e) => { if (e.key === " " || e.key === "Enter") { e.preventDefault(); cameraOn().then(grab).catch(() => {}); } });
+  button.addEventListener("keyup", (e) => { if (e.key === " " || e.key === "Enter") renderClasses(); });
+}
+
+function updateCount(i) {
+  const el = $("ex-classes").querySelectorAll(".ex-count")[i];
+  if (el) el.textContent = `${nf.format(app.examples[i].items.length)} examples (recording…)`;
+}
+
+export function initExamples({ afterData, afterModel }) {
+  app.examples = [{ name: "Class 1", items: [] }, { name: "Class 2", items: [] }];
+  renderClasses();
+  $("cam-start").onclick = () => guarded(null, cameraOn, $("cam-start"));
+  $("ex-add-class").onclick = () => { app.examples.push({ name: `Class ${app.examples.length + 1}`, items: [] }); renderClasses(); };
+  $("ex-build").onclick = () => guarded($("ex-build"), async () => {
+    const used = app.examples.filter((c) => c.items.length);
+    const n = used.reduce((a, c) => a + c.items.length, 0);
+    const size = SHAPE[0] * SHAPE[1] * SHAPE[2];
+    const x = new Float32Array(n * size);
+    const y = new Int32Array(n);
+    let k = 0;
+    used.forEach((c, ci) => c.items.forEach((item) => { x.set(item, k * size); y[k] = ci; k++; }));
+    setStatus("setup-status", "Building a small CNN for your examples…");
+    afterData(await client.call("useArrays", { x, shape: [n].concat(SHAPE), y, task: "classification", classes: used.map((c) => c.name) }));
+    app.rebuild = async (optimizer) => afterModel(await client.call("buildCNN", { optimizer }));
+    await app.rebuild($("optimizer").value);
+  });
+  client.on("ready", renderClasses);
+  client.on("state", renderClasses);
+}
+
+// ------------------------------------------------------------------ trying an image model
+
+let live = null;
+/** Predict from the camera twice a second (or stop); `show` renders a prediction result. */
+export function toggleLivePrediction(show) {
+  if (live) { clearInterval(live); live = null; $("cam-predict").textContent = "Predict from the camera"; return; }
+  return cameraOn().then(() => {
+    $("cam-predict").textContent = "Stop predicting";
+    let busy = false;
+    const shape = app.model.sample_shape;
+    live = setInterval(async () => {
+      if (busy || app.training) return;
+      busy = true;
+      try { show(await client.call("predict", { x: pixels(video, shape), shape: [1].concat(shape) })); } finally { busy = false; }
+    }, 500);
+  });
+}
+
+/** An image file through the model. */
+export async function predictFile(file, show) {
+  const bmp = await createImageBitmap(file).catch(() => { throw new Error(`${file.name}: not an image the browser can decode`); });
+  const shape = app.model.sample_shape;
+  const x = pixels(bmp, shape);
+  bmp.close();
+  show(await client.call("predict", { x, shape: [1].concat(shape) }));
+}

@@ -1,0 +1,138 @@
+// Panel 5, Join a federation: this tab's model and data as a node of a Flower federation.
+// The worker runs the node (pytrain.flower, driven step by step: web/worker.js "federate"); the page
+// shows the rounds: local training, what was sent (parameter names and sizes only) and the global
+// model's metrics on this tab's data (from the evaluate messages). A reload rejoins as the same node.
+
+import { $, announce, app, client, guarded, nf, setStatus, showError } from "./ui.js";
+
+const REJOIN = "pytrain-federation";   // sessionStorage: {url, heartbeat} while this tab is in one
+
+const fed = { joined: false, nodeId: null, rounds: new Map(), sent: [], events: [], active: false };
+app.federation = fed;
+
+function fmt(v) { return typeof v === "number" ? (Number.isInteger(v) ? nf.format(v) : v.toPrecision(4)) : String(v); }
+function bytes(n) { return n >= 1048576 ? `${(n / 1048576).toFixed(1)} MB` : n >= 1024 ? `${(n / 1024).toFixed(1)} kB` : `${n} B`; }
+function metricsText(m) {
+  return Object.entries(m || {}).filter(([k]) => k !== "num-examples").map(([k, v]) => `${k} ${fmt(v)}`).join(", ");
+}
+
+function row(round) {
+  const key = round === null || round === undefined ? "?" : String(round);
+  if (!fed.rounds.has(key)) {
+    const tr = document.createElement("tr");
+    tr.dataset.round = key;
+    for (let i = 0; i < 4; i++) tr.appendChild(document.createElement(i ? "td" : "th"));
+    tr.firstChild.scope = "row";
+    tr.firstChild.textContent = key;
+    $("fl-rounds").tBodies[0].prepend(tr);
+    fed.rounds.set(key, tr);
+  }
+  return fed.rounds.get(key);
+}
+
+function renderSent(sent) {
+  const t = $("fl-sent");
+  t.innerHTML = "";
+  const head = t.insertRow();
+  for (const h of ["Parameter", "Shape", "Size"]) { const th = document.createElement("th"); th.scope = "col"; th.textContent = h; head.appendChild(th); }
+  for (const p of sent) {
+    const r = t.insertRow();
+    r.insertCell().textContent = p.name;
+    r.insertCell().textContent = `[${p.shape.join(", ")}]`;
+    r.insertCell().textContent = bytes(p.bytes);
+  }
+}
+
+function setJoined(active) {
+  fed.active = active;
+  $("fl-join").disabled = active;   // enabled once Python is ready
+  $("fl-leave").disabled = !active;
+  $("fl-url").disabled = active;
+  $("fl-heartbeat").disabled = active;
+}
+
+client.on("federation", (ev) => {
+  fed.events.push(ev);
+  switch (ev.kind) {
+    case "started":
+      setStatus("fl-status", `Joining ${ev.url} with ${nf.format(ev.samples)} local samples…`);
+      break;
+    case "joined":
+      fed.joined = true; fed.nodeId = ev.node_id;
+      setStatus("fl-status", `In the federation as node ${ev.node_id}. Waiting for the server's next round…`, true);
+      announce("Joined the federation.");
+      break;
+    case "received": {
+      const tr = row(ev.round);
+      if (ev.message_type === "train") {
+        tr.cells[1].textContent = `training (${metricsText(ev.config)})…`;
+        setStatus("fl-status", `Round ${ev.round}: training on this tab's data…`);
+      } else setStatus("fl-status", `Round ${ev.round}: evaluating the global model…`);
+      break;
+    }
+    case "answered": {
+      const tr = row(ev.round);
+      if (ev.message_type === "train") {
+        tr.cells[1].textContent = `${nf.format(ev.metrics["num-examples"])} samples, ${metricsText(ev.metrics)}, ${ev.seconds.toFixed(1)} s`;
+        const total = ev.sent.reduce((a, p) => a + p.bytes, 0);
+        tr.cells[2].textContent = `${ev.sent.length} parameters, ${bytes(total)}`;
+        fed.sent = ev.sent;
+        renderSent(ev.sent);
+        setStatus("fl-status", `Round ${ev.round}: sent the new parameters (no data).`, true);
+      } else {
+        tr.cells[3].textContent = metricsText(ev.metrics);
+        setStatus("fl-status", `Round ${ev.round}: the global model on this tab's data: ${metricsText(ev.metrics)}.`, true);
+        announce(`Round ${ev.round} evaluated.`);
+      }
+      break;
+    }
+    case "refused":
+      row(ev.round).cells[1].textContent = ev.error;
+      setStatus("fl-status", ev.error, false, true);
+      break;
+    case "left":
+      fed.joined = false;
+      setStatus("fl-status", "Left the federation.", true);
+      break;
+    case "done": case "failed":
+      fed.joined = false;
+      setJoined(false);
+      if (ev.kind === "failed") { sessionStorage.removeItem(REJOIN); showError(ev, $("fl-join")); setStatus("fl-status", "Out of the federation.", false, true); }
+      break;
+    default:
+  }
+});
+
+async function join(url, heartbeat) {
+  setJoined(true);
+  try {
+    await client.call("federate", { url, heartbeat });
+    sessionStorage.setItem(REJOIN, JSON.stringify({ url, heartbeat }));
+  } catch (e) { setJoined(false); throw e; }
+}
+
+$("fl-join").onclick = () => guarded($("fl-join"), () => join($("fl-url").value.trim() || "flower/", Number($("fl-heartbeat").value) || 30));
+$("fl-leave").onclick = () => guarded($("fl-leave"), async () => {
+  sessionStorage.removeItem(REJOIN);
+  setStatus("fl-status", "Leaving…");
+  await client.call("leaveFederation");
+  setJoined(false);
+});
+
+// A reload: rejoin (as the same node) once the model and data are back, e.g. from the saved run.
+client.on("ready", () => {
+  setJoined(false);
+  let saved = null;
+  try { saved = JSON.parse(sessionStorage.getItem(REJOIN) || "null"); } catch (e) { saved = null; }
+  if (!saved) return;
+  $("fl-url").value = saved.url; $("fl-heartbeat").value = saved.heartbeat;
+  setStatus("fl-status", "This tab was in a federation before the reload: it rejoins once a model and data are loaded.");
+  const timer = setInterval(async () => {
+    if (!sessionStorage.getItem(REJOIN) || fed.active) { clearInterval(timer); return; }
+    let s;
+    try { s = await client.call("status"); } catch (e) { return; }
+    if (!(s.model && s.model.ready && s.data && s.data.loaded)) return;
+    clearInterval(timer);
+    join(saved.url, saved.heartbeat).catch((e) => showError(e, $("fl-join")));
+  }, 1000);
+});
