@@ -40,6 +40,7 @@ SCHEMA_VERSIONS: Dict[str, Tuple[int, ...]] = {
     'GRU': (1, 3, 7, 14, 22),
     'Gather': (1, 11, 13),
     'GatherElements': (11, 13),
+    'GatherND': (11, 12, 13),
     'Gelu': (20,),
     'Gemm': (1, 6, 7, 9, 11, 13),
     'GlobalAveragePool': (1, 22),

@@ -45,6 +45,19 @@ def fd_check(op, grad_op, inputs, wrt, attrs, grad_inputs, seed=0):
     return got
 
 
+# ---- GatherNDGrad -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("x_shape,idx,batch_dims", [
+    ((3, 4), [[0, 1], [2, -1], [0, 1]], 0),           # elements, a repeat accumulates, a negative index
+    ((3, 4, 2), [[1], [-1], [1]], 0),                 # slices
+    ((2, 3, 4), [[[1, 0]], [[2, 3]]], 1),             # batch_dims 1: one (row, column) per batch
+    ((2, 3, 2, 2), [[[1], [0]], [[2], [2]]], 1),
+])
+def test_gather_nd_grad(x_shape, idx, batch_dims):
+    x = rng(2).standard_normal(x_shape)
+    i = np.asarray(idx, dtype=I64)
+    fd_check("GatherND", "GatherNDGrad", [x, i], [0], {"batch_dims": batch_dims}, lambda dy: (dy, i, x))
+
+
 # ---- GatherElementsGrad ---------------------------------------------------------------------------
 @pytest.mark.parametrize("x_shape,idx,axis", [
     ((3, 4), [[0, -1, 2, 0], [0, 0, -3, 1]], 0),                  # repeats and negative indices accumulate

@@ -259,3 +259,28 @@ def test_last_writers_fast_path_equals_the_stable_sort():
     for q in set(pos.tolist()):
         assert keep[np.flatnonzero(pos == q)[-1]]
     assert last_by_sort(np.zeros(0, np.intp)).shape == (0,)
+
+
+@pytest.mark.parametrize("shape,idx,batch_dims", [
+    ((2, 3, 4), [[0, 1], [1, 2]], 0),
+    ((2, 3, 4), [[1], [0]], 0),
+    ((2, 3, 4), [[-1, 0, 3]], 0),
+    ((2, 3, 4), [[1], [2]], 1),
+    ((2, 3, 4), [[[1, 0]], [[2, 3]]], 1),
+    ((2, 3, 2, 2), [[[1], [0]], [[2], [2]]], 1),
+    ((2, 3, 4), [[[1], [3], [0]], [[2], [2], [1]]], 2),
+])
+@pytest.mark.parametrize("oracle", ["ref", "ort"])
+def test_gather_nd(shape, idx, batch_dims, oracle):
+    data = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    check("GatherND", [data, np.array(idx, np.int64)], {"batch_dims": batch_dims}, opset=13, oracle=oracle)
+    check("GatherND", [np.arange(np.prod(shape), dtype=np.int64).reshape(shape), np.array(idx, np.int64)],
+          {"batch_dims": batch_dims}, opset=13, oracle=oracle)
+
+
+def test_gather_nd_out_of_range_and_bad_batch_dims():
+    data = np.zeros((2, 3), np.float32)
+    with pytest.raises(InputError, match="GatherND: indices must lie in"):
+        run_pytrain("GatherND", [data, np.array([[2, 0]], np.int64)], {})
+    with pytest.raises(GraphError, match="batch_dims 2"):
+        run_pytrain("GatherND", [data, np.array([[1]], np.int64)], {"batch_dims": 2})

@@ -29,6 +29,15 @@ def _gather_elements() -> List[Case]:
     ]
 
 
+def _gather_nd() -> List[Case]:
+    return [
+        Case("GatherND elements with a repeat", [node("GatherND", ["X", "I"])],
+             {"X": rand(3, 4), "I": i64([0, 1], [2, -1], [0, 1])}, ["Y"]),
+        Case("GatherND batch_dims 1 slices", [node("GatherND", ["X", "I"], batch_dims=1)],
+             {"X": rand(2, 3, 2), "I": np.array([[[1], [0]], [[2], [2]]], dtype=np.int64)}, ["Y"]),
+    ]
+
+
 def _scatter_elements() -> List[Case]:
     def case(name, reduction, idx, opset, data=None, upd=None, axis=0):
         data = rand(3, 4) if data is None else data
@@ -112,6 +121,7 @@ def _tile() -> List[Case]:
 
 CASES: Dict[str, Callable[[], List[Case]]] = {
     "GatherElements": _gather_elements,
+    "GatherND": _gather_nd,
     "Pad": _pad,
     "ScatterElements": _scatter_elements,
     "ScatterND": _scatter_nd,

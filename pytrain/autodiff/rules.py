@@ -534,6 +534,11 @@ def _tile(b: B, n: N, dy: G) -> G:
     return [b.pt("TileGrad", dy[0], n.x(0), n.x(1)), None]
 
 
+@gradient("GatherND", inputs=(0,))
+def _gather_nd(b: B, n: N, dy: G) -> G:
+    return [b.pt("GatherNDGrad", dy[0], n.x(1), n.x(0), batch_dims=int(n.attr("batch_dims", 0)))]
+
+
 # (end of indexing rules)
 
 

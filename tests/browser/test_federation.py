@@ -154,9 +154,10 @@ def test_tabs_join_a_flower_federation(tmp_path, browser, site_url, arts):  # no
         # FedAvg samples every available node each round and needs at least 2
         link.run_app(out, init, **{"num-nodes": 2, "num-server-rounds": ROUNDS, "round-timeout": 120.0})
 
-        # tab B closes while round 2 is under way: its node goes silent; the round completes once the
-        # SuperLink's heartbeat window has passed, without B
-        b.wait_event("e.kind === 'received' && e.message_type === 'train' && e.round === 2", 240_000)
+        # tab B closes once it has answered round 1: round 2 samples its node, which has gone silent;
+        # the round completes once the SuperLink's heartbeat window has passed, without B. (Not while
+        # B pushes a reply: a reply pushed in part holds its round until the round's timeout.)
+        b.wait_event("e.kind === 'answered' && e.message_type === 'evaluate' && e.round === 1", 240_000)
         b_events = b.events()
         b_node = next(e["node_id"] for e in b_events if e["kind"] == "joined")
         b_pushed = _check_private(b, params, splits[2][0])

@@ -92,6 +92,26 @@ def nd_positions(op: str, data_shape: Sequence[int], indices: np.ndarray) -> np.
     return base.reshape(base.shape + (1,) * len(block)) + inner
 
 
+def batched_nd_positions(op: str, data_shape: Sequence[int], indices: np.ndarray, batch_dims: int) -> np.ndarray:
+    """:func:`nd_positions` with the first ``batch_dims`` axes of data and indices taken as batch axes
+    (GatherND): shaped ``data.shape[:b] + indices.shape[b:-1] + data.shape[b + k:]``."""
+    shape = tuple(int(d) for d in data_shape)
+    b = int(batch_dims)
+    if b < 0 or b >= min(len(shape), indices.ndim):
+        raise GraphError("%s: batch_dims %d must be >= 0 and less than the ranks of data %s and indices %s"
+                         % (op, b, shape, indices.shape))
+    if tuple(indices.shape[:b]) != shape[:b]:
+        raise InputError("%s: the first batch_dims=%d axes of indices %s and data %s must be equal"
+                         % (op, b, indices.shape, shape))
+    if b == 0:
+        return nd_positions(op, shape, indices)
+    batches = int(np.prod(shape[:b], dtype=np.int64))
+    block = int(np.prod(shape[b:], dtype=np.int64))
+    inner = nd_positions(op, shape[b:], indices.reshape((batches,) + indices.shape[b:]))
+    offsets = (np.arange(batches, dtype=np.intp) * block).reshape((batches,) + (1,) * (inner.ndim - 1))
+    return (inner + offsets).reshape(shape[:b] + inner.shape[1:])
+
+
 def last_writers(pos: np.ndarray, size: int) -> np.ndarray:
     """A mask over ``pos`` (flat positions into a tensor of ``size`` elements): True at the last
     occurrence of each position. A scatter with reduction "none" and repeated indices keeps, as
