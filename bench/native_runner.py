@@ -60,22 +60,54 @@ def gen_ort(model_path: Path, out: Path) -> dict:
 
     t_imp = time.perf_counter()
     model = onnx.load(str(model_path))
-    params = [i.name for i in model.graph.initializer]
+    # what PyTorch trains and what it keeps frozen (workloads.param_lists wrote it beside the model)
+    lists_path = model_path.parent / "params.json"
+    if lists_path.exists():
+        lists = json.loads(lists_path.read_text())
+        params, frozen = lists["trainable"], lists["frozen"]
+    else:
+        params, frozen = [i.name for i in model.graph.initializer], []
     # ORT's LayerNormalization gradient reads the node's optional Mean/InvStdDev outputs and
     # fails when (as in torch's export) the node declares only Y; declaring them is harmless.
     for i, node in enumerate(model.graph.node):
         if node.op_type == "LayerNormalization" and len(node.output) == 1:
             node.output.extend([f"ln{i}_mean", f"ln{i}_inv_std_dev"])
     out.mkdir(parents=True, exist_ok=True)
-    artifacts.generate_artifacts(model, requires_grad=params, frozen_params=[],
+    artifacts.generate_artifacts(model, requires_grad=params, frozen_params=frozen,
                                  loss=artifacts.LossType.CrossEntropyLoss,
                                  optimizer=artifacts.OptimType.AdamW, artifact_directory=str(out))
+    _inference_batchnorm(model, out / "training_model.onnx")
     gen_ms = (time.perf_counter() - t_imp) * 1e3
     # ORT names the checkpoint "checkpoint"; make sure every expected file is there.
     missing = [f for f in ART_FILES if not (out / f).exists()]
     if missing:
         raise RuntimeError(f"ORT did not write {missing} in {out}")
     return {"gen_ms": gen_ms, "import_ms": (t_imp - T_START) * 1e3}
+
+
+def _inference_batchnorm(model, training_path: Path) -> None:
+    """ORT's pre-training transform (onnxruntime PR #7539) turns every BatchNormalization into
+    com.microsoft BatchNormInternal with training_mode=1, ignoring the model's training_mode=0: a
+    frozen backbone would normalise with batch statistics (MobileNetV2: first loss 2.352 instead of
+    PyTorch's 2.303). Put back an inference-mode BatchNormalization where the model had one and
+    nothing reads the node's statistics outputs (no gradient flows through a frozen backbone)."""
+    import onnx
+    from onnx import helper
+
+    eval_bn = {n.output[0] for n in model.graph.node if n.op_type == "BatchNormalization"
+               and any(a.name == "training_mode" and a.i == 0 for a in n.attribute)}
+    if not eval_bn:
+        return
+    tm = onnx.load(str(training_path))
+    used = {i for n in tm.graph.node for i in n.input} | {o.name for o in tm.graph.output}
+    for i, n in enumerate(tm.graph.node):
+        if n.op_type == "BatchNormInternal" and n.output[0] in eval_bn and not used & set(n.output[1:]):
+            eps = [a for a in n.attribute if a.name in ("epsilon", "momentum")]
+            bn = helper.make_node("BatchNormalization", list(n.input), [n.output[0]], name=n.name,
+                                  training_mode=0)
+            bn.attribute.extend(a for a in eps)
+            tm.graph.node[i].CopyFrom(bn)
+    onnx.save(tm, str(training_path))
 
 
 def gen_pytrain(model_path: Path, out: Path) -> dict:
@@ -143,7 +175,7 @@ def session_torch(workload: str, threads: int):
     import workloads
 
     model = workloads.WORKLOADS[workload].module().train()
-    opt = torch.optim.AdamW(model.parameters(), **workloads.ADAMW)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], **workloads.ADAMW)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step(x, y) -> float:

@@ -8,9 +8,9 @@ runners in other environments read the files it writes.
 """
 from __future__ import annotations
 
-import inspect
-import io
 import json
+import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict
@@ -18,6 +18,10 @@ from typing import Callable, Dict
 import numpy as np
 import torch
 from torch import nn
+
+# torchvision's compiled ops do not load beside this torch build; only _meta_registrations touches
+# them at import time (see tests/torch_zoo.py), and transformers imports torchvision when installed.
+sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
 
 BATCH = 64
 CLASSES = 10
@@ -71,12 +75,57 @@ class EmbLN(nn.Module):
         return self.head(self.norm(self.emb(tokens)).mean(dim=1))
 
 
+class MobileNetTransfer(nn.Module):
+    """The personalisation case: torchvision's MobileNetV2 (width 0.35) on 3x96x96, its backbone
+    frozen and kept in inference mode (BatchNorm on running statistics, ``train()`` leaves it
+    there), only the classifier (Dropout 0 so every runtime computes the same) trains."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import torchvision
+
+        self.net = torchvision.models.mobilenet_v2(width_mult=0.35, num_classes=CLASSES, dropout=0.0)
+        for p in self.net.features.parameters():
+            p.requires_grad_(False)
+        self.train()
+
+    def train(self, mode: bool = True) -> "MobileNetTransfer":
+        super().train(mode)
+        self.net.features.eval()
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class TinyBert(nn.Module):
+    """Hugging Face BertForSequenceClassification from a tiny config (BERT-tiny's shape: 2 layers,
+    hidden 128, 2 heads, FFN 512; vocabulary 1000), random init, dropout 0, every token attended
+    (no attention mask input), all parameters train."""
+
+    VOCAB, TOKENS = 1000, 32
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import BertConfig, BertForSequenceClassification
+
+        cfg = BertConfig(vocab_size=self.VOCAB, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=512, max_position_embeddings=64, type_vocab_size=2,
+                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=CLASSES,
+                         attn_implementation="eager")
+        self.hf = BertForSequenceClassification(cfg)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.hf(input_ids=input_ids).logits
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
     make: Callable[[], nn.Module]
     input_shape: tuple
     input_dtype: str  # numpy dtype name of the model input
+    vocab: int = EmbLN.VOCAB  # token ids are drawn from [0, vocab) for int64 inputs
 
     def module(self) -> nn.Module:
         """The module with its deterministic initial weights."""
@@ -84,13 +133,13 @@ class Workload:
         return self.make()
 
     def batch(self) -> Dict[str, np.ndarray]:
-        """The fixed training batch: 'input' and int64 'labels' [BATCH]."""
+        """The fixed training batch: 'input' and int64 'labels' [batch size]."""
         rng = np.random.default_rng(SEED)
         if self.input_dtype == "int64":
-            x = rng.integers(0, EmbLN.VOCAB, size=self.input_shape, dtype=np.int64)
-        else:  # MNIST-shaped pixels in [0, 1)
+            x = rng.integers(0, self.vocab, size=self.input_shape, dtype=np.int64)
+        else:  # pixels in [0, 1)
             x = rng.random(self.input_shape, dtype=np.float32)
-        labels = rng.integers(0, CLASSES, size=(BATCH,), dtype=np.int64)
+        labels = rng.integers(0, CLASSES, size=(self.input_shape[0],), dtype=np.int64)
         return {"input": x, "labels": labels}
 
 
@@ -98,24 +147,36 @@ WORKLOADS: Dict[str, Workload] = {
     "mlp": Workload("mlp", MLP, (BATCH, 784), "float32"),
     "cnn": Workload("cnn", LeNet, (BATCH, 1, 28, 28), "float32"),
     "emb": Workload("emb", EmbLN, (BATCH, EmbLN.TOKENS), "int64"),
+    # real models; the smaller batch of MobileNetV2 is the personalisation case (a few photos a step)
+    "mobilenet": Workload("mobilenet", MobileNetTransfer, (16, 3, 96, 96), "float32"),
+    "bert": Workload("bert", TinyBert, (32, TinyBert.TOKENS), "int64", vocab=TinyBert.VOCAB),
 }
+
+# the architectures pages/tfjs_models.js rebuilds in TF.js (the real models have no TF.js row)
+TFJS_WORKLOADS = ("mlp", "cnn", "emb")
 
 # Hyper-parameters every runtime uses (torch.optim.AdamW defaults but the lr).
 ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
 
 
 def export_onnx(w: Workload) -> bytes:
-    """ONNX opset 17 export of the workload's module, legacy TorchScript exporter when available."""
-    model = w.module().eval()
-    batch = w.batch()
-    kwargs = {}
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        kwargs["dynamo"] = False
-    buf = io.BytesIO()
-    torch.onnx.export(model, (torch.from_numpy(batch["input"]),), buf, input_names=["input"],
-                      output_names=["logits"], opset_version=17, do_constant_folding=False,
-                      **kwargs)
-    return buf.getvalue()
+    """ONNX opset 17 export of the workload's module in training mode (a frozen backbone stays in
+    inference mode) by ``pytrain.torch_export``: TorchScript exporter, parameters under their
+    state_dict names, the frozen ones listed in the model's metadata; fixed batch size."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from pytrain.torch_export import torch_export
+
+    return torch_export(w.module().train(), (torch.from_numpy(w.batch()["input"]),), input_names=["input"],
+                        output_names=["logits"], opset=17, dynamic_batch=False)
+
+
+def param_lists(w: Workload) -> Dict[str, list]:
+    """{"trainable": the parameters PyTorch trains, "frozen": its other parameters and float
+    buffers}: what a runtime that does not read pytrain's metadata (ORT) is told to train."""
+    m = w.module().train()
+    trainable = [k for k, p in m.named_parameters() if p.requires_grad]
+    frozen = [k for k, v in m.state_dict().items() if k not in trainable and v.is_floating_point()]
+    return {"trainable": trainable, "frozen": frozen}
 
 
 def tf_weights(w: Workload) -> Dict[str, np.ndarray]:
@@ -154,8 +215,10 @@ def write_inputs(w: Workload, directory: Path) -> Dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = {"onnx": directory / "model.onnx", "npz": directory / "batch.npz"}
     paths["onnx"].write_bytes(export_onnx(w))
+    (directory / "params.json").write_text(json.dumps(param_lists(w)))
     b = w.batch()
     np.savez(paths["npz"], **b)
     _write_blob(b, directory / "batch.bin", directory / "batch.json")
-    _write_blob(tf_weights(w), directory / "tf_weights.bin", directory / "tf_weights.json")
+    if w.name in TFJS_WORKLOADS:
+        _write_blob(tf_weights(w), directory / "tf_weights.bin", directory / "tf_weights.json")
     return paths

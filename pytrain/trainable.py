@@ -18,8 +18,12 @@ TorchScript exporter, one-element ``val_68`` constants from the dynamo exporter)
    layout ops (Identity, Cast, Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Split, Slice,
    Concat, Expand): trains. This covers the transposed copies of a parameter both exporters write
    (dynamo's ``val_0`` of shape (16, 48) for ``in_proj_weight`` feeding MatMul, TorchScript's
-   ``onnx::MatMul_103``);
+   ``onnx::MatMul_103``). Except an exporter's all-ones scale / all-zeros bias of a normalization whose
+   result is then multiplied by an initializer (dynamo's GroupNorm: Reshape, InstanceNormalization(ones,
+   zeros), Reshape, Mul ``val_21``, Add ``val_23``): that decomposition's identity affine, does not train;
 5. a rank-0 scalar: does not train (``x * 0.5`` written as an initializer);
+5b. feeds the Mul or Add applied to a normalization's result (through layout ops): the affine of a
+   normalization the exporter decomposed (``val_21``, ``val_23`` above): trains;
 6. named as an exporter's constant (``val_<n>``, a node output ``.../<Op>_output_<n>``,
    ``_onnx_const...``, or a one-element ``onnx::<Op>_<n>``) and feeding only arithmetic: a constant
    folded by the exporter, does not train;
@@ -34,6 +38,8 @@ from __future__ import annotations
 
 import re
 from typing import Any, Dict, List, Optional, Sequence, Set
+
+import numpy as np
 
 from pytrain import dtypes
 from pytrain.autodiff.engine import differentiable_inputs
@@ -95,11 +101,71 @@ def _weight_use(name: str, consumers: Dict[str, List[Any]]) -> Optional[str]:
     return None
 
 
+#: normalization ops whose result an exporter may scale and shift with separate Mul / Add nodes
+NORMALIZATIONS = ("InstanceNormalization", "LayerNormalization", "GroupNormalization", "RMSNormalization",
+                  "BatchNormalization")
+
+
+def _normalized(value: str, producers: Dict[str, Any], through_affine: bool) -> bool:
+    """Whether ``value`` is a normalization's result seen through layout ops (and, with
+    ``through_affine``, through the Mul / Add of a decomposed affine)."""
+    seen: Set[str] = set()
+    while value and value not in seen:
+        seen.add(value)
+        node = producers.get(value)
+        if node is None:
+            return False
+        if node.op_type in NORMALIZATIONS:
+            return True
+        if node.op_type in LAYOUT_OPS or (through_affine and node.op_type in ("Mul", "Add")):
+            # follow the data operand (the non-initializer one for Mul / Add)
+            ins = [i for i in node.input if i and i in producers] or list(node.input[:1])
+            value = ins[0] if ins else ""
+            continue
+        return False
+    return False
+
+
+def _affine_of_normalization(name: str, consumers: Dict[str, List[Any]], producers: Dict[str, Any]) -> bool:
+    """``name`` is an operand of a Mul / Add whose other operand is a normalization's result (5b)."""
+    for node, pos in consumers.get(name, []):
+        if node.op_type in ("Mul", "Add") and len(node.input) == 2:
+            if _normalized(node.input[1 - pos], producers, through_affine=True):
+                return True
+    return False
+
+
+def _identity_affine(t: Any, consumers: Dict[str, List[Any]], initializers: Set[str]) -> bool:
+    """``t`` is an all-ones scale / all-zeros bias of a normalization whose result is then multiplied by an
+    initializer (4a): the identity affine of a decomposed normalization."""
+    from pytrain.proto import to_array
+
+    for node, pos in consumers.get(t.name, []):
+        if node.op_type not in NORMALIZATIONS or pos not in (1, 2):
+            continue
+        if not np.all(to_array(t) == (1.0 if pos == 1 else 0.0)):
+            return False
+        todo, seen = [o for o in node.output[:1] if o], set()
+        while todo:
+            value = todo.pop()
+            if value in seen:
+                continue
+            seen.add(value)
+            for c, _ in consumers.get(value, []):
+                if c.op_type == "Mul" and any(i in initializers for i in c.input):
+                    return True
+                if c.op_type in LAYOUT_OPS:
+                    todo.extend(o for o in c.output if o)
+    return False
+
+
 def classify_initializers(nodes: Sequence[NodeProto], initializers: Sequence[Any],
                           value_infos: Sequence[Any] = ()) -> List[Dict[str, Any]]:
     """One ``{"name", "trains", "why"}`` per initializer, in the model's order (the module's rule)."""
     consumers: Dict[str, List[Any]] = {}
     differentiable: Dict[str, List[str]] = {}
+    producers = {o: n for n in nodes for o in n.output if o}
+    inits = {t.name for t in initializers}
     for n in nodes:
         diff = set(differentiable_inputs(n))
         for pos, i in enumerate(n.input):
@@ -132,10 +198,15 @@ def classify_initializers(nodes: Sequence[NodeProto], initializers: Sequence[Any
             trains = False
         else:
             use = _weight_use(t.name, consumers)
-            if use is not None:
+            if use is not None and is_exporter_constant(t.name, size) and _identity_affine(t, consumers, inits):
+                trains, why = False, ("the identity scale/shift of a normalization the exporter decomposed "
+                                      "(the real affine follows as Mul/Add)")
+            elif use is not None:
                 trains, why = True, "a weight of %s" % use
             elif len(t.dims) == 0:
                 trains, why = False, "a scalar constant (rank 0)"
+            elif _affine_of_normalization(t.name, consumers, producers):
+                trains, why = True, "scales or shifts a normalization's result (a decomposed normalization's affine)"
             elif is_exporter_constant(t.name, size):
                 trains, why = False, "constant folded by the exporter (feeds only arithmetic: %s)" % (
                     ", ".join(sorted(set(differentiable[t.name]))))

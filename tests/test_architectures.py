@@ -69,10 +69,6 @@ LOST = sorted(LOSES_PARAMETERS)
 
 #: what does not pass yet, and exactly why (remove an entry when its cause is fixed: strict xfail)
 NOT_YET = {
-    ("bert", "dynamo"): "GatherND has no kernel: transformers' attention mask (aten.index.Tensor on "
-                        "attention_mask) exports as node 'node_GatherND_47'",
-    ("mobilebert_mlm", "dynamo"): "GatherND has no kernel: transformers' attention mask (aten.index.Tensor "
-                                  "on attention_mask) exports as node 'node_GatherND_71'",
     ("group_instance_norm", "dynamo"): "pytrain/trainable.py's default rule on dynamo's GroupNorm "
                                        "(InstanceNormalization with constant scale val_8=ones(2), bias val_11="
                                        "zeros(2), then Mul by val_21 = gn.weight as (8,1,1), Add val_23 = gn.bias): "
