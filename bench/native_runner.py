@@ -2,6 +2,7 @@
 
     python native_runner.py gen   --runtime pytrain|ort --model M.onnx --out DIR
     python native_runner.py train --runtime pytrain|ort|torch --dir DIR --workload mlp ...
+    python native_runner.py train --runtime pytrain --nodes ...   # time per graph node (a profile)
 
 Prints one JSON object on its last stdout line.  Runs under the main interpreter
 (pytrain, torch) and under bench/.venv-ort (onnxruntime-training 1.19.2, numpy<2),
@@ -188,11 +189,53 @@ def session_torch(workload: str, threads: int):
     return step
 
 
+def node_times(step, x, y, warmup: int, steps: int, top: int = 25) -> dict:
+    """pytrain only: wall time per graph node (ms per step, summed over ``steps`` timed steps) and
+    per op type, every Plan's compiled step rebuilt with each kernel wrapped in a timer (what
+    pages/pytrain.html?nodes=1 does in Pyodide)."""
+    import gc
+
+    from pytrain.executor import Plan
+
+    acc: dict = {}
+
+    def timed(fn, key):
+        def run(ctx, *a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(ctx, *a, **kw)
+            finally:
+                acc[key] = acc.get(key, 0.0) + time.perf_counter() - t
+        return run
+
+    for plan in [o for o in gc.get_objects() if isinstance(o, Plan)]:
+        plan._steps = [(timed(s[0], (s[6].op_type, s[6].name or s[6].output[0])),) + tuple(s[1:])
+                       for s in plan._steps]
+        plan._run = plan._compile()
+    for _ in range(warmup):
+        step(x, y)
+    acc.clear()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step(x, y)
+    total = (time.perf_counter() - t0) * 1e3 / steps
+    by_op: dict = {}
+    for (op, _), v in acc.items():
+        by_op[op] = by_op.get(op, 0.0) + v * 1e3 / steps
+    nodes = sorted(((f"{op} {name}", v * 1e3 / steps) for (op, name), v in acc.items()), key=lambda kv: -kv[1])
+    return {"step_ms": total, "nodes_ms": sum(by_op.values()), "count": len(acc),
+            "by_op": sorted(by_op.items(), key=lambda kv: -kv[1]), "nodes": nodes[:top]}
+
+
 def train(args) -> dict:
     import numpy as np
 
     batch = np.load(Path(args.batch))
     x, y = batch["input"], batch["labels"]
+    if args.runtime == "pytrain" and args.nodes:
+        step = session_pytrain(Path(args.dir), args.threads)
+        step(x, y)
+        return node_times(step, x, y, args.warmup, args.steps)
     if args.runtime == "pytrain":
         step = session_pytrain(Path(args.dir), args.threads)
     elif args.runtime == "ort":
@@ -234,6 +277,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="0 = runtime default")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--nodes", action="store_true",
+                    help="train, pytrain only: time every graph node instead (a profile, not a row)")
     args = ap.parse_args()
     if args.mode == "gen":
         fn = gen_ort if args.runtime == "ort" else gen_pytrain

@@ -130,7 +130,12 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
         out += ["**The run stopped early:**", "", "```", res["fatal"].strip()[-2000:], "```", ""]
     workloads = list(dict.fromkeys(r["workload"] for r in res["rows"]))
     titles = {"mlp": "MLP 784-128-10, batch 64", "cnn": "LeNet-style CNN on 1x28x28, batch 64",
-              "emb": "Embedding(1000, 64) x 32 tokens + LayerNorm + mean + Linear 10, batch 64"}
+              "emb": "Embedding(1000, 64) x 32 tokens + LayerNorm + mean + Linear 10, batch 64",
+              "mobilenet": REAL_TITLES["mobilenet"], "bert": REAL_TITLES["bert"]}
+    for m in res.get("merged") or []:
+        out += [f"Rows of {', '.join(m['workloads'])} ({', '.join(m['groups'])}) come from a later run merged in "
+                f"(`--merge`): {m.get('started', '?')}, commit {m.get('commit', '?')}, {m.get('repeat')} passes, "
+                f"load average {_loads(m.get('load_avg'))}.", ""]
     for w in workloads:
         out += [f"## {titles.get(w, w)}", ""]
         for group, cols, name in (("native", NATIVE_COLS, "Native (CPython / C++)"),
@@ -150,6 +155,7 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
             out.append(f"| {w} | {_fmt(p, 1)} | {_fmt(o, 1)} | {ratio} | {_fmt(b, 1)} |")
         out += ["", "Generation time excludes interpreter start and imports (those are in cold start).", ""]
     app_runs = res.get("app_runs") or ([res["app"]] if res.get("app") else [])
+    out += _real_section(res["rows"])
     out += _targets_section(res["rows"], app_runs)
     out += _history_section(history or [])
     out += _app_section(app_runs, res.get("app_transfer"))
@@ -175,8 +181,12 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
             "WebAssembly.Memory the page created or received (they never shrink, so this is the peak).",
             "- transfer: every file the page fetched from the local server (runtime, wasm, packages, "
             "model/artifacts), raw and gzip -6; the training batch itself is excluded (same for all).",
-            "- Same ONNX export (torch.onnx.export, opset 17, TorchScript exporter) and the same initial "
-            "weights for every runtime: the first-step losses agree to ~1e-6. PyTorch and TF.js run the "
+            "- Same ONNX export (`pytrain.torch_export`: opset 17, TorchScript exporter, parameters "
+            "under their state_dict names) and the same initial weights for every runtime: the "
+            "first-step losses agree to ~1e-6. MobileNetV2's frozen backbone: pytrain freezes what the "
+            "export's metadata lists and keeps BatchNorm on running statistics, ORT gets the same lists "
+            "(`params.json`) and its training model's BatchNorm put back in inference mode (its generator "
+            "switches every BatchNorm to training mode), PyTorch keeps `features` in eval(). PyTorch and TF.js run the "
             "same architecture from the same state_dict; TF.js AdamW = Adam + decoupled decay (as "
             "torch.optim.AdamW), and its missing wasm gradients (Conv2DBackpropFilter, gather) are "
             "supplied with tf.customGrad from kernels it has.",
@@ -209,7 +219,53 @@ STEP_TARGETS = [
      ("mlp", "native", "onnxruntime", ""), 1.2),
     ("native cnn", "native CNN step ≤ 1.2× onnxruntime-training", ("cnn", "native", "pytrain", ""),
      ("cnn", "native", "onnxruntime", ""), 1.2),
+    ("browser mobilenet", "browser MobileNetV2 step ≤ 1.0× onnxruntime-web",
+     ("mobilenet", "browser", "pytrain", "wasm"), ("mobilenet", "browser", "onnxruntime-web", ""), 1.0),
+    ("browser bert", "browser tiny BERT step ≤ 1.0× onnxruntime-web", ("bert", "browser", "pytrain", "wasm"),
+     ("bert", "browser", "onnxruntime-web", ""), 1.0),
+    ("native mobilenet", "native MobileNetV2 step ≤ 1.2× onnxruntime-training",
+     ("mobilenet", "native", "pytrain", ""), ("mobilenet", "native", "onnxruntime", ""), 1.2),
+    ("native bert", "native tiny BERT step ≤ 1.2× onnxruntime-training", ("bert", "native", "pytrain", ""),
+     ("bert", "native", "onnxruntime", ""), 1.2),
 ]
+REAL_TITLES = {
+    "mobilenet": "MobileNetV2 (torchvision, width 0.35) on 3x96x96, batch 16: backbone frozen in inference "
+                 "mode (BatchNorm on running statistics), classifier trains",
+    "bert": "tiny BERT sequence classifier (transformers BertForSequenceClassification: 2 layers, hidden 128, "
+            "2 heads, FFN 512, vocabulary 1000, random init) on 32 tokens, batch 32",
+}
+
+
+def _loads(v) -> str:
+    try:
+        return " → ".join(str(tuple(round(x, 2) for x in t)) for t in v)
+    except TypeError:
+        return "?"
+
+
+def _real_section(rows: List[dict]) -> List[str]:
+    """The real models: pytrain's and its peers' ms/step (median [min – max] over the passes, each
+    the best configuration of that pass) and pytrain's ratio to each peer, taken per pass."""
+    peers = {"native": (("onnxruntime-training", "onnxruntime"), ("PyTorch", "PyTorch")),
+             "browser": (("onnxruntime-web", "onnxruntime-web"),)}
+    lines = []
+    for w in REAL_TITLES:
+        for g in ("native", "browser"):
+            mine = _per_pass(rows, (w, g, "pytrain", ""))
+            if not any(mine):
+                continue
+            for name, prefix in peers[g]:
+                theirs = _per_pass(rows, (w, g, prefix, ""))
+                ratio = [a / b for a, b in zip(mine, theirs) if a and b]
+                lines.append(f"| {w} | {g} | {_range([v for v in mine if v], '%.2f')} | {name} | "
+                             f"{_range([v for v in theirs if v], '%.2f')} | {_range(ratio)} |")
+    if not lines:
+        return []
+    out = ["## Real models", ""] + [f"- **{w}**: {t}" for w, t in REAL_TITLES.items()] + [
+        "", "ms/step: median [min – max] over the passes, each pass's best configuration (1 thread or the "
+        "runtime's default threads); ratio: pytrain over the peer, per pass.", "",
+        "| model | group | pytrain ms/step | peer | peer ms/step | pytrain / peer |", "|---|---|---|---|---|---|"]
+    return out + lines + [""]
 #: (key, title, visit index, limit in ms): the web app's first training step after navigation
 APP_TARGETS = [
     ("first visit", "first training step ≤ 3.0 s after opening the page (first visit)", 0, 3000),

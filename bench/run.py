@@ -1,6 +1,7 @@
 """pytrain vs its peers, natively and in the browser: one command.
 
-    python bench/run.py [--quick] [--only native|browser|app|gemm] [--workloads mlp,cnn,emb] [--repeat N]
+    python bench/run.py [--quick] [--only native|browser|app|gemm] [--workloads mlp,cnn,emb,mobilenet,bert]
+                        [--repeat N] [--merge]
 
 Every row runs ``--repeat`` times (default 3), the repeats alternating with the row's peers over
 the whole run; the report gives each row's min / median / max, each target ratio's range over
@@ -172,6 +173,8 @@ def _measure_rows(names: List[str], rows: List[dict], repeat: int, group: str, r
     for i in range(repeat):
         for n in names:
             for row in rows:
+                if n not in row.get("workloads", (n,)):
+                    continue  # a runtime without this workload (TF.js has only the small models)
                 rec = {"workload": n, "group": group, "label": row["label"], "runtime": runtime_of(row)}
                 try:
                     rec.update(measure(n, row))
@@ -196,6 +199,9 @@ def run_native(names: List[str], steps: dict, results: dict, repeat: int) -> Non
         lambda rec: f"cold {rec['cold_ms']:7.0f} ms  peak {rec['peak_rss_mb']:6.1f} MB  loss {rec['first_loss']:.5f}")
 
 
+TFJS_WORKLOADS = ("mlp", "cnn", "emb")   # keep in sync with workloads.TFJS_WORKLOADS (run.py imports no torch)
+
+
 def browser_rows(steps: dict) -> List[dict]:
     """(label, page, query, isolated) of every browser row."""
     q = lambda w, s: f"warmup={steps[w]}&steps={steps[s]}"  # noqa: E731
@@ -209,9 +215,9 @@ def browser_rows(steps: dict) -> List[dict]:
         dict(label="onnxruntime-web 1.19.2 training (2 threads, COOP/COEP)", page="ort.html",
              query=q("ort_web_warmup", "ort_web_steps") + "&threads=2", isolated=True),
         dict(label="TensorFlow.js 4.22 wasm (1 thread)", page="tfjs.html",
-             query=q("tfjs_warmup", "tfjs_steps") + "&threads=1", isolated=False),
+             query=q("tfjs_warmup", "tfjs_steps") + "&threads=1", isolated=False, workloads=TFJS_WORKLOADS),
         dict(label="TensorFlow.js 4.22 wasm (2 threads, COOP/COEP)", page="tfjs.html",
-             query=q("tfjs_warmup", "tfjs_steps") + "&threads=2", isolated=True),
+             query=q("tfjs_warmup", "tfjs_steps") + "&threads=2", isolated=True, workloads=TFJS_WORKLOADS),
     ]
 
 
@@ -449,14 +455,32 @@ def step_counts(args) -> dict:
     return base
 
 
+def merge_results(base: dict, new: dict, names: List[str]) -> dict:
+    """``base`` with ``new``'s rows and artifact timings for ``names`` in place of its own (same
+    workload and group), and a note of the merged run under "merged" (the report names it)."""
+    groups = {r["group"] for r in new["rows"]}
+    keep = [r for r in base.get("rows", []) if not (r["workload"] in names and r["group"] in groups)]
+    base["rows"] = keep + new["rows"]
+    gens = {(g["workload"], g["runtime"]) for g in new.get("gen", [])}
+    base["gen"] = [g for g in base.get("gen", []) if (g["workload"], g["runtime"]) not in gens] + new.get("gen", [])
+    base.setdefault("merged", []).append({k: new.get(k) for k in ("started", "commit", "wall_s", "repeat", "steps")}
+                                         | {"workloads": names, "groups": sorted(groups),
+                                            "load_avg": [new["env"].get("load_avg_start"),
+                                                         new["env"].get("load_avg_end")]})
+    return base
+
+
 def main(argv: Optional[list] = None) -> None:
     ap = argparse.ArgumentParser(description="pytrain vs peers (native and browser)")
     ap.add_argument("--quick", action="store_true", help="few steps: a smoke run")
     ap.add_argument("--only", choices=["native", "browser", "app", "gemm"],
                     help="one part: native rows, browser rows (+ app start-up), the app start-up alone, GEMM")
-    ap.add_argument("--workloads", default="mlp,cnn,emb")
+    ap.add_argument("--workloads", default="mlp,cnn,emb,mobilenet,bert")
     ap.add_argument("--verbose", action="store_true", help="echo browser console output")
     ap.add_argument("--out", default=str(HERE), help="where results.json/RESULTS.md go")
+    ap.add_argument("--merge", action="store_true",
+                    help="put this run's rows into the results.json already in --out, replacing that file's "
+                         "rows of the same workloads and groups (e.g. new workloads measured after a full run)")
     ap.add_argument("--repeat", type=int,
                     help="measure every row this many times, alternating with its peers; the report "
                          "gives min / median / max (default 3; 1 with --quick)")
@@ -501,6 +525,8 @@ def main(argv: Optional[list] = None) -> None:
     if args.only is None and not args.quick and out.resolve() == HERE and not results.get("fatal"):
         history.append(report.history_entry(results))
         HISTORY.write_text(json.dumps(history, indent=1) + "\n")
+    if args.merge and (out / "results.json").exists():
+        results = merge_results(json.loads((out / "results.json").read_text()), results, names)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "RESULTS.md").write_text(report.render(results, history))
     log(f"wrote {out / 'results.json'} and {out / 'RESULTS.md'} ({results['wall_s']:.0f} s)")
