@@ -17,7 +17,7 @@
 import { WorkerClient, registerServiceWorker } from "./js/client.js";
 import { LinePlot } from "./js/plot.js";
 
-const EVENTS = ["loading", "ready", "progress", "epoch", "saved", "state", "done", "error"];
+const EVENTS = ["loading", "ready", "progress", "epoch", "saved", "state", "done", "error", "federation"];
 const ARTIFACT_FILES = { training: "training_model.onnx", eval: "eval_model.onnx", optimizer: "optimizer_model.onnx", checkpoint: "checkpoint" };
 
 async function toBytes(src, what) {
@@ -50,7 +50,8 @@ async function toText(src, what) {
  *  - container: an element to render a small UI into (optional); autoStart: train once ready
  *  - persist: save a resumable run in IndexedDB after each epoch (default false)
  * Returns a trainer with train(), pause(), resume(), stop(), evaluate(), predict(), exportModel(),
- * checkpoint(), on(event, fn), destroy() and `ready`. Events: loading, ready, progress, epoch, done, error.
+ * checkpoint(), federate({url, heartbeat}), leaveFederation(), on(event, fn), destroy() and `ready`.
+ * Events: loading, ready, progress, epoch, done, error, federation.
  */
 export function createTrainer(options = {}) {
   return new Trainer(options);
@@ -174,6 +175,14 @@ export class Trainer extends EventTarget {
   async checkpoint() { await this.ready; return this.client.call("checkpoint"); }
   /** The whole run (artifacts, checkpoint, table) as one zip, which `run:` and `pytrain train --resume` take back. */
   async runFile() { await this.ready; return this.client.call("runFile", { epochs: this.options.epochs }); }
+
+  /** Join the Flower federation this site serves (python build.py serve --flower URL) as a node with this
+   * trainer's model and data; "federation" events report each round (see docs/web.md). */
+  async federate({ url = "flower/", heartbeat = 30 } = {}) {
+    await this.ready;
+    return this.client.call("federate", { url: new URL(url, document.baseURI).href, heartbeat });
+  }
+  leaveFederation() { return this.client.call("leaveFederation"); }
   destroy() { this.client.terminate(); if (this.ui) this.ui.remove(); }
 }
 

@@ -75,15 +75,43 @@ class Tab:
         self.page.click("#fl-join")
         self.wait_event("e.kind === 'joined'", 60_000)
 
+    EVENTS = "window.pytrainApp.federation.events"
+
     def events(self) -> list:
-        return self.page.evaluate("() => window.pytrainApp.federation.events")
+        return self.page.evaluate("() => %s" % self.EVENTS)
 
     def wait_event(self, cond: str, timeout_ms: int):
-        self.page.wait_for_function("() => window.pytrainApp.federation.events.some((e) => %s)" % cond,
-                                    timeout=timeout_ms)
+        self.page.wait_for_function("() => (%s || []).some((e) => %s)" % (self.EVENTS, cond), timeout=timeout_ms)
 
     def close(self) -> None:
         self.ctx.close()
+
+
+class WidgetTab(Tab):
+    """The embeddable widget (pytrain-widget.js) in a bare page of the site's origin, joined from code."""
+    EVENTS = "window.fedEvents"
+
+    def __init__(self, browser, url: str) -> None:
+        super().__init__(browser, url + "no-app-here.html")  # a 404 page of the site: no app, no CSP
+        self.url = url
+
+    def load(self, arts_b64: Dict[str, str], x: np.ndarray, y: np.ndarray) -> None:
+        self.page.evaluate("""async ([site, a, x, y, n]) => {
+            const { createTrainer } = await import(site + 'pytrain-widget.js');
+            const b = (s) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+            window.fedEvents = [];
+            const t = createTrainer({
+              artifacts: {training: b(a.training), eval: b(a.eval), optimizer: b(a.optimizer), checkpoint: b(a.checkpoint)},
+              data: {x: new Float32Array(x), shape: [n, 64], y, classes: [...Array(10).keys()].map(String)},
+              valFraction: 0.2});
+            t.on('federation', (e) => window.fedEvents.push(e));
+            window.widgetTrainer = t;
+            await t.ready;
+        }""", [self.url, arts_b64, x.reshape(-1).tolist(), y.tolist(), len(x)])
+
+    def join(self) -> None:
+        self.page.evaluate("() => window.widgetTrainer.federate({heartbeat: %d})" % HEARTBEAT)
+        self.wait_event("e.kind === 'joined'", 60_000)
 
 
 def _answered(events, kind: str) -> List[int]:
@@ -146,7 +174,7 @@ def test_tabs_join_a_flower_federation(tmp_path, browser, site_url, arts):  # no
         a64 = {k: base64.b64encode(getattr(arts, a)).decode() for k, a in (
             ("training", "training_model"), ("eval", "eval_model"), ("optimizer", "optimizer_model"),
             ("checkpoint", "checkpoint"))}
-        tabs = [Tab(browser, url), Tab(browser, url)]
+        tabs = [Tab(browser, url), WidgetTab(browser, url)]  # the page, and the widget in a bare page
         for tab, (x, y) in zip(tabs, splits[1:]):
             tab.load(a64, x, y)
             tab.join()
@@ -226,3 +254,71 @@ def test_tabs_join_a_flower_federation(tmp_path, browser, site_url, arts):  # no
     # the native node answered every round (the tabs come and go around it)
     assert sorted(r.server_round for r in native.replies if r.message_type == "train" and r.error is None) == \
         list(range(1, ROUNDS + 1))
+
+
+def test_step_driver_moves_only_bytes(arts):  # noqa: F811
+    """What the worker does, without a browser: the node's steps answered one by one (from test_flower's
+    in-memory Fleet), then a request that cannot be sent."""
+    from test_flower import FakeLink, _train_message
+    from pytrain.flower.steps import PemSigner, StepDriver
+    from pytrain.flower.transport import EcdsaSigner
+    (parts, _) = digits_splits(1)
+    trainer = make_trainer(arts, *parts[0])
+    sent = trainer.get_parameters()
+    msg, d = _train_message(sent)
+    link = FakeLink(msg, d.tree(), d.all_objects())
+    pem = EcdsaSigner().public_key_pem
+    node = FlowerNode("http://fleet.invalid", trainer, signer=PemSigner(pem), heartbeat_interval=HEARTBEAT,
+                      poll_interval=0.01, beat_during_training=False)
+    driver = StepDriver(node)
+    routes, events = [], []
+    step = driver.next()
+    while step["kind"] in ("http", "sleep") and len(routes) < 100:
+        events += step["events"]
+        if any(e["kind"] == "answered" for e in events):
+            driver.stop()
+        if step["kind"] == "sleep":
+            step = driver.next()
+            continue
+        routes.append(step["route"])
+        headers = {"flwr-public-key": "k", "flwr-timestamp": "t", "flwr-signature": "s"}
+        status, body = link("http://fleet.invalid/v1/fleet/" + step["route"], step["body"], headers, step["timeout"])
+        step = driver.next(status=status, body=body)
+    events += step["events"]
+    assert step["kind"] == "done" and step["answered"] == 1, step
+    assert routes[:3] == ["register-node", "activate-node", "pull-messages"], routes
+    assert routes[-2:] == ["deactivate-node", "unregister-node"], routes
+    assert [e["kind"] for e in events] == ["joined", "received", "answered", "left"], events
+    answered = events[2]
+    assert answered["message_type"] == "train" and answered["round"] == 1
+    assert {p["name"]: tuple(p["shape"]) for p in answered["sent"]} == {k: v.shape for k, v in sent.items()}
+    assert link.pushed[0].error is None
+    _, content = ob.inflate_message(link.pushed[0].metadata.message_id, link.pushed_objects.__getitem__)
+    for k, v in content["arrays"].items():  # it trained, and sent what it now holds
+        np.testing.assert_array_equal(v, trainer.get_parameters()[k])
+        assert not np.array_equal(v, sent[k])
+    # fetch failed (e.g. the site was not started with --flower): a clear failure, not a hang
+    driver = StepDriver(FlowerNode("http://fleet.invalid", trainer, signer=PemSigner(pem),
+                                   heartbeat_interval=HEARTBEAT, beat_during_training=False))
+    assert driver.next()["route"] == "register-node"
+    step = driver.next(error="Failed to fetch")
+    assert step["kind"] == "failed" and "could not be sent: Failed to fetch" in step["error"], step
+    assert driver.next()["kind"] == "done"
+
+
+def test_join_without_a_superlink_says_why(context, site_url, arts):  # noqa: F811
+    """The site served without --flower: Join fails with the proxy's answer shown, and can be retried."""
+    ctx, rec = context
+    (parts, _) = digits_splits(1)
+    tab = Tab.__new__(Tab)
+    tab.rec, tab.ctx, tab.bodies, tab.url = rec, ctx, [], site_url
+    tab.page = open_app(ctx, site_url, rec)
+    tab.load({k: base64.b64encode(getattr(arts, a)).decode() for k, a in (
+        ("training", "training_model"), ("eval", "eval_model"), ("optimizer", "optimizer_model"),
+        ("checkpoint", "checkpoint"))}, parts[0][0][:200], parts[0][1][:200])
+    tab.page.click("#fl-join")
+    tab.wait_event("e.kind === 'failed'", 60_000)
+    tab.page.wait_for_function("() => !document.getElementById('fl-join').disabled", timeout=10_000)
+    err = tab.page.inner_text("#error-text")
+    assert "The federation stopped" in err and "register-node: HTTP 404" in err, err
+    assert rec.foreign(site_url) == []

@@ -97,7 +97,7 @@ client.on("federation", (ev) => {
     case "done": case "failed":
       fed.joined = false;
       setJoined(false);
-      if (ev.kind === "failed") { sessionStorage.removeItem(REJOIN); showError(ev, $("fl-join")); setStatus("fl-status", "Out of the federation.", false, true); }
+      if (ev.kind === "failed") { sessionStorage.removeItem(REJOIN); showError({ message: `The federation stopped: ${ev.error}` }, $("fl-join")); setStatus("fl-status", "Out of the federation.", false, true); }
       break;
     default:
   }
