@@ -68,12 +68,7 @@ KEPT = [(c, e) for c in CASES for e in EXPORTERS if (c, e) not in LOSES_PARAMETE
 LOST = sorted(LOSES_PARAMETERS)
 
 #: what does not pass yet, and exactly why (remove an entry when its cause is fixed: strict xfail)
-NOT_YET = {
-    ("group_instance_norm", "dynamo"): "pytrain/trainable.py's default rule on dynamo's GroupNorm "
-                                       "(InstanceNormalization with constant scale val_8=ones(2), bias val_11="
-                                       "zeros(2), then Mul by val_21 = gn.weight as (8,1,1), Add val_23 = gn.bias): "
-                                       "it trains val_8/val_11 and freezes val_21/val_23 (700 of 712 elements)",
-}
+NOT_YET: Dict[Tuple[str, str], str] = {}
 
 
 def _pairs(pairs):
