@@ -115,7 +115,10 @@ def _env_lines(res: dict) -> List[str]:
         f"{e.get('onnxruntime-web')}, @tensorflow/tfjs {e.get('@tensorflow/tfjs')} + "
         f"tfjs-backend-wasm {e.get('@tensorflow/tfjs-backend-wasm')}; Node {e.get('node')}",
         f"- steps: {json.dumps(res['steps'])}" + (" (**--quick smoke run**)" if res.get("quick") else ""),
-    ]
+    ] + [f"- steps of the real models in the browser (a step takes 0.05–1 s there): pyodide "
+         f"{st['pyodide_warmup']} + {st['pyodide_steps']}, onnxruntime-web {st['ort_web_warmup']} + "
+         f"{st['ort_web_steps']} (warm-up + timed); natively as above"
+         for st in list((res.get("steps_real") or {}).values())[:1]]
 
 
 def render(res: dict, history: Optional[List[dict]] = None) -> str:
@@ -380,6 +383,35 @@ def _why(app_runs: List[list]) -> dict:
         "streams each parameter about 14 times); onnxruntime-training runs fused C++ kernels.",
         "native cnn": "CNN natively: convolution columns and products in numpy; within noise of "
         "onnxruntime-training's on this machine.",
+        "native mobilenet": "MobileNetV2 natively (profiled per node, 1 thread: `native_runner.py train "
+        "--nodes`, and ORT's own profiler): the step is the frozen backbone's forward pass. pytrain "
+        "37 ms: Conv 25.9 ms (the 17 depthwise 3x3 convolutions 15.4 ms: each builds 9x im2col "
+        "columns and runs a stack of (1 x 9) products, one per channel; the 35 others 10.5 ms), "
+        "Clip 5.3 ms and BatchNormalization 4.1 ms (a separate pass over every activation each); "
+        "onnxruntime-training 16 ms: Conv 13.8 ms (a direct depthwise kernel), BatchNormalization "
+        "1.5 ms, Clip 0.8 ms. Closing it needs a depthwise kernel without columns and folding the "
+        "frozen BatchNorm (and the ReLU6) into the convolution.",
+        "browser mobilenet": "MobileNetV2 in the browser (per node in Pyodide with the wasm kernels: "
+        "`pages/pytrain.html?workload=mobilenet&gemm=1&nodes=1`, 107 ms a step while profiled): Conv 61 ms "
+        "(depthwise convolutions as 9x columns plus a stack of (1 x 9) products, the pointwise ones on the "
+        "SIMD GEMM), Clip 29 ms (ReLU6 as np.maximum then np.minimum, two unvectorised passes and two "
+        "allocations in Pyodide's numpy 1.17) and BatchNormalization 12 ms, against onnxruntime-web's "
+        "31–46 ms for the whole step. Closing it needs the frozen BatchNorm and ReLU6 folded into the "
+        "convolutions and a depthwise wasm kernel.",
+        "browser bert": "Tiny BERT in the browser (same per-node profile, 867 ms a step): MatMulGrad 529 ms "
+        "and MatMul 233 ms, 88% of the step, because `pytrain.ops.linalg.matmul` hands only 2-D products "
+        "(and stacks of up to 4 equal-batch 3-D ones) to the wasm GEMM: the transformer's (32, 32, k) "
+        "activations times a 2-D weight, forward and for the activations' gradient, run in Pyodide's "
+        "numpy matmul, which has no BLAS (about 3 GFLOP/s here on the FFN's 1024 x 128 @ 128 x 512, against the GEMM's ~44 on 64 x 784 @ 784 x 128). Folding the "
+        "leading axes into the rows when the right operand is 2-D would send them to the GEMM; Erf "
+        "(30 ms) and Exp (18 ms) come next. onnxruntime-web: 62–90 ms a step.",
+        "native bert": "Tiny BERT natively (same profiles, 1 thread): pytrain 50 ms: MatMul + "
+        "MatMulGrad 26.5 ms (numpy's OpenBLAS at about 90 GFLOP/s; a (32, 32, k) activation against a "
+        "2-D weight is 32 separate products there, about 25% slower than one folded product, plus the "
+        "attention's 64 tiny per-head products) against ORT's FusedMatMul + Gemm 14.1 ms (MLAS); GELU's Erf 9.6 ms "
+        "(computed in float64 with a polynomial, 2 x 524K values) against ORT's Gelu + GeluGrad "
+        "4.5 ms; the other ~370 nodes (reshapes, transposes, element-wise, LayerNorm, AdamW) about "
+        "12 ms of per-node numpy calls. onnxruntime-training 28 ms in all.",
     }
 
 

@@ -202,23 +202,41 @@ def run_native(names: List[str], steps: dict, results: dict, repeat: int) -> Non
 TFJS_WORKLOADS = ("mlp", "cnn", "emb")   # keep in sync with workloads.TFJS_WORKLOADS (run.py imports no torch)
 
 
-def browser_rows(steps: dict) -> List[dict]:
-    """(label, page, query, isolated) of every browser row."""
-    q = lambda w, s: f"warmup={steps[w]}&steps={steps[s]}"  # noqa: E731
+#: step counts of the real models in the browser, where one step takes 0.05-1 s: onnxruntime-web's
+#: 2,000 warm-up steps (its speed-up over the first ~1,500 is a small-model effect) would take
+#: 10 minutes a row for BERT.
+REAL_MODEL_STEPS = {"mobilenet": dict(ort_web_warmup=200, ort_web_steps=50, pyodide_warmup=3, pyodide_steps=15),
+                    "bert": dict(ort_web_warmup=200, ort_web_steps=50, pyodide_warmup=3, pyodide_steps=15)}
+
+
+def workload_steps(n: str, steps: dict) -> dict:
+    """The step counts for workload ``n``: the run's, capped by REAL_MODEL_STEPS for the real models."""
+    caps = REAL_MODEL_STEPS.get(n, {})
+    return {k: min(v, caps[k]) if k in caps else v for k, v in steps.items()}
+
+
+def browser_rows() -> List[dict]:
+    """(label, page, counts: which step-count keys, extra query, isolated) of every browser row."""
+    pyo, ortw, tfjs = ("pyodide_warmup", "pyodide_steps"), ("ort_web_warmup", "ort_web_steps"), ("tfjs_warmup", "tfjs_steps")
     return [
-        dict(label="pytrain (Pyodide 0.17.1, numpy)", page="pytrain.html",
-             query=q("pyodide_warmup", "pyodide_steps") + "&gemm=0", isolated=False),
-        dict(label="pytrain (Pyodide 0.17.1 + wasm kernels)", page="pytrain.html",
-             query=q("pyodide_warmup", "pyodide_steps") + "&gemm=1", isolated=False),
-        dict(label="onnxruntime-web 1.19.2 training (1 thread)", page="ort.html",
-             query=q("ort_web_warmup", "ort_web_steps") + "&threads=1", isolated=False),
-        dict(label="onnxruntime-web 1.19.2 training (2 threads, COOP/COEP)", page="ort.html",
-             query=q("ort_web_warmup", "ort_web_steps") + "&threads=2", isolated=True),
-        dict(label="TensorFlow.js 4.22 wasm (1 thread)", page="tfjs.html",
-             query=q("tfjs_warmup", "tfjs_steps") + "&threads=1", isolated=False, workloads=TFJS_WORKLOADS),
-        dict(label="TensorFlow.js 4.22 wasm (2 threads, COOP/COEP)", page="tfjs.html",
-             query=q("tfjs_warmup", "tfjs_steps") + "&threads=2", isolated=True, workloads=TFJS_WORKLOADS),
+        dict(label="pytrain (Pyodide 0.17.1, numpy)", page="pytrain.html", counts=pyo, extra="&gemm=0", isolated=False),
+        dict(label="pytrain (Pyodide 0.17.1 + wasm kernels)", page="pytrain.html", counts=pyo, extra="&gemm=1",
+             isolated=False),
+        dict(label="onnxruntime-web 1.19.2 training (1 thread)", page="ort.html", counts=ortw, extra="&threads=1",
+             isolated=False),
+        dict(label="onnxruntime-web 1.19.2 training (2 threads, COOP/COEP)", page="ort.html", counts=ortw,
+             extra="&threads=2", isolated=True),
+        dict(label="TensorFlow.js 4.22 wasm (1 thread)", page="tfjs.html", counts=tfjs, extra="&threads=1",
+             isolated=False, workloads=TFJS_WORKLOADS),
+        dict(label="TensorFlow.js 4.22 wasm (2 threads, COOP/COEP)", page="tfjs.html", counts=tfjs,
+             extra="&threads=2", isolated=True, workloads=TFJS_WORKLOADS),
     ]
+
+
+def page_url(row: dict, n: str, steps: dict) -> str:
+    st = workload_steps(n, steps)
+    warmup, count = row["counts"]
+    return f"/bench/pages/{row['page']}?workload={n}&warmup={st[warmup]}&steps={st[count]}{row['extra']}"
 
 
 def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
@@ -228,9 +246,8 @@ def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
     with BrowserSession(verbose=verbose) as s, AppSite() as site:
         results["env"]["chromium"] = s.version
         results["rows"] += _measure_rows(
-            names, browser_rows(steps), repeat, "browser", lambda row: row["page"].split(".")[0],
-            lambda n, row: s.run_page(f"/bench/pages/{row['page']}?workload={n}&{row['query']}",
-                                      isolated=row["isolated"]),
+            names, browser_rows(), repeat, "browser", lambda row: row["page"].split(".")[0],
+            lambda n, row: s.run_page(page_url(row, n, steps), isolated=row["isolated"]),
             lambda rec: (f"cold {rec['cold_ms']:7.0f} ms  wasm {rec['wasm_memory_mb']:6.1f} MB  "
                          f"{rec['bytes_gzip'] / 2**20:5.1f} MB gz  loss {rec['first_loss']:.5f}"),
             after_pass=lambda i: run_app_start(results, s, site))   # one start-up per pass
@@ -463,6 +480,7 @@ def merge_results(base: dict, new: dict, names: List[str]) -> dict:
     base["rows"] = keep + new["rows"]
     gens = {(g["workload"], g["runtime"]) for g in new.get("gen", [])}
     base["gen"] = [g for g in base.get("gen", []) if (g["workload"], g["runtime"]) not in gens] + new.get("gen", [])
+    base.setdefault("steps_real", {}).update(new.get("steps_real") or {})
     base.setdefault("merged", []).append({k: new.get(k) for k in ("started", "commit", "wall_s", "repeat", "steps")}
                                          | {"workloads": names, "groups": sorted(groups),
                                             "load_avg": [new["env"].get("load_avg_start"),
@@ -493,6 +511,7 @@ def main(argv: Optional[list] = None) -> None:
     steps = step_counts(args)
     t0 = time.time()
     results = {"env": environment(), "steps": steps, "quick": args.quick, "repeat": args.repeat, "rows": [], "gen": [],
+               "steps_real": {n: workload_steps(n, steps) for n in names if n in REAL_MODEL_STEPS},
                "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     log(f"machine: {results['env']['cpu']} x{results['env']['cores']}, "
         f"load {results['env']['load_avg_start']}")
