@@ -77,3 +77,25 @@ def test_transpose_backend_and_accelerated_kernels_are_used_and_can_decline():
     for k in ref_params:
         np.testing.assert_array_equal(params[k], ref_params[k])
     assert registry.get_kernel("Relu").fn is registry.get_kernel("Relu").numpy_fn
+
+
+def test_sequence_times_matrix_goes_to_the_backend_as_one_product():
+    """(batch, tokens, k) @ (k, n), forward and in MatMulGrad's dA: the rows folded into one 2-D product."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 6)).astype(np.float32)
+    calls = []
+
+    def einsum_product(x, y):
+        calls.append((x.shape, y.shape))
+        return np.einsum("ij,jk->ik", x, y)
+
+    previous = linalg.set_backend(einsum_product)
+    try:
+        got = linalg.matmul(a, b)
+        got_t = linalg.matmul(got, b.T)  # dA's product: dY @ B^T with a transposed view
+    finally:
+        linalg.set_backend(previous)
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_t, np.matmul(np.matmul(a, b), b.T), rtol=1e-5, atol=1e-5)
+    assert calls == [((15, 4), (4, 6)), ((15, 6), (6, 4))]
