@@ -33,14 +33,15 @@ _MAX_STACK = 4
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numpy ``matmul`` semantics (batched, broadcasting, 1-D promotion)."""
+    if a.ndim > 2 and b.ndim == 2:
+        # a Linear layer over a sequence, (batch, tokens, k) @ (k, n): one product of all the rows, not
+        # one per batch item (numpy loops over the batch; in the browser its batched matmul has no BLAS,
+        # ~3 GFLOP/s against the wasm GEMM's ~40)
+        out = matmul(a.reshape(-1, a.shape[-1]), b)
+        return out.reshape(a.shape[:-1] + (b.shape[1],))
     if _backend is not None and a.dtype == np.float32 and b.dtype == np.float32:
         if a.ndim == 2 and b.ndim == 2:
             return _backend(a, b)
-        if a.ndim > 2 and b.ndim == 2:
-            # a Linear layer over a sequence, (batch, tokens, k) @ (k, n): one product of all the rows
-            # (in the browser numpy's batched matmul has no BLAS: ~3 GFLOP/s against the GEMM's ~40)
-            out = _backend(a.reshape(-1, a.shape[-1]), b)
-            return out.reshape(a.shape[:-1] + (b.shape[1],))
         if a.ndim == 3 and b.ndim == 3 and a.shape[0] == b.shape[0] <= _MAX_STACK:
             # convolutions: one product per group (usually one, which needs no stacking copy)
             if a.shape[0] == 1:
