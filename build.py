@@ -178,6 +178,18 @@ STARTUP_MODULES = ROOT / "pyodide-startup-modules.txt"
 PYC_BUNDLE_MAGIC = b"PTPYC001"
 
 
+def _lz4_length(src: bytes, i: int, length: int) -> Tuple[int, int]:
+    """A token's 4-bit length, extended by bytes while it is saturated (15, then 255s): (length, next i)."""
+    if length == 15:
+        while True:
+            b = src[i]
+            i += 1
+            length += b
+            if b != 255:
+                break
+    return length, i
+
+
 def _lz4_block(src: bytes, size: int) -> bytes:
     """Decode one raw LZ4 block (the format emscripten's file packager compresses chunks with)."""
     out = bytearray()
@@ -185,28 +197,13 @@ def _lz4_block(src: bytes, size: int) -> bytes:
     while i < n:
         token = src[i]
         i += 1
-        lit = token >> 4
-        if lit == 15:
-            while True:
-                b = src[i]
-                i += 1
-                lit += b
-                if b != 255:
-                    break
+        lit, i = _lz4_length(src, i, token >> 4)
         out += src[i:i + lit]
         i += lit
         if i >= n:
             break
         off = src[i] | (src[i + 1] << 8)
-        i += 2
-        length = token & 15
-        if length == 15:
-            while True:
-                b = src[i]
-                i += 1
-                length += b
-                if b != 255:
-                    break
+        length, i = _lz4_length(src, i + 2, token & 15)
         length += 4
         start = len(out) - off
         if off >= length:

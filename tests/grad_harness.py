@@ -129,6 +129,11 @@ def away(*shape: int, gap: float = 0.2, scale: float = 1.0) -> np.ndarray:
     return v.astype(np.float64)
 
 
+def f32(*shape: int, scale: float = 1.0) -> np.ndarray:
+    """Standard normal float32 values from RNG (for checks against torch in float32)."""
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
 def i64(*values) -> np.ndarray:
     return np.array(values, dtype=np.int64)
 

@@ -22,7 +22,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from grad_harness import (ATOL, F64, RNG, RTOL, Case, away, binary, check, fd_grads, i64, node, rand,
+from grad_harness import (ATOL, F64, RNG, RTOL, Case, away, binary, check, f32, fd_grads, i64, node, rand,
                           train_grads, unary, with_loss)
 from pytrain import artifacts, losses
 from pytrain.api import CheckpointState, Module
@@ -616,10 +616,6 @@ except ImportError:  # the rule tests above need no torch
     torch = None
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 F32 = TensorProto.FLOAT
-
-
-def f32(*shape: int, scale: float = 1.0) -> np.ndarray:
-    return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
 def f32_model(nodes, inputs: Dict[str, tuple], inits: Dict[str, np.ndarray], out: str, out_shape, opset: int = 17):

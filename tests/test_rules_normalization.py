@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from grad_harness import RNG, Case, check, node, rand, with_loss
+from grad_harness import Case, check, f32, node, rand, with_loss
 from pytrain import artifacts
 from pytrain.api import CheckpointState, Module
 from pytrain.errors import UnsupportedOpError
@@ -118,10 +118,6 @@ except ImportError:  # the rule tests above need no torch
     torch = None
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 F32 = TensorProto.FLOAT
-
-
-def f32(*shape: int, scale: float = 1.0) -> np.ndarray:
-    return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
 def layer_model(nodes, x_shape, params: Dict[str, np.ndarray], out_shape, opset: int,

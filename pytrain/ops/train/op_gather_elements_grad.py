@@ -6,6 +6,7 @@ import numpy as np
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
 from pytrain.ops.shape._indices import element_positions
+from pytrain.ops.train._scatter import add_at_positions
 
 
 @kernel("GatherElementsGrad", domain=PYTRAIN_DOMAIN)
@@ -16,7 +17,4 @@ def gather_elements_grad(ctx: OpContext, dY: np.ndarray, indices: np.ndarray, X:
     if dY.shape != pos.shape:
         raise KernelError("GatherElementsGrad node %r: dY shape %s is not the indices shape %s"
                           % (ctx.node_name, dY.shape, pos.shape))
-    # one bincount over flat positions: summed in float64 (repeats lose no precision) and much
-    # faster than np.add.at in the browser's numpy 1.17
-    sums = np.bincount(pos.reshape(-1), weights=dY.reshape(-1), minlength=int(np.prod(X.shape, dtype=np.int64)))
-    return (sums.astype(dY.dtype, copy=False).reshape(X.shape),)
+    return (add_at_positions(dY, pos, X.shape),)

@@ -6,6 +6,7 @@ import numpy as np
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
 from pytrain.ops.shape._indices import batched_nd_positions
+from pytrain.ops.train._scatter import add_at_positions
 
 
 @kernel("GatherNDGrad", domain=PYTRAIN_DOMAIN)
@@ -16,5 +17,4 @@ def gather_nd_grad(ctx: OpContext, dY: np.ndarray, indices: np.ndarray, X: np.nd
     if dY.shape != pos.shape:
         raise KernelError("GatherNDGrad node %r: dY shape %s is not GatherND's output shape %s"
                           % (ctx.node_name, dY.shape, pos.shape))
-    sums = np.bincount(pos.reshape(-1), weights=dY.reshape(-1), minlength=int(np.prod(X.shape, dtype=np.int64)))
-    return (sums.astype(dY.dtype, copy=False).reshape(X.shape),)
+    return (add_at_positions(dY, pos, X.shape),)
