@@ -636,10 +636,17 @@ const commands = {
   },
   async changeOptimizer({ optimizer }) { await ready; needIdle("changing the optimizer"); return py("change_optimizer", { optimizer }); },
   async setScaling({ features = false, targets = null } = {}) { await ready; return py("set_scaling", { features, targets }); },
-  async buildCNN({ optimizer = "AdamW" } = {}) {
+  /* backbone: {bytes, name, extraFiles, size, normalize}, a pretrained feature extractor (only a head trains) */
+  async buildCNN({ optimizer = "AdamW", backbone = null } = {}) {
     await ready; needIdle("changing the model");
     startNewRun();
-    return py("build_cnn", { optimizer });
+    const bb = backbone && { bytes: backbone.bytes, name: backbone.name, extra_files: backbone.extraFiles || null,
+                             size: backbone.size || null, normalize: backbone.normalize || "unit" };
+    return py("build_cnn", { optimizer, backbone: bb });
+  },
+  async inspectBackbone({ bytes, name, extraFiles = null, size = null, normalize = "unit" }) {
+    await ready;
+    return py("inspect_backbone", { blob: bytes, name, extra_files: extraFiles, size, normalize });
   },
   async insights() { await ready; return py("insights"); },
   async runFile({ epochs } = {}) { await ready; return py("run_file", { epochs }); },

@@ -28,6 +28,11 @@ P_OUTPUTS = "pytrain.outputs"  # JSON list: the inference model's outputs
 P_TRAIN = "pytrain.train"    # JSON: settings of the run, checked on --resume
 P_CLASSES = "pytrain.classes"  # JSON list: text class labels, id = position
 P_STANDARDIZER = "pytrain.standardizer"  # JSON, see pytrain.data.Standardizer.to_json
+# JSON {"output", "mean", "std"}: the model learns regression targets as (y - mean) / std (the
+# page's target scaling); train and eval scale the targets, metrics and export un-scale the output
+P_TARGET_SCALING = "pytrain.target_scaling"
+# why ``--resume`` cannot continue this checkpoint's run exactly (set by the web app's run file)
+P_NO_RESUME = "pytrain.no_resume"
 P_EPOCH_LOSS = "pytrain.epoch_loss_sum"  # sum over the unfinished epoch's batches, for its mean
 P_EPOCH_SEEN = "pytrain.epoch_samples"
 
@@ -102,6 +107,7 @@ class ArtifactDir:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._blobs: Optional[Dict[str, bytes]] = None
         if not os.path.isdir(path):
             if os.path.exists(path):
                 raise CheckpointError("{} is a file, expected an artifact directory (made by "
@@ -116,8 +122,27 @@ class ArtifactDir:
         self._training = None
         self._eval = None
 
+    @classmethod
+    def from_bytes(cls, files: Dict[str, bytes], label: str = "the run file") -> "ArtifactDir":
+        """The same view of artifacts held in memory ({file name: bytes}, e.g. a run file's
+        members): lets a writer check what ``pytrain train`` will make of them before saving."""
+        missing = [f for f in FILES if f not in files]
+        if missing:
+            raise CheckpointError("{} is not a complete set of artifacts: missing {}".format(
+                label, ", ".join(missing)))
+        out = cls.__new__(cls)
+        out.path = label
+        out._blobs = {k: bytes(v) for k, v in files.items()}
+        out._training = None
+        out._eval = None
+        return out
+
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
+
+    def _source(self, name: str) -> Any:
+        """Path of artifact ``name``, or its bytes for artifacts held in memory."""
+        return self._blobs[name] if self._blobs is not None else self.file(name)
 
     @property
     def checkpoint_path(self) -> str:
@@ -125,30 +150,30 @@ class ArtifactDir:
 
     def training_proto(self):
         if self._training is None:
-            self._training = load_model_file(self.file(TRAINING), "training model")
+            self._training = load_model_file(self._source(TRAINING), "training model")
         return self._training
 
     def eval_proto(self):
         if self._eval is None:
-            self._eval = load_model_file(self.file(EVAL), "eval model")
+            self._eval = load_model_file(self._source(EVAL), "eval model")
         return self._eval
 
     def load_state(self):
-        return load_state(self.checkpoint_path)
+        return load_state(self._source(CHECKPOINT))
 
     def open(self, state, with_optimizer: bool = True, seed: Optional[int] = None) -> Tuple[Any, Any]:
         """(Module, Optimizer or None) over ``state``; ``seed`` seeds random ops such as Dropout."""
         from pytrain.api import Module, Optimizer
 
         module = Module(self.training_proto(), state, self.eval_proto(), seed=seed)
-        optimizer = Optimizer(self.file(OPTIMIZER), module) if with_optimizer else None
+        optimizer = Optimizer(self._source(OPTIMIZER), module) if with_optimizer else None
         return module, optimizer
 
     def default_lr(self) -> float:
         """The optimizer model's default learning rate (1e-3 when it records none)."""
         from pytrain.proto import model_metadata
 
-        meta = model_metadata(load_model_file(self.file(OPTIMIZER), "optimizer model"))
+        meta = model_metadata(load_model_file(self._source(OPTIMIZER), "optimizer model"))
         try:
             return float(meta.get("pytrain.default_lr", "0.001"))
         except ValueError:
@@ -208,3 +233,83 @@ class ArtifactDir:
 def read_settings(state) -> Dict[str, Any]:
     """The training settings recorded by the last ``pytrain train`` on this checkpoint."""
     return json_property(state, P_TRAIN, {}) or {}
+
+
+class TargetScaling:
+    """Regression targets learnt in standard units: ``(y - mean) / std`` while training, and
+    ``output * std + mean`` for metrics and in the exported model (the page's target scaling, in
+    float32 exactly as :mod:`pytrain.webapp.scaling` computes it, so a resumed run is the same)."""
+
+    def __init__(self, mean: Any, std: Any, output: Optional[str]) -> None:
+        import numpy as np
+
+        self.mean = np.asarray(mean, dtype=np.float32).reshape(-1)
+        self.std = np.asarray(std, dtype=np.float32).reshape(-1)
+        self.output = output
+        if self.mean.shape != self.std.shape or not len(self.mean) or not np.all(self.std > 0):
+            raise CheckpointError("checkpoint property {!r} holds mean {} and std {}: expected one positive std "
+                                  "per mean".format(P_TARGET_SCALING, self.mean.tolist(), self.std.tolist()))
+
+    def to_json(self) -> str:
+        return json.dumps({"output": self.output, "mean": self.mean.tolist(), "std": self.std.tolist()})
+
+    def _fit(self, a: Any, what: str) -> Any:
+        import numpy as np
+
+        flat = np.asarray(a, dtype=np.float32).reshape(len(a), -1)
+        if flat.shape[1] != len(self.mean):
+            raise ModelFormatError("{} have {} value(s) per sample, but the run's target scaling ({}) has {}".format(
+                what, flat.shape[1], P_TARGET_SCALING, len(self.mean)))
+        return flat
+
+    def scale(self, y: Any) -> Any:
+        """Targets in the units the model learns."""
+        import numpy as np
+
+        z = (self._fit(y, "targets") - self.mean) / self.std
+        return np.ascontiguousarray(z.reshape(np.shape(y)), dtype=np.float32)
+
+    def unscale(self, out: Any) -> Any:
+        """Model outputs in the target's own units."""
+        import numpy as np
+
+        z = self._fit(out, "model outputs") * self.std + self.mean
+        return np.ascontiguousarray(z.reshape(np.shape(out)), dtype=np.float32)
+
+    def bake(self, model_bytes: bytes) -> bytes:
+        """The exported model with ``output * std + mean`` on the scaled output (same name)."""
+        from pytrain.webapp.scaling import bake
+
+        return bake(model_bytes, {"y_mean": self.mean.tolist(), "y_std": self.std.tolist()}, str(self.output))
+
+
+def target_scaling(state) -> Optional[TargetScaling]:
+    """The run's target scaling (checkpoint property), or None."""
+    d = json_property(state, P_TARGET_SCALING)
+    if not d:
+        return None
+    try:
+        return TargetScaling(d["mean"], d["std"], d.get("output"))
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError("checkpoint property {!r} is malformed ({})".format(P_TARGET_SCALING, e)) from None
+
+
+class TargetScaledModule:
+    """A Module seen in the target's units: called with raw targets it computes the loss on the
+    scaled ones (the loss the run trains) and returns the model output un-scaled (for metrics)."""
+
+    def __init__(self, module: Any, scaling: TargetScaling) -> None:
+        self.module = module
+        self.scaling = scaling
+
+    def train(self) -> None:
+        self.module.train()
+
+    def eval(self) -> None:
+        self.module.eval()
+
+    def __call__(self, x: Any, y: Any) -> Any:
+        res = self.module(x, self.scaling.scale(y))
+        if isinstance(res, (list, tuple)) and len(res) > 1:
+            return [res[0], self.scaling.unscale(res[1])] + list(res[2:])
+        return res

@@ -58,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     metric = _metrics.check_metric(args.metric or _metrics.default_metric(loss_kind), loss_kind)
     ds = prepared_data(args, art, state)
     module, _ = art.open(state, with_optimizer=False)
+    scaling = A.target_scaling(state)
+    if scaling is not None:   # loss on the scaled targets the run trains on, outputs in the target's units
+        module = A.TargetScaledModule(module, scaling)
     reduction = str(state.properties.get(A.P_REDUCTION, "mean"))
     result = _metrics.evaluate(module, ds, args.batch_size, loss_kind, reduction, metric,
                                keep_outputs=bool(args.save_outputs))

@@ -41,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
         blob = with_standardization(ModelProto.FromString(blob), st.mean, st.std,
                                     data_inputs[0].name)[0].SerializeToString()
         baked = True
+    scaling = A.target_scaling(state)
+    unscaled = scaling is not None and scaling.output in outputs
+    if unscaled:   # the model learnt standard units; the export answers in the target's own
+        blob = scaling.bake(blob)
     write_atomic(args.output, blob)
     model = ModelProto.FromString(blob)
 
@@ -57,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     say("  outputs: {}".format(describe(model.graph.output)))
     if baked:
         say("  includes the training run's standardisation (x - mean) / std of its inputs")
+    if unscaled:
+        say("  answers in the target's units: {} * std + mean of the run's target scaling".format(scaling.output))
     if state.properties.get(A.P_CLASSES):
         say("  class ids are positions in: {}".format(", ".join(A.json_property(state, A.P_CLASSES))))
     return 0

@@ -10,9 +10,7 @@ import argparse
 import hashlib
 import json
 import math
-import signal
 import sys
-import threading
 import time
 from typing import Any, Dict, Optional, Tuple
 
@@ -77,6 +75,10 @@ def _settings(args: argparse.Namespace, state, where: str) -> Dict[str, Any]:
     if A.P_EPOCH not in state.properties or not stored:
         raise CheckpointError("nothing to resume: {} holds no training progress (run 'pytrain train' "
                               "without --resume first)".format(where))
+    if state.properties.get(A.P_NO_RESUME):
+        raise CliError("{} holds a run from the web page that the CLI cannot continue exactly: {}. Continue it in "
+                       "the page or the widget (they take the run file back), or train on without --resume"
+                       .format(where, state.properties[A.P_NO_RESUME]))
     for k in _FIXED_ON_RESUME:
         if given[k] is not None and given[k] != stored.get(k):
             raise CliError("--{} {} differs from the interrupted run's {}; a resumed run must keep "
@@ -111,8 +113,15 @@ def _digest(*arrays: np.ndarray) -> str:
     return h.hexdigest()[:16]
 
 
-def _prepare_data(args, art, state, settings, inp, label_spec, task, loss_kind):
-    """(train set, validation set or None, standardizer or None) fitted to the model."""
+def prepare_data(args, art, state, settings, inp, label_spec, task):
+    """(train set, validation set or None, standardizer or None, target scaling or None) fitted
+    to the model: the training set as the model trains on it (standardised features, targets in
+    the units of the run's target scaling), the validation set with standardised features and raw
+    targets (it is evaluated through :class:`pytrain.cli._artifacts.TargetScaledModule`).
+
+    ``args.data`` may be bytes (a CSV table): the web app's run file checks with this very
+    function that ``pytrain train --resume`` will see its data as the page does.
+    """
     out_specs = art.eval_outputs()
     num_classes = None
     if task == "classification" and out_specs and out_specs[0].shape:
@@ -151,7 +160,15 @@ def _prepare_data(args, art, state, settings, inp, label_spec, task, loss_kind):
         if val is not None:
             val = data.Dataset(std.transform(val.x), val.y, val.classes, val.feature_names,
                                val.task, val.source)
-    return train, val, std
+    # a property of the model (the units its output learnt), so new runs on its weights keep it too
+    scaling = A.target_scaling(state)
+    if scaling is not None:
+        if task != "regression":
+            raise CliError("the checkpoint scales regression targets ({}) but the model's {} loss trains "
+                           "classes".format(A.P_TARGET_SCALING, art.loss_kind(state)))
+        train = data.Dataset(train.x, scaling.scale(train.y), train.classes, train.feature_names, train.task,
+                             train.source)
+    return train, val, std, scaling
 
 
 class _StopFlag:
@@ -163,6 +180,9 @@ class _StopFlag:
         self._old: Any = None
 
     def install(self) -> None:
+        import signal  # imported here: the web app imports this module (prepare_data) in Pyodide
+        import threading
+
         if threading.current_thread() is threading.main_thread():
             self._old = signal.signal(signal.SIGINT, self._handle)
             self._installed = True
@@ -173,6 +193,8 @@ class _StopFlag:
         self.requested = True
 
     def uninstall(self) -> None:
+        import signal
+
         if self._installed:
             signal.signal(signal.SIGINT, self._old if self._old is not None else signal.default_int_handler)
             self._installed = False
@@ -201,10 +223,14 @@ def run(args: argparse.Namespace) -> int:
     metric = _metrics.check_metric(args.metric or _metrics.default_metric(loss_kind), loss_kind)
     reduction = str(state.properties.get(A.P_REDUCTION, "mean"))
 
-    train, val, std = _prepare_data(args, art, state, settings, inp, label_spec, task, loss_kind)
+    train, val, std, scaling = prepare_data(args, art, state, settings, inp, label_spec, task)
     digest = _digest(train.x, train.y)
     if args.resume:
         stored = A.read_settings(state)
+        if stored.get("samples") not in (None, len(train)):
+            raise CliError("the training data differs from the interrupted run's ({} training samples now, "
+                           "{} then); resume with the same --data and options".format(
+                               len(train), stored.get("samples")))
         if stored.get("data_digest") not in (None, digest):
             raise CliError("the training data differs from the interrupted run's ({} samples now, "
                            "{} then); resume with the same --data and options".format(
@@ -245,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
     props = state.properties
     props[A.P_SEED] = int(settings["seed"])
     props[A.P_TRAIN] = json.dumps(settings, sort_keys=True)
+    props.pop(A.P_NO_RESUME, None)  # this run, made here, the CLI continues
     # a new run must not inherit the previous run's label mapping or standardisation
     if train.classes is not None:
         props[A.P_CLASSES] = json.dumps(train.classes)
@@ -332,7 +359,8 @@ def run(args: argparse.Namespace) -> int:
             train_loss = epoch_loss / max(1, epoch_seen)
             result = None
             if val is not None:
-                result = _metrics.evaluate(module, val, max(bs, 256), loss_kind, reduction, metric)
+                judged = module if scaling is None else A.TargetScaledModule(module, scaling)
+                result = _metrics.evaluate(judged, val, max(bs, 256), loss_kind, reduction, metric)
             phase = "idle"
             save(epoch, per_epoch)
             pos = (epoch + 1, 0)

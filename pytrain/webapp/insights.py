@@ -48,4 +48,8 @@ def layers(session: Any) -> List[Dict[str, Any]]:
     for name, p in session.state.parameters.items():
         size = int(np.prod(p.shape)) if len(p.shape) else 1
         rows.append({"name": name, "shape": [int(s) for s in p.shape], "size": size, "trains": bool(p.requires_grad)})
+    bb = getattr(session, "backbone", None)
+    if bb is not None:   # a pretrained feature extractor in front of the head: frozen, all its weights in one row
+        rows.insert(0, {"name": "backbone %s (frozen)" % bb.info.get("name", ""), "shape": [],
+                        "note": "the whole extractor", "size": int(bb.info.get("params", 0)), "trains": False})
     return rows

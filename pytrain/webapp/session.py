@@ -11,7 +11,7 @@ import numpy as np
 from pytrain import data as _data
 from pytrain.errors import DataError, DivergenceError, ModelFormatError
 from pytrain.webapp.common import ARTIFACT_FILES, WebappError, _core, _inference_session, _load_upload
-from pytrain.webapp import runfile, scaling
+from pytrain.webapp import feature_head, runfile, scaling
 from pytrain.webapp.demo import _generate, digits_artifacts, read_mnist
 from pytrain.webapp.inspect_model import _label_consumer_output, describe_model
 
@@ -49,6 +49,7 @@ class Session:
         self._added: List[Tuple[np.ndarray, np.ndarray]] = []
         self._good: Optional[Dict[str, Any]] = None   # last good checkpoint (bytes + position), see train_for
         self._loss_ref: List[float] = []              # first losses of the run: what "exploding" is relative to
+        self.backbone: Optional[feature_head.Backbone] = None   # a frozen pretrained feature extractor
 
     # ------------------------------------------------------------ data
 
@@ -167,6 +168,12 @@ class Session:
     # ------------------------------------------------------------ models and artifacts
 
     @staticmethod
+    def inspect_backbone(blob: bytes, name: str = "the backbone", extra_files: Optional[Dict[str, bytes]] = None,
+                         size: Optional[int] = None, normalize: str = "unit") -> Dict[str, Any]:
+        """Check and describe an uploaded feature extractor (see feature_head.describe)."""
+        return feature_head.describe(blob, name, extra_files, size, normalize)
+
+    @staticmethod
     def inspect_model(blob: bytes, name: str = "the uploaded model",
                       extra_files: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
         """Describe an uploaded inference model (raises ModelFormatError when it is not ONNX);
@@ -210,8 +217,13 @@ class Session:
                 "scaling": scaling.fit(None, d["train_y"]) if not classification else None}
         return self._use(arts, info)
 
-    def build_cnn(self, optimizer: str = "AdamW", seed: int = 0) -> Dict[str, Any]:
-        """A small CNN from scratch for the loaded images (the "teach it by example" flow)."""
+    def build_cnn(self, optimizer: str = "AdamW", seed: int = 0,
+                  backbone: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """A small CNN from scratch for the loaded images (the "teach it by example" flow); with a
+        ``backbone`` ({bytes, name, extra_files, size, normalize}) only a new head trains on its
+        features (see :mod:`pytrain.webapp.feature_head`)."""
+        if backbone:
+            return self._use(*feature_head.build(self, backbone, optimizer, seed))
         _, models, _ = _core()
         d = self._need_data()
         shape = [int(s) for s in d["train_x"].shape[1:]]
@@ -271,6 +283,7 @@ class Session:
         module = api.Module(arts["training"], state, arts["eval"])
         optimizer = api.Optimizer(arts["optimizer"], module)
         self.artifacts, self.model = dict(arts), dict(info)
+        self.backbone = feature_head.attach(arts, info, self.backbone)
         self.state, self.module, self.optimizer = state, module, optimizer
         self.artifacts_version += 1
         self.epoch = self.epoch_step = self.step = 0
@@ -372,6 +385,8 @@ class Session:
     def _model_x(self, x: np.ndarray) -> np.ndarray:
         """Samples as the training graph takes them (standardised when the page scales features;
         the exported model does that itself)."""
+        if self.backbone is not None:   # the head trains on the frozen backbone's (cached) features
+            return self.backbone.features(self._shape_x(x))
         return scaling.features(self._shape_x(x), self.model.get("scaling"))
 
     def set_scaling(self, features: bool = False, targets: Optional[bool] = None) -> Dict[str, Any]:
@@ -500,6 +515,8 @@ class Session:
 
     def _outputs(self, x: np.ndarray) -> np.ndarray:
         """Forward outputs of the current parameters (through the exported inference model)."""
+        if self.backbone is not None:   # the head on cached features: export() composes the same two graphs
+            return self.backbone.head_outputs(self.module, self.model["output"], self.step, self._shape_x(x))
         if self._infer is None or self._infer_step != self.step:
             self._infer = _inference_session(self.export())
             self._infer_step = self.step
@@ -577,6 +594,8 @@ class Session:
         """The inference model with the current parameters, serialized."""
         self._need_model()
         raw = bytes(self.module.export_model_for_inferencing(None, [self.model["output"]]))
+        if self.backbone is not None:   # one graph: the frozen backbone, then the trained head
+            raw = self.backbone.compose(raw)
         return scaling.bake(raw, self.model.get("scaling"), self.model["output"])
 
     def digest(self) -> str:
@@ -658,19 +677,7 @@ class Session:
         """The whole run as one zip the page, the widget and ``pytrain train --resume`` take back
         (see :mod:`pytrain.webapp.runfile`)."""
         self._need_model()
-        self._save_progress()
-        d, src = self.data or {}, self.data_source or {}
-        settings = {"epochs": int(epochs or max(1, self.epoch)), "batch_size": self.batch_size, "lr": self.lr,
-                    "scheduler": "none", "warmup": 0, "seed": self.seed, "standardize": False,
-                    "validation_split": src.get("val_fraction") if src.get("kind") == "csv" else None}
-        if d:
-            settings["samples"] = int(len(d["train_x"]))
-        runfile.cli_properties(self.state.properties, self.model.get("loss", ""), self.model["output"], settings,
-                               d.get("text_classes"))
-        meta = {"model": self.model, "data_source": src, "classes": d.get("classes"),
-                "epoch": self.epoch, "step": self.step, "digest": self.digest()}
-        csv_text = self._csv_text if src.get("kind") == "csv" else None
-        return runfile.write_run(self.artifacts, self.checkpoint(), meta, csv_text)
+        return runfile.run_file(self, epochs)
 
     def use_artifact_files(self, files: Dict[str, bytes]) -> Dict[str, Any]:
         """Use uploaded artifacts or a run file, recognised by content; a run continues at its step
@@ -688,6 +695,8 @@ class Session:
         if table is not None and src.get("kind") == "csv":
             data = self.use_csv(table, src["label"], src.get("task"), src.get("val_fraction", 0.2), src.get("seed", 0),
                                 src.get("exclude", ()), src.get("missing", "error"), src.get("onehot", False))
+        elif isinstance(table, dict) and src.get("kind") == "arrays":   # examples (and a backbone) of "By example"
+            data = runfile.use_examples(self, table, run, found.get(feature_head.ARTIFACT_KEY))
         if run.get("model"):
             model = self._use(found, run["model"])
         else:

@@ -1,10 +1,13 @@
 // "By example" (like Teachable Machine): name classes, add pictures of each from the camera (hold to
-// record) or from files, see them per class (delete any), and a small CNN learns them in the tab.
+// record) or from files, see them per class (delete any), and a small CNN learns them in the tab;
+// or, with a pretrained backbone the user brings (ONNX), only a new head trains on its features.
 // Also the camera side of "Try the model" for any image model.
 
-import { $, app, client, guarded, nf, setStatus } from "./ui.js";
+import { $, app, client, describeSetup, guarded, nf, setStatus } from "./ui.js";
+import { readFiles } from "./files.js";
 
 export const SHAPE = [3, 32, 32];   // what the CNN from scratch sees: 32x32 colour
+const KEEP = 224;                   // each example also keeps its picture up to this side, for a backbone's input size
 let stream = null;
 const video = document.createElement("video");   // never shown: frames are drawn onto #cam-view
 video.muted = true;
@@ -43,6 +46,18 @@ export function pixels(source, shape = SHAPE) {
     else { out[p] = r; out[h * w + p] = g; out[2 * h * w + p] = b; }
   }
   return out;
+}
+
+/** An example from an image source: its SHAPE pixels, with the picture kept (`.source`) for a backbone. */
+function sample(source) {
+  const w = source.videoWidth || source.width, h = source.videoHeight || source.height;
+  const k = Math.min(1, KEEP / Math.max(w, h, 1));
+  const canvas = document.createElement("canvas");
+  canvas.width = Math.max(1, Math.round(w * k)); canvas.height = Math.max(1, Math.round(h * k));
+  canvas.getContext("2d").drawImage(source, 0, 0, canvas.width, canvas.height);
+  const x = pixels(canvas);
+  x.source = canvas;
+  return x;
 }
 
 function thumb(x) {
@@ -86,7 +101,7 @@ function renderClasses() {
     files.onchange = () => guarded(null, async () => {
       for (const f of Array.from(files.files)) {
         const bmp = await createImageBitmap(f).catch(() => { throw new Error(`${f.name}: not an image the browser can decode`); });
-        cls.items.push(pixels(bmp)); bmp.close();
+        cls.items.push(sample(bmp)); bmp.close();
       }
       files.value = "";
       renderClasses();
@@ -119,13 +134,15 @@ function renderClasses() {
   const total = app.examples.reduce((a, c) => a + c.items.length, 0);
   const ready = app.examples.filter((c) => c.items.length >= 2).length >= 2;
   $("ex-build").disabled = !app.ready || app.training || !ready;
-  $("ex-info").textContent = ready ? `${nf.format(total)} examples in ${app.examples.length} classes.`
+  $("ex-info").textContent = ready ? `${nf.format(total)} examples in ${app.examples.length} classes.` +
+    (app.backbone ? ` Build: a head on ${app.backbone.name}.` : " Build: a small CNN from scratch.")
     : "Add at least two examples to at least two classes.";
+  $("ex-backbone-clear").disabled = !app.backbone;
 }
 
 function holdToRecord(button, i) {
   let timer = null;
-  const grab = () => { if (stream) { app.examples[i].items.push(pixels(video)); updateCount(i); } };
+  const grab = () => { if (stream) { app.examples[i].items.push(sample(video)); updateCount(i); } };
   const start = async (e) => {
     e.preventDefault();
     if (timer) return;
@@ -150,21 +167,87 @@ export function initExamples({ afterData, afterModel }) {
   renderClasses();
   $("cam-start").onclick = () => guarded(null, cameraOn, $("cam-start"));
   $("ex-add-class").onclick = () => { app.examples.push({ name: `Class ${app.examples.length + 1}`, items: [] }); renderClasses(); };
+  initBackbone();
   $("ex-build").onclick = () => guarded($("ex-build"), async () => {
     const used = app.examples.filter((c) => c.items.length);
     const n = used.reduce((a, c) => a + c.items.length, 0);
-    const size = SHAPE[0] * SHAPE[1] * SHAPE[2];
+    const bb = app.backbone;
+    const shape = bb ? bb.info.shape : SHAPE;    // a backbone gets the pictures at its own input size
+    const size = shape[0] * shape[1] * shape[2];
     const x = new Float32Array(n * size);
     const y = new Int32Array(n);
     let k = 0;
-    used.forEach((c, ci) => c.items.forEach((item) => { x.set(item, k * size); y[k] = ci; k++; }));
-    setStatus("setup-status", "Building a small CNN for your examples…");
-    afterData(await client.call("useArrays", { x, shape: [n].concat(SHAPE), y, task: "classification", classes: used.map((c) => c.name) }));
-    app.rebuild = async (optimizer) => afterModel(await client.call("buildCNN", { optimizer }));
+    used.forEach((c, ci) => c.items.forEach((item) => {
+      x.set(bb ? pixels(item.source || thumb(item), shape) : item, k * size); y[k] = ci; k++;
+    }));
+    setStatus("setup-status", bb ? `Computing each example's features with ${bb.name} (once), then building the head…`
+      : "Building a small CNN for your examples…");
+    afterData(await client.call("useArrays", { x, shape: [n].concat(shape), y, task: "classification", classes: used.map((c) => c.name) }));
+    const backbone = bb && { bytes: bb.bytes, name: bb.name, extraFiles: bb.extraFiles, size: bb.info.shape[1], normalize: bb.normalize };
+    app.rebuild = async (optimizer) => afterModel(await client.call("buildCNN", { optimizer, backbone }));
     await app.rebuild($("optimizer").value);
   });
   client.on("ready", renderClasses);
   client.on("state", renderClasses);
+}
+
+// ------------------------------------------------------------------ a pretrained backbone (optional)
+
+app.backbone = null;   // {name, bytes, extraFiles, normalize, info} of the chosen feature extractor
+
+async function inspectBackbone(file) {
+  const normalize = $("ex-backbone-norm").value;
+  const size = parseInt($("ex-backbone-size").value, 10);
+  $("ex-backbone-info").textContent = `Checking ${file.name} (one test picture through it)…`;
+  const info = await client.call("inspectBackbone", { bytes: file.bytes, name: file.name, extraFiles: file.extraFiles, size, normalize });
+  app.backbone = Object.assign({}, file, { normalize, info });
+  const sel = $("ex-backbone-size");
+  sel.disabled = !info.open_size;
+  if (!info.open_size) {   // show the size the backbone is fixed at
+    const side = String(info.shape[1]);
+    if (!Array.from(sel.options).some((o) => o.value === side)) sel.add(new Option(side, side));
+    sel.value = side;
+  }
+  sel.title = info.open_size ? "the backbone takes pictures of any size: choose the side they are resized to"
+    : `the backbone takes ${info.shape[1]}×${info.shape[2]} pictures`;
+  $("ex-backbone-info").textContent = `${file.name}: ${info.nodes} nodes, ${nf.format(info.params)} parameters, frozen ` +
+    `(BatchNorm on running statistics, Dropout off). It sees ${info.shape.join("×")} pictures` +
+    `${info.open_size ? " (size chosen here: the model takes any)" : ""} given as ${info.normalization}, and gives ` +
+    `${nf.format(info.features)} features${info.pooled ? " (its feature map averaged)" : ""}. Only a new head ` +
+    `(${nf.format(info.features)} × classes + classes parameters) trains.`;
+  renderClasses();
+}
+
+function clearBackbone() {
+  app.backbone = null;
+  $("ex-backbone").value = "";
+  $("ex-backbone-size").disabled = true;
+  $("ex-backbone-info").textContent = "No backbone: a small CNN from scratch.";
+  renderClasses();
+}
+
+function initBackbone() {
+  const input = $("ex-backbone");
+  input.onchange = () => guarded(null, async () => {
+    app.backbone = null;
+    $("ex-backbone-info").textContent = "";
+    const chosen = await readFiles(input);
+    if (!chosen.length) { clearBackbone(); return; }
+    const main = chosen.find((f) => /\.onnx$/i.test(f.name)) || chosen[0];
+    const extraFiles = {};   // its .onnx.data external data, by file name (as "Your model" takes it)
+    for (const f of chosen) if (f !== main) extraFiles[f.name] = new Uint8Array(f.data);
+    try {
+      await inspectBackbone({ name: main.name, bytes: new Uint8Array(main.data), extraFiles });
+    } catch (e) { clearBackbone(); throw e; }
+  }, input);
+  for (const id of ["ex-backbone-size", "ex-backbone-norm"]) {
+    $(id).onchange = () => guarded(null, async () => {
+      if (!app.backbone) return;
+      const { name, bytes, extraFiles } = app.backbone;
+      try { await inspectBackbone({ name, bytes, extraFiles }); } catch (e) { clearBackbone(); throw e; }
+    }, $(id));
+  }
+  $("ex-backbone-clear").onclick = () => guarded(null, async () => { clearBackbone(); describeSetup(); }, $("ex-backbone-clear"));
 }
 
 // ------------------------------------------------------------------ trying an image model
@@ -180,7 +263,10 @@ export function toggleLivePrediction(show) {
     live = setInterval(async () => {
       if (busy || app.training) return;
       busy = true;
-      try { show(await client.call("predict", { x: pixels(video, shape), shape: [1].concat(shape) })); } finally { busy = false; }
+      try {
+        const x = pixels(video, shape);   // the frame as the model gets it (kept with the prediction)
+        show(Object.assign(await client.call("predict", { x, shape: [1].concat(shape) }), { input: x }));
+      } finally { busy = false; }
     }, 500);
   });
 }
@@ -191,5 +277,5 @@ export async function predictFile(file, show) {
   const shape = app.model.sample_shape;
   const x = pixels(bmp, shape);
   bmp.close();
-  show(await client.call("predict", { x, shape: [1].concat(shape) }));
+  show(Object.assign(await client.call("predict", { x, shape: [1].concat(shape) }), { input: x }));
 }

@@ -83,7 +83,7 @@ function renderLayers(r) {
   for (const l of r.layers) {
     const tr = document.createElement("tr");
     tr.appendChild(cell("th", l.name, { scope: "row" }));
-    tr.appendChild(cell("td", l.shape.join(" × ") || "scalar"));
+    tr.appendChild(cell("td", l.shape.join(" × ") || l.note || "scalar"));
     tr.appendChild(cell("td", nf.format(l.size)));
     tr.appendChild(cell("td", l.trains ? "yes" : "no (frozen)"));
     body.appendChild(tr);

@@ -75,6 +75,8 @@ export class LinePlot {
     ctx.font = "12px system-ui, sans-serif";
     const pad = { l: 46, r: 12, t: 24, b: 30 };
     let pw = w - pad.l - pad.r;
+    const titleEnd = this.title ? pad.l + ctx.measureText(this.title).width + 16 : pad.l;
+    const legend = this._legend(ctx, w, h, pad, titleEnd);   // may take lines under the plot (pad.b grows)
     const ph = h - pad.t - pad.b;
     if (pw <= 10 || ph <= 10) return;
 
@@ -120,18 +122,15 @@ export class LinePlot {
     for (const t of niceTicks(x0, x1, 5).filter((v) => !this.integerX || Number.isInteger(v))) {
       const px = X(t);
       ctx.beginPath(); ctx.moveTo(px, pad.t); ctx.lineTo(px, pad.t + ph); ctx.stroke();
-      ctx.fillText(fmt(t), px - 8, h - 14);
+      ctx.fillText(fmt(t), px - 8, pad.t + ph + 16);
     }
-    if (this.xLabel) ctx.fillText(this.xLabel, pad.l + pw - ctx.measureText(this.xLabel).width, h - 2);
+    if (this.xLabel) ctx.fillText(this.xLabel, pad.l + pw - ctx.measureText(this.xLabel).width, pad.t + ph + 28);
     ctx.strokeStyle = COLORS.axis;
     ctx.strokeRect(pad.l, pad.t, pw, ph);
 
     // series: at most ~2 points per pixel column (min/max per bucket keeps spikes visible)
     ctx.save();
     ctx.beginPath(); ctx.rect(pad.l, pad.t, pw, ph); ctx.clip();
-    const titleEnd = this.title ? pad.l + ctx.measureText(this.title).width + 16 : pad.l;
-    let legendX = Math.max(titleEnd, pad.l + pw - this.series.filter((s) => s.label && s.points.length)
-      .reduce((a, s) => a + ctx.measureText(s.label).width + 26, 0));
     for (const s of this.series) {
       const pts = s.points.filter((p) => Number.isFinite(p[1]));
       if (!pts.length) continue;
@@ -160,14 +159,45 @@ export class LinePlot {
     }
     ctx.restore();
     ctx.setLineDash([]);
-    for (const s of this.series) {   // legend in the title row, right-aligned, outside the plot area
-      if (!s.label || !s.points.length) continue;
+    legend.forEach(({ s, x, y }) => {   // outside the plot area, always inside the canvas
       ctx.fillStyle = s.color;
-      ctx.fillRect(legendX, pad.t - 12, 10, 3);
+      ctx.fillRect(x, y - 5, 10, 3);
       ctx.fillStyle = COLORS.text;
-      ctx.fillText(s.label, legendX + 14, pad.t - 7);
-      legendX += ctx.measureText(s.label).width + 26;
+      ctx.fillText(s.label, x + 14, y);
+    });
+  }
+
+  /**
+   * Where each legend entry goes ({s, x, y: text baseline}): right-aligned in the title row when
+   * the row has room, else wrapped in lines under the x axis (a narrow phone screen), which
+   * `pad.b` then makes room for. `legendBoxes` keeps the boxes (CSS px in the canvas) for tests.
+   */
+  _legend(ctx, w, h, pad, titleEnd) {
+    const items = this.series.filter((s) => s.label && s.points.length)
+      .map((s) => ({ s, w: Math.min(ctx.measureText(s.label).width + 14, w - 16) }));
+    const gap = 12, lineH = 16, right = w - pad.r;
+    const total = items.reduce((a, it) => a + it.w + gap, 0) - gap;
+    const out = [];
+    if (!items.length) { this.legendBoxes = []; return out; }
+    if (titleEnd + total <= right) {
+      let x = right - total;
+      for (const it of items) { out.push({ s: it.s, x, y: pad.t - 7, w: it.w }); x += it.w + gap; }
+    } else {
+      const left = 8, lines = [[]];
+      let x = left;
+      for (const it of items) {
+        if (x > left && x + it.w > right) { lines.push([]); x = left; }
+        lines[lines.length - 1].push(it);
+        x += it.w + gap;
+      }
+      pad.b += lines.length * lineH;
+      lines.forEach((line, k) => {
+        let lx = left;
+        for (const it of line) { out.push({ s: it.s, x: lx, y: h - pad.b + 30 + (k + 1) * lineH - 4, w: it.w }); lx += it.w + gap; }
+      });
     }
+    this.legendBoxes = out.map((e) => ({ label: e.s.label, x: e.x, y: e.y - 11, w: e.w, h: 14 }));
+    return out;
   }
 }
 

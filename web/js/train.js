@@ -20,6 +20,7 @@ let ema = null;
 let lossRange = [Infinity, 0];
 app.lossPoints = () => lossSeries.points.slice();
 app.lossPlotLog = () => lossPlot.logY;
+app.plots = { loss: lossPlot, metric: metricPlot };   // legend boxes etc., for the tests
 
 export function resetPlots() {
   lossSeries.points = []; emaSeries.points = []; valLossSeries.points = []; metricSeries.points = [];
@@ -28,6 +29,7 @@ export function resetPlots() {
   lossPlot.logY = false;
   app.epochs = [];
   lossPlot.draw(); metricPlot.draw();
+  if ($("run-file-note")) showNoResume(null);   // said of the previous model's run file
 }
 
 function addLosses(firstStep, losses) {
@@ -219,8 +221,37 @@ $("download-checkpoint").onclick = () => guarded($("download-checkpoint"), async
 });
 $("download-run").onclick = () => guarded($("download-run"), async () => {
   const epochs = parseInt($("epochs").value, 10) || undefined;
-  download(await client.call("runFile", { epochs }), `pytrain-run-step${app.step}.zip`, "application/zip");
+  const bytes = await client.call("runFile", { epochs });
+  download(bytes, `pytrain-run-step${app.step}.zip`, "application/zip");
+  showNoResume(zipComment(bytes).match(/^pytrain\.no_resume: ([^]*)$/));
 });
+
+/** One line under the downloads when `pytrain train --resume` cannot continue the run file, saying why
+ *  (the reason its zip comment repeats, see pytrain/webapp/runfile.py). Not a live region: the
+ *  download button is described by it. */
+function showNoResume(why) {
+  let note = $("run-file-note");
+  if (!note) {
+    note = document.createElement("p");
+    note.id = "run-file-note";
+    note.className = "help small";
+    $("download-run").closest(".buttons").after(note);
+    $("download-run").setAttribute("aria-describedby", note.id);
+  }
+  note.textContent = why ? `This run file goes back into this page or the widget in any browser, ` +
+    `but not into pytrain train --resume: ${why[1]}.` : "";
+  note.hidden = !why;
+}
+
+/** A zip's comment: the text after its end-of-central-directory record. */
+function zipComment(b) {
+  for (let i = b.length - 22; i >= Math.max(0, b.length - 22 - 65535); i--) {
+    if (b[i] === 0x50 && b[i + 1] === 0x4b && b[i + 2] === 5 && b[i + 3] === 6) {
+      return new TextDecoder().decode(b.subarray(i + 22, i + 22 + (b[i + 20] | (b[i + 21] << 8))));
+    }
+  }
+  return "";
+}
 $("download-model").onclick = () => guarded($("download-model"), async () => {
   download(await client.call("exportModel"), `pytrain-model-step${app.step}.onnx`);
 });

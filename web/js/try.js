@@ -107,7 +107,7 @@ $("row-predict").onclick = () => guarded($("row-predict"), async () => {
 // image models: the camera, or a picture file
 function showImagePrediction(res) {
   app.lastPrediction = { outputs: res.outputs[0], probabilities: res.probabilities ? res.probabilities[0] : null,
-                         label: res.label ? res.label[0] : null };
+                         label: res.label ? res.label[0] : null, input: res.input ? Array.from(res.input) : null };
   $("image-prediction").textContent = res.label
     ? `Prediction: ${res.label[0]} (${(100 * Math.max(...res.probabilities[0])).toFixed(1)}% confident)`
     : `Prediction: ${res.outputs[0].map((v) => v.toPrecision(4)).join(", ")}`;

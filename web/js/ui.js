@@ -121,11 +121,19 @@ export function describeSetup() {
   const m = app.model;
   if (m && m.ready) {
     const name = m.origin === "digits" ? `digits ${m.kind.toUpperCase()}` : m.origin === "mlp" ? `MLP (${m.hidden.join("-")})`
-      : m.origin === "upload" ? "your model" : "your artifacts";
+      : m.origin === "upload" ? "your model" : m.origin === "cnn" ? "a small CNN from scratch"
+      : m.origin === "backbone" ? `a new head on the frozen backbone ${m.backbone.name}` : "your artifacts";
     const sc = m.scaling || {};
     const scaled = [sc.x_mean ? "features standardised" : "", sc.y_mean ? "targets scaled to mean 0, std 1" : ""].filter(Boolean);
     parts.push(`Model: ${name}, ${nf.format(m.params)} trainable parameters, ${m.loss}, ${m.optimizer}` +
       (scaled.length ? ` (${scaled.join(", ")}; undone in the exported model).` : "."));
+    if (m.origin === "backbone") {   // what trains and what does not, in numbers
+      const b = m.backbone;
+      parts.push(`Backbone: ${nf.format(b.params)} parameters, frozen (BatchNorm on its running statistics, ` +
+        `Dropout off); it sees ${b.shape.join("×")} pictures as ${b.normalization} and gives ${nf.format(b.features)} ` +
+        `features${b.pooled ? " (its feature map averaged)" : ""}, computed once per example. Head (Gemm): ` +
+        `${nf.format(m.head_params)} parameters, trained.`);
+    }
   } else parts.push("No model yet.");
   setStatus("setup-status", parts.join(" "), !!(d && d.loaded && m && m.ready));
 }
