@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from pytrain import fusion
 from pytrain.errors import KernelError, PytrainError, UnsupportedOpError
 from pytrain.graph import node_label, topological_order
 from pytrain.ops import OpContext, get_kernel, supported_ops
@@ -74,6 +75,7 @@ class Plan:
                 consts[t.name] = to_array(t, "the graph's initializers")
         nodes = topological_order(graph.node, list(fed) + list(consts))
         nodes = live_nodes(nodes, self.output_names)
+        nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/fusion.py
         produced = {o for n in nodes for o in n.output if o}
         for o in self.output_names:
             if o not in produced and o not in fed and o not in consts:

@@ -206,6 +206,22 @@ def batch_first(y: np.ndarray) -> np.ndarray:
     return linalg.transposed(y.reshape(-1, n)).reshape((n,) + y.shape[:-1])
 
 
+#: up to this many elements, padding and moving the batch last is one strided copy into a
+#: zeroed buffer; for larger tensors two contiguous passes are faster (measured natively)
+_ONE_COPY_MAX = 1 << 18
+
+
+def padded_batch_last(x: np.ndarray, win: Window) -> np.ndarray:
+    """``batch_last(pad_spatial(x, win))``: the padded input as C-contiguous ``(C, *padded, N)``."""
+    if (win.needs_padding and x.size <= _ONE_COPY_MAX and linalg._transpose_backend is None
+            and not linalg.IN_BROWSER):  # (measured natively; in the browser a wasm kernel may transpose)
+        xt = np.zeros((x.shape[1],) + win.padded_shape + (x.shape[0],), dtype=x.dtype)
+        inner = tuple(slice(pb, pb + i) for i, pb in zip(win.in_shape, win.pads_begin))
+        xt[(slice(None),) + inner] = np.moveaxis(x, 0, -1)
+        return xt
+    return batch_last(pad_spatial(x, win))
+
+
 def conv_columns(x: np.ndarray, win: Window, group: int) -> np.ndarray:
     """The im2col matrix with the batch folded into the columns, shape ``(G, C/G*K, L*N)``:
     row ``c*K + tap`` (taps in C order), column ``l*N + n`` holds what tap ``tap`` of channel ``c``
@@ -214,7 +230,7 @@ def conv_columns(x: np.ndarray, win: Window, group: int) -> np.ndarray:
 
     The batch is the innermost axis so that, for unit strides, a tap's copy (and col2im's add)
     runs over whole output rows of all samples at once instead of one short row at a time."""
-    xt = batch_last(pad_spatial(x, win))  # (C, *padded, N)
+    xt = padded_batch_last(x, win)  # (C, *padded, N)
     cols = _columns_backend(xt, win) if _columns_backend is not None else None
     if cols is None:
         st = xt.strides
@@ -242,6 +258,85 @@ def conv_columns_adjoint(dcols: np.ndarray, win: Window, x_shape: Sequence[int])
             acc[tap_slices(win, tap)[1:] + (slice(None),)] += d[(slice(None),) + tuple(tap)]
     inner = tuple(slice(pb, pb + i) for i, pb in zip(win.in_shape, win.pads_begin))
     return batch_first(acc[(slice(None),) + inner])
+
+
+def window_view(xp: np.ndarray, win: Window) -> np.ndarray:
+    """Read-only view ``(N, C, *kernel, *out_shape)`` of the padded input ``xp`` (:func:`pad_spatial`):
+    element ``[n, c, *tap, *pos]`` is what kernel tap ``tap`` sees at output position ``pos``."""
+    st = xp.strides
+    rank = win.rank
+    return as_strided(
+        xp, shape=tuple(xp.shape[:2]) + win.kernel + win.out_shape,
+        strides=st[:2] + tuple(s * d for s, d in zip(st[2:2 + rank], win.dilations))
+        + tuple(s * k for s, k in zip(st[2:2 + rank], win.strides)), writeable=False)
+
+
+#: depthwise_conv2d works through the batch in chunks of about this many elements per buffer:
+#: its buffers then stay in cache and are reused, where whole-batch temporaries (several MB for
+#: MobileNet's first blocks) cost fresh pages on every call
+_DEPTHWISE_CHUNK = 1 << 16
+
+
+def depthwise_conv2d(x: np.ndarray, w: np.ndarray, win: Window, bias: Optional[np.ndarray] = None) -> np.ndarray:
+    """A 2-D depthwise convolution (one ``(kh, kw)`` filter per channel: ``w`` is ``(C, 1, kh, kw)``,
+    group == C), as a sum over the kernel's taps of per-channel weight times shifted input, with no
+    im2col matrix (9x the output for 3x3) and no batch transposes. Output ``(N, C, *out_shape)``.
+
+    The trick that makes every tap one multiply-add over long contiguous runs: with stride ``s`` the
+    padded input splits into ``s*s`` phases (padded rows = a mod s, columns = b mod s), each copied
+    once into a zero-bordered ``(gh, gw)`` grid per (sample, channel). Tap ``(i, j)`` of output
+    ``(r, c)`` reads phase ``(i*d % s, j*d % s)`` at grid position ``(r + i*d // s, c + j*d // s)``:
+    on the flattened phase that is the same position shifted by ``(i*d // s) * gw + j*d // s``. So
+    the output is computed on the whole grid (positions outside ``out_shape`` read across into the
+    next row, channel or sample, or the zero tail, and are dropped) and each tap's operand is one
+    slice of the flat phase. Fast natively when the grid is large (numpy loops over channels with
+    the grid as the inner run); small grids go through im2col, where the window overhead is lower.
+    ``bias`` (C,), if given, is added as each chunk's output is copied out of its grid."""
+    n, c = x.shape[0], x.shape[1]
+    (sh, sw), (dh, dw), (kh, kw) = win.strides, win.dilations, win.kernel
+    (pt, pl), (h, wd) = win.pads_begin, win.in_shape
+    hp, wp = win.padded_shape
+    gh, gw = -(-hp // sh), -(-wp // sw)
+    ho, wo = win.out_shape
+    per_sample = c * gh * gw
+    chunk = max(1, min(n, _DEPTHWISE_CHUNK // per_sample))
+    size = chunk * per_sample
+    taps = [(i * dh % sh, j * dw % sw, (i * dh // sh) * gw + j * dw // sw) for i in range(kh) for j in range(kw)]
+    tail = max(off for _, _, off in taps)
+    # one zeroed buffer per phase, reused for every chunk: only the input's positions are rewritten,
+    # so the padding (and the tail past the last sample) stays zero
+    phases = {}
+    for a, b, _ in taps:
+        if (a, b) not in phases:
+            r0, c0 = (a - pt) % sh, (b - pl) % sw  # the first input row/column on this phase
+            g0, g1 = (r0 + pt - a) // sh, (c0 + pl - b) // sw  # ... and where it lands on the grid
+            rows, cols = len(range(r0, h, sh)), len(range(c0, wd, sw))
+            phases[(a, b)] = (np.zeros(size + tail, dtype=x.dtype), (r0, c0), (g0, g1), (rows, cols))
+    wk = w.reshape(c, kh * kw).astype(x.dtype, copy=False)
+    weights = [wk[:, t].reshape(c, 1) for t in range(kh * kw)]
+    acc = np.empty((chunk, c, gh * gw), dtype=x.dtype)
+    tmp = np.empty_like(acc)
+    out = np.empty((n, c, ho, wo), dtype=x.dtype)
+    for s in range(0, n, chunk):
+        e = min(n, s + chunk)
+        k = e - s
+        for buf, (r0, c0), (g0, g1), (rows, cols) in phases.values():
+            grid = buf[:size].reshape(chunk, c, gh, gw)
+            grid[:k, :, g0:g0 + rows, g1:g1 + cols] = x[s:e, :, r0::sh, c0::sw]
+        ak, tk = acc[:k], tmp[:k]
+        for t, (a, b, off) in enumerate(taps):
+            v = phases[(a, b)][0][off:off + k * per_sample].reshape(k, c, gh * gw)
+            if t == 0:
+                np.multiply(v, weights[t], out=ak)
+            else:
+                np.multiply(v, weights[t], out=tk)
+                ak += tk
+        crop, part = ak.reshape(k, c, gh, gw)[:, :, :ho, :wo], out[s:e]
+        if bias is None:
+            part[...] = crop
+        else:
+            np.add(crop, bias.reshape(c, 1, 1).astype(x.dtype, copy=False), out=part)
+    return out
 
 
 def avg_divisor(win: Window, count_include_pad: int) -> np.ndarray:

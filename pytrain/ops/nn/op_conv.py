@@ -1,38 +1,102 @@
 """Conv (1-D, 2-D and N-D; strides, pads, auto_pad, dilations, groups) as one matmul per group over
-the strided window view of the padded input (im2col with the batch folded into the columns)."""
+the strided window view of the padded input (im2col with the batch folded into the columns).
+Natively, 1x1 convs, depthwise convs and large ungrouped ones take cheaper exact forms
+(:func:`_native_fast_path`: MobileNetV2's frozen backbone, issue 14)."""
 from __future__ import annotations
+
+from typing import Optional, Sequence
 
 import numpy as np
 
 from pytrain.errors import InputError
 from pytrain.ops import linalg
 from pytrain.ops.registry import kernel
-from pytrain.ops.windows import batch_first, conv_columns, geometry
+from pytrain.ops.windows import (Window, batch_first, conv_columns, depthwise_conv2d, geometry, pad_spatial,
+                                 window_view)
+
+#: below these many output positions per sample the batch-folded im2col GEMM wins (measured natively
+#: on MobileNetV2's layers: a 1x1 conv on 6x6 is 2x faster per sample, on 3x3 no faster; the
+#: depthwise taps win from 24x24 on and lose at 12x12)
+_POINTWISE_MIN_POSITIONS = 32
+_DEPTHWISE_MIN_POSITIONS = 256
+#: a full conv over this many output positions per sample does its im2col per sample, batch-first
+#: (MobileNet's first conv, 48x48 outputs: 2x faster; LeNet's 24x24 ones: no faster)
+_PER_SAMPLE_MIN_POSITIONS = 1024
 
 
-@kernel("Conv")
-def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
-         pads=None, strides=None):
+def _native_products() -> bool:
+    # The fast paths below use numpy's own matmul/elementwise loops; where linalg has a product
+    # backend (the browser's wasm GEMM, numpy without BLAS) the batch-folded GEMM is the fast path.
+    return linalg._backend is None
+
+
+def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window,
+                      group: int) -> Optional[np.ndarray]:
+    """Conv shapes with a cheaper exact form than im2col, or None.
+
+    * 1x1, stride 1, no padding: a per-sample product ``W (M, C) @ X[n] (C, L)``, already in
+      ``(N, M, L)`` order: no column matrix and no transposes (MobileNet's expand/project convs).
+    * depthwise 2-D (group == C == M): :func:`depthwise_conv2d`, the taps as shifted planes;
+    * other ungrouped convs with large outputs: im2col per sample, products batch-first."""
+    n, c = X.shape[0], X.shape[1]
+    m = W.shape[0]
+    positions = int(np.prod(win.out_shape))
+    if X.dtype.kind != "f":
+        return None
+    if group == c == m and W.shape[1] == 1 and win.rank == 2 and positions >= _DEPTHWISE_MIN_POSITIONS:
+        return depthwise_conv2d(X, W, win, B)
+    if (group == 1 and all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
+            and not win.needs_padding and positions >= _POINTWISE_MIN_POSITIONS):
+        cols = X.reshape(n, c, positions)
+    elif group == 1 and positions >= _PER_SAMPLE_MIN_POSITIONS:
+        # a per-sample im2col from the (N, C, ...) layout: the products come out batch-first
+        cols = window_view(pad_spatial(X, win), win).reshape(n, -1, positions)  # (N, C*K, L)
+    else:
+        return None
+    y = np.matmul(W.reshape(m, -1).astype(X.dtype, copy=False), cols)  # (N, M, L)
+    if B is not None:
+        y += B.reshape(m, 1)
+    return y.reshape((n, m) + win.out_shape)
+
+
+def conv_window(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], group: int,
+                kernel_shape: Optional[Sequence[int]], strides: Optional[Sequence[int]],
+                dilations: Optional[Sequence[int]], pads: Optional[Sequence[int]], auto_pad: str) -> Window:
+    """Conv's inputs and attributes checked (InputError naming what is wrong), and its window."""
     if X.ndim < 3 or W.ndim != X.ndim:
         raise InputError("Conv: X %s and W %s must both be (N, C, d1, ...) / (M, C/group, k1, ...) "
                          "of the same rank >= 3" % (X.shape, W.shape))
-    n, c = X.shape[0], X.shape[1]
+    c = X.shape[1]
     m, cg = W.shape[0], W.shape[1]
-    group = int(group)
     if group < 1 or c % group or m % group or cg * group != c:
         raise InputError("Conv: X has %d channels and W %s; with group=%d W.shape[1] must be "
                          "C/group and M=%d divisible by group" % (c, W.shape, group, m))
     ks = list(W.shape[2:]) if not kernel_shape else list(kernel_shape)
     if tuple(ks) != tuple(W.shape[2:]):
         raise InputError("Conv: kernel_shape %s does not match W's spatial shape %s" % (ks, W.shape[2:]))
-    win = geometry("Conv", X.shape, ks, strides, dilations, pads, auto_pad)
+    if B is not None and B.shape != (m,):
+        raise InputError("Conv: bias B must have shape (%d,), got %s" % (m, B.shape))
+    return geometry("Conv", X.shape, ks, strides, dilations, pads, auto_pad)
+
+
+def convolve(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window, group: int) -> np.ndarray:
+    """Y = Conv(X, W, B) over the checked window ``win`` (:func:`conv_window`), as a new array."""
+    n, m = X.shape[0], W.shape[0]
+    y = _native_fast_path(X, W, B, win, group) if _native_products() else None
+    if y is not None:
+        return y
     # The batch folded into the columns: one (M/G, C/G*K) @ (C/G*K, N*L) product per group,
     # large enough for a fast GEMM (and the browser's wasm kernel) instead of N small ones.
     cols = conv_columns(X, win, group)  # (G, C/G*K, L*N)
     y = linalg.matmul(W.reshape(group, m // group, -1), cols)  # (G, M/G, L*N)
     y = batch_first(np.asarray(y, dtype=X.dtype).reshape((m,) + win.out_shape + (n,)))
     if B is not None:
-        if B.shape != (m,):
-            raise InputError("Conv: bias B must have shape (%d,), got %s" % (m, B.shape))
         y += B.reshape((m,) + (1,) * win.rank)
-    return (y,)
+    return y
+
+
+@kernel("Conv")
+def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+         pads=None, strides=None):
+    win = conv_window(X, W, B, int(group), kernel_shape, strides, dilations, pads, auto_pad)
+    return (convolve(X, W, B, win, int(group)),)

@@ -2,10 +2,35 @@
 outputs the updated running statistics."""
 from __future__ import annotations
 
+from typing import Tuple
+
 import numpy as np
 
 from pytrain.errors import InputError, UnsupportedOpError
 from pytrain.ops.registry import kernel
+
+
+def check_parameters(x_shape: Tuple[int, ...], scale: np.ndarray, B: np.ndarray, input_mean: np.ndarray,
+                     input_var: np.ndarray) -> None:
+    """X (of shape ``x_shape``) must be (N, C, ...) and every parameter (C,)."""
+    if len(x_shape) < 2:
+        raise InputError("BatchNormalization: X must be (N, C, ...), got shape %s" % (x_shape,))
+    c = x_shape[1]
+    for name, v in (("scale", scale), ("B", B), ("input_mean", input_mean), ("input_var", input_var)):
+        if v.shape != (c,):
+            raise InputError("BatchNormalization: input %s must have shape (%d,) (channels of X %s), "
+                             "got %s" % (name, c, x_shape, v.shape))
+
+
+def scale_shift(dtype: np.dtype, scale: np.ndarray, B: np.ndarray, mean: np.ndarray, var: np.ndarray,
+                epsilon: float) -> Tuple[np.ndarray, np.ndarray]:
+    """Per-channel ``a, b`` (in ``dtype``) with ``BatchNormalization(x) = x * a + b``:
+    ``a = scale / sqrt(var + epsilon)``, ``b = B - mean * a``. Also what folds an inference-mode
+    BatchNormalization into the Conv before it (pytrain.fusion)."""
+    t = np.dtype(dtype).type
+    a = (scale / np.sqrt(var + t(epsilon))).astype(dtype, copy=False)
+    b = (B - mean * a).astype(dtype, copy=False)
+    return a, b
 
 
 @kernel("BatchNormalization")
@@ -14,13 +39,8 @@ def batch_normalization(ctx, X, scale, B, input_mean, input_var, *, epsilon=1e-5
     if not spatial:  # opset 7-8: statistics per (C, D1, ...) element, which no exporter writes today
         raise UnsupportedOpError("BatchNormalization: attribute spatial=0 (per-element statistics, opset 7-8) "
                                  "is not supported; re-export the model with opset 9 or later")
-    if X.ndim < 2:
-        raise InputError("BatchNormalization: X must be (N, C, ...), got shape %s" % (X.shape,))
+    check_parameters(X.shape, scale, B, input_mean, input_var)
     c = X.shape[1]
-    for name, v in (("scale", scale), ("B", B), ("input_mean", input_mean), ("input_var", input_var)):
-        if v.shape != (c,):
-            raise InputError("BatchNormalization: input %s must have shape (%d,) (channels of X %s), "
-                             "got %s" % (name, c, X.shape, v.shape))
     t = X.dtype.type
     bshape = (1, c) + (1,) * (X.ndim - 2)
     if training_mode:
@@ -30,8 +50,7 @@ def batch_normalization(ctx, X, scale, B, input_mean, input_var, *, epsilon=1e-5
     else:
         mean, var = input_mean, input_var
     # y = x * a + b with per-channel a, b: two passes over X instead of four.
-    a = (scale / np.sqrt(var + t(epsilon))).astype(X.dtype, copy=False)
-    b = (B - mean * a).astype(X.dtype, copy=False)
+    a, b = scale_shift(X.dtype, scale, B, mean, var, epsilon)
     y = X * a.reshape(bshape)
     y += b.reshape(bshape)
     if not training_mode:

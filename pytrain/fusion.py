@@ -1,0 +1,99 @@
+"""Plan-time rewrites that run a chain of nodes as one kernel, changing no result beyond float
+rounding. The executor applies :func:`fuse` to the live nodes of every plan it builds.
+
+One rewrite today: ``Conv -> BatchNormalization (inference mode) [-> Clip]`` becomes one
+``ai.pytrain.FusedConv`` node (pytrain/ops/nn/op_conv_fused.py), which folds the normalisation into
+the convolution's weights and bias and clips the fresh output in place: MobileNet's frozen backbone
+spends more time in those BatchNormalization and Clip passes over its activations than in half of
+its convolutions.
+
+When it is valid: the intermediate tensors vanish, so nothing else may read them. A rewrite needs
+* the Conv's output read by the BatchNormalization alone (not by another node, not a graph output).
+  A BatchNormalization that trains has a gradient reading that tensor (to form x-hat), and so does
+  a Conv whose input gradient is wanted through a trained normalisation: both stay unfused;
+* the BatchNormalization in inference mode (``training_mode`` 0, no ``spatial=0``, one output);
+* for the Clip, the BatchNormalization's output read by the Clip alone, in the same way.
+The folded scale and shift are computed from the parameters' values on every call (nothing is
+cached), so parameters fed anew each step, trained or not, are always the ones used.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Set
+
+from pytrain.ops.registry import PYTRAIN_DOMAIN
+from pytrain.proto import NodeProto, node_attributes
+from pytrain.proto.helper import make_node
+
+_CONV_ATTRS = frozenset(["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"])
+_BN_ATTRS = frozenset(["epsilon", "momentum", "training_mode", "spatial"])
+
+
+def _readers(nodes: Sequence[NodeProto], outputs: Sequence[str]) -> Dict[str, int]:
+    """How many times each tensor is read (a graph output counts as a reader)."""
+    count: Dict[str, int] = {}
+    for n in nodes:
+        for i in n.input:
+            if i:
+                count[i] = count.get(i, 0) + 1
+    for o in outputs:
+        count[o] = count.get(o, 0) + 1
+    return count
+
+
+def _standard(n: NodeProto, op_type: str) -> bool:
+    return n.op_type == op_type and (n.domain or "") in ("", "ai.onnx")
+
+
+def _sole_reader(name: str, readers: Dict[str, int], consumer: Dict[str, NodeProto], op_type: str):
+    n = consumer.get(name)
+    if readers.get(name, 0) != 1 or n is None or not _standard(n, op_type) or not n.input or n.input[0] != name:
+        return None
+    return n
+
+
+def fuse(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto]:
+    """``nodes`` (in topological order) with every fusable Conv -> BatchNormalization [-> Clip]
+    chain replaced by one FusedConv node, placed where the chain's last node was (all of the
+    chain's inputs exist by then). Returns ``nodes`` itself when nothing fuses."""
+    readers = _readers(nodes, outputs)
+    consumer: Dict[str, NodeProto] = {}
+    for n in nodes:
+        for i in n.input:
+            if i:
+                consumer[i] = n  # only looked at for tensors with exactly one reader
+    pos = {id(n): k for k, n in enumerate(nodes)}
+    replace: Dict[int, NodeProto] = {}
+    drop: Set[int] = set()
+    for conv in nodes:
+        if not _standard(conv, "Conv") or len(conv.output) != 1 or not (2 <= len(conv.input) <= 3):
+            continue
+        conv_attrs = node_attributes(conv)
+        if not set(conv_attrs) <= _CONV_ATTRS:
+            continue  # an attribute Conv's kernel refuses: let the unfused node say so
+        bn = _sole_reader(conv.output[0], readers, consumer, "BatchNormalization")
+        if bn is None or len(bn.input) != 5 or not all(bn.input) or [o for o in bn.output if o] != [bn.output[0]]:
+            continue
+        bn_attrs = node_attributes(bn)
+        if (not set(bn_attrs) <= _BN_ATTRS or bn_attrs.get("training_mode", 0)
+                or not bn_attrs.get("spatial", 1)):
+            continue
+        chain = [conv, bn]
+        clip = _sole_reader(bn.output[0], readers, consumer, "Clip")
+        if clip is not None and (len(clip.output) != 1 or len(clip.input) > 3 or node_attributes(clip)):
+            clip = None  # (opset < 11 Clip has min/max attributes)
+        if clip is not None:
+            chain.append(clip)
+        b_in = conv.input[2] if len(conv.input) > 2 else ""
+        clip_in = (list(clip.input[1:]) + ["", ""])[:2] if clip is not None else ["", ""]
+        attrs = dict(conv_attrs)
+        attrs["epsilon"] = bn_attrs.get("epsilon", 1e-5)
+        attrs["clip"] = 1 if clip is not None else 0
+        name = "+".join([conv.name or conv.output[0]] + [n.op_type for n in chain[1:]])
+        fused = make_node("FusedConv", [conv.input[0], conv.input[1], b_in] + list(bn.input[1:]) + clip_in,
+                          [chain[-1].output[0]], name=name, domain=PYTRAIN_DOMAIN, **attrs)
+        idx = [pos[id(n)] for n in chain]
+        replace[idx[-1]] = fused
+        drop.update(idx[:-1])
+    if not replace:
+        return nodes
+    return [replace.get(k, n) for k, n in enumerate(nodes) if k not in drop]
