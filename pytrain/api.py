@@ -10,7 +10,7 @@ import numpy as np
 from pytrain.checkpoint import CheckpointState, OptimizerState, Parameter
 from pytrain.errors import DivergenceError, InputError, ModelFormatError
 from pytrain.executor import Plan
-from pytrain.module import Module
+from pytrain.module import Module, _first_non_finite
 from pytrain.optim import LR_INPUT, STEP_INPUT, state_name
 from pytrain.proto import load_model, model_metadata, opset_version
 
@@ -66,10 +66,10 @@ class Optimizer:
         """One optimizer update of every trainable parameter, in place. A gradient holding NaN or
         infinity is refused before anything changes (the step count included)."""
         feeds = self._feeds()
-        for p, g in zip(self._params, feeds[3::2 + len(self._slots)]):
-            if not np.isfinite(g.sum(dtype=np.float64)) and not np.isfinite(g).all():
-                raise DivergenceError("optimizer step refused: the gradient of %r holds NaN or infinite values; "
-                                      "no parameter or optimizer state was changed" % p)
+        k = _first_non_finite(feeds[3::2 + len(self._slots)])  # one wasm call in the browser
+        if k >= 0:
+            raise DivergenceError("optimizer step refused: the gradient of %r holds NaN or infinite values; "
+                                  "no parameter or optimizer state was changed" % self._params[k])
         feeds[0] = np.asarray(self._opt_state.learning_rate, dtype=np.float32)
         feeds[1] = np.asarray(self._opt_state.step + 1, dtype=np.int64)
         self._plan.run(feeds)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -47,10 +47,24 @@ def _layout(model: ModelProto, what: str, kind: str) -> Dict[str, Any]:
         raise ModelFormatError("the %s has a damaged pytrain.layout (not JSON)" % what) from None
 
 
+#: a faster test over all the arrays at once (the browser's wasm kernel, set by
+#: pytrain.ops.wasm_kernels.install): same answer as below, or None to leave it to numpy
+_finite_backend: Optional[Callable[[Sequence[np.ndarray]], Optional[int]]] = None
+
+
+def set_finite_backend(fn: Optional[Callable[[Sequence[np.ndarray]], Optional[int]]]) -> None:
+    global _finite_backend
+    _finite_backend = fn
+
+
 def _first_non_finite(values: Sequence[np.ndarray]) -> int:
     """Index of the first float array holding a NaN or an infinity, or -1. A sum is the cheap test
     (a finite sum means every element is finite); only a non-finite sum is checked element-wise,
     since a sum of huge finite values may overflow."""
+    if _finite_backend is not None:
+        k = _finite_backend(values)
+        if k is not None:
+            return k
     for i, v in enumerate(values):
         if v.dtype.kind == "f" and v.size and not np.isfinite(v.sum(dtype=np.float64)):
             if not np.isfinite(v).all():

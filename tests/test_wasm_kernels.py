@@ -128,10 +128,14 @@ def test_committed_wasm_exports():
                          text=True, check=True)
     imports, exports = json.loads(res.stdout)
     assert imports == [{"module": "env", "name": "memory", "kind": "memory"}]
-    assert exports == ["pytrain_adam", "pytrain_col2im", "pytrain_im2col", "pytrain_maxpool2d",
+    assert exports == ["pytrain_adam", "pytrain_binary", "pytrain_channel_affine", "pytrain_clip", "pytrain_col2im",
+                       "pytrain_conv1x1", "pytrain_depthwise_conv2d", "pytrain_erf", "pytrain_exp",
+                       "pytrain_first_non_finite", "pytrain_gather_grad", "pytrain_gemm", "pytrain_im2col",
+                       "pytrain_layernorm", "pytrain_layernorm_grad", "pytrain_maxpool2d",
                        "pytrain_maxpool_grad", "pytrain_relu", "pytrain_relu_grad", "pytrain_sgemm",
-                       "pytrain_sgemm_work_bytes", "pytrain_softmax_ce", "pytrain_softmax_ce_grad",
-                       "pytrain_sum_rows", "pytrain_transpose"]
+                       "pytrain_sgemm_batched", "pytrain_sgemm_work_bytes", "pytrain_softmax",
+                       "pytrain_softmax_ce", "pytrain_softmax_ce_grad", "pytrain_sum_rows",
+                       "pytrain_transpose"]  # tests/test_wasm_kernels_more.py tests the second batch
 
 
 # Calls one kernel (an export, or gemm.js's sgemm) per case of calls.json. Each case lists float32

@@ -61,6 +61,8 @@
       gen: get("gen", "0") === "1",
       profile: get("profile", "0") === "1",
       nodes: get("nodes", "0") === "1",
+      base: get("base", "0") === "1",
+      gcoff: get("gcoff", "0") === "1",
     };
   }
 
@@ -115,6 +117,7 @@
     const samples = [];
     let lastLoss = firstLoss;
     let timed = 0;
+    const memBefore = wasmMemoryBytes();
     while (timed < steps) {
       const n = Math.min(block, steps - timed);
       const t0 = performance.now();
@@ -133,6 +136,10 @@
       warmup,
       steps,
       block,
+      // for telling a busy machine from the page's own pauses: every block's mean, and whether
+      // any wasm memory grew while timing (a grow copies or remaps the heap)
+      samples_ms: samples.map((v) => Math.round(v * 1000) / 1000),
+      memory_grew_mb: (wasmMemoryBytes() - memBefore) / 2 ** 20,
     };
   }
 

@@ -47,7 +47,23 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             if a.shape[0] == 1:
                 return _backend(a[0], b[0])[None]
             return np.stack([_backend(a[i], b[i]) for i in range(a.shape[0])])
+    if _batched_backend is not None and a.ndim > 2 and a.shape[:-2] == b.shape[:-2]:
+        out = _batched_backend(a, b)  # a stack of products in one call (attention's heads)
+        if out is not None:
+            return out
     return np.matmul(a, b)
+
+
+Batched = Callable[[np.ndarray, np.ndarray], Optional[np.ndarray]]
+_batched_backend: Optional[Batched] = None
+
+
+def set_batched_backend(product: Optional[Batched]) -> Optional[Batched]:
+    """Use ``product(a, b)`` for stacks of products with equal batch shapes where it returns an
+    array (None: numpy's own); returns the previous one."""
+    global _batched_backend
+    previous, _batched_backend = _batched_backend, product
+    return previous
 
 
 Transpose = Callable[[np.ndarray], Optional[np.ndarray]]

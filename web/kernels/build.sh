@@ -1,5 +1,5 @@
 #!/bin/sh
-# Build gemm.wasm from gemm.c (+ optim.c, im2col.c, pool.c, elementwise.c, transpose.c, softmax_ce.c) with clang + lld (no emscripten, no libc).
+# Build gemm.wasm from gemm.c (+ optim.c, im2col.c, pool.c, elementwise.c, transpose.c, softmax_ce.c, nn_more.c, norm_more.c) with clang + lld (no emscripten, no libc).
 # Usage: build.sh [out.wasm] [extra clang flags...]   (default out: gemm.wasm next to this script)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +14,8 @@ CC=${CC:-clang}
 $CC --target=wasm32 -msimd128 -O3 -ffreestanding -fno-builtin -nostdlib \
     -Wl,--no-entry -Wl,--import-memory -Wl,-z,stack-size=0 -Wl,--strip-all \
     "$@" -o "$out" "$here/gemm.c" "$here/optim.c" "$here/im2col.c" "$here/pool.c" \
-    "$here/elementwise.c" "$here/transpose.c" "$here/softmax_ce.c"
+    "$here/elementwise.c" "$here/transpose.c" "$here/softmax_ce.c" "$here/nn_more.c" \
+    "$here/norm_more.c"
 if command -v llvm-objdump >/dev/null 2>&1; then
     # global 0 is __stack_pointer; any access means a spill into host memory.
     if llvm-objdump -d "$out" | grep -Eq 'global\.(get|set)'; then

@@ -37,3 +37,50 @@ void sum_rows(const float *g, float *out, int rows, int cols) {
         for (; j < cols; j++) out[j] += row[j];
     }
 }
+
+/* y = a (op) b for float32, one IEEE operation per element as numpy's ufunc (the same bits):
+ * op 0 add, 1 sub, 2 mul, 3 div. b is n elements (b_len == n), one scalar (b_len == 1) or a row of
+ * b_len repeated along a (a trailing-axes broadcast, n a multiple of b_len); `swap` computes
+ * b (op) a instead, for a broadcast left operand of Sub or Div. */
+#define BINARY_LOOP(VOP, SOP)                                                                        \
+    if (b_len == n) {                                                                                \
+        int i = 0;                                                                                   \
+        for (; i + 4 <= n; i += 4)                                                                   \
+            wasm_v128_store(y + i, VOP(wasm_v128_load(a + i), wasm_v128_load(b + i)));               \
+        for (; i < n; i++) y[i] = SOP(a[i], b[i]);                                                   \
+    } else if (b_len == 1) {                                                                         \
+        float s = b[0];                                                                              \
+        v128_t vb = wasm_f32x4_splat(s);                                                             \
+        int i = 0;                                                                                   \
+        for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, VOP(wasm_v128_load(a + i), vb));           \
+        for (; i < n; i++) y[i] = SOP(a[i], s);                                                      \
+    } else {                                                                                         \
+        for (int r = 0; r < n; r += b_len) {                                                         \
+            const float *ar = a + r;                                                                 \
+            float *yr = y + r;                                                                       \
+            int j = 0;                                                                               \
+            for (; j + 4 <= b_len; j += 4)                                                           \
+                wasm_v128_store(yr + j, VOP(wasm_v128_load(ar + j), wasm_v128_load(b + j)));         \
+            for (; j < b_len; j++) yr[j] = SOP(ar[j], b[j]);                                         \
+        }                                                                                            \
+    }
+
+/* the operations with their operands reversed, for `swap` (a broadcast left operand) */
+#define V_RSUB(x, z) wasm_f32x4_sub((z), (x))
+#define V_RDIV(x, z) wasm_f32x4_div((z), (x))
+#define S_RSUB(x, z) ((z) - (x))
+#define S_RDIV(x, z) ((z) / (x))
+#define S_ADD(x, z) ((x) + (z))
+#define S_SUB(x, z) ((x) - (z))
+#define S_MUL(x, z) ((x) * (z))
+#define S_DIV(x, z) ((x) / (z))
+
+EXPORT("pytrain_binary")
+void binary(int op, const float *a, const float *b, float *y, int n, int b_len, int swap) {
+    if (op == 0) { BINARY_LOOP(wasm_f32x4_add, S_ADD) }       /* (a + b and b + a: the same bits) */
+    else if (op == 2) { BINARY_LOOP(wasm_f32x4_mul, S_MUL) }
+    else if (op == 1 && !swap) { BINARY_LOOP(wasm_f32x4_sub, S_SUB) }
+    else if (op == 1) { BINARY_LOOP(V_RSUB, S_RSUB) }
+    else if (!swap) { BINARY_LOOP(wasm_f32x4_div, S_DIV) }
+    else { BINARY_LOOP(V_RDIV, S_RDIV) }
+}

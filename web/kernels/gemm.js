@@ -74,6 +74,28 @@
       sum_rows: exports.pytrain_sum_rows,
       softmax_ce: exports.pytrain_softmax_ce,
       softmax_ce_grad: exports.pytrain_softmax_ce_grad,
+      clip: exports.pytrain_clip,
+      channel_affine: exports.pytrain_channel_affine,
+      depthwise_conv2d: exports.pytrain_depthwise_conv2d,
+      conv1x1: exports.pytrain_conv1x1
+        ? (x, w, bias, y, n, c, m, s, tmp) => exports.pytrain_conv1x1(x, w, bias, y, n, c, m, s, tmp, workPtr)
+        : undefined,
+      exp: exports.pytrain_exp,
+      erf: exports.pytrain_erf,
+      sgemm_batched: exports.pytrain_sgemm_batched
+        ? (count, ta, tb, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc) =>
+          exports.pytrain_sgemm_batched(count, ta, tb, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc, workPtr)
+        : undefined,
+      layernorm: exports.pytrain_layernorm,
+      layernorm_grad: exports.pytrain_layernorm_grad,
+      softmax: exports.pytrain_softmax,
+      gather_grad: exports.pytrain_gather_grad,
+      first_non_finite: exports.pytrain_first_non_finite,
+      binary: exports.pytrain_binary,
+      gemm: exports.pytrain_gemm
+        ? (ta, tb, M, N, K, A, lda, B, ldb, C, cKind, Y) =>
+          exports.pytrain_gemm(ta, tb, M, N, K, A, lda, B, ldb, C, cKind, Y, workPtr)
+        : undefined,
     };
   }
 
@@ -123,6 +145,20 @@
       sum_rows: gemm.sum_rows,
       softmax_ce: gemm.softmax_ce,
       softmax_ce_grad: gemm.softmax_ce_grad,
+      clip: gemm.clip,
+      channel_affine: gemm.channel_affine,
+      depthwise_conv2d: gemm.depthwise_conv2d,
+      conv1x1: gemm.conv1x1,
+      exp: gemm.exp,
+      erf: gemm.erf,
+      sgemm_batched: gemm.sgemm_batched,
+      layernorm: gemm.layernorm,
+      layernorm_grad: gemm.layernorm_grad,
+      softmax: gemm.softmax,
+      gather_grad: gemm.gather_grad,
+      first_non_finite: gemm.first_non_finite,
+      binary: gemm.binary,
+      gemm: gemm.gemm,
       work_bytes: gemm.workBytes,
     };
   }

@@ -65,3 +65,27 @@ void adam(const int *table, int count, float one_minus_b1, float b1, float one_m
     for (int k = 0; k < count; k++, table += 5)
         adam_one(table[0], (float *)table[1], (const float *)table[2], (float *)table[3], (float *)table[4], &s);
 }
+
+/* The guard before a step (pytrain.module._first_non_finite): the index of the first of `count`
+ * float32 arrays, table = (n, pointer) pairs, holding a NaN or an infinity, or -1. One SIMD pass
+ * each: |x| <= FLT_MAX is false exactly for NaN and +-inf; four independent masks per pass. */
+EXPORT("pytrain_first_non_finite")
+int first_non_finite(const int *table, int count) {
+    const v128_t big = wasm_f32x4_splat(3.40282346638528859812e+38f);
+    for (int k = 0; k < count; k++) {
+        int n = table[2 * k];
+        const float *x = (const float *)table[2 * k + 1];
+        v128_t ok0 = wasm_i32x4_splat(-1), ok1 = ok0, ok2 = ok0, ok3 = ok0;
+        int i = 0;
+        for (; i + 16 <= n; i += 16) {
+            ok0 = wasm_v128_and(ok0, wasm_f32x4_le(wasm_f32x4_abs(wasm_v128_load(x + i)), big));
+            ok1 = wasm_v128_and(ok1, wasm_f32x4_le(wasm_f32x4_abs(wasm_v128_load(x + i + 4)), big));
+            ok2 = wasm_v128_and(ok2, wasm_f32x4_le(wasm_f32x4_abs(wasm_v128_load(x + i + 8)), big));
+            ok3 = wasm_v128_and(ok3, wasm_f32x4_le(wasm_f32x4_abs(wasm_v128_load(x + i + 12)), big));
+        }
+        int bad = !wasm_i32x4_all_true(wasm_v128_and(wasm_v128_and(ok0, ok1), wasm_v128_and(ok2, ok3)));
+        for (; i < n; i++) bad |= !(__builtin_fabsf(x[i]) <= 3.40282346638528859812e+38f);
+        if (bad) return k;
+    }
+    return -1;
+}

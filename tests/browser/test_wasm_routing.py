@@ -1,0 +1,161 @@
+"""The wasm kernels of web/kernels/nn_more.c and norm_more.c where they really run: Pyodide 0.17.1
+(numpy 1.17.5) with gemm.wasm linked into its heap (bench/pages/kernels_check.html), pytrain from
+this checkout. After wasm_kernels.install() every accelerated kernel must answer the cases it
+takes (no silent fallback to numpy) with the numpy kernel's result, and decline the rest."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PYODIDE = ROOT / "bench" / "node_modules" / "@pyodide" / "pyodide" / "dist" / "pyodide.js"
+
+CHECK = r"""
+import json
+import numpy as np
+from pytrain.ops import OpContext, get_kernel, linalg, wasm_kernels
+from pytrain.ops.registry import PYTRAIN_DOMAIN
+
+assert wasm_kernels.install()
+rng = np.random.RandomState(3)
+f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
+all3 = OpContext(output_mask=(True, True, True))
+out = {}
+
+def compare(name, op, args, kw=None, domain="", ctx=None, fast=None):
+    info = get_kernel(op, domain)
+    ctx = ctx or OpContext()
+    kw = kw or {}
+    got = fast(ctx, *args, **kw) if fast else info.fn(ctx, *args, **kw)
+    answered = got is not None
+    if got is None:
+        got = info.numpy_fn(ctx, *args, **kw)
+    want = info.numpy_fn(ctx, *args, **kw)
+    errs = []
+    for g, w in zip(got, want):
+        if w is None:
+            errs.append(None if g is None else -1.0)
+            continue
+        w64 = np.asarray(w, np.float64)
+        scale = max(1.0, float(np.max(np.abs(w64)))) if w64.size else 1.0
+        errs.append(float(np.max(np.abs(np.asarray(g, np.float64) - w64))) / scale if w64.size else 0.0)
+    out[name] = {"answered": answered, "err": errs}
+
+x = f32(4, 24, 20, 20) * 4
+compare("clip", "Clip", (x, np.array(0, np.float32), np.array(6, np.float32)), fast=wasm_kernels.clip)
+compare("batchnorm", "BatchNormalization", (x, f32(24), f32(24), f32(24), np.abs(f32(24)) + 0.5),
+        {"epsilon": 1e-3}, fast=wasm_kernels.batch_normalization)
+compare("conv_depthwise", "Conv", (x, f32(24, 1, 3, 3), f32(24)),
+        {"group": 24, "pads": [1, 1, 1, 1], "strides": [2, 2]}, fast=wasm_kernels.conv)
+compare("conv_pointwise", "Conv", (x, f32(40, 24, 1, 1), f32(40)), fast=wasm_kernels.conv)
+compare("conv_pointwise_small", "Conv", (f32(16, 32, 6, 6), f32(192, 32, 1, 1), None), fast=wasm_kernels.conv)
+compare("conv_regular_declined", "Conv", (x, f32(8, 24, 3, 3), None), fast=wasm_kernels.conv)
+g = f32(32, 32, 512)
+compare("erf", "Erf", (g,), fast=wasm_kernels._unary(wasm_kernels._wasm.erf))
+compare("exp", "Exp", (-g * g,), fast=wasm_kernels._unary(wasm_kernels._wasm.exp))
+h = f32(8, 32, 128) * 2 + 1
+mean_std = get_kernel("LayerNormalization").numpy_fn(all3, h, f32(128), f32(128))
+compare("layernorm", "LayerNormalization", (h, f32(128), f32(128)), ctx=all3,
+        fast=wasm_kernels.layer_normalization)
+compare("layernorm_grad", "LayerNormalizationGrad", (f32(8, 32, 128), h, f32(128), mean_std[1], mean_std[2]),
+        domain=PYTRAIN_DOMAIN, ctx=all3, fast=wasm_kernels.layer_normalization_grad)
+compare("softmax", "Softmax", (f32(8, 2, 32, 32) * 3,), fast=wasm_kernels.softmax)
+nan_row = f32(4, 8)
+nan_row[1, 2] = np.nan
+compare("softmax_nan_declined", "Softmax", (nan_row,), fast=wasm_kernels.softmax)
+idx = rng.randint(-100, 100, (16, 32)).astype(np.int64)
+compare("gather_grad", "GatherGrad", (f32(16, 32, 64), idx, np.zeros((100, 64), np.float32)),
+        domain=PYTRAIN_DOMAIN, fast=wasm_kernels.gather_grad)
+compare("gemm_bias", "Gemm", (f32(64, 784), f32(128, 784), f32(128)), {"transB": 1}, fast=wasm_kernels.gemm)
+compare("gemm_small_declined", "Gemm", (f32(4, 8), f32(8, 3), f32(3)), fast=wasm_kernels.gemm)
+compare("sum_to_shape_3d", "SumToShape", (f32(8, 32, 128), np.zeros(128, np.float32)), domain=PYTRAIN_DOMAIN,
+        fast=wasm_kernels.sum_to_shape)
+compare("sum_to_shape_middle_declined", "SumToShape", (f32(8, 32, 128), np.zeros((32, 1), np.float32)),
+        domain=PYTRAIN_DOMAIN, fast=wasm_kernels.sum_to_shape)
+for code, (name, op) in enumerate((("add", "Add"), ("sub", "Sub"), ("mul", "Mul"), ("div", "Div"))):
+    compare(name + "_row", op, (f32(32, 32, 128), f32(128)), fast=wasm_kernels._binary(code))
+    compare(name + "_scalar_left", op, (np.array(1.5, np.float32), f32(32, 32, 128)), fast=wasm_kernels._binary(code))
+compare("add_middle_broadcast_declined", "Add", (f32(32, 2, 32, 32), f32(32, 1, 1, 32)),
+        fast=wasm_kernels._binary(0))
+# pytrain.fusion's Conv + BatchNormalization + Clip node: the clip in wasm, in place
+bn = (f32(40), f32(40), f32(40), np.abs(f32(40)) + 0.5)
+compare("fused_conv_clip", "FusedConv", (x, f32(40, 24, 1, 1), f32(40)) + bn + (np.array(0, np.float32),
+        np.array(6, np.float32)), {"clip": 1, "epsilon": 1e-3}, domain=PYTRAIN_DOMAIN, fast=wasm_kernels.fused_conv)
+from pytrain import module
+grads = [f32(128, 784), f32(128), np.arange(3), f32(10, 128), f32(10)]
+clean = module._first_non_finite(grads)
+grads[3][5, 7] = np.inf
+out["first_non_finite"] = {"answered": wasm_kernels.first_non_finite(grads) == 3 and clean == -1,
+                           "err": [float(module._first_non_finite(grads) != 3)],
+                           "routed": module._finite_backend is wasm_kernels.first_non_finite}
+# attention's batched products through linalg (forward and MatMulGrad's transposed views)
+q, k = f32(8, 2, 32, 64), f32(8, 2, 64, 32)
+calls = []
+orig = wasm_kernels._wasm.sgemm_batched
+got = linalg.matmul(q, k)
+out["matmul_batched"] = {"answered": wasm_kernels.matmul_batched(q, k) is not None,
+                         "err": [float(np.max(np.abs(got - np.matmul(q, k))))]}
+kt = np.swapaxes(k, -1, -2)
+out["matmul_batched_transposed"] = {
+    "answered": wasm_kernels.matmul_batched(q, np.swapaxes(kt, -1, -2)) is not None,
+    "err": [float(np.max(np.abs(linalg.matmul(q, np.swapaxes(kt, -1, -2)) - np.matmul(q, k))))]}
+# the registry routes the accelerated kernels (install() put them in front)
+out["routed"] = sorted(op for op in ("Add", "Clip", "BatchNormalization", "Conv", "Erf", "Exp", "Gemm",
+                                     "LayerNormalization", "Softmax")
+                       if get_kernel(op).fn is not get_kernel(op).numpy_fn)
+json.dumps(out)
+"""
+
+
+@pytest.fixture(scope="module")
+def results(browser):
+    if not PYODIDE.exists():
+        pytest.skip("needs bench/node_modules (cd bench && npm ci)")
+    sys.path.insert(0, str(ROOT / "bench"))
+    from server import BenchServer  # bench/server.py: static files of the checkout
+
+    server = BenchServer(ROOT, isolated=False)
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        page.goto(server.origin + "/bench/pages/kernels_check.html")
+        page.evaluate("window.__ready")
+        sources = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pytrain").rglob("*.py"))
+        page.evaluate("paths => window.__loadSources(paths)", sources)
+        return json.loads(page.evaluate("code => window.__py(code)", CHECK))
+    finally:
+        ctx.close()
+        server.close()
+
+
+ANSWERED = ["add_row", "sub_row", "mul_row", "div_row", "add_scalar_left", "sub_scalar_left",
+            "mul_scalar_left", "div_scalar_left", "sum_to_shape_3d", "gemm_bias", "clip", "fused_conv_clip",
+            "first_non_finite", "batchnorm", "conv_depthwise", "conv_pointwise", "conv_pointwise_small",
+            "erf", "exp", "layernorm", "layernorm_grad", "softmax", "gather_grad", "matmul_batched",
+            "matmul_batched_transposed"]
+
+
+@pytest.mark.parametrize("name", ANSWERED)
+def test_kernel_answers_with_the_numpy_result(results, name):
+    r = results[name]
+    assert r["answered"], "%s fell back to numpy" % name
+    for e in r["err"]:
+        assert e is None or 0 <= e <= 2e-6, (name, r["err"])
+
+
+@pytest.mark.parametrize("name", ["conv_regular_declined", "softmax_nan_declined", "gemm_small_declined",
+                                  "sum_to_shape_middle_declined", "add_middle_broadcast_declined"])
+def test_kernel_declines_what_it_does_not_take(results, name):
+    assert not results[name]["answered"]
+
+
+def test_install_routes_the_finite_check(results):
+    assert results["first_non_finite"]["routed"]
+
+
+def test_install_routes_the_ops(results):
+    assert results["routed"] == ["Add", "BatchNormalization", "Clip", "Conv", "Erf", "Exp", "Gemm",
+                                 "LayerNormalization", "Softmax"]
