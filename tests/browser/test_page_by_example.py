@@ -15,10 +15,20 @@ FAKE_CAMERA = ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-st
 
 
 @pytest.fixture()
-def camera_browser(browser):
+def camera_page(browser, site_url):
+    """(page, recorder): the app on its "By example" tab in a Chromium with a fake camera, allowed."""
     b = browser.browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + FAKE_CAMERA)
-    yield b
-    b.close()
+    rec = Recorder()
+    ctx = new_context(b, rec)
+    try:
+        ctx.grant_permissions(["camera"])
+        page = open_app(ctx, site_url, rec)
+        wait_ready(page)
+        page.click("#tabbtn-examples")
+        yield page, rec
+    finally:
+        ctx.close()
+        b.close()
 
 
 def _hold(page, selector, ms):
@@ -29,63 +39,55 @@ def _hold(page, selector, ms):
     page.mouse.up()
 
 
-def test_record_train_predict_and_export(camera_browser, site_url, tmp_path):
+def test_record_train_predict_and_export(camera_page, site_url, tmp_path):
     ort = pytest.importorskip("onnxruntime")
-    rec = Recorder()
-    ctx = new_context(camera_browser, rec)
-    try:
-        ctx.grant_permissions(["camera"])
-        page = open_app(ctx, site_url, rec)
-        wait_ready(page)
-        page.click("#tabbtn-examples")
-        assert page.locator("#ex-build").is_disabled()
-        page.fill("#ex-classes fieldset:nth-of-type(2) legend input", "Blank")
-        page.dispatch_event("#ex-classes fieldset:nth-of-type(2) legend input", "change")
-        _hold(page, "#ex-classes fieldset:nth-of-type(1) .ex-record", 1200)
-        n1 = page.evaluate("window.pytrainApp.examples[0].items.length")
-        assert n1 >= 5, n1
-        # class 2 from files: flat grey pictures
-        files = [{"name": "g%d.png" % i, "mimeType": "image/png",
-                  "buffer": _png(np.full((24, 24), 40 + 10 * i, np.uint8))} for i in range(8)]
-        page.set_input_files("#ex-classes fieldset:nth-of-type(2) input[type=file]", files=files)
-        page.wait_for_function("() => window.pytrainApp.examples[1].items.length === 8", timeout=30_000)
-        # the gallery shows them, and one can be deleted
-        assert page.locator("#ex-classes fieldset:nth-of-type(2) .ex-item").count() == 8
-        page.click("#ex-classes fieldset:nth-of-type(2) .ex-item button >> nth=0")
-        assert page.evaluate("window.pytrainApp.examples[1].items.length") == 7
-        assert "7 examples" in page.inner_text("#ex-classes fieldset:nth-of-type(2) .ex-count")
-        assert axe_violations(page) == []
-        shoot(page, "by-example")
+    page, rec = camera_page
+    assert page.locator("#ex-build").is_disabled()
+    page.fill("#ex-classes fieldset:nth-of-type(2) legend input", "Blank")
+    page.dispatch_event("#ex-classes fieldset:nth-of-type(2) legend input", "change")
+    _hold(page, "#ex-classes fieldset:nth-of-type(1) .ex-record", 1200)
+    n1 = page.evaluate("window.pytrainApp.examples[0].items.length")
+    assert n1 >= 5, n1
+    # class 2 from files: flat grey pictures
+    files = [{"name": "g%d.png" % i, "mimeType": "image/png",
+              "buffer": _png(np.full((24, 24), 40 + 10 * i, np.uint8))} for i in range(8)]
+    page.set_input_files("#ex-classes fieldset:nth-of-type(2) input[type=file]", files=files)
+    page.wait_for_function("() => window.pytrainApp.examples[1].items.length === 8", timeout=30_000)
+    # the gallery shows them, and one can be deleted
+    assert page.locator("#ex-classes fieldset:nth-of-type(2) .ex-item").count() == 8
+    page.click("#ex-classes fieldset:nth-of-type(2) .ex-item button >> nth=0")
+    assert page.evaluate("window.pytrainApp.examples[1].items.length") == 7
+    assert "7 examples" in page.inner_text("#ex-classes fieldset:nth-of-type(2) .ex-count")
+    assert axe_violations(page) == []
+    shoot(page, "by-example")
 
-        page.click("#ex-build")
-        page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'cnn'", timeout=LOAD_TIMEOUT_MS)
-        data = app_state(page, "a.data")
-        assert data["classes"] == ["Class 1", "Blank"] and data["sample_shape"] == [3, 32, 32]
-        assert data["train"] + data["val"] == n1 + 7
-        epochs = train_epochs(page, 5, 180_000, batch_size=4, lr=0.003)
-        assert all(np.isfinite(e["loss"]) for e in epochs)
+    page.click("#ex-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'cnn'", timeout=LOAD_TIMEOUT_MS)
+    data = app_state(page, "a.data")
+    assert data["classes"] == ["Class 1", "Blank"] and data["sample_shape"] == [3, 32, 32]
+    assert data["train"] + data["val"] == n1 + 7
+    epochs = train_epochs(page, 5, 180_000, batch_size=4, lr=0.003)
+    assert all(np.isfinite(e["loss"]) for e in epochs)
 
-        # live prediction from the camera in the Try panel
-        assert page.locator("#try-image").is_visible()
-        page.click("#cam-predict")
-        page.wait_for_function("() => document.getElementById('image-prediction').textContent.includes('Prediction')",
-                               timeout=30_000)
-        label = app_state(page, "a.lastPrediction.label")
-        assert label in ("Class 1", "Blank")
-        page.click("#cam-predict")     # stop
+    # live prediction from the camera in the Try panel
+    assert page.locator("#try-image").is_visible()
+    page.click("#cam-predict")
+    page.wait_for_function("() => document.getElementById('image-prediction').textContent.includes('Prediction')",
+                           timeout=30_000)
+    label = app_state(page, "a.lastPrediction.label")
+    assert label in ("Class 1", "Blank")
+    page.click("#cam-predict")     # stop
 
-        # the exported model (the whole CNN) answers like the page
-        with page.expect_download() as info:
-            page.click("#download-model")
-        path = tmp_path / "by_example.onnx"
-        info.value.save_as(str(path))
-        x = np.array(page.evaluate("Array.from(window.pytrainApp.examples[0].items[0])"), np.float32).reshape(1, 3, 32, 32)
-        res = page.evaluate("(x) => window.pytrainApp.client.call('predict', {x: new Float32Array(x), shape: [1, 3, 32, 32]})",
-                            x.reshape(-1).tolist())
-        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        out = sess.run(None, {sess.get_inputs()[0].name: x})[0]
-        np.testing.assert_allclose(out, np.array(res["outputs"], np.float32), rtol=1e-4, atol=1e-4)
-        assert app_state(page, "a.errors") == []
-        assert rec.foreign(site_url) == []
-    finally:
-        ctx.close()
+    # the exported model (the whole CNN) answers like the page
+    with page.expect_download() as info:
+        page.click("#download-model")
+    path = tmp_path / "by_example.onnx"
+    info.value.save_as(str(path))
+    x = np.array(page.evaluate("Array.from(window.pytrainApp.examples[0].items[0])"), np.float32).reshape(1, 3, 32, 32)
+    res = page.evaluate("(x) => window.pytrainApp.client.call('predict', {x: new Float32Array(x), shape: [1, 3, 32, 32]})",
+                        x.reshape(-1).tolist())
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    out = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    np.testing.assert_allclose(out, np.array(res["outputs"], np.float32), rtol=1e-4, atol=1e-4)
+    assert app_state(page, "a.errors") == []
+    assert rec.foreign(site_url) == []

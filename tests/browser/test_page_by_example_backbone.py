@@ -11,9 +11,9 @@ import warnings
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, train_epochs, wait_ready
+from browser_helpers import LOAD_TIMEOUT_MS, app_state, train_epochs, wait_ready
 from test_page_a11y import axe_violations, shoot
-from test_page_by_example import _hold, camera_browser  # noqa: F401  (the fake-camera fixture)
+from test_page_by_example import _hold, camera_page  # noqa: F401  (the fake-camera fixture)
 from test_tables_and_models import _png
 
 SIDE = 32
@@ -67,127 +67,119 @@ def _legends_inside(page):
     return res
 
 
-def test_backbone_head_trains_predicts_and_exports(camera_browser, site_url, tmp_path):  # noqa: F811
+def test_backbone_head_trains_predicts_and_exports(camera_page, site_url, tmp_path):  # noqa: F811
     ort = pytest.importorskip("onnxruntime")
     backbone_files = _backbone(tmp_path)
-    rec = Recorder()
-    ctx = new_context(camera_browser, rec)
-    try:
-        ctx.grant_permissions(["camera"])
-        page = open_app(ctx, site_url, rec)
-        wait_ready(page)
-        page.click("#tabbtn-examples")
+    page, rec = camera_page
 
-        # a file that is not an image model: refused right under the backbone input, focused
-        page.set_input_files("#ex-backbone", files=[{"name": "bad.onnx", "mimeType": "application/octet-stream",
-                                                     "buffer": b"name,label\n1,2\n"}])
-        page.wait_for_selector("#error", state="visible", timeout=30_000)
-        assert "bad.onnx" in page.inner_text("#error-text") and "ONNX" in page.inner_text("#error-text")
-        assert page.evaluate("document.getElementById('error').closest('fieldset').id") == "ex-backbone-box"
-        assert page.evaluate("document.activeElement.id") == "error"
-        assert app_state(page, "a.backbone") is None
-        page.click("#error-close")
+    # a file that is not an image model: refused right under the backbone input, focused
+    page.set_input_files("#ex-backbone", files=[{"name": "bad.onnx", "mimeType": "application/octet-stream",
+                                                 "buffer": b"name,label\n1,2\n"}])
+    page.wait_for_selector("#error", state="visible", timeout=30_000)
+    assert "bad.onnx" in page.inner_text("#error-text") and "ONNX" in page.inner_text("#error-text")
+    assert page.evaluate("document.getElementById('error').closest('fieldset').id") == "ex-backbone-box"
+    assert page.evaluate("document.activeElement.id") == "error"
+    assert app_state(page, "a.backbone") is None
+    page.click("#error-close")
 
-        # the backbone with its external data file
-        page.set_input_files("#ex-backbone", files=backbone_files)
-        page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.info", timeout=60_000)
-        info = app_state(page, "a.backbone.info")
-        assert info["shape"] == [3, SIDE, SIDE] and info["features"] == 8 and not info["open_size"]
-        assert page.locator("#ex-backbone-size").is_disabled()   # its input size is fixed: nothing to choose
-        assert page.input_value("#ex-backbone-size") == str(SIDE)
-        page.select_option("#ex-backbone-norm", "imagenet")
-        page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.normalize === 'imagenet'"
-                               " && window.pytrainApp.backbone.info.normalize === 'imagenet'", timeout=60_000)
-        text = page.inner_text("#ex-backbone-info")
-        assert "frozen" in text and "ImageNet" in text and "8 features" in text, text
+    # the backbone with its external data file
+    page.set_input_files("#ex-backbone", files=backbone_files)
+    page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.info", timeout=60_000)
+    info = app_state(page, "a.backbone.info")
+    assert info["shape"] == [3, SIDE, SIDE] and info["features"] == 8 and not info["open_size"]
+    assert page.locator("#ex-backbone-size").is_disabled()   # its input size is fixed: nothing to choose
+    assert page.input_value("#ex-backbone-size") == str(SIDE)
+    page.select_option("#ex-backbone-norm", "imagenet")
+    page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.normalize === 'imagenet'"
+                           " && window.pytrainApp.backbone.info.normalize === 'imagenet'", timeout=60_000)
+    text = page.inner_text("#ex-backbone-info")
+    assert "frozen" in text and "ImageNet" in text and "8 features" in text, text
 
-        # examples: class 1 from the camera (hold to record), class 2 from files
-        page.fill("#ex-classes fieldset:nth-of-type(2) legend input", "Grey")
-        page.dispatch_event("#ex-classes fieldset:nth-of-type(2) legend input", "change")
-        page.locator("#ex-classes fieldset:nth-of-type(1) .ex-record").scroll_into_view_if_needed()
-        _hold(page, "#ex-classes fieldset:nth-of-type(1) .ex-record", 1200)
-        n1 = app_state(page, "a.examples[0].items.length")
-        assert n1 >= 5, (n1, app_state(page, "a.errors"))
-        files = [{"name": "g%d.png" % i, "mimeType": "image/png",
-                  "buffer": _png(np.full((40, 40), 40 + 12 * i, np.uint8))} for i in range(8)]
-        page.set_input_files("#ex-classes fieldset:nth-of-type(2) input[type=file]", files=files)
-        page.wait_for_function("() => window.pytrainApp.examples[1].items.length === 8", timeout=30_000)
-        assert "a head on bb.onnx" in page.inner_text("#ex-info")
-        assert axe_violations(page) == []
-        shoot(page, "by-example-backbone")
+    # examples: class 1 from the camera (hold to record), class 2 from files
+    page.fill("#ex-classes fieldset:nth-of-type(2) legend input", "Grey")
+    page.dispatch_event("#ex-classes fieldset:nth-of-type(2) legend input", "change")
+    page.locator("#ex-classes fieldset:nth-of-type(1) .ex-record").scroll_into_view_if_needed()
+    _hold(page, "#ex-classes fieldset:nth-of-type(1) .ex-record", 1200)
+    n1 = app_state(page, "a.examples[0].items.length")
+    assert n1 >= 5, (n1, app_state(page, "a.errors"))
+    files = [{"name": "g%d.png" % i, "mimeType": "image/png",
+              "buffer": _png(np.full((40, 40), 40 + 12 * i, np.uint8))} for i in range(8)]
+    page.set_input_files("#ex-classes fieldset:nth-of-type(2) input[type=file]", files=files)
+    page.wait_for_function("() => window.pytrainApp.examples[1].items.length === 8", timeout=30_000)
+    assert "a head on bb.onnx" in page.inner_text("#ex-info")
+    assert axe_violations(page) == []
+    shoot(page, "by-example-backbone")
 
-        page.click("#ex-build")
-        page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'backbone'",
-                               timeout=LOAD_TIMEOUT_MS)
-        model = app_state(page, "a.model")
-        assert model["sample_shape"] == [3, SIDE, SIDE]
-        assert model["params"] == model["head_params"] == 8 * 2 + 2          # only the head trains
-        setup = page.inner_text("#setup-status")
-        assert "frozen" in setup and "%d parameters, frozen" % model["backbone"]["params"] in setup, setup
-        assert "18 parameters, trained" in setup, setup
-        data = app_state(page, "a.data")
-        assert data["sample_shape"] == [3, SIDE, SIDE] and data["train"] + data["val"] == n1 + 8
-        epochs = train_epochs(page, 4, 180_000, batch_size=4, lr=0.01)
-        assert all(np.isfinite(e["loss"]) for e in epochs)
+    page.click("#ex-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'backbone'",
+                           timeout=LOAD_TIMEOUT_MS)
+    model = app_state(page, "a.model")
+    assert model["sample_shape"] == [3, SIDE, SIDE]
+    assert model["params"] == model["head_params"] == 8 * 2 + 2          # only the head trains
+    setup = page.inner_text("#setup-status")
+    assert "frozen" in setup and "%d parameters, frozen" % model["backbone"]["params"] in setup, setup
+    assert "18 parameters, trained" in setup, setup
+    data = app_state(page, "a.data")
+    assert data["sample_shape"] == [3, SIDE, SIDE] and data["train"] + data["val"] == n1 + 8
+    epochs = train_epochs(page, 4, 180_000, batch_size=4, lr=0.01)
+    assert all(np.isfinite(e["loss"]) for e in epochs)
 
-        # the plots' legends stay inside the plots, on a desktop and on a phone
-        _legends_inside(page)
-        page.set_viewport_size({"width": 390, "height": 844})
-        phone = _legends_inside(page)
-        page.locator(".plots").screenshot(path="/tmp/shots/by-example-backbone-plots-390.png")
-        assert any(b["y"] > 30 for b in phone[0]["boxes"]), "the loss legend should wrap under the plot at 390 px"
-        page.set_viewport_size({"width": 1280, "height": 800})
-        shoot(page, "by-example-backbone-trained")
+    # the plots' legends stay inside the plots, on a desktop and on a phone
+    _legends_inside(page)
+    page.set_viewport_size({"width": 390, "height": 844})
+    phone = _legends_inside(page)
+    page.locator(".plots").screenshot(path="/tmp/shots/by-example-backbone-plots-390.png")
+    assert any(b["y"] > 30 for b in phone[0]["boxes"]), "the loss legend should wrap under the plot at 390 px"
+    page.set_viewport_size({"width": 1280, "height": 800})
+    shoot(page, "by-example-backbone-trained")
 
-        # live prediction from the camera: backbone + head
-        page.click("#cam-predict")
-        page.wait_for_function("() => window.pytrainApp.lastPrediction && window.pytrainApp.lastPrediction.input",
-                               timeout=30_000)
-        last = app_state(page, "a.lastPrediction")
-        assert last["label"] in ("Class 1", "Grey")
-        page.click("#cam-predict")     # stop
+    # live prediction from the camera: backbone + head
+    page.click("#cam-predict")
+    page.wait_for_function("() => window.pytrainApp.lastPrediction && window.pytrainApp.lastPrediction.input",
+                           timeout=30_000)
+    last = app_state(page, "a.lastPrediction")
+    assert last["label"] in ("Class 1", "Grey")
+    page.click("#cam-predict")     # stop
 
-        # the run file downloads, saying why the CLI cannot continue it (test_page_run_file_backbone.py)
-        with page.expect_download():
-            page.click("#download-run")
-        page.locator("#run-file-note").wait_for(state="visible", timeout=30_000)
+    # the run file downloads, saying why the CLI cannot continue it (test_page_run_file_backbone.py)
+    with page.expect_download():
+        page.click("#download-run")
+    page.locator("#run-file-note").wait_for(state="visible", timeout=30_000)
 
-        # the export: one graph, backbone + head, answering like the page
-        with page.expect_download() as dl:
-            page.click("#download-model")
-        path = tmp_path / "backbone_head.onnx"
-        dl.value.save_as(str(path))
-        assert not [p for p in tmp_path.iterdir() if p.name.startswith("backbone_head") and p.name.endswith(".data")]
-        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        frame = np.array(last["input"], np.float32).reshape(1, 3, SIDE, SIDE)
-        out = sess.run(None, {sess.get_inputs()[0].name: frame})[0]
-        np.testing.assert_allclose(out[0], np.array(last["outputs"], np.float32), rtol=1e-4, atol=1e-4)
-        rng = np.random.default_rng(0)
-        x = rng.random((3, 3, SIDE, SIDE), dtype=np.float32)
-        res = page.evaluate(PREDICT, x.reshape(-1).tolist())
-        np.testing.assert_allclose(sess.run(None, {sess.get_inputs()[0].name: x})[0],
-                                   np.array(res["outputs"], np.float32), rtol=1e-4, atol=1e-4)
-        import onnx
-        m = onnx.load(str(path))
-        names = {t.name for t in m.graph.initializer}
-        assert any(n.startswith("backbone/") for n in names) and any(n.startswith("head/") for n in names)
-        assert not [n for n in m.graph.node if n.op_type in ("Dropout",)]
-        assert "bad.onnx" in app_state(page, "a.errors")[-1]   # the only error: the bad backbone above
+    # the export: one graph, backbone + head, answering like the page
+    with page.expect_download() as dl:
+        page.click("#download-model")
+    path = tmp_path / "backbone_head.onnx"
+    dl.value.save_as(str(path))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("backbone_head") and p.name.endswith(".data")]
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    frame = np.array(last["input"], np.float32).reshape(1, 3, SIDE, SIDE)
+    out = sess.run(None, {sess.get_inputs()[0].name: frame})[0]
+    np.testing.assert_allclose(out[0], np.array(last["outputs"], np.float32), rtol=1e-4, atol=1e-4)
+    rng = np.random.default_rng(0)
+    x = rng.random((3, 3, SIDE, SIDE), dtype=np.float32)
+    res = page.evaluate(PREDICT, x.reshape(-1).tolist())
+    np.testing.assert_allclose(sess.run(None, {sess.get_inputs()[0].name: x})[0],
+                               np.array(res["outputs"], np.float32), rtol=1e-4, atol=1e-4)
+    import onnx
+    m = onnx.load(str(path))
+    names = {t.name for t in m.graph.initializer}
+    assert any(n.startswith("backbone/") for n in names) and any(n.startswith("head/") for n in names)
+    assert not [n for n in m.graph.node if n.op_type in ("Dropout",)]
+    assert "bad.onnx" in app_state(page, "a.errors")[-1]   # the only error: the bad backbone above
 
-        # reload: the run saved in this browser comes back with its backbone, answering the same
-        step = app_state(page, "a.step")
-        page.reload()
-        page.locator("#resume-banner").wait_for(state="visible", timeout=30_000)
-        wait_ready(page)
-        page.click("#resume-btn")
-        page.wait_for_function("() => window.pytrainApp.resumed !== null && !window.pytrainApp.training",
-                               timeout=60_000)
-        resumed = app_state(page, "a.resumed")
-        assert resumed["digest"] == resumed["savedDigest"] and resumed["step"] == step
-        assert app_state(page, "a.model.origin") == "backbone"
-        res = page.evaluate(PREDICT, x.reshape(-1).tolist())
-        np.testing.assert_allclose(sess.run(None, {sess.get_inputs()[0].name: x})[0],
-                                   np.array(res["outputs"], np.float32), rtol=1e-4, atol=1e-4)
-        assert rec.foreign(site_url) == []
-    finally:
-        ctx.close()
+    # reload: the run saved in this browser comes back with its backbone, answering the same
+    step = app_state(page, "a.step")
+    page.reload()
+    page.locator("#resume-banner").wait_for(state="visible", timeout=30_000)
+    wait_ready(page)
+    page.click("#resume-btn")
+    page.wait_for_function("() => window.pytrainApp.resumed !== null && !window.pytrainApp.training",
+                           timeout=60_000)
+    resumed = app_state(page, "a.resumed")
+    assert resumed["digest"] == resumed["savedDigest"] and resumed["step"] == step
+    assert app_state(page, "a.model.origin") == "backbone"
+    res = page.evaluate(PREDICT, x.reshape(-1).tolist())
+    np.testing.assert_allclose(sess.run(None, {sess.get_inputs()[0].name: x})[0],
+                               np.array(res["outputs"], np.float32), rtol=1e-4, atol=1e-4)
+    assert rec.foreign(site_url) == []
