@@ -1,5 +1,5 @@
 """Benchmark web/kernels/gemm.wasm: in Node (raw kernel) and inside Pyodide (through
-the Python handshake of pytrain/ops/wasm_kernels.py, against numpy-in-Pyodide).
+the Python handshake of pytrain/ops/wasm/linalg.py, against numpy-in-Pyodide).
 
     python bench/gemm_bench.py [--reps N] [--skip-browser]
 

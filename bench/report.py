@@ -487,7 +487,7 @@ def _gemm_section(g: dict) -> List[str]:
     py = g.get("pyodide")
     if py:
         out += ["Inside Pyodide 0.17.1 (numpy arrays -> Python call -> JS -> wasm, in place; "
-                "pytrain/ops/wasm_kernels.py), median ms per product:", "",
+                "pytrain/ops/wasm/linalg.py), median ms per product:", "",
                 "| product | views | wasm sgemm ms | numpy-in-Pyodide ms | speed-up | max rel. error |",
                 "|---|---|---|---|---|---|"]
         for c in py["cases"]:

@@ -48,7 +48,7 @@ def _layout(model: ModelProto, what: str, kind: str) -> Dict[str, Any]:
 
 
 #: a faster test over all the arrays at once (the browser's wasm kernel, set by
-#: pytrain.ops.wasm_kernels.install): same answer as below, or None to leave it to numpy
+#: pytrain.ops.wasm.install): same answer as below, or None to leave it to numpy
 _finite_backend: Optional[Callable[[Sequence[np.ndarray]], Optional[int]]] = None
 
 

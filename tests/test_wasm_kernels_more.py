@@ -1,5 +1,6 @@
-"""web/kernels/nn_more.c (Clip, inference BatchNormalization, depthwise and pointwise Conv, Exp,
-Erf) run in Node.js through gemm.js against the numpy kernels they stand in for in the browser.
+"""web/kernels/elementwise.c's Clip, batchnorm.c, conv.c (depthwise and pointwise Conv) and
+exp_erf.c (Exp, Erf) run in Node.js through gemm.js against the numpy kernels they stand in for in
+the browser.
 
 Same harness as tests/test_wasm_kernels.py (the committed gemm.wasm and a fresh build)."""
 from __future__ import annotations
@@ -86,8 +87,9 @@ def _batchnorm_case(rng, shape):
 
 
 def test_channel_affine_equals_inference_batchnorm_bit_for_bit(wasm_path, tmp_path):
-    """pytrain_channel_affine with wasm_kernels.batch_normalization's a, b gives the numpy
-    BatchNormalization kernel's inference output to the bit (spatial sizes with and without a tail)."""
+    """pytrain_channel_affine with pytrain.ops.wasm.normalization.batch_normalization's a, b gives
+    the numpy BatchNormalization kernel's inference output to the bit (spatial sizes with and
+    without a tail)."""
     bn = get_kernel("BatchNormalization").numpy_fn
     rng = np.random.default_rng(12)
     cases, inputs, expected = [], [], []
@@ -95,7 +97,7 @@ def test_channel_affine_equals_inference_batchnorm_bit_for_bit(wasm_path, tmp_pa
         x, scale, bias, mean, var = _batchnorm_case(rng, shape)
         eps = 1e-3
         expected.append(bn(OpContext(), x, scale, bias, mean, var, epsilon=eps)[0])
-        # the accelerator's formula (pytrain/ops/wasm_kernels.py batch_normalization)
+        # the accelerator's formula (pytrain/ops/wasm/normalization.py batch_normalization)
         a = np.ascontiguousarray(scale / np.sqrt(var + np.float32(eps)), dtype=np.float32)
         b = np.ascontiguousarray(bias - mean * a, dtype=np.float32)
         n, c = shape[:2]
@@ -464,8 +466,8 @@ def test_gemm_with_bias_equals_the_numpy_gemm_path(wasm_path, tmp_path, c_kind):
 
 
 def test_sum_rows_is_sum_to_shape_over_leading_axes_bit_for_bit(wasm_path, tmp_path):
-    """The bias-gradient shapes wasm_kernels.sum_to_shape now sends to pytrain_sum_rows (a 3-D
-    transformer gradient into (C,) or (1, 1, C), a 4-D one into (H, W)) give SumToShape's numpy
+    """The bias-gradient shapes pytrain.ops.wasm.elementwise.sum_to_shape now sends to
+    pytrain_sum_rows (a 3-D transformer gradient into (C,) or (1, 1, C), a 4-D one into (H, W)) give SumToShape's numpy
     result to the bit."""
     from pytrain.ops.registry import PYTRAIN_DOMAIN
 

@@ -123,7 +123,7 @@ async function installWasmGemm() {
     self.importScripts(BASE + "kernels/gemm.js");
     await self.pytrainGemm.registerWithPyodide(pyodide, BASE + "kernels/gemm.wasm");
     progress.mark("kernels loaded");
-    if (pyodide.runPython("from pytrain.ops import wasm_kernels\nwasm_kernels.install()")) return "wasm-simd";
+    if (pyodide.runPython("from pytrain.ops import wasm\nwasm.install()")) return "wasm-simd";
   } catch (err) {
     console.warn("pytrain: the wasm GEMM is unavailable, numpy does the products:", err);
   }

@@ -1,6 +1,7 @@
-"""The wasm kernels of web/kernels/nn_more.c and norm_more.c where they really run: Pyodide 0.17.1
+"""The wasm kernels for the real models (web/kernels/conv.c, batchnorm.c, exp_erf.c, layernorm.c,
+softmax.c, gather_grad.c, gemm_ops.c, Clip in elementwise.c) where they really run: Pyodide 0.17.1
 (numpy 1.17.5) with gemm.wasm linked into its heap (bench/pages/kernels_check.html), pytrain from
-this checkout. After wasm_kernels.install() every accelerated kernel must answer the cases it
+this checkout. After pytrain.ops.wasm.install() every accelerated kernel must answer the cases it
 takes (no silent fallback to numpy) with the numpy kernel's result, and decline the rest."""
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ PYODIDE = ROOT / "bench" / "node_modules" / "@pyodide" / "pyodide" / "dist" / "p
 CHECK = r"""
 import json
 import numpy as np
-from pytrain.ops import OpContext, get_kernel, linalg, wasm_kernels
+from pytrain.ops import OpContext, get_kernel, linalg, wasm
+from pytrain.ops.wasm import conv as wconv, elementwise as welem, gather as wgather, linalg as wlinalg
+from pytrain.ops.wasm import normalization as wnorm, optimizer as wopt, softmax as wsoftmax
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 
-assert wasm_kernels.install()
+assert wasm.install()
 rng = np.random.RandomState(3)
 f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
 all3 = OpContext(output_mask=(True, True, True))
@@ -45,62 +48,62 @@ def compare(name, op, args, kw=None, domain="", ctx=None, fast=None):
     out[name] = {"answered": answered, "err": errs}
 
 x = f32(4, 24, 20, 20) * 4
-compare("clip", "Clip", (x, np.array(0, np.float32), np.array(6, np.float32)), fast=wasm_kernels.clip)
+compare("clip", "Clip", (x, np.array(0, np.float32), np.array(6, np.float32)), fast=welem.clip)
 compare("batchnorm", "BatchNormalization", (x, f32(24), f32(24), f32(24), np.abs(f32(24)) + 0.5),
-        {"epsilon": 1e-3}, fast=wasm_kernels.batch_normalization)
+        {"epsilon": 1e-3}, fast=wnorm.batch_normalization)
 compare("conv_depthwise", "Conv", (x, f32(24, 1, 3, 3), f32(24)),
-        {"group": 24, "pads": [1, 1, 1, 1], "strides": [2, 2]}, fast=wasm_kernels.conv)
-compare("conv_pointwise", "Conv", (x, f32(40, 24, 1, 1), f32(40)), fast=wasm_kernels.conv)
-compare("conv_pointwise_small", "Conv", (f32(16, 32, 6, 6), f32(192, 32, 1, 1), None), fast=wasm_kernels.conv)
-compare("conv_regular_declined", "Conv", (x, f32(8, 24, 3, 3), None), fast=wasm_kernels.conv)
+        {"group": 24, "pads": [1, 1, 1, 1], "strides": [2, 2]}, fast=wconv.conv)
+compare("conv_pointwise", "Conv", (x, f32(40, 24, 1, 1), f32(40)), fast=wconv.conv)
+compare("conv_pointwise_small", "Conv", (f32(16, 32, 6, 6), f32(192, 32, 1, 1), None), fast=wconv.conv)
+compare("conv_regular_declined", "Conv", (x, f32(8, 24, 3, 3), None), fast=wconv.conv)
 g = f32(32, 32, 512)
-compare("erf", "Erf", (g,), fast=wasm_kernels._unary(wasm_kernels._wasm.erf))
-compare("exp", "Exp", (-g * g,), fast=wasm_kernels._unary(wasm_kernels._wasm.exp))
+compare("erf", "Erf", (g,), fast=welem._unary(wasm._wasm.erf))
+compare("exp", "Exp", (-g * g,), fast=welem._unary(wasm._wasm.exp))
 h = f32(8, 32, 128) * 2 + 1
 mean_std = get_kernel("LayerNormalization").numpy_fn(all3, h, f32(128), f32(128))
 compare("layernorm", "LayerNormalization", (h, f32(128), f32(128)), ctx=all3,
-        fast=wasm_kernels.layer_normalization)
+        fast=wnorm.layer_normalization)
 compare("layernorm_grad", "LayerNormalizationGrad", (f32(8, 32, 128), h, f32(128), mean_std[1], mean_std[2]),
-        domain=PYTRAIN_DOMAIN, ctx=all3, fast=wasm_kernels.layer_normalization_grad)
-compare("softmax", "Softmax", (f32(8, 2, 32, 32) * 3,), fast=wasm_kernels.softmax)
+        domain=PYTRAIN_DOMAIN, ctx=all3, fast=wnorm.layer_normalization_grad)
+compare("softmax", "Softmax", (f32(8, 2, 32, 32) * 3,), fast=wsoftmax.softmax)
 nan_row = f32(4, 8)
 nan_row[1, 2] = np.nan
-compare("softmax_nan_declined", "Softmax", (nan_row,), fast=wasm_kernels.softmax)
+compare("softmax_nan_declined", "Softmax", (nan_row,), fast=wsoftmax.softmax)
 idx = rng.randint(-100, 100, (16, 32)).astype(np.int64)
 compare("gather_grad", "GatherGrad", (f32(16, 32, 64), idx, np.zeros((100, 64), np.float32)),
-        domain=PYTRAIN_DOMAIN, fast=wasm_kernels.gather_grad)
-compare("gemm_bias", "Gemm", (f32(64, 784), f32(128, 784), f32(128)), {"transB": 1}, fast=wasm_kernels.gemm)
-compare("gemm_small_declined", "Gemm", (f32(4, 8), f32(8, 3), f32(3)), fast=wasm_kernels.gemm)
+        domain=PYTRAIN_DOMAIN, fast=wgather.gather_grad)
+compare("gemm_bias", "Gemm", (f32(64, 784), f32(128, 784), f32(128)), {"transB": 1}, fast=wlinalg.gemm)
+compare("gemm_small_declined", "Gemm", (f32(4, 8), f32(8, 3), f32(3)), fast=wlinalg.gemm)
 compare("sum_to_shape_3d", "SumToShape", (f32(8, 32, 128), np.zeros(128, np.float32)), domain=PYTRAIN_DOMAIN,
-        fast=wasm_kernels.sum_to_shape)
+        fast=welem.sum_to_shape)
 compare("sum_to_shape_middle_declined", "SumToShape", (f32(8, 32, 128), np.zeros((32, 1), np.float32)),
-        domain=PYTRAIN_DOMAIN, fast=wasm_kernels.sum_to_shape)
+        domain=PYTRAIN_DOMAIN, fast=welem.sum_to_shape)
 for code, (name, op) in enumerate((("add", "Add"), ("sub", "Sub"), ("mul", "Mul"), ("div", "Div"))):
-    compare(name + "_row", op, (f32(32, 32, 128), f32(128)), fast=wasm_kernels._binary(code))
-    compare(name + "_scalar_left", op, (np.array(1.5, np.float32), f32(32, 32, 128)), fast=wasm_kernels._binary(code))
+    compare(name + "_row", op, (f32(32, 32, 128), f32(128)), fast=welem._binary(code))
+    compare(name + "_scalar_left", op, (np.array(1.5, np.float32), f32(32, 32, 128)), fast=welem._binary(code))
 compare("add_middle_broadcast_declined", "Add", (f32(32, 2, 32, 32), f32(32, 1, 1, 32)),
-        fast=wasm_kernels._binary(0))
+        fast=welem._binary(0))
 # pytrain.fusion's Conv + BatchNormalization + Clip node: the clip in wasm, in place
 bn = (f32(40), f32(40), f32(40), np.abs(f32(40)) + 0.5)
 compare("fused_conv_clip", "FusedConv", (x, f32(40, 24, 1, 1), f32(40)) + bn + (np.array(0, np.float32),
-        np.array(6, np.float32)), {"clip": 1, "epsilon": 1e-3}, domain=PYTRAIN_DOMAIN, fast=wasm_kernels.fused_conv)
+        np.array(6, np.float32)), {"clip": 1, "epsilon": 1e-3}, domain=PYTRAIN_DOMAIN, fast=wconv.fused_conv)
 from pytrain import module
 grads = [f32(128, 784), f32(128), np.arange(3), f32(10, 128), f32(10)]
 clean = module._first_non_finite(grads)
 grads[3][5, 7] = np.inf
-out["first_non_finite"] = {"answered": wasm_kernels.first_non_finite(grads) == 3 and clean == -1,
+out["first_non_finite"] = {"answered": wopt.first_non_finite(grads) == 3 and clean == -1,
                            "err": [float(module._first_non_finite(grads) != 3)],
-                           "routed": module._finite_backend is wasm_kernels.first_non_finite}
+                           "routed": module._finite_backend is wopt.first_non_finite}
 # attention's batched products through linalg (forward and MatMulGrad's transposed views)
 q, k = f32(8, 2, 32, 64), f32(8, 2, 64, 32)
 calls = []
-orig = wasm_kernels._wasm.sgemm_batched
+orig = wasm._wasm.sgemm_batched
 got = linalg.matmul(q, k)
-out["matmul_batched"] = {"answered": wasm_kernels.matmul_batched(q, k) is not None,
+out["matmul_batched"] = {"answered": wlinalg.matmul_batched(q, k) is not None,
                          "err": [float(np.max(np.abs(got - np.matmul(q, k))))]}
 kt = np.swapaxes(k, -1, -2)
 out["matmul_batched_transposed"] = {
-    "answered": wasm_kernels.matmul_batched(q, np.swapaxes(kt, -1, -2)) is not None,
+    "answered": wlinalg.matmul_batched(q, np.swapaxes(kt, -1, -2)) is not None,
     "err": [float(np.max(np.abs(linalg.matmul(q, np.swapaxes(kt, -1, -2)) - np.matmul(q, k))))]}
 # the registry routes the accelerated kernels (install() put them in front)
 out["routed"] = sorted(op for op in ("Add", "Clip", "BatchNormalization", "Conv", "Erf", "Exp", "Gemm",

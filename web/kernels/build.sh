@@ -1,5 +1,7 @@
 #!/bin/sh
-# Build gemm.wasm from gemm.c (+ optim.c, im2col.c, pool.c, elementwise.c, transpose.c, softmax_ce.c, nn_more.c, norm_more.c) with clang + lld (no emscripten, no libc).
+# Build gemm.wasm from gemm.c (+ gemm_ops.c, optim.c, im2col.c, pool.c, conv.c, batchnorm.c, elementwise.c,
+# exp_erf.c, transpose.c, layernorm.c, softmax.c, softmax_ce.c, gather_grad.c; expmath.h is shared)
+# with clang + lld (no emscripten, no libc).
 # Usage: build.sh [out.wasm] [extra clang flags...]   (default out: gemm.wasm next to this script)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -7,15 +9,15 @@ out=${1:-$here/gemm.wasm}
 [ $# -gt 0 ] && shift
 CC=${CC:-clang}
 # --import-memory: the kernel runs inside the host's memory (Pyodide's heap).
-# Exports come from export_name attributes in gemm.c.
+# Exports come from the export_name attributes in the .c files.
 # -fno-builtin: keep clang from turning loops into memset/memcpy calls (there is no libc).
 # stack-size=0 + the check below: nothing may live on the shadow stack, which
 # would otherwise sit at a fixed address inside the host's memory.
 $CC --target=wasm32 -msimd128 -O3 -ffreestanding -fno-builtin -nostdlib \
     -Wl,--no-entry -Wl,--import-memory -Wl,-z,stack-size=0 -Wl,--strip-all \
-    "$@" -o "$out" "$here/gemm.c" "$here/optim.c" "$here/im2col.c" "$here/pool.c" \
-    "$here/elementwise.c" "$here/transpose.c" "$here/softmax_ce.c" "$here/nn_more.c" \
-    "$here/norm_more.c"
+    "$@" -o "$out" "$here/gemm.c" "$here/gemm_ops.c" "$here/optim.c" "$here/im2col.c" "$here/pool.c" \
+    "$here/conv.c" "$here/batchnorm.c" "$here/elementwise.c" "$here/exp_erf.c" "$here/transpose.c" \
+    "$here/layernorm.c" "$here/softmax.c" "$here/softmax_ce.c" "$here/gather_grad.c"
 if command -v llvm-objdump >/dev/null 2>&1; then
     # global 0 is __stack_pointer; any access means a spill into host memory.
     if llvm-objdump -d "$out" | grep -Eq 'global\.(get|set)'; then

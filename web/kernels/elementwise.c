@@ -1,6 +1,6 @@
 /* Element-wise kernels (linked into gemm.wasm by build.sh): one SIMD pass where numpy in
  * Pyodide (no SIMD, a temporary per step) needs several scalar ones. Results are bit for bit
- * those of the numpy kernels in pytrain/ops (op_activation.relu, train/op_relu_grad). */
+ * those of the numpy kernels in pytrain/ops (op_activation.relu, train/op_relu_grad, Clip). */
 #include <wasm_simd128.h>
 
 #define EXPORT(name) __attribute__((export_name(name)))
@@ -83,4 +83,21 @@ void binary(int op, const float *a, const float *b, float *y, int n, int b_len, 
     else if (op == 1) { BINARY_LOOP(V_RSUB, S_RSUB) }
     else if (!swap) { BINARY_LOOP(wasm_f32x4_div, S_DIV) }
     else { BINARY_LOOP(V_RDIV, S_RDIV) }
+}
+
+/* ---- Clip ------------------------------------------------------------------------------------ */
+
+/* y = np.minimum(np.maximum(x, lo), hi) with numpy's NaN rule (a NaN operand wins: wasm's
+ * f32x4.min/max propagate NaN the same way). Absent bounds come as -inf / +inf. */
+EXPORT("pytrain_clip")
+void clip(const float *x, float *y, int n, float lo, float hi) {
+    v128_t vlo = wasm_f32x4_splat(lo), vhi = wasm_f32x4_splat(hi);
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        wasm_v128_store(y + i, wasm_f32x4_min(wasm_f32x4_max(wasm_v128_load(x + i), vlo), vhi));
+    for (; i < n; i++) {
+        float v = x[i];
+        v = (v >= lo || v != v) ? v : lo;
+        y[i] = (v <= hi || v != v) ? v : hi;
+    }
 }

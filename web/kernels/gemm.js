@@ -130,7 +130,7 @@
     return gemm;
   }
 
-  /* What pytrain.ops.wasm_kernels imports as pytrain_wasm_gemm. */
+  /* What pytrain.ops.wasm imports as pytrain_wasm_gemm. */
   function pythonModule(gemm) {
     return {
       sgemm: gemm.sgemm,

@@ -2,50 +2,18 @@
  *
  * In numpy the loss is a dozen small array operations, each a Python -> C round trip that in
  * Pyodide costs more than the arithmetic on a 64 x 10 batch; here it is one pass per row.
- * There is no libm, so exp and log are computed here, in double precision (errors ~1e-16,
- * far below float32's rounding), and every row is summed in double: the results agree with
+ * There is no libm, so exp (expmath.h) and log (here) are computed in double precision (errors
+ * ~1e-16, far below float32's rounding), and every row is summed in double: the results agree with
  * pytrain/ops/op_softmax_cross_entropy_loss.py to float32 rounding (tests compare them).
  * A row with a NaN or an infinity, or a label outside [0, C), makes the kernel return nonzero
  * without finishing: the caller then leaves the node to numpy, which has the exact semantics
  * and names a bad label.
  */
+#include "expmath.h"
+
 #define EXPORT(name) __attribute__((export_name(name)))
 
 static const double LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;
-static const double INV_LN2 = 1.44269504088896338700e+00;
-
-typedef union { double d; unsigned long long u; } Bits;
-
-/* e^x for x <= 0 (the softmax shifts every row by its maximum): x = k ln2 + r, |r| <= ln2/2,
- * e^r by its Taylor series to r^13 (relative error < 2e-17), times 2^k built in the exponent. */
-static double exp_nonpositive(double x) {
-    if (x < -745.0) return 0.0;
-    double kd = __builtin_floor(x * INV_LN2 + 0.5);
-    double r = (x - kd * LN2_HI) - kd * LN2_LO;
-    /* Horner with 1/j! written out: a table would be a data segment in the host's memory */
-    double t = 1.0 / 6227020800.0;
-    t = t * r + 1.0 / 479001600.0;
-    t = t * r + 1.0 / 39916800.0;
-    t = t * r + 1.0 / 3628800.0;
-    t = t * r + 1.0 / 362880.0;
-    t = t * r + 1.0 / 40320.0;
-    t = t * r + 1.0 / 5040.0;
-    t = t * r + 1.0 / 720.0;
-    t = t * r + 1.0 / 120.0;
-    t = t * r + 1.0 / 24.0;
-    t = t * r + 1.0 / 6.0;
-    t = t * r + 0.5;
-    t = t * r + 1.0;
-    t = t * r + 1.0;
-    int k = (int)kd;
-    Bits b;
-    if (k < -1021) { /* scale in two steps so 2^k stays a normal number */
-        b.u = (unsigned long long)(k + 600 + 1023) << 52;
-        return t * b.d * 2.409919865102884e-181; /* 2^-600 */
-    }
-    b.u = (unsigned long long)(k + 1023) << 52;
-    return t * b.d;
-}
 
 /* ln(s) for s >= 1 (a sum of exponentials that includes e^0): s = 2^k m with m in
  * [sqrt(1/2), sqrt(2)), ln m = 2 atanh(u), u = (m-1)/(m+1), |u| < 0.172, series to u^23. */

@@ -1,0 +1,143 @@
+"""The browser's WebAssembly kernels (web/kernels/*.c, linked into one gemm.wasm), working in
+place on numpy's buffers inside Pyodide's heap, and how they plug into pytrain's numpy kernels.
+
+The page links gemm.wasm into Pyodide and registers it as the module ``pytrain_wasm_gemm``
+(see ``pythonModule`` in web/kernels/gemm.js). :func:`install` then routes operations through
+them; small products and arrays stay on numpy, where the Python -> JS -> wasm call would cost
+more than it saves. This module holds the access to the kernels and the helpers every family
+shares; the routing itself is one module per family:
+
+- :mod:`.linalg`: 2-D and batched matrix products, Gemm, 2-D transposes (gemm.c, gemm_ops.c,
+  transpose.c)
+- :mod:`.conv`: convolution columns (im2col.c), depthwise and pointwise Conv (conv.c),
+  FusedConv's clip, MaxPool and its gradient (pool.c)
+- :mod:`.normalization`: inference BatchNormalization (batchnorm.c), LayerNormalization and its
+  gradient (layernorm.c)
+- :mod:`.elementwise`: Relu and its gradient, Clip, Add/Sub/Mul/Div broadcasts, SumToShape's bias
+  case (elementwise.c), Exp and Erf (exp_erf.c)
+- :mod:`.softmax`: Softmax (softmax.c), SoftmaxCrossEntropyLoss and its gradient (softmax_ce.c)
+- :mod:`.gather`: GatherGrad (gather_grad.c)
+- :mod:`.optimizer`: the Adam update and the finite-gradient guard (optim.c)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:  # only present in a page that registered the kernel
+    import pytrain_wasm_gemm as _js  # type: ignore
+except ImportError:
+    _js = None
+
+
+class _Kernels:
+    """The page's kernel functions, looked up once: reading an attribute of Pyodide 0.17's JsProxy
+    module costs ~3.5 us (measured in Chromium), as much as the call itself, on every call."""
+
+    def __init__(self, js) -> None:
+        for name in dir(js):
+            if not name.startswith("_"):
+                value = getattr(js, name)
+                if value is not None:  # an older gemm.js hands Python None for exports it lacks
+                    setattr(self, name, value)
+
+
+_wasm = _Kernels(_js) if _js is not None else None
+_F32 = np.dtype(np.float32)
+
+#: Below this many elements numpy's own pass is as quick as the call into wasm.
+MIN_ELEMENTS = 1024
+
+
+def available() -> bool:
+    return _wasm is not None
+
+
+def _ptr(x: np.ndarray) -> int:
+    """Byte address of x's first element in the wasm heap (numpy's data pointer)."""
+    return x.__array_interface__["data"][0]
+
+
+def _plain(*arrays: np.ndarray, min_size: int = MIN_ELEMENTS) -> bool:
+    """All C-contiguous float32 of one shape, and enough elements to be worth a wasm call.
+    (A plain loop: this runs before every accelerated node, and a generator under all() cost
+    8 us in Pyodide against ~1 us.)"""
+    a0 = arrays[0]
+    if a0.size < min_size:
+        return False
+    shape = a0.shape
+    for a in arrays:
+        if a.dtype != _F32 or not a.flags.c_contiguous or a.shape != shape:
+            return False
+    return True
+
+
+def install() -> bool:
+    """Route pytrain's 2-D float32 products, stacks of products and transposes (pytrain.ops.linalg),
+    Adam updates (op_optimizers.set_adam_backend), the finite-gradient guard
+    (module.set_finite_backend), convolution columns (windows.set_columns_backend), 2-D MaxPool
+    (op_maxpool.set_backend), and through registry.accelerate Relu, ReluGrad, MaxPoolGrad,
+    SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip,
+    BatchNormalization (inference), Conv (depthwise, pointwise), Exp, Erf, LayerNormalization with
+    its gradient, Softmax and GatherGrad through the kernels."""
+    if _wasm is None:
+        return False
+    from pytrain.ops import linalg, registry, windows
+    from pytrain.ops.nn import op_maxpool
+    from pytrain.ops.train import op_optimizers
+    from pytrain.ops.wasm import conv, elementwise, gather, normalization, optimizer, softmax
+    from pytrain.ops.wasm import linalg as wasm_linalg
+
+    previous = linalg.set_backend(wasm_linalg.matmul2d)
+    if previous is not None and previous is not wasm_linalg.matmul2d:
+        wasm_linalg.FALLBACK = previous
+    if hasattr(_wasm, "adam"):  # a page may register the GEMM alone
+        op_optimizers.set_adam_backend(optimizer.adam)
+    if hasattr(_wasm, "im2col") and hasattr(_wasm, "col2im"):
+        windows.set_columns_backend(conv.columns, conv.columns_adjoint)
+    if hasattr(_wasm, "maxpool2d"):
+        op_maxpool.set_backend(conv.max_pool)
+    if hasattr(_wasm, "transpose"):
+        linalg.set_transpose_backend(wasm_linalg.transpose)
+    if getattr(_wasm, "sgemm_batched", None) is not None and hasattr(linalg, "set_batched_backend"):
+        linalg.set_batched_backend(wasm_linalg.matmul_batched)
+    if hasattr(_wasm, "relu") and hasattr(_wasm, "relu_grad"):
+        registry.accelerate("Relu", elementwise.relu)
+        registry.accelerate("ReluGrad", elementwise.relu_grad, registry.PYTRAIN_DOMAIN)
+    if hasattr(_wasm, "maxpool_grad"):
+        registry.accelerate("MaxPoolGrad", conv.max_pool_grad, registry.PYTRAIN_DOMAIN)
+    if hasattr(_wasm, "sum_rows"):
+        registry.accelerate("SumToShape", elementwise.sum_to_shape, registry.PYTRAIN_DOMAIN)
+    if hasattr(_wasm, "softmax_ce") and hasattr(_wasm, "softmax_ce_grad"):
+        registry.accelerate("SoftmaxCrossEntropyLoss", softmax.softmax_cross_entropy)
+        registry.accelerate("SoftmaxCrossEntropyLossGrad", softmax.softmax_cross_entropy_grad,
+                            registry.PYTRAIN_DOMAIN)
+    if getattr(_wasm, "binary", None) is not None:
+        for code, op in enumerate(("Add", "Sub", "Mul", "Div")):
+            registry.accelerate(op, elementwise._binary(code))
+    if getattr(_wasm, "gemm", None) is not None:
+        registry.accelerate("Gemm", wasm_linalg.gemm)
+    if getattr(_wasm, "clip", None) is not None:
+        registry.accelerate("Clip", elementwise.clip)
+        registry.accelerate("FusedConv", conv.fused_conv, registry.PYTRAIN_DOMAIN)  # pytrain/fusion.py's node
+    if getattr(_wasm, "channel_affine", None) is not None:
+        registry.accelerate("BatchNormalization", normalization.batch_normalization)
+    if getattr(_wasm, "depthwise_conv2d", None) is not None and getattr(_wasm, "conv1x1", None) is not None:
+        registry.accelerate("Conv", conv.conv)
+    if getattr(_wasm, "exp", None) is not None:
+        registry.accelerate("Exp", elementwise._unary(_wasm.exp))
+    if getattr(_wasm, "erf", None) is not None:
+        registry.accelerate("Erf", elementwise._unary(_wasm.erf))
+    if getattr(_wasm, "first_non_finite", None) is not None:
+        from pytrain import module
+
+        if hasattr(module, "set_finite_backend"):
+            module.set_finite_backend(optimizer.first_non_finite)
+    if getattr(_wasm, "layernorm", None) is not None and getattr(_wasm, "layernorm_grad", None) is not None:
+        registry.accelerate("LayerNormalization", normalization.layer_normalization)
+        registry.accelerate("LayerNormalizationGrad", normalization.layer_normalization_grad,
+                            registry.PYTRAIN_DOMAIN)
+    if getattr(_wasm, "softmax", None) is not None:
+        registry.accelerate("Softmax", softmax.softmax)
+    if getattr(_wasm, "gather_grad", None) is not None:
+        registry.accelerate("GatherGrad", gather.gather_grad, registry.PYTRAIN_DOMAIN)
+    return True

@@ -1,0 +1,150 @@
+"""Convolutions and pooling on the wasm kernels: im2col/col2im columns (im2col.c), depthwise and
+pointwise Conv (conv.c), FusedConv's clip (elementwise.c), MaxPool and its gradient (pool.c).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import numpy as np
+
+from pytrain.ops.wasm import _F32, _plain, _ptr, _wasm
+from pytrain.ops.wasm.elementwise import _scalar_bound
+from pytrain.ops.wasm.linalg import MIN_MACS
+
+
+def columns(xt: np.ndarray, win) -> Optional[np.ndarray]:
+    """conv_columns' matrix (C*K, L*N) for a 2-D convolution of the padded float32 input ``xt`` in
+    the batch-last layout (C, H, W, N) (web/kernels/im2col.c); None for other cases, which numpy
+    handles."""
+    if win.rank != 2 or xt.dtype != np.float32 or not xt.flags.c_contiguous:
+        return None
+    c, h, w, n = xt.shape
+    (kh, kw), (oh, ow) = win.kernel, win.out_shape
+    cols = np.empty((c * kh * kw, oh * ow * n), dtype=np.float32)
+    if cols.size:
+        _wasm.im2col(_ptr(xt), _ptr(cols), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
+                     win.dilations[0], win.dilations[1])
+    return cols
+
+
+def columns_adjoint(cols: np.ndarray, win) -> Optional[np.ndarray]:
+    """conv_columns_adjoint's padded batch-last (C, H, W, N) sum for a 2-D convolution
+    (web/kernels/im2col.c); ``cols`` is C-contiguous (C*K, L*N)."""
+    if win.rank != 2 or cols.dtype != np.float32:
+        return None
+    (kh, kw), (oh, ow) = win.kernel, win.out_shape
+    c = cols.shape[0] // (kh * kw)
+    n = cols.shape[1] // (oh * ow)
+    h, w = win.padded_shape
+    xt = np.zeros((c, h, w, n), dtype=np.float32)
+    if cols.size:
+        _wasm.col2im(_ptr(cols), _ptr(xt), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
+                     win.dilations[0], win.dilations[1])
+    return xt
+
+
+def max_pool(xp: np.ndarray, win, want_indices: bool,
+             storage_order: int) -> Optional[Tuple[np.ndarray, Optional[np.ndarray]]]:
+    """MaxPool's (Y, Indices) for a 2-D window over the padded float32 input ``xp``
+    (web/kernels/pool.c); None for other cases, which numpy handles."""
+    if win.rank != 2 or xp.dtype != np.float32 or not xp.flags.c_contiguous:
+        return None
+    n, c, hp, wp = xp.shape
+    (kh, kw), (oh, ow) = win.kernel, win.out_shape
+    y = np.empty((n, c, oh, ow), dtype=np.float32)
+    idx = np.empty((n, c, oh, ow), dtype=np.int64) if want_indices else None
+    if y.size:
+        _wasm.maxpool2d(_ptr(xp), _ptr(y), _ptr(idx) if want_indices else 0, n * c, hp, wp, kh, kw, oh, ow,
+                        win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
+                        win.in_shape[0], win.in_shape[1], win.pads_begin[0], win.pads_begin[1],
+                        int(storage_order))
+    return y, idx
+
+
+def max_pool_grad(ctx, dY: np.ndarray, Indices: np.ndarray, X: np.ndarray, *,
+                  storage_order: int = 0) -> Optional[Tuple[np.ndarray]]:
+    """MaxPoolGrad (pool.c), for registry.accelerate: row-major Indices only, and any index out
+    of range hands the node back to the numpy kernel, which reports it."""
+    if (storage_order != 0 or not _plain(dY) or X.dtype != np.float32 or Indices.dtype != np.int64
+            or not Indices.flags.c_contiguous or Indices.shape != dY.shape):
+        return None
+    dx = np.zeros(X.shape, dtype=np.float32)
+    if _wasm.maxpool_grad(_ptr(dY), _ptr(Indices), _ptr(dx), dY.size, dx.size):
+        return None
+    return (dx,)
+
+
+def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, auto_pad: str = "NOTSET",
+         dilations=None, group: int = 1, kernel_shape=None, pads=None,
+         strides=None) -> Optional[Tuple[np.ndarray]]:
+    """2-D float32 Conv in one call for the two shapes im2col serves worst (conv.c), for
+    registry.accelerate: depthwise (group == C, one input channel per filter) and pointwise
+    (1x1, stride 1, no padding, group 1). Anything else, or anything malformed, goes to numpy."""
+    from pytrain.ops.windows import geometry
+
+    if (X.ndim != 4 or W.ndim != 4 or X.dtype != np.float32 or W.dtype != np.float32
+            or not X.flags.c_contiguous or not W.flags.c_contiguous or X.size == 0 or W.size == 0):
+        return None
+    n, c, h, w = X.shape
+    m, cg, kh, kw = W.shape
+    group = int(group)
+    if kernel_shape and tuple(kernel_shape) != (kh, kw):
+        return None
+    if B is not None and (B.shape != (m,) or B.dtype != np.float32 or not B.flags.c_contiguous):
+        return None
+    depthwise = group == c and group > 1 and cg == 1 and m % c == 0
+    pointwise = group == 1 and cg == c and kh == 1 and kw == 1
+    if not (depthwise or pointwise):
+        return None
+    try:
+        win = geometry("Conv", X.shape, (kh, kw), strides, dilations, pads, auto_pad)
+    except Exception:
+        return None  # the numpy kernel raises the proper error
+    oh, ow = win.out_shape
+    if oh <= 0 or ow <= 0:
+        return None
+    y = np.empty((n, m, oh, ow), dtype=np.float32)
+    bias = _ptr(B) if B is not None else 0
+    if depthwise:
+        _wasm.depthwise_conv2d(_ptr(X), _ptr(W), bias, _ptr(y), n, c, m // c, h, w, kh, kw, oh, ow,
+                               win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
+                               win.pads_begin[0], win.pads_begin[1])
+        return (y,)
+    if tuple(win.strides) != (1, 1) or any(win.pads_begin) or (oh, ow) != (h, w) or m * h * w * c < MIN_MACS:
+        return None
+    s = h * w
+    # few positions per image: the images side by side in one product, through scratch (conv.c)
+    tmp = np.empty((c + m) * n * s, dtype=np.float32) if s < CONV1X1_BATCHED_BELOW else None
+    _wasm.conv1x1(_ptr(X), _ptr(W), bias, _ptr(y), n, c, m, s, _ptr(tmp) if tmp is not None else 0)
+    return (y,)
+
+
+#: Below this many positions per image a pointwise Conv puts the images side by side in one product
+#: (in Node: 16 images of 6x6, 32 -> 192 channels 0.73 -> 0.17 ms; of 24x24, 48 -> 8: 0.16 vs 0.28 ms).
+CONV1X1_BATCHED_BELOW = 128
+
+
+def fused_conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], scale: np.ndarray, bias: np.ndarray,
+               mean: np.ndarray, var: np.ndarray, clip_min: Optional[np.ndarray] = None,
+               clip_max: Optional[np.ndarray] = None, **attrs):
+    """pytrain.fusion's FusedConv with its Clip (MobileNet's Conv + BatchNormalization + ReLU6): the
+    numpy kernel folds the normalisation and runs the convolution (through the accelerated Conv),
+    told not to clip; the clip then runs in place in one wasm pass (elementwise.c) instead of numpy's
+    per-element branching np.clip. For registry.accelerate."""
+    from pytrain.ops.registry import PYTRAIN_DOMAIN, get_kernel
+
+    if not attrs.get("clip") or X.dtype != _F32 or W.dtype != _F32:
+        return None  # nothing to add: the numpy kernel already runs the accelerated Conv
+    lo = _scalar_bound(clip_min, np.float32, -math.inf)
+    hi = _scalar_bound(clip_max, np.float32, math.inf)
+    if lo is None or hi is None:
+        return None  # the numpy kernel names the bad bound
+    attrs["clip"] = 0
+    y, = get_kernel("FusedConv", PYTRAIN_DOMAIN).numpy_fn(ctx, X, W, B, scale, bias, mean, var, clip_min,
+                                                          clip_max, **attrs)
+    if not _plain(y, min_size=1):
+        y = np.minimum(np.maximum(y, np.float32(lo)), np.float32(hi)).astype(y.dtype, copy=False)
+        return (y,)
+    _wasm.clip(_ptr(y), _ptr(y), y.size, lo, hi)
+    return (y,)

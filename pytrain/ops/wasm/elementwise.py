@@ -1,0 +1,117 @@
+"""Element-wise kernels on the wasm side (elementwise.c, exp_erf.c): Relu and its gradient, Clip,
+Exp/Erf, Add/Sub/Mul/Div with a scalar or trailing-axes broadcast, and SumToShape's bias case.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import numpy as np
+
+from pytrain.ops.wasm import _F32, _plain, _ptr, _wasm
+
+
+def relu(ctx, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
+    """Relu (elementwise.c), for registry.accelerate."""
+    if not _plain(X):
+        return None
+    y = np.empty_like(X)
+    _wasm.relu(_ptr(X), _ptr(y), X.size)
+    return (y,)
+
+
+def relu_grad(ctx, dY: np.ndarray, Y: np.ndarray) -> Optional[Tuple[np.ndarray]]:
+    """ReluGrad (elementwise.c), for registry.accelerate."""
+    if not _plain(dY, Y):
+        return None
+    dx = np.empty_like(dY)
+    _wasm.relu_grad(_ptr(dY), _ptr(Y), _ptr(dx), dY.size)
+    return (dx,)
+
+
+#: Below this many elements numpy's own binary ufunc is as quick as the checks and the call
+MIN_BINARY_ELEMENTS = 4096
+
+
+def _binary(op: int):
+    """Add/Sub/Mul/Div (op 0-3) of float32 tensors (elementwise.c) for registry.accelerate: a scalar
+    operand or a trailing-axes broadcast (a bias row) on either side, and equal shapes for Div, the
+    result of the larger operand's shape. Measured in Chromium (Pyodide 0.17, BERT's 32x32x512):
+    numpy's broadcasting loops and its division are 3-8x slower than the kernel, its same-shape
+    add and multiply are not (0.16 ms against 0.24 for 524k products), so those stay with numpy,
+    as do other broadcasts."""
+    def run(ctx, A: np.ndarray, B: np.ndarray) -> Optional[Tuple[np.ndarray]]:
+        if A.dtype != _F32 or B.dtype != _F32 or not A.flags.c_contiguous or not B.flags.c_contiguous:
+            return None
+        big, small, swap = (B, A, 1) if A.size < B.size else (A, B, 0)
+        n, k = big.size, small.size
+        if n < MIN_BINARY_ELEMENTS or small.ndim > big.ndim:
+            return None  # (a size-1 operand with more axes would widen the output's shape)
+        if k == n:
+            if op != 3 or A.shape != B.shape:
+                return None
+        elif k != 1 and tuple(small.shape) != tuple(big.shape[big.ndim - small.ndim:]):
+            return None
+        y = np.empty(big.shape, dtype=np.float32)
+        _wasm.binary(op, _ptr(big), _ptr(small), _ptr(y), n, k, swap)
+        return (y,)
+    return run
+
+
+def sum_to_shape(ctx, dY: np.ndarray, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
+    """SumToShape's commonest case, a bias gradient: dY summed over its leading axes into X's
+    trailing shape ((N, C) into (C,) or (1, C); a transformer's (B, T, C) into (C,)) by
+    elementwise.c, adding the rows in order as numpy reduces leading axes, so the same bits; for
+    registry.accelerate."""
+    shape = tuple(X.shape)
+    tail = shape
+    while tail and tail[0] == 1:
+        tail = tail[1:]
+    lead = dY.ndim - len(tail)
+    if (lead < 1 or tuple(dY.shape[lead:]) != tail or len(shape) > dY.ndim
+            or not _plain(dY, min_size=1)):
+        return None
+    cols = 1
+    for d in tail:
+        cols *= d
+    rows = dY.size // cols if cols else 0
+    if rows < 2:
+        return None
+    out = np.empty(shape, dtype=np.float32)
+    _wasm.sum_rows(_ptr(dY), _ptr(out), rows, cols)
+    return (out,)
+
+
+def _scalar_bound(v: Optional[np.ndarray], dtype, default: float) -> Optional[float]:
+    """Clip's optional min/max input as the float the kernel compares with (None: not a scalar)."""
+    if v is None:
+        return default
+    v = np.asarray(v)
+    if v.size != 1:
+        return None
+    return float(v.reshape(()).astype(dtype))
+
+
+def clip(ctx, input: np.ndarray, min: Optional[np.ndarray] = None,
+         max: Optional[np.ndarray] = None) -> Optional[Tuple[np.ndarray]]:
+    """Clip of a float32 tensor with scalar bounds in one pass (elementwise.c), for registry.accelerate."""
+    if not _plain(input):
+        return None
+    lo = _scalar_bound(min, np.float32, -math.inf)
+    hi = _scalar_bound(max, np.float32, math.inf)
+    if lo is None or hi is None:
+        return None  # the numpy kernel names the bad bound
+    y = np.empty_like(input)
+    _wasm.clip(_ptr(input), _ptr(y), input.size, lo, hi)
+    return (y,)
+
+
+def _unary(fn):
+    """An element-wise float32 kernel ``fn(x, y, n)`` (Exp, Erf) as a registry.accelerate kernel."""
+    def run(ctx, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
+        if not _plain(X):
+            return None
+        y = np.empty_like(X)
+        fn(_ptr(X), _ptr(y), X.size)
+        return (y,)
+    return run

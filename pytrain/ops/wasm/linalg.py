@@ -1,0 +1,126 @@
+"""Matrix products and transposes on the wasm kernels (gemm.c's sgemm, gemm_ops.c's bias and
+batched forms, transpose.c): pytrain.ops.linalg's backends and the Gemm node.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from pytrain.ops.wasm import _F32, _plain, _ptr, _wasm
+
+
+# Below this many multiply-adds the Python -> JS -> wasm call (~10 us) costs more
+# than it saves; bench/pages/gemm.html measures the crossover.
+MIN_MACS = 65536
+
+#: What runs when the kernel does not (small or non-float32 products): pytrain's
+#: previous linalg backend when installed through install(), else numpy.
+FALLBACK = np.matmul
+
+
+def _layout(x: np.ndarray) -> Optional[Tuple[int, int]]:
+    """(trans, leading dimension) describing a 2-D float32 view for sgemm, or None.
+
+    A row-major matrix (possibly a row slice of a wider one) is (0, row stride);
+    a transposed view such as ``w.T`` is (1, column stride), so Gemm's transB and
+    the gradients' transposes never copy.
+    """
+    rows, cols = x.shape
+    s0, s1 = x.strides
+    if s0 % 4 or s1 % 4:
+        return None
+    if (s1 == 4 or cols == 1) and (s0 >= 4 * cols or rows == 1):
+        return 0, max(cols, s0 // 4 if rows > 1 else cols)
+    if (s0 == 4 or rows == 1) and (s1 >= 4 * rows or cols == 1):
+        return 1, max(rows, s1 // 4 if cols > 1 else rows)
+    return None
+
+
+def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for 2-D float32 operands, on the wasm kernel when it is worth it."""
+    m, k = a.shape
+    k2, n = b.shape
+    if k != k2:
+        raise ValueError("matmul2d: shapes %s and %s do not align" % (a.shape, b.shape))
+    if (_wasm is None or a.dtype != np.float32 or b.dtype != np.float32
+            or m * n * k < MIN_MACS or m == 0 or n == 0):
+        return FALLBACK(a, b)
+    la = _layout(a)
+    if la is None:
+        a = np.ascontiguousarray(a)
+        la = (0, k)
+    lb = _layout(b)
+    if lb is None:
+        b = np.ascontiguousarray(b)
+        lb = (0, n)
+    c = np.empty((m, n), dtype=np.float32)
+    if k == 0:
+        c.fill(0.0)
+        return c
+    # Arguments are plain ints/floats: Pyodide passes them to JS as numbers, and
+    # the wasm function reads the operands straight from the shared heap.
+    _wasm.sgemm(la[0], lb[0], m, n, k, 1.0, _ptr(a), la[1], _ptr(b), lb[1], 0.0, _ptr(c), n)
+    return c
+
+
+def matmul_batched(a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:
+    """A stack of float32 products with equal batch shapes (..., m, k) @ (..., k, n) in one call
+    (gemm_ops.c's loop over sgemm), for linalg.set_batched_backend; None for other cases. Operands
+    may be transposed views (MatMulGrad's swapaxes) as long as the batch axes fold into one stride."""
+    if a.dtype != np.float32 or b.dtype != np.float32 or a.shape[:-2] != b.shape[:-2]:
+        return None
+    m, k = a.shape[-2:]
+    k2, n = b.shape[-2:]
+    count = int(np.prod(a.shape[:-2]))
+    if k != k2 or m == 0 or n == 0 or k == 0 or count == 0 or count * m * n * k < MIN_MACS:
+        return None
+    a3 = a.reshape((count, m, k))  # a view when the batch axes fold (numpy copies otherwise)
+    b3 = b.reshape((count, k, n))
+    la, lb = _layout(a3[0]), _layout(b3[0])
+    if la is None or lb is None or a3.strides[0] % 4 or b3.strides[0] % 4:
+        return None
+    c = np.empty(a.shape[:-2] + (m, n), dtype=np.float32)
+    _wasm.sgemm_batched(count, la[0], lb[0], m, n, k, _ptr(a3), a3.strides[0] // 4, la[1],
+                        _ptr(b3), b3.strides[0] // 4, lb[1], _ptr(c), m * n, n)
+    return c
+
+
+def gemm(ctx, A: np.ndarray, B: np.ndarray, C: Optional[np.ndarray] = None, *, alpha: float = 1.0,
+         beta: float = 1.0, transA: int = 0, transB: int = 0) -> Optional[Tuple[np.ndarray]]:
+    """ONNX Gemm with alpha = beta = 1 (what Linear layers export) in one call, product and bias
+    (gemm_ops.c), for registry.accelerate; the numpy kernel takes small products and the rest."""
+    if A.ndim != 2 or B.ndim != 2 or A.dtype != _F32 or B.dtype != _F32 or alpha != 1.0:
+        return None
+    a = A.T if transA else A
+    b = B.T if transB else B
+    m, k = a.shape
+    k2, n = b.shape
+    if k != k2 or m * n * k < MIN_MACS or k == 0:
+        return None
+    c_kind = 0
+    if C is not None and beta != 0.0:
+        if beta != 1.0 or C.dtype != _F32 or not C.flags.c_contiguous:
+            return None
+        if C.shape == (n,) or C.shape == (1, n):
+            c_kind = 1
+        elif C.shape == (m, n):
+            c_kind = 2
+        else:
+            return None
+    la, lb = _layout(a), _layout(b)
+    if la is None or lb is None:
+        return None
+    y = np.empty((m, n), dtype=np.float32)
+    _wasm.gemm(la[0], lb[0], m, n, k, _ptr(a), la[1], _ptr(b), lb[1], _ptr(C) if c_kind else 0, c_kind, _ptr(y))
+    return (y,)
+
+
+def transpose(a: np.ndarray) -> Optional[np.ndarray]:
+    """``a.T`` of a C-contiguous 2-D float32 array, as a new C-contiguous array (transpose.c)."""
+    if a.ndim != 2 or not _plain(a):
+        return None
+    rows, cols = a.shape
+    out = np.empty((cols, rows), dtype=np.float32)
+    _wasm.transpose(_ptr(a), _ptr(out), rows, cols)
+    return out

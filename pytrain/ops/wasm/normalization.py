@@ -1,0 +1,84 @@
+"""BatchNormalization (inference, batchnorm.c) and LayerNormalization with its gradient
+(layernorm.c) on the wasm kernels.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from pytrain.ops.wasm import _plain, _ptr, _wasm
+
+
+def batch_normalization(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, input_mean: np.ndarray,
+                        input_var: np.ndarray, *, epsilon: float = 1e-5, momentum: float = 0.9,
+                        training_mode: int = 0, spatial: int = 1) -> Optional[Tuple[np.ndarray]]:
+    """Inference-mode BatchNormalization of float32 (N, C, ...) in one pass (batchnorm.c), for
+    registry.accelerate; the per-channel a, b are computed exactly as the numpy kernel does."""
+    if training_mode or not spatial or X.ndim < 2 or not _plain(X):
+        return None
+    c = X.shape[1]
+    for v in (scale, B, input_mean, input_var):
+        if v.shape != (c,) or v.dtype != np.float32:
+            return None
+    t = np.float32
+    a = np.ascontiguousarray(scale / np.sqrt(input_var + t(epsilon)), dtype=np.float32)
+    b = np.ascontiguousarray(B - input_mean * a, dtype=np.float32)
+    y = np.empty_like(X)
+    _wasm.channel_affine(_ptr(X), _ptr(y), _ptr(a), _ptr(b), X.shape[0], c, X.size // max(1, X.shape[0] * c))
+    return (y,)
+
+
+def _row_vector(v: Optional[np.ndarray], tail: Tuple[int, ...]) -> Optional[np.ndarray]:
+    """LayerNormalization's Scale/B as one float32 per normalised element, or None when it is
+    not exactly of the normalised shape (broadcast forms stay with numpy)."""
+    if v is None or v.dtype != np.float32 or tuple(v.shape) != tuple(tail):
+        return None
+    return np.ascontiguousarray(v).reshape(-1)
+
+
+def layer_normalization(ctx, X: np.ndarray, Scale: np.ndarray, B: Optional[np.ndarray] = None, *, axis: int = -1,
+                        epsilon: float = 1e-5, stash_type: int = 1):
+    """LayerNormalization of float32 X over its last axes with float32 statistics, Scale (and B) of
+    the normalised shape, in one call (layernorm.c), for registry.accelerate."""
+    a = axis + X.ndim if axis < 0 else axis
+    if stash_type != 1 or not 0 <= a < X.ndim or not _plain(X, min_size=1) or X.size == 0:
+        return None
+    rows = int(np.prod(X.shape[:a]))
+    n = X.size // rows
+    scale = _row_vector(Scale, X.shape[a:])
+    bias = _row_vector(B, X.shape[a:]) if B is not None else None
+    if scale is None or (B is not None and bias is None):
+        return None
+    y = np.empty_like(X)
+    stat_shape = X.shape[:a] + (1,) * (X.ndim - a)
+    mean = np.empty(stat_shape, dtype=np.float32) if ctx.wants(1) else None
+    inv_std = np.empty(stat_shape, dtype=np.float32) if ctx.wants(2) else None
+    _wasm.layernorm(_ptr(X), _ptr(scale), _ptr(bias) if bias is not None else 0, _ptr(y),
+                    _ptr(mean) if mean is not None else 0, _ptr(inv_std) if inv_std is not None else 0,
+                    rows, n, float(np.float32(epsilon)))
+    return (y, mean, inv_std)
+
+
+def layer_normalization_grad(ctx, dY: np.ndarray, X: np.ndarray, Scale: np.ndarray, Mean: np.ndarray,
+                             InvStdDev: np.ndarray, *, axis: int = -1, epsilon: float = 1e-5):
+    """LayerNormalizationGrad for float32 tensors and float32 saved statistics (layernorm.c), for
+    registry.accelerate."""
+    a = axis + X.ndim if axis < 0 else axis
+    if not 0 <= a < X.ndim or not _plain(dY, X, min_size=1) or X.size == 0:
+        return None
+    rows = int(np.prod(X.shape[:a]))
+    n = X.size // rows
+    scale = _row_vector(Scale, X.shape[a:])
+    if scale is None or dY.shape != X.shape:
+        return None
+    for s in (Mean, InvStdDev):
+        if s.dtype != np.float32 or s.size != rows or not s.flags.c_contiguous:
+            return None
+    dx = np.empty_like(X) if ctx.wants(0) else None
+    dscale = np.empty(Scale.shape, dtype=np.float32) if ctx.wants(1) else None
+    dbias = np.empty(Scale.shape, dtype=np.float32) if ctx.wants(2) else None
+    _wasm.layernorm_grad(_ptr(dY), _ptr(X), _ptr(scale), _ptr(Mean), _ptr(InvStdDev),
+                         _ptr(dx) if dx is not None else 0, _ptr(dscale) if dscale is not None else 0,
+                         _ptr(dbias) if dbias is not None else 0, rows, n)
+    return (dx, dscale, dbias)

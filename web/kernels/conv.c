@@ -1,0 +1,190 @@
+/* The 2-D convolutions im2col serves worst (linked into gemm.wasm by build.sh): depthwise
+ * (MobileNetV2's 3x3 per-channel filters) and pointwise (1x1). In Pyodide a depthwise convolution
+ * is an im2col copy, two layout transposes and a batched matmul of 1 x 9 rows; here one pass, one
+ * call. Results equal the numpy kernels of pytrain/ops to the bit (the same float32 sums in the
+ * same order, no FMA in wasm).
+ */
+#include <wasm_simd128.h>
+
+#define EXPORT(name) __attribute__((export_name(name)))
+
+
+/* One output of a depthwise convolution: the taps inside the input, (ky, kx) row-major. */
+static float depthwise_one(const float *xc, const float *wo, int h, int wd, int kh, int kw, int dh, int dw,
+                           int iy0, int ix0) {
+    float acc = 0.0f;
+    for (int ky = 0; ky < kh; ky++) {
+        int iy = iy0 + ky * dh;
+        if (iy < 0 || iy >= h) continue;
+        for (int kx = 0; kx < kw; kx++) {
+            int ix = ix0 + kx * dw;
+            if (ix >= 0 && ix < wd) acc += xc[(long)iy * wd + ix] * wo[ky * kw + kx];
+        }
+    }
+    return acc;
+}
+
+/* Depthwise 2-D convolution, NCHW: group == C, W (C*mult, 1, kh, kw), output channel o reads
+ * input channel o / mult. Each output is a float32 sum over the taps in row-major (ky, kx)
+ * order starting from 0, as numpy's matmul of the im2col rows sums them (taps in the padding
+ * contribute +-0 there and are skipped here); the bias (bias != 0) is added afterwards.
+ * Four neighbouring outputs of a row whose windows lie inside the input columns share one SIMD
+ * accumulator (each lane sums its own taps in the same order); the border columns go one by one. */
+EXPORT("pytrain_depthwise_conv2d")
+void depthwise_conv2d(const float *x, const float *w, const float *bias, float *y, int n, int c, int mult,
+                      int h, int wd, int kh, int kw, int oh, int ow, int sh, int sw, int dh, int dw,
+                      int ph, int pw) {
+    int m = c * mult;
+    /* output columns whose whole window lies inside the input's columns: [ox_lo, ox_hi) */
+    int ox_lo = pw > 0 ? (pw + sw - 1) / sw : 0;
+    int last = wd - 1 - (kw - 1) * dw + pw; /* ox * sw <= last */
+    int ox_hi = last < 0 ? 0 : last / sw + 1;
+    if (ox_lo > ow) ox_lo = ow;
+    if (ox_hi > ow) ox_hi = ow;
+    if (ox_hi < ox_lo) ox_hi = ox_lo;
+    int ox_simd = ox_lo + (ox_hi - ox_lo) / 4 * 4;
+    for (int img = 0; img < n; img++) {
+        for (int o = 0; o < m; o++) {
+            const float *xc = x + ((long)img * c + o / mult) * h * wd;
+            const float *wo = w + (long)o * kh * kw;
+            float *yo = y + ((long)img * m + o) * oh * ow;
+            float bo = bias ? bias[o] : 0.0f;
+            v128_t vb = wasm_f32x4_splat(bo);
+            for (int oy = 0; oy < oh; oy++) {
+                int iy0 = oy * sh - ph;
+                float *yr = yo + (long)oy * ow;
+                for (int ox = 0; ox < ox_lo; ox++) {
+                    float acc = depthwise_one(xc, wo, h, wd, kh, kw, dh, dw, iy0, ox * sw - pw);
+                    yr[ox] = bias ? acc + bo : acc;
+                }
+                int ox = ox_lo;
+                if (kh == 3 && kw == 3 && sw == 1 && dw == 1) {
+                    /* MobileNet's case: the nine weights in registers, eight outputs per pass */
+                    v128_t w0 = wasm_f32x4_splat(wo[0]), w1 = wasm_f32x4_splat(wo[1]), w2 = wasm_f32x4_splat(wo[2]);
+                    v128_t w3 = wasm_f32x4_splat(wo[3]), w4 = wasm_f32x4_splat(wo[4]), w5 = wasm_f32x4_splat(wo[5]);
+                    v128_t w6 = wasm_f32x4_splat(wo[6]), w7 = wasm_f32x4_splat(wo[7]), w8 = wasm_f32x4_splat(wo[8]);
+                    int r0 = iy0 >= 0 && iy0 < h, r1 = iy0 + dh >= 0 && iy0 + dh < h;
+                    int r2 = iy0 + 2 * dh >= 0 && iy0 + 2 * dh < h;
+                    const float *x0 = xc + (long)iy0 * wd - pw, *x1 = x0 + (long)dh * wd, *x2 = x1 + (long)dh * wd;
+#define TAPS(A, P)                                                                                  \
+    if (r0) { A = wasm_f32x4_add(A, wasm_f32x4_mul(wasm_v128_load(x0 + (P)), w0));                  \
+              A = wasm_f32x4_add(A, wasm_f32x4_mul(wasm_v128_load(x0 + (P) + 1), w1));              \
+              A = wasm_f32x4_add(A, wasm_f32x4_mul(wasm_v128_load(x0 + (P) + 2), w2)); }            \
+    if (r1) { A = wasm_f32x4_add(A, wasm_f32x4_mul(wasm_v128_load(x1 + (P)), w3));                  \
+              A = wasm_f32x4_add(A, wasm_f32x4_mul(wasm_v128_load(x1 + (P) + 1), w4));              \
+              A = wasm_f32x4_add(A, wasm_f32x4_mul(wasm_v128_load(x1 + (P) + 2), w5)); }            \
+    if (r2) { A = wasm_f32x4_add(A, wasm_f32x4_mul(wasm_v128_load(x2 + (P)), w6));                  \
+              A = wasm_f32x4_add(A, wasm_f32x4_mul(wasm_v128_load(x2 + (P) + 1), w7));              \
+              A = wasm_f32x4_add(A, wasm_f32x4_mul(wasm_v128_load(x2 + (P) + 2), w8)); }
+                    for (; ox + 8 <= ox_simd; ox += 8) {
+                        v128_t a = wasm_f32x4_splat(0.0f), b = a;
+                        TAPS(a, ox)
+                        TAPS(b, ox + 4)
+                        if (bias) { a = wasm_f32x4_add(a, vb); b = wasm_f32x4_add(b, vb); }
+                        wasm_v128_store(yr + ox, a);
+                        wasm_v128_store(yr + ox + 4, b);
+                    }
+                    for (; ox < ox_simd; ox += 4) {
+                        v128_t a = wasm_f32x4_splat(0.0f);
+                        TAPS(a, ox)
+                        if (bias) a = wasm_f32x4_add(a, vb);
+                        wasm_v128_store(yr + ox, a);
+                    }
+#undef TAPS
+                } else if (kh == 3 && kw == 3 && sw == 2 && dw == 1) {
+                    /* stride 2: three loads give the even, odd and shifted-even columns of a row
+                     * (only where the third load stays inside the row) */
+                    v128_t wv[9];
+                    for (int t = 0; t < 9; t++) wv[t] = wasm_f32x4_splat(wo[t]);
+                    for (; ox < ox_simd && ox * 2 - pw + 12 <= wd; ox += 4) {
+                        v128_t a = wasm_f32x4_splat(0.0f);
+                        for (int ky = 0; ky < 3; ky++) {
+                            int iy = iy0 + ky * dh;
+                            if (iy < 0 || iy >= h) continue;
+                            const float *p = xc + (long)iy * wd + ox * 2 - pw;
+                            v128_t v0 = wasm_v128_load(p), v1 = wasm_v128_load(p + 4), v2 = wasm_v128_load(p + 8);
+                            v128_t ev = wasm_i32x4_shuffle(v0, v1, 0, 2, 4, 6);
+                            v128_t od = wasm_i32x4_shuffle(v0, v1, 1, 3, 5, 7);
+                            v128_t e2 = wasm_i32x4_shuffle(ev, v2, 1, 2, 3, 4);
+                            a = wasm_f32x4_add(a, wasm_f32x4_mul(ev, wv[ky * 3]));
+                            a = wasm_f32x4_add(a, wasm_f32x4_mul(od, wv[ky * 3 + 1]));
+                            a = wasm_f32x4_add(a, wasm_f32x4_mul(e2, wv[ky * 3 + 2]));
+                        }
+                        if (bias) a = wasm_f32x4_add(a, vb);
+                        wasm_v128_store(yr + ox, a);
+                    }
+                }
+                for (; ox < ox_simd; ox += 4) {
+                    v128_t acc = wasm_f32x4_splat(0.0f);
+                    for (int ky = 0; ky < kh; ky++) {
+                        int iy = iy0 + ky * dh;
+                        if (iy < 0 || iy >= h) continue;
+                        const float *xr = xc + (long)iy * wd + ox * sw - pw;
+                        const float *wr = wo + ky * kw;
+                        for (int kx = 0; kx < kw; kx++) {
+                            const float *p = xr + kx * dw;
+                            v128_t xv = sw == 1 ? wasm_v128_load(p) : wasm_f32x4_make(p[0], p[sw], p[2 * sw], p[3 * sw]);
+                            acc = wasm_f32x4_add(acc, wasm_f32x4_mul(xv, wasm_f32x4_splat(wr[kx])));
+                        }
+                    }
+                    if (bias) acc = wasm_f32x4_add(acc, vb);
+                    wasm_v128_store(yr + ox, acc);
+                }
+                for (int ox = ox_simd; ox < ow; ox++) {
+                    float acc = depthwise_one(xc, wo, h, wd, kh, kw, dh, dw, iy0, ox * sw - pw);
+                    yr[ox] = bias ? acc + bo : acc;
+                }
+            }
+        }
+    }
+}
+
+void sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+           const float *B, int ldb, float beta, float *C, int ldc, void *work);
+
+/* Pointwise (1x1, stride 1, no padding, group 1) convolution, NCHW: Y[img] (M x S) =
+ * W (M x C) @ X[img] (C x S), then the bias (bias != 0) added per channel: the products the
+ * im2col path makes, without its copies and layout transposes, in one call. With few positions
+ * per image (S small: late MobileNet stages have 3 x 3) per-image products are too thin for the
+ * GEMM's 8-wide tiles, so when the caller passes scratch `tmp` (C*N*S + M*N*S floats) the images
+ * go side by side: X as (C, N*S), one product, the result put back as (N, M, S). The sums are the
+ * same either way (each output sums its C terms in order). */
+EXPORT("pytrain_conv1x1")
+void conv1x1(const float *x, const float *w, const float *bias, float *y, int n, int c, int m, int s,
+             float *tmp, void *work) {
+    if (tmp) {
+        long ns = (long)n * s;
+        float *xt = tmp, *yt = tmp + (long)c * ns;
+        for (int img = 0; img < n; img++)
+            for (int ch = 0; ch < c; ch++) {
+                const float *src = x + ((long)img * c + ch) * s;
+                float *dst = xt + ch * ns + (long)img * s;
+                for (int j = 0; j < s; j++) dst[j] = src[j];
+            }
+        sgemm(0, 0, m, (int)ns, c, 1.0f, w, c, xt, (int)ns, 0.0f, yt, (int)ns, work);
+        for (int img = 0; img < n; img++)
+            for (int o = 0; o < m; o++) {
+                const float *src = yt + o * ns + (long)img * s;
+                float *dst = y + ((long)img * m + o) * s;
+                if (bias) {
+                    float b = bias[o];
+                    for (int j = 0; j < s; j++) dst[j] = src[j] + b;
+                } else {
+                    for (int j = 0; j < s; j++) dst[j] = src[j];
+                }
+            }
+        return;
+    }
+    for (int img = 0; img < n; img++) {
+        float *yi = y + (long)img * m * s;
+        sgemm(0, 0, m, s, c, 1.0f, w, c, x + (long)img * c * s, s, 0.0f, yi, s, work);
+        if (!bias) continue;
+        for (int o = 0; o < m; o++) {
+            float *yo = yi + (long)o * s;
+            v128_t vb = wasm_f32x4_splat(bias[o]);
+            int j = 0;
+            for (; j + 4 <= s; j += 4) wasm_v128_store(yo + j, wasm_f32x4_add(wasm_v128_load(yo + j), vb));
+            for (; j < s; j++) yo[j] += bias[o];
+        }
+    }
+}
