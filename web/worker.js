@@ -636,18 +636,22 @@ const commands = {
   },
   async changeOptimizer({ optimizer }) { await ready; needIdle("changing the optimizer"); return py("change_optimizer", { optimizer }); },
   async setScaling({ features = false, targets = null } = {}) { await ready; return py("set_scaling", { features, targets }); },
-  /* backbone: {bytes, name, extraFiles, size, normalize}, a pretrained feature extractor (only a head trains) */
+  /* backbone: {bytes, name, extraFiles, size, normalize}, a pretrained feature extractor (only a head trains);
+   * with `info`, the bytes are the extractor a restored run came back with, used as they are */
   async buildCNN({ optimizer = "AdamW", backbone = null } = {}) {
     await ready; needIdle("changing the model");
     startNewRun();
     const bb = backbone && { bytes: backbone.bytes, name: backbone.name, extra_files: backbone.extraFiles || null,
-                             size: backbone.size || null, normalize: backbone.normalize || "unit" };
+                             size: backbone.size || null, normalize: backbone.normalize || "unit",
+                             info: backbone.info || null };
     return py("build_cnn", { optimizer, backbone: bb });
   },
   async inspectBackbone({ bytes, name, extraFiles = null, size = null, normalize = "unit" }) {
     await ready;
     return py("inspect_backbone", { blob: bytes, name, extra_files: extraFiles, size, normalize });
   },
+  /* The samples of a run on examples, for the "By example" gallery after a resume or a run file. */
+  async examples() { await ready; return py("examples"); },
   async insights() { await ready; return py("insights"); },
   async runFile({ epochs } = {}) { await ready; return py("run_file", { epochs }); },
   async train(options = {}) {

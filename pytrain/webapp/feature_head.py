@@ -13,7 +13,9 @@ Teachable Machine does with MobileNet): the backbone is frozen, only a new head 
   prefixed ``head/``, every weight inlined), which is what the page exports.
 
 The extractor's bytes ride along in the session's artifacts under :data:`ARTIFACT_KEY`, so the
-run saved in the browser (IndexedDB) resumes with its backbone, and in the run file (a member
+run saved in the browser (IndexedDB) resumes with its backbone (and, saved with the examples, the
+features its head trained on: :func:`with_features`; a rebuild from the restored examples uses the
+extractor as it is: :func:`reuse`), and in the run file (a member
 ``backbone.onnx``, its weights inline, marked :data:`MARK`), which the page and the widget take
 back. ``pytrain train --resume`` refuses that run (:data:`NO_CLI_RESUME`): the CLI trains a model
 on its raw inputs, so it would have to run the backbone for every batch and put it in front of the
@@ -290,15 +292,42 @@ def with_features(blob: bytes, info: Dict[str, Any], x: np.ndarray, features: Op
     return bb
 
 
+def reuse(blob: bytes, info: Dict[str, Any]) -> Tuple[bytes, Dict[str, Any]]:
+    """An extractor :func:`extractor` made before (a restored run's, marked :data:`MARK`) with its
+    description ``info``, used as it is: its renaming, normalisation and pooling are in it already,
+    so it must not go through :func:`extractor` again. One blank image checks the two belong together."""
+    from pytrain.runtime import InferenceSession
+
+    name = str(info.get("name") or "the backbone")
+    try:
+        model = ModelProto.FromString(bytes(blob))
+    except Exception:  # any decoder failure: not an extractor this page made
+        raise _refuse(name, "it is not the feature extractor saved with the run") from None
+    if not any(p.key == MARK for p in model.metadata_props):
+        raise _refuse(name, "it is not the feature extractor saved with the run (no %s mark)" % MARK)
+    shape = [int(s) for s in info.get("shape") or []]
+    if len(shape) != 3 or not info.get("features"):
+        raise WebappError("the run's description of %s does not say what it takes and gives" % name)
+    out = InferenceSession(bytes(blob)).run(None, {INPUT: np.zeros([1] + shape, np.float32)})[0]
+    if list(out.shape) != [1, int(info["features"])]:
+        raise WebappError("%s gives %s features; the run's description says %d"
+                          % (name, list(out.shape[1:]), int(info["features"])))
+    return bytes(blob), dict(info)
+
+
 def build(session: Any, spec: Dict[str, Any], optimizer: str, seed: int = 0) -> Tuple[Dict[str, bytes], Dict[str, Any]]:
     """Artifacts and model description for a head on ``spec``'s backbone ({bytes, name,
-    extra_files, size, normalize}) over the session's images; fills the feature cache."""
+    extra_files, size, normalize}, or {bytes, info} for the extractor of a restored run, see
+    :func:`reuse`) over the session's images; fills the feature cache."""
     from pytrain.webapp.demo import _generate
 
     _, models, _ = _core()
     d = session._need_data()
-    blob, info = extractor(spec["bytes"], spec.get("name") or "the backbone", spec.get("extra_files"),
-                           spec.get("size"), spec.get("normalize") or "unit")
+    if spec.get("info"):   # the extractor a run came back with (resumed, or from its run file)
+        blob, info = reuse(spec["bytes"], spec["info"])
+    else:
+        blob, info = extractor(spec["bytes"], spec.get("name") or "the backbone", spec.get("extra_files"),
+                               spec.get("size"), spec.get("normalize") or "unit")
     shape = [int(s) for s in d["train_x"].shape[1:]]
     if shape != info["shape"] or d["task"] != "classification" or d["num_classes"] < 2:
         raise DataError("the examples are %s images of %d class(es); the backbone takes %s images and the head "

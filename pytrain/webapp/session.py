@@ -160,6 +160,27 @@ class Session:
         # The current epoch's order no longer covers every sample; the next epoch includes them.
         return self.data_summary()
 
+    def examples(self) -> Dict[str, Any]:
+        """The samples of a run on decoded examples as the page's "By example" gallery shows them
+        (after a resume or a run file): ``x`` float32 bytes of shape ``shape`` (the samples in the
+        order given, then those added), ``y`` their class ids, ``classes`` the names; with a
+        backbone, its extractor's bytes (``backbone``) and description (``backbone_info``), so a
+        rebuild from the gallery trains on what the run trained on."""
+        if self.data_source.get("kind") != "arrays" or self._arrays is None or not self.data:
+            return {"loaded": False}
+        xs, ys = [self._arrays[0]], [self._arrays[1]]
+        for a, b in self._added:
+            xs.append(a.reshape((-1,) + self._arrays[0].shape[1:]))
+            ys.append(b)
+        x = np.ascontiguousarray(np.concatenate(xs), dtype=np.float32)
+        y = np.concatenate(ys)
+        bb = self.backbone
+        return {"loaded": True, "x": x.tobytes(), "shape": [int(s) for s in x.shape],
+                "y": [int(v) for v in y.tolist()], "task": self.data["task"],
+                "classes": list(self.data.get("classes") or [str(i) for i in range(int(self.data["num_classes"]))]),
+                "backbone": bb.blob if bb is not None else None,
+                "backbone_info": dict(bb.info) if bb is not None else None}
+
     def _need_data(self) -> Dict[str, Any]:
         if not self.data:
             raise WebappError("no data loaded yet: choose digits, a CSV table or images first")
@@ -632,6 +653,11 @@ class Session:
         if self._added:
             arrays["added_x"] = np.concatenate([a for a, _ in self._added])
             arrays["added_y"] = np.concatenate([b for _, b in self._added])
+        if self.backbone is not None and "x" in arrays:
+            # The features the head trains on, as this run computed them: recomputed after a reload
+            # in other batches they could differ in the last bits, and the resumed run with them.
+            rows = np.concatenate([arrays["x"]] + ([arrays["added_x"]] if "added_x" in arrays else []))
+            arrays["features"] = self.backbone.features(self._shape_x(rows))
         return _pack_arrays(arrays)
 
     def restore(self, meta: Dict[str, Any], artifacts: Dict[str, bytes], checkpoint: bytes,
@@ -658,6 +684,10 @@ class Session:
         arts = dict(artifacts)
         arts["checkpoint"] = bytes(checkpoint)
         self._use(arts, meta["model"])
+        if self.backbone is not None and "features" in arrays and "x" in arrays:   # the features as saved
+            rows = np.concatenate([arrays["x"]] + ([arrays["added_x"]] if "added_x" in arrays else []))
+            self.backbone = feature_head.with_features(self.backbone.blob, self.backbone.info, rows,
+                                                       arrays["features"])
         self.batch_size, self.lr, self.seed = int(meta["batch_size"]), float(meta["lr"]), int(meta["seed"])
         self._apply_lr()
         self.epoch, self.epoch_step, self.step = int(meta["epoch"]), int(meta["epoch_step"]), int(meta["step"])

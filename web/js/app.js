@@ -5,6 +5,7 @@
 import { $, announce, app, client, describeSetup, guarded, nf, refreshButtons, setStatus, showError } from "./ui.js";
 import { loadHistory, metricPlot } from "./train.js";
 import { afterModel } from "./setup.js";
+import { restoreExamples } from "./examples.js";
 import "./try.js";
 import "./federation.js";   // 5 · Join a federation
 
@@ -62,7 +63,9 @@ async function offerResume() {
   if (!saved) return;
   const m = saved.model || {};
   const src = saved.dataSource || {};
-  const what = m.origin === "digits" ? `digits ${String(m.kind).toUpperCase()}` : m.origin === "mlp" ? "table MLP" : "model";
+  const what = m.origin === "digits" ? `digits ${String(m.kind).toUpperCase()}` : m.origin === "mlp" ? "table MLP"
+    : m.origin === "cnn" ? "by-example CNN" : m.origin === "backbone" ? `by-example head on ${(m.backbone || {}).name || "a backbone"}`
+    : "model";
   const data = src.kind === "csv" ? ` on column "${src.label}"` : "";
   $("resume-text").textContent = `A saved ${what} run${data} is in this browser: epoch ${saved.epoch}, step ` +
     `${nf.format(saved.step)} (saved ${new Date(saved.savedAt).toLocaleString()}). Resume it?`;
@@ -79,6 +82,7 @@ $("resume-btn").onclick = () => guarded($("resume-btn"), async () => {
   app.data = res.data;
   app.rebuild = null;
   afterModel(res.model);
+  await restoreExamples(res.model);   // a "By example" run: its classes and examples back in the gallery
   app.step = res.step; app.epoch = res.epoch;
   loadHistory(res.history);
   const t = res.train || {};

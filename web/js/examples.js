@@ -183,7 +183,8 @@ export function initExamples({ afterData, afterModel }) {
     setStatus("setup-status", bb ? `Computing each example's features with ${bb.name} (once), then building the head…`
       : "Building a small CNN for your examples…");
     afterData(await client.call("useArrays", { x, shape: [n].concat(shape), y, task: "classification", classes: used.map((c) => c.name) }));
-    const backbone = bb && { bytes: bb.bytes, name: bb.name, extraFiles: bb.extraFiles, size: bb.info.shape[1], normalize: bb.normalize };
+    const backbone = bb && { bytes: bb.bytes, name: bb.name, extraFiles: bb.extraFiles, size: bb.info.shape[1], normalize: bb.normalize,
+                             info: bb.restored ? bb.info : undefined };   // a restored extractor is used as it is
     app.rebuild = async (optimizer) => afterModel(await client.call("buildCNN", { optimizer, backbone }));
     await app.rebuild($("optimizer").value);
   });
@@ -191,9 +192,66 @@ export function initExamples({ afterData, afterModel }) {
   client.on("state", renderClasses);
 }
 
+// ------------------------------------------------------------------ a run that came back
+
+/** A canvas holding float32 pixels [C, H, W] in [0, 1] (C = 1: grey), as `pixels` reads them back. */
+function canvasOf(x, [c, h, w]) {
+  const canvas = document.createElement("canvas");
+  canvas.width = w; canvas.height = h;
+  const ctx = canvas.getContext("2d");
+  const img = ctx.createImageData(w, h);
+  for (let p = 0; p < h * w; p++) {
+    for (let k = 0; k < 3; k++) img.data[4 * p + k] = x[(c === 1 ? 0 : k) * h * w + p] * 255;
+    img.data[4 * p + 3] = 255;
+  }
+  ctx.putImageData(img, 0, 0);
+  return canvas;
+}
+
+/** After a run came back (resumed from this browser, or its run file taken back): its classes,
+ * their examples (from the pixels it trains on) and its backbone go into the gallery, so what the
+ * page shows is what trains, and Build, adds and deletes work on it as in the session that made it. */
+export async function restoreExamples(model) {
+  if (!model || (model.origin !== "cnn" && model.origin !== "backbone")) return;
+  const ex = await client.call("examples");
+  if (!ex.loaded || ex.task !== "classification") return;
+  const [n, ...shape] = ex.shape;
+  const size = shape.reduce((a, b) => a * b, 1);
+  const all = new Float32Array(ex.x.buffer, ex.x.byteOffset, n * size);
+  const same = shape.length === 3 && shape.every((s, i) => s === SHAPE[i]);
+  app.examples = ex.classes.map((name) => ({ name, items: [] }));
+  for (let i = 0; i < n; i++) {
+    const row = all.slice(i * size, (i + 1) * size);
+    let item = row;
+    if (ex.backbone || !same) {   // keep the picture at the size it was trained at, for the backbone
+      const canvas = canvasOf(row, shape);
+      item = same ? row : pixels(canvas);
+      item.source = canvas;
+    }
+    app.examples[ex.y[i]].items.push(item);
+  }
+  if (ex.backbone) {
+    const info = ex.backbone_info;
+    app.backbone = { name: info.name, bytes: ex.backbone, extraFiles: {}, normalize: info.normalize, info, restored: true };
+    $("ex-backbone").value = "";
+    const sel = $("ex-backbone-size"), norm = $("ex-backbone-norm"), side = String(info.shape[1]);
+    if (!Array.from(sel.options).some((o) => o.value === side)) sel.add(new Option(side, side));
+    sel.value = side;
+    sel.disabled = true;
+    norm.value = info.normalize;
+    norm.disabled = true;   // built into the saved extractor
+    norm.title = sel.title = "as the run was trained: choose the backbone file again to change it";
+    $("ex-backbone-info").textContent = `${info.name}, restored with the run: ${nf.format(info.params)} parameters, ` +
+      `frozen; it sees ${info.shape.join("×")} pictures given as ${info.normalization} and gives ` +
+      `${nf.format(info.features)} features. Choose the backbone file again to change its size or normalisation.`;
+  } else if (app.backbone) clearBackbone();
+  renderClasses();
+}
+
 // ------------------------------------------------------------------ a pretrained backbone (optional)
 
 app.backbone = null;   // {name, bytes, extraFiles, normalize, info} of the chosen feature extractor
+                       // (restored: true when the bytes are a restored run's extractor, used as they are)
 
 async function inspectBackbone(file) {
   const normalize = $("ex-backbone-norm").value;
@@ -201,6 +259,8 @@ async function inspectBackbone(file) {
   $("ex-backbone-info").textContent = `Checking ${file.name} (one test picture through it)…`;
   const info = await client.call("inspectBackbone", { bytes: file.bytes, name: file.name, extraFiles: file.extraFiles, size, normalize });
   app.backbone = Object.assign({}, file, { normalize, info });
+  $("ex-backbone-norm").disabled = false;
+  $("ex-backbone-norm").title = "";
   const sel = $("ex-backbone-size");
   sel.disabled = !info.open_size;
   if (!info.open_size) {   // show the size the backbone is fixed at
@@ -222,6 +282,8 @@ function clearBackbone() {
   app.backbone = null;
   $("ex-backbone").value = "";
   $("ex-backbone-size").disabled = true;
+  $("ex-backbone-norm").disabled = false;
+  $("ex-backbone-norm").title = "";
   $("ex-backbone-info").textContent = "No backbone: a small CNN from scratch.";
   renderClasses();
 }

@@ -6,7 +6,7 @@ import { $, app, client, describeSetup, guarded, nf, refreshButtons, setStatus }
 import { resetPlots } from "./train.js";
 import { showTryPanel } from "./try.js";
 import { clearLearned } from "./learned.js";
-import { initExamples } from "./examples.js";
+import { initExamples, restoreExamples } from "./examples.js";
 
 // ------------------------------------------------------------------ setting up data + model
 
@@ -158,6 +158,7 @@ $("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
   app.rebuild = null;
   if (res.data && res.data.loaded) afterData(res.data);
   afterModel(res.model);
+  await restoreExamples(res.model);   // a "By example" run: its classes and examples back in the gallery
   app.step = res.step; app.epoch = res.epoch;
   if (res.batch_size) $("batch-size").value = res.batch_size;
   if (res.lr) $("lr").value = res.lr;
