@@ -12,6 +12,7 @@ from pytrain import models
 from pytrain.webapp import feature_head
 from pytrain.webapp.common import WebappError
 from pytrain.webapp.session import Session, _unpack_arrays
+from test_runfile_backbone import _continue
 
 SIDE = 8
 
@@ -35,13 +36,6 @@ def _backbone_session(steps: int = 7) -> Session:
     s.configure(batch_size=4, lr=0.05)
     s.train_for(budget_ms=1e9, max_steps=steps)
     return s
-
-
-def _continue(s: Session, epochs: int) -> list:
-    losses = []
-    while s.epoch < epochs:
-        losses += s.train_for(budget_ms=1e9)["losses"]
-    return losses
 
 
 def _restored(s: Session) -> Session:

@@ -25,7 +25,7 @@ the head exactly, but its export would be the head alone, answering features rat
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -62,6 +62,19 @@ def _refuse(name: str, why: str) -> WebappError:
     return WebappError("%s cannot be used as a feature extractor: %s" % (name, why))
 
 
+def _rename_tensors(g: Any, new: Callable[[str], str], node_prefix: str) -> None:
+    """Rename (in place) every tensor of graph ``g`` by ``new`` and prefix its node names, so two
+    graphs can be joined without clashes."""
+    for n in g.node:
+        n.input[:] = [new(s) for s in n.input]
+        n.output[:] = [new(s) for s in n.output]
+        n.name = node_prefix + (n.name or n.op_type)
+    for t in g.initializer:
+        t.name = new(t.name)
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        v.name = new(v.name)
+
+
 def _rename_graph(model: ModelProto, name: str) -> Tuple[str, str]:
     """Prefix every tensor and node name with ``backbone/`` and call the image input ``input``
     (in place). Returns (old input name, old output name)."""
@@ -85,14 +98,7 @@ def _rename_graph(model: ModelProto, name: str) -> Tuple[str, str]:
             return s
         return INPUT if s == old_in else "backbone/" + s
 
-    for n in g.node:
-        n.input[:] = [new(s) for s in n.input]
-        n.output[:] = [new(s) for s in n.output]
-        n.name = "backbone/" + (n.name or n.op_type)
-    for t in g.initializer:
-        t.name = new(t.name)
-    for v in list(g.input) + list(g.output) + list(g.value_info):
-        v.name = new(v.name)
+    _rename_tensors(g, new, "backbone/")
     g.input[:] = [v for v in g.input if v.name == INPUT]   # initializers need no graph input
     del g.output[1:]                                       # the first output is the features
     return old_in, old_out
@@ -248,12 +254,7 @@ class Backbone:
                 return s
             return FEATURES if s == HEAD_INPUT else "head/" + s
 
-        for n in hg.node:
-            n.input[:] = [new(s) for s in n.input]
-            n.output[:] = [new(s) for s in n.output]
-            n.name = "head/" + (n.name or n.op_type)
-        for t in hg.initializer:
-            t.name = new(t.name)
+        _rename_tensors(hg, new, "head/")
         g = ext.graph
         g.node.extend(hg.node)
         g.initializer.extend(hg.initializer)
