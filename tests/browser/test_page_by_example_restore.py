@@ -88,6 +88,10 @@ def _resume_after_reload(page, what):
     wait_ready(page)
     page.click("#resume-btn")
     page.wait_for_function("() => window.pytrainApp.resumed !== null && !window.pytrainApp.training", timeout=60_000)
+    # "What it learned" shows the resumed run's validation results, not "after a run, this shows..."
+    page.wait_for_function("() => window.pytrainApp.learned", timeout=60_000)
+    assert page.locator("#learned-body").is_visible() and not page.locator("#learned-none").is_visible()
+    assert np.array(app_state(page, "a.learned.confusion")).sum() == app_state(page, "a.data.val")
     page.click("#tabbtn-examples")
     return app_state(page, "a.resumed")
 

@@ -6,6 +6,7 @@ import { $, announce, app, client, describeSetup, guarded, nf, refreshButtons, s
 import { loadHistory, metricPlot } from "./train.js";
 import { afterModel } from "./setup.js";
 import { restoreExamples } from "./examples.js";
+import { refreshLearned } from "./learned.js";
 import "./try.js";
 import "./federation.js";   // 5 · Join a federation
 
@@ -92,6 +93,7 @@ $("resume-btn").onclick = () => guarded($("resume-btn"), async () => {
   $("resume-banner").hidden = true;
   setStatus("train-status", `Resumed at epoch ${res.epoch}, step ${nf.format(res.step)}.`);
   refreshButtons();
+  if (res.step) refreshLearned().catch((e) => console.warn("what it learned:", e.message || e));
   // It was interrupted mid-run: carry on where it stopped.
   if (t.epochs && res.epoch < t.epochs && app.savedRun && app.savedRun.reason === "epoch") $("start").click();
 });

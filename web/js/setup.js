@@ -5,7 +5,7 @@ import { excludedColumns, renderColumns, separatorName } from "./columns.js";
 import { $, app, client, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
 import { resetPlots } from "./train.js";
 import { showTryPanel } from "./try.js";
-import { clearLearned } from "./learned.js";
+import { clearLearned, refreshLearned } from "./learned.js";
 import { initExamples, restoreExamples } from "./examples.js";
 
 // ------------------------------------------------------------------ setting up data + model
@@ -167,6 +167,7 @@ $("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
   setStatus("train-status", (res.step ? `Taken back at epoch ${res.epoch}, step ${nf.format(res.step)}. ` : "Ready to train. ") +
     `Recognised ${took}.`);
   refreshButtons();
+  if (res.step) refreshLearned().catch((e) => console.warn("what it learned:", e.message || e));
 });
 let modelCSV = null;
 $("data-csv-file").onchange = () => guarded(null, async () => {
