@@ -372,46 +372,48 @@ def _why(app_runs: List[list]) -> dict:
                stage(1, "worker started", None), stage(1, "numpy loaded", "Pyodide started"),
                stage(1, "numpy imported + kernels linked", "wasm kernels loaded"),
                stage(1, "model built", "page ready"), stage(1, "first step", "model built"))),
-        "browser mlp": "MLP in the browser: its two large products take about 1 ms in the SIMD GEMM; "
-        "the rest of the step is sixteen graph nodes, each a Python call with numpy or wasm calls "
-        "inside that cost tens of µs in Pyodide, where onnxruntime-web runs compiled C++.",
-        "browser cnn": "CNN in the browser: about 40% of the step is the SIMD GEMM on skinny "
-        "convolution products (6 output channels), the rest numpy and call overhead in Pyodide.",
-        "browser emb": "Embedding + LayerNorm in the browser: as for the MLP, a step of small nodes, "
-        "each a Python call into numpy or wasm in Pyodide, against onnxruntime-web's compiled C++.",
-        "native mlp": "MLP natively: the numpy step cannot fuse element-wise passes (AdamW alone "
-        "streams each parameter about 14 times); onnxruntime-training runs fused C++ kernels.",
+        "browser mlp": "MLP in the browser (per node in Pyodide: `pages/pytrain.html?workload=mlp&gemm=1&nodes=1`, "
+        "1.29 ms a step while profiled): the five Gemm nodes take 0.74 ms, of which the two 64 x 784 x 128 "
+        "products are about 0.6 ms at the SIMD GEMM's single-thread rate (~44 GFLOP/s); AdamW 0.13 ms, the other "
+        "ten nodes 0.17 ms and the step's Python around the graph (feeds, the finite-gradient check, the "
+        "optimizer call) 0.24 ms. Against onnxruntime-web on one thread (1.10 ms) that is about x1.1; its "
+        "2-thread build splits the products over both cores, which Pyodide 0.17 cannot (no threads, and its "
+        "heap is not a SharedArrayBuffer a second worker could compute in).",
+        "browser cnn": "CNN in the browser (same profile, 6.1 ms a step): Conv and ConvGrad 4.1 ms (im2col and "
+        "the SIMD GEMM on one thread), the classifier's Gemm nodes 0.6 ms, MaxPool 0.3 ms, AdamW 0.24 ms. "
+        "pytrain is faster than onnxruntime-web on one thread (7.1 ms); the 2-thread build (5.2 ms) "
+        "parallelises the convolutions, which Pyodide 0.17 cannot.",
+        "browser emb": "Embedding + LayerNorm in the browser: LayerNorm, its gradient and Gather's gradient "
+        "run in wasm; what remains is a step of small nodes, each a Python call in Pyodide.",
+        "native mlp": "MLP natively (per node, 1 thread: `native_runner.py train --nodes`): the two "
+        "64 x 784 x 128 products take 0.18–0.26 ms in numpy's OpenBLAS (about 140 GFLOP/s on this CPU's "
+        "AVX-512), about what onnxruntime-training needs for its whole step (0.21 ms); AdamW is 0.14 ms "
+        "(eleven numpy passes over 101,770 parameters where ORT runs one fused C++ loop) and the rest "
+        "(16 nodes, the finite-gradient checks, the Python around the step) 0.15 ms. x1.2 would leave "
+        "0.07 ms for everything but the products, which per-call numpy cannot reach.",
         "native cnn": "CNN natively: convolution columns and products in numpy; within noise of "
         "onnxruntime-training's on this machine.",
-        "native mobilenet": "MobileNetV2 natively (profiled per node, 1 thread: `native_runner.py train "
-        "--nodes`, and ORT's own profiler): the step is the frozen backbone's forward pass. pytrain "
-        "37 ms: Conv 25.9 ms (the 17 depthwise 3x3 convolutions 15.4 ms: each builds 9x im2col "
-        "columns and runs a stack of (1 x 9) products, one per channel; the 35 others 10.5 ms), "
-        "Clip 5.3 ms and BatchNormalization 4.1 ms (a separate pass over every activation each); "
-        "onnxruntime-training 16 ms: Conv 13.8 ms (a direct depthwise kernel), BatchNormalization "
-        "1.5 ms, Clip 0.8 ms. Closing it needs a depthwise kernel without columns and folding the "
-        "frozen BatchNorm (and the ReLU6) into the convolution.",
-        "browser mobilenet": "MobileNetV2 in the browser (per node in Pyodide with the wasm kernels: "
-        "`pages/pytrain.html?workload=mobilenet&gemm=1&nodes=1`, 107 ms a step while profiled): Conv 61 ms "
-        "(depthwise convolutions as 9x columns plus a stack of (1 x 9) products, the pointwise ones on the "
-        "SIMD GEMM), Clip 29 ms (ReLU6 as np.maximum then np.minimum, two unvectorised passes and two "
-        "allocations in Pyodide's numpy 1.17) and BatchNormalization 12 ms, against onnxruntime-web's "
-        "31–46 ms for the whole step. Closing it needs the frozen BatchNorm and ReLU6 folded into the "
-        "convolutions and a depthwise wasm kernel.",
-        "browser bert": "Tiny BERT in the browser (same per-node profile, 867 ms a step): MatMulGrad 529 ms "
-        "and MatMul 233 ms, 88% of the step, because `pytrain.ops.linalg.matmul` hands only 2-D products "
-        "(and stacks of up to 4 equal-batch 3-D ones) to the wasm GEMM: the transformer's (32, 32, k) "
-        "activations times a 2-D weight, forward and for the activations' gradient, run in Pyodide's "
-        "numpy matmul, which has no BLAS (about 3 GFLOP/s here on the FFN's 1024 x 128 @ 128 x 512, against the GEMM's ~44 on 64 x 784 @ 784 x 128). Folding the "
-        "leading axes into the rows when the right operand is 2-D would send them to the GEMM; Erf "
-        "(30 ms) and Exp (18 ms) come next. onnxruntime-web: 62–90 ms a step.",
-        "native bert": "Tiny BERT natively (same profiles, 1 thread): pytrain 50 ms: MatMul + "
-        "MatMulGrad 26.5 ms (numpy's OpenBLAS at about 90 GFLOP/s; a (32, 32, k) activation against a "
-        "2-D weight is 32 separate products there, about 25% slower than one folded product, plus the "
-        "attention's 64 tiny per-head products) against ORT's FusedMatMul + Gemm 14.1 ms (MLAS); GELU's Erf 9.6 ms "
-        "(computed in float64 with a polynomial, 2 x 524K values) against ORT's Gelu + GeluGrad "
-        "4.5 ms; the other ~370 nodes (reshapes, transposes, element-wise, LayerNorm, AdamW) about "
-        "12 ms of per-node numpy calls. onnxruntime-training 28 ms in all.",
+        "native mobilenet": "MobileNetV2 natively (per node, 1 thread): every Conv -> BatchNorm (inference) "
+        "-> Clip chain runs as one fused node (the BatchNorm folded into the weights each call, the clip in "
+        "place), 17.2 ms a step: the large depthwise convolutions about 5 ms (shifted multiply-adds), the 1x1 "
+        "convolutions about 4 ms (per-sample products), the small depthwise ones (12x12 and below) about "
+        "4 ms, about 1.5 ms of per-node Python; onnxruntime-training 15 ms. One pass of the "
+        "three lands above x1.2 when the shared machine is busy.",
+        "browser mobilenet": "MobileNetV2 in the browser: depthwise and 1x1 convolutions, the frozen "
+        "BatchNorm and ReLU6 run in wasm (fused per Conv -> BatchNorm -> Clip chain).",
+        "browser bert": "Tiny BERT in the browser (per node in Pyodide, 78.8 ms a step while profiled): MatMul "
+        "and MatMulGrad 50.6 ms, the wasm GEMM at its single-thread rate (the sequence products folded into "
+        "2-D ones, the attention heads as one batched call); Exp 3.9 ms and Erf 3.8 ms (float64 inside, as "
+        "numpy's kernels), Mul 2.4 ms over 24 nodes, LayerNorm and its gradient 3.0 ms, the other ~330 nodes "
+        "(reshapes, transposes, element-wise) about 12 ms. pytrain is faster than onnxruntime-web on one "
+        "thread (87 ms); its 2-thread build (62 ms) runs the products on both cores, which Pyodide 0.17 cannot.",
+        "native bert": "Tiny BERT natively (per node, 1 thread, 38.9 ms a step): MatMul + MatMulGrad 22.4 ms "
+        "(numpy's OpenBLAS at about 100 GFLOP/s on these shapes, the sequence products already folded into "
+        "2-D ones) against onnxruntime-training's FusedMatMul + Gemm 14.1 ms (MLAS); GELU's Erf 3.8 ms (one "
+        "float64 rational pass: float32 arithmetic would miss float32 accuracy); the other ~360 nodes "
+        "(LayerNorm and its gradient 3.0 ms, AdamW 1.0 ms, Gather's gradient 1.0 ms, reshapes, transposes, "
+        "element-wise) about 12 ms of per-node numpy calls. onnxruntime-training 24 ms in all; with the "
+        "default BLAS threads pytrain takes 32 ms (x1.3).",
     }
 
 
