@@ -78,3 +78,10 @@ def train_epochs(page, epochs: int, timeout_ms: int, **controls) -> list:
     page.wait_for_function("() => window.pytrainApp.epochs.length >= %d && !window.pytrainApp.training" % epochs,
                            timeout=timeout_ms)
     return app_state(page, "a.epochs")
+
+
+def stop_training(page) -> None:
+    """Press Stop if the run is still going (a short run can finish before a click lands, and Stop is
+    then disabled), and wait until the page is idle."""
+    page.evaluate("() => { const b = document.getElementById('stop'); if (!b.disabled) b.click(); }")
+    page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)

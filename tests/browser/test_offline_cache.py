@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import build
-from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, wait_ready
+from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, stop_training, wait_ready
 
 HEAVY = ("pyodide.asm.wasm", "pyodide.asm.data", "pyodide.asm.js", "numpy.data")
 
@@ -53,8 +53,7 @@ def _visit_and_train_one_step(ctx, url, rec):
     page.fill("#epochs", "1")
     page.click("#start")
     page.wait_for_function("() => window.pytrainApp.timing.firstStep !== null", timeout=LOAD_TIMEOUT_MS)
-    page.click("#stop")
-    page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
+    stop_training(page)
     return page, app_state(page, "a.timing")
 
 

@@ -2,7 +2,7 @@
 saved parameters (IndexedDB holds artifacts, checkpoint, data choice and progress)."""
 from __future__ import annotations
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, configure_training, open_app, wait_ready
+from browser_helpers import LOAD_TIMEOUT_MS, app_state, configure_training, open_app, stop_training, wait_ready
 
 
 def test_reload_mid_training_resumes_where_it_was(context, site_url):
@@ -42,6 +42,5 @@ def test_reload_mid_training_resumes_where_it_was(context, site_url):
     page.wait_for_function("() => window.pytrainApp.step > %d" % saved_step, timeout=60_000)
     first_new = page.evaluate("window.pytrainApp.lossPoints().filter(p => p[0] > %d)[0][0]" % saved_step)
     assert first_new == saved_step + 1
-    page.click("#stop")
-    page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
+    stop_training(page)
     assert app_state(page, "a.errors") == []

@@ -1,4 +1,4 @@
-// A drawing pad for digits (mouse, pen, touch) and MNIST-style preprocessing.
+// A drawing pad (mouse, pen, touch, keyboard) and MNIST-style preprocessing for digits.
 
 /** White strokes on black, like MNIST. Calls onStroke() after each finished stroke. */
 export class DrawPad {
@@ -58,6 +58,13 @@ export class DrawPad {
     this.ctx.fillStyle = "#000";
     this.ctx.fillRect(0, 0, this.canvas.width, this.canvas.height);
     this.empty = true;
+  }
+
+  /** A blank pad with the keyboard pen back in the middle, lifted: ready for the next drawing. */
+  reset() {
+    this.clear();
+    this.pen = null;
+    this.penDown = false;
   }
 
   _pos(e) {

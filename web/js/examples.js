@@ -1,10 +1,11 @@
 // "By example" (like Teachable Machine): name classes, add pictures of each from the camera (hold to
-// record) or from files, see them per class (delete any), and a small CNN learns them in the tab;
+// record), from files or from the drawing pad (examples_pad.js), see them per class (delete any), and a small CNN learns them in the tab;
 // or, with a pretrained backbone the user brings (ONNX), only a new head trains on its features.
 // Also the camera side of "Try the model" for any image model.
 
 import { $, app, client, describeSetup, guarded, nf, setStatus } from "./ui.js";
 import { readFiles } from "./files.js";
+import { initExamplesPad, padClasses } from "./examples_pad.js";
 
 export const SHAPE = [3, 32, 32];   // what the CNN from scratch sees: 32x32 colour
 const KEEP = 224;                   // each example also keeps its picture up to this side, for a backbone's input size
@@ -31,7 +32,7 @@ export async function cameraOn() {
   $("cam-start").disabled = true;
 }
 
-/** Pixels of an image source (video, image bitmap) as float32 [C, H, W] in [0, 1]. */
+/** Pixels of an image source (video, image bitmap, canvas) as float32 [C, H, W] in [0, 1]. */
 export function pixels(source, shape = SHAPE) {
   const [c, h, w] = shape;
   const canvas = document.createElement("canvas");
@@ -87,7 +88,7 @@ function renderClasses() {
     const name = document.createElement("input");
     name.value = cls.name;
     name.setAttribute("aria-label", `Name of class ${i + 1}`);
-    name.onchange = () => { cls.name = name.value.trim() || `Class ${i + 1}`; };
+    name.onchange = () => { cls.name = name.value.trim() || `Class ${i + 1}`; padClasses(app.examples.map((c) => c.name)); };
     legend.appendChild(name);
     const rec = document.createElement("button");
     rec.type = "button";
@@ -131,6 +132,7 @@ function renderClasses() {
     fs.append(legend, row, gallery);
     box.appendChild(fs);
   });
+  padClasses(app.examples.map((c) => c.name));
   const total = app.examples.reduce((a, c) => a + c.items.length, 0);
   const ready = app.examples.filter((c) => c.items.length >= 2).length >= 2;
   $("ex-build").disabled = !app.ready || app.training || !ready;
@@ -168,6 +170,7 @@ export function initExamples({ afterData, afterModel }) {
   $("cam-start").onclick = () => guarded(null, cameraOn, $("cam-start"));
   $("ex-add-class").onclick = () => { app.examples.push({ name: `Class ${app.examples.length + 1}`, items: [] }); renderClasses(); };
   initBackbone();
+  initExamplesPad((i, canvas) => { app.examples[i].items.push(sample(canvas)); renderClasses(); });
   $("ex-build").onclick = () => guarded($("ex-build"), async () => {
     const used = app.examples.filter((c) => c.items.length);
     const n = used.reduce((a, c) => a + c.items.length, 0);

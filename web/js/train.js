@@ -3,7 +3,7 @@
 import { LinePlot } from "./plot.js";
 import { download } from "./files.js";
 import { $, announce, app, client, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
-import { pad, predictDrawing } from "./try.js";
+import { predictPads } from "./try.js";
 import { refreshLearned } from "./learned.js";
 
 // ------------------------------------------------------------------ plots
@@ -113,7 +113,7 @@ client.on("progress", (p) => {
 client.on("epoch", (rec) => {
   addEpoch(rec);
   announce(`Epoch ${rec.epoch} done` + (metricText(rec) ? `: ${metricText(rec)}.` : "."));
-  if (!$("try-digits").hidden && !pad.empty) predictDrawing();
+  predictPads();
 });
 client.on("saved", (s) => {
   app.saved = s;

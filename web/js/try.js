@@ -1,9 +1,10 @@
-// Panel 3, Try the model: the drawing pad (mouse, touch or keyboard) and a typed row.
+// Panel 3, Try the model: the drawing pad (mouse, touch or keyboard), a typed row, and for image
+// models the camera, a picture file or a drawing pad of their own.
 
 import { DrawPad, paintDigit } from "./draw.js";
 import { $, app, client, guarded, nf, refreshButtons, setStatus, showError } from "./ui.js";
 import { afterData } from "./setup.js";
-import { predictFile, toggleLivePrediction } from "./examples.js";
+import { pixels, predictFile, toggleLivePrediction } from "./examples.js";
 
 // ------------------------------------------------------------------ trying the model
 
@@ -117,3 +118,30 @@ $("image-predict").onchange = () => guarded(null, async () => {
   const f = $("image-predict").files[0];
   if (f) await predictFile(f, showImagePrediction);
 }, $("image-predict"));
+
+// image models, drawn: the same pad as the By example tab's (white on black), predicting after each stroke
+const imagePad = new DrawPad($("image-pad"), { lineWidth: 0.09, onStroke: () => predictImagePad(),
+                                                onClear: () => $("image-pad-clear").click() });
+let imagePredicting = false;
+
+/** After an epoch: the drawing on whichever pad is shown, predicted again by the updated model. */
+export function predictPads() {
+  if (!$("try-digits").hidden && !pad.empty) predictDrawing();
+  if (!$("try-image").hidden) predictImagePad();   // returns at once when that pad is empty
+}
+
+async function predictImagePad() {
+  if (imagePad.empty || !app.ready || !app.model || !app.model.ready || imagePredicting) return;
+  imagePredicting = true;
+  try {
+    const shape = app.model.sample_shape;
+    const x = pixels(imagePad.canvas, shape);   // as a By example drawing is read
+    showImagePrediction(Object.assign(await client.call("predict", { x, shape: [1].concat(shape) }), { input: x }));
+  } catch (e) { showError(e, $("image-pad")); } finally { imagePredicting = false; refreshButtons(); }
+}
+$("image-pad-clear").onclick = () => {
+  imagePad.reset();
+  $("image-prediction").textContent = "";
+  app.lastPrediction = null;
+  refreshButtons();
+};
