@@ -27,6 +27,12 @@ def set_backend(product: Optional[Product]) -> Optional[Product]:
     return previous
 
 
+def has_backend() -> bool:
+    """Whether 2-D products go to a backend (the browser's wasm GEMM, numpy without BLAS) rather
+    than numpy's BLAS matmul."""
+    return _backend is not None
+
+
 #: stacks of at most this many products go to the backend one product at a time
 _MAX_STACK = 4
 

@@ -27,7 +27,7 @@ _PER_SAMPLE_MIN_POSITIONS = 1024
 def _native_products() -> bool:
     # The fast paths below use numpy's own matmul/elementwise loops; where linalg has a product
     # backend (the browser's wasm GEMM, numpy without BLAS) the batch-folded GEMM is the fast path.
-    return linalg._backend is None
+    return not linalg.has_backend()
 
 
 def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window,
