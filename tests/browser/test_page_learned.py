@@ -7,7 +7,7 @@ import numpy as np
 
 from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 from test_page_a11y import axe_violations, shoot
-from test_page_task_guess import wine_csv
+from test_page_task_guess import open_wine_table
 
 
 def test_confusion_matrix_and_parameters_after_a_digits_run(context, site_url):
@@ -39,12 +39,7 @@ def test_confusion_matrix_and_parameters_after_a_digits_run(context, site_url):
 
 
 def test_predicted_against_true_for_a_regression(context, site_url, tmp_path):
-    ctx, rec = context
-    page = open_app(ctx, site_url, rec)
-    wait_ready(page)
-    page.click("button[data-tab=table]")
-    page.set_input_files("#csv-file", str(wine_csv(tmp_path / "wine.csv")))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 14", timeout=30_000)
+    page, _ = open_wine_table(context, site_url, tmp_path)
     page.select_option("#csv-label", "proline")
     page.click("#csv-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
-from test_page_task_guess import wine_csv
+from browser_helpers import LOAD_TIMEOUT_MS, open_app, train_epochs, wait_ready
+from test_page_task_guess import open_wine_table, wine_csv
 
 
 def _wine_rows(path, label):
@@ -22,13 +22,7 @@ def _wine_rows(path, label):
 
 def test_proline_regression_beats_the_mean_and_exports_in_its_units(context, site_url, tmp_path):
     ort = pytest.importorskip("onnxruntime")
-    ctx, rec = context
-    page = open_app(ctx, site_url, rec)
-    wait_ready(page)
-    csv_path = wine_csv(tmp_path / "wine.csv")
-    page.click("button[data-tab=table]")
-    page.set_input_files("#csv-file", str(csv_path))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 14", timeout=30_000)
+    page, csv_path = open_wine_table(context, site_url, tmp_path)
     page.select_option("#csv-label", "proline")
     page.click("#csv-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)

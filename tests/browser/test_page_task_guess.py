@@ -21,6 +21,19 @@ def wine_csv(path: Path) -> Path:
     return path
 
 
+def open_wine_table(context, site_url, tmp_path):
+    """The app on its "Your table" tab with wine.csv read (14 columns offered as the label); returns
+    (page, the CSV's path)."""
+    ctx, rec = context
+    page = open_app(ctx, site_url, rec)
+    wait_ready(page)
+    csv_path = wine_csv(tmp_path / "wine.csv")
+    page.click("button[data-tab=table]")
+    page.set_input_files("#csv-file", str(csv_path))
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 14", timeout=30_000)
+    return page, csv_path
+
+
 def test_explain_task_rules():
     from pytrain.data.labels import explain_task
     assert explain_task(np.array([278.0, 1680, 520, 735] * 40))[0] == "regression"
@@ -39,12 +52,7 @@ def _build(page, label):
 
 
 def test_wine_proline_is_regression_and_the_page_says_why(context, site_url, tmp_path):
-    ctx, rec = context
-    page = open_app(ctx, site_url, rec)
-    wait_ready(page)
-    page.click("button[data-tab=table]")
-    page.set_input_files("#csv-file", str(wine_csv(tmp_path / "wine.csv")))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 14", timeout=30_000)
+    page, _ = open_wine_table(context, site_url, tmp_path)
     _build(page, "proline")
     data, model = app_state(page, "a.data"), app_state(page, "a.model")
     assert data["task"] == "regression" and model["loss"] == "MSELoss"
