@@ -11,7 +11,7 @@ from pytrain.checkpoint import CheckpointState, OptimizerState, Parameter
 from pytrain.errors import DivergenceError, InputError, ModelFormatError
 from pytrain.executor import Plan
 from pytrain.module import Module, _first_non_finite
-from pytrain.optim import LR_INPUT, STEP_INPUT, state_name
+from pytrain.layout import ARTIFACT_KEY, LR_INPUT, STATE_NAMES_KEY, STEP_INPUT, default_lr, state_name
 from pytrain.proto import load_model, model_metadata, opset_version
 
 __all__ = ["CheckpointState", "LinearLRScheduler", "Module", "Optimizer", "Parameter"]
@@ -24,22 +24,22 @@ class Optimizer:
     def __init__(self, optimizer_uri: Any, module: Module) -> None:
         model = load_model(optimizer_uri, "optimizer model")
         meta = model_metadata(model)
-        if meta.get("pytrain.artifact") != "optimizer":
+        if meta.get(ARTIFACT_KEY) != "optimizer":
             raise ModelFormatError("the optimizer model is not a pytrain optimizer artifact")
         self._module = module
-        state = module._state
-        self._slots = [s for s in meta.get("pytrain.state_names", "").split(",") if s]
+        state = module.state
+        self._slots = [s for s in meta.get(STATE_NAMES_KEY, "").split(",") if s]
         params = [v.name for v in model.graph.input][2:][::2 + len(self._slots)]
-        missing = [p for p in params if p not in module._trainable]
+        missing = [p for p in params if p not in module.trainable_names]
         if missing:
             raise ModelFormatError("the optimizer model updates %s, which the training model does not train"
                                    % missing)
         self._params = params
         if state.optimizer_state is None:
-            state.optimizer_state = OptimizerState(0, float(meta.get("pytrain.default_lr", "0.001")))
+            state.optimizer_state = OptimizerState(0, default_lr(meta))
         self._opt_state = state.optimizer_state
         if self._opt_state.learning_rate is None:
-            self._opt_state.learning_rate = float(meta.get("pytrain.default_lr", "0.001"))
+            self._opt_state.learning_rate = default_lr(meta)
         feeds = [LR_INPUT, STEP_INPUT]
         for p in params:
             feeds += [p, p + "_grad"] + [state_name(p, s) for s in self._slots]
@@ -48,7 +48,7 @@ class Optimizer:
         self._feeds_cache: Optional[List[Any]] = None
 
     def _feeds(self) -> List[Any]:
-        state = self._module._state
+        state = self._module.state
         feeds: List[Any] = [None, None]
         for p in self._params:
             param = state.parameters[p]

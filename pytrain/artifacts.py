@@ -22,6 +22,7 @@ from pytrain.graph import NameScope, all_names, topological_order
 from pytrain.losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
 from pytrain.ops.registry import PYTRAIN_DOMAIN
+from pytrain.layout import ARTIFACT_FILES, ARTIFACT_KEY, LAYOUT_KEY, LOSS_OUTPUT
 from pytrain.trainable import classify_initializers
 from pytrain.optim import SGD, Adam, AdamW, OptimType, OptimizerSpec, build_optimizer_model, resolve
 from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, load_model, make_graph, make_model,
@@ -30,9 +31,6 @@ from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, lo
 
 __all__ = ["Artifacts", "LossType", "OptimType", "SGD", "Adam", "AdamW", "generate_artifacts"]
 
-#: metadata key holding the training layout (JSON) in the training and eval models
-LAYOUT_KEY = "pytrain.layout"
-LOSS_OUTPUT = "loss"
 
 
 class LossType(enum.Enum):
@@ -51,7 +49,7 @@ _LOSSES = {LossType.MSELoss: MSELoss, LossType.CrossEntropyLoss: CrossEntropyLos
 class Artifacts:
     """The four artifacts as bytes (what ``generate_artifacts`` returns)."""
 
-    FILES = ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint")
+    FILES = tuple(ARTIFACT_FILES.values())
 
     def __init__(self, training_model: bytes, eval_model: bytes, optimizer_model: bytes,
                  checkpoint: bytes, summary: Dict[str, Any]) -> None:
@@ -395,7 +393,7 @@ def generate_artifacts(
                             value_info=list(g.value_info) + [o for o in g.output
                                                              if o.name not in extra and o.name != loss_out])
     eval_model = make_model(eval_graph, opsets, ir_version=src.ir_version or None,
-                            metadata={"pytrain.artifact": "eval", LAYOUT_KEY: json.dumps(layout)})
+                            metadata={ARTIFACT_KEY: "eval", LAYOUT_KEY: json.dumps(layout)})
 
     # ---- training model: forward (training semantics) + loss + gradients -----------------------
     train_nodes = [NodeProto.FromString(n.SerializeToString()) for n in nodes]
@@ -427,7 +425,7 @@ def generate_artifacts(
     train_graph = make_graph(train_nodes + grads.nodes, (g.name or "model") + "_training", inputs,
                              train_outputs, train_consts, value_info=list(g.value_info))
     training_model = make_model(train_graph, opsets, ir_version=src.ir_version or None,
-                                metadata={"pytrain.artifact": "training", LAYOUT_KEY: json.dumps(layout_t)})
+                                metadata={ARTIFACT_KEY: "training", LAYOUT_KEY: json.dumps(layout_t)})
 
     # ---- optimizer model and checkpoint ----------------------------------------------------------
     opt = resolve(optimizer if optimizer is not None else OptimType.AdamW)

@@ -1,19 +1,18 @@
 """``Module``: runs train and eval steps of the generated models against a CheckpointState."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from pytrain import dtypes, heap
-from pytrain.artifacts import LAYOUT_KEY
 from pytrain.checkpoint import CheckpointState
 from pytrain.errors import CheckpointError, DivergenceError, InputError, ModelFormatError
 from pytrain.executor import Plan
 from pytrain.export import export_inference_model
 from pytrain.files import write_atomic
+from pytrain.layout import LayoutError, read_layout
 from pytrain.proto import ModelProto, load_model, model_metadata, opset_version, value_info_type
 
 
@@ -34,17 +33,10 @@ class _InputSpec:
 
 
 def _layout(model: ModelProto, what: str, kind: str) -> Dict[str, Any]:
-    meta = model_metadata(model)
-    if "pytrain.layout" not in meta:
-        raise ModelFormatError("the %s is not a pytrain artifact (no pytrain.layout metadata); "
-                               "generate it with pytrain.artifacts.generate_artifacts" % what)
-    if meta.get("pytrain.artifact") != kind:
-        raise ModelFormatError("the %s is pytrain's %s artifact, not the %s model: pass %s_model.onnx here"
-                               % (what, meta.get("pytrain.artifact", "unknown"), kind, kind))
     try:
-        return json.loads(meta[LAYOUT_KEY])
-    except ValueError:
-        raise ModelFormatError("the %s has a damaged pytrain.layout (not JSON)" % what) from None
+        return read_layout(model_metadata(model), what, kind)
+    except LayoutError as e:
+        raise ModelFormatError(str(e)) from None
 
 
 #: a faster test over all the arrays at once (the browser's wasm kernel, set by
@@ -134,6 +126,26 @@ class Module:
                 p.data = np.zeros(p.shape, dtype=p.dtype)
             if name in self._trainable and not p.requires_grad:
                 p.requires_grad = True
+
+    @property
+    def state(self) -> CheckpointState:
+        """The CheckpointState this module trains (parameters, gradients, optimizer state)."""
+        return self._state
+
+    @property
+    def trainable_names(self) -> List[str]:
+        """Names of the parameters that train, in the training model's order."""
+        return list(self._trainable)
+
+    @property
+    def parameter_names(self) -> List[str]:
+        """Names of every parameter (trainable, then frozen), in the training model's order."""
+        return list(self._param_names)
+
+    @property
+    def is_filled(self) -> bool:
+        """False while a nominal checkpoint's parameters wait for copy_buffer_to_parameters."""
+        return self._filled
 
     @property
     def training(self) -> bool:

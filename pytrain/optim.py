@@ -10,6 +10,7 @@ from pytrain.errors import ArtifactError
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.proto import ModelProto, make_graph, make_model, make_node, make_opsetid, make_value_info
 from pytrain import dtypes
+from pytrain.layout import ARTIFACT_KEY, DEFAULT_LR_KEY, LR_INPUT, OPTIMIZER_KEY, STATE_NAMES_KEY, STEP_INPUT, state_name
 
 
 class OptimType(enum.Enum):
@@ -118,12 +119,6 @@ def resolve(optimizer: OptimizerSpec) -> _Optim:
     return table[name.lower()]()
 
 
-LR_INPUT, STEP_INPUT = "learning_rate", "step"
-
-
-def state_name(param: str, slot: str) -> str:
-    """Name of an optimizer state tensor in the optimizer model (ORT-like)."""
-    return "%s.%s" % (param, slot)
 
 
 def build_optimizer_model(opt: _Optim, params: Sequence[str], shapes: Dict[str, Sequence[int]],
@@ -155,6 +150,6 @@ def build_optimizer_model(opt: _Optim, params: Sequence[str], shapes: Dict[str, 
                                **opt.attributes()))
     graph = make_graph(nodes, "pytrain_optimizer", inputs, outputs)
     return make_model(graph, [make_opsetid("", opset), make_opsetid(PYTRAIN_DOMAIN, 1)],
-                      metadata={"pytrain.artifact": "optimizer", "pytrain.optimizer": opt.describe(),
-                                "pytrain.default_lr": repr(opt.lr),
-                                "pytrain.state_names": ",".join(opt.state_names)})
+                      metadata={ARTIFACT_KEY: "optimizer", OPTIMIZER_KEY: opt.describe(),
+                                DEFAULT_LR_KEY: repr(opt.lr),
+                                STATE_NAMES_KEY: ",".join(opt.state_names)})

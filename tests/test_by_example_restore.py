@@ -8,18 +8,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytrain import models
 from pytrain.webapp import feature_head
 from pytrain.webapp.common import WebappError
 from pytrain.webapp.session import Session, _unpack_arrays
-from test_runfile_backbone import _continue
+from test_runfile_backbone import _continue, batch_dependent_backbone
 
 SIDE = 8
 
 
 def _batch_dependent_backbone() -> bytes:
-    """A tiny backbone whose last bits depend on the batch it runs in (a Gemm over the batch)."""
-    return models.to_bytes(models.cnn(input_shape=[3, SIDE, SIDE], num_classes=5, seed=1))
+    return batch_dependent_backbone(SIDE)
 
 
 def _examples(n: int = 24):
@@ -51,7 +49,7 @@ def test_browser_resume_of_a_backbone_run_carries_its_features_and_continues_exa
     rows = np.concatenate([s._arrays[0], s._added[0][0]])
     saved = _unpack_arrays(snap["data"])
     np.testing.assert_array_equal(saved["features"], s.backbone.features(rows))
-    # recomputed in other batches the features differ in their last bits: why the save carries them
+    # recomputed in another batch the features differ in their low bits: why the save carries them
     fresh = feature_head.Backbone(s.artifacts["backbone"], s.model["backbone"]).features(rows[:5])
     assert not np.array_equal(fresh, s.backbone.features(rows[:5]))
 

@@ -27,6 +27,7 @@ from pytrain.flower import FlowerNode, PytrainTrainer
 from pytrain.flower import messages as pb
 from pytrain.flower import objects as ob
 from pytrain.flower.transport import EcdsaSigner
+from waits import wait_s
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / "build" / "venv-flwr"
@@ -71,7 +72,7 @@ def free_port() -> int:
 
 
 def wait_until(cond, timeout: float, what: str, proc: Optional[subprocess.Popen] = None, log: Optional[Path] = None):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + wait_s(timeout)
     while time.monotonic() < deadline:
         got = cond()
         if got:
@@ -217,7 +218,7 @@ def run_federation(tmp: Path, venv: Path, arts, native: int, torch_nodes: int = 
 
             def work(n=node):
                 try:
-                    n.run(stop=stop.is_set, timeout=240)
+                    n.run(stop=stop.is_set, timeout=wait_s(240))
                 except Exception as e:  # reported by the test
                     errors.append(e)
             threads.append(threading.Thread(target=work, daemon=True))
@@ -395,7 +396,7 @@ def test_bad_server_input_is_refused(arts, case, expect):
     msg, tree, objs = _corrupt(case, sent)
     link = FakeLink(msg, tree, objs)
     node = FlowerNode("http://fleet.invalid", trainer, signer=EcdsaSigner(), transport=link, keep_replies=True)
-    assert node.run(max_messages=1, timeout=30) == 1
+    assert node.run(max_messages=1, timeout=wait_s(30)) == 1
     assert len(link.pushed) == 1
     reply = link.pushed[0]
     assert reply.error is not None and expect in reply.error.reason, reply.error
@@ -413,7 +414,7 @@ def test_good_message_trains_and_replies(arts):
     msg, d = _train_message(sent)
     link = FakeLink(msg, d.tree(), d.all_objects())
     node = FlowerNode("http://fleet.invalid", trainer, signer=EcdsaSigner(), transport=link, keep_replies=True)
-    node.run(max_messages=1, timeout=60)
+    node.run(max_messages=1, timeout=wait_s(60))
     reply = link.pushed[0]
     assert reply.error is None and reply.content is not None
     _, content = ob.inflate_message(reply.metadata.message_id, link.pushed_objects.__getitem__)

@@ -188,12 +188,28 @@ def test_cnn_from_scratch_run_file_carries_its_examples(tmp_path):
     assert _continue(r, 2) == _continue(s, 2) and r.digest() == s.digest()
 
 
-def test_features_travel_so_a_batch_dependent_backbone_continues_exactly(tmp_path):
-    """A backbone whose last bits depend on the batch it runs in (a Gemm over the batch): the run file
-    carries the features the head trained on, so the taken-back run predicts and continues bit for bit."""
+def batch_dependent_backbone(side: int, seed: int = 1) -> bytes:
+    """A backbone whose features depend on the batch it runs in by construction, whatever the BLAS or
+    CPU: a small CNN's outputs plus 1e-5 times their mean over the batch (ReduceMean over axis 0). Features
+    recomputed in other batches differ in their low bits (as a batch-blocked GEMM's may), so only features
+    that travel with the run continue it exactly."""
     from pytrain import models
+    from pytrain.proto import from_array, make_node
 
-    bb = models.to_bytes(models.cnn(input_shape=[3, 8, 8], num_classes=5, seed=1))
+    m = models.cnn(input_shape=[3, side, side], num_classes=5, seed=seed, output_name="scores")
+    g = m.graph
+    g.initializer.append(from_array(np.asarray(1e-5, np.float32), "batch_weight"))
+    g.node.extend([make_node("ReduceMean", ["scores"], ["batch_mean"], name="batch_mean", axes=[0], keepdims=1),
+                   make_node("Mul", ["batch_mean", "batch_weight"], ["batch_term"], name="batch_term"),
+                   make_node("Add", ["scores", "batch_term"], ["output"], name="with_batch_term")])
+    g.output[0].name = "output"
+    return models.to_bytes(m)
+
+
+def test_features_travel_so_a_batch_dependent_backbone_continues_exactly(tmp_path):
+    """The run file carries the features the head trained on, so a taken-back run of a backbone whose
+    features depend on the batch predicts and continues bit for bit."""
+    bb = batch_dependent_backbone(8)
     x = np.random.RandomState(0).rand(24, 3, 8, 8).astype(np.float32)
     y = np.arange(24) % 2
     s = Session()
@@ -202,11 +218,12 @@ def test_features_travel_so_a_batch_dependent_backbone_continues_exactly(tmp_pat
     s.configure(batch_size=4, lr=0.05)
     s.train_for(budget_ms=1e9, max_steps=3)
     blob = s.run_file()
-    # recomputed in other batches, the features differ in their last bits: why they travel
+    # recomputed in another batch, the features differ in their low bits: why they travel
     fresh = feature_head.Backbone(s.artifacts["backbone"], s.model["backbone"]).features(x[:5])
     assert not np.array_equal(fresh, s.backbone.features(x[:5]))
     r = Session()
     assert r.use_artifact_files({"run.zip": blob})["step"] == 3
+    np.testing.assert_array_equal(r.backbone.features(x), s.backbone.features(x))
     for probe in (x[:5], x[7:9], _probe()[:, :, :8, :8]):
         np.testing.assert_array_equal(np.array(r.predict(probe)["outputs"]), np.array(s.predict(probe)["outputs"]))
     assert r.evaluate() == s.evaluate()

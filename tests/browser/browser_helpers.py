@@ -4,8 +4,10 @@ from __future__ import annotations
 from typing import List, Optional
 from urllib.parse import urlsplit
 
-# Loading Pyodide from local files takes ~5-10 s on a loaded 2-core machine.
-LOAD_TIMEOUT_MS = 120_000
+from waits import wait_ms  # noqa: F401  (every browser wait goes through the tests' one factor)
+
+# Loading Pyodide from local files takes ~5-10 s on a quiet 2-core machine.
+LOAD_TIMEOUT_MS = wait_ms(60_000)
 
 
 class Recorder:
@@ -31,6 +33,7 @@ class Recorder:
 def new_context(browser, recorder: Recorder, longtasks: bool = False):
     """A fresh browser context that records requests (and, optionally, long tasks from page start)."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    ctx.set_default_timeout(wait_ms(30_000))    # clicks, fills, selectors without a timeout of their own
     ctx.on("request", lambda req: recorder.urls.append(req.url))
     if longtasks:
         # Installed before any page script runs, so no long task escapes it.
@@ -76,7 +79,7 @@ def train_epochs(page, epochs: int, timeout_ms: int, **controls) -> list:
     configure_training(page, epochs, **controls)
     page.click("#start")
     page.wait_for_function("() => window.pytrainApp.epochs.length >= %d && !window.pytrainApp.training" % epochs,
-                           timeout=timeout_ms)
+                           timeout=wait_ms(timeout_ms))
     return app_state(page, "a.epochs")
 
 
@@ -84,4 +87,4 @@ def stop_training(page) -> None:
     """Press Stop if the run is still going (a short run can finish before a click lands, and Stop is
     then disabled), and wait until the page is idle."""
     page.evaluate("() => { const b = document.getElementById('stop'); if (!b.disabled) b.click(); }")
-    page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
+    page.wait_for_function("() => !window.pytrainApp.training", timeout=wait_ms(60_000))

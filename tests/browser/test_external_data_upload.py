@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from browser_helpers import LOAD_TIMEOUT_MS, open_app, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app, wait_ready
 
 onnx = pytest.importorskip("onnx")
 
@@ -34,7 +34,7 @@ def test_model_with_its_data_file(page_ctx, tmp_path):
     wait_ready(page)
     page.click("button[data-tab=model]")
     page.set_input_files("#onnx-file", [str(path), str(tmp_path / "m.onnx.data")])
-    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length === 4", timeout=60_000)
+    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length === 4", timeout=wait_ms(60_000))
     ticked = page.eval_on_selector_all("#onnx-params input", "els => els.map((e) => [e.value, e.checked])")
     assert dict(ticked) == {"W1": True, "B1": True, "W2": True, "val_5": False}  # the folded constant is not
     assert "folded by the exporter" in page.get_attribute("#onnx-params label:nth-child(4)", "title")

@@ -22,7 +22,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 import build  # noqa: E402
-from browser_helpers import Recorder, new_context, open_app, wait_ready  # noqa: E402
+from browser_helpers import wait_ms, Recorder, new_context, open_app, wait_ready  # noqa: E402
 # test_flower's fixtures (arts, cryptography_installed) are used from here too
 from test_flower import (SuperLink, arts, cryptography_installed, digits_splits, ensure_flwr_venv,  # noqa: E402,F401
                          global_accuracy, make_trainer, wait_until)
@@ -81,7 +81,7 @@ class Tab:
         return self.page.evaluate("() => %s" % self.EVENTS)
 
     def wait_event(self, cond: str, timeout_ms: int):
-        self.page.wait_for_function("() => (%s || []).some((e) => %s)" % (self.EVENTS, cond), timeout=timeout_ms)
+        self.page.wait_for_function("() => (%s || []).some((e) => %s)" % (self.EVENTS, cond), timeout=wait_ms(timeout_ms))
 
     def close(self) -> None:
         self.ctx.close()
@@ -318,7 +318,7 @@ def test_join_without_a_superlink_says_why(context, site_url, arts):  # noqa: F8
         ("checkpoint", "checkpoint"))}, parts[0][0][:200], parts[0][1][:200])
     tab.page.click("#fl-join")
     tab.wait_event("e.kind === 'failed'", 60_000)
-    tab.page.wait_for_function("() => !document.getElementById('fl-join').disabled", timeout=10_000)
+    tab.page.wait_for_function("() => !document.getElementById('fl-join').disabled", timeout=wait_ms(10_000))
     err = tab.page.inner_text("#error-text")
     assert "The federation stopped" in err and "register-node: HTTP 404" in err, err
     assert rec.foreign(site_url) == []

@@ -14,7 +14,7 @@ from typing import Dict, List
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, open_app
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app
 
 from pytrain import artifacts, models, webapp
 from pytrain.api import CheckpointState, Module, Optimizer
@@ -323,7 +323,7 @@ def test_create_rejects_when_python_cannot_start(context, site_url):
     _serve(ctx, {"/ort-test/fail.html": FAIL_PAGE.encode()})
     ctx.route(re.compile(r"/worker\.js(\?.*)?$"), lambda route, request: route.fulfill(status=404, body="gone"))
     page = open_app(ctx, site_url, rec, "ort-test/fail.html")
-    page.wait_for_function("() => window.__created !== undefined", timeout=60_000)
+    page.wait_for_function("() => window.__created !== undefined", timeout=wait_ms(60_000))
     assert page.evaluate("window.__created").startswith("rejected: the worker failed")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 from test_page_csv import messy_csv
 
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
@@ -47,23 +47,23 @@ def test_every_screen_has_no_axe_violation(context, site_url, tmp_path):
     shoot(page, "trained")
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", str(messy_csv(tmp_path / "messy.csv")))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 6", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 6", timeout=wait_ms(30_000))
     assert axe_violations(page) == []
     shoot(page, "table")
     page.click("button[data-tab=model]")
     page.set_input_files("#data-csv-file", files=[{"name": "x.csv", "mimeType": "text/csv", "buffer": b"\x00\x01"}])
-    page.wait_for_selector("#error", state="visible", timeout=30_000)
+    page.wait_for_selector("#error", state="visible", timeout=wait_ms(30_000))
     assert axe_violations(page) == []
     shoot(page, "model-error")
     # the resume banner after a reload
     page.reload()
-    page.wait_for_selector("#resume-banner", state="visible", timeout=30_000)
+    page.wait_for_selector("#resume-banner", state="visible", timeout=wait_ms(30_000))
     wait_ready(page)
     assert axe_violations(page) == []
     shoot(page, "resume")
     for path in ("examples/widget.html", "examples/element.html"):
         page.goto(site_url + path)
-        page.wait_for_timeout(500)
+        page.wait_for_load_state("networkidle")
         assert axe_violations(page) == [], path
 
 
@@ -101,13 +101,12 @@ def test_keyboard_focus_live_regions_and_plot_table(context, site_url):
     }""")
     page.focus("#start")
     page.keyboard.press("Enter")
-    page.wait_for_function("() => window.pytrainApp.training", timeout=30_000)
+    page.wait_for_function("() => window.pytrainApp.training", timeout=wait_ms(30_000))
     assert page.evaluate("document.activeElement.id") in ("pause", "stop")
-    page.wait_for_timeout(2000)
-    # 2 s of training: many visible updates, but at most a few announcements (start, an epoch)
-    assert app_state(page, "a.step") > 20
+    # 20 steps of training: many visible updates, but at most a few announcements (start, an epoch)
+    page.wait_for_function("() => window.pytrainApp.step > 20", timeout=wait_ms(30_000))
     assert page.evaluate("window.__live") <= 4, page.evaluate("window.__live")
-    page.wait_for_function("() => !window.pytrainApp.training", timeout=180_000)
+    page.wait_for_function("() => !window.pytrainApp.training", timeout=wait_ms(180_000))
     assert page.evaluate("document.activeElement !== document.body")
     said = app_state(page, "a.announced")
     assert any(s.startswith("Epoch 1 done") for s in said) and any(s.startswith("Finished") for s in said)
@@ -128,6 +127,6 @@ def test_keyboard_focus_live_regions_and_plot_table(context, site_url):
         page.keyboard.press(key)
     page.keyboard.press("Space")
     page.keyboard.press("Enter")
-    page.wait_for_function("() => document.getElementById('prediction').dataset.prediction !== undefined", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('prediction').dataset.prediction !== undefined", timeout=wait_ms(30_000))
     page.keyboard.press("Escape")
     assert page.evaluate("window.pytrainApp.padEmpty()") is True

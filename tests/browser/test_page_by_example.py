@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, train_epochs, wait_ready
 from conftest import CHROMIUM_ARGS, CHROMIUM
 from test_page_a11y import axe_violations, shoot
 from test_tables_and_models import _png
@@ -31,11 +31,12 @@ def camera_page(browser, site_url):
         b.close()
 
 
-def _hold(page, selector, ms):
+def _hold_until(page, selector, condition):
+    """Hold the mouse down on ``selector`` (the record button) until ``condition`` holds in the page."""
     box = page.locator(selector).bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.down()
-    page.wait_for_timeout(ms)
+    page.wait_for_function("() => %s" % condition, timeout=wait_ms(30_000))
     page.mouse.up()
 
 
@@ -45,14 +46,15 @@ def test_record_train_predict_and_export(camera_page, site_url, tmp_path):
     assert page.locator("#ex-build").is_disabled()
     page.fill("#ex-classes fieldset:nth-of-type(2) legend input", "Blank")
     page.dispatch_event("#ex-classes fieldset:nth-of-type(2) legend input", "change")
-    _hold(page, "#ex-classes fieldset:nth-of-type(1) .ex-record", 1200)
+    # class 1 from the camera: hold the record button until it has taken 5 frames
+    _hold_until(page, "#ex-classes fieldset:nth-of-type(1) .ex-record", "window.pytrainApp.examples[0].items.length >= 5")
     n1 = page.evaluate("window.pytrainApp.examples[0].items.length")
     assert n1 >= 5, n1
     # class 2 from files: flat grey pictures
     files = [{"name": "g%d.png" % i, "mimeType": "image/png",
               "buffer": _png(np.full((24, 24), 40 + 10 * i, np.uint8))} for i in range(8)]
     page.set_input_files("#ex-classes fieldset:nth-of-type(2) input[type=file]", files=files)
-    page.wait_for_function("() => window.pytrainApp.examples[1].items.length === 8", timeout=30_000)
+    page.wait_for_function("() => window.pytrainApp.examples[1].items.length === 8", timeout=wait_ms(30_000))
     # the gallery shows them, and one can be deleted
     assert page.locator("#ex-classes fieldset:nth-of-type(2) .ex-item").count() == 8
     page.click("#ex-classes fieldset:nth-of-type(2) .ex-item button >> nth=0")
@@ -73,7 +75,7 @@ def test_record_train_predict_and_export(camera_page, site_url, tmp_path):
     assert page.locator("#try-image").is_visible()
     page.click("#cam-predict")
     page.wait_for_function("() => document.getElementById('image-prediction').textContent.includes('Prediction')",
-                           timeout=30_000)
+                           timeout=wait_ms(30_000))
     label = app_state(page, "a.lastPrediction.label")
     assert label in ("Class 1", "Blank")
     page.click("#cam-predict")     # stop

@@ -11,9 +11,9 @@ import warnings
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, train_epochs, wait_ready
 from test_page_a11y import axe_violations, shoot
-from test_page_by_example import _hold, camera_page  # noqa: F401  (the fake-camera fixture)
+from test_page_by_example import _hold_until, camera_page  # noqa: F401  (the fake-camera fixture)
 from test_tables_and_models import _png
 
 SIDE = 32
@@ -46,7 +46,11 @@ def _backbone(tmp_path):
 def _legends_inside(page):
     """Every legend entry of both plots inside its canvas (and the plots' container), drawn at the
     canvas's current size."""
-    page.wait_for_timeout(900)   # ResizeObserver + the plots' throttled redraw
+    # the ResizeObserver and the plots' throttled redraw: wait until both canvases are drawn at their size
+    page.wait_for_function("""() => ['loss', 'metric'].every((k) => {
+        const p = window.pytrainApp.plots[k], c = p.canvas;
+        return p.legendBoxes && c.width === Math.round(c.clientWidth * (window.devicePixelRatio || 1));
+    })""", timeout=wait_ms(30_000))
     res = page.evaluate("""() => ['loss', 'metric'].map((k) => {
         const p = window.pytrainApp.plots[k], c = p.canvas, r = c.getBoundingClientRect();
         const box = c.closest('.plots').getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
@@ -75,7 +79,7 @@ def test_backbone_head_trains_predicts_and_exports(camera_page, site_url, tmp_pa
     # a file that is not an image model: refused right under the backbone input, focused
     page.set_input_files("#ex-backbone", files=[{"name": "bad.onnx", "mimeType": "application/octet-stream",
                                                  "buffer": b"name,label\n1,2\n"}])
-    page.wait_for_selector("#error", state="visible", timeout=30_000)
+    page.wait_for_selector("#error", state="visible", timeout=wait_ms(30_000))
     assert "bad.onnx" in page.inner_text("#error-text") and "ONNX" in page.inner_text("#error-text")
     assert page.evaluate("document.getElementById('error').closest('fieldset').id") == "ex-backbone-box"
     assert page.evaluate("document.activeElement.id") == "error"
@@ -84,14 +88,14 @@ def test_backbone_head_trains_predicts_and_exports(camera_page, site_url, tmp_pa
 
     # the backbone with its external data file
     page.set_input_files("#ex-backbone", files=backbone_files)
-    page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.info", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.info", timeout=wait_ms(60_000))
     info = app_state(page, "a.backbone.info")
     assert info["shape"] == [3, SIDE, SIDE] and info["features"] == 8 and not info["open_size"]
     assert page.locator("#ex-backbone-size").is_disabled()   # its input size is fixed: nothing to choose
     assert page.input_value("#ex-backbone-size") == str(SIDE)
     page.select_option("#ex-backbone-norm", "imagenet")
     page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.normalize === 'imagenet'"
-                           " && window.pytrainApp.backbone.info.normalize === 'imagenet'", timeout=60_000)
+                           " && window.pytrainApp.backbone.info.normalize === 'imagenet'", timeout=wait_ms(60_000))
     text = page.inner_text("#ex-backbone-info")
     assert "frozen" in text and "ImageNet" in text and "8 features" in text, text
 
@@ -99,13 +103,13 @@ def test_backbone_head_trains_predicts_and_exports(camera_page, site_url, tmp_pa
     page.fill("#ex-classes fieldset:nth-of-type(2) legend input", "Grey")
     page.dispatch_event("#ex-classes fieldset:nth-of-type(2) legend input", "change")
     page.locator("#ex-classes fieldset:nth-of-type(1) .ex-record").scroll_into_view_if_needed()
-    _hold(page, "#ex-classes fieldset:nth-of-type(1) .ex-record", 1200)
+    _hold_until(page, "#ex-classes fieldset:nth-of-type(1) .ex-record", "window.pytrainApp.examples[0].items.length >= 5")
     n1 = app_state(page, "a.examples[0].items.length")
     assert n1 >= 5, (n1, app_state(page, "a.errors"))
     files = [{"name": "g%d.png" % i, "mimeType": "image/png",
               "buffer": _png(np.full((40, 40), 40 + 12 * i, np.uint8))} for i in range(8)]
     page.set_input_files("#ex-classes fieldset:nth-of-type(2) input[type=file]", files=files)
-    page.wait_for_function("() => window.pytrainApp.examples[1].items.length === 8", timeout=30_000)
+    page.wait_for_function("() => window.pytrainApp.examples[1].items.length === 8", timeout=wait_ms(30_000))
     assert "a head on bb.onnx" in page.inner_text("#ex-info")
     assert axe_violations(page) == []
     shoot(page, "by-example-backbone")
@@ -136,7 +140,7 @@ def test_backbone_head_trains_predicts_and_exports(camera_page, site_url, tmp_pa
     # live prediction from the camera: backbone + head
     page.click("#cam-predict")
     page.wait_for_function("() => window.pytrainApp.lastPrediction && window.pytrainApp.lastPrediction.input",
-                           timeout=30_000)
+                           timeout=wait_ms(30_000))
     last = app_state(page, "a.lastPrediction")
     assert last["label"] in ("Class 1", "Grey")
     page.click("#cam-predict")     # stop
@@ -144,7 +148,7 @@ def test_backbone_head_trains_predicts_and_exports(camera_page, site_url, tmp_pa
     # the run file downloads, saying why the CLI cannot continue it (test_page_run_file_backbone.py)
     with page.expect_download():
         page.click("#download-run")
-    page.locator("#run-file-note").wait_for(state="visible", timeout=30_000)
+    page.locator("#run-file-note").wait_for(state="visible", timeout=wait_ms(30_000))
 
     # the export: one graph, backbone + head, answering like the page
     with page.expect_download() as dl:
@@ -171,11 +175,11 @@ def test_backbone_head_trains_predicts_and_exports(camera_page, site_url, tmp_pa
     # reload: the run saved in this browser comes back with its backbone, answering the same
     step = app_state(page, "a.step")
     page.reload()
-    page.locator("#resume-banner").wait_for(state="visible", timeout=30_000)
+    page.locator("#resume-banner").wait_for(state="visible", timeout=wait_ms(30_000))
     wait_ready(page)
     page.click("#resume-btn")
     page.wait_for_function("() => window.pytrainApp.resumed !== null && !window.pytrainApp.training",
-                           timeout=60_000)
+                           timeout=wait_ms(60_000))
     resumed = app_state(page, "a.resumed")
     assert resumed["digest"] == resumed["savedDigest"] and resumed["step"] == step
     assert app_state(page, "a.model.origin") == "backbone"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 from test_page_a11y import axe_violations, shoot
 
 SHAPE = (3, 32, 32)
@@ -60,7 +60,7 @@ def _try_draw(page, a, b):
     assert page.inner_text("#image-prediction") == ""
     _stroke(page, "#image-pad", a, b)
     page.wait_for_function("() => document.getElementById('image-prediction').textContent.includes('Prediction')",
-                           timeout=30_000)
+                           timeout=wait_ms(30_000))
     last = app_state(page, "a.lastPrediction")
     # what predict received is the pad read the way By example reads a drawing (the same pixels())
     again = page.evaluate("""async (shape) => {

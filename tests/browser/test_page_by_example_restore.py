@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, train_epochs, wait_ready
 from test_page_a11y import axe_violations, shoot
-from test_page_by_example import _hold, camera_page  # noqa: F401  (the fake-camera fixture)
+from test_page_by_example import _hold_until, camera_page  # noqa: F401  (the fake-camera fixture)
 from test_page_by_example_backbone import PREDICT, SIDE, _backbone
 from test_tables_and_models import _png
 
@@ -31,11 +31,11 @@ def _record_examples(page, n_files=8):
         page.fill(sel, name)
         page.dispatch_event(sel, "change")
     page.locator("#ex-classes fieldset:nth-of-type(1) .ex-record").scroll_into_view_if_needed()
-    _hold(page, "#ex-classes fieldset:nth-of-type(1) .ex-record", 1200)
+    _hold_until(page, "#ex-classes fieldset:nth-of-type(1) .ex-record", "window.pytrainApp.examples[0].items.length >= 5")
     files = [{"name": "g%d.png" % i, "mimeType": "image/png",
               "buffer": _png(np.full((40, 40), 40 + 12 * i, np.uint8))} for i in range(n_files)]
     page.set_input_files("#ex-classes fieldset:nth-of-type(2) input[type=file]", files=files)
-    page.wait_for_function("() => window.pytrainApp.examples[1].items.length === %d" % n_files, timeout=30_000)
+    page.wait_for_function("() => window.pytrainApp.examples[1].items.length === %d" % n_files, timeout=wait_ms(30_000))
     return _gallery(page)
 
 
@@ -76,20 +76,20 @@ def _continue_one_epoch(page, epochs, via_start):
         page.evaluate("(e) => window.pytrainApp.client.call('train', {epochs: e, persist: false, "
                       "batchSize: parseInt(document.getElementById('batch-size').value, 10), "
                       "learningRate: parseFloat(document.getElementById('lr').value)})", epochs)
-    page.wait_for_function("() => window.__done && !window.pytrainApp.training", timeout=180_000)
+    page.wait_for_function("() => window.__done && !window.pytrainApp.training", timeout=wait_ms(180_000))
     assert app_state(page, "a.epoch") == epochs
     return page.evaluate("() => window.__losses")
 
 
 def _resume_after_reload(page, what):
     page.reload()
-    page.locator("#resume-banner").wait_for(state="visible", timeout=30_000)
+    page.locator("#resume-banner").wait_for(state="visible", timeout=wait_ms(30_000))
     assert page.inner_text("#resume-text").startswith("A saved %s run is in this browser" % what)
     wait_ready(page)
     page.click("#resume-btn")
-    page.wait_for_function("() => window.pytrainApp.resumed !== null && !window.pytrainApp.training", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.resumed !== null && !window.pytrainApp.training", timeout=wait_ms(60_000))
     # "What it learned" shows the resumed run's validation results, not "after a run, this shows..."
-    page.wait_for_function("() => window.pytrainApp.learned", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.learned", timeout=wait_ms(60_000))
     assert page.locator("#learned-body").is_visible() and not page.locator("#learned-none").is_visible()
     assert np.array(app_state(page, "a.learned.confusion")).sum() == app_state(page, "a.data.val")
     page.click("#tabbtn-examples")
@@ -120,10 +120,10 @@ def test_backbone_run_resumed_and_taken_back_shows_its_gallery_and_continues_exa
         camera_page, site_url, tmp_path, backbone):  # noqa: F811
     page, rec = camera_page
     page.set_input_files("#ex-backbone", files=(_backbone if backbone == "torch" else _batch_backbone)(tmp_path))
-    page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.info", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.info", timeout=wait_ms(60_000))
     page.select_option("#ex-backbone-norm", "imagenet")
     page.wait_for_function("() => window.pytrainApp.backbone && "
-                           "window.pytrainApp.backbone.info.normalize === 'imagenet'", timeout=60_000)
+                           "window.pytrainApp.backbone.info.normalize === 'imagenet'", timeout=wait_ms(60_000))
     counts = _record_examples(page)
     assert counts[0][1] >= 5, counts
     thumb_camera = _thumbs(page, 1)

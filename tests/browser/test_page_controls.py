@@ -2,7 +2,7 @@
 learning rate keeps the weights learnt so far."""
 from __future__ import annotations
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 
 
 def _digest(page):
@@ -23,14 +23,14 @@ def test_continue_and_optimizer_change_keep_training_the_same_weights(context, s
     # Continue with the same epoch count trains one more epoch (it did nothing before)
     assert page.inner_text("#start") == "Continue"
     page.click("#start")
-    page.wait_for_function("() => window.pytrainApp.step === 32 && !window.pytrainApp.training", timeout=120_000)
+    page.wait_for_function("() => window.pytrainApp.step === 32 && !window.pytrainApp.training", timeout=wait_ms(120_000))
     assert page.input_value("#epochs") == "2"
 
     # the optimizer can change after training, and the weights stay
     assert page.locator("#optimizer").is_enabled()
     before = _digest(page)
     page.select_option("#optimizer", "SGD")
-    page.wait_for_function("() => window.pytrainApp.model.optimizer === 'SGD'", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.model.optimizer === 'SGD'", timeout=wait_ms(60_000))
     assert _digest(page) == before and app_state(page, "a.step") == 32
     assert "weights learnt so far are kept" in page.inner_text("#train-status")
     ev = page.evaluate("() => window.pytrainApp.client.call('evaluate')")
@@ -40,7 +40,7 @@ def test_continue_and_optimizer_change_keep_training_the_same_weights(context, s
     page.fill("#lr", "0.05")
     page.fill("#epochs", "3")
     page.click("#start")
-    page.wait_for_function("() => window.pytrainApp.step === 48 && !window.pytrainApp.training", timeout=120_000)
+    page.wait_for_function("() => window.pytrainApp.step === 48 && !window.pytrainApp.training", timeout=wait_ms(120_000))
     assert app_state(page, "a.epochs")[-1]["metric"] >= acc1 - 0.05
     assert page.evaluate("() => window.pytrainApp.client.call('status')")["lr"] == 0.05
     assert app_state(page, "a.errors") == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 
 
 def messy_csv(path):
@@ -31,7 +31,7 @@ def test_messy_semicolon_table_builds_and_trains(context, site_url, tmp_path):
     wait_ready(page)
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", str(messy_csv(tmp_path / "messy.csv")))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 6", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 6", timeout=wait_ms(30_000))
     info = page.inner_text("#csv-info")
     assert "separated by semicolon" in info and "missing values" in info, info
     assert page.input_value("#csv-label") == "y"
@@ -55,7 +55,7 @@ def test_messy_semicolon_table_builds_and_trains(context, site_url, tmp_path):
     # dropping instead: fewer rows, and the page says how many
     page.select_option("#csv-missing", "drop")
     page.click("#csv-build")
-    page.wait_for_function("() => window.pytrainApp.data.train + window.pytrainApp.data.val < 120", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.data.train + window.pytrainApp.data.val < 120", timeout=wait_ms(60_000))
     assert "dropped" in page.inner_text("#setup-status")
 
     # a tab-separated table is read as columns too
@@ -71,7 +71,7 @@ def test_binary_file_gets_a_clear_message(context, site_url):
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", files=[{"name": "photo.csv", "mimeType": "text/csv",
                                               "buffer": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"}])
-    page.wait_for_selector("#error", state="visible", timeout=30_000)
+    page.wait_for_selector("#error", state="visible", timeout=wait_ms(30_000))
     msg = page.inner_text("#error-text")
     assert "binary file" in msg and "NUL" not in msg.split("(")[0], msg
     assert page.locator("#csv-build").is_disabled()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, configure_training, open_app, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, configure_training, open_app, wait_ready
 
 
 def test_session_stops_an_exploding_run_and_goes_back():
@@ -49,7 +49,7 @@ def test_page_reports_divergence_and_restores_the_last_good_checkpoint(context, 
                            "&& window.pytrainApp.model.optimizer === 'SGD'", timeout=LOAD_TIMEOUT_MS)
     configure_training(page, 3, batch_size=64, lr=1000)
     page.click("#start")
-    page.wait_for_function("() => window.pytrainApp.step > 0 && !window.pytrainApp.training", timeout=120_000)
+    page.wait_for_function("() => window.pytrainApp.step > 0 && !window.pytrainApp.training", timeout=wait_ms(120_000))
     status = page.locator("#train-status")
     assert "Diverged" in status.inner_text() and "Finished" not in status.inner_text()
     assert "ok" not in (status.get_attribute("class") or "") and "bad" in status.get_attribute("class")
@@ -63,7 +63,7 @@ def test_page_reports_divergence_and_restores_the_last_good_checkpoint(context, 
     page.locator("#train").screenshot(path="/tmp/shots/diverged-1280.png")
 
     page.click("#restore-good")
-    page.wait_for_function("() => document.getElementById('diverged').hidden", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('diverged').hidden", timeout=wait_ms(30_000))
     assert app_state(page, "a.step") == 0
     assert "last good checkpoint" in page.inner_text("#train-status")
     assert page.evaluate("document.activeElement.id") == "lr"
@@ -71,6 +71,6 @@ def test_page_reports_divergence_and_restores_the_last_good_checkpoint(context, 
     configure_training(page, 1, lr=0.05)
     page.click("#start")
     page.wait_for_function("() => window.pytrainApp.epochs.length >= 1 && !window.pytrainApp.training",
-                           timeout=120_000)
+                           timeout=wait_ms(120_000))
     assert "Finished" in page.inner_text("#train-status")
     assert app_state(page, "a.epochs")[-1]["metric"] > 0.5

@@ -1,7 +1,7 @@
 """Issue 13, defect 3: an error shows where the action was (in view, focused), also on a phone."""
 from __future__ import annotations
 
-from browser_helpers import open_app, wait_ready
+from browser_helpers import wait_ms, open_app, wait_ready
 
 
 def _in_view(page, selector):
@@ -11,6 +11,7 @@ def _in_view(page, selector):
 
 def test_error_shows_next_to_the_action_and_takes_focus_on_a_phone(browser, site_url, tmp_path):
     ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    ctx.set_default_timeout(wait_ms(30_000))
     try:
         page = ctx.new_page()
         page.goto(site_url)
@@ -19,9 +20,9 @@ def test_error_shows_next_to_the_action_and_takes_focus_on_a_phone(browser, site
         bad = tmp_path / "bad.csv"
         bad.write_text("a,b,label\n1,2,0\n3,hello,1\n5,6,0\n7,8,1\n")
         page.set_input_files("#data-csv-file", str(bad))
-        page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 3", timeout=30_000)
+        page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 3", timeout=wait_ms(30_000))
         page.click("#data-csv-load")
-        page.wait_for_selector("#error", state="visible", timeout=30_000)
+        page.wait_for_selector("#error", state="visible", timeout=wait_ms(30_000))
         assert "hello" in page.inner_text("#error-text")
         # in the Training data fieldset, on screen, focused
         assert page.evaluate("document.getElementById('error').closest('fieldset') === "
@@ -36,10 +37,10 @@ def test_error_shows_next_to_the_action_and_takes_focus_on_a_phone(browser, site
         page.click("button[data-tab=digits]")
         page.select_option("#digits-count", "1000")
         page.click("#digits-build")
-        page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=120_000)
+        page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=wait_ms(120_000))
         page.fill("#lr", "-1")
         page.click("#start")
-        page.wait_for_selector("#error", state="visible", timeout=30_000)
+        page.wait_for_selector("#error", state="visible", timeout=wait_ms(30_000))
         assert "learning rate" in page.inner_text("#error-text")
         assert page.evaluate("document.getElementById('error').closest('.card').id") == "train"
         assert _in_view(page, "#error") and page.evaluate("document.activeElement.id") == "error"

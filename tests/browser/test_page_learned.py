@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 from test_page_a11y import axe_violations, shoot
 from test_page_task_guess import open_wine_table
 
@@ -19,7 +19,7 @@ def test_confusion_matrix_and_parameters_after_a_digits_run(context, site_url):
     page.click("#digits-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
     epochs = train_epochs(page, 2, 120_000, batch_size=64, lr=0.003)
-    page.wait_for_function("() => window.pytrainApp.learned", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.learned", timeout=wait_ms(60_000))
     r = app_state(page, "a.learned")
     m = np.array(r["confusion"])
     assert m.shape == (10, 10) and m.sum() == 1000
@@ -44,7 +44,7 @@ def test_predicted_against_true_for_a_regression(context, site_url, tmp_path):
     page.click("#csv-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
     epochs = train_epochs(page, 20, 240_000, batch_size=16, lr=0.002)
-    page.wait_for_function("() => window.pytrainApp.learned", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.learned", timeout=wait_ms(60_000))
     r = app_state(page, "a.learned")
     pairs = np.array(r["pairs"])
     assert len(pairs) == r["n"] and np.all(pairs[:, 0] >= 278) and np.all(pairs[:, 0] <= 1680)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import zipfile
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 from test_tables_and_models import iris_csv
 
 RUN_MEMBERS = {"training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint", "pytrain-run.json", "data.csv"}
@@ -17,7 +17,7 @@ RUN_MEMBERS = {"training_model.onnx", "eval_model.onnx", "optimizer_model.onnx",
 def _train_iris(page, tmp_path, epochs):
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", str(iris_csv(tmp_path / "iris.csv")))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 5", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 5", timeout=wait_ms(30_000))
     page.click("#csv-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
     train_epochs(page, epochs, 120_000, batch_size=16, lr=0.01)
@@ -52,6 +52,7 @@ def test_run_file_goes_back_into_the_page_the_widget_and_the_cli(context, browse
 
     # Another browser (a fresh context: no IndexedDB) takes the zip back, table included.
     other = browser.new_context()
+    other.set_default_timeout(wait_ms(30_000))
     try:
         page2 = other.new_page()
         page2.goto(site_url)
@@ -59,7 +60,7 @@ def test_run_file_goes_back_into_the_page_the_widget_and_the_cli(context, browse
         page2.click("button[data-tab=model]")
         page2.set_input_files("#artifact-files", str(run))
         page2.click("#artifacts-use")
-        page2.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=60_000)
+        page2.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=wait_ms(60_000))
         assert app_state(page2, "a.step") == step and _digest(page2) == digest
         data = app_state(page2, "a.data")
         assert data["kind"] == "csv" and data["train"] + data["val"] == 150
@@ -68,7 +69,7 @@ def test_run_file_goes_back_into_the_page_the_widget_and_the_cli(context, browse
         page2.fill("#epochs", "3")
         page2.click("#start")     # continues: one more epoch of 8 batches
         page2.wait_for_function("() => window.pytrainApp.epochs.length === 1 && !window.pytrainApp.training",
-                                timeout=120_000)
+                                timeout=wait_ms(120_000))
         assert app_state(page2, "a.step") == 24 and app_state(page2, "a.errors") == []
 
         # Loose files with any names: the checkpoint named like the page's old download is recognised.
@@ -79,7 +80,7 @@ def test_run_file_goes_back_into_the_page_the_widget_and_the_cli(context, browse
         page2.set_input_files("#artifact-files", files=loose)
         page2.click("#artifacts-use")
         page2.wait_for_function("() => document.getElementById('train-status').textContent.includes('Recognised')",
-                                timeout=60_000)
+                                timeout=wait_ms(60_000))
         assert app_state(page2, "a.errors") == []
         assert app_state(page2, "a.step") == step and _digest(page2) == digest
         status = page2.inner_text("#train-status")
@@ -106,6 +107,6 @@ def test_not_an_artifact_is_named_with_what_it_is(context, site_url):
     page.click("button[data-tab=model]")
     page.set_input_files("#artifact-files", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello"}])
     page.click("#artifacts-use")
-    page.wait_for_function("() => window.pytrainApp.errors.length > 0", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.errors.length > 0", timeout=wait_ms(60_000))
     msg = app_state(page, "a.errors")[-1]
     assert "notes.txt" in msg and "neither an ONNX model nor a pytrain checkpoint" in msg, msg

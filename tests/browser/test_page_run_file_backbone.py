@@ -9,7 +9,7 @@ import zipfile
 
 import numpy as np
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 from test_page_a11y import axe_violations
 from test_page_by_example_backbone import PREDICT, SIDE, _backbone
 from test_tables_and_models import _png
@@ -24,12 +24,12 @@ def test_backbone_run_file_goes_back_into_the_page_and_the_widget(context, site_
     wait_ready(page)
     page.click("#tabbtn-examples")
     page.set_input_files("#ex-backbone", files=_backbone(tmp_path))
-    page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.info", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.info", timeout=wait_ms(60_000))
     for k, base in ((1, 30), (2, 200)):   # dark and bright pictures, from files
         files = [{"name": "c%d-%d.png" % (k, i), "mimeType": "image/png",
                   "buffer": _png(np.full((40, 40), base + 5 * i, np.uint8))} for i in range(6)]
         page.set_input_files("#ex-classes fieldset:nth-of-type(%d) input[type=file]" % k, files=files)
-        page.wait_for_function("() => window.pytrainApp.examples[%d].items.length === 6" % (k - 1), timeout=30_000)
+        page.wait_for_function("() => window.pytrainApp.examples[%d].items.length === 6" % (k - 1), timeout=wait_ms(30_000))
     page.click("#ex-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'backbone'",
                            timeout=LOAD_TIMEOUT_MS)
@@ -45,7 +45,7 @@ def test_backbone_run_file_goes_back_into_the_page_and_the_widget(context, site_
     dl.value.save_as(str(run))
     assert set(zipfile.ZipFile(run).namelist()) == MEMBERS
     note = page.locator("#run-file-note")
-    note.wait_for(state="visible", timeout=30_000)
+    note.wait_for(state="visible", timeout=wait_ms(30_000))
     text = note.inner_text()
     assert "this page or the widget" in text and "pytrain train --resume" in text and "backbone" in text, text
     assert note.get_attribute("aria-live") is None and note.get_attribute("role") is None   # not announced
@@ -61,7 +61,7 @@ def test_backbone_run_file_goes_back_into_the_page_and_the_widget(context, site_
     page.set_input_files("#artifact-files", str(run))
     page.click("#artifacts-use")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'backbone'",
-                           timeout=60_000)
+                           timeout=wait_ms(60_000))
     assert app_state(page, "a.step") == step and app_state(page, "a.data.kind") == "arrays"
     assert "backbone.onnx: backbone" in page.inner_text("#train-status")
     np.testing.assert_allclose(page.evaluate(PREDICT, x)["outputs"], before, rtol=0, atol=1e-6)

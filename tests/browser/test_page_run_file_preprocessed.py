@@ -14,7 +14,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,7 +44,7 @@ def test_prepared_table_run_resumes_in_the_cli(context, site_url, tmp_path):
     path = tmp_path / "table.csv"
     path.write_text(_table())
     page.set_input_files("#csv-file", str(path))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 6", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 6", timeout=wait_ms(30_000))
     assert page.input_value("#csv-label") == "target"
     assert page.is_disabled("#csv-columns input[value=id]")      # 90 different texts: left out
     page.uncheck("#csv-columns input[value=c]")                   # left out by the user

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app, train_epochs, wait_ready
 from test_page_task_guess import open_wine_table, wine_csv
 
 
@@ -53,15 +53,15 @@ def test_uploaded_model_gets_standardised_features_baked_into_its_export(context
     page.set_input_files("#onnx-file", files=[{"name": "wine_mlp.onnx", "mimeType": "application/octet-stream",
                                                "buffer": models.to_bytes(models.mlp(input_size=13, hidden_sizes=[32],
                                                                                     output_size=3, seed=0))}])
-    page.wait_for_function("() => !document.getElementById('onnx-generate').disabled", timeout=30_000)
+    page.wait_for_function("() => !document.getElementById('onnx-generate').disabled", timeout=wait_ms(30_000))
     page.click("#onnx-generate")
-    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=wait_ms(60_000))
     page.set_input_files("#data-csv-file", str(csv_path))
-    page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 14", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 14", timeout=wait_ms(30_000))
     assert page.input_value("#data-csv-label") == "class"
     assert page.locator("#data-standardize").is_checked()
     page.click("#data-csv-load")
-    page.wait_for_function("() => window.pytrainApp.model.scaling && window.pytrainApp.model.scaling.x_mean", timeout=30_000)
+    page.wait_for_function("() => window.pytrainApp.model.scaling && window.pytrainApp.model.scaling.x_mean", timeout=wait_ms(30_000))
     assert "features standardised" in page.inner_text("#setup-status")
     epochs = train_epochs(page, 30, 240_000, batch_size=16, lr=0.002)
     assert epochs[-1]["metric"] >= 0.9, epochs[-1]

@@ -1,7 +1,7 @@
 """Issue 13, defect 4: no stale state after a failed upload, a failed build, a model switch or a rebuild."""
 from __future__ import annotations
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, wait_ready
 from test_tables_and_models import iris_csv
 
 
@@ -21,11 +21,11 @@ def test_failed_upload_and_failed_build_leave_nothing_behind(context, site_url, 
     wait_ready(page)
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", str(iris_csv(tmp_path / "iris.csv")))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 5", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 5", timeout=wait_ms(30_000))
     assert "iris.csv" in page.inner_text("#csv-info") and page.locator("#csv-build").is_enabled()
     # a file that is no table: the old file's columns, name and Build button go away
     page.set_input_files("#csv-file", files=[{"name": "empty.csv", "mimeType": "text/csv", "buffer": b"\n\n"}])
-    page.wait_for_selector("#error", state="visible", timeout=30_000)
+    page.wait_for_selector("#error", state="visible", timeout=wait_ms(30_000))
     assert page.evaluate("document.getElementById('csv-label').options.length") == 0
     assert "iris.csv" not in page.inner_text("#csv-info")
     assert page.locator("#csv-build").is_disabled() and page.locator("#csv-label").is_disabled()
@@ -34,10 +34,10 @@ def test_failed_upload_and_failed_build_leave_nothing_behind(context, site_url, 
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b,label\n1,,0\n3,4,1\n5,6,0\n7,8,1\n")
     page.set_input_files("#csv-file", str(bad))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 3", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 3", timeout=wait_ms(30_000))
     page.select_option("#csv-missing", "error")      # so that the build fails, in Python
     page.click("#csv-build")
-    page.wait_for_function("() => window.pytrainApp.errors.length >= 2", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.errors.length >= 2", timeout=wait_ms(60_000))
     assert "missing value" in app_state(page, "a.errors")[-1]
     assert "…" not in page.inner_text("#setup-status")
 
@@ -50,12 +50,12 @@ def test_switching_models_clears_the_try_panel_and_keeps_drawn_digits(context, s
     page.click("#digits-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
     _draw(page)
-    page.wait_for_function("() => document.getElementById('prediction').dataset.prediction !== undefined", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('prediction').dataset.prediction !== undefined", timeout=wait_ms(30_000))
     page.select_option("#add-label", "7")
     page.click("#add-sample")
-    page.wait_for_function("() => window.pytrainApp.data.added === 1", timeout=30_000)
+    page.wait_for_function("() => window.pytrainApp.data.added === 1", timeout=wait_ms(30_000))
     _draw(page)
-    page.wait_for_function("() => document.getElementById('prediction').dataset.prediction !== undefined", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('prediction').dataset.prediction !== undefined", timeout=wait_ms(30_000))
 
     page.select_option("#digits-model", "cnn")
     page.click("#digits-build")

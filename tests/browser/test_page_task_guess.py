@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, wait_ready
 
 
 def wine_csv(path: Path) -> Path:
@@ -30,7 +30,7 @@ def open_wine_table(context, site_url, tmp_path):
     csv_path = wine_csv(tmp_path / "wine.csv")
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", str(csv_path))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 14", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 14", timeout=wait_ms(30_000))
     return page, csv_path
 
 

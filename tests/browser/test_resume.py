@@ -2,7 +2,7 @@
 saved parameters (IndexedDB holds artifacts, checkpoint, data choice and progress)."""
 from __future__ import annotations
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, configure_training, open_app, stop_training, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, configure_training, open_app, stop_training, wait_ready
 
 
 def test_reload_mid_training_resumes_where_it_was(context, site_url):
@@ -15,12 +15,12 @@ def test_reload_mid_training_resumes_where_it_was(context, site_url):
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
     configure_training(page, 6, batch_size=64, lr=0.003)
     page.click("#start")
-    page.wait_for_function("() => window.pytrainApp.saved && window.pytrainApp.saved.epoch >= 1", timeout=120_000)
+    page.wait_for_function("() => window.pytrainApp.saved && window.pytrainApp.saved.epoch >= 1", timeout=wait_ms(120_000))
     assert app_state(page, "a.training") is True      # still running: this reload interrupts it
 
     page.reload()
     banner = page.locator("#resume-banner")
-    banner.wait_for(state="visible", timeout=30_000)
+    banner.wait_for(state="visible", timeout=wait_ms(30_000))
     saved_step = int(banner.get_attribute("data-step"))
     saved_digest = banner.get_attribute("data-digest")
     assert saved_step >= 16 and saved_step % 16 == 0, saved_step   # saved at an epoch boundary
@@ -28,7 +28,7 @@ def test_reload_mid_training_resumes_where_it_was(context, site_url):
 
     wait_ready(page)
     page.click("#resume-btn")
-    page.wait_for_function("() => window.pytrainApp.resumed !== null", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.resumed !== null", timeout=wait_ms(60_000))
     resumed = app_state(page, "a.resumed")
     assert resumed["step"] == saved_step
     assert resumed["savedStep"] == saved_step
@@ -39,7 +39,7 @@ def test_reload_mid_training_resumes_where_it_was(context, site_url):
     assert len(app_state(page, "a.lossPoints()")) >= saved_step
 
     # Training carries on by itself from the next step.
-    page.wait_for_function("() => window.pytrainApp.step > %d" % saved_step, timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.step > %d" % saved_step, timeout=wait_ms(60_000))
     first_new = page.evaluate("window.pytrainApp.lossPoints().filter(p => p[0] > %d)[0][0]" % saved_step)
     assert first_new == saved_step + 1
     stop_training(page)

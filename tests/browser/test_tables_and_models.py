@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from browser_helpers import (LOAD_TIMEOUT_MS, app_state, configure_training, open_app, train_epochs, wait_ready)
+from browser_helpers import (wait_ms, LOAD_TIMEOUT_MS, app_state, configure_training, open_app, train_epochs, wait_ready)
 
 FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 
@@ -33,7 +33,7 @@ def test_iris_csv_trains_to_90_percent(page_ctx, tmp_path, site_url):
     wait_ready(page)
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", str(csv))
-    page.wait_for_function("() => document.getElementById('csv-label').options.length === 5", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 5", timeout=wait_ms(30_000))
     assert page.input_value("#csv-label") == "species"
     page.fill("#csv-hidden", "16")
     page.click("#csv-build")
@@ -44,22 +44,22 @@ def test_iris_csv_trains_to_90_percent(page_ctx, tmp_path, site_url):
     configure_training(page, 40, batch_size=16, lr=0.01)
     page.click("#start")
     # Pause and resume once on the way: pausing saves a checkpoint and training picks up from there.
-    page.wait_for_function("() => window.pytrainApp.step >= 40", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.step >= 40", timeout=wait_ms(60_000))
     page.click("#pause")
     page.wait_for_function("() => window.pytrainApp.paused && window.pytrainApp.saved && window.pytrainApp.saved.reason === 'paused'",
-                           timeout=30_000)
+                           timeout=wait_ms(30_000))
     paused_at = app_state(page, "a.saved.step")
     assert app_state(page, "a.step") == paused_at and "Paused" in page.inner_text("#train-status")
     page.click("#resume-train")
-    page.wait_for_function("() => window.pytrainApp.step > %d" % paused_at, timeout=30_000)
-    page.wait_for_function("() => window.pytrainApp.epochs.length >= 40 && !window.pytrainApp.training", timeout=240_000)
+    page.wait_for_function("() => window.pytrainApp.step > %d" % paused_at, timeout=wait_ms(30_000))
+    page.wait_for_function("() => window.pytrainApp.epochs.length >= 40 && !window.pytrainApp.training", timeout=wait_ms(240_000))
     last = app_state(page, "a.epochs")[-1]
     assert last["metricName"] == "accuracy" and last["metric"] >= 0.9, last
 
     # A typed row goes through the model (with the standardisation baked into it).
     page.fill("#row-input", "5.1, 3.5, 1.4, 0.2")
     page.click("#row-predict")
-    page.wait_for_function("() => document.getElementById('row-result').textContent.includes('Prediction')", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('row-result').textContent.includes('Prediction')", timeout=wait_ms(30_000))
     assert "setosa" in page.inner_text("#row-result")
     assert rec.foreign(site_url) == []
 
@@ -73,7 +73,7 @@ def test_bad_uploads_show_errors_and_the_page_keeps_working(page_ctx, tmp_path):
     # 1. Not an ONNX file at all.
     page.set_input_files("#onnx-file", files=[{"name": "broken.onnx", "mimeType": "application/octet-stream",
                                                "buffer": b"this is not a protobuf \x07\x07\x07"}])
-    page.wait_for_selector("#error", state="visible", timeout=30_000)
+    page.wait_for_selector("#error", state="visible", timeout=wait_ms(30_000))
     message = page.inner_text("#error-text")
     assert "broken.onnx" in message and "not a valid ONNX" in message, message
     assert page.locator("#onnx-generate").is_disabled()
@@ -83,9 +83,9 @@ def test_bad_uploads_show_errors_and_the_page_keeps_working(page_ctx, tmp_path):
     bad_csv = tmp_path / "bad.csv"
     bad_csv.write_text("a,b,label\n1,2,0\n3,hello,1\n5,6,0\n7,8,1\n")
     page.set_input_files("#data-csv-file", str(bad_csv))
-    page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 3", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 3", timeout=wait_ms(30_000))
     page.click("#data-csv-load")
-    page.wait_for_selector("#error", state="visible", timeout=30_000)
+    page.wait_for_selector("#error", state="visible", timeout=wait_ms(30_000))
     message = page.inner_text("#error-text")
     assert "hello" in message and "not a number" in message, message
     page.click("#error-close")
@@ -95,13 +95,13 @@ def test_bad_uploads_show_errors_and_the_page_keeps_working(page_ctx, tmp_path):
     onnx_path = tmp_path / "iris_mlp.onnx"
     onnx_path.write_bytes(models.to_bytes(model))
     page.set_input_files("#onnx-file", str(onnx_path))
-    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length === 4", timeout=30_000)
+    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length === 4", timeout=wait_ms(30_000))
     page.click("#onnx-generate")
-    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=wait_ms(60_000))
     page.set_input_files("#data-csv-file", str(iris_csv(tmp_path / "iris.csv")))
-    page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 5", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('data-csv-label').options.length === 5", timeout=wait_ms(30_000))
     page.click("#data-csv-load")
-    page.wait_for_function("() => window.pytrainApp.data && window.pytrainApp.data.kind === 'csv'", timeout=30_000)
+    page.wait_for_function("() => window.pytrainApp.data && window.pytrainApp.data.kind === 'csv'", timeout=wait_ms(30_000))
     epochs = train_epochs(page, 2, 120_000, batch_size=16)
     assert all(np.isfinite(e["loss"]) for e in epochs)
     assert page.locator("#error").is_hidden()
@@ -139,12 +139,12 @@ def test_uploaded_cnn_trains_on_labelled_images(page_ctx, site_url):
     page.click("button[data-tab=model]")
     page.set_input_files("#onnx-file", files=[{"name": "cnn.onnx", "mimeType": "application/octet-stream",
                                                "buffer": models.to_bytes(model)}])
-    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length > 0", timeout=30_000)
+    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length > 0", timeout=wait_ms(30_000))
     page.click("#onnx-generate")
-    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=wait_ms(60_000))
     page.set_input_files("#data-images", files=files)
     page.click("#data-images-load")
-    page.wait_for_function("() => window.pytrainApp.data && window.pytrainApp.data.kind === 'arrays'", timeout=60_000)
+    page.wait_for_function("() => window.pytrainApp.data && window.pytrainApp.data.kind === 'arrays'", timeout=wait_ms(60_000))
     data = app_state(page, "a.data")
     assert data["train"] + data["val"] == 36
     assert data["classes"] == ["0", "1", "7"] and data["sample_shape"] == [1, 28, 28]

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from browser_helpers import wait_ms
 
 ROOT = Path(__file__).resolve().parents[2]
 PYODIDE = ROOT / "bench" / "node_modules" / "@pyodide" / "pyodide" / "dist" / "pyodide.js"
@@ -122,6 +123,7 @@ def results(browser):
 
     server = BenchServer(ROOT, isolated=False)
     ctx = browser.new_context()
+    ctx.set_default_timeout(wait_ms(30_000))
     try:
         page = ctx.new_page()
         page.goto(server.origin + "/bench/pages/kernels_check.html")
