@@ -1,4 +1,4 @@
-"""Benchmark web/kernels/gemm.wasm: in Node (raw kernel) and inside Pyodide (through
+"""Benchmark web/kernels/kernels.wasm: in Node (raw kernel) and inside Pyodide (through
 the Python handshake of pytrain/ops/wasm/linalg.py, against numpy-in-Pyodide).
 
     python bench/gemm_bench.py [--reps N] [--skip-browser]
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import List, Optional
 
 HERE = Path(__file__).resolve().parent
-WASM = HERE.parent / "web" / "kernels" / "gemm.wasm"
+WASM = HERE.parent / "web" / "kernels" / "kernels.wasm"
 
 
 def node_gemm(reps: int = 200, wasm: Path = WASM) -> List[dict]:

@@ -473,7 +473,7 @@ def _app_section(app_runs: List[list], transfer: Optional[dict] = None) -> List[
 def _gemm_section(g: dict) -> List[str]:
     if not g:
         return []
-    out = ["## WebAssembly SIMD GEMM (web/kernels/gemm.wasm)", ""]
+    out = ["## WebAssembly SIMD GEMM (web/kernels/kernels.wasm)", ""]
     node, raw = g.get("node") or [], g.get("chromium_raw") or []
     if node or raw:
         by_raw = {r["case"]: r for r in raw}

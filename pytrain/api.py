@@ -10,9 +10,10 @@ import numpy as np
 from pytrain.checkpoint import CheckpointState, OptimizerState, Parameter
 from pytrain.errors import DivergenceError, InputError, ModelFormatError
 from pytrain.executor import Plan
-from pytrain.module import Module, _first_non_finite
-from pytrain.layout import ARTIFACT_KEY, LR_INPUT, STATE_NAMES_KEY, STEP_INPUT, default_lr, state_name
-from pytrain.proto import load_model, model_metadata, opset_version
+from pytrain.module import Module, first_non_finite
+from pytrain.layout import ARTIFACT_KEY, LR_INPUT, STATE_NAMES_KEY, STEP_INPUT, default_lr, grad_name, state_name
+from pytrain.proto import model_metadata, opset_version
+from pytrain.validate import load_model
 
 __all__ = ["CheckpointState", "LinearLRScheduler", "Module", "Optimizer", "Parameter"]
 
@@ -42,10 +43,15 @@ class Optimizer:
             self._opt_state.learning_rate = default_lr(meta)
         feeds = [LR_INPUT, STEP_INPUT]
         for p in params:
-            feeds += [p, p + "_grad"] + [state_name(p, s) for s in self._slots]
+            feeds += [p, grad_name(p)] + [state_name(p, s) for s in self._slots]
         # the updates happen in place; asking for the updated tensors keeps every update node live
         self._plan = Plan(model.graph, feeds, [o.name for o in model.graph.output], opset=opset_version(model))
         self._feeds_cache: Optional[List[Any]] = None
+
+    @property
+    def parameter_names(self) -> List[str]:
+        """Names of the parameters this optimizer model updates, in its order."""
+        return list(self._params)
 
     def _feeds(self) -> List[Any]:
         state = self._module.state
@@ -66,7 +72,7 @@ class Optimizer:
         """One optimizer update of every trainable parameter, in place. A gradient holding NaN or
         infinity is refused before anything changes (the step count included)."""
         feeds = self._feeds()
-        k = _first_non_finite(feeds[3::2 + len(self._slots)])  # one wasm call in the browser
+        k = first_non_finite(feeds[3::2 + len(self._slots)])  # one wasm call in the browser
         if k >= 0:
             raise DivergenceError("optimizer step refused: the gradient of %r holds NaN or infinite values; "
                                   "no parameter or optimizer state was changed" % self._params[k])

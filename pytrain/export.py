@@ -3,13 +3,13 @@ running statistics, trained weights baked in) that declares the oldest IR versio
 that still mean what the model means, so onnxruntime releases from 2023 on load it."""
 from __future__ import annotations
 
-import json
 from typing import Dict, List, Mapping, Sequence
 
 import numpy as np
 
 from pytrain import dtypes
 from pytrain.errors import ArtifactError, PytrainError
+from pytrain.layout import parse_layout
 from pytrain.executor import Plan, live_nodes
 from pytrain.opset_versions import SCHEMA_VERSIONS
 from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, make_graph, make_model,
@@ -67,7 +67,7 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
                            graph_output_names: Sequence[str]) -> ModelProto:
     """The inference model computing ``graph_output_names`` with ``parameters`` baked in."""
     meta = model_metadata(eval_model)
-    layout = json.loads(meta.get("pytrain.layout", "{}"))
+    layout = parse_layout(meta, "eval model")
     g = eval_model.graph
     outputs = list(graph_output_names)
     if not outputs:

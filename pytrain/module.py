@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -12,8 +12,10 @@ from pytrain.errors import CheckpointError, DivergenceError, InputError, ModelFo
 from pytrain.executor import Plan
 from pytrain.export import export_inference_model
 from pytrain.files import write_atomic
+from pytrain.ops import backend
 from pytrain.layout import LayoutError, read_layout
-from pytrain.proto import ModelProto, load_model, model_metadata, opset_version, value_info_type
+from pytrain.proto import ModelProto, model_metadata, opset_version, value_info_type
+from pytrain.validate import load_model
 
 
 _RNG_STEP = "pytrain.rng_step"
@@ -32,29 +34,21 @@ class _InputSpec:
         return "%s %s" % (self.dtype or "any", dims)
 
 
-def _layout(model: ModelProto, what: str, kind: str) -> Dict[str, Any]:
+def model_layout(model: ModelProto, what: str, kind: str) -> Dict[str, Any]:
+    """The layout of a pytrain ``kind`` artifact ("training" or "eval"); ModelFormatError names ``what``."""
     try:
         return read_layout(model_metadata(model), what, kind)
     except LayoutError as e:
         raise ModelFormatError(str(e)) from None
 
 
-#: a faster test over all the arrays at once (the browser's wasm kernel, set by
-#: pytrain.ops.wasm.install): same answer as below, or None to leave it to numpy
-_finite_backend: Optional[Callable[[Sequence[np.ndarray]], Optional[int]]] = None
-
-
-def set_finite_backend(fn: Optional[Callable[[Sequence[np.ndarray]], Optional[int]]]) -> None:
-    global _finite_backend
-    _finite_backend = fn
-
-
-def _first_non_finite(values: Sequence[np.ndarray]) -> int:
+def first_non_finite(values: Sequence[np.ndarray]) -> int:
     """Index of the first float array holding a NaN or an infinity, or -1. A sum is the cheap test
     (a finite sum means every element is finite); only a non-finite sum is checked element-wise,
     since a sum of huge finite values may overflow."""
-    if _finite_backend is not None:
-        k = _finite_backend(values)
+    fast = backend.get("finite")  # all the arrays in one call (the browser's wasm kernel), or None
+    if fast is not None:
+        k = fast(values)
         if k is not None:
             return k
     for i, v in enumerate(values):
@@ -78,7 +72,7 @@ class Module:
         self._eval_model = load_model(eval_model_uri, "eval model") if eval_model_uri is not None else None
         self._state = state
         self._seed = 0 if seed is None else int(seed)
-        layout = _layout(self._train_model, "training model", "training")
+        layout = model_layout(self._train_model, "training model", "training")
         self._layout = layout
         self._param_names: List[str] = layout["trainable"] + layout["frozen"]
         self._trainable: List[str] = list(layout["trainable"])
@@ -95,7 +89,7 @@ class Module:
         self._n_out = len(layout["outputs"])
         self._eval_plan: Optional[Plan] = None
         if self._eval_model is not None:
-            el = _layout(self._eval_model, "eval model", "eval")
+            el = model_layout(self._eval_model, "eval model", "eval")
             self._eval_inputs = el["user_inputs"] + el["labels"]
             self._eval_plan = Plan(self._eval_model.graph, self._eval_inputs + self._param_names,
                                    el["outputs"], opset=opset_version(self._eval_model), training=False)
@@ -235,11 +229,11 @@ class Module:
         """Like torch's GradScaler, a step whose loss or gradient is not finite is skipped: raised before
         any gradient, running statistic or optimizer state changes, naming the culprit."""
         loss = np.asarray(outs[0]) if outs else np.zeros(())
-        bad_loss = _first_non_finite([loss]) >= 0
-        k = _first_non_finite([np.asarray(g) for g in grads])
+        bad_loss = first_non_finite([loss]) >= 0
+        k = first_non_finite([np.asarray(g) for g in grads])
         if not bad_loss and k < 0:
             return
-        j = _first_non_finite(inputs)
+        j = first_non_finite(inputs)
         culprit = (" (input %r holds NaN or infinite values)" % self._inputs[j].name) if j >= 0 else ""
         if bad_loss:
             what = "the loss is %s" % (float(loss.ravel()[0]) if loss.size == 1 else "not finite")
@@ -274,7 +268,7 @@ class Module:
         flat = np.asarray(buffer).ravel()
         if flat.dtype.kind not in "biuf":
             raise InputError("copy_buffer_to_parameters takes a numeric vector, got an array of %s" % flat.dtype)
-        if _first_non_finite([flat]) >= 0:
+        if first_non_finite([flat]) >= 0:
             raise InputError("copy_buffer_to_parameters: the buffer holds NaN or infinite values")
         size = self.get_parameters_size(trainable_only)
         if flat.size != size:

@@ -10,7 +10,8 @@ from pytrain.errors import ArtifactError
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.proto import ModelProto, make_graph, make_model, make_node, make_opsetid, make_value_info
 from pytrain import dtypes
-from pytrain.layout import ARTIFACT_KEY, DEFAULT_LR_KEY, LR_INPUT, OPTIMIZER_KEY, STATE_NAMES_KEY, STEP_INPUT, state_name
+from pytrain.layout import (ARTIFACT_KEY, DEFAULT_LR_KEY, LR_INPUT, OPTIMIZER_KEY, STATE_NAMES_KEY, STEP_INPUT,
+                            grad_name, state_name)
 
 
 class OptimType(enum.Enum):
@@ -127,7 +128,7 @@ def build_optimizer_model(opt: _Optim, params: Sequence[str], shapes: Dict[str, 
     an optional global-norm clip of all gradients."""
     inputs = [make_value_info(LR_INPUT, dtypes.FLOAT, []), make_value_info(STEP_INPUT, dtypes.INT64, [])]
     nodes = []
-    grads = [p + "_grad" for p in params]
+    grads = [grad_name(p) for p in params]
     for p, g in zip(params, grads):
         inputs.append(make_value_info(p, elem_types[p], list(shapes[p])))
         inputs.append(make_value_info(g, elem_types[p], list(shapes[p])))

@@ -9,7 +9,8 @@ import numpy as np
 from pytrain import dtypes
 from pytrain.errors import InputError
 from pytrain.executor import Plan
-from pytrain.proto import load_model, opset_version, value_info_type
+from pytrain.proto import opset_version, value_info_type
+from pytrain.validate import load_model
 
 
 class InferenceSession:

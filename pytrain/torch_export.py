@@ -159,7 +159,7 @@ def _frozen(model: Any, data: bytes) -> List[str]:
     and any other initializer its rule (``pytrain.trainable``) would take for a parameter (a float
     buffer fed to arithmetic, a constant the exporter made). Raises ExportError when the rule would
     leave out a parameter PyTorch trains."""
-    from pytrain.proto import load_model
+    from pytrain.validate import load_model
     from pytrain.trainable import classify_initializers
 
     g = load_model(data).graph

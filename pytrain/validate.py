@@ -10,14 +10,21 @@ second table.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Dict, Optional, Set, Tuple
+import os
+from typing import Any, Dict, Mapping, Optional, Set, Tuple, Union
 
 from pytrain import dtypes, limits
 from pytrain.errors import GraphError, ModelFormatError, UnsupportedOpError
 from pytrain.graph import node_label
 from pytrain.opset_versions import SCHEMA_VERSIONS
+from pytrain.layout import ARTIFACT_KEY
+from pytrain.proto.external_data import external_tensors, load_external_data
 from pytrain.proto.helper import attribute_type, check_attribute_value
 from pytrain.proto.onnx_pb import AttributeType, GraphProto, ModelProto, NodeProto, ValueInfoProto
+from pytrain.proto.value_types import refuse_non_tensor_values
+
+#: what :func:`load_model` reads: a path, bytes, or a ModelProto (pytrain's or ``onnx``'s)
+ModelSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, ModelProto, Any]
 
 #: IR versions pytrain reads (ONNX 1.0's IR 3 up to the newest onnx writes, with room for what comes next)
 IR_VERSIONS = range(3, 16)
@@ -86,7 +93,7 @@ def validate_model(model: ModelProto, label: str = "the model") -> None:
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     # pytrain's own artifacts keep the source model's opset while their gradient and loss nodes use
     # standard ops (CastLike, ...) as pytrain means them; the source model was checked when generated
-    artifact = any(p.key == "pytrain.artifact" for p in model.metadata_props)
+    artifact = any(p.key == ARTIFACT_KEY for p in model.metadata_props)
     from pytrain.ops import get_kernel  # the registry imports every kernel module once, lazily
 
     if opset is not None and not artifact:
@@ -219,3 +226,54 @@ def validate_graph_subgraph(graph: GraphProto, label: str) -> None:
         raise ModelFormatError("%s has no outputs" % label)
     for n in graph.node:
         _check_attributes(n, label)
+
+
+def _read_source(source: ModelSource, what: str) -> "tuple[bytes, str]":
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), "(%d bytes)" % len(source)
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        try:
+            with open(path, "rb") as f:
+                return f.read(), path
+        except FileNotFoundError:
+            raise ModelFormatError("%s file %s does not exist" % (what, path)) from None
+        except IsADirectoryError:
+            raise ModelFormatError("%s path %s is a directory, expected an .onnx file" % (what, path)) from None
+    if hasattr(source, "SerializeToString"):  # onnx.ModelProto, or ours
+        return source.SerializeToString(), "(a %s object)" % type(source).__name__
+    raise ModelFormatError("cannot read a %s from a %s: pass a path, bytes or a ModelProto"
+                           % (what, type(source).__name__))
+
+
+def load_model(source: ModelSource, what: str = "ONNX model",
+               external_data: "Optional[Mapping[str, bytes]]" = None) -> ModelProto:
+    """Read a model from a path, bytes, or an ``onnx.ModelProto``/pytrain ModelProto.
+
+    Tensors kept in ONNX external data (``m.onnx.data``) are read in: from the model's folder when
+    ``source`` is a path, from ``external_data`` ({location: bytes}) otherwise
+    (:mod:`pytrain.proto.external_data`; a location leaving the model's folder is refused).
+    Raises ModelFormatError naming the file when it is malformed, truncated, empty or not a model.
+    """
+    if isinstance(source, ModelProto):
+        refuse_non_tensor_values(source, what)
+        if any(True for _ in external_tensors(source)):
+            source = load_external_data(ModelProto.FromString(source.SerializeToString()), None, external_data)
+        return source
+    data, label = _read_source(source, what)
+    if not data:
+        raise ModelFormatError("%s %s is empty" % (what, label))
+    try:
+        model = ModelProto.FromString(data)
+    except ModelFormatError as e:
+        raise ModelFormatError("%s %s is not a valid ONNX file: %s" % (what, label, e)) from None
+    if model.graph is None:
+        raise ModelFormatError("%s %s is not a valid ONNX model: it has no graph" % (what, label))
+    if not model.opset_import:
+        raise ModelFormatError("%s %s is not a valid ONNX model: it imports no opset" % (what, label))
+    validate_model(model, "%s %s" % (what, label))
+    refuse_non_tensor_values(model, "%s %s" % (what, label))
+    if any(True for _ in external_tensors(model)):
+        folder = os.path.dirname(os.path.abspath(os.fspath(source))) if isinstance(source, (str, os.PathLike)) else None
+        load_external_data(model, folder, external_data)
+    return model

@@ -51,7 +51,7 @@ def run_model(data: bytes) -> Optional[bytes]:
     """Load, generate, one train step, export: the exported model's bytes."""
     from pytrain import artifacts
     from pytrain.api import CheckpointState, Module, Optimizer
-    from pytrain.proto import load_model
+    from pytrain.validate import load_model
 
     model = load_model(data)
     outputs = [o.name for o in model.graph.output]

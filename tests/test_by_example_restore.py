@@ -10,7 +10,8 @@ import pytest
 
 from pytrain.webapp import feature_head
 from pytrain.webapp.common import WebappError
-from pytrain.webapp.session import Session, _unpack_arrays
+from pytrain.webapp.data_source import unpack_arrays as _unpack_arrays
+from pytrain.webapp.session import Session
 from test_runfile_backbone import _continue, batch_dependent_backbone
 
 SIDE = 8
@@ -69,7 +70,7 @@ def test_browser_resume_of_a_backbone_run_carries_its_features_and_continues_exa
 
 def test_a_save_without_features_still_resumes_computing_them():
     """Runs saved before the features travelled: the features are computed again (close, not exact)."""
-    from pytrain.webapp.session import _pack_arrays
+    from pytrain.webapp.data_source import pack_arrays as _pack_arrays
 
     s = _backbone_session()
     snap = s.snapshot()

@@ -266,7 +266,8 @@ def test_same_state_same_bytes():
 def test_one_update_node_for_all_parameters_equals_one_node_per_parameter(optimizer):
     """The optimizer model updates every parameter in one multi-tensor node; an optimizer model
     with one node per parameter (how earlier pytrain versions wrote it) trains identically."""
-    from pytrain.proto import load_model, make_node
+    from pytrain.proto import make_node
+    from pytrain.validate import load_model
 
     arts = artifacts.generate_artifacts(models.mlp(6, [5], 3, seed=1), optimizer=optimizer)
     opt_model = load_model(arts.optimizer_model)

@@ -17,7 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 from pytrain import artifacts
 from pytrain.api import CheckpointState, Module
 from pytrain.errors import ModelFormatError
-from pytrain.proto import load_model, to_array
+from pytrain.proto import to_array
+from pytrain.validate import load_model
 from pytrain.runtime import InferenceSession
 
 

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ops_oracle import check
 from pytrain import artifacts, fusion
 from pytrain.api import CheckpointState, Module, Optimizer
-from pytrain.ops import OpContext, get_kernel, linalg, windows
+from pytrain.ops import OpContext, backend, get_kernel, windows
 from pytrain.ops.elementwise import op_clip
 from pytrain.ops.nn import op_conv
 from pytrain.ops.special import erf, erf_single
@@ -146,11 +146,11 @@ def small_thresholds(monkeypatch):
 
 def _im2col_conv(X, W, B=None, **attrs):
     """The batch-folded im2col path: with a product backend set, Conv takes no fast path."""
-    previous = linalg.set_backend(lambda a, b: np.matmul(a, b))
+    previous = backend.use("matmul", lambda a, b: np.matmul(a, b))
     try:
         return _run("Conv", X, W, B, **attrs)
     finally:
-        linalg.set_backend(previous)
+        backend.use("matmul", previous)
 
 
 CONV_CASES = [

@@ -22,7 +22,8 @@ from pytrain.api import CheckpointState, LinearLRScheduler, Module, Optimizer
 from pytrain.cli import main as cli_main
 from pytrain.errors import (ArtifactError, CheckpointError, DivergenceError, GraphError, InputError, LimitError,
                             ModelFormatError, PytrainError, SaveError)
-from pytrain.proto import AttributeProto as PtAttributeProto, load_model
+from pytrain.proto import AttributeProto as PtAttributeProto
+from pytrain.validate import load_model
 from pytrain.runtime import InferenceSession
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

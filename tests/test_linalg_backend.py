@@ -1,11 +1,12 @@
-"""Every matrix product goes through pytrain.ops.linalg, so a backend swapped in there (einsum,
-or the WebAssembly GEMM in the browser) changes training only by float32 rounding."""
+"""Every matrix product goes through pytrain.ops.linalg, so an implementation installed for it in
+pytrain.ops.backend (einsum, or the WebAssembly GEMM in the browser) changes training only by
+float32 rounding."""
 from __future__ import annotations
 
 import numpy as np
 
 from pytrain import artifacts, models
-from pytrain.ops import linalg
+from pytrain.ops import backend, linalg
 from train_helpers import train_steps
 
 
@@ -28,11 +29,11 @@ def test_backend_swap_changes_only_rounding():
 
     for model, x in cases:
         ref_losses, ref_params = _train(model, x, y)
-        previous = linalg.set_backend(einsum_product)
+        previous = backend.use("matmul", einsum_product)
         try:
             losses, params = _train(model, x, y)
         finally:
-            linalg.set_backend(previous)
+            backend.use("matmul", previous)
         np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
         for k in ref_params:
             np.testing.assert_allclose(params[k], ref_params[k], rtol=1e-4, atol=1e-6)
@@ -40,7 +41,7 @@ def test_backend_swap_changes_only_rounding():
 
 
 def test_transpose_backend_and_accelerated_kernels_are_used_and_can_decline():
-    """linalg.set_transpose_backend and registry.accelerate (how the browser's wasm kernels plug
+    """The "transpose" backend and registry.accelerate (how the browser's wasm kernels plug
     in): used where they answer, the numpy kernels where they return None, removable."""
     from pytrain.ops import registry
 
@@ -63,13 +64,13 @@ def test_transpose_backend_and_accelerated_kernels_are_used_and_can_decline():
         seen["ReluGrad"] += 1
         return None  # always leaves it to numpy
 
-    previous = linalg.set_transpose_backend(transpose)
+    previous = backend.use("transpose", transpose)
     registry.accelerate("Relu", relu)
     registry.accelerate("ReluGrad", relu_grad, registry.PYTRAIN_DOMAIN)
     try:
         losses, params = _train(model, x, y)
     finally:
-        linalg.set_transpose_backend(previous)
+        backend.use("transpose", previous)
         registry.accelerate("Relu", None)
         registry.accelerate("ReluGrad", None, registry.PYTRAIN_DOMAIN)
     assert all(seen.values()), seen
@@ -90,12 +91,12 @@ def test_sequence_times_matrix_goes_to_the_backend_as_one_product():
         calls.append((x.shape, y.shape))
         return np.einsum("ij,jk->ik", x, y)
 
-    previous = linalg.set_backend(einsum_product)
+    previous = backend.use("matmul", einsum_product)
     try:
         got = linalg.matmul(a, b)
         got_t = linalg.matmul(got, b.T)  # dA's product: dY @ B^T with a transposed view
     finally:
-        linalg.set_backend(previous)
+        backend.use("matmul", previous)
     np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got_t, np.matmul(np.matmul(a, b), b.T), rtol=1e-5, atol=1e-5)
     assert calls == [((15, 4), (4, 6)), ((15, 6), (6, 4))]

@@ -1,4 +1,4 @@
-"""Checkpoints written by ONNX Runtime 1.19.2 load in pytrain (pytrain.checkpoint_ort).
+"""Checkpoints written by ONNX Runtime 1.19.2 load in pytrain (pytrain.checkpoint.ort_format).
 
 The fixtures in tests/fixtures/ort_checkpoints/ come from make_fixtures.py there (run in the
 onnxruntime-training-cpu 1.19.2 venv): a 4 -> 3 -> 2 MLP trained two AdamW steps by ORT, saved
@@ -110,7 +110,7 @@ def test_training_resumes_from_ort_checkpoint(tmp_path, expected):
     module(expected["x0"], expected["y0"])
     grads = {n: np.array(state.parameters[n].grad, dtype=np.float64) for n in TRAINABLE}
     optimizer.step()
-    core = state._state.optimizer_state
+    core = state.core.optimizer_state
     assert core.step == 3
     b1, b2, eps, lr = 0.9, 0.999, 1e-6, 1e-3  # ORT's AdamW defaults
     for n in TRAINABLE:

@@ -11,7 +11,8 @@ from onnx import numpy_helper
 
 from pytrain import models
 from pytrain.errors import ModelFormatError
-from pytrain.proto import ModelProto, TensorProto, load_model, node_attributes, save_model, to_array
+from pytrain.proto import ModelProto, TensorProto, node_attributes, save_model, to_array
+from pytrain.validate import load_model
 
 
 def _all_attribute_kinds_model(opset: int) -> onnx.ModelProto:

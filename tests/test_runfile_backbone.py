@@ -20,9 +20,10 @@ from test_webapp_feature_head import _export, _images, _net  # noqa: E402
 
 from pytrain import limits  # noqa: E402
 from pytrain.api import CheckpointState  # noqa: E402
-from pytrain.cli import _artifacts as A  # noqa: E402
+from pytrain.run import properties as A  # noqa: E402
 from pytrain.errors import LimitError  # noqa: E402
-from pytrain.webapp import feature_head, runfile  # noqa: E402
+from pytrain.run import runfile  # noqa: E402
+from pytrain.webapp import feature_head  # noqa: E402
 from pytrain.webapp.common import WebappError  # noqa: E402
 from pytrain.webapp.session import Session  # noqa: E402
 

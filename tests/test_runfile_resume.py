@@ -19,7 +19,7 @@ import pytest
 
 from pytrain import models, webapp
 from pytrain.api import CheckpointState
-from pytrain.cli import _artifacts as A
+from pytrain.run import properties as A
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MEMBERS = {"training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint", "pytrain-run.json",

@@ -9,7 +9,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pytrain import artifacts
 from pytrain.errors import UnsupportedOpError
-from pytrain.proto import ModelProto, load_model
+from pytrain.proto import ModelProto
+from pytrain.validate import load_model
 from pytrain.runtime import InferenceSession
 
 

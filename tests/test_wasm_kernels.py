@@ -1,7 +1,7 @@
-"""The WebAssembly SIMD sgemm (web/kernels/gemm.wasm), run in Node.js against numpy.
+"""The WebAssembly SIMD sgemm (web/kernels/kernels.wasm), run in Node.js against numpy.
 
 The kernel is rebuilt with clang when clang is installed (and the committed
-gemm.wasm is tested as well), then driven through the real loader, gemm.js,
+kernels.wasm is tested as well), then driven through the real loader, kernels.js,
 with a WebAssembly.Memory standing in for Pyodide's heap.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "web" / "kernels"
-COMMITTED_WASM = KERNELS / "gemm.wasm"
+COMMITTED_WASM = KERNELS / "kernels.wasm"
 
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
@@ -47,7 +47,7 @@ CASES = [
 
 
 def _build(tmp: Path) -> Path:
-    out = tmp / "gemm.wasm"
+    out = tmp / "kernels.wasm"
     subprocess.run(["sh", str(KERNELS / "build.sh"), str(out)], check=True, capture_output=True)
     return out
 
@@ -56,10 +56,10 @@ def _build(tmp: Path) -> Path:
 def wasm_path(request, tmp_path_factory) -> Path:
     if request.param == "committed":
         if not COMMITTED_WASM.exists():
-            pytest.skip("no committed gemm.wasm")
+            pytest.skip("no committed kernels.wasm")
         return COMMITTED_WASM
     if shutil.which("clang") is None:
-        pytest.skip("clang is not installed; the committed gemm.wasm is tested instead")
+        pytest.skip("clang is not installed; the committed kernels.wasm is tested instead")
     return _build(tmp_path_factory.mktemp("wasm"))
 
 
@@ -120,7 +120,7 @@ def test_build_has_no_shadow_stack_use(tmp_path: Path):
 
 def test_committed_wasm_exports():
     if not COMMITTED_WASM.exists():
-        pytest.skip("no committed gemm.wasm")
+        pytest.skip("no committed kernels.wasm")
     script = ("const m = new WebAssembly.Module(require('fs').readFileSync(process.argv[1]));"
               "console.log(JSON.stringify([WebAssembly.Module.imports(m), "
               "WebAssembly.Module.exports(m).map(e => e.name).sort()]))")
@@ -138,7 +138,7 @@ def test_committed_wasm_exports():
                        "pytrain_transpose"]  # tests/test_wasm_kernels_more.py tests the second batch
 
 
-# Calls one kernel (an export, or gemm.js's sgemm) per case of calls.json. Each case lists float32
+# Calls one kernel (an export, or kernels.js's sgemm) per case of calls.json. Each case lists float32
 # buffers ("fill": the next values of in.bin, or zeros; or "ints": int32 values, "$i" = the address
 # of buffer i), placed one after another ("skew" bytes off 16-byte alignment), the arguments (the
 # same "$i") and the buffers to read back, which are written one after the other to out.bin (then
@@ -185,7 +185,7 @@ def _call_kernels(wasm: Path, tmp: Path, cases: list, inputs: list) -> list:
     np.concatenate([np.asarray(x, np.float32).ravel() for x in inputs]).tofile(tmp / "in.bin")
     driver = tmp / "calls.js"
     driver.write_text(CALL_DRIVER)
-    subprocess.run([NODE, str(driver), str(KERNELS / "gemm.js"), str(wasm), str(tmp)],
+    subprocess.run([NODE, str(driver), str(KERNELS / "kernels.js"), str(wasm), str(tmp)],
                    check=True, capture_output=True, timeout=120)
     flat = np.fromfile(tmp / "out.bin", dtype=np.float32)
     lens = [n for c in cases for n in [c["buffers"][i]["len"] for i in c["read"]] + [1] * bool(c.get("ret"))]

@@ -1,8 +1,8 @@
 """web/kernels/elementwise.c's Clip, batchnorm.c, conv.c (depthwise and pointwise Conv) and
-exp_erf.c (Exp, Erf) run in Node.js through gemm.js against the numpy kernels they stand in for in
+exp_erf.c (Exp, Erf) run in Node.js through kernels.js against the numpy kernels they stand in for in
 the browser.
 
-Same harness as tests/test_wasm_kernels.py (the committed gemm.wasm and a fresh build)."""
+Same harness as tests/test_wasm_kernels.py (the committed kernels.wasm and a fresh build)."""
 from __future__ import annotations
 
 import numpy as np

@@ -12,6 +12,7 @@
 // data never leaves the tab. Artifacts: pytrain's (pytrain.artifacts.generate_artifacts); checkpoint:
 // pytrain's, or ONNX Runtime 1.19's when the worker's pytrain reads it (pytrain.ort).
 
+// Its worker commands (ortCreate, ortTrainStep, ...) are declared with the others in js/protocol.js (ORT_OPS).
 import { WorkerClient, registerServiceWorker } from "./js/client.js";
 
 // onnxruntime-common's Tensor.Type -> typed array.

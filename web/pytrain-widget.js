@@ -14,11 +14,10 @@
 // Python runs in a Web Worker (worker.js next to this file): the host page never freezes and no
 // data leaves the browser.
 
-import { WorkerClient, registerServiceWorker } from "./js/client.js";
+import { RUN_EVENTS, WorkerClient, registerServiceWorker } from "./js/client.js";
 import { LinePlot } from "./js/plot.js";
+import { ARTIFACT_FILES } from "./js/layout.js";
 
-const EVENTS = ["loading", "ready", "progress", "epoch", "saved", "state", "done", "error", "federation"];
-const ARTIFACT_FILES = { training: "training_model.onnx", eval: "eval_model.onnx", optimizer: "optimizer_model.onnx", checkpoint: "checkpoint" };
 
 async function toBytes(src, what) {
   if (src instanceof Uint8Array) return src;
@@ -69,7 +68,7 @@ export class Trainer extends EventTarget {
     this.model = null;
     this.lastEpoch = null;
     this._done = null;
-    for (const type of EVENTS) this.client.on(type, (detail) => this._emit(type, detail));
+    for (const type of RUN_EVENTS) this.client.on(type, (detail) => this._emit(type, detail));
     this.client.on("fatal", (detail) => this._emit("error", detail));
     this.client.on("done", (detail) => { if (this._done) { this._done(detail); this._done = null; } });
     this.ready = this._prepare();   // async: its first await lets the UI below subscribe in time

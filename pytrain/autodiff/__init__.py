@@ -1,7 +1,10 @@
-"""Reverse-mode automatic differentiation over ONNX graphs (see registry.py for the rule table)."""
+"""Reverse-mode automatic differentiation over ONNX graphs: ``registry`` is the rule table and how a
+rule reads its node, ``rules/`` the rules (a module per op family), ``engine`` the backward pass."""
 from __future__ import annotations
 
-from pytrain.autodiff.engine import build_gradients, grad_name
-from pytrain.autodiff.registry import differentiable_ops, get_rule, gradient
+from pytrain.autodiff.engine import build_gradients
+from pytrain.layout import grad_name
+from pytrain.autodiff.registry import gradient
+from pytrain.autodiff.rules import differentiable_ops, get_rule
 
 __all__ = ["build_gradients", "differentiable_ops", "get_rule", "grad_name", "gradient"]

@@ -5,15 +5,12 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Optional, Sequence, Set
 
 from pytrain.autodiff.builder import GradBuilder
-from pytrain.autodiff.registry import NON_DIFFERENTIABLE, TRAINING_FORM, ForwardNode, differentiable_ops, get_rule
+from pytrain.autodiff.registry import NON_DIFFERENTIABLE, TRAINING_FORM, ForwardNode
+from pytrain.autodiff.rules import differentiable_ops, get_rule
 from pytrain.errors import UnsupportedOpError
 from pytrain.graph import NameScope, node_label, topological_order
+from pytrain.layout import grad_name
 from pytrain.proto import NodeProto
-
-
-def grad_name(param: str) -> str:
-    """The training model's output holding ``param``'s gradient (ORT's naming)."""
-    return param + "_grad"
 
 
 def differentiable_inputs(node: NodeProto) -> List[int]:

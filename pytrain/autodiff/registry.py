@@ -15,7 +15,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from pytrain.proto import NodeProto, node_attributes
 
-GradFn = Callable[..., List[Optional[str]]]
+#: what a rule takes (the output gradients) and returns (one gradient per input): tensor names, None for none
+GradNames = List[Optional[str]]
+GradFn = Callable[..., GradNames]
 
 
 class Rule:
@@ -65,19 +67,15 @@ def gradient(op_type: str, domain: str = "", inputs: Optional[Sequence[int]] = N
     return register
 
 
-def get_rule(op_type: str, domain: str = "") -> Optional[Rule]:
-    _load()
+def lookup(op_type: str, domain: str = "") -> Optional[Rule]:
+    """The registered rule of an op, or None (the rules register when :mod:`pytrain.autodiff.rules`
+    is imported: ask through it, ``rules.get_rule``)."""
     return _RULES.get(("" if domain in ("", "ai.onnx") else domain, op_type))
 
 
-def differentiable_ops() -> List[str]:
-    """Op types (with their domain prefix when not the default one) that have a gradient rule."""
-    _load()
-    return sorted((d + "." if d else "") + op for d, op in _RULES)
-
-
-def _load() -> None:
-    from pytrain.autodiff import rules  # noqa: F401  (registers the table)
+def registered() -> List[Tuple[str, str]]:
+    """(domain, op type) of every registered rule."""
+    return list(_RULES)
 
 
 class ForwardNode:

@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Dict
 
 import numpy as np
 
 from pytrain import data
-from pytrain.cli import _artifacts as A
-from pytrain.cli import _dataset, _metrics
-from pytrain.files import write_atomic
+from pytrain.cli import _dataset
 from pytrain.cli._common import CliError, say
+from pytrain.files import write_atomic
+from pytrain.run import properties as P
+from pytrain.run.artifact_dir import ArtifactDir
+from pytrain.run.dataset import DataRequest, fit_to_model, load
+from pytrain.run.evaluate import METRICS, check_metric, default_metric, evaluate_dataset
+from pytrain.run.scaling import TargetScaledModule, target_scaling
 
 
 def add_parser(sub) -> None:
@@ -19,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("dir", metavar="DIR", help="artifact directory")
     _dataset.add_data_options(p)
     p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--metric", choices=_metrics.METRICS,
+    p.add_argument("--metric", choices=METRICS,
                    help="default: accuracy for ce/bce, mae otherwise")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--save-outputs", metavar="FILE.npy",
@@ -27,7 +32,7 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def prepared_data(args: argparse.Namespace, art: A.ArtifactDir, state) -> data.Dataset:
+def prepared_data(args: argparse.Namespace, art: ArtifactDir, state) -> data.Dataset:
     """--data read, checked and standardised exactly as training did."""
     data_inputs, label_spec = art.inputs(state)
     if len(data_inputs) != 1:
@@ -38,9 +43,9 @@ def prepared_data(args: argparse.Namespace, art: A.ArtifactDir, state) -> data.D
     num_classes = None
     if task == "classification" and outs and outs[0].shape and isinstance(outs[0].shape[-1], int):
         num_classes = outs[0].shape[-1]
-    ds = _dataset.load(args.data, args, data_inputs[0], task, A.json_property(state, A.P_CLASSES))
-    ds = _dataset.fit_to_model(ds, data_inputs[0], label_spec, task, num_classes)
-    raw = state.properties.get(A.P_STANDARDIZER)
+    ds = load(DataRequest.of(args), data_inputs[0], task, P.json_property(state, P.P_CLASSES))
+    ds = fit_to_model(ds, data_inputs[0], label_spec, task, num_classes)
+    raw = state.properties.get(P.P_STANDARDIZER)
     if raw:
         std = data.Standardizer.from_json(str(raw))
         ds = data.Dataset(std.transform(ds.x), ds.y, ds.classes, ds.feature_names, ds.task, ds.source)
@@ -52,18 +57,18 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--batch-size must be at least 1, got {}".format(args.batch_size))
     if args.save_outputs and not args.save_outputs.endswith(".npy"):
         raise CliError("--save-outputs {}: use a .npy file name".format(args.save_outputs))
-    art = A.ArtifactDir(args.dir)
+    art = ArtifactDir(args.dir)
     state = art.load_state()
     loss_kind = art.loss_kind(state)
-    metric = _metrics.check_metric(args.metric or _metrics.default_metric(loss_kind), loss_kind)
+    metric = check_metric(args.metric or default_metric(loss_kind), loss_kind)
     ds = prepared_data(args, art, state)
     module, _ = art.open(state, with_optimizer=False)
-    scaling = A.target_scaling(state)
+    scaling = target_scaling(state)
     if scaling is not None:   # loss on the scaled targets the run trains on, outputs in the target's units
-        module = A.TargetScaledModule(module, scaling)
-    reduction = str(state.properties.get(A.P_REDUCTION, "mean"))
-    result = _metrics.evaluate(module, ds, args.batch_size, loss_kind, reduction, metric,
-                               keep_outputs=bool(args.save_outputs))
+        module = TargetScaledModule(module, scaling)
+    reduction = str(state.properties.get(P.P_REDUCTION, "mean"))
+    result = evaluate_dataset(module, ds, args.batch_size, loss_kind, reduction, metric,
+                              keep_outputs=bool(args.save_outputs))
     outputs = result.pop("outputs", None)
     if args.save_outputs:
         if outputs is None:
@@ -77,5 +82,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         say(json.dumps(result, sort_keys=True))
     else:
-        say("{} samples  {}".format(result["samples"], _metrics.describe(result)))
+        say("{} samples  {}".format(result["samples"], describe(result)))
     return 0
+
+
+def describe(result: Dict[str, object], prefix: str = "") -> str:
+    """'loss 0.1234  accuracy 97.50%' style text."""
+    parts = ["{}loss {:.4f}".format(prefix, result["loss"])]
+    if "accuracy" in result:
+        parts.append("{}accuracy {:.2f}%".format(prefix, 100.0 * float(result["accuracy"])))  # type: ignore[arg-type]
+    if "mae" in result:
+        parts.append("{}mae {:.4f}".format(prefix, result["mae"]))
+    return "  ".join(parts)

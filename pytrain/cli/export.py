@@ -4,9 +4,11 @@ from __future__ import annotations
 import argparse
 
 from pytrain import data
-from pytrain.cli import _artifacts as A
-from pytrain.files import write_atomic
 from pytrain.cli._common import say, shape_str, size_str
+from pytrain.files import write_atomic
+from pytrain.run import properties as P
+from pytrain.run.artifact_dir import ArtifactDir
+from pytrain.run.scaling import target_scaling
 
 
 def add_parser(sub) -> None:
@@ -25,13 +27,13 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytrain.proto import ModelProto, value_info_type
 
-    art = A.ArtifactDir(args.dir)
+    art = ArtifactDir(args.dir)
     state = art.load_state()
     outputs = args.outputs or art.outputs(state)
     module, _ = art.open(state, with_optimizer=False)
     blob = module.export_model_for_inferencing(None, outputs)
     blob = bytes(blob)
-    raw = state.properties.get(A.P_STANDARDIZER)
+    raw = state.properties.get(P.P_STANDARDIZER)
     baked = False
     if raw and not args.raw_inputs:
         from pytrain.models import with_standardization
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         blob = with_standardization(ModelProto.FromString(blob), st.mean, st.std,
                                     data_inputs[0].name)[0].SerializeToString()
         baked = True
-    scaling = A.target_scaling(state)
+    scaling = target_scaling(state)
     unscaled = scaling is not None and scaling.output in outputs
     if unscaled:   # the model learnt standard units; the export answers in the target's own
         blob = scaling.bake(blob)
@@ -63,6 +65,6 @@ def run(args: argparse.Namespace) -> int:
         say("  includes the training run's standardisation (x - mean) / std of its inputs")
     if unscaled:
         say("  answers in the target's units: {} * std + mean of the run's target scaling".format(scaling.output))
-    if state.properties.get(A.P_CLASSES):
-        say("  class ids are positions in: {}".format(", ".join(A.json_property(state, A.P_CLASSES))))
+    if state.properties.get(P.P_CLASSES):
+        say("  class ids are positions in: {}".format(", ".join(P.json_property(state, P.P_CLASSES))))
     return 0

@@ -11,9 +11,9 @@ import argparse
 import time
 
 from pytrain import data
-from pytrain.cli import _artifacts as A
 from pytrain.cli import _dataset
 from pytrain.cli._common import CliError, note, say
+from pytrain.run.artifact_dir import ArtifactDir
 
 
 def add_parser(sub) -> None:
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--rounds must be at least 1")
     if not args.superlink.startswith(("http://", "https://")):
         raise CliError("--superlink takes a URL such as http://127.0.0.1:9092, got {!r}".format(args.superlink))
-    art = A.ArtifactDir(args.dir)
+    art = ArtifactDir(args.dir)
     state = art.load_state()
     if getattr(state, "nominal", False):
         raise CliError("{} is a nominal checkpoint (no weights); generate the artifacts without --nominal"

@@ -7,7 +7,8 @@ import os
 from collections import Counter
 from typing import Any, Dict, List
 
-from pytrain.cli import _artifacts as A
+from pytrain.run import properties as P
+from pytrain.run.artifact_dir import FILES, load_model_file, load_state
 from pytrain.files import write_atomic
 from pytrain.cli._common import CliError, count, say, shape_str, size_str, table
 
@@ -97,12 +98,11 @@ def _batchnorm(values):
 
 def run(args: argparse.Namespace) -> int:
     from pytrain import artifacts
-    from pytrain.cli._artifacts import load_model_file, load_state
 
     out_dir = args.output
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise CliError("-o {} is a file, expected a directory".format(out_dir))
-    existing = [f for f in A.FILES if os.path.exists(os.path.join(out_dir, f))]
+    existing = [f for f in FILES if os.path.exists(os.path.join(out_dir, f))]
     if existing and not args.force:
         raise CliError("{} already holds training artifacts ({}); pass --force to overwrite them"
                        .format(out_dir, ", ".join(existing)))
@@ -118,14 +118,14 @@ def run(args: argparse.Namespace) -> int:
 
     # record how the artifacts were made, so train/eval/export need no repeated options
     state = load_state(arts.checkpoint)
-    state.properties[A.P_LOSS] = args.loss
-    state.properties[A.P_REDUCTION] = args.reduction
-    state.properties[A.P_OUTPUTS] = json.dumps(outputs)
+    state.properties[P.P_LOSS] = args.loss
+    state.properties[P.P_REDUCTION] = args.reduction
+    state.properties[P.P_OUTPUTS] = json.dumps(outputs)
     checkpoint = state.to_bytes(include_optimizer_state=True)
 
     os.makedirs(out_dir, exist_ok=True)
     blobs = (arts.training_model, arts.eval_model, arts.optimizer_model, checkpoint)
-    for fname, blob in zip(A.FILES, blobs):
+    for fname, blob in zip(FILES, blobs):
         write_atomic(os.path.join(out_dir, fname), blob)
     for line in summary_lines(args, model, state, arts, blobs):
         say(line)
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 def summary_lines(args: argparse.Namespace, model, state, arts, blobs) -> List[str]:
     """One screen: files, loss/optimizer, what trains, what is frozen, the op histogram."""
     lines = ["wrote training artifacts to {}/".format(args.output.rstrip("/\\"))]
-    lines += table([(f, size_str(len(b))) for f, b in zip(A.FILES, blobs)])
+    lines += table([(f, size_str(len(b))) for f, b in zip(FILES, blobs)])
     info = getattr(arts, "summary", None) or {}
     lines.append("loss: {} ({}), label input {}".format(
         LOSSES[args.loss], args.reduction, ", ".join(repr(n) for n in info.get("labels", [])) or "?"))

@@ -8,7 +8,7 @@ from typing import List
 
 import numpy as np
 
-from pytrain.cli import _artifacts as A
+from pytrain.run import artifact_dir as A
 from pytrain.cli._common import count, say, shape_str, size_str, table
 from pytrain.errors import ModelFormatError
 

@@ -7,22 +7,27 @@ interruption reproduces the uninterrupted run's parameters exactly.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import sys
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 import numpy as np
 
 from pytrain import data
-from pytrain.cli import _artifacts as A
-from pytrain.cli import _dataset, _metrics
+from pytrain.cli import _dataset
 from pytrain.cli._common import CliError, note, say
 from pytrain.cli._log import RunLog, check_log_name
 from pytrain.cli._progress import Progress
+from pytrain.cli.evaluate import describe
 from pytrain.errors import CheckpointError, DivergenceError
+from pytrain.run import properties as P
+from pytrain.run.artifact_dir import ArtifactDir
+from pytrain.run.dataset import DataRequest, digest, prepare_data
+from pytrain.run.evaluate import METRICS, batch_loss_weight, check_metric, default_metric, evaluate_dataset
+from pytrain.run.loop import Position, epoch_batches, steps
+from pytrain.run.scaling import TargetScaledModule
 
 DEFAULTS = {"epochs": 10, "batch_size": 32, "lr": None, "scheduler": "none", "warmup": 0, "seed": 0,
             "validation_split": None, "standardize": False}
@@ -51,7 +56,7 @@ def add_parser(sub) -> None:
     val.add_argument("--validation", metavar="FILE", help="separate validation data")
     p.add_argument("--validation-expected", metavar="FILE",
                    help="raw expected file of --validation (raw float32 data)")
-    p.add_argument("--metric", choices=_metrics.METRICS,
+    p.add_argument("--metric", choices=METRICS,
                    help="validation metric (default: accuracy for ce/bce, mae otherwise)")
     p.add_argument("--standardize", action="store_true", default=None,
                    help="standardise features with the training set's mean/std (kept in the "
@@ -71,14 +76,14 @@ def _settings(args: argparse.Namespace, state, where: str) -> Dict[str, Any]:
         out = dict(DEFAULTS)
         out.update({k: v for k, v in given.items() if v is not None})
         return out
-    stored = A.read_settings(state)
-    if A.P_EPOCH not in state.properties or not stored:
+    stored = P.read_settings(state)
+    if P.P_EPOCH not in state.properties or not stored:
         raise CheckpointError("nothing to resume: {} holds no training progress (run 'pytrain train' "
                               "without --resume first)".format(where))
-    if state.properties.get(A.P_NO_RESUME):
+    if state.properties.get(P.P_NO_RESUME):
         raise CliError("{} holds a run from the web page that the CLI cannot continue exactly: {}. Continue it in "
                        "the page or the widget (they take the run file back), or train on without --resume"
-                       .format(where, state.properties[A.P_NO_RESUME]))
+                       .format(where, state.properties[P.P_NO_RESUME]))
     for k in _FIXED_ON_RESUME:
         if given[k] is not None and given[k] != stored.get(k):
             raise CliError("--{} {} differs from the interrupted run's {}; a resumed run must keep "
@@ -105,72 +110,6 @@ def _check(settings: Dict[str, Any], log: Optional[str]) -> None:
         check_log_name(log)
 
 
-def _digest(*arrays: np.ndarray) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(str(a.dtype).encode() + str(a.shape).encode())
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()[:16]
-
-
-def prepare_data(args, art, state, settings, inp, label_spec, task):
-    """(train set, validation set or None, standardizer or None, target scaling or None) fitted
-    to the model: the training set as the model trains on it (standardised features, targets in
-    the units of the run's target scaling), the validation set with standardised features and raw
-    targets (it is evaluated through :class:`pytrain.cli._artifacts.TargetScaledModule`).
-
-    ``args.data`` may be bytes (a CSV table): the web app's run file checks with this very
-    function that ``pytrain train --resume`` will see its data as the page does.
-    """
-    out_specs = art.eval_outputs()
-    num_classes = None
-    if task == "classification" and out_specs and out_specs[0].shape:
-        last = out_specs[0].shape[-1]
-        num_classes = last if isinstance(last, int) and last > 0 else None
-    classes = A.json_property(state, A.P_CLASSES) if args.resume else None
-    full = _dataset.fit_to_model(_dataset.load(args.data, args, inp, task, classes), inp,
-                                 label_spec, task, num_classes)
-    if task == "classification" and len(full) and len(np.unique(full.y)) < 2:
-        only = full.y[0] if full.classes is None else full.classes[int(full.y[0])]
-        raise CliError("{} holds one class only ({!r}, {} samples): a classifier learns nothing from it; "
-                       "add samples of other classes, or train a regression (--task regression)"
-                       .format(full.source or args.data, only, len(full)))
-    val: Optional[data.Dataset] = None
-    train = full
-    if settings["validation_split"] is not None:
-        tr, va = data.split_indices(len(full), settings["validation_split"], settings["seed"],
-                                    stratify=full.y if task == "classification" else None)
-        train, val = full.subset(tr), full.subset(va)
-    elif args.validation is not None:
-        vargs = argparse.Namespace(**vars(args))
-        vargs.expected = args.validation_expected
-        val = _dataset.fit_to_model(
-            _dataset.load(args.validation, vargs, inp, task, full.classes), inp, label_spec, task,
-            num_classes)
-    elif args.validation_expected is not None:
-        raise CliError("--validation-expected needs --validation FILE")
-    std = None
-    if settings["standardize"]:
-        if args.resume and state.properties.get(A.P_STANDARDIZER):
-            std = data.Standardizer.from_json(str(state.properties[A.P_STANDARDIZER]))
-        else:
-            std = data.Standardizer.fit(train.x)
-        train = data.Dataset(std.transform(train.x), train.y, train.classes, train.feature_names,
-                             train.task, train.source)
-        if val is not None:
-            val = data.Dataset(std.transform(val.x), val.y, val.classes, val.feature_names,
-                               val.task, val.source)
-    # a property of the model (the units its output learnt), so new runs on its weights keep it too
-    scaling = A.target_scaling(state)
-    if scaling is not None:
-        if task != "regression":
-            raise CliError("the checkpoint scales regression targets ({}) but the model's {} loss trains "
-                           "classes".format(A.P_TARGET_SCALING, art.loss_kind(state)))
-        train = data.Dataset(train.x, scaling.scale(train.y), train.classes, train.feature_names, train.task,
-                             train.source)
-    return train, val, std, scaling
-
-
 class _StopFlag:
     """First Ctrl-C asks the loop to stop after the current step; a second one stops at once."""
 
@@ -180,7 +119,7 @@ class _StopFlag:
         self._old: Any = None
 
     def install(self) -> None:
-        import signal  # imported here: the web app imports this module (prepare_data) in Pyodide
+        import signal  # imported here: only a run in the main thread of a terminal needs it
         import threading
 
         if threading.current_thread() is threading.main_thread():
@@ -203,7 +142,7 @@ class _StopFlag:
 def run(args: argparse.Namespace) -> int:
     from pytrain.api import CheckpointState, LinearLRScheduler
 
-    art = A.ArtifactDir(args.dir)
+    art = ArtifactDir(args.dir)
     state = art.load_state()
     if getattr(state, "nominal", False):
         raise CheckpointError("{} is a nominal checkpoint (shapes only, no weights); generate the "
@@ -220,24 +159,24 @@ def run(args: argparse.Namespace) -> int:
     if args.task is not None and args.task != task and not (loss_kind == "bce"):
         raise CliError("--task {} does not fit the model: its {} loss takes {}".format(
             args.task, loss_kind, "int64 class ids" if task == "classification" else "float targets"))
-    metric = _metrics.check_metric(args.metric or _metrics.default_metric(loss_kind), loss_kind)
-    reduction = str(state.properties.get(A.P_REDUCTION, "mean"))
+    metric = check_metric(args.metric or default_metric(loss_kind), loss_kind)
+    reduction = str(state.properties.get(P.P_REDUCTION, "mean"))
 
-    train, val, std, scaling = prepare_data(args, art, state, settings, inp, label_spec, task)
-    digest = _digest(train.x, train.y)
+    train, val, std, scaling = prepare_data(DataRequest.of(args), art, state, settings, inp, label_spec, task)
+    data_digest = digest(train.x, train.y)
     if args.resume:
-        stored = A.read_settings(state)
+        stored = P.read_settings(state)
         if stored.get("samples") not in (None, len(train)):
             raise CliError("the training data differs from the interrupted run's ({} training samples now, "
                            "{} then); resume with the same --data and options".format(
                                len(train), stored.get("samples")))
-        if stored.get("data_digest") not in (None, digest):
+        if stored.get("data_digest") not in (None, data_digest):
             raise CliError("the training data differs from the interrupted run's ({} samples now, "
                            "{} then); resume with the same --data and options".format(
                                len(train), stored.get("samples", "?")))
-    already = state.properties.get(A.P_EPOCH) if not args.resume else None
+    already = state.properties.get(P.P_EPOCH) if not args.resume else None
     settings["samples"] = len(train)
-    settings["data_digest"] = digest
+    settings["data_digest"] = data_digest
 
     if not args.resume:
         state.optimizer_state = None  # a new run starts with fresh moments and step count
@@ -250,9 +189,9 @@ def run(args: argparse.Namespace) -> int:
     bs = int(settings["batch_size"])
     epochs = int(settings["epochs"])
     per_epoch = data.num_batches(len(train), bs)
-    start_epoch = int(state.properties.get(A.P_EPOCH, 0)) if args.resume else 0
-    first_batch = int(state.properties.get(A.P_EPOCH_STEP, 0)) if args.resume else 0
-    step = int(state.properties.get(A.P_STEP, 0)) if args.resume else 0
+    props = state.properties
+    at = Position(props.get(P.P_EPOCH, 0), props.get(P.P_EPOCH_STEP, 0), props.get(P.P_STEP, 0)) \
+        if args.resume else Position()
     scheduler = None
     if settings["scheduler"] == "linear":
         if int(settings["warmup"]) > epochs * per_epoch:
@@ -260,52 +199,49 @@ def run(args: argparse.Namespace) -> int:
                            "steps)".format(settings["warmup"], epochs, per_epoch, epochs * per_epoch))
         scheduler = LinearLRScheduler(optimizer, warmup_step_count=int(settings["warmup"]),
                                       total_step_count=epochs * per_epoch, initial_lr=base_lr)
-        for _ in range(step):  # replay: the schedule is a function of the step count
+        for _ in range(at.step):  # replay: the schedule is a function of the step count
             scheduler.step()
-    if args.resume and start_epoch >= epochs:
+    if args.resume and at.epoch >= epochs:
         say("{} already trained {} epoch(s) of {}; nothing to do (raise --epochs to train more)"
-            .format(art.checkpoint_path, start_epoch, epochs))
+            .format(art.checkpoint_path, at.epoch, epochs))
         return 0
 
     # everything the checkpoint needs besides parameters and optimizer state
-    props = state.properties
-    props[A.P_SEED] = int(settings["seed"])
-    props[A.P_TRAIN] = json.dumps(settings, sort_keys=True)
-    props.pop(A.P_NO_RESUME, None)  # this run, made here, the CLI continues
+    props[P.P_SEED] = int(settings["seed"])
+    props[P.P_TRAIN] = json.dumps(settings, sort_keys=True)
+    props.pop(P.P_NO_RESUME, None)  # this run, made here, the CLI continues
     # a new run must not inherit the previous run's label mapping or standardisation
     if train.classes is not None:
-        props[A.P_CLASSES] = json.dumps(train.classes)
+        props[P.P_CLASSES] = json.dumps(train.classes)
     else:
-        props.pop(A.P_CLASSES, None)
+        props.pop(P.P_CLASSES, None)
     if std is not None:
-        props[A.P_STANDARDIZER] = std.to_json()
+        props[P.P_STANDARDIZER] = std.to_json()
     else:
-        props.pop(A.P_STANDARDIZER, None)
+        props.pop(P.P_STANDARDIZER, None)
 
-    epoch_loss = float(props.get(A.P_EPOCH_LOSS, 0.0)) if args.resume and first_batch else 0.0
-    epoch_seen = int(props.get(A.P_EPOCH_SEEN, 0)) if args.resume and first_batch else 0
+    sums = _EpochLoss()
+    if args.resume and at.epoch_step:
+        sums.loss, sums.seen = float(props.get(P.P_EPOCH_LOSS, 0.0)), int(props.get(P.P_EPOCH_SEEN, 0))
 
-    def save(epoch: int, batch: int) -> Tuple[int, int]:
+    def save() -> None:
         broken = [n for n, p in state.parameters.items()
                   if p.data is not None and p.data.dtype.kind == "f" and not np.isfinite(p.data).all()]
         if broken:  # never replace a good checkpoint with NaN weights
             raise CliError("training diverged: {} holds NaN or infinite values after step {}; {} keeps the last "
                            "good state; try a lower --lr".format(", ".join(broken[:3]) + (" ..." if len(broken) > 3
-                                                                                           else ""), step,
+                                                                                           else ""), at.step,
                                                                  art.checkpoint_path))
-        if batch >= per_epoch:
-            epoch, batch = epoch + 1, 0
-        props[A.P_EPOCH] = epoch
-        props[A.P_EPOCH_STEP] = batch
-        props[A.P_STEP] = step
-        props[A.P_EPOCH_LOSS] = epoch_loss if batch else 0.0
-        props[A.P_EPOCH_SEEN] = epoch_seen if batch else 0
+        props[P.P_EPOCH] = at.epoch
+        props[P.P_EPOCH_STEP] = at.epoch_step
+        props[P.P_STEP] = at.step
+        props[P.P_EPOCH_LOSS] = sums.loss if at.epoch_step else 0.0
+        props[P.P_EPOCH_SEEN] = sums.seen if at.epoch_step else 0
         CheckpointState.save_checkpoint(state, art.checkpoint_path, include_optimizer_state=True)
-        return epoch, batch
 
-    def interrupted(epoch: int, batch: int) -> int:
+    def interrupted() -> int:
         say("pytrain: interrupted; saved {} at epoch {} + {} of {} batches (step {}). Continue with "
-            "--resume.".format(art.checkpoint_path, epoch, batch, per_epoch, step), sys.stderr)
+            "--resume.".format(art.checkpoint_path, at.epoch, at.epoch_step, per_epoch, at.step), sys.stderr)
         return EXIT_INTERRUPTED
 
     log = RunLog(args.log, append=args.resume) if args.log else None
@@ -316,82 +252,83 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(enabled=not args.quiet)
     stop = _StopFlag()
     stop.install()
-    pos = (start_epoch, first_batch)
-    phase = "idle"
+    fetch = lambda idx: (train.x[idx], train.y[idx])  # noqa: E731
+    plan = steps(module, optimizer, at, lambda epoch: epoch_batches(len(train), int(settings["seed"]), epoch, bs),
+                 fetch, epochs, scheduler)
+    epoch_started = False
+    t0 = time.monotonic()
     try:
-        for epoch in range(start_epoch, epochs):
-            batches = data.batch_indices(data.epoch_order(len(train), int(settings["seed"]), epoch), bs)
-            first = first_batch if epoch == start_epoch else 0
-            if first == 0:
-                epoch_loss, epoch_seen = 0.0, 0
-            pos = (epoch, first)
-            progress.start("epoch {}/{}".format(epoch + 1, epochs), per_epoch, first)
-            t0 = time.monotonic()
-            for b in range(first, per_epoch):
-                if stop.requested:
-                    progress.finish()
-                    return interrupted(*save(epoch, b))
-                idx = batches[b]
-                lr = float(optimizer.get_learning_rate())
-                module.train()
-                phase = "forward"
-                try:
-                    loss, _ = _metrics.split_outputs(module(train.x[idx], train.y[idx]))
-                except DivergenceError as e:
-                    progress.finish()
-                    raise CliError("training diverged at epoch {}, step {}: {}; {} keeps the last epoch's "
-                                   "weights".format(epoch + 1, step + 1, e, art.checkpoint_path)) from None
-                phase = "step"
-                optimizer.step()
-                module.lazy_reset_grad()
-                if scheduler is not None:
-                    scheduler.step()
-                phase = "idle"
-                step += 1
-                pos = (epoch, b + 1)
-                epoch_loss += loss * _metrics.batch_loss_weight(reduction, len(idx))
-                epoch_seen += len(idx)
-                if log is not None:
-                    log.write({"kind": "step", "epoch": epoch + 1, "step": step, "loss": loss, "lr": lr})
-                progress.update(b + 1, loss)
+        while at.epoch < epochs:
+            if stop.requested:
+                progress.finish()
+                save()
+                return interrupted()
+            if not epoch_started:
+                if at.epoch_step == 0:
+                    sums.loss, sums.seen = 0.0, 0
+                progress.start("epoch {}/{}".format(at.epoch + 1, epochs), per_epoch, at.epoch_step)
+                t0 = time.monotonic()
+                epoch_started = True
+            try:
+                st = next(plan, None)
+            except DivergenceError as e:
+                progress.finish()
+                raise CliError("training diverged at epoch {}, step {}: {}; {} keeps the last epoch's "
+                               "weights".format(at.epoch + 1, at.step + 1, e, art.checkpoint_path)) from None
+            if st is None:   # no batch at all (an empty training set)
+                break
+            sums.loss += st.loss * batch_loss_weight(reduction, st.samples)
+            sums.seen += st.samples
+            if log is not None:
+                log.write({"kind": "step", "epoch": st.epoch + 1, "step": st.step, "loss": st.loss, "lr": st.lr})
+            progress.update(st.batch + 1, st.loss)
+            if not st.epoch_end:
+                continue
+            epoch_started = False
             progress.finish()
-            phase = "validate"
-            train_loss = epoch_loss / max(1, epoch_seen)
+            train_loss = sums.loss / max(1, sums.seen)
             result = None
             if val is not None:
-                judged = module if scaling is None else A.TargetScaledModule(module, scaling)
-                result = _metrics.evaluate(judged, val, max(bs, 256), loss_kind, reduction, metric)
-            phase = "idle"
-            save(epoch, per_epoch)
-            pos = (epoch + 1, 0)
+                judged = module if scaling is None else TargetScaledModule(module, scaling)
+                result = evaluate_dataset(judged, val, max(bs, 256), loss_kind, reduction, metric)
+            save()
             seconds = time.monotonic() - t0
-            line = "epoch {}/{}  loss {:.4f}".format(epoch + 1, epochs, train_loss)
+            line = "epoch {}/{}  loss {:.4f}".format(st.epoch + 1, epochs, train_loss)
             if result is not None:
-                line += "  " + _metrics.describe(result, "val ")
+                line += "  " + describe(result, "val ")
             say(line + "  ({:.1f} s)".format(seconds))
             if log is not None:
-                row: Dict[str, Any] = {"kind": "epoch", "epoch": epoch + 1, "step": step,
+                row: Dict[str, Any] = {"kind": "epoch", "epoch": st.epoch + 1, "step": st.step,
                                        "train_loss": train_loss, "seconds": round(seconds, 3)}
                 if result is not None:
                     row["val_loss"] = result["loss"]
-                    for m in _metrics.METRICS:
+                    for m in METRICS:
                         if m in result:
                             row["val_" + m] = result[m]
                 log.write(row)
-            if stop.requested and epoch + 1 < epochs:
-                return interrupted(epoch + 1, 0)
+            if stop.requested and at.epoch < epochs:
+                return interrupted()
     except KeyboardInterrupt:
         progress.finish()
-        if phase == "step":
+        if at.phase == "step":
             # parameters may be half-updated: keep the last checkpoint on disk as it is
             say("pytrain: interrupted during an optimizer step; {} keeps the last saved state. "
                 "Continue with --resume.".format(art.checkpoint_path), sys.stderr)
             return EXIT_INTERRUPTED
         module.lazy_reset_grad()
-        return interrupted(*save(*pos))
+        save()
+        return interrupted()
     finally:
         stop.uninstall()
         if log is not None:
             log.close()
-    say("saved {} (epoch {}, step {})".format(art.checkpoint_path, epochs, step))
+    say("saved {} (epoch {}, step {})".format(art.checkpoint_path, epochs, at.step))
     return 0
+
+
+class _EpochLoss:
+    """The running sum of the current epoch's batch losses (as sums over samples), for its mean."""
+
+    def __init__(self) -> None:
+        self.loss = 0.0
+        self.seen = 0

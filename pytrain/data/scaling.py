@@ -1,18 +1,32 @@
-"""Feature standardisation: fit on the training set, apply the same transform elsewhere."""
+"""Standardisation: fit on the training set, apply the same transform elsewhere. The one rule for
+a column's statistics (:func:`column_stats`) serves features and regression targets, in the CLI,
+the page and the run file alike."""
 from __future__ import annotations
 
 import json
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import numpy as np
 
 from pytrain.errors import DataError
 
+#: a column whose standard deviation is at most this is constant: its std becomes 1, so it maps to
+#: 0. Not ``std == 0``: a constant column's float64 mean can round, leaving a std of ~1e-17 that
+#: would blow the rounding up into values of order 1.
+CONSTANT_STD = 1e-12
+
+
+def column_stats(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(mean, std) over the sample axis in float64, a constant column's std 1 (:data:`CONSTANT_STD`)."""
+    x64 = np.asarray(x, dtype=np.float64)
+    std = x64.std(axis=0)
+    return x64.mean(axis=0), np.where(std > CONSTANT_STD, std, 1.0)
+
 
 class Standardizer:
     """Per-feature ``(x - mean) / std`` with statistics from the training data.
 
-    Constant features get std 1 so they map to 0 instead of dividing by zero.
+    Constant features get std 1 (see :func:`column_stats`) so they map to 0 instead of dividing by zero.
     """
 
     def __init__(self, mean: np.ndarray, std: np.ndarray) -> None:
@@ -28,9 +42,7 @@ class Standardizer:
         x64 = np.asarray(x, dtype=np.float64)
         if x64.ndim < 1 or len(x64) == 0:
             raise DataError("cannot fit a standardizer on an empty set")
-        std = x64.std(axis=0)
-        std[std == 0] = 1.0
-        return cls(x64.mean(axis=0), std)
+        return cls(*column_stats(x64))
 
     def transform(self, x: np.ndarray) -> np.ndarray:
         """Standardised float32 copy of ``x``."""

@@ -18,6 +18,8 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
+from pytrain.layout import ARTIFACT_FILES
+
 
 def _load_data(data: Any, context: Any) -> Tuple[np.ndarray, np.ndarray]:
     if callable(data):
@@ -34,8 +36,7 @@ def _open(artifacts: Any):
 
     if isinstance(artifacts, (str, os.PathLike)):
         d = str(artifacts)
-        files = [os.path.join(d, n) for n in ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx",
-                                              "checkpoint")]
+        files = [os.path.join(d, ARTIFACT_FILES[k]) for k in ("training", "eval", "optimizer", "checkpoint")]
     else:
         files = [artifacts.training_model, artifacts.eval_model, artifacts.optimizer_model, artifacts.checkpoint]
     state = CheckpointState.load_checkpoint(files[3])

@@ -10,14 +10,17 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from pytrain import data
 from pytrain.errors import DivergenceError, InputError
+from pytrain.run.evaluate import batch_metric, evaluate
+from pytrain.run.loop import Position, steps
 
 Metrics = Dict[str, Any]
 
 
 def parameter_names(module) -> List[str]:
     """The module's parameters (trainable, then frozen such as BatchNorm statistics), in order."""
-    return list(module._names(False))
+    return list(module.parameter_names)
 
 
 def _config_number(config: Mapping[str, Any], keys: Tuple[str, ...], default: Any, kind: type) -> Any:
@@ -53,7 +56,7 @@ class PytrainTrainer:
         self.epochs, self.batch_size, self.lr, self.seed = int(epochs), int(batch_size), lr, int(seed)
         self.loss_kind = loss_kind
         self.names = parameter_names(module)
-        self._params = module._state.parameters
+        self._params = module.state.parameters
         #: called between batches (the node heartbeats from here during long rounds)
         self.on_batch: Optional[Callable[[], None]] = None
         self.last_train_seconds = 0.0
@@ -102,26 +105,21 @@ class PytrainTrainer:
             self.optimizer.set_learning_rate(lr)
         rnd = int(config.get("server-round", 0)) if isinstance(config.get("server-round", 0), int) else 0
         rng = np.random.RandomState((self.seed * 100003 + rnd) % (2 ** 32))
-        module = self.module
-        module.train()
+        n = len(self.x)
         total, seen = 0.0, 0
         t0 = time.monotonic()
+        # a round's own shuffle per epoch (drawn in order from the round's generator)
+        plan = steps(self.module, self.optimizer, Position(), lambda epoch: data.batch_indices(rng.permutation(n), bs),
+                     lambda idx: (self.x[idx], self.y[idx]), epochs)
         try:
-            for _ in range(epochs):
-                order = rng.permutation(len(self.x))
-                for i in range(0, len(order), bs):
-                    idx = order[i:i + bs]
-                    out = module(self.x[idx], self.y[idx])
-                    loss = out[0] if isinstance(out, (list, tuple)) else out
-                    self.optimizer.step()
-                    module.lazy_reset_grad()
-                    total += float(np.asarray(loss).reshape(-1)[0]) * len(idx)
-                    seen += len(idx)
-                    if self.on_batch is not None:
-                        self.on_batch()
+            for st in plan:
+                total += st.loss * st.samples
+                seen += st.samples
+                if self.on_batch is not None:
+                    self.on_batch()
         except DivergenceError:
             self.set_parameters(before)  # never send, nor keep, a diverged model
-            module.lazy_reset_grad()
+            self.module.lazy_reset_grad()
             raise
         # FedAvg aggregates only when every reply has the same metric names: flwr's own templates'
         metrics: Metrics = OrderedDict([("train_loss", total / max(seen, 1)), ("num-examples", len(self.x))])
@@ -138,25 +136,6 @@ class PytrainTrainer:
 
     def local_metrics(self, x: np.ndarray, y: np.ndarray, batch_size: int = 256) -> Tuple[float, Optional[float]]:
         """(mean loss, accuracy or None) of the current parameters on ``x, y``."""
-        module = self.module
-        module.eval()
-        total, hits, have_out = 0.0, 0.0, True
-        for i in range(0, len(x), batch_size):
-            xb, yb = x[i:i + batch_size], y[i:i + batch_size]
-            res = module(xb, yb)
-            if isinstance(res, (list, tuple)):
-                loss, out = res[0], np.asarray(res[1]) if len(res) > 1 else None
-            else:
-                loss, out = res, None
-            total += float(np.asarray(loss).reshape(-1)[0]) * len(yb)
-            if out is None:
-                have_out = False
-            elif self.loss_kind == "ce":
-                hits += float(np.sum(out.reshape(len(yb), -1).argmax(axis=1) == yb))
-            elif self.loss_kind == "bce":
-                hits += float(((out > 0) == (yb > 0.5)).reshape(len(yb), -1).mean(axis=1).sum())
-            else:
-                have_out = False
-        module.train()
-        n = max(len(x), 1)
-        return total / n, (hits / n if have_out else None)
+        metric = batch_metric("accuracy", self.loss_kind) if self.loss_kind in ("ce", "bce") else None
+        ev = evaluate(self.module, x, y, batch_size, metric=metric)
+        return ev.loss, ev.metric

@@ -15,13 +15,13 @@ output size to the element, so both compute it here:
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from pytrain.errors import GraphError, InputError
-from pytrain.ops import linalg
+from pytrain.ops import backend, linalg
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -179,21 +179,6 @@ def tap_slices(win: Window, tap: Sequence[int]) -> Tuple[slice, ...]:
     return tuple(sl)
 
 
-ColumnsBackend = Callable[..., Optional[np.ndarray]]
-_columns_backend: Optional[ColumnsBackend] = None
-_adjoint_backend: Optional[ColumnsBackend] = None
-
-
-def set_columns_backend(columns: Optional[ColumnsBackend], adjoint: Optional[ColumnsBackend]) -> tuple:
-    """Use ``columns(xt, win)`` for :func:`conv_columns` and ``adjoint(dcols, win)`` for
-    :func:`conv_columns_adjoint` where they return an array (the browser's wasm im2col and
-    col2im); both work in the batch-last layout ``xt = (C, *padded, N)``. Returns the previous pair."""
-    global _columns_backend, _adjoint_backend
-    previous = (_columns_backend, _adjoint_backend)
-    _columns_backend, _adjoint_backend = columns, adjoint
-    return previous
-
-
 def batch_last(x: np.ndarray) -> np.ndarray:
     """``(N, C, *spatial)`` -> C-contiguous ``(C, *spatial, N)``."""
     n = x.shape[0]
@@ -213,7 +198,7 @@ _ONE_COPY_MAX = 1 << 18
 
 def padded_batch_last(x: np.ndarray, win: Window) -> np.ndarray:
     """``batch_last(pad_spatial(x, win))``: the padded input as C-contiguous ``(C, *padded, N)``."""
-    if (win.needs_padding and x.size <= _ONE_COPY_MAX and linalg._transpose_backend is None
+    if (win.needs_padding and x.size <= _ONE_COPY_MAX and backend.get("transpose") is None
             and not linalg.IN_BROWSER):  # (measured natively; in the browser a wasm kernel may transpose)
         xt = np.zeros((x.shape[1],) + win.padded_shape + (x.shape[0],), dtype=x.dtype)
         inner = tuple(slice(pb, pb + i) for i, pb in zip(win.in_shape, win.pads_begin))
@@ -231,7 +216,8 @@ def conv_columns(x: np.ndarray, win: Window, group: int) -> np.ndarray:
     The batch is the innermost axis so that, for unit strides, a tap's copy (and col2im's add)
     runs over whole output rows of all samples at once instead of one short row at a time."""
     xt = padded_batch_last(x, win)  # (C, *padded, N)
-    cols = _columns_backend(xt, win) if _columns_backend is not None else None
+    columns = backend.get("columns")  # the browser's wasm im2col
+    cols = columns(xt, win) if columns is not None else None
     if cols is None:
         st = xt.strides
         rank = win.rank
@@ -249,7 +235,8 @@ def conv_columns_adjoint(dcols: np.ndarray, win: Window, x_shape: Sequence[int])
     an input of shape ``x_shape`` (N, C, *spatial); overlapping windows accumulate."""
     n, c = int(x_shape[0]), int(x_shape[1])
     cols2d = np.ascontiguousarray(dcols.reshape(c * int(np.prod(win.kernel)), -1))
-    acc = _adjoint_backend(cols2d, win) if _adjoint_backend is not None else None
+    adjoint = backend.get("columns_adjoint")  # the browser's wasm col2im
+    acc = adjoint(cols2d, win) if adjoint is not None else None
     if acc is None:
         d = cols2d.reshape((c,) + win.kernel + win.out_shape + (n,))
         acc = np.zeros((c,) + win.padded_shape + (n,), dtype=dcols.dtype)

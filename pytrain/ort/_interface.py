@@ -10,7 +10,6 @@ accumulation. :func:`strip_ort_interface` undoes the accumulation tail, giving b
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -18,6 +17,7 @@ import numpy as np
 from pytrain import dtypes
 from pytrain.errors import UnsupportedOpError
 from pytrain.graph import NameScope, NodeBuilder, all_names
+from pytrain.layout import grad_name, read_layout
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.proto.onnx_pb import StringStringEntryProto
 from pytrain.proto import ModelProto, NodeProto, make_value_info, model_metadata, node_attributes, \
@@ -182,7 +182,7 @@ def to_ort_interface(model: ModelProto) -> ModelProto:
     with ORT's gradient accumulation inputs and outputs."""
     g = model.graph
     meta = model_metadata(model)
-    layout = json.loads(meta["pytrain.layout"])
+    layout = read_layout(meta, "training model", "training")
     standard_ops(model)  # first, so ONNX's shape inference understands the graph
     _lower(model, lambda n: n.domain == PYTRAIN_DOMAIN)
     low = _Lowering(NameScope(all_names(g)), {}, opset_version(model))
@@ -192,7 +192,7 @@ def to_ort_interface(model: ModelProto) -> ModelProto:
     by_name = {v.name: v for v in g.input}
     lazy = make_value_info(LAZY_RESET, dtypes.BOOL, [1])
     acc_inputs, acc_outputs = [lazy], []
-    pairs = list(zip(trainable, grads)) + [(i, i + "_grad") for i in layout.get("input_grads", [])]
+    pairs = list(zip(trainable, grads)) + [(i, grad_name(i)) for i in layout.get("input_grads", [])]
     grads = grads + [gn for _, gn in pairs[len(trainable):]]
     for p, gname in pairs:
         elem, shape = value_info_type(by_name[p]) if p in by_name else (dtypes.FLOAT, None)
@@ -221,7 +221,7 @@ def strip_ort_interface(model: ModelProto) -> ModelProto:
     if model_metadata(model).get(INTERFACE_KEY) != "1":
         return model
     g = model.graph
-    layout = json.loads(model_metadata(model)["pytrain.layout"])
+    layout = read_layout(model_metadata(model), "training model", "training")
     names = layout.get("trainable", []) + layout.get("input_grads", [])
     acc_out = {ACC_OUT % p for p in names}
     acc_in = {ACC_BUFFER % p for p in names} | {LAZY_RESET}

@@ -12,7 +12,8 @@ from pytrain import dtypes
 from pytrain import checkpoint as _ck
 from pytrain.errors import CheckpointError, InputError
 from pytrain.ort import _values
-from pytrain.proto import ModelProto, load_model, model_metadata, opset_version
+from pytrain.proto import ModelProto, model_metadata, opset_version
+from pytrain.validate import load_model
 
 __all__ = ["CheckpointState", "LinearLRScheduler", "Module", "Optimizer", "Parameter"]
 
@@ -76,34 +77,34 @@ class Parameters:
     def __init__(self, state: "CheckpointState") -> None:
         self._state = state
 
-    def _core(self) -> Any:
-        return self._state._state.parameters
+    def core_api(self) -> Any:
+        return self._state.core.parameters
 
     def __contains__(self, name: object) -> bool:
-        return name in self._core()
+        return name in self.core_api()
 
     def __len__(self) -> int:
-        return len(self._core())
+        return len(self.core_api())
 
     def __iter__(self) -> Iterator[Tuple[str, Parameter]]:
-        for name, p in list(self._core().items()):
+        for name, p in list(self.core_api().items()):
             yield name, Parameter(p)
 
     def __getitem__(self, name: str) -> Parameter:
-        if self._state._nominal:
+        if self._state.nominal:
             raise CheckpointError("%s: the checkpoint is nominal (shapes only); fill it with "
                                   "Module.copy_buffer_to_parameters" % _NOT_LOADED)
-        if name not in self._core():
+        if name not in self.core_api():
             raise KeyError(name)
-        return Parameter(self._core()[name])
+        return Parameter(self.core_api()[name])
 
     def __setitem__(self, name: str, value: Any) -> None:
-        if self._state._nominal:
+        if self._state.nominal:
             raise CheckpointError("%s: the checkpoint is nominal (shapes only); fill it with "
                                   "Module.copy_buffer_to_parameters" % _NOT_LOADED_ALL)
-        if name not in self._core():
+        if name not in self.core_api():
             raise KeyError(name)
-        _assign(self._core()[name], value)
+        _assign(self.core_api()[name], value)
 
 
 class CheckpointState:
@@ -111,8 +112,10 @@ class CheckpointState:
     reads pytrain's checkpoints and those ONNX Runtime 1.19 writes."""
 
     def __init__(self, state: _ck.CheckpointState) -> None:
-        self._state = state
-        self._nominal = state.nominal
+        #: pytrain's CheckpointState this one wraps (what pytrain's Module and Optimizer train)
+        self.core = state
+        #: True while the parameters hold shapes only (until Module.copy_buffer_to_parameters)
+        self.nominal = state.nominal
 
     @classmethod
     def load_checkpoint(cls, checkpoint_uri: Union[str, "os.PathLike[str]", bytes]) -> "CheckpointState":
@@ -121,7 +124,7 @@ class CheckpointState:
     @classmethod
     def save_checkpoint(cls, state: "CheckpointState", checkpoint_uri: Union[str, "os.PathLike[str]"],
                         include_optimizer_state: bool = False) -> None:
-        _ck.CheckpointState.save_checkpoint(state._state, checkpoint_uri, include_optimizer_state)
+        _ck.CheckpointState.save_checkpoint(state.core, checkpoint_uri, include_optimizer_state)
 
     @property
     def parameters(self) -> Parameters:
@@ -129,11 +132,11 @@ class CheckpointState:
 
     @property
     def properties(self) -> Any:
-        return self._state.properties
+        return self.core.properties
 
 
 def _load_core(checkpoint_uri: Any) -> _ck.CheckpointState:
-    # pytrain's loader also reads ONNX Runtime 1.19's flatbuffer checkpoints (pytrain.checkpoint_ort)
+    # pytrain's loader also reads ONNX Runtime 1.19's flatbuffer checkpoints (pytrain.checkpoint.ort_format)
     return _ck.CheckpointState.load_checkpoint(checkpoint_uri)
 
 
@@ -155,7 +158,7 @@ class Module:
         train = strip_ort_interface(ModelProto.FromString(load_model(train_model_uri, "training model")
                                                           .SerializeToString()))
         self._ort_state = state
-        self._module = _CoreModule(train.SerializeToString(), state._state, eval_model_uri)
+        self._module = _CoreModule(train.SerializeToString(), state.core, eval_model_uri)
 
     # ---- modes and names ----------------------------------------------------------------------
     @property
@@ -180,7 +183,7 @@ class Module:
         return self._module.output_names()
 
     def _check_loaded(self) -> None:
-        if self._ort_state._nominal:
+        if self._ort_state.nominal:
             raise CheckpointError(_MODEL_NOT_LOADED + " (the checkpoint is nominal: use copy_buffer_to_parameters)")
 
     # ---- steps --------------------------------------------------------------------------------
@@ -208,8 +211,8 @@ class Module:
 
     def copy_buffer_to_parameters(self, buffer: Any, trainable_only: bool = True) -> None:
         self._module.copy_buffer_to_parameters(_values.to_numpy(buffer), trainable_only)
-        if self._module._filled:
-            self._ort_state._nominal = False
+        if self._module.is_filled:
+            self._ort_state.nominal = False
 
     def export_model_for_inferencing(self, inference_model_uri: Union[str, "os.PathLike[str]"],
                                      graph_output_names: Sequence[str]) -> None:
@@ -227,7 +230,7 @@ class Optimizer:
         model = load_model(optimizer_uri, "optimizer model") if not _is_sequence_model(optimizer_uri) \
             else ModelProto.FromString(_read_bytes(optimizer_uri))
         hyper = from_model_metadata(model_metadata(model))
-        core_state = module._ort_state._state
+        core_state = module._ort_state.core
         fresh = core_state.optimizer_state is None
         if hyper is not None:  # an onnxblock optimizer: run pytrain's update with its hyper-parameters
             params = list(hyper["params"])

@@ -6,10 +6,11 @@ import enum
 import os
 from typing import Any, List, Optional, Sequence, Union
 
-from pytrain import artifacts as _core
+from pytrain import artifacts as core_api
 from pytrain.checkpoint import CheckpointState as _CoreState
 from pytrain.errors import ArtifactError
 from pytrain.files import write_atomic
+from pytrain.layout import ARTIFACT_FILES
 from pytrain.ort._eval import ort_eval_model
 from pytrain.proto import ModelProto
 
@@ -38,7 +39,7 @@ def _loss(loss: Any) -> Any:
 
     if isinstance(loss, LossType):
         return getattr(ort_loss, loss.name)()
-    if isinstance(loss, _core.LossType):
+    if isinstance(loss, core_api.LossType):
         return getattr(ort_loss, loss.name)()
     return loss
 
@@ -86,7 +87,7 @@ def generate_artifacts(
                             "(numpy kernels only); register the ops as pytrain kernels instead")
     if loss is None:
         raise ArtifactError("generate_artifacts needs a loss: an artifacts.LossType or an onnxblock.Block")
-    arts = _core.generate_artifacts(
+    arts = core_api.generate_artifacts(
         model, requires_grad=requires_grad, frozen_params=frozen_params, loss=_loss(loss),
         optimizer=_optimizer(optimizer) or _optimizer(OptimType.AdamW),
         additional_output_names=additional_output_names, loss_input_names=loss_input_names,
@@ -98,11 +99,11 @@ def generate_artifacts(
     def path(name: str) -> str:
         return os.path.join(directory, prefix + name)
 
-    write_atomic(path("training_model.onnx"), arts.training_model)
-    write_atomic(path("eval_model.onnx"), eval_model)
+    write_atomic(path(ARTIFACT_FILES["training"]), arts.training_model)
+    write_atomic(path(ARTIFACT_FILES["eval"]), eval_model)
     if optimizer is not None:
-        write_atomic(path("optimizer_model.onnx"), arts.optimizer_model)
-    write_atomic(path("checkpoint"), arts.checkpoint)
+        write_atomic(path(ARTIFACT_FILES["optimizer"]), arts.optimizer_model)
+    write_atomic(path(ARTIFACT_FILES["checkpoint"]), arts.checkpoint)
     if nominal_checkpoint:
         state = _CoreState.load_checkpoint(arts.checkpoint)
         for p in state.parameters.values():

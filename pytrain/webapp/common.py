@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
-from pytrain import proto as _proto
+from pytrain.validate import load_model as _load_model
 from pytrain.errors import PytrainError
 
-ARTIFACT_FILES = {
-    "training": "training_model.onnx",
-    "eval": "eval_model.onnx",
-    "optimizer": "optimizer_model.onnx",
-    "checkpoint": "checkpoint",
-}
 MNIST_MAGIC = b"PTMNIST1"
 LOSSES = ("CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "L1Loss")
 OPTIMIZERS = ("AdamW", "Adam", "SGD")
@@ -25,18 +19,18 @@ class WebappError(PytrainError, ValueError):
 
 # ---------------------------------------------------------------- core API access
 
-def _core() -> Tuple[Any, Any, Any]:
+def core_api() -> Tuple[Any, Any, Any]:
     """(artifacts, models, api), imported on first use so the worker starts answering sooner."""
     from pytrain import api, artifacts, models
     return artifacts, models, api
 
 
-def _load_upload(blob: bytes, name: str, extra_files: Optional[Dict[str, bytes]] = None) -> Any:
+def load_upload(blob: bytes, name: str, extra_files: Optional[Dict[str, bytes]] = None) -> Any:
     """Parse uploaded ONNX bytes; errors name the file the user chose. ``extra_files``
     ({file name: bytes}) are the files uploaded next to it, e.g. the ``.onnx.data`` that torch's
     default exporter writes (ONNX external data, matched by file name)."""
     files = {str(k): bytes(v) for k, v in (extra_files or {}).items()}
-    return _proto.load_model(bytes(blob), name, external_data=files or None)
+    return _load_model(bytes(blob), name, external_data=files or None)
 
 
 def _inference_session(model_bytes: bytes) -> Any:

@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from pytrain.errors import DataError
-from pytrain.webapp.common import LOSSES, MNIST_MAGIC, OPTIMIZERS, WebappError, _core
+from pytrain.webapp.common import LOSSES, MNIST_MAGIC, OPTIMIZERS, WebappError, core_api
 
 
 def read_mnist(blob: bytes) -> Tuple[np.ndarray, np.ndarray]:
@@ -27,7 +27,7 @@ def read_mnist(blob: bytes) -> Tuple[np.ndarray, np.ndarray]:
 
 def digits_model(kind: str = "mlp", seed: int = 0) -> Any:
     """The inference model of the digits demo: ``mlp`` (784-128-10) or ``cnn`` (LeNet-like)."""
-    _, models, _ = _core()
+    _, models, _ = core_api()
     if kind == "mlp":
         return models.mlp(input_size=784, hidden_sizes=[128], output_size=10, activation="relu", seed=seed)
     if kind == "cnn":
@@ -35,10 +35,11 @@ def digits_model(kind: str = "mlp", seed: int = 0) -> Any:
     raise WebappError("unknown digits model %r: expected 'mlp' or 'cnn'" % kind)
 
 
-def _generate(model: Any, loss: str, optimizer: str, requires_grad: Optional[Sequence[str]] = None,
-              frozen: Optional[Sequence[str]] = None, output_name: Optional[str] = None,
-              batchnorm: Any = "auto") -> Dict[str, bytes]:
-    artifacts, _, _ = _core()
+def generate_bytes(model: Any, loss: str, optimizer: str, requires_grad: Optional[Sequence[str]] = None,
+                   frozen: Optional[Sequence[str]] = None, output_name: Optional[str] = None,
+                   batchnorm: Any = "auto") -> Dict[str, bytes]:
+    """The page's four artifacts (by role) for ``model`` with one of its loss and optimizer names."""
+    artifacts, _, _ = core_api()
     if loss not in LOSSES:
         raise WebappError("unknown loss %r: expected one of %s" % (loss, ", ".join(LOSSES)))
     if optimizer not in OPTIMIZERS:
@@ -54,6 +55,6 @@ def _generate(model: Any, loss: str, optimizer: str, requires_grad: Optional[Seq
 
 def digits_artifacts(kind: str = "mlp", optimizer: str = "AdamW") -> Dict[str, bytes]:
     """Training artifacts of the digits demo (build.py ships these; the page can also build them)."""
-    return _generate(digits_model(kind), "CrossEntropyLoss", optimizer, output_name="output")
+    return generate_bytes(digits_model(kind), "CrossEntropyLoss", optimizer, output_name="output")
 
 

@@ -33,7 +33,8 @@ from pytrain import dtypes
 from pytrain.errors import DataError, PytrainError
 from pytrain.proto import ModelProto, make_node, make_value_info, opset_version, value_info_type
 from pytrain.proto.onnx_pb import StringStringEntryProto
-from pytrain.webapp.common import WebappError, _core, _load_upload
+from pytrain.run.runfile import BACKBONE_MARK
+from pytrain.webapp.common import WebappError, core_api, load_upload
 
 ARTIFACT_KEY = "backbone"
 INPUT = "input"
@@ -52,7 +53,7 @@ NORMALIZATIONS = {
                  "pixels in [0, 1], then ImageNet mean/std: (x - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]"),
 }
 #: the extractor's metadata key: how the run file's ``backbone.onnx`` is recognised by its content
-MARK = "pytrain.feature_extractor"
+MARK = BACKBONE_MARK
 #: why ``pytrain train --resume`` refuses a run file with a backbone (its checkpoint's ``pytrain.no_resume``)
 NO_CLI_RESUME = ("its head trains on the features of a frozen pretrained backbone (backbone.onnx), "
                  "which the CLI does not run")
@@ -142,10 +143,10 @@ def extractor(blob: bytes, name: str = "the backbone", extra_files: Optional[Dic
     from pytrain.export import export_inference_model
     from pytrain.runtime import InferenceSession
 
-    _, models, _ = _core()
+    _, models, _ = core_api()
     if normalize not in NORMALIZATIONS:
         raise WebappError("unknown normalisation %r: expected one of %s" % (normalize, ", ".join(NORMALIZATIONS)))
-    model = _load_upload(blob, name, extra_files)          # ModelFormatError for what is not ONNX
+    model = load_upload(blob, name, extra_files)          # ModelFormatError for what is not ONNX
     params = _float_params(model)
     old_in, old_out = _rename_graph(model, name)
     shape, batch, open_hw = _image_shape(model, name, size)
@@ -320,9 +321,9 @@ def build(session: Any, spec: Dict[str, Any], optimizer: str, seed: int = 0) -> 
     """Artifacts and model description for a head on ``spec``'s backbone ({bytes, name,
     extra_files, size, normalize}, or {bytes, info} for the extractor of a restored run, see
     :func:`reuse`) over the session's images; fills the feature cache."""
-    from pytrain.webapp.demo import _generate
+    from pytrain.webapp.demo import generate_bytes
 
-    _, models, _ = _core()
+    _, models, _ = core_api()
     d = session._need_data()
     if spec.get("info"):   # the extractor a run came back with (resumed, or from its run file)
         blob, info = reuse(spec["bytes"], spec["info"])
@@ -339,7 +340,7 @@ def build(session: Any, spec: Dict[str, Any], optimizer: str, seed: int = 0) -> 
             backbone.features(d[part][i:i + 64])
     k = int(d["num_classes"])
     head = models.mlp(info["features"], [], k, seed=int(seed), input_name=HEAD_INPUT, output_name=OUTPUT)
-    arts = _generate(head, "CrossEntropyLoss", optimizer, output_name=OUTPUT)
+    arts = generate_bytes(head, "CrossEntropyLoss", optimizer, output_name=OUTPUT)
     arts[ARTIFACT_KEY] = blob
     session.backbone = backbone
     model = {"origin": "backbone", "input": INPUT, "output": OUTPUT, "loss": "CrossEntropyLoss",

@@ -10,9 +10,15 @@ from typing import Any, Dict, Optional
 from pytrain.flower.node import HEARTBEAT_MAX, HEARTBEAT_MIN, FlowerNode
 from pytrain.flower.steps import PemSigner, StepDriver
 from pytrain.flower.trainer import PytrainTrainer, parameter_names
+from pytrain.run.properties import LOSS_KINDS
 from pytrain.webapp.common import WebappError
 
-_LOSS_KINDS = {"CrossEntropyLoss": "ce", "BCEWithLogitsLoss": "bce"}
+
+def _loss_kind(loss: Any) -> str:
+    """The kind a Flower trainer judges accuracy by: ce or bce, else mse (no accuracy)."""
+    kind = LOSS_KINDS.get(loss, "mse")
+    return kind if kind in ("ce", "bce") else "mse"
+
 
 
 def dispatch(session: Any, op: str, args: Dict[str, Any]) -> Any:
@@ -50,12 +56,12 @@ def start(session: Any, url: str, public_key: str, node_id: Optional[str] = None
         ex, ey = x, y
     trainer = PytrainTrainer(session.module, session.optimizer, x, y, ex, ey, epochs=int(epochs),
                              batch_size=session.batch_size, lr=session.lr, seed=session.seed,
-                             loss_kind=_LOSS_KINDS.get(session.model.get("loss"), "mse"))
+                             loss_kind=_loss_kind(session.model.get("loss")))
     # a stepping driver cannot heartbeat in the middle of fit(): a round's local training must
     # fit in the SuperLink's patience (2 heartbeat intervals)
     node = FlowerNode(url, trainer, signer=PemSigner(public_key.encode("ascii")), heartbeat_interval=float(heartbeat),
                       poll_interval=float(poll), beat_during_training=False)
     session._federation = StepDriver(node, int(node_id) if node_id else None)
-    params = session.module._state.parameters
+    params = session.module.state.parameters
     return {"samples": int(len(x)), "eval_samples": int(len(ex)),
             "parameters": [{"name": n, "shape": list(params[n].shape)} for n in parameter_names(session.module)]}

@@ -7,6 +7,8 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from pytrain.webapp.predictions import predict_classes
+
 MAX_POINTS = 500   # predicted-vs-true pairs sent to the page (a scatter needs no more)
 
 
@@ -23,7 +25,7 @@ def describe(session: Any) -> Dict[str, Any]:
     pred = np.concatenate([session._outputs(x[i:i + 500]) for i in range(0, len(x), 500)])
     if d["task"] == "classification":
         k = max(int(d["num_classes"]), 2)
-        guess = session._predict_classes(pred)
+        guess = predict_classes(pred)
         matrix = np.zeros((k, k), dtype=np.int64)
         np.add.at(matrix, (y.astype(np.int64), guess.astype(np.int64)), 1)
         support = matrix.sum(axis=1)

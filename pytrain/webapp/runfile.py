@@ -1,7 +1,7 @@
-"""One file for a whole run, and artifacts recognised by what they hold rather than their names.
+"""The page's side of the run file (the format: :mod:`pytrain.run.runfile`): one file for a whole run.
 
 The run file is a zip of the four artifacts under the names ``pytrain train`` reads from an
-artifact directory (see :mod:`pytrain.cli._artifacts`), the checkpoint carrying the properties the
+artifact directory (:data:`pytrain.layout.ARTIFACT_FILES`), the checkpoint carrying the properties the
 CLI needs to ``--resume`` it (progress, loss, outputs, settings, text classes), plus, for the page,
 ``pytrain-run.json`` (model description and data choice) and ``data.csv`` when the run trains on a
 table. Unzipped into a folder it is an artifact directory: ``pytrain train DIR --data DIR/data.csv
@@ -27,7 +27,7 @@ same numbers. How, and why this way:
   ``pytrain.target_scaling``: the CLI trains on scaled targets, reports metrics and exports in the
   target's units.
 - Before writing, :func:`run_file` reads ``data.csv`` back through the CLI's own
-  ``prepare_data`` (and through the page's loader, for taking the zip back) and compares every
+  :func:`pytrain.run.dataset.prepare_data` (and through the page's loader, for taking the zip back) and compares every
   training and validation tensor with the page's, bit for bit; the CLI's data digest is recorded,
   so ``--resume`` with other data is refused. What the CLI cannot reproduce (samples added in the
   page, a split seed other than the shuffle seed, a loss whose targets the CLI reads otherwise, a
@@ -51,84 +51,30 @@ from __future__ import annotations
 import csv
 import io
 import json
-import zipfile
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from pytrain import limits
-from pytrain import proto as _proto
-from pytrain.cli import _artifacts as A
 from pytrain.errors import PytrainError
+from pytrain.run import properties as P
+from pytrain.run import scaling
+from pytrain.layout import ARTIFACT_FILES
+from pytrain.run.artifact_dir import ArtifactDir
+from pytrain.run.dataset import DataRequest, digest, prepare_data
+from pytrain.run.runfile import BACKBONE_ONNX, DATA_CSV, EXAMPLE_FILES, cli_properties, example_members, write_run
 from pytrain.webapp import feature_head
-from pytrain.webapp.common import ARTIFACT_FILES, WebappError
-
-RUN_JSON = "pytrain-run.json"
-DATA_CSV = "data.csv"
-BACKBONE_ONNX = "backbone.onnx"
-#: the samples of a run on decoded examples: {member name: array name}
-EXAMPLE_FILES = {"examples.npy": "x", "labels.npy": "y", "added_examples.npy": "added_x",
-                 "added_labels.npy": "added_y", "features.npy": "features"}
-_EXAMPLE_WHAT = {"x": "examples", "y": "example labels", "added_x": "examples", "added_y": "example labels",
-                 "features": "the backbone's features of the examples"}
-#: how the zip comment starts when ``pytrain train --resume`` cannot continue the run (the reason follows)
-NO_RESUME_COMMENT = "pytrain.no_resume: "
-LOSS_KINDS = {"CrossEntropyLoss": "ce", "MSELoss": "mse", "BCEWithLogitsLoss": "bce", "L1Loss": "l1"}
-_ZIP_MAGIC = b"PK\x03\x04"
-_MAX_MEMBERS = 64
-
-
-def write_run(artifacts: Dict[str, bytes], checkpoint: bytes, meta: Dict[str, Any],
-              csv_text: Optional[str] = None, extra: Optional[Dict[str, bytes]] = None,
-              no_resume: Optional[str] = None) -> bytes:
-    """The run as zip bytes (artifact files by their CLI names, run description, the table, ``extra``
-    members such as the examples and the backbone); ``no_resume`` becomes the zip's comment."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        for key in ("training", "eval", "optimizer"):
-            z.writestr(ARTIFACT_FILES[key], bytes(artifacts[key]))
-        z.writestr(ARTIFACT_FILES["checkpoint"], bytes(checkpoint))
-        z.writestr(RUN_JSON, json.dumps(meta, indent=1, sort_keys=True))
-        if csv_text is not None:
-            z.writestr(DATA_CSV, csv_text.encode("utf-8"))
-        for name, blob in (extra or {}).items():
-            z.writestr(name, bytes(blob))
-        if no_resume:
-            z.comment = (NO_RESUME_COMMENT + no_resume).encode("utf-8")[:65535]
-    return out.getvalue()
-
-
-def _npy(a: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
-    return buf.getvalue()
+from pytrain.webapp.common import WebappError
 
 
 def _examples(session: Any) -> Dict[str, bytes]:
     """The members holding a run's decoded samples (see :data:`EXAMPLE_FILES`)."""
-    arrays: Dict[str, np.ndarray] = {}
-    if session._arrays is not None:
-        arrays["x"], arrays["y"] = session._arrays
-    if session._added:
-        arrays["added_x"] = np.concatenate([a for a, _ in session._added])
-        arrays["added_y"] = np.concatenate([b for _, b in session._added])
+    arrays: Dict[str, np.ndarray] = dict(session.source.samples() or {})
     if session.backbone is not None and arrays:
         # The features the head trains on, exactly: recomputed elsewhere in other batches they could
         # differ in the last bits (the backbone's sums in another order), and so would the run.
         rows = np.concatenate([arrays["x"]] + ([arrays["added_x"]] if "added_x" in arrays else []))
         arrays["features"] = session.backbone.features(session._shape_x(rows))
-    return {member: _npy(arrays[key]) for member, key in EXAMPLE_FILES.items() if key in arrays}
-
-
-def cli_properties(props: Any, loss: str, output: str, settings: Dict[str, Any],
-                   classes: Optional[List[str]]) -> None:
-    """Record in checkpoint properties what ``pytrain train --resume`` reads (cli/_artifacts.py)."""
-    if loss in LOSS_KINDS:
-        props[A.P_LOSS] = LOSS_KINDS[loss]
-    props[A.P_OUTPUTS] = json.dumps([output])
-    props[A.P_TRAIN] = json.dumps(settings)
-    if classes:
-        props[A.P_CLASSES] = json.dumps(list(classes))
+    return example_members(arrays)
 
 
 def run_file(session: Any, epochs: Optional[int] = None) -> bytes:
@@ -144,29 +90,29 @@ def run_file(session: Any, epochs: Optional[int] = None) -> bytes:
         settings["samples"] = int(len(d["train_x"]))
     props = session.state.properties
     cli_properties(props, session.model.get("loss", ""), session.model["output"], settings, d.get("text_classes"))
-    props.pop(A.P_NO_RESUME, None)
+    props.pop(P.P_NO_RESUME, None)
     meta = {"model": session.model, "data_source": src, "classes": d.get("classes"),
             "epoch": session.epoch, "step": session.step, "digest": session.digest()}
     csv_text = None
     extra: Dict[str, bytes] = _examples(session) if src.get("kind") == "arrays" else {}
     if session.backbone is not None:   # the page takes it back with its backbone; the CLI cannot run it
         extra[BACKBONE_ONNX] = feature_head.marked(session.artifacts[feature_head.ARTIFACT_KEY])
-        props[A.P_NO_RESUME] = feature_head.NO_CLI_RESUME
+        props[P.P_NO_RESUME] = feature_head.NO_CLI_RESUME
     elif src.get("kind") == "csv":
         try:
             csv_text, meta["data_source"] = _model_table(session, settings)
         except PytrainError as e:   # NotForCli, or the table failing to load again
             # Still one file the page and the widget take back (with the table as it was uploaded);
             # `pytrain train --resume` refuses it, saying why, rather than continue another run.
-            props[A.P_NO_RESUME] = str(e)
-            props[A.P_TRAIN] = json.dumps(settings)
-            csv_text = session._csv_text
-    return write_run(session.artifacts, session.checkpoint(), meta, csv_text, extra, props.get(A.P_NO_RESUME))
+            props[P.P_NO_RESUME] = str(e)
+            props[P.P_TRAIN] = json.dumps(settings)
+            csv_text = session.source.csv_text
+    return write_run(session.artifacts, session.checkpoint(), meta, csv_text, extra, props.get(P.P_NO_RESUME))
 
 
 def use_examples(session: Any, arrays: Dict[str, np.ndarray], run: Dict[str, Any],
                  backbone: Optional[bytes] = None) -> Dict[str, Any]:
-    """Load a run file's examples (from :func:`sort_files`) into ``session`` as the run had them:
+    """Load a run file's examples (from :func:`pytrain.run.runfile.sort_files`) into ``session`` as the run had them:
     the same split (from the run's seed and validation fraction), then the samples added to it;
     with a ``backbone`` (the run file's extractor), its features of them as the run computed them
     (kept by the session's next model, the run's head: see :func:`feature_head.attach`)."""
@@ -210,25 +156,17 @@ def _cells(a: np.ndarray) -> np.ndarray:
 
 def _record_scaling(session: Any, inp: Any, settings: Dict[str, Any]) -> None:
     """Scaling the page applies outside the graph, as the checkpoint properties the CLI reads."""
-    from pytrain import data as _data
-
     props, sc = session.state.properties, session.model.get("scaling") or {}
     if "x_mean" in sc:
-        shape = inp.sample_shape()
-        if not (shape and all(isinstance(s, int) and s > 0 for s in shape)
-                and int(np.prod(shape)) == len(sc["x_mean"])):
-            shape = [len(sc["x_mean"])]
-        st = _data.Standardizer(np.asarray(sc["x_mean"], np.float32).reshape(shape),
-                                np.asarray(sc["x_std"], np.float32).reshape(shape))
-        props[A.P_STANDARDIZER] = st.to_json()
+        props[P.P_STANDARDIZER] = scaling.standardizer(sc, inp.sample_shape()).to_json()
         settings["standardize"] = True
     else:
-        props.pop(A.P_STANDARDIZER, None)
+        props.pop(P.P_STANDARDIZER, None)
     if "y_mean" in sc:
-        props[A.P_TARGET_SCALING] = A.TargetScaling(sc["y_mean"], sc["y_std"], session.model["output"]).to_json()
+        props[P.P_TARGET_SCALING] = scaling.TargetScaling(sc["y_mean"], sc["y_std"], session.model["output"]).to_json()
     else:
-        props.pop(A.P_TARGET_SCALING, None)
-    props[A.P_TRAIN] = json.dumps(settings)
+        props.pop(P.P_TARGET_SCALING, None)
+    props[P.P_TRAIN] = json.dumps(settings)
 
 
 def _model_table(session: Any, settings: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
@@ -236,16 +174,12 @@ def _model_table(session: Any, settings: Dict[str, Any]) -> Tuple[str, Dict[str,
     load in ``pytrain train --resume`` and in the page exactly as this session has it; records the
     scaling and the data digest in the checkpoint properties the CLI reads. Raises
     :class:`NotForCli` saying what the CLI could not reproduce."""
-    import argparse
-
     from pytrain import data as _data
-    from pytrain.cli import train as _train
 
     d, src, model = session.data, session.data_source, session.model
     props = session.state.properties
-    art = A.ArtifactDir.from_bytes({A.TRAINING: session.artifacts["training"], A.EVAL: session.artifacts["eval"],
-                                    A.OPTIMIZER: session.artifacts["optimizer"],
-                                    A.CHECKPOINT: session.artifacts.get("checkpoint", b"")}, "the page's artifacts")
+    art = ArtifactDir.from_bytes({ARTIFACT_FILES[k]: session.artifacts.get(k, b"")
+                                  for k in ("training", "eval", "optimizer", "checkpoint")}, "the page's artifacts")
     data_inputs, label_spec = art.inputs(session.state)
     if len(data_inputs) != 1:
         raise NotForCli("the model takes %d data inputs; the CLI trains models with one" % len(data_inputs))
@@ -256,14 +190,14 @@ def _model_table(session: Any, settings: Dict[str, Any]) -> Tuple[str, Dict[str,
         raise NotForCli("the page trains %s on this table with %s, but the CLI reads a %s loss's targets as %s"
                         % (d["task"], model.get("loss"), art.loss_kind(session.state),
                            "class ids" if task == "classification" else "float values of the label column"))
-    if session._added:
+    if session.source.added:
         raise NotForCli("%d sample(s) were added to the table in the page; data.csv cannot place them where "
-                        "the run has them" % sum(len(y) for _, y in session._added))
+                        "the run has them" % sum(len(y) for _, y in session.source.added))
     if int(src.get("seed", 0)) != int(session.seed):
         raise NotForCli("the validation split used seed %s and the shuffling seed %s; the CLI uses one seed for "
                         "both" % (src.get("seed", 0), session.seed))
     # The full table in its original row order, exactly as use_csv read it (the split is re-made from it).
-    ds = _data.load_csv(str(session._csv_text), label=src["label"], task=src.get("task") or None,
+    ds = _data.load_csv(str(session.source.csv_text), label=src["label"], task=src.get("task") or None,
                         name="the CSV file", delimiter=None,
                         drop=[c for c in src.get("exclude", ()) if c != src["label"]],
                         missing=src.get("missing", "error"), onehot=bool(src.get("onehot", False)))
@@ -290,10 +224,9 @@ def _model_table(session: Any, settings: Dict[str, Any]) -> Tuple[str, Dict[str,
     text = out.getvalue()
 
     # Read data.csv back as `pytrain train DIR --data DIR/data.csv --label COL --resume` will.
-    args = argparse.Namespace(data=text.encode("utf-8"), label=label, expected=None, input_shape=None,
-                              image_size=None, validation=None, validation_expected=None, resume=True)
+    req = DataRequest(data=text.encode("utf-8"), label=label, resume=True)
     try:
-        train, val, _, _ = _train.prepare_data(args, art, session.state, settings, inp, label_spec, task)
+        train, val, _, _ = prepare_data(req, art, session.state, settings, inp, label_spec, task)
     except PytrainError as e:
         raise NotForCli("its data.csv does not load in the CLI (%s)" % e) from None
     cli_val = (val.x, val.y) if val is not None else (train.x[:0], train.y[:0])
@@ -303,8 +236,8 @@ def _model_table(session: Any, settings: Dict[str, Any]) -> Tuple[str, Dict[str,
                        ("validation targets", d["val_y"], cli_val[1])):
         if not _same(a, b):
             raise NotForCli("the CLI would read other %s from data.csv than the page trains on" % what)
-    settings["data_digest"] = _train._digest(train.x, train.y)
-    props[A.P_TRAIN] = json.dumps(settings)
+    settings["data_digest"] = digest(train.x, train.y)
+    props[P.P_TRAIN] = json.dumps(settings)
 
     # ...and as the page (or the widget) takes the zip back: the same table, no options needed.
     back = _data.load_csv(text, label=label, task=ds.task, name=DATA_CSV, delimiter=None)
@@ -323,112 +256,3 @@ def _same(a: Any, b: Any) -> bool:
     if len(a) != len(b) or a.size != b.size or a.dtype.kind != b.dtype.kind:
         return False
     return bool(np.array_equal(a.reshape(len(a), -1), b.reshape(len(b), -1)))
-
-
-def _kind_of(blob: bytes, name: str) -> Tuple[Optional[str], str]:
-    """("training" | "eval" | "optimizer" | "checkpoint" | None, why) from the file's content."""
-    from pytrain.api import CheckpointState
-
-    try:
-        CheckpointState.load_checkpoint(blob)
-        return "checkpoint", "a pytrain checkpoint"
-    except PytrainError:
-        pass
-    try:
-        model = _proto.load_model(blob, name)
-    except Exception:  # not ONNX either (any decoder failure): say so by name below
-        return None, "neither an ONNX model nor a pytrain checkpoint"
-    meta = _proto.model_metadata(model)
-    marked = meta.get("pytrain.artifact")
-    if marked in ("training", "eval", "optimizer"):
-        return marked, "marked as the %s model" % marked
-    if feature_head.MARK in meta:
-        return "backbone", "the frozen feature extractor the head trains on"
-    # Artifacts from other tools (e.g. onnxruntime-training) carry no mark: tell them by their graphs.
-    g = model.graph
-    inputs = {i.name for i in g.input}
-    outputs = [o.name for o in g.output]
-    if "learning_rate" in inputs:
-        return "optimizer", "takes a learning rate"
-    if any("grad" in o for o in outputs):
-        return "training", "outputs gradients"
-    return "eval", "an ONNX model without gradients"
-
-
-def _array(blob: bytes, name: str) -> np.ndarray:
-    """A run file's ``.npy`` member: numbers only (no pickled objects)."""
-    try:
-        a = np.load(io.BytesIO(blob), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise WebappError("%s is not a readable .npy array (%s)" % (name, e)) from None
-    if not isinstance(a, np.ndarray) or a.dtype.kind not in "fiub" or a.ndim < 1:
-        raise WebappError("%s holds %s; a run file's examples are numeric arrays" % (name, getattr(a, "dtype", a)))
-    return a
-
-
-def sort_files(files: Dict[str, bytes]) -> Tuple[Dict[str, bytes], Dict[str, Any], Any, Dict[str, str]]:
-    """(artifacts by kind, run description, the run's data, {file name: what it was taken for}).
-
-    Zip files (a downloaded run) are opened and their members sorted the same way; names never
-    decide, so ``pytrain-step250.ckpt`` is a checkpoint because it holds one. The artifacts may
-    include a ``backbone`` (the feature extractor of a "By example" run). The run's data is the
-    table's text (``data.csv``), or {array name: array} for a run on examples (see
-    :data:`EXAMPLE_FILES` and :func:`use_examples`), or None.
-    """
-    found: Dict[str, bytes] = {}
-    run: Dict[str, Any] = {}
-    table: Optional[str] = None
-    examples: Dict[str, np.ndarray] = {}
-    seen: Dict[str, str] = {}
-    queue = list(files.items())
-    while queue:
-        name, blob = queue.pop(0)
-        blob = bytes(blob)
-        base = name.split("!")[-1]
-        if base == RUN_JSON:
-            try:
-                run = json.loads(blob.decode("utf-8"))
-            except ValueError:
-                raise WebappError("%s is not valid JSON" % name) from None
-            seen[name] = "run description"
-            continue
-        if base == DATA_CSV:
-            table = blob.decode("utf-8", errors="replace")
-            seen[name] = "training data"
-            continue
-        if base in EXAMPLE_FILES:   # a run file's examples
-            examples[EXAMPLE_FILES[base]] = _array(blob, name)
-            seen[name] = _EXAMPLE_WHAT[EXAMPLE_FILES[base]]
-            continue
-        kind, why = _kind_of(blob, name)
-        if kind is None and blob[:4] == _ZIP_MAGIC:
-            try:
-                with zipfile.ZipFile(io.BytesIO(blob)) as z:
-                    members = [m for m in z.infolist() if not m.is_dir()]
-                    if len(members) > _MAX_MEMBERS:
-                        raise WebappError("%s holds %d files; a run file holds a handful" % (name, len(members)))
-                    for m in members:   # before inflating anything (the sizes a zip declares are checked on read)
-                        limits.check_file(m.file_size, "%s!%s" % (name, m.filename))
-                    queue.extend(("%s!%s" % (name, m.filename.split("/")[-1]), z.read(m)) for m in members)
-            except (zipfile.BadZipFile, OSError, ValueError) as e:
-                raise WebappError("%s is a damaged zip file (%s)" % (name, e)) from None
-            seen[name] = "run file"
-            continue
-        if kind is None:
-            raise WebappError("%s is %s; choose the run's .zip, or training_model.onnx, eval_model.onnx, "
-                              "optimizer_model.onnx and the checkpoint" % (name, why))
-        if kind in found:
-            raise WebappError("two files hold a %s model or checkpoint (%s and an earlier one); choose one run's files"
-                              % (kind, name))
-        found[kind] = blob
-        seen[name] = "%s (%s)" % (kind, why)
-    head_on_backbone = (run.get("model") or {}).get("origin") == "backbone"
-    if "backbone" in found and not head_on_backbone:
-        raise WebappError("a feature extractor (backbone.onnx) was chosen without the run description of a head "
-                          "trained on it (pytrain-run.json); choose the run's .zip")
-    if head_on_backbone and "backbone" not in found:
-        raise WebappError("the run's head trains on the features of a pretrained backbone, and its backbone.onnx "
-                          "is not among the chosen files; choose the whole run's .zip")
-    if examples and table is not None:
-        raise WebappError("the chosen files hold both a table (data.csv) and examples (.npy); choose one run's files")
-    return found, run, (examples or table), seen

@@ -64,7 +64,7 @@ def _try_draw(page, a, b):
     last = app_state(page, "a.lastPrediction")
     # what predict received is the pad read the way By example reads a drawing (the same pixels())
     again = page.evaluate("""async (shape) => {
-        const { pixels } = await import(new URL('js/examples.js', document.baseURI).href);
+        const { pixels } = await import(new URL('js/images.js', document.baseURI).href);
         return Array.from(pixels(document.getElementById('image-pad'), shape)); }""", list(SHAPE))
     np.testing.assert_array_equal(np.array(last["input"], np.float32), np.array(again, np.float32))
     return np.array(last["input"], np.float32).reshape((1,) + SHAPE), np.array(last["outputs"], np.float32), last["label"]

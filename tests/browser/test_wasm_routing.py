@@ -1,6 +1,6 @@
 """The wasm kernels for the real models (web/kernels/conv.c, batchnorm.c, exp_erf.c, layernorm.c,
 softmax.c, gather_grad.c, gemm_ops.c, Clip in elementwise.c) where they really run: Pyodide 0.17.1
-(numpy 1.17.5) with gemm.wasm linked into its heap (bench/pages/kernels_check.html), pytrain from
+(numpy 1.17.5) with kernels.wasm linked into its heap (bench/pages/kernels_check.html), pytrain from
 this checkout. After pytrain.ops.wasm.install() every accelerated kernel must answer the cases it
 takes (no silent fallback to numpy) with the numpy kernel's result, and decline the rest."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ PYODIDE = ROOT / "bench" / "node_modules" / "@pyodide" / "pyodide" / "dist" / "p
 CHECK = r"""
 import json
 import numpy as np
-from pytrain.ops import OpContext, get_kernel, linalg, wasm
+from pytrain.ops import OpContext, backend, get_kernel, linalg, wasm
 from pytrain.ops.wasm import conv as wconv, elementwise as welem, gather as wgather, linalg as wlinalg
 from pytrain.ops.wasm import normalization as wnorm, optimizer as wopt, softmax as wsoftmax
 from pytrain.ops.registry import PYTRAIN_DOMAIN
@@ -90,11 +90,11 @@ compare("fused_conv_clip", "FusedConv", (x, f32(40, 24, 1, 1), f32(40)) + bn + (
         np.array(6, np.float32)), {"clip": 1, "epsilon": 1e-3}, domain=PYTRAIN_DOMAIN, fast=wconv.fused_conv)
 from pytrain import module
 grads = [f32(128, 784), f32(128), np.arange(3), f32(10, 128), f32(10)]
-clean = module._first_non_finite(grads)
+clean = module.first_non_finite(grads)
 grads[3][5, 7] = np.inf
 out["first_non_finite"] = {"answered": wopt.first_non_finite(grads) == 3 and clean == -1,
-                           "err": [float(module._first_non_finite(grads) != 3)],
-                           "routed": module._finite_backend is wopt.first_non_finite}
+                           "err": [float(module.first_non_finite(grads) != 3)],
+                           "routed": backend.get("finite") is wopt.first_non_finite}
 # attention's batched products through linalg (forward and MatMulGrad's transposed views)
 q, k = f32(8, 2, 32, 64), f32(8, 2, 64, 32)
 calls = []

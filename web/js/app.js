@@ -1,14 +1,18 @@
-// The pytrain page: wires the UI to the worker. All Python runs in the worker (../worker.js).
-// One module per panel: setup.js (1 · Data and model), train.js (2 · Train), try.js (3 · Try the
-// model); ui.js holds what they share (state, status lines, errors, focus).
+// The pytrain page: loading, tabs and resuming a saved run. All Python runs in the worker (../worker.js).
+// One module per panel: setup.js (1 · Data and model), examples.js (its "By example" tab), train.js
+// (2 · Train), try.js (3 · Try the model), learned.js (4 · What it learned), federation.js (5 · Join a
+// federation). No panel imports another: they share the store (store.js: the state, and events they
+// subscribe to) and ui.js (status lines, errors, focus). The imports below only load the panels,
+// in the order their handlers of the same events run.
 
-import { $, announce, app, client, describeSetup, guarded, nf, refreshButtons, setStatus, showError } from "./ui.js";
-import { loadHistory, metricPlot } from "./train.js";
-import { afterModel } from "./setup.js";
-import { restoreExamples } from "./examples.js";
-import { refreshLearned } from "./learned.js";
+import { $, announce, describeSetup, guarded, nf, refreshButtons, setStatus, showError } from "./ui.js";
+import { app, client, emit, setModel } from "./store.js";
+import "./learned.js";
+import "./examples.js";
+import "./setup.js";
 import "./try.js";
-import "./federation.js";   // 5 · Join a federation
+import "./train.js";
+import "./federation.js";
 
 // ------------------------------------------------------------------ loading
 
@@ -82,18 +86,16 @@ $("resume-btn").onclick = () => guarded($("resume-btn"), async () => {
   app.resumed = res;
   app.data = res.data;
   app.rebuild = null;
-  afterModel(res.model);
-  await restoreExamples(res.model);   // a "By example" run: its classes and examples back in the gallery
+  setModel(res.model);
+  await emit("runBack", res.model);   // a "By example" run: its classes and examples back in the gallery
   app.step = res.step; app.epoch = res.epoch;
-  loadHistory(res.history);
+  emit("history", res.history);
   const t = res.train || {};
-  if (t.epochs) { $("epochs").value = t.epochs; metricPlot.xRange = [0, t.epochs]; metricPlot.draw(); }
-  if (t.batchSize) $("batch-size").value = t.batchSize;
-  if (t.learningRate) $("lr").value = t.learningRate;
+  emit("settings", t);
   $("resume-banner").hidden = true;
   setStatus("train-status", `Resumed at epoch ${res.epoch}, step ${nf.format(res.step)}.`);
   refreshButtons();
-  if (res.step) refreshLearned().catch((e) => console.warn("what it learned:", e.message || e));
+  if (res.step) emit("trained");
   // It was interrupted mid-run: carry on where it stopped.
   if (t.epochs && res.epoch < t.epochs && app.savedRun && app.savedRun.reason === "epoch") $("start").click();
 });

@@ -1,5 +1,11 @@
-// The page-side half of the worker protocol (the other half is ../worker.js).
-// Shared by the app and the widget: requests get promises, worker events become DOM events.
+// The page-side half of the worker protocol (declared in ./protocol.js; the other half is ../worker.js).
+// Shared by the app, the widget and pytrain-ort.js: requests get promises, worker events become DOM events.
+
+import "./protocol.js";   // a classic script the worker loads too: it defines globalThis.pytrainProtocol
+
+/** The protocol's command and event names (see ./protocol.js). */
+export const { COMMANDS, EVENTS, RUN_EVENTS } = globalThis.pytrainProtocol;
+const KNOWN_COMMANDS = new Set(COMMANDS);
 
 const DEFAULT_WORKER = new URL("../worker.js", import.meta.url);
 const SERVICE_WORKER = new URL("../sw.js", import.meta.url);
@@ -36,7 +42,8 @@ export async function registerServiceWorker(waitMs = 3000) {
 }
 
 /**
- * A Pyodide + pytrain worker. Events: loading, ready, startup, fatal, progress, epoch, saved, state, done, error.
+ * A Pyodide + pytrain worker. Events: the protocol's EVENTS (loading, ready, startup, fatal, progress, epoch,
+ * saved, state, done, error, federation).
  * startAfter: a promise to wait for before the Web Worker is created (calls made meanwhile are queued).
  */
 export class WorkerClient extends EventTarget {
@@ -69,6 +76,7 @@ export class WorkerClient extends EventTarget {
 
   /** Send a command; resolves with its result or rejects with an Error carrying {type, expected}. */
   call(cmd, args = {}, transfer = []) {
+    if (!KNOWN_COMMANDS.has(cmd)) return Promise.reject(Object.assign(new Error(`unknown command ${cmd}`), { type: "UnknownCommand" }));
     const id = this._nextId++;
     return new Promise((resolve, reject) => {
       this._pending.set(id, { resolve, reject });

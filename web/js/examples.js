@@ -1,53 +1,14 @@
 // "By example" (like Teachable Machine): name classes, add pictures of each from the camera (hold to
 // record), from files or from the drawing pad (examples_pad.js), see them per class (delete any), and a small CNN learns them in the tab;
 // or, with a pretrained backbone the user brings (ONNX), only a new head trains on its features.
-// Also the camera side of "Try the model" for any image model.
 
-import { $, app, client, describeSetup, guarded, nf, setStatus } from "./ui.js";
+import { $, describeSetup, guarded, nf, setStatus } from "./ui.js";
+import { app, client, on, setData, setModel } from "./store.js";
+import { SHAPE, cameraIsOn, cameraOn, pixels, video } from "./images.js";
 import { readFiles } from "./files.js";
 import { initExamplesPad, padClasses } from "./examples_pad.js";
 
-export const SHAPE = [3, 32, 32];   // what the CNN from scratch sees: 32x32 colour
 const KEEP = 224;                   // each example also keeps its picture up to this side, for a backbone's input size
-let stream = null;
-const video = document.createElement("video");   // never shown: frames are drawn onto #cam-view
-video.muted = true;
-video.playsInline = true;
-
-/** Turn the camera on (once); resolves when frames arrive. */
-export async function cameraOn() {
-  if (stream) return;
-  if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) throw new Error("This browser gives the page no camera (it needs https or localhost).");
-  try {
-    stream = await navigator.mediaDevices.getUserMedia({ video: { width: 320, height: 240 }, audio: false });
-  } catch (e) {
-    throw new Error(`The camera could not be opened (${e.name || e.message}); allow it for this page, or add pictures from files.`);
-  }
-  video.srcObject = stream;
-  await video.play();
-  const view = $("cam-view");
-  const paint = () => { if (stream) { view.getContext("2d").drawImage(video, 0, 0, view.width, view.height); requestAnimationFrame(paint); } };
-  paint();
-  $("cam-start").textContent = "Camera on";
-  $("cam-start").disabled = true;
-}
-
-/** Pixels of an image source (video, image bitmap, canvas) as float32 [C, H, W] in [0, 1]. */
-export function pixels(source, shape = SHAPE) {
-  const [c, h, w] = shape;
-  const canvas = document.createElement("canvas");
-  canvas.width = w; canvas.height = h;
-  const ctx = canvas.getContext("2d", { willReadFrequently: true });
-  ctx.drawImage(source, 0, 0, w, h);
-  const px = ctx.getImageData(0, 0, w, h).data;
-  const out = new Float32Array(c * h * w);
-  for (let p = 0; p < h * w; p++) {
-    const r = px[4 * p] / 255, g = px[4 * p + 1] / 255, b = px[4 * p + 2] / 255;
-    if (c === 1) out[p] = 0.299 * r + 0.587 * g + 0.114 * b;
-    else { out[p] = r; out[h * w + p] = g; out[2 * h * w + p] = b; }
-  }
-  return out;
-}
 
 /** An example from an image source: its SHAPE pixels, with the picture kept (`.source`) for a backbone. */
 function sample(source) {
@@ -144,7 +105,7 @@ function renderClasses() {
 
 function holdToRecord(button, i) {
   let timer = null;
-  const grab = () => { if (stream) { app.examples[i].items.push(sample(video)); updateCount(i); } };
+  const grab = () => { if (cameraIsOn()) { app.examples[i].items.push(sample(video)); updateCount(i); } };
   const start = async (e) => {
     e.preventDefault();
     if (timer) return;
@@ -164,7 +125,7 @@ function updateCount(i) {
   if (el) el.textContent = `${nf.format(app.examples[i].items.length)} examples (recording…)`;
 }
 
-export function initExamples({ afterData, afterModel }) {
+function initExamples() {
   app.examples = [{ name: "Class 1", items: [] }, { name: "Class 2", items: [] }];
   renderClasses();
   $("cam-start").onclick = () => guarded(null, cameraOn, $("cam-start"));
@@ -185,10 +146,10 @@ export function initExamples({ afterData, afterModel }) {
     }));
     setStatus("setup-status", bb ? `Computing each example's features with ${bb.name} (once), then building the head…`
       : "Building a small CNN for your examples…");
-    afterData(await client.call("useArrays", { x, shape: [n].concat(shape), y, task: "classification", classes: used.map((c) => c.name) }));
+    setData(await client.call("useArrays", { x, shape: [n].concat(shape), y, task: "classification", classes: used.map((c) => c.name) }));
     const backbone = bb && { bytes: bb.bytes, name: bb.name, extraFiles: bb.extraFiles, size: bb.info.shape[1], normalize: bb.normalize,
                              info: bb.restored ? bb.info : undefined };   // a restored extractor is used as it is
-    app.rebuild = async (optimizer) => afterModel(await client.call("buildCNN", { optimizer, backbone }));
+    app.rebuild = async (optimizer) => setModel(await client.call("buildCNN", { optimizer, backbone }));
     await app.rebuild($("optimizer").value);
   });
   client.on("ready", renderClasses);
@@ -214,7 +175,7 @@ function canvasOf(x, [c, h, w]) {
 /** After a run came back (resumed from this browser, or its run file taken back): its classes,
  * their examples (from the pixels it trains on) and its backbone go into the gallery, so what the
  * page shows is what trains, and Build, adds and deletes work on it as in the session that made it. */
-export async function restoreExamples(model) {
+async function restoreExamples(model) {
   if (!model || (model.origin !== "cnn" && model.origin !== "backbone")) return;
   const ex = await client.call("examples");
   if (!ex.loaded || ex.task !== "classification") return;
@@ -315,32 +276,5 @@ function initBackbone() {
   $("ex-backbone-clear").onclick = () => guarded(null, async () => { clearBackbone(); describeSetup(); }, $("ex-backbone-clear"));
 }
 
-// ------------------------------------------------------------------ trying an image model
-
-let live = null;
-/** Predict from the camera twice a second (or stop); `show` renders a prediction result. */
-export function toggleLivePrediction(show) {
-  if (live) { clearInterval(live); live = null; $("cam-predict").textContent = "Predict from the camera"; return; }
-  return cameraOn().then(() => {
-    $("cam-predict").textContent = "Stop predicting";
-    let busy = false;
-    const shape = app.model.sample_shape;
-    live = setInterval(async () => {
-      if (busy || app.training) return;
-      busy = true;
-      try {
-        const x = pixels(video, shape);   // the frame as the model gets it (kept with the prediction)
-        show(Object.assign(await client.call("predict", { x, shape: [1].concat(shape) }), { input: x }));
-      } finally { busy = false; }
-    }, 500);
-  });
-}
-
-/** An image file through the model. */
-export async function predictFile(file, show) {
-  const bmp = await createImageBitmap(file).catch(() => { throw new Error(`${file.name}: not an image the browser can decode`); });
-  const shape = app.model.sample_shape;
-  const x = pixels(bmp, shape);
-  bmp.close();
-  show(Object.assign(await client.call("predict", { x, shape: [1].concat(shape) }), { input: x }));
-}
+initExamples();
+on("runBack", restoreExamples);

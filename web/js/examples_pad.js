@@ -2,7 +2,8 @@
 // into the class chosen next to it (the same way a camera frame or a file does).
 
 import { DrawPad } from "./draw.js";
-import { $, app, guarded } from "./ui.js";
+import { $, guarded } from "./ui.js";
+import { app } from "./store.js";
 
 let pad = null;
 

@@ -3,7 +3,8 @@
 // shows the rounds: local training, what was sent (parameter names and sizes only) and the global
 // model's metrics on this tab's data (from the evaluate messages). A reload rejoins as the same node.
 
-import { $, announce, app, client, guarded, nf, setStatus, showError } from "./ui.js";
+import { $, announce, guarded, nf, setStatus, showError } from "./ui.js";
+import { app, client } from "./store.js";
 
 const REJOIN = "pytrain-federation";   // sessionStorage: {url, heartbeat} while this tab is in one
 

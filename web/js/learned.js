@@ -1,7 +1,8 @@
 // Panel 4, What it learned: the validation confusion matrix and per-class accuracy (or predicted
 // against true values for regression), the model's parameters and the learning-rate schedule.
 
-import { $, app, client, nf } from "./ui.js";
+import { $, nf } from "./ui.js";
+import { app, client, on } from "./store.js";
 
 function cell(tag, text, attrs = {}) {
   const el = document.createElement(tag);
@@ -95,7 +96,7 @@ function renderLayers(r) {
 }
 
 /** Ask the worker what the model learned and show it (after a run, a resume or a take-back). */
-export async function refreshLearned() {
+async function refreshLearned() {
   if (!app.model || !app.model.ready || !app.data || !app.data.loaded) return null;
   const r = await client.call("insights");
   app.learned = r;
@@ -112,8 +113,11 @@ export async function refreshLearned() {
 }
 
 /** A new model or new data: what was shown belongs to the previous one. */
-export function clearLearned() {
+function clearLearned() {
   app.learned = null;
   $("learned-none").hidden = false;
   $("learned-body").hidden = true;
 }
+
+on("model", clearLearned);   // a new model or new data: what was shown belongs to the previous one
+on("trained", () => refreshLearned().catch((e) => console.warn("what it learned:", e.message || e)));

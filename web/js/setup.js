@@ -2,54 +2,28 @@
 
 import { readFiles, readText } from "./files.js";
 import { excludedColumns, renderColumns, separatorName } from "./columns.js";
-import { $, app, client, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
-import { resetPlots } from "./train.js";
-import { showTryPanel } from "./try.js";
-import { clearLearned, refreshLearned } from "./learned.js";
-import { initExamples, restoreExamples } from "./examples.js";
+import { $, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
+import { app, client, emit, on, setData, setModel } from "./store.js";
 
 // ------------------------------------------------------------------ setting up data + model
 
-export function afterModel(model) {
-  app.model = model;
-  app.step = 0; app.epoch = 0;
-  app.saved = null;
-  setStatus("saved-status", "");
-  $("epoch-bar").style.width = "0%";
-  $("optimizer").value = ["AdamW", "Adam", "SGD"].includes(model.optimizer) ? model.optimizer : $("optimizer").value;
-  resetPlots();
-  setStatus("train-status", "Ready to train.");
-  clearTry();
-  clearLearned();
-  describeSetup();
-  showTryPanel();
-}
-
-/** A new model: the Try panel must not show the previous model's input or prediction. */
-function clearTry() {
-  $("pad-clear").click();
-  $("row-input").value = "";
-  $("row-result").textContent = "";
-}
-
-export function afterData(data) {
-  app.data = data;
+on("model", describeSetup);
+on("data", (data) => {
   if (!data.added) setStatus("added-status", "");
   describeSetup();
-  showTryPanel();
-}
+});
 
 $("digits-build").onclick = () => guarded($("digits-build"), async () => {
   const kind = $("digits-model").value;
   setStatus("setup-status", "Loading digits and building the model…");
-  afterData(await client.call("useDigits", { nTrain: parseInt($("digits-count").value, 10), nVal: 1000 }));
+  setData(await client.call("useDigits", { nTrain: parseInt($("digits-count").value, 10), nVal: 1000 }));
   if (app.drawn.length) {   // the user's own digits stay in the training set across rebuilds
     const x = new Float32Array(app.drawn.length * 784);
     app.drawn.forEach((d, i) => x.set(d.x, i * 784));
-    afterData(await client.call("addSamples", { x, shape: [app.drawn.length, 784], y: app.drawn.map((d) => d.y) }));
+    setData(await client.call("addSamples", { x, shape: [app.drawn.length, 784], y: app.drawn.map((d) => d.y) }));
     setStatus("added-status", `Your ${app.drawn.length} drawn digit${app.drawn.length > 1 ? "s are" : " is"} still in the training set.`);
   }
-  app.rebuild = async (optimizer) => afterModel(await client.call("buildDigits", { kind, optimizer }));
+  app.rebuild = async (optimizer) => setModel(await client.call("buildDigits", { kind, optimizer }));
   await app.rebuild($("optimizer").value);
   if (kind === "cnn" && parseFloat($("lr").value) > 0.005) $("lr").value = "0.002";
 });
@@ -93,9 +67,9 @@ $("csv-build").onclick = () => guarded($("csv-build"), async () => {
   const hidden = $("csv-hidden").value.split(/[,\s]+/).filter(Boolean).map((v) => parseInt(v, 10));
   if (!hidden.length || hidden.some((h) => !(h > 0))) throw new Error("Hidden layers: give positive sizes like 32 or 64,32.");
   setStatus("setup-status", "Reading the table and building the model…");
-  afterData(await client.call("useCSV", { text: tableCSV.text, label: $("csv-label").value, task: $("csv-task").value || null,
+  setData(await client.call("useCSV", { text: tableCSV.text, label: $("csv-label").value, task: $("csv-task").value || null,
                                           exclude: excludedColumns($("csv-columns")), missing: $("csv-missing").value, onehot: true }));
-  app.rebuild = async (optimizer) => afterModel(await client.call("buildMLP", { hidden, optimizer }));
+  app.rebuild = async (optimizer) => setModel(await client.call("buildMLP", { hidden, optimizer }));
   await app.rebuild($("optimizer").value);
 });
 
@@ -134,7 +108,7 @@ $("onnx-generate").onclick = () => guarded($("onnx-generate"), async () => {
   const batchnorm = $("onnx-batchnorm").value;
   setStatus("setup-status", "Generating training artifacts…");
   app.rebuild = async (optimizer) => {
-    afterModel(await client.call("generate",
+    setModel(await client.call("generate",
       { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, name: file.name, extraFiles: file.extraFiles, batchnorm }));
     await applyScaling();
   };
@@ -156,9 +130,9 @@ $("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
   setStatus("setup-status", "Reading the files…");
   const res = await client.call("useArtifactFiles", { files });
   app.rebuild = null;
-  if (res.data && res.data.loaded) afterData(res.data);
-  afterModel(res.model);
-  await restoreExamples(res.model);   // a "By example" run: its classes and examples back in the gallery
+  if (res.data && res.data.loaded) setData(res.data);
+  setModel(res.model);
+  await emit("runBack", res.model);   // a "By example" run: its classes and examples back in the gallery
   app.step = res.step; app.epoch = res.epoch;
   if (res.batch_size) $("batch-size").value = res.batch_size;
   if (res.lr) $("lr").value = res.lr;
@@ -167,7 +141,7 @@ $("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
   setStatus("train-status", (res.step ? `Taken back at epoch ${res.epoch}, step ${nf.format(res.step)}. ` : "Ready to train. ") +
     `Recognised ${took}.`);
   refreshButtons();
-  if (res.step) refreshLearned().catch((e) => console.warn("what it learned:", e.message || e));
+  if (res.step) emit("trained");
 });
 let modelCSV = null;
 $("data-csv-file").onchange = () => guarded(null, async () => {
@@ -177,7 +151,7 @@ $("data-csv-file").onchange = () => guarded(null, async () => {
 $("data-csv-label").onchange = refreshButtons;
 $("data-csv-load").onclick = () => guarded($("data-csv-load"), async () => {
   if (!modelCSV) throw new Error("Choose a CSV file first.");
-  afterData(await client.call("useCSV", { text: modelCSV.text, label: $("data-csv-label").value, task: $("data-csv-task").value || null }));
+  setData(await client.call("useCSV", { text: modelCSV.text, label: $("data-csv-label").value, task: $("data-csv-task").value || null }));
   await applyScaling();
 });
 for (const id of ["data-images", "data-folder"]) $(id).onchange = refreshButtons;
@@ -186,7 +160,5 @@ $("data-images-load").onclick = () => guarded($("data-images-load"), async () =>
     .filter((f) => /\.(png|jpe?g|gif|bmp|webp)$/i.test(f.name));
   if (!files.length) throw new Error("No image files (png, jpg, gif, bmp, webp) were chosen.");
   setStatus("setup-status", `Decoding ${files.length} images…`);
-  afterData(await client.call("useImages", { files }, files.map((f) => f.data)));
+  setData(await client.call("useImages", { files }, files.map((f) => f.data)));
 });
-
-initExamples({ afterData, afterModel });

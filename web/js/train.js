@@ -2,14 +2,13 @@
 
 import { LinePlot } from "./plot.js";
 import { download } from "./files.js";
-import { $, announce, app, client, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
-import { predictPads } from "./try.js";
-import { refreshLearned } from "./learned.js";
+import { $, announce, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
+import { app, client, emit, on } from "./store.js";
 
 // ------------------------------------------------------------------ plots
 
 const lossPlot = new LinePlot($("loss-plot"), { title: "Training loss", xLabel: "step" });
-export const metricPlot = new LinePlot($("metric-plot"), { title: "Validation", xLabel: "epoch", integerX: true, xRange: [0, 1] });
+const metricPlot = new LinePlot($("metric-plot"), { title: "Validation", xLabel: "epoch", integerX: true, xRange: [0, 1] });
 const lossSeries = { label: "batch", color: "#b7c7de", points: [], width: 1 };
 const emaSeries = { label: "smoothed", color: "#1f4e8c", points: [], width: 2 };
 const valLossSeries = { label: "validation", color: "#d9822b", points: [], markers: true };
@@ -22,7 +21,7 @@ app.lossPoints = () => lossSeries.points.slice();
 app.lossPlotLog = () => lossPlot.logY;
 app.plots = { loss: lossPlot, metric: metricPlot };   // legend boxes etc., for the tests
 
-export function resetPlots() {
+function resetPlots() {
   lossSeries.points = []; emaSeries.points = []; valLossSeries.points = []; metricSeries.points = [];
   ema = null;
   lossRange = [Infinity, 0];
@@ -67,7 +66,7 @@ function renderPlotTable() {
   }
 }
 
-export function addEpoch(rec) {
+function addEpoch(rec) {
   app.epochs.push(rec);
   if (rec.loss !== null && rec.loss !== undefined) valLossSeries.points.push([rec.step, rec.loss]);
   if (rec.metric !== null && rec.metric !== undefined) {
@@ -79,7 +78,7 @@ export function addEpoch(rec) {
   renderPlotTable();
 }
 
-export function loadHistory(h) {
+function loadHistory(h) {
   resetPlots();
   if (!h) return;
   const pts = h.losses || [];
@@ -92,6 +91,22 @@ function metricText(rec) {
   return rec.metricName === "accuracy" ? `validation accuracy ${(100 * rec.metric).toFixed(1)}%`
     : `validation ${rec.metricName.toUpperCase()} ${rec.metric.toPrecision(4)}`;
 }
+
+// ------------------------------------------------------------------ what the other panels change
+
+on("model", (model) => {   // a new model: nothing trained yet
+  setStatus("saved-status", "");
+  $("epoch-bar").style.width = "0%";
+  $("optimizer").value = ["AdamW", "Adam", "SGD"].includes(model.optimizer) ? model.optimizer : $("optimizer").value;
+  resetPlots();
+  setStatus("train-status", "Ready to train.");
+});
+on("history", loadHistory);
+on("settings", (t) => {   // a resumed run's settings
+  if (t.epochs) { $("epochs").value = t.epochs; metricPlot.xRange = [0, t.epochs]; metricPlot.draw(); }
+  if (t.batchSize) $("batch-size").value = t.batchSize;
+  if (t.learningRate) $("lr").value = t.learningRate;
+});
 
 // ------------------------------------------------------------------ training events
 
@@ -113,7 +128,6 @@ client.on("progress", (p) => {
 client.on("epoch", (rec) => {
   addEpoch(rec);
   announce(`Epoch ${rec.epoch} done` + (metricText(rec) ? `: ${metricText(rec)}.` : "."));
-  predictPads();
 });
 client.on("saved", (s) => {
   app.saved = s;
@@ -135,7 +149,7 @@ client.on("done", (d) => {
   setStatus("train-status", `${what} at epoch ${d.epoch}, step ${nf.format(d.step || 0)}.` + (last ? ` ${metricText(last)}.` : ""), d.reason === "finished");
   if (d.reason !== "error") $("epoch-bar").style.width = "100%";
   refreshButtons();
-  if (d.reason !== "error") refreshLearned().catch((e) => console.warn("what it learned:", e.message || e));
+  if (d.reason !== "error") emit("trained");
 });
 
 /** A run whose loss became non-finite or exploded: say so, and offer the last good checkpoint. */

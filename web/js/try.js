@@ -2,13 +2,13 @@
 // models the camera, a picture file or a drawing pad of their own.
 
 import { DrawPad, paintDigit } from "./draw.js";
-import { $, app, client, guarded, nf, refreshButtons, setStatus, showError } from "./ui.js";
-import { afterData } from "./setup.js";
-import { pixels, predictFile, toggleLivePrediction } from "./examples.js";
+import { $, guarded, nf, refreshButtons, setStatus, showError } from "./ui.js";
+import { app, client, on, setData } from "./store.js";
+import { cameraOn, pixels, video } from "./images.js";
 
 // ------------------------------------------------------------------ trying the model
 
-export const pad = new DrawPad($("pad"), { onStroke: () => predictDrawing(), onClear: () => $("pad-clear").click() });
+const pad = new DrawPad($("pad"), { onStroke: () => predictDrawing(), onClear: () => $("pad-clear").click() });
 app.padEmpty = () => pad.empty;
 for (let d = 0; d < 10; d++) {
   const o = document.createElement("option");
@@ -16,7 +16,7 @@ for (let d = 0; d < 10; d++) {
   $("add-label").appendChild(o);
 }
 
-export function showTryPanel() {
+function showTryPanel() {
   const d = app.data;
   const kind = d && d.loaded ? d.kind : "digits";
   const digitsLike = kind === "digits";
@@ -56,7 +56,7 @@ function renderPrediction(res) {
 }
 
 let predicting = false;
-export async function predictDrawing() {
+async function predictDrawing() {
   const x = pad.toMNIST();
   paintDigit($("pad-preview"), x);
   if (!x) return;
@@ -86,7 +86,7 @@ $("add-sample").onclick = () => guarded($("add-sample"), async () => {
   const label = parseInt($("add-label").value, 10);
   const summary = await client.call("addSamples", { x, shape: [1, 784], y: [label] });
   app.drawn.push({ x: Array.from(x), y: label });
-  afterData(summary);
+  setData(summary);
   setStatus("added-status", `Added a "${label}". The training set now has ${nf.format(summary.train)} digits ` +
     `(${summary.added} of them yours); they are used from the next epoch on.`);
   $("pad-clear").click();
@@ -106,6 +106,34 @@ $("row-predict").onclick = () => guarded($("row-predict"), async () => {
 });
 
 // image models: the camera, or a picture file
+let live = null;
+/** Predict from the camera twice a second (or stop); `show` renders a prediction result. */
+function toggleLivePrediction(show) {
+  if (live) { clearInterval(live); live = null; $("cam-predict").textContent = "Predict from the camera"; return; }
+  return cameraOn().then(() => {
+    $("cam-predict").textContent = "Stop predicting";
+    let busy = false;
+    const shape = app.model.sample_shape;
+    live = setInterval(async () => {
+      if (busy || app.training) return;
+      busy = true;
+      try {
+        const x = pixels(video, shape);   // the frame as the model gets it (kept with the prediction)
+        show(Object.assign(await client.call("predict", { x, shape: [1].concat(shape) }), { input: x }));
+      } finally { busy = false; }
+    }, 500);
+  });
+}
+
+/** An image file through the model. */
+async function predictFile(file, show) {
+  const bmp = await createImageBitmap(file).catch(() => { throw new Error(`${file.name}: not an image the browser can decode`); });
+  const shape = app.model.sample_shape;
+  const x = pixels(bmp, shape);
+  bmp.close();
+  show(Object.assign(await client.call("predict", { x, shape: [1].concat(shape) }), { input: x }));
+}
+
 function showImagePrediction(res) {
   app.lastPrediction = { outputs: res.outputs[0], probabilities: res.probabilities ? res.probabilities[0] : null,
                          label: res.label ? res.label[0] : null, input: res.input ? Array.from(res.input) : null };
@@ -125,7 +153,7 @@ const imagePad = new DrawPad($("image-pad"), { lineWidth: 0.09, onStroke: () => 
 let imagePredicting = false;
 
 /** After an epoch: the drawing on whichever pad is shown, predicted again by the updated model. */
-export function predictPads() {
+function predictPads() {
   if (!$("try-digits").hidden && !pad.empty) predictDrawing();
   if (!$("try-image").hidden) predictImagePad();   // returns at once when that pad is empty
 }
@@ -145,3 +173,16 @@ $("image-pad-clear").onclick = () => {
   app.lastPrediction = null;
   refreshButtons();
 };
+
+// ------------------------------------------------------------------ what the other panels change
+
+/** A new model: the Try panel must not show the previous model's input or prediction. */
+function clearTry() {
+  $("pad-clear").click();
+  $("row-input").value = "";
+  $("row-result").textContent = "";
+}
+
+on("model", () => { clearTry(); showTryPanel(); });
+on("data", showTryPanel);
+client.on("epoch", predictPads);

@@ -1,37 +1,10 @@
-// What every panel of the page shares: the worker client, the app state, status lines, errors
-// shown where the action was, and focus that survives buttons disabling themselves.
+// What every panel of the page shows alike: status lines, errors shown where the action was, the
+// setup line, the buttons' states and focus that survives buttons disabling themselves. The state
+// they read is the store's (store.js).
 
-import { WorkerClient, registerServiceWorker } from "./client.js";
+import { app } from "./store.js";
 
 export const $ = (id) => document.getElementById(id);
-// The service worker (../sw.js) caches the runtime so the next visit starts fast; on a first
-// visit the Web Worker waits (briefly) for it so the downloads go through it and get cached.
-export const client = new WorkerClient({ startAfter: registerServiceWorker() });
-
-// Shared state; also exposed as window.pytrainApp for the browser tests and for curious users.
-export const app = {
-  client,
-  ready: false,
-  data: null,            // data summary from the worker
-  model: null,           // model summary from the worker
-  training: false,
-  paused: false,
-  step: 0,
-  epoch: 0,
-  rebuild: null,         // how to rebuild the current model with another optimizer (before step 1)
-  lastPrediction: null,  // {input, probabilities, label}
-  saved: null,           // last "saved" event
-  epochs: [],            // per-epoch validation records
-  resumed: null,         // result of the last resume
-  onnxUpload: null,      // {name, bytes} of the uploaded inference model
-  announced: [],         // what the live region said, in order (for the tests)
-  drawn: [],             // digits the user drew and added ({x, y}), kept when the digits model is rebuilt
-  errors: [],
-  history: { losses: [], epochs: [] },
-  // ms since navigation start (performance.now()): Python ready, first training step reported
-  timing: { ready: null, firstStep: null },
-};
-window.pytrainApp = app;
 
 // ------------------------------------------------------------------ errors and status
 

@@ -1,4 +1,4 @@
-/* BatchNormalization in inference form (linked into gemm.wasm by build.sh): one pass where numpy
+/* BatchNormalization in inference form (linked into kernels.wasm by build.sh): one pass where numpy
  * in Pyodide makes a multiply and an add, each with its temporary. Results equal the numpy kernel
  * to the bit (the same float32 operations in the same order, no FMA in wasm). */
 #include <wasm_simd128.h>

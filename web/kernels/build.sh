@@ -1,11 +1,11 @@
 #!/bin/sh
-# Build gemm.wasm from gemm.c (+ gemm_ops.c, optim.c, im2col.c, pool.c, conv.c, batchnorm.c, elementwise.c,
+# Build kernels.wasm from gemm.c (+ gemm_ops.c, optim.c, im2col.c, pool.c, conv.c, batchnorm.c, elementwise.c,
 # exp_erf.c, transpose.c, layernorm.c, softmax.c, softmax_ce.c, gather_grad.c; expmath.h is shared)
 # with clang + lld (no emscripten, no libc).
-# Usage: build.sh [out.wasm] [extra clang flags...]   (default out: gemm.wasm next to this script)
+# Usage: build.sh [out.wasm] [extra clang flags...]   (default out: kernels.wasm next to this script)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:-$here/gemm.wasm}
+out=${1:-$here/kernels.wasm}
 [ $# -gt 0 ] && shift
 CC=${CC:-clang}
 # --import-memory: the kernel runs inside the host's memory (Pyodide's heap).

@@ -1,4 +1,4 @@
-/* The 2-D convolutions im2col serves worst (linked into gemm.wasm by build.sh): depthwise
+/* The 2-D convolutions im2col serves worst (linked into kernels.wasm by build.sh): depthwise
  * (MobileNetV2's 3x3 per-channel filters) and pointwise (1x1). In Pyodide a depthwise convolution
  * is an im2col copy, two layout transposes and a batched matmul of 1 x 9 rows; here one pass, one
  * call. Results equal the numpy kernels of pytrain/ops to the bit (the same float32 sums in the

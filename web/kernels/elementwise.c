@@ -1,4 +1,4 @@
-/* Element-wise kernels (linked into gemm.wasm by build.sh): one SIMD pass where numpy in
+/* Element-wise kernels (linked into kernels.wasm by build.sh): one SIMD pass where numpy in
  * Pyodide (no SIMD, a temporary per step) needs several scalar ones. Results are bit for bit
  * those of the numpy kernels in pytrain/ops (op_activation.relu, train/op_relu_grad, Clip). */
 #include <wasm_simd128.h>

@@ -1,4 +1,4 @@
-/* Exp and Erf of float32 tensors (linked into gemm.wasm by build.sh): BERT's GELU and its gradient.
+/* Exp and Erf of float32 tensors (linked into kernels.wasm by build.sh): BERT's GELU and its gradient.
  * In Pyodide numpy's Erf is a dozen float64 passes plus masks; here one pass, one call. Computed
  * in double precision as numpy's are (with expmath.h's exp, since there is no libm), so the
  * results equal numpy's to float32 rounding.

@@ -1,4 +1,4 @@
-/* e^x in double precision for the kernels that need it (gemm.wasm links no libm): exp_erf.c,
+/* e^x in double precision for the kernels that need it (kernels.wasm links no libm): exp_erf.c,
  * softmax.c and softmax_ce.c include this header. x = k ln2 + r with |r| <= ln2/2, e^r by its
  * Taylor series, times 2^k built in the exponent bits. */
 #ifndef PYTRAIN_EXPMATH_H

@@ -1,4 +1,4 @@
-/* Gather's gradient along axis 0, an embedding's backward (linked into gemm.wasm by build.sh): one
+/* Gather's gradient along axis 0, an embedding's backward (linked into kernels.wasm by build.sh): one
  * call where the numpy kernel makes a float64 bincount per column block. */
 #define EXPORT(name) __attribute__((export_name(name)))
 

@@ -1,5 +1,5 @@
 /* ONNX Gemm (the product and its bias in one call) and stacks of products (attention's per-head
- * MatMul), on top of gemm.c's sgemm (linked into gemm.wasm by build.sh). */
+ * MatMul), on top of gemm.c's sgemm (linked into kernels.wasm by build.sh). */
 #include <wasm_simd128.h>
 
 #define EXPORT(name) __attribute__((export_name(name)))

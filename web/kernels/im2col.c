@@ -1,4 +1,4 @@
-/* im2col for 2-D convolutions (linked into gemm.wasm by build.sh).
+/* im2col for 2-D convolutions (linked into kernels.wasm by build.sh).
  *
  * numpy builds this matrix through a 6-D strided view, a generic element-by-element copy that
  * in Pyodide (no SIMD) cost more than the convolution's product itself. Here it is one run copy

@@ -1,4 +1,4 @@
-/* LayerNormalization over the last axes and its gradient (linked into gemm.wasm by build.sh): in
+/* LayerNormalization over the last axes and its gradient (linked into kernels.wasm by build.sh): in
  * Pyodide each is five to fifteen numpy passes with temporaries; here one call.
  *
  * Statistics and row sums are accumulated in double precision, so they are at least as accurate

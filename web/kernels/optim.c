@@ -1,4 +1,4 @@
-/* The Adam/AdamW update in one pass over each parameter (linked into gemm.wasm by build.sh).
+/* The Adam/AdamW update in one pass over each parameter (linked into kernels.wasm by build.sh).
  *
  * numpy in Pyodide has no SIMD and makes a separate pass per operation (about ten for Adam),
  * which made the optimizer a third of a browser training step. This loop does the same float32

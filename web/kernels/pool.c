@@ -1,4 +1,4 @@
-/* MaxPool for 2-D windows (linked into gemm.wasm by build.sh).
+/* MaxPool for 2-D windows (linked into kernels.wasm by build.sh).
  *
  * numpy in Pyodide has no SIMD and pays a full pass (plus a temporary) per kernel tap and
  * per comparison; here every output element reads its window once, four outputs at a time.

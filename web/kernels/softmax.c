@@ -1,4 +1,4 @@
-/* Softmax over the last axis (linked into gemm.wasm by build.sh): one call where numpy in Pyodide
+/* Softmax over the last axis (linked into kernels.wasm by build.sh): one call where numpy in Pyodide
  * makes five passes with temporaries. The row sums are accumulated in double precision, with
  * expmath.h's exp (there is no libm): the results equal the numpy kernel to float32 rounding.
  */

@@ -1,4 +1,4 @@
-/* SoftmaxCrossEntropyLoss and its gradient for (N, C) scores (linked into gemm.wasm by build.sh).
+/* SoftmaxCrossEntropyLoss and its gradient for (N, C) scores (linked into kernels.wasm by build.sh).
  *
  * In numpy the loss is a dozen small array operations, each a Python -> C round trip that in
  * Pyodide costs more than the arithmetic on a 64 x 10 batch; here it is one pass per row.

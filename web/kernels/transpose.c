@@ -1,4 +1,4 @@
-/* 2-D transpose of 32-bit elements (linked into gemm.wasm by build.sh): the batch-first <->
+/* 2-D transpose of 32-bit elements (linked into kernels.wasm by build.sh): the batch-first <->
  * batch-last moves around a convolution, (N, C*H*W) <-> (C*H*W, N). numpy in Pyodide copies such
  * views one element at a time through its generic strided loop; here 4x4 tiles are transposed
  * in registers. */

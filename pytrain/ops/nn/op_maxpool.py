@@ -3,26 +3,12 @@ Indices output computed as onnxruntime does: flat positions into the whole input
 (batch and channel included), first maximum in scan order on ties."""
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
-
 import numpy as np
 
 from pytrain.errors import GraphError, InputError
+from pytrain.ops import backend
 from pytrain.ops.registry import kernel
 from pytrain.ops.windows import geometry, pad_spatial, tap_slices
-
-PoolBackend = Callable[..., Optional[Tuple[np.ndarray, Optional[np.ndarray]]]]
-_backend: Optional[PoolBackend] = None
-
-
-def set_backend(backend: Optional[PoolBackend]) -> Optional[PoolBackend]:
-    """Use ``backend(xp, win, want_indices, storage_order)`` -> ``(y, indices)`` for MaxPool where
-    it returns a result (the browser's wasm kernel; None leaves the case to numpy); returns the
-    previous one."""
-    global _backend
-    previous, _backend = _backend, backend
-    return previous
-
 
 def _lowest(dtype: np.dtype):
     if dtype.kind == "f":
@@ -41,8 +27,9 @@ def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
         raise GraphError("MaxPool: storage_order must be 0 or 1, got %r" % (storage_order,))
     win = geometry("MaxPool", X.shape, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     xp = pad_spatial(X, win, _lowest(X.dtype))
-    if _backend is not None:
-        fast = _backend(xp, win, ctx.wants(1), storage_order)
+    fast_pool = backend.get("max_pool")  # the browser's wasm kernel
+    if fast_pool is not None:
+        fast = fast_pool(xp, win, ctx.wants(1), storage_order)
         if fast is not None:
             return fast
     taps = list(win.taps())

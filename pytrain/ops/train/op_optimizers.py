@@ -5,11 +5,12 @@ group per parameter."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
 from pytrain.errors import GraphError
+from pytrain.ops import backend
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
 
 
@@ -57,19 +58,6 @@ def sgd_step(ctx: OpContext, lr: np.ndarray, step: np.ndarray, *tensors: np.ndar
     return tuple(out)
 
 
-AdamBackend = Callable[..., bool]
-_adam_backend: Optional[AdamBackend] = None
-
-
-def set_adam_backend(backend: Optional[AdamBackend]) -> Optional[AdamBackend]:
-    """Use ``backend(groups, lr, step, beta1, beta2, epsilon, weight_decay, decoupled)`` for Adam
-    updates when it returns True, ``groups`` being the (param, grad, m, v) of every parameter
-    (the browser's one-pass wasm kernel, one call for all); returns the previous one."""
-    global _adam_backend
-    previous, _adam_backend = _adam_backend, backend
-    return previous
-
-
 @kernel("AdamStep", domain=PYTRAIN_DOMAIN, inplace=True)
 def adam_step(ctx: OpContext, lr: np.ndarray, step: np.ndarray, *tensors: np.ndarray, beta1: float = 0.9,
               beta2: float = 0.999, epsilon: float = 1e-8, weight_decay: float = 0.0, decoupled: int = 0,
@@ -80,7 +68,8 @@ def adam_step(ctx: OpContext, lr: np.ndarray, step: np.ndarray, *tensors: np.nda
     as L2 on g (Adam) or as p *= 1 - lr*wd before the update (AdamW). Outputs: (param, m, v) per group."""
     lr_, t = float(lr), int(step)
     groups = _groups("AdamStep", ctx, tensors, 4, "param, grad, m, v")
-    if _adam_backend is None or not _adam_backend(
+    fast_adam = backend.get("adam")  # the browser's one-pass wasm kernel, one call for every group
+    if fast_adam is None or not fast_adam(
             groups, lr_, t, beta1, beta2, epsilon, weight_decay, decoupled):
         for param, grad, m, v in groups:
             _adam_update(param, grad, m, v, lr_, t, beta1, beta2, epsilon, weight_decay, decoupled)

@@ -1,8 +1,8 @@
-"""The browser's WebAssembly kernels (web/kernels/*.c, linked into one gemm.wasm), working in
+"""The browser's WebAssembly kernels (web/kernels/*.c, linked into one kernels.wasm), working in
 place on numpy's buffers inside Pyodide's heap, and how they plug into pytrain's numpy kernels.
 
-The page links gemm.wasm into Pyodide and registers it as the module ``pytrain_wasm_gemm``
-(see ``pythonModule`` in web/kernels/gemm.js). :func:`install` then routes operations through
+The page links kernels.wasm into Pyodide and registers it as the module ``pytrain_wasm_kernels``
+(see ``pythonModule`` in web/kernels/kernels.js). :func:`install` then routes operations through
 them; small products and arrays stay on numpy, where the Python -> JS -> wasm call would cost
 more than it saves. This module holds the access to the kernels and the helpers every family
 shares; the routing itself is one module per family:
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 try:  # only present in a page that registered the kernel
-    import pytrain_wasm_gemm as _js  # type: ignore
+    import pytrain_wasm_kernels as _js  # type: ignore
 except ImportError:
     _js = None
 
@@ -37,7 +37,7 @@ class _Kernels:
         for name in dir(js):
             if not name.startswith("_"):
                 value = getattr(js, name)
-                if value is not None:  # an older gemm.js hands Python None for exports it lacks
+                if value is not None:  # an older kernels.js hands Python None for exports it lacks
                     setattr(self, name, value)
 
 
@@ -72,34 +72,33 @@ def _plain(*arrays: np.ndarray, min_size: int = MIN_ELEMENTS) -> bool:
 
 
 def install() -> bool:
-    """Route pytrain's 2-D float32 products, stacks of products and transposes (pytrain.ops.linalg),
-    Adam updates (op_optimizers.set_adam_backend), the finite-gradient guard
-    (module.set_finite_backend), convolution columns (windows.set_columns_backend), 2-D MaxPool
-    (op_maxpool.set_backend), and through registry.accelerate Relu, ReluGrad, MaxPoolGrad,
+    """Install into :mod:`pytrain.ops.backend` pytrain's 2-D float32 products, stacks of products and
+    transposes (pytrain.ops.linalg), Adam updates (op_optimizers), the finite-gradient guard
+    (pytrain.module), convolution columns (pytrain.ops.windows) and 2-D MaxPool (op_maxpool), and
+    route through registry.accelerate Relu, ReluGrad, MaxPoolGrad,
     SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip,
     BatchNormalization (inference), Conv (depthwise, pointwise), Exp, Erf, LayerNormalization with
     its gradient, Softmax and GatherGrad through the kernels."""
     if _wasm is None:
         return False
-    from pytrain.ops import linalg, registry, windows
-    from pytrain.ops.nn import op_maxpool
-    from pytrain.ops.train import op_optimizers
+    from pytrain.ops import backend, linalg, registry
     from pytrain.ops.wasm import conv, elementwise, gather, normalization, optimizer, softmax
     from pytrain.ops.wasm import linalg as wasm_linalg
 
-    previous = linalg.set_backend(wasm_linalg.matmul2d)
+    previous = backend.use("matmul", wasm_linalg.matmul2d)  # (linalg installed its default when imported)
     if previous is not None and previous is not wasm_linalg.matmul2d:
         wasm_linalg.FALLBACK = previous
     if hasattr(_wasm, "adam"):  # a page may register the GEMM alone
-        op_optimizers.set_adam_backend(optimizer.adam)
+        backend.use("adam", optimizer.adam)
     if hasattr(_wasm, "im2col") and hasattr(_wasm, "col2im"):
-        windows.set_columns_backend(conv.columns, conv.columns_adjoint)
+        backend.use("columns", conv.columns)
+        backend.use("columns_adjoint", conv.columns_adjoint)
     if hasattr(_wasm, "maxpool2d"):
-        op_maxpool.set_backend(conv.max_pool)
+        backend.use("max_pool", conv.max_pool)
     if hasattr(_wasm, "transpose"):
-        linalg.set_transpose_backend(wasm_linalg.transpose)
-    if getattr(_wasm, "sgemm_batched", None) is not None and hasattr(linalg, "set_batched_backend"):
-        linalg.set_batched_backend(wasm_linalg.matmul_batched)
+        backend.use("transpose", wasm_linalg.transpose)
+    if getattr(_wasm, "sgemm_batched", None) is not None:
+        backend.use("matmul_batched", wasm_linalg.matmul_batched)
     if hasattr(_wasm, "relu") and hasattr(_wasm, "relu_grad"):
         registry.accelerate("Relu", elementwise.relu)
         registry.accelerate("ReluGrad", elementwise.relu_grad, registry.PYTRAIN_DOMAIN)
@@ -128,10 +127,7 @@ def install() -> bool:
     if getattr(_wasm, "erf", None) is not None:
         registry.accelerate("Erf", elementwise._unary(_wasm.erf))
     if getattr(_wasm, "first_non_finite", None) is not None:
-        from pytrain import module
-
-        if hasattr(module, "set_finite_backend"):
-            module.set_finite_backend(optimizer.first_non_finite)
+        backend.use("finite", optimizer.first_non_finite)
     if getattr(_wasm, "layernorm", None) is not None and getattr(_wasm, "layernorm_grad", None) is not None:
         registry.accelerate("LayerNormalization", normalization.layer_normalization)
         registry.accelerate("LayerNormalizationGrad", normalization.layer_normalization_grad,

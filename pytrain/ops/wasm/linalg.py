@@ -66,7 +66,7 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def matmul_batched(a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:
     """A stack of float32 products with equal batch shapes (..., m, k) @ (..., k, n) in one call
-    (gemm_ops.c's loop over sgemm), for linalg.set_batched_backend; None for other cases. Operands
+    (gemm_ops.c's loop over sgemm), for backend "matmul_batched"; None for other cases. Operands
     may be transposed views (MatMulGrad's swapaxes) as long as the batch axes fold into one stride."""
     if a.dtype != np.float32 or b.dtype != np.float32 or a.shape[:-2] != b.shape[:-2]:
         return None

@@ -34,7 +34,7 @@ def adam(groups, lr: float, step: int, beta1: float, beta2: float, epsilon: floa
 
 
 def first_non_finite(values) -> Optional[int]:
-    """pytrain.module._first_non_finite in one call for every array (optim.c): the index of the
+    """pytrain.module.first_non_finite in one call for every array (optim.c): the index of the
     first float array holding a NaN or an infinity, or -1; None (numpy decides) unless every float
     array is C-contiguous float32. Integer arrays are never non-finite."""
     table = []

@@ -32,7 +32,7 @@ def load_checkpoint_to_model(path_to_checkpoint: Union[str, "os.PathLike[str]"],
     from pytrain.ort.api import CheckpointState
     from pytrain.proto import from_array
 
-    state = CheckpointState.load_checkpoint(path_to_checkpoint)._state
+    state = CheckpointState.load_checkpoint(path_to_checkpoint).core
     pt = to_pytrain(model)
     for i, t in enumerate(pt.graph.initializer):
         p = state.parameters.get(t.name)

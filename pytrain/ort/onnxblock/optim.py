@@ -17,6 +17,7 @@ from pytrain import dtypes, optim as _optim
 from pytrain.blocks import Block, BuildContext
 from pytrain.errors import ArtifactError
 from pytrain.graph import NodeBuilder
+from pytrain.layout import LR_INPUT, STEP_INPUT
 from pytrain.ort.onnxblock._building import (ForwardBlock, add_metadata, declare_output, mark_sequence,
                                              sequence_value_info)
 from pytrain.proto import make_graph, make_value_info as _vi
@@ -119,8 +120,8 @@ class _Optimizer(ForwardBlock):
         trainable = parameters[0] if isinstance(parameters, tuple) else parameters
         names = [t.name for t in trainable]
         c = self.ctx()
-        lr = c.add_input("learning_rate", FLOAT, [1])
-        step = c.add_input("step", dtypes.INT64, [1]) if self.kind == "AdamW" else None
+        lr = c.add_input(LR_INPUT, FLOAT, [1])
+        step = c.add_input(STEP_INPUT, dtypes.INT64, [1]) if self.kind == "AdamW" else None
         c.new_inputs.append(_seq("params"))
         c.new_inputs.append(_seq("gradients"))
         grads = "gradients"

@@ -65,15 +65,15 @@ class OrtTrainingSession:
     def __init__(self, checkpoint: bytes, train_model: bytes, eval_model: Optional[bytes] = None,
                  optimizer_model: Optional[bytes] = None) -> None:
         from pytrain.api import Module, Optimizer
-        from pytrain.module import _layout
-        from pytrain.proto import load_model
+        from pytrain.module import model_layout
+        from pytrain.validate import load_model
         self.state = load_state(checkpoint)
         self.module = Module(bytes(train_model), self.state, bytes(eval_model) if eval_model else None)
         self.optimizer = Optimizer(bytes(optimizer_model), self.module) if optimizer_model else None
         self.eval_input_names: List[str] = []
         self.eval_output_names: List[str] = []
         if eval_model:
-            layout = _layout(load_model(bytes(eval_model), "eval model"), "eval model", "eval")
+            layout = model_layout(load_model(bytes(eval_model), "eval model"), "eval model", "eval")
             self.eval_input_names = list(layout["user_inputs"]) + list(layout["labels"])
             self.eval_output_names = list(layout["outputs"])
 

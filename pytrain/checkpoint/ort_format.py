@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from pytrain import dtypes, limits
+from pytrain.checkpoint.values import OptimizerState, Parameter, Properties
 from pytrain.errors import CheckpointError
 
 #: ORT's checkpoint flatbuffers carry this file identifier at bytes 4..8
@@ -147,9 +148,7 @@ def _tensor(r: _Reader, t: int, nominal: bool) -> Tuple[str, Optional[np.ndarray
 
 
 def decode(data: bytes, label: str = "(bytes)") -> Tuple[Any, Any, Any]:
-    """(parameters, properties, optimizer state) as :func:`pytrain.checkpoint.decode` returns them."""
-    from pytrain.checkpoint import OptimizerState, Parameter, Properties
-
+    """(parameters, properties, optimizer state) as :func:`pytrain.checkpoint.zip_format.decode` returns them."""
     limits.check_file(len(data), "checkpoint %s" % label)
     r = _Reader(bytes(data), label)
     if not is_ort_checkpoint(r.buf):

@@ -1,6 +1,6 @@
-"""The checkpoint: parameters (trainable and frozen), optimizer state and user properties.
+"""pytrain's checkpoint format.
 
-On disk it is a plain zip archive, inspectable with ordinary tools: ``manifest.json`` says what
+On disk a checkpoint is a plain zip archive, inspectable with ordinary tools: ``manifest.json`` says what
 is inside (names, shapes, dtypes, SHA-256 of every array) and each array is a ``.npy`` file
 (``numpy.load`` reads it). Reading verifies every checksum, so a corrupted or truncated file is
 refused instead of yielding garbage weights; writing is atomic (write, then rename).
@@ -10,87 +10,22 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import struct
 import zipfile
 import zlib
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Iterator, List, Mapping, MutableMapping, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
 from pytrain import limits
+from pytrain.checkpoint.values import OptimizerState, Parameter, Properties, Property
 from pytrain.errors import CheckpointError, LimitError
-from pytrain.files import remove_stale_temporaries, write_atomic
 
 FORMAT = "pytrain.checkpoint"
 VERSION = 1
 _MANIFEST = "manifest.json"
 _MANIFEST_SUM = "manifest.sha256"
-
-Property = Union[int, float, str]
-
-
-class Parameter:
-    """A parameter as ORT exposes it: ``data``, ``grad`` (None until a train step) and ``requires_grad``."""
-
-    __slots__ = ("name", "data", "grad", "requires_grad", "shape", "dtype")
-
-    def __init__(self, name: str, data: Optional[np.ndarray], requires_grad: bool,
-                 shape: Optional[tuple] = None, dtype: Any = np.float32) -> None:
-        self.name = name
-        self.data = data
-        self.grad: Optional[np.ndarray] = None
-        self.requires_grad = requires_grad
-        self.shape = tuple(data.shape) if data is not None else tuple(shape or ())
-        self.dtype = np.dtype(data.dtype if data is not None else dtype)
-
-    def __repr__(self) -> str:
-        return "Parameter(%r, shape=%s, dtype=%s, requires_grad=%s%s)" % (
-            self.name, list(self.shape), self.dtype, self.requires_grad,
-            ", nominal" if self.data is None else "")
-
-
-class Properties(MutableMapping):
-    """User properties: int, float or str values only (what the format can hold exactly)."""
-
-    def __init__(self, items: Optional[Mapping[str, Property]] = None) -> None:
-        self._d: Dict[str, Property] = {}
-        for k, v in (items or {}).items():
-            self[k] = v
-
-    def __setitem__(self, key: str, value: Property) -> None:
-        if not isinstance(key, str):
-            raise CheckpointError("property names must be strings, got %r" % (key,))
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise CheckpointError("property %r must be an int, float or str, got %s"
-                                  % (key, type(value).__name__))
-        self._d[key] = value
-
-    def __getitem__(self, key: str) -> Property:
-        return self._d[key]
-
-    def __delitem__(self, key: str) -> None:
-        del self._d[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._d)
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-    def __repr__(self) -> str:
-        return "Properties(%r)" % self._d
-
-
-class OptimizerState:
-    """Step count, learning rate and per-parameter state arrays (e.g. exp_avg, exp_avg_sq)."""
-
-    def __init__(self, step: int = 0, learning_rate: Optional[float] = None,
-                 slots: Optional[Dict[str, Dict[str, np.ndarray]]] = None) -> None:
-        self.step = step
-        self.learning_rate = learning_rate
-        self.slots: Dict[str, Dict[str, np.ndarray]] = slots or {}
 
 
 def _npy(a: np.ndarray) -> bytes:
@@ -341,83 +276,3 @@ def decode(data: bytes, label: str) -> "tuple[OrderedDict[str, Parameter], Prope
     except CheckpointError as e:
         raise bad(str(e)) from None
     return params, properties, opt
-
-
-#: other checkpoint formats load_checkpoint reads: (probe(data) -> bool, decode(data, label)), tried in
-#: order before pytrain's own format; decode returns what :func:`decode` returns
-READERS: "List[Tuple[Callable[[bytes], bool], Callable[[bytes, str], Any]]]" = []
-
-
-def _ort_probe(data: bytes) -> bool:
-    from pytrain import checkpoint_ort
-    return checkpoint_ort.is_ort_checkpoint(data)
-
-
-def _ort_decode(data: bytes, label: str) -> Any:
-    from pytrain import checkpoint_ort
-    return checkpoint_ort.decode(data, label)
-
-
-READERS.append((_ort_probe, _ort_decode))  # ONNX Runtime 1.19's flatbuffer checkpoints
-
-
-def decode_any(data: bytes, label: str) -> Any:
-    """Decode pytrain's checkpoint format or any format in READERS."""
-    for probe, read in READERS:
-        if probe(data):
-            return read(data, label)
-    return decode(data, label)
-
-
-class CheckpointState:
-    """Parameters, optimizer state and properties of a training run (ORT's CheckpointState)."""
-
-    def __init__(self, parameters: "OrderedDict[str, Parameter]", properties: Optional[Properties] = None,
-                 optimizer_state: Optional[OptimizerState] = None) -> None:
-        self.parameters = parameters
-        self.properties = properties if properties is not None else Properties()
-        self.optimizer_state = optimizer_state
-
-    @classmethod
-    def load_checkpoint(cls, checkpoint: Union[str, "os.PathLike[str]", bytes, bytearray]) -> "CheckpointState":
-        """Load from a path or from bytes; CheckpointError when missing, corrupted or truncated."""
-        if isinstance(checkpoint, (bytes, bytearray, memoryview)):
-            return cls(*decode_any(bytes(checkpoint), "(bytes)"))
-        if not isinstance(checkpoint, (str, os.PathLike)):
-            raise CheckpointError("load_checkpoint takes a path or bytes, got %s" % type(checkpoint).__name__)
-        path = os.fspath(checkpoint)
-        remove_stale_temporaries(path)  # left by a save that was killed
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            size = 0
-        limits.check_file(size, "checkpoint file %s" % path)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            raise CheckpointError("checkpoint file %s does not exist" % path) from None
-        except IsADirectoryError:
-            raise CheckpointError("checkpoint path %s is a directory, expected a file" % path) from None
-        return cls(*decode_any(data, path))
-
-    def to_bytes(self, include_optimizer_state: bool = True) -> bytes:
-        """The checkpoint file's content, without touching a file system."""
-        return encode(self.parameters, self.properties,
-                      self.optimizer_state if include_optimizer_state else None)
-
-    @staticmethod
-    def save_checkpoint(state: "CheckpointState", checkpoint_uri: Union[str, "os.PathLike[str]"],
-                        include_optimizer_state: bool = False) -> None:
-        """Write atomically: a crash mid-save leaves the previous checkpoint intact."""
-        write_atomic(checkpoint_uri, state.to_bytes(include_optimizer_state))
-
-    @property
-    def nominal(self) -> bool:
-        """True when parameters carry shapes only (fill them with Module.copy_buffer_to_parameters)."""
-        return any(p.data is None for p in self.parameters.values())
-
-    def __repr__(self) -> str:
-        return "CheckpointState(%d parameters, %d properties%s)" % (
-            len(self.parameters), len(self.properties),
-            ", optimizer step %d" % self.optimizer_state.step if self.optimizer_state else "")

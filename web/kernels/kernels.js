@@ -1,7 +1,8 @@
 /*
- * Loader for gemm.wasm (a WebAssembly SIMD sgemm that imports its memory).
+ * Loader for kernels.wasm (all of web/kernels/*.c: the WebAssembly SIMD sgemm and the
+ * other kernels, one module that imports its memory).
  *
- * Works as a classic <script> (defines globalThis.pytrainGemm) and as a
+ * Works as a classic <script> (defines globalThis.pytrainKernels) and as a
  * CommonJS module in Node (module.exports).  Two ways to give it a memory:
  *
  *   - a WebAssembly.Memory you own (Node, tests): the workspace is taken
@@ -29,7 +30,7 @@
       const isNode = typeof process === "object" && !!(process.versions && process.versions.node);
       if (!isNode || /^https?:/.test(source)) {
         const resp = await fetch(source);
-        if (!resp.ok) throw new Error(`gemm.js: cannot fetch ${source}: ${resp.status}`);
+        if (!resp.ok) throw new Error(`kernels.js: cannot fetch ${source}: ${resp.status}`);
         return new Uint8Array(await resp.arrayBuffer());
       }
       return new Uint8Array(require("fs").readFileSync(source)); // Node path
@@ -38,7 +39,7 @@
     if (ArrayBuffer.isView(source)) {
       return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
     }
-    throw new TypeError("gemm.js: source must be a URL/path, ArrayBuffer or Uint8Array");
+    throw new TypeError("kernels.js: source must be a URL/path, ArrayBuffer or Uint8Array");
   }
 
   /* Prepend emscripten's (pre-LLVM-13) side-module section: "dylink" with
@@ -113,24 +114,24 @@
   async function instantiateInPyodide(source, pyodide) {
     const mod = pyodide._module || pyodide;
     if (typeof mod.loadWebAssemblyModule !== "function") {
-      throw new Error("gemm.js: this Pyodide has no _module.loadWebAssemblyModule");
+      throw new Error("kernels.js: this Pyodide has no _module.loadWebAssemblyModule");
     }
     const bytes = withDylinkSection(await toBytes(source));
     const exports = await mod.loadWebAssemblyModule(bytes, { loadAsync: true, allowUndefined: true });
     const workPtr = mod._malloc(exports.pytrain_sgemm_work_bytes() + 16);
-    if (!workPtr) throw new Error("gemm.js: malloc of the gemm workspace failed");
+    if (!workPtr) throw new Error("kernels.js: malloc of the gemm workspace failed");
     return wrap(exports, workPtr);
   }
 
   /* One call for pages: link the kernel into Pyodide and make it importable
-   * from Python as `import <name>` (default pytrain_wasm_gemm). */
-  async function registerWithPyodide(pyodide, source, name = "pytrain_wasm_gemm") {
+   * from Python as `import <name>` (default pytrain_wasm_kernels). */
+  async function registerWithPyodide(pyodide, source, name = "pytrain_wasm_kernels") {
     const gemm = await instantiateInPyodide(source, pyodide);
     pyodide.registerJsModule(name, pythonModule(gemm));
     return gemm;
   }
 
-  /* What pytrain.ops.wasm imports as pytrain_wasm_gemm. */
+  /* What pytrain.ops.wasm imports as pytrain_wasm_kernels. */
   function pythonModule(gemm) {
     return {
       sgemm: gemm.sgemm,
@@ -165,5 +166,5 @@
 
   const api = { instantiateWithMemory, instantiateInPyodide, registerWithPyodide, pythonModule, withDylinkSection };
   if (typeof module === "object" && module.exports) module.exports = api;
-  root.pytrainGemm = api;
+  root.pytrainKernels = api;
 })(typeof globalThis !== "undefined" ? globalThis : this);

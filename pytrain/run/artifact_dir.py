@@ -1,40 +1,21 @@
-"""An artifact directory as the CLI sees it: the four files ``pytrain generate`` writes, what the
-training model expects as data and label, and the settings recorded in checkpoint properties."""
+"""A set of training artifacts as a run sees it: the four files ``generate_artifacts`` writes (a
+directory, or bytes in memory), what the training model expects as data and label, and the facts
+recorded in its checkpoint properties."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from pytrain import dtypes
 from pytrain.errors import CheckpointError, ModelFormatError, PytrainError
+from pytrain.layout import ARTIFACT_FILES, LayoutError, default_lr, parse_layout
+from pytrain.run.properties import P_LOSS, P_OUTPUTS, json_property
 
-TRAINING = "training_model.onnx"
-EVAL = "eval_model.onnx"
-OPTIMIZER = "optimizer_model.onnx"
-CHECKPOINT = "checkpoint"
+TRAINING = ARTIFACT_FILES["training"]
+EVAL = ARTIFACT_FILES["eval"]
+OPTIMIZER = ARTIFACT_FILES["optimizer"]
+CHECKPOINT = ARTIFACT_FILES["checkpoint"]
 FILES = (TRAINING, EVAL, OPTIMIZER, CHECKPOINT)
-LAYOUT_KEY = "pytrain.layout"  # pytrain.artifacts.LAYOUT_KEY, repeated to keep imports lazy
-
-# Checkpoint properties the CLI reads and writes. "epoch", "step" and "seed" are plain names so
-# other tools (and the browser UI) can read them; the rest are namespaced.
-P_EPOCH = "epoch"            # completed epochs
-P_STEP = "step"              # optimizer steps taken in all
-P_SEED = "seed"
-P_EPOCH_STEP = "epoch_step"  # batches done in the current, unfinished epoch (0 at a boundary)
-P_LOSS = "pytrain.loss"      # ce / mse / bce / l1
-P_REDUCTION = "pytrain.reduction"
-P_OUTPUTS = "pytrain.outputs"  # JSON list: the inference model's outputs
-P_TRAIN = "pytrain.train"    # JSON: settings of the run, checked on --resume
-P_CLASSES = "pytrain.classes"  # JSON list: text class labels, id = position
-P_STANDARDIZER = "pytrain.standardizer"  # JSON, see pytrain.data.Standardizer.to_json
-# JSON {"output", "mean", "std"}: the model learns regression targets as (y - mean) / std (the
-# page's target scaling); train and eval scale the targets, metrics and export un-scale the output
-P_TARGET_SCALING = "pytrain.target_scaling"
-# why ``--resume`` cannot continue this checkpoint's run exactly (set by the web app's run file)
-P_NO_RESUME = "pytrain.no_resume"
-P_EPOCH_LOSS = "pytrain.epoch_loss_sum"  # sum over the unfinished epoch's batches, for its mean
-P_EPOCH_SEEN = "pytrain.epoch_samples"
 
 
 class TensorSpec:
@@ -66,7 +47,7 @@ def tensor_specs(values) -> List[TensorSpec]:
 
 def load_model_file(path: str, what: str):
     """Parse an ONNX file; any failure becomes a ModelFormatError naming the file."""
-    from pytrain.proto import load_model
+    from pytrain.validate import load_model
 
     try:
         return load_model(path, what)
@@ -89,17 +70,6 @@ def load_state(path_or_bytes):
         label = path_or_bytes if isinstance(path_or_bytes, str) else "(bytes)"
         raise CheckpointError("checkpoint {} is corrupted or not a pytrain checkpoint ({}: {})"
                               .format(label, type(e).__name__, e)) from None
-
-
-def json_property(state, key: str, default: Any = None) -> Any:
-    """A JSON-encoded checkpoint property, or ``default`` when absent."""
-    raw = state.properties.get(key)
-    if raw is None:
-        return default
-    try:
-        return json.loads(str(raw))
-    except ValueError:
-        raise CheckpointError("checkpoint property {!r} is not valid JSON: {!r}".format(key, raw)) from None
 
 
 class ArtifactDir:
@@ -175,7 +145,7 @@ class ArtifactDir:
 
         meta = model_metadata(load_model_file(self._source(OPTIMIZER), "optimizer model"))
         try:
-            return float(meta.get("pytrain.default_lr", "0.001"))
+            return default_lr(meta)
         except ValueError:
             return 1e-3
 
@@ -183,10 +153,9 @@ class ArtifactDir:
         """The training layout generate_artifacts records in the training model's metadata."""
         from pytrain.proto import model_metadata
 
-        raw = model_metadata(self.training_proto()).get(LAYOUT_KEY)
         try:
-            return json.loads(raw) if raw else {}
-        except ValueError:
+            return parse_layout(model_metadata(self.training_proto()), "training model")
+        except LayoutError:   # a damaged layout: read the graph as for a foreign model
             return {}
 
     def inputs(self, state) -> Tuple[List[TensorSpec], TensorSpec]:
@@ -228,88 +197,3 @@ class ArtifactDir:
         if names:
             return [str(n) for n in names]
         return [s.name for s in self.eval_outputs()]
-
-
-def read_settings(state) -> Dict[str, Any]:
-    """The training settings recorded by the last ``pytrain train`` on this checkpoint."""
-    return json_property(state, P_TRAIN, {}) or {}
-
-
-class TargetScaling:
-    """Regression targets learnt in standard units: ``(y - mean) / std`` while training, and
-    ``output * std + mean`` for metrics and in the exported model (the page's target scaling, in
-    float32 exactly as :mod:`pytrain.webapp.scaling` computes it, so a resumed run is the same)."""
-
-    def __init__(self, mean: Any, std: Any, output: Optional[str]) -> None:
-        import numpy as np
-
-        self.mean = np.asarray(mean, dtype=np.float32).reshape(-1)
-        self.std = np.asarray(std, dtype=np.float32).reshape(-1)
-        self.output = output
-        if self.mean.shape != self.std.shape or not len(self.mean) or not np.all(self.std > 0):
-            raise CheckpointError("checkpoint property {!r} holds mean {} and std {}: expected one positive std "
-                                  "per mean".format(P_TARGET_SCALING, self.mean.tolist(), self.std.tolist()))
-
-    def to_json(self) -> str:
-        return json.dumps({"output": self.output, "mean": self.mean.tolist(), "std": self.std.tolist()})
-
-    def _fit(self, a: Any, what: str) -> Any:
-        import numpy as np
-
-        flat = np.asarray(a, dtype=np.float32).reshape(len(a), -1)
-        if flat.shape[1] != len(self.mean):
-            raise ModelFormatError("{} have {} value(s) per sample, but the run's target scaling ({}) has {}".format(
-                what, flat.shape[1], P_TARGET_SCALING, len(self.mean)))
-        return flat
-
-    def scale(self, y: Any) -> Any:
-        """Targets in the units the model learns."""
-        import numpy as np
-
-        z = (self._fit(y, "targets") - self.mean) / self.std
-        return np.ascontiguousarray(z.reshape(np.shape(y)), dtype=np.float32)
-
-    def unscale(self, out: Any) -> Any:
-        """Model outputs in the target's own units."""
-        import numpy as np
-
-        z = self._fit(out, "model outputs") * self.std + self.mean
-        return np.ascontiguousarray(z.reshape(np.shape(out)), dtype=np.float32)
-
-    def bake(self, model_bytes: bytes) -> bytes:
-        """The exported model with ``output * std + mean`` on the scaled output (same name)."""
-        from pytrain.webapp.scaling import bake
-
-        return bake(model_bytes, {"y_mean": self.mean.tolist(), "y_std": self.std.tolist()}, str(self.output))
-
-
-def target_scaling(state) -> Optional[TargetScaling]:
-    """The run's target scaling (checkpoint property), or None."""
-    d = json_property(state, P_TARGET_SCALING)
-    if not d:
-        return None
-    try:
-        return TargetScaling(d["mean"], d["std"], d.get("output"))
-    except (KeyError, TypeError, ValueError) as e:
-        raise CheckpointError("checkpoint property {!r} is malformed ({})".format(P_TARGET_SCALING, e)) from None
-
-
-class TargetScaledModule:
-    """A Module seen in the target's units: called with raw targets it computes the loss on the
-    scaled ones (the loss the run trains) and returns the model output un-scaled (for metrics)."""
-
-    def __init__(self, module: Any, scaling: TargetScaling) -> None:
-        self.module = module
-        self.scaling = scaling
-
-    def train(self) -> None:
-        self.module.train()
-
-    def eval(self) -> None:
-        self.module.eval()
-
-    def __call__(self, x: Any, y: Any) -> Any:
-        res = self.module(x, self.scaling.scale(y))
-        if isinstance(res, (list, tuple)) and len(res) > 1:
-            return [res[0], self.scaling.unscale(res[1])] + list(res[2:])
-        return res

@@ -1,0 +1,143 @@
+"""The static site assembled: web/ and static/ copied, the wheel, Pyodide, bytecode, data and
+artifacts added, config.json written, sw.js stamped with the site's hash, big files gzipped."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+from buildsite.assets import build_demo_artifacts, cached_mnist
+from buildsite.bytecode import build_python_zip, build_startup_bytecode
+from buildsite.paths import PYODIDE_NPM, ROOT, SITE, STARTUP_MODULES, log
+from buildsite.pyodide import PYODIDE_START_PACKAGES, copy_pyodide, ensure_node_modules
+from buildsite.wheel import build_wheel, pytrain_version
+
+# Files at least this big get a .gz sibling when gzip saves at least 10%.
+GZIP_MIN_BYTES = 16 * 1024
+GZIP_SUFFIXES = {".js", ".mjs", ".wasm", ".data", ".bin", ".onnx", ".json", ".css", ".html", ".csv", ".svg", ""}
+
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    for path in sorted(src.rglob("*")):
+        if path.is_dir() or "__pycache__" in path.parts or path.name.startswith("."):
+            continue
+        target = dst / path.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+
+
+def gzip_big_files(site: Path) -> int:
+    """Write deterministic .gz siblings for big compressible files; returns how many."""
+    count = 0
+    for path in sorted(site.rglob("*")):
+        if path.is_dir() or path.suffix == ".gz" or path.suffix not in GZIP_SUFFIXES:
+            continue
+        data = path.read_bytes()
+        if len(data) < GZIP_MIN_BYTES:
+            continue
+        packed = gzip.compress(data, compresslevel=9, mtime=0)
+        if len(packed) <= 0.9 * len(data):
+            Path(str(path) + ".gz").write_bytes(packed)
+            count += 1
+    return count
+
+
+SW_VERSION_PLACEHOLDER = "__PYTRAIN_SITE_HASH__"
+
+
+def site_hash(site: Path, config: Dict[str, object]) -> str:
+    """A hash of every file the site serves plus config.json (without its build time).
+
+    Written to config.json as "site" and into sw.js as its cache version: any change to the
+    runtime, wheel, data or code gives the service worker a new cache, identical builds keep it.
+    """
+    h = hashlib.sha256()
+    for path in sorted(site.rglob("*")):
+        if path.is_file() and path.suffix != ".gz" and path.name not in ("config.json", ".stamp"):
+            h.update(path.relative_to(site).as_posix().encode() + b"\0")
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+    h.update(json.dumps({k: v for k, v in config.items() if k != "built"}, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def source_stamp() -> float:
+    """Newest modification time among the build's inputs (to rebuild only when needed)."""
+    newest = 0.0
+    for folder in ("web", "static", "pytrain", "buildsite"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                newest = max(newest, path.stat().st_mtime)
+    for name in ("build.py", "package-lock.json", STARTUP_MODULES.name):
+        if (ROOT / name).is_file():
+            newest = max(newest, (ROOT / name).stat().st_mtime)
+    return newest
+
+
+def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = True) -> Path:
+    """Build the wheel and the whole static site into ``site``; returns the site folder."""
+    started = time.time()
+    ensure_node_modules()
+    wheel = build_wheel()
+    if site.exists():
+        shutil.rmtree(str(site))
+    site.mkdir(parents=True)
+    _copy_tree(ROOT / "web", site)
+    if (ROOT / "static").is_dir():
+        _copy_tree(ROOT / "static", site / "static")
+    (site / "wheels").mkdir()
+    shutil.copyfile(wheel, site / "wheels" / wheel.name)
+
+    if pyodide is None:
+        index_url, pyodide_files = copy_pyodide(PYODIDE_NPM, site)
+    elif re.match(r"^https?://", pyodide):
+        index_url, pyodide_files = (pyodide if pyodide.endswith("/") else pyodide + "/"), []
+        log("pyodide: using external indexURL %s (the page will load from that origin)" % index_url)
+    else:
+        source = Path(pyodide).resolve()
+        if not (source / "pyodide.js").is_file():
+            raise SystemExit("--pyodide %s: no pyodide.js in that folder" % pyodide)
+        index_url, pyodide_files = copy_pyodide(source, site)
+
+    config = {
+        "version": pytrain_version(),
+        "built": int(started),
+        # the worker loads only numpy at start (micropip stays in the site for users who want it)
+        "pyodide": {"indexURL": index_url, "files": pyodide_files, "packages": list(PYODIDE_START_PACKAGES)},
+        "wheel": "wheels/" + wheel.name,
+        "wheelSize": wheel.stat().st_size,
+        "python": build_python_zip(site),
+        "bytecode": build_startup_bytecode(site, site / index_url, PYODIDE_START_PACKAGES) if pyodide_files else None,
+        "mnist": cached_mnist(site),
+        "artifacts": build_demo_artifacts(site) if artifacts else {},
+    }
+    config["site"] = site_hash(site, config)
+    (site / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    sw = site / "sw.js"
+    if sw.is_file():
+        sw.write_text(sw.read_text(encoding="utf-8").replace(SW_VERSION_PLACEHOLDER, config["site"]), encoding="utf-8")
+    n = gzip_big_files(site)
+    (site / ".stamp").write_text(json.dumps(_stamp(pyodide, artifacts)), encoding="utf-8")
+    log("site ready in %s (%d gzipped files, %.1fs)" % (site,
+                                                        n, time.time() - started))
+    return site
+
+
+def _stamp(pyodide: Optional[str], artifacts: bool) -> Dict[str, object]:
+    return {"sources": source_stamp(), "pyodide": pyodide, "artifacts": artifacts}
+
+
+def needs_build(site: Path = SITE, pyodide: Optional[str] = None, artifacts: bool = True) -> bool:
+    """True when the site is missing, older than its sources, or built with other options."""
+    stamp = site / ".stamp"
+    if not stamp.is_file() or not (site / "config.json").is_file():
+        return True
+    try:
+        return json.loads(stamp.read_text(encoding="utf-8")) != _stamp(pyodide, artifacts)
+    except ValueError:
+        return True

@@ -1,0 +1,64 @@
+"""What the page's model answers: validation loss and metric (:func:`evaluate`), and predictions for
+samples the page sends (:func:`predict`), through the exported model a :class:`~pytrain.webapp.session.Session` keeps."""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import numpy as np
+
+from pytrain.run.evaluate import evaluate as run_evaluate
+
+
+def evaluate(session: Any, batch: int = 500) -> Dict[str, Any]:
+    """Validation loss and accuracy (classification) or RMSE/MAE (regression)."""
+    session._need_model()
+    d = session._need_data()
+    x, y = d["val_x"], d["val_y"]
+    if len(x) == 0:
+        return {"loss": None, "metric": None, "metric_name": None, "n": 0}
+    ev = run_evaluate(session.module, x, y, int(batch), keep_outputs=True, outputs=session._outputs,
+                      prepare=lambda xb, yb: (session._model_x(xb), session._targets(yb)))
+    out = ev.outputs
+    result: Dict[str, Any] = {"loss": ev.loss, "n": int(len(x)), "epoch": session.epoch, "step": session.step}
+    if d["task"] == "classification":
+        pred = predict_classes(out)
+        result.update({"metric": float(np.mean(pred == y)), "metric_name": "accuracy"})
+    else:
+        err = out.reshape(len(out), -1) - y.reshape(len(y), -1).astype(np.float32)
+        result.update({"metric": float(np.sqrt(np.mean(err ** 2))), "metric_name": "rmse",
+                       "mae": float(np.mean(np.abs(err)))})
+    return result
+
+
+def predict_classes(out: np.ndarray) -> np.ndarray:
+    out = out.reshape(len(out), -1)
+    if out.shape[1] == 1:  # one logit: binary classification
+        return (out[:, 0] > 0).astype(np.int64)
+    return np.argmax(out, axis=1)
+
+
+def predict(session: Any, x: np.ndarray) -> Dict[str, Any]:
+    """Model outputs for samples ``x``; for classification also probabilities and the class."""
+    session._need_model()
+    d = session.data or {"task": "classification", "classes": None}
+    x = np.asarray(x, dtype=np.float32)
+    shape = session.model.get("sample_shape") or []
+    if shape and all(isinstance(s, int) for s in shape) and x.size == int(np.prod(shape)):
+        x = x.reshape([1] + list(shape))
+    elif x.ndim == 1:
+        x = x.reshape(1, -1)
+    out = session._outputs(x).reshape(len(x), -1)
+    res: Dict[str, Any] = {"outputs": out.tolist()}
+    if d["task"] == "classification":
+        if out.shape[1] == 1:
+            p1 = 1.0 / (1.0 + np.exp(-out[:, 0]))
+            probs = np.stack([1 - p1, p1], axis=1)
+        else:
+            z = out - out.max(axis=1, keepdims=True)
+            e = np.exp(z)
+            probs = e / e.sum(axis=1, keepdims=True)
+        cls = np.argmax(probs, axis=1)
+        names = d.get("classes")
+        res.update({"probabilities": probs.tolist(), "class": cls.tolist(),
+                    "label": [names[c] if names and c < len(names) else str(c) for c in cls.tolist()]})
+    return res

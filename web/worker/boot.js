@@ -1,0 +1,234 @@
+/* Boot: Pyodide's start with every other download overlapping it (numpy's .data, pytrain's zip,
+ * the bytecode bundle written before CPython starts), the loading bar's byte-level progress, the
+ * WebAssembly kernels linked into Pyodide's heap, then pytrain's Session (see worker/bridge.js). */
+"use strict";
+
+/** What the boot made: the site's config.json and the Pyodide instance. */
+const runtime = { config: null, pyodide: null };
+
+/* Byte-level progress over the files Pyodide fetches. Pyodide 0.17 exposes no progress hook
+ * for its runtime, so fetch and XMLHttpRequest are wrapped while it loads. */
+const progress = {
+  files: new Map(),   // absolute URL -> {size, loaded, done}
+  stage: "Starting",
+  stagesDone: 0,
+  stagesTotal: 5,
+  lastPost: 0,
+  register(url, size) { this.files.set(url, { size: Math.max(1, size || 1), loaded: 0, done: false }); },
+  update(url, fraction) {
+    const f = this.files.get(url);
+    if (!f || f.done) return;
+    f.loaded = Math.min(f.size, Math.max(f.loaded, fraction * f.size));
+    this.report(false);
+  },
+  finish(url) {
+    const f = this.files.get(url);
+    if (f) { f.loaded = f.size; f.done = true; }
+    this.report(false);
+  },
+  finishAll() { for (const f of this.files.values()) { f.loaded = f.size; f.done = true; } },
+  marks: {},         // stage -> ms since the worker started, sent with "ready" for start-up profiling
+  mark(name) { this.marks[name] = Math.round(performance.now()); },   // a finer step inside a stage
+  setStage(stage) {
+    this.marks[stage] = Math.round(performance.now());
+    this.stage = stage; this.stagesDone += 1; this.report(true);
+  },
+  fraction() {
+    let total = 0, loaded = 0;
+    for (const f of this.files.values()) { total += f.size; loaded += f.loaded; }
+    const bytes = total ? loaded / total : 0;
+    // Downloads dominate the wait; the rest is compile + import time.
+    return Math.min(1, 0.85 * bytes + 0.15 * (this.stagesDone / this.stagesTotal));
+  },
+  report(force) {
+    const now = Date.now();
+    if (!force && now - this.lastPost < 100) return;
+    this.lastPost = now;
+    let total = 0, loaded = 0;
+    for (const f of this.files.values()) { total += f.size; loaded += f.loaded; }
+    emit("loading", { stage: this.stage, fraction: this.fraction(), loaded: Math.round(loaded), total });
+  },
+};
+
+function trackDownloads() {
+  const origFetch = self.fetch.bind(self);
+  self.fetch = async function (input, init) {
+    const resp = await origFetch(input, init);
+    const url = new URL(typeof input === "string" ? input : input.url, BASE).href;
+    if (!progress.files.has(url) || !resp.body) return resp;
+    // The runtime's .wasm goes to WebAssembly.instantiateStreaming as the browser's own Response:
+    // a re-wrapped one has no URL, so Chrome could neither cache its compiled code nor reuse it.
+    if (url.endsWith(".wasm")) { progress.finish(url); return resp; }
+    const reader = resp.body.getReader();
+    const total = progress.files.get(url).size;
+    let got = 0;
+    const stream = new ReadableStream({
+      async pull(ctrl) {
+        const { done, value } = await reader.read();
+        if (done) { progress.finish(url); ctrl.close(); return; }
+        got += value.byteLength;
+        progress.update(url, got / total);
+        ctrl.enqueue(value);
+      },
+      cancel(reason) { reader.cancel(reason); },
+    });
+    return new Response(stream, { status: resp.status, statusText: resp.statusText, headers: resp.headers });
+  };
+  const OrigXHR = self.XMLHttpRequest;
+  self.XMLHttpRequest = class TrackedXHR extends OrigXHR {
+    open(method, url, ...rest) {
+      const abs = new URL(url, BASE).href;
+      if (progress.files.has(abs)) {
+        this.addEventListener("progress", (e) => {
+          if (e.lengthComputable && e.total) progress.update(abs, e.loaded / e.total);
+          else progress.update(abs, e.loaded / progress.files.get(abs).size);
+        });
+        this.addEventListener("loadend", () => progress.finish(abs));
+      }
+      return super.open(method, url, ...rest);
+    }
+  };
+  return () => { self.fetch = origFetch; self.XMLHttpRequest = OrigXHR; };
+}
+
+/* Link the WebAssembly SIMD kernels (kernels/kernels.wasm: the GEMM and the other kernels of
+ * web/kernels/*.c) into Pyodide's heap and route pytrain's ops through them (pytrain.ops.wasm);
+ * numpy's own kernels stay the fallback when that is not possible. */
+async function installWasmKernels(pyodide) {
+  try {
+    self.importScripts(BASE + "kernels/kernels.js");
+    await self.pytrainKernels.registerWithPyodide(pyodide, BASE + "kernels/kernels.wasm");
+    progress.mark("kernels loaded");
+    if (pyodide.runPython("from pytrain.ops import wasm\nwasm.install()")) return "wasm-simd";
+  } catch (err) {
+    console.warn("pytrain: the wasm kernels are unavailable, numpy does the work:", err);
+  }
+  return "numpy";
+}
+
+/* Start a download now and keep its bytes for later (a rejection is reported where it is awaited). */
+function prefetch(url) {
+  const p = fetch(url).then((r) => {
+    if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+    return r.arrayBuffer();
+  });
+  p.catch(() => {});
+  return p;
+}
+
+/* The stdlib and numpy modules the start imports, precompiled for Python 3.8 by build.py
+ * (build_startup_bytecode): unchecked-hash .pyc files written next to Pyodide's sources, so
+ * importing numpy unmarshals them instead of compiling every .py on every visit. */
+function writeBytecode(FS, bundle) {
+  const magic = new TextDecoder().decode(bundle.subarray(0, 8));
+  if (magic !== "PTPYC001") throw new Error("the bytecode bundle has an unknown format");
+  const headLength = new DataView(bundle.buffer, bundle.byteOffset + 8, 4).getUint32(0, true);
+  const index = JSON.parse(new TextDecoder().decode(bundle.subarray(12, 12 + headLength)));
+  const body = 12 + headLength;
+  for (const [path, offset, length] of index) {
+    FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
+    FS.writeFile(path, bundle.subarray(body + offset, body + offset + length));
+  }
+}
+
+/* Pyodide 0.17's loadPyodide() offers no hook before CPython starts, and CPython's own start
+ * (encodings, site, the `pyodide` package and the stdlib it imports) is where the bytecode helps
+ * most. So: when loadPyodide imports pyodide.asm.js, wrap the emscripten factory it defines to add
+ * a preRun step that writes the bundle (a run dependency holds CPython's start until it is
+ * written). Anything unexpected leaves Pyodide untouched: it then compiles the sources itself. */
+function bytecodeBeforePythonStarts(bundle) {
+  const importScripts = self.importScripts;
+  self.importScripts = function (...urls) {
+    importScripts.apply(self, urls);
+    const create = self._createPyodideModule;
+    if (!urls.some((u) => /pyodide\.asm\.js$/.test(u)) || typeof create !== "function") return;
+    self._createPyodideModule = function (Module) {
+      Module.preRun = [].concat(Module.preRun || [], () => {
+        Module.addRunDependency("pytrain-bytecode");
+        bundle.then((bytes) => writeBytecode(Module.FS, new Uint8Array(bytes)))
+          .catch((e) => console.warn("pytrain: no precompiled bytecode, Python compiles its sources:", e))
+          .finally(() => Module.removeRunDependency("pytrain-bytecode"));
+      });
+      self._createPyodideModule = create;
+      return create(Module);
+    };
+  };
+  return () => { self.importScripts = importScripts; };
+}
+
+async function loadRuntime() {
+  progress.setStage("Loading the Python runtime");
+  const resp = await fetch(BASE + "config.json", { cache: "no-cache" });
+  if (!resp.ok) throw new Error(`config.json: HTTP ${resp.status}`);
+  const config = await resp.json();
+  runtime.config = config;
+  const indexURL = new URL(config.pyodide.indexURL, BASE).href;
+  for (const f of config.pyodide.files || []) progress.register(new URL(f.name, indexURL).href, f.size);
+  // pytrain's modules as one zip imported in place (zipimport): compiled for Python 3.8 when the
+  // build could (python.zip), else the wheel's sources. No micropip, no unpacking.
+  const pyZip = config.python || { zip: config.wheel, size: config.wheelSize };
+  const zipURL = new URL(pyZip.zip, BASE).href;
+  progress.register(zipURL, pyZip.size || 300000);
+  const untrack = trackDownloads();
+  let pyodide = null;
+  try {
+    // Pyodide's own start (compiling its wasm, starting CPython) is the floor: every other
+    // download runs during it. numpy's .data goes to its loader through getPreloadedPackage.
+    const packages = config.pyodide.packages || ["numpy"];
+    const early = new Map(packages.map((name) => [indexURL + name + ".data", prefetch(indexURL + name + ".data")]));
+    const zipBytes = prefetch(zipURL);
+    const bytecode = config.bytecode ? prefetch(new URL(config.bytecode.file, BASE).href) : null;
+    const unhook = bytecode ? bytecodeBeforePythonStarts(bytecode) : () => {};
+    try {
+      self.importScripts(indexURL + "pyodide.js");
+      pyodide = await self.loadPyodide({ indexURL });
+      runtime.pyodide = pyodide;
+    } finally {
+      unhook();
+    }
+    progress.setStage("Loading numpy");
+    const fetched = new Map();
+    for (const [url, bytes] of early) fetched.set(url, await bytes);
+    pyodide._module.getPreloadedPackage = (name) => {
+      const bytes = fetched.get(new URL(name, indexURL).href);
+      fetched.delete(new URL(name, indexURL).href);
+      return bytes || null;
+    };
+    const errors = [];
+    try {
+      await pyodide.loadPackage(packages, () => {}, (m) => errors.push(String(m)));
+    } finally {
+      delete pyodide._module.getPreloadedPackage;
+    }
+    if (errors.length) throw new Error("loading Python packages failed: " + errors.join("; "));
+    progress.setStage("Installing pytrain");
+    const zipPath = pyZip.path || "/lib/pytrain.zip";
+    pyodide._module.FS.writeFile(zipPath, new Uint8Array(await zipBytes));
+    pyodide.runPython(`import sys\nsys.path.insert(0, ${JSON.stringify(zipPath)})\n`);
+    progress.setStage("Starting pytrain");
+    const gemm = await installWasmKernels(pyodide);
+    progress.mark("kernels linked");
+    pyodide.runPython(
+      "from pytrain import webapp as _pt_webapp\n" +
+      "_pt_session = _pt_webapp.Session()\n" +
+      "def _pt_call(method, args_json, blobs):\n" +
+      "    return _pt_webapp.call(_pt_session, method, args_json, blobs)\n");
+    progress.mark("session made");
+    connectPython(pyodide.globals.get("_pt_call"));
+    const versions = JSON.parse(pyodide.runPython(
+      "import json, sys, numpy, pytrain\n" +
+      "json.dumps({'python': sys.version.split()[0], 'numpy': numpy.__version__, 'pytrain': pytrain.__version__})"));
+    // Pyodide 0.17.1's runtime still reports "0.17.0"; the distribution's folder names the real one.
+    const dist = /pyodide\/(\d+\.\d+\.\d+[^/]*)\/$/.exec(config.pyodide.indexURL || "");
+    versions.pyodide = dist ? dist[1] : pyodide.version;
+    versions.gemm = gemm;
+    progress.finishAll();
+    progress.setStage("Ready");
+    emit("ready", versions);
+    // timeOrigin lets a harness place these marks on the page's clock (ms since navigation)
+    emit("startup", Object.assign({ timeOrigin: performance.timeOrigin }, progress.marks));
+    return versions;
+  } finally {
+    untrack();
+  }
+}

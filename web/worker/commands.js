@@ -1,0 +1,173 @@
+/* The command table: one entry per command of js/protocol.js, declared by what it needs instead of
+ * written out as a wrapper each. An entry says
+ *   early: true     answered before Python is ready (IndexedDB, config, the loop's own state);
+ *                   otherwise the command waits for the boot (`ready`)
+ *   idle: "what"    refused as Busy ("stop training before <what>") while training or federating
+ *   newRun: true    starts a new run (empty history, the next save writes everything)
+ *   py, args        the Session method it calls and its arguments from the command's
+ *                   (args may be async: it runs before the new run starts)
+ *   run             or a function doing the command itself
+ * and the dispatcher below runs them in that order. */
+"use strict";
+
+/** Refuse a command that would change the run under a training loop or a federation. */
+function needIdle(what) {
+  if (isTraining()) throw new UserError(`stop training before ${what}`, "Busy");
+  if (inFederation()) throw new UserError(`leave the federation before ${what}`, "Busy");
+}
+
+const COMMAND_TABLE = {
+  savedRun: { early: true, run: async () => summarizeMeta((await dbGet(["meta"])).meta) },
+  clearSaved: { early: true, run: async () => { await dbPut({}, true); return true; } },
+  config: { early: true, run: async () => runtime.config },
+
+  status: { py: "status" },
+  useDigits: { idle: "changing the data", newRun: true, py: "use_digits",
+               args: async ({ nTrain = 8000, nVal = 1000 }) => ({ blob: await getDigits(), n_train: nTrain, n_val: nVal }) },
+  inspectCSV: { py: "inspect_csv", args: ({ text }) => ({ text }) },
+  useCSV: { idle: "changing the data", newRun: true, py: "use_csv",
+            args: ({ text, label, task = null, valFraction = 0.2, seed = 0, exclude = [], missing = "error", onehot = false }) =>
+              ({ text, label, task, val_fraction: valFraction, seed, exclude, missing, onehot }) },
+  useArrays: { idle: "changing the data", newRun: true, py: "use_arrays",
+               args: ({ x, shape, y, task = "classification", classes = null, valFraction = 0.2, seed = 0 }) =>
+                 ({ x: { $array: x, shape }, y: { $array: y }, task, classes, val_fraction: valFraction, seed }) },
+  useImages: { idle: "changing the data", newRun: true, py: "use_arrays", args: imagesArgs },
+  addSamples: { py: "add_samples", args: ({ x, shape, y }) => ({ x: { $array: x, shape }, y: Array.from(y) }) },
+
+  inspectModel: { py: "inspect_model", args: ({ bytes, name, extraFiles = null }) => ({ blob: bytes, name, extra_files: extraFiles }) },
+  buildDigits: { idle: "changing the model", newRun: true, py: "build_digits",
+                 args: async ({ kind = "mlp", optimizer = "AdamW" }) =>
+                   ({ kind, optimizer, prebuilt: optimizer === "AdamW" ? await prebuiltArtifacts(kind) : null }) },
+  buildMLP: { idle: "changing the model", newRun: true, py: "build_mlp",
+              args: ({ hidden = [64], activation = "relu", optimizer = "AdamW", standardize = true, seed = 0 }) =>
+                ({ hidden, activation, optimizer, standardize, seed }) },
+  generate: { idle: "changing the model", newRun: true, py: "generate",
+              args: ({ bytes, loss, optimizer, requiresGrad = null, output = null, name, batchnorm = "auto", extraFiles = null }) =>
+                ({ blob: bytes, loss, optimizer, requires_grad: requiresGrad, output, name, batchnorm, extra_files: extraFiles }) },
+  useArtifacts: { idle: "changing the model", newRun: true, py: "use_artifacts",
+                  args: ({ training, eval: evalModel, optimizer, checkpoint, output = null }) =>
+                    ({ training, eval: evalModel, optimizer, checkpoint, output }) },
+  useArtifactFiles: { idle: "changing the model", newRun: true, run: useArtifactFiles },
+  changeOptimizer: { idle: "changing the optimizer", py: "change_optimizer", args: ({ optimizer }) => ({ optimizer }) },
+  setScaling: { py: "set_scaling", args: ({ features = false, targets = null }) => ({ features, targets }) },
+  /* backbone: {bytes, name, extraFiles, size, normalize}, a pretrained feature extractor (only a head trains);
+   * with `info`, the bytes are the extractor a restored run came back with, used as they are */
+  buildCNN: { idle: "changing the model", newRun: true, py: "build_cnn",
+              args: ({ optimizer = "AdamW", backbone = null }) => ({ optimizer, backbone: backbone && {
+                bytes: backbone.bytes, name: backbone.name, extra_files: backbone.extraFiles || null,
+                size: backbone.size || null, normalize: backbone.normalize || "unit", info: backbone.info || null } }) },
+  inspectBackbone: { py: "inspect_backbone", args: ({ bytes, name, extraFiles = null, size = null, normalize = "unit" }) =>
+    ({ blob: bytes, name, extra_files: extraFiles, size, normalize }) },
+  /* The samples of a run on examples, for the "By example" gallery after a resume or a run file. */
+  examples: { py: "examples" },
+  insights: { py: "insights" },
+  runFile: { py: "run_file", args: ({ epochs }) => ({ epochs }) },
+
+  train: { run: startTraining },
+  pause: { early: true, run: async () => pauseTraining() },
+  resume: { early: true, run: async () => resumeTraining() },
+  stop: { early: true, run: async () => resumeTraining(true) },
+  configure: { py: "configure", args: ({ batchSize, learningRate }) => {
+    configureTraining({ batchSize, learningRate });
+    return { batch_size: batchSize, lr: learningRate };
+  } },
+  evaluate: { py: "evaluate" },
+  restoreGood: { idle: "going back", run: async () => {   // back to the last good checkpoint; the plots' history too
+    const res = py("restore_good");
+    res.history = trimHistory(res.step);
+    return res;
+  } },
+
+  predict: { py: "predict", args: ({ x, shape }) => ({ x: { $array: x, shape } }) },
+  checkpoint: { py: "checkpoint" },
+  exportModel: { py: "export" },
+  digest: { py: "digest" },
+  save: { run: async () => saveRun("manual") },
+  resumeSaved: { idle: "resuming", run: resumeSaved },
+
+  federate: { idle: "joining a federation", run: federate },
+  leaveFederation: { early: true, run: leaveFederation },
+};
+
+/* onnxruntime-web's TrainingSession (pytrain-ort.js): each command is one operation of
+ * pytrain.webapp.training_session on the session id that ortCreate returned. */
+for (const [cmd, op] of Object.entries(self.pytrainProtocol.ORT_OPS)) {
+  COMMAND_TABLE[cmd] = { py: "ort", args: (args) => Object.assign({ op }, args) };
+}
+
+async function imagesArgs({ files, valFraction = 0.2, seed = 0 }) {
+  const status = py("status");
+  if (!status.model.ready) throw new UserError("build or upload the model first: images are resized to its input shape", "NotReady");
+  const shape = imageShapeFor(status.model.sample_shape);
+  if (!files || files.length < 2) throw new UserError("choose at least two labelled images", "DataError");
+  const { x, labels } = await decodeImages(files, shape);
+  const classes = Array.from(new Set(labels)).sort();
+  const y = new Int32Array(labels.map((l) => classes.indexOf(l)));
+  return { x: { $array: x, shape: [files.length].concat(shape) }, y: { $array: y }, task: "classification", classes,
+           val_fraction: valFraction, seed };
+}
+
+/* Artifacts or a run file (.zip), recognised by content; {files: [{name, data}]}. A digits run
+ * file brings back its digits from the site. */
+async function useArtifactFiles({ files }) {
+  const byName = {};
+  for (const f of files) byName[f.name] = f.data instanceof Uint8Array ? f.data : new Uint8Array(f.data);
+  const res = py("use_artifact_files", { files: byName });
+  const src = res.data_source || {};
+  if (src.kind === "digits") res.data = py("use_digits", { blob: await getDigits(), n_train: src.n_train, n_val: src.n_val });
+  return res;
+}
+
+async function startTraining(options) {
+  if (isTraining()) throw new UserError("training is already running", "Busy");
+  needIdle("training on your own");
+  trainLoop(options);   // reports through events; the reply only says it started
+  return { started: true };
+}
+
+async function resumeSaved() {
+  const stored = await dbGet(["meta", "checkpoint", "artifacts", "data"]);
+  if (!stored.meta || !stored.checkpoint || !stored.artifacts) throw new UserError("there is no saved run to resume", "NotFound");
+  const meta = stored.meta;
+  const digits = meta.data_source && meta.data_source.kind === "digits" ? await getDigits() : null;
+  const res = py("restore", { meta, artifacts: stored.artifacts, checkpoint: stored.checkpoint,
+                              data: stored.data || new Uint8Array(0), digits });
+  res.history = adoptSavedRun(meta, py("status"));
+  res.train = meta.train;
+  res.savedDigest = meta.digest;
+  res.savedStep = meta.step;
+  return res;
+}
+
+/** One command, as its entry says. */
+async function runCommand(spec, args) {
+  if (!spec.early) await ready;
+  if (spec.idle) needIdle(spec.idle);
+  if (spec.run && !spec.newRun) return spec.run(args);
+  const pyArgs = spec.args ? await spec.args(args) : undefined;
+  if (spec.newRun) startNewRun();
+  return spec.run ? spec.run(args) : py(spec.py, pyArgs);
+}
+
+self.onmessage = async (e) => {
+  const { id, cmd, args } = e.data || {};
+  const spec = Object.prototype.hasOwnProperty.call(COMMAND_TABLE, cmd) ? COMMAND_TABLE[cmd] : null;
+  if (!spec) { post({ id, ok: false, error: { type: "UnknownCommand", message: `unknown command ${cmd}` } }); return; }
+  try {
+    const result = await runCommand(spec, args || {});
+    const transfer = [];
+    collectTransfers(result, transfer);
+    post({ id, ok: true, result }, transfer);
+  } catch (err) {
+    if (!err.expected) console.error(err);
+    post({ id, ok: false, error: errorInfo(err) });
+  }
+};
+
+/* Results' own buffers move to the page instead of being copied (the digits stay here). */
+function collectTransfers(value, out) {
+  if (value instanceof Uint8Array && value.byteOffset === 0 && value.byteLength === value.buffer.byteLength
+      && !isDigitsBuffer(value.buffer)) out.push(value.buffer);
+  else if (Array.isArray(value)) value.forEach((v) => collectTransfers(v, out));
+  else if (value && typeof value === "object" && !ArrayBuffer.isView(value)) Object.values(value).forEach((v) => collectTransfers(v, out));
+}

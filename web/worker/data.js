@@ -1,0 +1,85 @@
+/* Data and artifacts from the site (the digits, the prebuilt demo artifacts) and uploaded images
+ * decoded to float32 [N, C, H, W] (no Pillow in the browser). */
+"use strict";
+
+let digitsBlob = null;      // the MNIST binary, fetched once
+
+async function fetchBytes(url) {
+  const resp = await fetch(new URL(url, BASE).href);
+  if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status}`);
+  return new Uint8Array(await resp.arrayBuffer());
+}
+
+/** True for the digits' buffer, which stays here (never transferred to the page). */
+function isDigitsBuffer(buffer) { return !!digitsBlob && buffer === digitsBlob.buffer; }
+
+async function getDigits() {
+  if (!digitsBlob) digitsBlob = await fetchBytes(runtime.config.mnist.file);
+  return digitsBlob;
+}
+
+async function prebuiltArtifacts(kind) {
+  const entry = (runtime.config.artifacts || {})["digits-" + kind];
+  if (!entry) return null;
+  const keys = ["training", "eval", "optimizer", "checkpoint"];
+  const bytes = await Promise.all(keys.map((key) => fetchBytes(entry[key])));   // four requests at once
+  const out = {};
+  keys.forEach((key, i) => { out[key] = bytes[i]; });
+  return out;
+}
+
+/* Decode uploaded images to float32 [N, C, H, W] in [0, 1] (no Pillow in the browser). */
+async function decodeImages(files, shape) {
+  const [c, h, w] = shape;
+  const canvas = new OffscreenCanvas(w, h);
+  const ctx = canvas.getContext("2d", { willReadFrequently: true });
+  const x = new Float32Array(files.length * c * h * w);
+  const labels = [];
+  for (let i = 0; i < files.length; i++) {
+    const f = files[i];
+    let bitmap;
+    try {
+      bitmap = await createImageBitmap(new Blob([f.data], { type: f.type || "" }));
+    } catch (e) {
+      throw new UserError(`${f.path || f.name}: not an image the browser can decode`, "DataError");
+    }
+    ctx.fillStyle = "#000";
+    ctx.fillRect(0, 0, w, h);
+    ctx.drawImage(bitmap, 0, 0, w, h);
+    bitmap.close();
+    const px = ctx.getImageData(0, 0, w, h).data;
+    const base = i * c * h * w;
+    for (let p = 0; p < h * w; p++) {
+      const r = px[4 * p] / 255, g = px[4 * p + 1] / 255, b = px[4 * p + 2] / 255;
+      if (c === 1) x[base + p] = 0.299 * r + 0.587 * g + 0.114 * b;
+      else { x[base + p] = r; x[base + h * w + p] = g; x[base + 2 * h * w + p] = b; }
+    }
+    labels.push(imageLabel(f));
+  }
+  return { x, labels };
+}
+
+/* The label of an image: its folder ("3/img.png") or the file name's prefix ("3_img.png"). */
+function imageLabel(f) {
+  const parts = (f.path || f.name).split("/").filter(Boolean);
+  if (parts.length > 1) return parts[parts.length - 2];
+  const m = /^([^_\-. ]+)[_\-. ]/.exec(parts[0]);
+  if (!m) throw new UserError(`${parts[0]}: cannot tell the label; name files like "cat_1.png" or put them in a folder per label`, "DataError");
+  return m[1];
+}
+
+function imageShapeFor(sampleShape) {
+  const s = (sampleShape || []).filter((d) => d !== null);
+  if (s.length === 3 && sampleShape.length === 3) return s;
+  if (s.length === 2 && sampleShape.length === 2) return [1, s[0], s[1]];
+  if (s.length === 1 && sampleShape.length === 1) {
+    const side = Math.round(Math.sqrt(s[0]));
+    if (side * side === s[0]) return [1, side, side];
+    if (s[0] % 3 === 0) {
+      const rgb = Math.round(Math.sqrt(s[0] / 3));
+      if (3 * rgb * rgb === s[0]) return [3, rgb, rgb];
+    }
+  }
+  throw new UserError(`the model's input shape [N, ${(sampleShape || []).join(", ")}] does not look like images; ` +
+                      "use a CSV file instead", "DataError");
+}

@@ -1,0 +1,99 @@
+/* The training loop: slices of about 150 ms of pytrain steps (Session.train_for), so pause, stop
+ * and predictions are answered between slices; progress and epoch events; a save after every
+ * epoch and on pause and stop. */
+"use strict";
+
+let trainer = null;         // the running training loop, if any
+
+function yieldToEvents() { return new Promise((r) => setTimeout(r, 0)); }
+
+async function trainLoop(options) {
+  const opts = Object.assign({ epochs: 5, budgetMs: 150 }, options);
+  const t = { options: opts, paused: false, stopRequested: false, resumeWaiters: [] };
+  const persist = opts.persist !== false;   // the widget opts out of IndexedDB unless asked
+  let saveWarned = false;
+  const save = async (why) => {
+    if (!persist) return null;
+    try { return await saveRun(why); } catch (e) {
+      // Private browsing or a full disk: keep training, say once that progress is not kept.
+      if (!saveWarned) emit("error", { type: "StorageError", message: "Progress could not be saved in this browser (" + (e.message || e) + "); training continues.", expected: true });
+      saveWarned = true;
+      return null;
+    }
+  };
+  trainer = t;
+  py("configure", { batch_size: opts.batchSize, lr: opts.learningRate, seed: opts.seed });
+  emit("state", { training: true, paused: false });
+  let reason = "finished";
+  let divergence = null;
+  let recent = [];   // (time, steps, seconds) over the last few seconds, for steps/s
+  try {
+    let status = py("status");
+    while (status.epoch < opts.epochs) {
+      if (t.stopRequested) { reason = "stopped"; break; }
+      if (t.paused) {
+        await save("paused");
+        emit("state", { training: true, paused: true });
+        await new Promise((r) => t.resumeWaiters.push(r));
+        emit("state", { training: true, paused: false });
+        recent = [];
+        continue;
+      }
+      const r = py("train_for", { budget_ms: opts.budgetMs });
+      const now = performance.now();
+      recent.push([now, r.losses.length, r.seconds]);
+      while (recent.length > 1 && now - recent[0][0] > 3000) recent.shift();
+      const steps = recent.reduce((a, w) => a + w[1], 0);
+      const secs = recent.reduce((a, w) => a + w[2], 0);
+      const first = r.step - r.losses.length + 1;
+      recordSteps(first, r.losses);
+      emit("progress", {
+        step: r.step, epoch: r.epoch, epochStep: r.epoch_step, stepsPerEpoch: r.steps_per_epoch,
+        losses: r.losses, firstStep: first, stepsPerSecond: secs > 0 ? steps / secs : 0, epochs: opts.epochs,
+      });
+      // A diverged run is an outcome to show with the training, not an error banner.
+      if (r.diverged) { reason = "diverged"; divergence = r.diverged; break; }
+      if (r.epoch_end) {
+        const ev = py("evaluate");
+        const rec = { epoch: r.epoch, step: r.step, loss: ev.loss, metric: ev.metric, metricName: ev.metric_name, mae: ev.mae };
+        recordEpoch(rec);
+        emit("epoch", rec);
+        await save("epoch");
+      }
+      status = r;
+      await yieldToEvents();   // lets pause/stop/predict messages in between slices
+    }
+    if (reason === "stopped") await save("stopped");
+  } catch (e) {
+    reason = "error";
+    emit("error", errorInfo(e));
+  } finally {
+    trainer = null;
+    emit("state", { training: false, paused: false });
+    const s = pythonReady() ? safeStatus() : {};
+    emit("done", { reason, epoch: s.epoch, step: s.step, divergence });
+  }
+}
+
+/** The running loop's options (saved with the run), or null. */
+function trainingOptions() { return trainer ? trainer.options : null; }
+
+function isTraining() { return trainer !== null; }
+
+function pauseTraining() { if (trainer) trainer.paused = true; return !!trainer; }
+
+/** Wake a paused loop; with `stop`, it stops at its next slice. */
+function resumeTraining(stop = false) {
+  if (!trainer) return false;
+  if (stop) trainer.stopRequested = true;
+  trainer.paused = false;
+  trainer.resumeWaiters.splice(0).forEach((r) => r());
+  return true;
+}
+
+/** New batch size or learning rate for the running loop's next slices (and the saved run). */
+function configureTraining({ batchSize, learningRate }) {
+  if (trainer) Object.assign(trainer.options, batchSize ? { batchSize } : {}, learningRate ? { learningRate } : {});
+}
+
+function safeStatus() { try { return py("status"); } catch (e) { return {}; } }
