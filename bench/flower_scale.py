@@ -3,8 +3,8 @@
     python bench/flower_scale.py bytes            # bytes per round per node: digits MLP, page MLP, page CNN
     python bench/flower_scale.py scale 10 50      # rounds per minute with 10 and 50 native nodes
 
-A real flwr 1.42 SuperLink (build/venv-flwr, made by tests/test_flower.py's helper when missing) on
-loopback, the FedAvg ServerApp of tests/flower_app, and pytrain nodes in threads of this process.
+A real flwr 1.42 SuperLink (build/venv-flwr, made by tests/flower/test_flower.py's helper when missing) on
+loopback, the FedAvg ServerApp of tests/flower/flower_app, and pytrain nodes in threads of this process.
 Bytes are request and response bodies (protobuf) as the node's FleetClient counts them; HTTP
 headers (about 450 bytes a request, the signature headers included) are not in them.
 """
@@ -23,7 +23,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests" / "flower"), str(ROOT / "tests" / "helpers")]
 
 from pytrain import artifacts, models  # noqa: E402
 from pytrain.flower import FlowerNode  # noqa: E402

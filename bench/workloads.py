@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 # torchvision's compiled ops do not load beside this torch build; only _meta_registrations touches
-# them at import time (see tests/torch_zoo.py), and transformers imports torchvision when installed.
+# them at import time (see tests/helpers/torch_zoo.py), and transformers imports torchvision when installed.
 sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
 
 BATCH = 64

@@ -17,8 +17,8 @@ from buildsite.site import build, needs_build
 #: what the test suite needs from PyPI (torch 2.13.0 is the CPU build this machine provides)
 TEST_REQUIREMENTS = ["numpy", "onnx", "onnxruntime", "scikit-learn", "pytest", "vermin", "playwright",
                      "Pillow", "torch==2.13.0", "onnxscript", "transformers"]
-#: torchvision's model definitions for tests/test_architectures.py, installed with --no-deps so that
-#: pip keeps torch 2.13.0's CPU build (its C ops do not load beside it; tests/torch_zoo.py copes)
+#: torchvision's model definitions for tests/training/test_architectures.py, installed with --no-deps so that
+#: pip keeps torch 2.13.0's CPU build (its C ops do not load beside it; tests/helpers/torch_zoo.py copes)
 TORCHVISION = "torchvision==0.28.0"
 
 

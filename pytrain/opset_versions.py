@@ -1,4 +1,4 @@
-"""Since which opset each standard op has had its current meaning (from onnx.defs, opsets 1-28; tests/test_export.py checks it against the installed onnx).
+"""Since which opset each standard op has had its current meaning (from onnx.defs, opsets 1-28; tests/api/test_export.py checks it against the installed onnx).
 
 The exporter declares the lowest opset at which every node of a model means what it means in
 the model's own opset, so older onnxruntime releases load exported models."""

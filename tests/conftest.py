@@ -1,7 +1,17 @@
-"""Fixtures for every test under tests/."""
+"""Fixtures for every test under tests/. Tests live in folders by subject (ops, autodiff, api,
+training, compat, cli, web, flower, browser); the shared harnesses in tests/helpers/. Every folder is
+on sys.path, so a test imports a harness or another test's helpers by module name."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+_HERE = Path(__file__).resolve().parent
+for _folder in sorted(p for p in _HERE.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 """The page's "Join a federation": headless Chromium tabs as nodes of a real Flower federation.
 
-A real flower-superlink (flwr 1.42, build/venv-flwr) and the FedAvg ServerApp of tests/flower_app
-(started with tests/test_flower.py's helpers), one native pytrain node and two tabs on the site
+A real flower-superlink (flwr 1.42, build/venv-flwr) and the FedAvg ServerApp of tests/flower/flower_app
+(started with tests/flower/test_flower.py's helpers), one native pytrain node and two tabs on the site
 served with ``build.py``'s /flower/ proxy. Every request a tab sends is recorded and decoded: only
 parameters and metrics leave it. One tab is closed mid-round (the federation goes on once the
 SuperLink's heartbeat window has passed) and the other is reloaded (it rejoins as the same node).
@@ -20,7 +20,7 @@ from typing import Dict, List
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests" / "flower"), str(ROOT / "tests" / "helpers")]
 import build  # noqa: E402
 from browser_helpers import wait_ms, Recorder, new_context, open_app, wait_ready  # noqa: E402
 # test_flower's fixtures (arts, cryptography_installed) are used from here too

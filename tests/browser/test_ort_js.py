@@ -327,7 +327,7 @@ def test_create_rejects_when_python_cannot_start(context, site_url):
     assert page.evaluate("window.__created").startswith("rejected: the worker failed")
 
 
-ORT_FIXTURES = ROOT / "tests" / "fixtures" / "ort_checkpoints"
+ORT_FIXTURES = ROOT / "tests" / "compat" / "fixtures" / "ort_checkpoints"
 
 CARRY_PAGE = """<!doctype html>
 <meta charset="utf-8">
@@ -355,7 +355,7 @@ window.__carry = (async () => {
 
 
 def test_onnxruntime_checkpoint_carries_over(context, site_url):
-    """A checkpoint onnxruntime-training 1.19.2 wrote (tests/fixtures/ort_checkpoints: two AdamW steps on
+    """A checkpoint onnxruntime-training 1.19.2 wrote (tests/compat/fixtures/ort_checkpoints: two AdamW steps on
     a 4-3-2 MLP with fc2.bias frozen, optimizer state included) trains on in the browser with pytrain's
     artifacts of the same model: its weights come in, and the next step continues ORT's AdamW moments
     exactly as pytrain does in Python."""

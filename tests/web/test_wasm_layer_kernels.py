@@ -1,0 +1,519 @@
+"""web/kernels/elementwise.c's Clip, batchnorm.c, conv.c (depthwise and pointwise Conv) and
+exp_erf.c (Exp, Erf) run in Node.js through kernels.js against the numpy kernels they stand in for in
+the browser.
+
+Same harness as tests/web/test_wasm_gemm.py (the committed kernels.wasm and a fresh build)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_wasm_gemm import _call_kernels, wasm_path  # noqa: F401  (wasm_path is a fixture)
+
+from pytrain.ops import OpContext, get_kernel
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distance in float32 units in the last place (NaN == NaN, inf == inf count as 0)."""
+    a = np.asarray(a, np.float32).ravel()
+    b = np.asarray(b, np.float32).ravel()
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    ia = a.view(np.int32).astype(np.int64)
+    ib = b.view(np.int32).astype(np.int64)
+    # map to a monotonic integer line
+    ia = np.where(ia < 0, -(ia & 0x7FFFFFFF), ia)
+    ib = np.where(ib < 0, -(ib & 0x7FFFFFFF), ib)
+    return np.where(same, 0, np.abs(ia - ib))
+
+
+def _unary_case(fn: str, n: int) -> dict:
+    return {"fn": fn, "buffers": [{"len": n, "fill": True}, {"len": n, "fill": False}],
+            "read": [1], "args": ["$0", "$1", n]}
+
+
+def _num(v) -> object:
+    """A float argument for calls.json: JSON has no NaN/inf, so those go as JS Number() strings."""
+    if v is None or np.isfinite(v):
+        return v
+    return "NaN" if np.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+
+
+@pytest.fixture(autouse=True)
+def _numbers_in_args(monkeypatch):
+    """test_wasm_gemm' driver, with string arguments other than "$i" read as JS numbers."""
+    import test_wasm_gemm
+
+    old = 'const resolve = (a) => (typeof a === "string" ? ptrs[Number(a.slice(1))] : a);'
+    assert old in test_wasm_gemm.CALL_DRIVER
+    monkeypatch.setattr(test_wasm_gemm, "CALL_DRIVER", test_wasm_gemm.CALL_DRIVER.replace(
+        old, 'const resolve = (a) => (typeof a !== "string" ? a : a[0] === "$" ? ptrs[Number(a.slice(1))] '
+             ': Number(a));'))
+
+
+def test_clip_kernel_equals_numpy_bit_for_bit(wasm_path, tmp_path):
+    """ReLU6 and one-sided bounds, NaN/inf/-0.0 in the input, a NaN bound (all NaN) and min > max
+    (all max): the numpy kernel's bits, SIMD body and tail."""
+    clip = get_kernel("Clip").numpy_fn
+    rng = np.random.default_rng(11)
+    n = 1027
+    x = (rng.standard_normal(n) * 5).astype(np.float32)
+    x[:7] = [np.nan, -0.0, 0.0, np.inf, -np.inf, 6.0, -2.0]
+    bounds = [(0.0, 6.0), (None, 1.5), (-2.0, None), (3.0, -1.0), (np.nan, 1.0), (0.0, np.nan), (None, None)]
+    cases, expected = [], []
+    for lo, hi in bounds:
+        mn = None if lo is None else np.array(lo, np.float32)
+        mx = None if hi is None else np.array(hi, np.float32)
+        expected.append(clip(OpContext(), x, mn, mx)[0])
+        case = _unary_case("clip", n)
+        case["args"] += [_num(-np.inf if lo is None else lo), _num(np.inf if hi is None else hi)]
+        cases.append(case)
+    got = _call_kernels(wasm_path, tmp_path, cases, [x] * len(cases))
+    for g, w in zip(got, expected):
+        # NaN payloads are not part of the contract, nor a zero's sign (np.clip keeps -0.0 where
+        # maximum(-0.0, 0.0) gives 0.0, and numpy versions differ): everything else to the bit
+        nan = np.isnan(w)
+        np.testing.assert_array_equal(np.isnan(g), nan)
+        np.testing.assert_array_equal((g[~nan] + np.float32(0)).view(np.int32),
+                                      (w[~nan] + np.float32(0)).view(np.int32))
+
+
+def _batchnorm_case(rng, shape):
+    n, c = shape[:2]
+    x = rng.standard_normal(shape).astype(np.float32)
+    scale, bias = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    mean = rng.standard_normal(c).astype(np.float32)
+    var = rng.uniform(0.1, 2.0, c).astype(np.float32)
+    return x, scale, bias, mean, var
+
+
+def test_channel_affine_equals_inference_batchnorm_bit_for_bit(wasm_path, tmp_path):
+    """pytrain_channel_affine with pytrain.ops.wasm.normalization.batch_normalization's a, b gives
+    the numpy BatchNormalization kernel's inference output to the bit (spatial sizes with and
+    without a tail)."""
+    bn = get_kernel("BatchNormalization").numpy_fn
+    rng = np.random.default_rng(12)
+    cases, inputs, expected = [], [], []
+    for shape in ((3, 5, 7, 9), (2, 16, 4, 4), (4, 3, 1, 1), (2, 6, 10)):
+        x, scale, bias, mean, var = _batchnorm_case(rng, shape)
+        eps = 1e-3
+        expected.append(bn(OpContext(), x, scale, bias, mean, var, epsilon=eps)[0])
+        # the accelerator's formula (pytrain/ops/wasm/normalization.py batch_normalization)
+        a = np.ascontiguousarray(scale / np.sqrt(var + np.float32(eps)), dtype=np.float32)
+        b = np.ascontiguousarray(bias - mean * a, dtype=np.float32)
+        n, c = shape[:2]
+        s = x.size // (n * c)
+        cases.append({"fn": "channel_affine",
+                      "buffers": [{"len": x.size, "fill": True}, {"len": x.size, "fill": False},
+                                  {"len": c, "fill": True}, {"len": c, "fill": True}],
+                      "read": [1], "args": ["$0", "$1", "$2", "$3", n, c, s]})
+        inputs += [x, a, b]
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for g, w in zip(got, expected):
+        assert g.tobytes() == np.ascontiguousarray(w).tobytes()
+
+
+def _conv_geometry(x_shape, w_shape, strides, pads, dilations):
+    from pytrain.ops.windows import geometry
+
+    return geometry("Conv", x_shape, w_shape[2:], strides, dilations, pads, "NOTSET")
+
+
+# (X shape, channel multiplier, kernel, strides, pads [b, b, e, e], dilations, bias)
+DEPTHWISE = [
+    ((2, 6, 11, 13), 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True),   # MobileNet, stride 1
+    ((2, 6, 12, 12), 1, (3, 3), (2, 2), (0, 1, 1, 0), (1, 1), False),  # stride 2, asymmetric pads
+    ((1, 4, 9, 10), 2, (3, 2), (1, 2), (2, 0, 1, 1), (2, 1), True),    # multiplier 2, dilation
+    ((3, 5, 4, 4), 1, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), True),     # kernel larger than the input
+    ((1, 3, 7, 37), 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),   # 8-wide SIMD blocks + 4-wide + tail
+    ((1, 3, 9, 41), 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),    # stride 2: shuffled loads + tail
+    ((1, 2, 9, 30), 1, (3, 3), (2, 2), (0, 0, 0, 0), (2, 1), True),    # stride 2, row dilation
+    ((1, 2, 6, 20), 1, (3, 3), (1, 1), (1, 1, 1, 1), (2, 1), True),    # stride 1, row dilation
+]
+
+
+def test_depthwise_conv2d_equals_the_numpy_conv(wasm_path, tmp_path):
+    """pytrain_depthwise_conv2d gives the numpy Conv kernel's output (group == C) for strides,
+    asymmetric pads, dilations, a channel multiplier, with and without bias: float32 sums of the
+    same terms in the same order (numpy's BLAS may order them differently natively, hence 1e-6)."""
+    conv = get_kernel("Conv").numpy_fn
+    rng = np.random.default_rng(13)
+    cases, inputs, expected = [], [], []
+    for xs, mult, k, st, pads, dil, has_bias in DEPTHWISE:
+        n, c, h, w = xs
+        m = c * mult
+        x = rng.standard_normal(xs).astype(np.float32)
+        wt = rng.standard_normal((m, 1) + k).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32) if has_bias else None
+        y = conv(OpContext(), x, wt, b, group=c, strides=list(st), pads=list(pads), dilations=list(dil))[0]
+        win = _conv_geometry(xs, wt.shape, st, pads, dil)
+        assert y.shape == (n, m) + tuple(win.out_shape)
+        bufs = [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True}]
+        inputs += [x, wt]
+        if has_bias:
+            bufs.append({"len": m, "fill": True})
+            inputs.append(b)
+        bufs.append({"len": y.size, "fill": False})
+        oh, ow = win.out_shape
+        cases.append({"fn": "depthwise_conv2d", "buffers": bufs, "read": [len(bufs) - 1],
+                      "args": ["$0", "$1", "$2" if has_bias else 0, "$%d" % (len(bufs) - 1), n, c, mult,
+                               h, w, k[0], k[1], oh, ow, st[0], st[1], dil[0], dil[1], pads[0], pads[1]]})
+        expected.append((y, x, wt, b, c, st, pads, dil))
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for g, (y, x, wt, b, c, st, pads, dil) in zip(got, expected):
+        # error bound: float32 rounding of the sum of |terms|
+        mag = conv(OpContext(), np.abs(x), np.abs(wt), None if b is None else np.abs(b), group=c,
+                   strides=list(st), pads=list(pads), dilations=list(dil))[0]
+        assert np.all(np.abs(g - y.ravel()) <= 1e-6 * (mag.ravel() + 1e-30)), np.max(np.abs(g - y.ravel()))
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv1x1_equals_the_numpy_conv(wasm_path, tmp_path, bias, batched):
+    """pytrain_conv1x1 (one sgemm per image, or with scratch one sgemm of the images side by side;
+    then the bias) gives the numpy pointwise Conv's output."""
+    conv = get_kernel("Conv").numpy_fn
+    rng = np.random.default_rng(14)
+    cases, inputs, expected = [], [], []
+    for xs, m in (((2, 16, 9, 10), 24), ((3, 40, 6, 6), 8), ((1, 3, 17, 1), 5)):
+        n, c, h, w = xs
+        x = rng.standard_normal(xs).astype(np.float32)
+        wt = rng.standard_normal((m, c, 1, 1)).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32) if bias else None
+        y = conv(OpContext(), x, wt, b)[0]
+        mag = conv(OpContext(), np.abs(x), np.abs(wt), None if b is None else np.abs(b))[0]
+        bufs = [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True}]
+        inputs += [x, wt]
+        if bias:
+            bufs.append({"len": m, "fill": True})
+            inputs.append(b)
+        bufs.append({"len": y.size, "fill": False})
+        out = len(bufs) - 1
+        if batched:
+            bufs.append({"len": (c + m) * n * h * w, "fill": False})
+        cases.append({"fn": "conv1x1", "buffers": bufs, "read": [out],
+                      "args": ["$0", "$1", "$2" if bias else 0, "$%d" % out, n, c, m, h * w,
+                               "$%d" % (out + 1) if batched else 0]})
+        expected.append((y, mag))
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for g, (y, mag) in zip(got, expected):
+        assert np.all(np.abs(g - y.ravel()) <= 1e-6 * (mag.ravel() + 1e-30)), np.max(np.abs(g - y.ravel()))
+
+
+def _special_values(rng, n, lo, hi):
+    x = rng.uniform(lo, hi, n).astype(np.float32)
+    x[:8] = [np.nan, -0.0, 0.0, np.inf, -np.inf, 1e-30, -1e-30, 1e-45]
+    return x
+
+
+def test_exp_kernel_equals_numpy_to_float32_rounding(wasm_path, tmp_path):
+    """pytrain_exp: np.exp in float32 over the whole range (underflow to subnormals and 0, overflow
+    to inf, NaN and infinities): float64 exp rounded to float32 (what a correctly rounded expf
+    gives, as Pyodide's libm does) but for rare double-rounding ties."""
+    exp = get_kernel("Exp").numpy_fn
+    rng = np.random.default_rng(15)
+    x = np.concatenate([_special_values(rng, 4001, -110, 90), rng.uniform(-1, 1, 1000).astype(np.float32),
+                        np.float32([88.72, 88.73, -87.5, -103.9, -104.0, -200.0])])
+    got = _call_kernels(wasm_path, tmp_path, [_unary_case("exp", x.size)], [x])[0]
+    want = exp(OpContext(), x)[0]
+    with np.errstate(over="ignore"):
+        exact = np.exp(x.astype(np.float64)).astype(np.float32)
+    assert np.mean(_ulps(got, exact) == 0) > 0.999
+    assert _ulps(got, exact).max() <= 1
+    # numpy's own float32 exp may be a SIMD approximation (natively up to a few ulp off): the
+    # kernel is never farther from it than numpy is from the rounded truth, plus one ulp
+    assert np.all(_ulps(got, want) <= _ulps(want, exact) + 1)
+    assert np.isnan(got[0]) and got[3] == np.inf and got[4] == 0.0
+
+
+def test_erf_kernel_equals_the_numpy_erf_to_float32_rounding(wasm_path, tmp_path):
+    """pytrain_erf evaluates pytrain.ops.special.erf's double-precision polynomials: that erf
+    rounded to float32 for all but rare double-rounding ties, never more than 1 ulp off, across
+    both polynomial ranges, the |x| > 6 plateau, NaN and infinities; and within the Erf kernel's
+    own error bound of its result."""
+    from pytrain.ops.special import erf as erf64
+
+    erf = get_kernel("Erf").numpy_fn
+    rng = np.random.default_rng(16)
+    x = np.concatenate([_special_values(rng, 6001, -7, 7), np.float32([2.0, -2.0, 6.0, -6.0, 2.0000002, 5.999])])
+    got = _call_kernels(wasm_path, tmp_path, [_unary_case("erf", x.size)], [x])[0]
+    # the double-precision erf rounded once to float32
+    exact = erf64(x.astype(np.float64)).astype(np.float32)
+    assert _ulps(got, exact).max() <= 1
+    assert np.mean(_ulps(got, exact) == 0) > 0.999
+    # the numpy kernel may take a cheaper float32 path (within 6e-8 of erf): no farther than that
+    want = erf(OpContext(), x)[0]
+    ok = np.isnan(want) | (np.abs(got.astype(np.float64) - want) <= 6e-8 + 6e-8)
+    assert ok.all()
+    assert np.isnan(got[0]) and got[3] == 1.0 and got[4] == -1.0
+
+
+def test_sgemm_batched_equals_numpy_matmul(wasm_path, tmp_path):
+    """pytrain_sgemm_batched: a stack of products, operands transposed or not and spaced by any
+    stride (attention's heads and their gradients), each equal to np.matmul to float32 rounding."""
+    rng = np.random.default_rng(17)
+    cases, inputs, expected = [], [], []
+    for count, ta, tb, m, n, k, pad in ((4, 0, 0, 32, 32, 64, 0), (3, 0, 1, 17, 9, 33, 5), (2, 1, 0, 8, 40, 7, 3),
+                                        (5, 1, 1, 6, 5, 12, 0)):
+        ar, ac = (k, m) if ta else (m, k)
+        br, bc = (n, k) if tb else (k, n)
+        a = rng.standard_normal((count, ar * ac + pad)).astype(np.float32)
+        b = rng.standard_normal((count, br * bc + pad)).astype(np.float32)
+        am = a[:, :ar * ac].reshape(count, ar, ac)
+        bm = b[:, :br * bc].reshape(count, br, bc)
+        opa = np.swapaxes(am, 1, 2) if ta else am
+        opb = np.swapaxes(bm, 1, 2) if tb else bm
+        want = np.matmul(opa.astype(np.float64), opb.astype(np.float64))
+        mag = np.matmul(np.abs(opa).astype(np.float64), np.abs(opb).astype(np.float64))
+        cases.append({"fn": "sgemm_batched",
+                      "buffers": [{"len": a.size, "fill": True}, {"len": b.size, "fill": True},
+                                  {"len": count * m * n, "fill": False}],
+                      "read": [2], "args": [count, ta, tb, m, n, k, "$0", ar * ac + pad, ac,
+                                            "$1", br * bc + pad, bc, "$2", m * n, n]})
+        inputs += [a, b]
+        expected.append((want, mag))
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for g, (want, mag) in zip(got, expected):
+        assert np.all(np.abs(g - want.ravel()) <= 1e-6 * (mag.ravel() + 1e-30))
+
+
+def _close(got: np.ndarray, want: np.ndarray, mag: np.ndarray, rel: float = 2e-6) -> None:
+    """Equal to float32 rounding: |got - want| within a few float32 ulps of the terms' magnitude."""
+    got, want, mag = (np.asarray(v, np.float64).ravel() for v in (got, want, mag))
+    assert np.all(np.abs(got - want) <= rel * (np.abs(mag) + np.abs(want)) + 1e-30), np.max(np.abs(got - want))
+
+
+# (X shape, axis): BERT's (batch, tokens, hidden) and the emb workload's rows, a 2-axis tail
+LAYERNORM = [((4, 32, 128), -1), ((64, 32, 64), 2), ((3, 5, 6, 7), 2), ((7, 1), -1)]
+
+
+def test_layernorm_kernels_equal_numpy(wasm_path, tmp_path):
+    """pytrain_layernorm gives LayerNormalization's Y, Mean and InvStdDev, pytrain_layernorm_grad
+    LayerNormalizationGrad's dX, dScale and dB, to float32 rounding (statistics summed in double)."""
+    from pytrain.ops.registry import PYTRAIN_DOMAIN
+
+    ln = get_kernel("LayerNormalization").numpy_fn
+    ln_grad = get_kernel("LayerNormalizationGrad", PYTRAIN_DOMAIN).numpy_fn
+    rng = np.random.default_rng(18)
+    cases, inputs, expected = [], [], []
+    for shape, axis in LAYERNORM:
+        a = axis % len(shape)
+        tail = shape[a:]
+        rows, n = int(np.prod(shape[:a])), int(np.prod(tail))
+        x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+        scale = rng.standard_normal(tail).astype(np.float32)
+        bias = rng.standard_normal(tail).astype(np.float32)
+        dy = rng.standard_normal(shape).astype(np.float32)
+        all3 = OpContext(output_mask=(True, True, True))
+        y, mean, inv_std = ln(all3, x, scale, bias, axis=axis, epsilon=1e-12)
+        dx, dscale, dbias = ln_grad(all3, dy, x, scale, mean, inv_std, axis=axis)
+        cases.append({"fn": "layernorm",
+                      "buffers": [{"len": x.size, "fill": True}, {"len": n, "fill": True}, {"len": n, "fill": True},
+                                  {"len": x.size, "fill": False}, {"len": rows, "fill": False},
+                                  {"len": rows, "fill": False}],
+                      "read": [3, 4, 5],
+                      "args": ["$0", "$1", "$2", "$3", "$4", "$5", rows, n, float(np.float32(1e-12))]})
+        inputs += [x, scale, bias]
+        cases.append({"fn": "layernorm_grad",
+                      "buffers": [{"len": x.size, "fill": True}, {"len": x.size, "fill": True},
+                                  {"len": n, "fill": True}, {"len": rows, "fill": True}, {"len": rows, "fill": True},
+                                  {"len": x.size, "fill": False}, {"len": n, "fill": False},
+                                  {"len": n, "fill": False}],
+                      "read": [5, 6, 7], "args": ["$0", "$1", "$2", "$3", "$4", "$5", "$6", "$7", rows, n]})
+        inputs += [dy, x, scale, mean, inv_std]
+        xhat = (x - mean) * inv_std
+        g = dy * scale
+        expected.append([(y, np.abs(xhat * scale) + np.abs(bias)), (mean, np.abs(x).mean(axis=tuple(range(a, x.ndim)),
+                                                                                         keepdims=True)),
+                         (inv_std, inv_std)])
+        gmag = np.abs(g).mean(axis=tuple(range(a, x.ndim)), keepdims=True)
+        expected.append([(dx, inv_std * (np.abs(g) + gmag + np.abs(xhat) * (np.abs(g * xhat)).mean(
+                             axis=tuple(range(a, x.ndim)), keepdims=True)) * 4),
+                         (dscale, np.abs(dy * xhat).reshape(rows, n).sum(0).reshape(tail)),
+                         (dbias, np.abs(dy).reshape(rows, n).sum(0).reshape(tail))])
+    got = iter(_call_kernels(wasm_path, tmp_path, cases, inputs))
+    for outs in expected:
+        for want, mag in outs:
+            _close(next(got), want, np.broadcast_to(mag, want.shape))
+
+
+def test_softmax_kernel_equals_numpy(wasm_path, tmp_path):
+    """pytrain_softmax: the Softmax kernel over the last axis (attention rows of 32, long rows,
+    one-element rows, scores from tiny to huge) to float32 rounding; a NaN or an infinity makes it
+    decline (return 1)."""
+    sm = get_kernel("Softmax").numpy_fn
+    rng = np.random.default_rng(19)
+    cases, inputs, expected = [], [], []
+    for shape, scale in (((4, 2, 32, 32), 3.0), ((3, 1000), 30.0), ((5, 1), 1.0), ((6, 7), 1e4)):
+        x = (rng.standard_normal(shape) * scale).astype(np.float32)
+        cases.append({"fn": "softmax", "buffers": [{"len": x.size, "fill": True}, {"len": x.size, "fill": False}],
+                      "read": [1], "ret": True, "args": ["$0", "$1", x.size // shape[-1], shape[-1]]})
+        inputs.append(x)
+        expected.append(sm(OpContext(), x)[0])
+    for bad in (np.nan, np.inf, -np.inf):
+        x = rng.standard_normal((3, 8)).astype(np.float32)
+        x[1, 3] = bad
+        cases.append({"fn": "softmax", "buffers": [{"len": x.size, "fill": True}, {"len": x.size, "fill": False}],
+                      "read": [], "ret": True, "args": ["$0", "$1", 3, 8]})
+        inputs.append(x)
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for i, want in enumerate(expected):
+        y, ret = got[2 * i], got[2 * i + 1]
+        assert ret[0] == 0
+        _close(y, want, want)
+    assert [float(r[0]) for r in got[2 * len(expected):]] == [1.0, 1.0, 1.0]
+
+
+def _int64_words(idx: np.ndarray) -> list:
+    """int64 values as the driver's int32 words (little-endian pairs)."""
+    return np.ascontiguousarray(idx, dtype=np.int64).ravel().view(np.int32).tolist()
+
+
+def test_gather_grad_kernel_equals_numpy_bit_for_bit(wasm_path, tmp_path):
+    """pytrain_gather_grad: GatherGrad along axis 0 (repeated and negative indices, rows never
+    gathered) to the bit, the sums in double in index order as the numpy kernel's bincount; an
+    index out of range makes it decline (return 1) before writing anything."""
+    from pytrain.ops.registry import PYTRAIN_DOMAIN
+
+    gg = get_kernel("GatherGrad", PYTRAIN_DOMAIN).numpy_fn
+    rng = np.random.default_rng(20)
+    cases, inputs, expected = [], [], []
+    for rows, idx_shape, inner in ((1000, (8, 32), (64,)), (50, (4, 16), (3, 5)), (7, (9,), ())):
+        idx = rng.integers(-rows, rows, idx_shape).astype(np.int64)
+        idx.ravel()[:3] = idx.ravel()[0]  # repeats
+        x = np.zeros((rows,) + inner, np.float32)
+        dy = (rng.standard_normal(idx_shape + inner) * 1e3).astype(np.float32)
+        want = gg(OpContext(), dy, idx, x)[0]
+        k = int(np.prod(inner))
+        cases.append({"fn": "gather_grad",
+                      "buffers": [{"len": dy.size, "fill": True}, {"len": 2 * idx.size, "ints": _int64_words(idx)},
+                                  {"len": want.size, "fill": False}, {"len": 2 * rows * k, "fill": False},
+                                  {"len": rows, "fill": False}],
+                      "read": [2], "ret": True, "args": ["$0", "$1", idx.size, "$2", "$3", "$4", rows, k]})
+        inputs.append(dy)
+        expected.append(want)
+    bad = np.array([0, 3, 7], np.int64)
+    cases.append({"fn": "gather_grad",
+                  "buffers": [{"len": 6, "fill": True}, {"len": 6, "ints": _int64_words(bad)},
+                              {"len": 14, "fill": False}, {"len": 28, "fill": False}, {"len": 7, "fill": False}],
+                  "read": [2], "ret": True, "args": ["$0", "$1", 3, "$2", "$3", "$4", 7, 2]})
+    inputs.append(np.ones(6, np.float32))
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for i, want in enumerate(expected):
+        assert got[2 * i + 1][0] == 0
+        assert got[2 * i].tobytes() == np.ascontiguousarray(want).tobytes()
+    assert got[-1][0] == 1 and not got[-2].any()
+
+
+def test_first_non_finite_kernel(wasm_path, tmp_path):
+    """pytrain_first_non_finite: the index of the first array holding a NaN or an infinity (in the
+    SIMD body or the tail, huge finite values are fine), -1 when all are finite, empty arrays skipped."""
+    rng = np.random.default_rng(21)
+    arrays = [rng.standard_normal(n).astype(np.float32) for n in (1027, 5, 0, 64, 3)]
+    arrays[0][:4] = [3e38, -3e38, 3e38, 3e38]  # their sum would overflow: still finite
+    variants = {"finite": (None, None, -1), "nan_body": (3, 17, 3), "inf_tail": (4, 2, 4),
+                "neg_inf_first": (0, 1026, 0), "nan_and_inf": (1, 0, 1)}
+    cases, inputs, expected = [], [], []
+    for name, (which, pos, want) in variants.items():
+        arrs = [a.copy() for a in arrays]
+        if which is not None:
+            arrs[which][pos] = {"nan_body": np.nan, "inf_tail": np.inf, "neg_inf_first": -np.inf,
+                                "nan_and_inf": np.nan}[name]
+            if name == "nan_and_inf":
+                arrs[3][0] = np.inf
+        bufs, table = [], []
+        for a in arrs:
+            bufs.append({"len": max(a.size, 1), "fill": True})
+            inputs.append(a if a.size else np.zeros(1, np.float32))
+            table += [a.size, "$%d" % (len(bufs) - 1)]
+        bufs.append({"len": len(table), "ints": table})
+        cases.append({"fn": "first_non_finite", "buffers": bufs, "read": [], "ret": True,
+                      "args": ["$%d" % (len(bufs) - 1), len(arrs)]})
+        expected.append(want)
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    assert [int(g[0]) for g in got] == expected
+
+
+@pytest.mark.parametrize("c_kind", [0, 1, 2])
+def test_gemm_with_bias_equals_the_numpy_gemm_path(wasm_path, tmp_path, c_kind):
+    """pytrain_gemm: the product (the same sgemm the numpy Gemm kernel calls in the browser) then the
+    bias added as numpy's `y += C`: against the product computed by pytrain_sgemm plus numpy's add,
+    to the bit, for a row bias, a full C and none, in every transposition."""
+    rng = np.random.default_rng(22)
+    cases, inputs, expected = [], [], []
+    for ta, tb, m, n, k in ((0, 1, 64, 128, 784), (0, 0, 17, 33, 130), (1, 0, 9, 10, 70), (1, 1, 5, 7, 300)):
+        a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+        c = rng.standard_normal((m, n) if c_kind == 2 else (n,)).astype(np.float32)
+        lda, ldb = a.shape[1], b.shape[1]
+        bufs = [{"len": a.size, "fill": True}, {"len": b.size, "fill": True}, {"len": c.size, "fill": True},
+                {"len": m * n, "fill": False}]
+        inputs += [a, b, c]
+        cases.append({"fn": "gemm", "buffers": bufs, "read": [3],
+                      "args": [ta, tb, m, n, k, "$0", lda, "$1", ldb, "$2" if c_kind else 0, c_kind, "$3"]})
+        # the reference: the plain product from the same kernel, then numpy's float32 add
+        inputs += [a, b]
+        cases.append({"fn": "sgemm", "buffers": [{"len": a.size, "fill": True}, {"len": b.size, "fill": True},
+                                                 {"len": m * n, "fill": False}],
+                      "read": [2], "args": [ta, tb, m, n, k, 1.0, "$0", lda, "$1", ldb, 0.0, "$2", n]})
+        expected.append((c, m, n))
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for i, (c, m, n) in enumerate(expected):
+        y, plain = got[2 * i].reshape(m, n), got[2 * i + 1].reshape(m, n)
+        want = plain.copy()
+        if c_kind:
+            want += c.reshape(-1, n) if c_kind == 1 else c
+        assert y.tobytes() == want.tobytes()  # (the product itself: tests/web/test_wasm_gemm.py)
+
+
+def test_sum_rows_is_sum_to_shape_over_leading_axes_bit_for_bit(wasm_path, tmp_path):
+    """The bias-gradient shapes pytrain.ops.wasm.elementwise.sum_to_shape now sends to
+    pytrain_sum_rows (a 3-D transformer gradient into (C,) or (1, 1, C), a 4-D one into (H, W)) give SumToShape's numpy
+    result to the bit."""
+    from pytrain.ops.registry import PYTRAIN_DOMAIN
+
+    s2s = get_kernel("SumToShape", PYTRAIN_DOMAIN).numpy_fn
+    rng = np.random.default_rng(23)
+    cases, inputs, expected = [], [], []
+    for g_shape, x_shape in (((32, 32, 128), (128,)), ((4, 8, 12), (1, 1, 12)), ((2, 3, 5, 7), (5, 7)),
+                             ((3, 1030), (1, 1030))):
+        g = (rng.standard_normal(g_shape) * 10).astype(np.float32)
+        want = s2s(OpContext(), g, np.zeros(x_shape, np.float32))[0]
+        assert want.shape == x_shape
+        cols = want.size
+        cases.append({"fn": "sum_rows", "buffers": [{"len": g.size, "fill": True}, {"len": cols, "fill": False}],
+                      "read": [1], "args": ["$0", "$1", g.size // cols, cols]})
+        inputs.append(g)
+        expected.append(want)
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for g, want in zip(got, expected):
+        assert g.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+@pytest.mark.parametrize("op_code,op", [(0, "Add"), (1, "Sub"), (2, "Mul"), (3, "Div")])
+def test_binary_kernel_equals_numpy_bit_for_bit(wasm_path, tmp_path, op_code, op):
+    """pytrain_binary: Add/Sub/Mul/Div as the numpy kernels, to the bit (NaN, inf, zeros and a
+    division by zero included), for equal shapes, a scalar on either side and a bias row on either
+    side (swap: the broadcast operand on the left of Sub/Div)."""
+    fn = get_kernel(op).numpy_fn
+    rng = np.random.default_rng(24)
+    big = (rng.standard_normal((6, 5, 35)) * 3).astype(np.float32)
+    big.ravel()[:6] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40]
+    other = (rng.standard_normal((6, 5, 35)) * 3).astype(np.float32)
+    other.ravel()[:6] = [1.0, 2.0, -np.inf, 0.0, 0.0, 3.0]
+    row = rng.standard_normal(35).astype(np.float32)
+    row[:2] = [0.0, np.inf]
+    scalar = np.array(0.0 if op == "Div" else -1.5, np.float32)
+    cases, inputs, expected = [], [], []
+    for a, b, small, swap in ((big, other, other, 0), (big, scalar, scalar, 0), (scalar, big, scalar, 1),
+                              (big, row, row, 0), (row, big, row, 1)):
+        want = fn(OpContext(), a, b)[0]
+        cases.append({"fn": "binary", "buffers": [{"len": big.size, "fill": True}, {"len": small.size, "fill": True},
+                                                  {"len": big.size, "fill": False}],
+                      "read": [2], "args": [op_code, "$0", "$1", "$2", big.size, small.size, swap]})
+        inputs += [big, small]
+        expected.append(want)
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for g, want in zip(got, expected):
+        nan = np.isnan(want.ravel())
+        np.testing.assert_array_equal(np.isnan(g), nan)
+        assert g[~nan].tobytes() == want.ravel()[~nan].tobytes()
