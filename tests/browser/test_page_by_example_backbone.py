@@ -49,7 +49,7 @@ def _legends_inside(page):
     # the ResizeObserver and the plots' throttled redraw: wait until both canvases are drawn at their size
     page.wait_for_function("""() => ['loss', 'metric'].every((k) => {
         const p = window.pytrainApp.plots[k], c = p.canvas;
-        return p.legendBoxes && c.width === Math.round(c.clientWidth * (window.devicePixelRatio || 1));
+        return p.legendBoxes && p.legendBoxes.length > 0 && c.width === Math.round(c.clientWidth * (window.devicePixelRatio || 1));
     })""", timeout=wait_ms(30_000))
     res = page.evaluate("""() => ['loss', 'metric'].map((k) => {
         const p = window.pytrainApp.plots[k], c = p.canvas, r = c.getBoundingClientRect();
