@@ -1,4 +1,4 @@
-"""ONNX external data (issue 9, item 2): torch's default exporter writes ``m.onnx`` + ``m.onnx.data``;
+"""ONNX external data: torch's default exporter writes ``m.onnx`` + ``m.onnx.data``;
 pytrain reads the tensors from the model's folder (a path) or from {location: bytes} (bytes), and
 refuses any location that leaves the model's folder, a missing file, or sizes that do not match."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seeded mutation fuzzing of models and checkpoints (issue 10): every mutant runs the whole user path in
+"""Seeded mutation fuzzing of models and checkpoints: every mutant runs the whole user path in
 a worker process with a memory cap and a time limit (tests/helpers/fuzz_harness.py). What must hold:
 
 * no mutant escapes as anything but a ``pytrain.errors`` exception: no other exception, no crash, no hang,

@@ -1,4 +1,4 @@
-"""Issue 10's defects, one test each: hostile or careless models, checkpoints, numbers and calls get a
+"""Hostile and careless inputs, one test each: hostile or careless models, checkpoints, numbers and calls get a
 ``pytrain.errors`` exception naming what is wrong (never a raw Python error, a hang, unbounded memory
 or a saved broken state). tests/api/test_fuzz.py covers the same ground with thousands of mutants."""
 from __future__ import annotations

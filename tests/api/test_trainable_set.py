@@ -1,4 +1,4 @@
-"""The default trainable set is what PyTorch trains (issue 9, item 3): with requires_grad=None the
+"""The default trainable set is what PyTorch trains: with requires_grad=None the
 number of trainable elements equals sum(p.numel() for p in model.parameters()) for models exported
 by either exporter (dynamo, torch's default, and TorchScript), in eval and training mode, with and
 without constant folding; constants the exporters fold (``val_68``, ``/attn/Sqrt_output_0``) do not
@@ -61,7 +61,7 @@ def _build(name: str):
     make, shape = MODELS[name]
     torch.manual_seed(0)
     model = make()
-    with torch.no_grad():  # distinct values: the exporters merge identical initial tensors (issue 9, item 6)
+    with torch.no_grad():  # distinct values: the exporters merge identical initial tensors
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
     return model, torch.randn(*shape)
@@ -98,8 +98,8 @@ def test_trainable_elements_equal_torch_parameters(name, dynamo, mode, fold, tmp
     src = onnx.load(path)
     kept_bn = any(n.op_type == "BatchNormalization" for n in src.graph.node)
     if name == "conv_bn" and not kept_bn:
-        # the exporter folded BatchNorm into the convolution (its scale and bias are gone: issue 9
-        # item 6, pytrain.torch_export keeps them); every parameter that survived trains
+        # the exporter folded BatchNorm into the convolution (its scale and bias are gone;
+        # pytrain.torch_export keeps them); every parameter that survived trains
         want -= sum(p.numel() for p in model.bn.parameters())
     assert arts.summary["trainable_count"] == want
     report = {r["name"]: r for r in arts.summary["initializers"]}

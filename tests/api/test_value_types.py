@@ -1,5 +1,5 @@
 """Sequence, optional, map and sparse values are refused when a model is loaded or artifacts are
-generated (issue 9, item 7), naming the value or node and its type: never run with a wrong meaning
+generated, naming the value or node and its type: never run with a wrong meaning
 (an Identity on a sequence used to stack it into one tensor)."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The gradient rule of BatchNormalization in inference mode (running statistics): what the
 training model keeps for a BatchNormalization whose scale and bias do not train (a frozen
-backbone, issue 9 item 1). Checked through the artifact generator against float64 finite
+backbone). Checked through the artifact generator against float64 finite
 differences of the inference forward. (Scale and bias gradients in this mode, reached with
 generate_artifacts(batchnorm="eval"), are checked in tests/training/test_batchnorm_transfer.py.)"""
 from __future__ import annotations

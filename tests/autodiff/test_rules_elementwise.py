@@ -1,4 +1,4 @@
-"""Gradient rules of the element-wise ops added for issue 9 (HardSwish, HardSigmoid, Elu, Selu, Celu,
+"""Gradient rules of the element-wise ops (HardSwish, HardSigmoid, Elu, Selu, Celu,
 PRelu, Mish, Softsign, Sin, Cos, Mod) and of Max and Min, through ``grad_harness`` (float64 central
 finite differences of the same scalar, at points away from the kinks); the tie rule of Max/Min; and
 the torch.nn layers (Hardswish, Hardsigmoid, ELU, SELU, CELU, PReLU, Mish, Softsign) against

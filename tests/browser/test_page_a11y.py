@@ -1,4 +1,4 @@
-"""Issue 13, defect 9: accessibility. axe-core (npm devDependency, injected from node_modules)
+"""Accessibility. axe-core (npm devDependency, injected from node_modules)
 finds no violation on any screen; live regions announce milestones only; tabs follow the arrow
 keys; focus survives buttons that disable themselves; the drawing pad works from the keyboard;
 the plots have a table."""

@@ -1,4 +1,4 @@
-"""Issue 13, "teach it by example": classes named on the page, examples recorded from the camera
+"""Teach it by example: classes named on the page, examples recorded from the camera
 (Chromium's fake camera) and added from files, a small CNN trained in the tab, live predictions
 from the camera, and the exported model answering like the page in onnxruntime."""
 from __future__ import annotations

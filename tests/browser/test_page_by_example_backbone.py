@@ -1,4 +1,4 @@
-"""Issue 13, "By example" with a pretrained feature extractor: a tiny torch conv backbone (BatchNorm,
+"""By example with a pretrained feature extractor: a tiny torch conv backbone (BatchNorm,
 Dropout) exported by torch's default (dynamo) exporter with its weights in a ``.onnx.data`` file is
 chosen on the page; only a new head trains on its features; live prediction from the (fake) camera
 runs backbone + head; the exported model (one graph) answers in onnxruntime like the page did.

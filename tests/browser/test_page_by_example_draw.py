@@ -1,4 +1,4 @@
-"""Issue 13, "By example" from the drawing pad: horizontal strokes vs vertical strokes drawn with the
+"""By example from the drawing pad: horizontal strokes vs vertical strokes drawn with the
 mouse (and some with the keyboard) go into the chosen class's gallery; a small CNN trains on them;
 "Try the model" predicts from its own pad after each stroke, and the exported model answers in
 onnxruntime like the page did on the very pixels the page used."""

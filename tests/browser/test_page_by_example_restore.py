@@ -1,4 +1,4 @@
-"""Issue 13, defect 4 ("stale state") for "By example": a run that comes back, resumed from this
+"""Stale state in "By example": a run that comes back, resumed from this
 browser after a reload or taken back from its run file in a fresh browser, shows its classes (names)
 and examples (thumbnails, counts) in the gallery, since the model trains on them; the resumed run
 predicts as before the reload and continues exactly as the run that never reloaded (a backbone run

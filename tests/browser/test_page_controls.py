@@ -1,4 +1,4 @@
-"""Issue 13, defect 7: "Continue" after a finished run trains on, and a changed optimizer or
+""""Continue" after a finished run trains on, and a changed optimizer or
 learning rate keeps the weights learnt so far."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13, defect 6: semicolon/tab separators are sniffed, missing values dropped or filled,
+"""Semicolon/tab separators are sniffed, missing values dropped or filled,
 columns excluded, small text columns one-hot encoded (large ones left out, saying why), and a
 binary file gets a clear message."""
 from __future__ import annotations

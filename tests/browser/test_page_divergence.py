@@ -1,4 +1,4 @@
-"""Issue 13, defect 8: a diverging run is stopped and said to have diverged (never "Finished" in
+"""A diverging run is stopped and said to have diverged (never "Finished" in
 green), the loss plot switches to a log scale, and the last good checkpoint can be restored."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13, defect 3: an error shows where the action was (in view, focused), also on a phone."""
+"""An error shows where the action was (in view, focused), also on a phone."""
 from __future__ import annotations
 
 from browser_helpers import wait_ms, open_app, wait_ready

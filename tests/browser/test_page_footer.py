@@ -1,4 +1,4 @@
-"""Issue 13, defect 10: the footer names the Pyodide the page ships (0.17.1), like everything else."""
+"""The footer names the Pyodide the page ships (0.17.1), like everything else."""
 from __future__ import annotations
 
 import json

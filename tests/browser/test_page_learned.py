@@ -1,4 +1,4 @@
-"""Issue 13, "see what it learned": after a run the page shows the validation confusion matrix and
+"""What it learned: after a run the page shows the validation confusion matrix and
 per-class accuracy (or predicted against true values for a regression), and the model's
 parameters with their sizes and whether they train."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13, defect 2: artifacts are recognised by content (a checkpoint named pytrain-step250.ckpt
+"""Artifacts are recognised by content (a checkpoint named pytrain-step250.ckpt
 is a checkpoint), and one download of the whole run goes back into the page, the widget and
 `pytrain train --resume`."""
 from __future__ import annotations

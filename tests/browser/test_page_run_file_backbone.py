@@ -1,4 +1,4 @@
-"""Issue 13, defect 2 for "By example" with a pretrained backbone: the whole run downloads as one zip
+"""Run files of "By example" with a pretrained backbone: the whole run downloads as one zip
 (with backbone.onnx and the examples), the page says in one line under the downloads why
 `pytrain train --resume` cannot continue it, and after a reload the zip goes back into the page (and
 into the widget) at the same step, answering the same."""

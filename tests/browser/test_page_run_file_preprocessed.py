@@ -1,4 +1,4 @@
-"""Issue 13, defect 2, for tables the page prepared: a run on a `;`-separated CSV with missing values
+"""Run files of tables the page prepared: a run on a `;`-separated CSV with missing values
 filled, columns left out, a text column one-hot encoded and a regression target scaled goes from the
 page to `pytrain train --resume` and continues with the page's numbers; the CLI's export takes the
 same raw rows as the page's and answers in the target's units."""

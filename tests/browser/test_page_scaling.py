@@ -1,4 +1,4 @@
-"""Issue 13, defect 5: regression targets are learnt scaled and answered in their own units by the
+"""Regression targets are learnt scaled and answered in their own units by the
 exported model; an uploaded model trained on a table gets feature standardisation, baked into its
 export (wine.csv: proline as a regression target, class with an uploaded MLP)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13, defect 4: no stale state after a failed upload, a failed build, a model switch or a rebuild."""
+"""No stale state after a failed upload, a failed build, a model switch or a rebuild."""
 from __future__ import annotations
 
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, wait_ready

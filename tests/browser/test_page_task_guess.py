@@ -1,4 +1,4 @@
-"""Issue 13, defect 1: a numeric label with many distinct values is regression, and the page says
+"""A numeric label with many distinct values is regression, and the page says
 which task it chose and why (wine.csv, label "proline": 278-1680)."""
 from __future__ import annotations
 

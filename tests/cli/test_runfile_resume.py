@@ -1,4 +1,4 @@
-"""Issue 13, defect 2: the page's run file (a zip) resumes in `pytrain train --resume` also for runs
+"""The page's run file (a zip) resumes in `pytrain train --resume` also for runs
 on a table the page prepared (missing values filled/dropped, columns excluded, text one-hot encoded,
 features standardised, regression targets scaled), with the same numbers as continuing in the page.
 

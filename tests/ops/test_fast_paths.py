@@ -1,4 +1,4 @@
-"""The native fast paths of issue 14 (MobileNetV2 and BERT rows) against the plain formulas they
+"""The native fast paths (MobileNetV2 and BERT rows) against the plain formulas they
 replace, onnx.reference and onnxruntime:
 
 * Clip through np.clip where it equals maximum-then-minimum (NaN and inf inputs, NaN bounds, min > max);

@@ -240,7 +240,7 @@ def test_suite_is_covered():
 
 
 def test_refusals_name_float8_int4_and_attributes():
-    """Issue 9 item 7: the element type and the unknown attribute are named, in a PytrainError."""
+    """The element type and the unknown attribute are named, in a PytrainError."""
     assert run_case(CASES["test_cast_FLOAT_to_FLOAT8E4M3FN"]) == ("refused", "element type float8e4m3fn")
     assert run_case(CASES["test_cast_INT4_to_FLOAT"]) == ("refused", "element type int4")
     assert run_case(CASES["test_cast_FLOAT_to_UINT2"]) == ("refused", "element type uint2")

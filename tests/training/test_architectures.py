@@ -10,7 +10,7 @@ weights with SGD+momentum and with AdamW:
 Where the file kept every PyTorch parameter (possibly transposed, under another name), the loss at
 each of the 10 steps and the final weights agree within 1e-3 (relative), and the exported inference
 model in onnxruntime gives pytrain's eval output and PyTorch's. Where a plain exporter lost
-parameters (issue 9, item 6: BatchNorm folded into the convolutions, identical tensors merged into
+parameters (BatchNorm folded into the convolutions, identical tensors merged into
 one, Linear weights folded into constants), no runtime can train the file as PyTorch trains the
 model: the test checks that pytrain's summary shows it (its trainable element count is not
 PyTorch's) and that pytrain runs what the file holds exactly as onnxruntime does; ``torch_export``

@@ -1,4 +1,4 @@
-"""BatchNorm in transfer learning (issue 9, item 1): a BatchNormalization whose scale and bias do
+"""BatchNorm in transfer learning: a BatchNormalization whose scale and bias do
 not train runs on its running statistics in the training model (a frozen backbone in eval()), one
 whose scale/bias train uses batch statistics and updates its running statistics; the
 ``batchnorm=`` option overrides per model or per node. Checked against PyTorch step for step."""

@@ -1,4 +1,4 @@
-"""Cross entropy over sequences (issue 9, item 5), against torch.nn.functional.cross_entropy:
+"""Cross entropy over sequences, against torch.nn.functional.cross_entropy:
 logits (N, C, d1, ...) with labels (N, d1, ...), ignore_index -100 by default as torch's, and
 the Hugging Face layout (N, L, C) with labels (N, L) through ``CrossEntropyLoss(class_axis=-1)``."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13, "stale state" for "By example": a run that comes back (resumed from the browser's
+"""Stale state in "By example": a run that comes back (resumed from the browser's
 IndexedDB via Session.snapshot/restore, or taken back from its run file) gives the page its classes
 and examples (Session.examples) so the gallery shows what trains, a rebuild from that gallery uses
 the saved extractor as it is (feature_head.reuse), and a resumed backbone run carries the features

@@ -1,4 +1,4 @@
-"""Issue 13, "By example" with a pretrained feature extractor (pytrain.webapp.feature_head): a tiny
+"""By example with a pretrained feature extractor (pytrain.webapp.feature_head): a tiny
 torch conv backbone with BatchNorm and Dropout, exported three ways, stays frozen in inference mode
 while a Gemm head trains on its features (computed once); the composed export runs in onnxruntime
 and equals torch's backbone followed by the trained head; bad backbones are refused clearly."""

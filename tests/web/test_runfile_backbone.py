@@ -1,4 +1,4 @@
-"""Issue 13, defect 2 for "By example" with a pretrained backbone: the run file (zip) carries the
+"""Run files of "By example" with a pretrained backbone: the run file (zip) carries the
 frozen feature extractor (``backbone.onnx``, weights inline) and the examples, so the page and the
 widget (pytrain.webapp.Session.use_artifact_files, as web/worker.js calls it) take it back at the
 same step with the same predictions, and continuing it trains exactly as continuing the original;
