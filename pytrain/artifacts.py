@@ -408,15 +408,15 @@ def generate_artifacts(
     trainable_ops: only the parameters of the last N ops that hold parameters train (as ONERT's
         num_of_trainable_ops); the others are frozen.
     loss_reduction: 'mean', 'sum' or 'none' for the built-in losses.
-    batchnorm: how each BatchNormalization runs in the training model. 'auto' (default): one whose
-        scale or bias trains uses the batch's statistics and updates its running statistics (a
-        PyTorch module in train()); one whose scale and bias both do not train (frozen by
-        requires_grad / frozen_params / trainable_ops, or not initializers) runs on its running
-        statistics, which stay unchanged, as a frozen backbone in eval() does; the gradient still
-        flows through it to its input. 'train' / 'eval' force one mode for every node; a dict
-        {node name or scale initializer name: 'auto'|'train'|'eval'} sets it per node. The
-        training_mode attribute of the source model does not matter. The eval model always uses
-        the running statistics.
+    batchnorm: how each BatchNormalization runs in the training model. 'auto' (default): one
+        exported in training mode (``training_mode=1``: the module was in train()) or whose scale or
+        bias trains uses the batch's statistics and updates its running statistics (a PyTorch module
+        in train(), and ONNX Runtime); one exported in inference mode whose scale and bias both do
+        not train (frozen by requires_grad / frozen_params / trainable_ops, or not initializers)
+        runs on its running statistics, which stay unchanged, as a frozen backbone in eval() does;
+        the gradient still flows through it to its input. 'train' / 'eval' force one mode for every
+        node; a dict {node name or scale initializer name: 'auto'|'train'|'eval'} sets it per node.
+        The eval model always uses the running statistics.
     external_data: {location: bytes} of the external-data files when ``model`` is bytes or a ModelProto.
     allow_no_trainable: accept a model where no parameter trains (the training model then computes
         the loss and any input gradients only) instead of refusing it.

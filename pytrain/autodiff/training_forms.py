@@ -14,7 +14,7 @@ from pytrain.errors import ArtifactError
 from pytrain.export import inference_rewrite
 from pytrain.graph import NameScope
 from pytrain.ops.registry import PYTRAIN_DOMAIN
-from pytrain.proto import NodeProto, make_node
+from pytrain.proto import NodeProto, make_node, node_attributes
 
 #: how a BatchNormalization may run in the training model (``generate_artifacts(batchnorm=...)``)
 BATCHNORM_MODES = ("auto", "train", "eval")
@@ -32,11 +32,12 @@ def _carried(nodes: Sequence[NodeProto], trainable: Sequence[str]) -> set:
 def batchnorm_modes(nodes: Sequence[NodeProto], option: Any, trainable: Sequence[str]) -> Dict[int, str]:
     """{index of a BatchNormalization node: 'train' or 'eval'} for the training model.
 
-    'auto' (the rule): a BatchNormalization whose scale or bias trains uses the batch's statistics
-    and updates its running statistics (as a PyTorch module in train()); one whose scale and bias
-    both do not train (frozen, or not parameters) stays in inference mode on its running
-    statistics, which do not change (as a frozen backbone in eval()). The gradient still flows
-    through it to X. ``option`` is 'auto', 'train', 'eval', or a dict {node name or scale
+    'auto' (the rule): a BatchNormalization exported in training mode (``training_mode=1``: the
+    module was in train()) or whose scale or bias trains uses the batch's statistics and updates
+    its running statistics (as a PyTorch module in train(), and as ONNX Runtime does); one exported
+    in inference mode whose scale and bias both do not train (frozen, or not parameters) stays on
+    its running statistics, which do not change (as a frozen backbone in eval()). The gradient
+    still flows through it to X. ``option`` is 'auto', 'train', 'eval', or a dict {node name or scale
     initializer name: 'auto'|'train'|'eval'} (nodes it does not name follow 'auto').
     """
     bns = [(i, n) for i, n in enumerate(nodes) if n.op_type == "BatchNormalization" and not n.domain]
@@ -63,7 +64,8 @@ def batchnorm_modes(nodes: Sequence[NodeProto], option: Any, trainable: Sequence
     for i, n in bns:
         mode = per.get(n.name, per.get(n.input[1], default)) if n.name or len(n.input) > 1 else default
         if mode == "auto":
-            mode = "train" if any(x in carries for x in n.input[1:3]) else "eval"
+            exported_training = int(node_attributes(n).get("training_mode", 0) or 0) == 1
+            mode = "train" if exported_training or any(x in carries for x in n.input[1:3]) else "eval"
         modes[i] = mode
     return modes
 

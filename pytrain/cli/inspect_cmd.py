@@ -10,6 +10,7 @@ import numpy as np
 
 from pytrain.run import artifact_dir as A
 from pytrain.cli._common import count, say, shape_str, size_str, table
+from pytrain.checkpoint.ort_format import is_ort_checkpoint
 from pytrain.errors import ModelFormatError
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -91,16 +92,23 @@ def model_lines(path: str, model) -> List[str]:
     return lines
 
 
-def checkpoint_lines(path: str, state) -> List[str]:
+def checkpoint_lines(path: str, state, kind: str = "checkpoint") -> List[str]:
     params = list(state.parameters.values())
     trainable = [p for p in params if p.requires_grad]
-    lines = ["checkpoint {} ({})".format(path, size_str(os.path.getsize(path)))
-             if os.path.isfile(path) else "checkpoint {}".format(path)]
-    lines.append("parameters: {} tensors, {} values ({} trainable in {} tensors){}".format(
-        len(params), count(sum(_size(p.shape) for p in params)),
-        count(sum(_size(p.shape) for p in trainable)), len(trainable),
-        ", nominal (shapes only)" if getattr(state, "nominal", False) else ""))
-    lines += table([(p.name, str(p.dtype), shape_str(list(p.shape)), count(_size(p.shape)),
+    lines = ["{} {} ({})".format(kind, path, size_str(os.path.getsize(path)))
+             if os.path.isfile(path) else "{} {}".format(kind, path)]
+    if getattr(state, "nominal", False) and all(not list(p.shape) for p in params):
+        lines.append("parameters: {} tensors ({} trainable), nominal (names only: the training model has the "
+                     "shapes)".format(len(params), len(trainable)))
+    else:
+        lines.append("parameters: {} tensors, {} values ({} trainable in {} tensors){}".format(
+            len(params), count(sum(_size(p.shape) for p in params)),
+            count(sum(_size(p.shape) for p in trainable)), len(trainable),
+            ", nominal (shapes only)" if getattr(state, "nominal", False) else ""))
+    # ORT's nominal checkpoints record names only: no shape to show
+    unknown = getattr(state, "nominal", False) and all(not list(p.shape) for p in params)
+    lines += table([(p.name, str(p.dtype), "?" if unknown else shape_str(list(p.shape)),
+                     "?" if unknown else count(_size(p.shape)),
                      "trains" if p.requires_grad else "frozen") for p in params[:40]], "  ")
     if len(params) > 40:
         lines.append("  ... and {} more".format(len(params) - 40))
@@ -138,14 +146,16 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.exists(path):
         raise ModelFormatError("{} does not exist".format(path))
     with open(path, "rb") as f:
-        head = f.read(4)
-    if head == _ZIP_MAGIC:
+        head = f.read(8)
+    if head[:4] == _ZIP_MAGIC:
         lines = checkpoint_lines(path, A.load_state(path))
+    elif is_ort_checkpoint(head):
+        lines = checkpoint_lines(path, A.load_state(path), "ONNX Runtime checkpoint")
     else:
         try:
             model = A.load_model_file(path, "model")
         except ModelFormatError as e:
-            raise ModelFormatError("{} is neither an ONNX model nor a pytrain checkpoint ({})".format(
+            raise ModelFormatError("{} is neither an ONNX model nor a pytrain or ONNX Runtime checkpoint ({})".format(
                 path, e)) from None
         lines = model_lines(path, model)
     for line in lines:

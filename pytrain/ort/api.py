@@ -148,6 +148,7 @@ class Module:
                  device: str = "cpu", session_options: Any = None) -> None:
         from pytrain.module import Module as _CoreModule
         from pytrain.ort._interface import strip_ort_interface
+        from pytrain.ort._ort_made import refuse_ort_made
 
         if device != "cpu":
             raise InputError("pytrain runs on the CPU (numpy); device %r is not available" % device)
@@ -155,6 +156,9 @@ class Module:
             raise InputError("session_options configure an ONNX Runtime session; pytrain has none to configure")
         if not isinstance(state, CheckpointState):
             raise InputError("Module takes a pytrain.ort.api.CheckpointState, got %s" % type(state).__name__)
+        refuse_ort_made(train_model_uri, "training model")
+        if eval_model_uri is not None:
+            refuse_ort_made(eval_model_uri, "eval model")
         train = strip_ort_interface(ModelProto.FromString(load_model(train_model_uri, "training model")
                                                           .SerializeToString()))
         self._ort_state = state
@@ -226,7 +230,9 @@ class Optimizer:
     def __init__(self, optimizer_uri: Any, module: Module) -> None:
         from pytrain.ort.onnxblock.optim import from_model_metadata, spec_from_hyper_parameters
         from pytrain.optim import build_optimizer_model
+        from pytrain.ort._ort_made import refuse_ort_made
 
+        refuse_ort_made(optimizer_uri, "optimizer model")
         model = load_model(optimizer_uri, "optimizer model") if not _is_sequence_model(optimizer_uri) \
             else ModelProto.FromString(_read_bytes(optimizer_uri))
         hyper = from_model_metadata(model_metadata(model))

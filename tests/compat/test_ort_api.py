@@ -91,12 +91,14 @@ def test_learning_rate_starts_at_orts_default(tmp_path, net, kind):
     assert opt.get_learning_rate() == pytest.approx(0.2)
 
 
-def test_adamw_step_matches_torch_with_orts_hyper_parameters(arts, net):
+def test_adamw_step_is_orts_rule(arts, net):
+    """ORT's default AdamW (adam_mode 1, Hugging Face's rule) with no weight decay is torch's AdamW
+    with eps / sqrt(1 - beta2^t) at step t (sqrt(v / bc2) + eps' = (sqrt(v) + eps) / sqrt(bc2))."""
     state = CheckpointState.load_checkpoint(str(arts / "checkpoint"))
     module = Module(str(arts / "training_model.onnx"), state)
     opt = Optimizer(str(arts / "optimizer_model.onnx"), module)
     topt = torch.optim.AdamW(net.parameters(), lr=1e-3, eps=1e-6, weight_decay=0.0)
-    for seed in (1, 2):
+    for step, seed in enumerate((1, 2, 3), start=1):
         x, y = batch(seed=seed)
         loss = module(x, y)
         opt.step()
@@ -104,6 +106,7 @@ def test_adamw_step_matches_torch_with_orts_hyper_parameters(arts, net):
         topt.zero_grad()
         tloss = torch.nn.functional.cross_entropy(net(torch.from_numpy(x)), torch.from_numpy(y))
         tloss.backward()
+        topt.param_groups[0]["eps"] = 1e-6 / np.sqrt(1 - 0.999 ** step)
         topt.step()
         assert loss == pytest.approx(tloss.item(), rel=1e-5)
     for name, p in net.named_parameters():
@@ -276,14 +279,18 @@ def test_training_block_gradients_in_onnxruntime(net, kind):
         np.testing.assert_allclose(got, want + buf, rtol=1e-4, atol=1e-6)  # accumulated: lazy_reset_grad off
 
 
-def test_optimizer_blocks_in_onnxruntime(net):
+@pytest.mark.parametrize("adam_mode", [0, 1])
+def test_optimizer_blocks_in_onnxruntime(net, adam_mode):
+    """The block's graph computes ORT's rule in standard ops: adam_mode 0 is torch's AdamW; 1 (ORT's
+    default) is Hugging Face's (step lr * sqrt(bc2) / bc1, denominator sqrt(v) + eps, decay after)."""
     base = export(net, torch.randn(4, 6))
     block = _Training(onnxblock.loss.MSELoss())
     for p in PARAMS:
         block.requires_grad(p)
     with onnxblock.base(base):
         block(base.graph.output[0].name)
-    adamw = onnxblock.optim.AdamW(weight_decay=0.1, clip_grad=onnxblock.optim.ClipGradNorm(0.05))
+    adamw = onnxblock.optim.AdamW(weight_decay=0.1, clip_grad=onnxblock.optim.ClipGradNorm(0.05),
+                                  adam_mode=adam_mode)
     with onnxblock.empty_base() as acc:
         flag = adamw(block.parameters())
         model = acc.model
@@ -296,12 +303,18 @@ def test_optimizer_blocks_in_onnxruntime(net):
     grads = [p.grad.numpy().copy() for p in net.parameters()]
     topt = torch.optim.AdamW(net.parameters(), lr=0.01, eps=1e-6, weight_decay=0.1)
     torch.nn.utils.clip_grad_norm_(net.parameters(), 0.05)
+    clipped = [p.grad.numpy().astype(np.float64) for p in net.parameters()]
     topt.step()
+    if adam_mode == 1:  # step 1 of Hugging Face's rule, in float64
+        want = [(p - 0.01 * np.sqrt(1 - 0.999) / (1 - 0.9) * ((1 - 0.9) * g) / (np.sqrt((1 - 0.999) * g * g) + 1e-6))
+                * (1 - 0.01 * 0.1) for p, g in zip(params, clipped)]
+    else:
+        want = [p.detach().numpy() for p in net.parameters()]
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     zeros = [np.zeros_like(p) for p in params]
     got_flag, new_params = sess.run([flag, "params.out"], {
         "learning_rate": np.array([0.01], np.float32), "step": np.array([1], np.int64), "params": params,
         "gradients": grads, "first_order_moments": zeros, "second_order_moments": zeros})
     assert got_flag.all()
-    for got, p in zip(new_params, net.parameters()):
-        np.testing.assert_allclose(got, p.detach().numpy(), rtol=1e-5, atol=1e-6)
+    for got, w in zip(new_params, want):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)

@@ -97,7 +97,8 @@ def _mlp():
 
 
 def test_training_resumes_from_ort_checkpoint(tmp_path, expected):
-    """ORT's weights and AdamW moments carry over: the third step is AdamW's step 3 from ORT's state."""
+    """ORT's weights and AdamW moments carry over: the third step is ORT's AdamW step 3 (adam_mode 1,
+    Hugging Face's rule) from ORT's state."""
     artifacts.generate_artifacts(_mlp(), requires_grad=TRAINABLE, frozen_params=["fc2.bias"],
                                  loss=artifacts.LossType.CrossEntropyLoss, optimizer=artifacts.OptimType.AdamW,
                                  artifact_directory=str(tmp_path))
@@ -118,7 +119,7 @@ def test_training_resumes_from_ort_checkpoint(tmp_path, expected):
         v = b2 * expected["exp_avg_sq/" + n] + (1 - b2) * grads[n] ** 2
         np.testing.assert_allclose(core.slots[n]["exp_avg"], m, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(core.slots[n]["exp_avg_sq"], v, rtol=1e-4, atol=1e-9)  # float32 sums
-        want = before[n] - lr * (m / (1 - b1 ** 3)) / (np.sqrt(v / (1 - b2 ** 3)) + eps)
+        want = before[n] - lr * np.sqrt(1 - b2 ** 3) / (1 - b1 ** 3) * m / (np.sqrt(v) + eps)
         np.testing.assert_allclose(state.parameters[n].data, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(state.parameters["fc2.bias"].data, before["fc2.bias"])
     # saved again, it is a pytrain checkpoint with everything in it

@@ -76,6 +76,19 @@ def adam_step(ctx: OpContext, lr: np.ndarray, step: np.ndarray, *tensors: np.nda
     return tuple(x for param, _, m, v in groups for x in (param, m, v))
 
 
+def update_moments(grad: np.ndarray, m: np.ndarray, v: np.ndarray, beta1: float, beta2: float) -> np.ndarray:
+    """Adam's moments in place (m = b1*m + (1-b1)*g, v = b2*v + (1-b2)*g*g); returns the scratch buffer
+    the update goes on with. One buffer, every pass in place: each array streams a few times only."""
+    tmp = np.multiply(grad, 1.0 - beta1)
+    m *= beta1
+    m += tmp
+    np.multiply(grad, grad, out=tmp)
+    tmp *= 1.0 - beta2
+    v *= beta2
+    v += tmp
+    return tmp
+
+
 def _adam_update(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, lr: float, t: int,
                  beta1: float, beta2: float, epsilon: float, weight_decay: float, decoupled: int) -> None:
     g = grad
@@ -84,14 +97,7 @@ def _adam_update(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarr
             param *= 1.0 - lr * weight_decay
         else:
             g = grad + weight_decay * param
-    # one scratch buffer, every pass in place: the update streams each array a few times only
-    tmp = np.multiply(g, 1.0 - beta1)
-    m *= beta1
-    m += tmp
-    np.multiply(g, g, out=tmp)
-    tmp *= 1.0 - beta2
-    v *= beta2
-    v += tmp
+    tmp = update_moments(g, m, v, beta1, beta2)
     np.sqrt(v, out=tmp)
     tmp *= 1.0 / math.sqrt(1.0 - beta2 ** t)
     tmp += epsilon

@@ -144,28 +144,55 @@ def _true() -> Any:
     return from_array(np.array([True]), "updated_flag")
 
 
+class OrtAdamW(_optim.AdamW):
+    """pytrain's optimizer spec for ORT's AdamW rule: ``adam_mode`` 1 (Hugging Face's, ORT's default)
+    or 0 (PyTorch's), ``bias_correction`` as ORT's ``correct_bias`` (``pytrain.ops.train.op_adamw_ort``)."""
+
+    op_type = "OrtAdamWStep"
+
+    def __init__(self, betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
+                 bias_correction: bool = True, adam_mode: int = 1, max_grad_norm: Optional[float] = None) -> None:
+        super().__init__(betas, eps, weight_decay, max_grad_norm)
+        if adam_mode not in (0, 1):
+            raise ArtifactError("AdamW: adam_mode must be 0 (PyTorch's rule) or 1 (Hugging Face's, ORT's default), "
+                                "got %r" % (adam_mode,))
+        if adam_mode == 0 and not bias_correction:
+            raise ArtifactError("AdamW: adam_mode=0 (PyTorch's rule) needs bias_correction=True, as ORT's "
+                                "AdamWOptimizer requires (\"The correct_bias should be 1 for adam_mode = 0.\")")
+        self.bias_correction = bool(bias_correction)
+        self.adam_mode = int(adam_mode)
+
+    def attributes(self) -> dict:
+        return {"alpha": self.betas[0], "beta": self.betas[1], "epsilon": self.eps,
+                "weight_decay": self.weight_decay, "adam_mode": self.adam_mode,
+                "correct_bias": int(self.bias_correction)}
+
+
 class AdamW(_Optimizer):
-    """AdamW with ORT's defaults: betas (0.9, 0.999), eps 1e-6, weight_decay 0.0, bias correction on."""
+    """AdamW with ORT's defaults: betas (0.9, 0.999), eps 1e-6, weight_decay 0.0, bias correction on,
+    and ORT's rule: ``adam_mode=1`` (Hugging Face's: denominator sqrt(v) + eps, step size
+    lr * sqrt(1 - beta2^t) / (1 - beta1^t), decay after the update), as ORT's AdamWOptimizer node.
+    ``adam_mode=0`` (PyTorch's rule) is the node's other mode, which ORT's block does not expose."""
 
     kind = "AdamW"
 
     def __init__(self, bias_correction: bool = True, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
-                 weight_decay: float = 0.0, clip_grad: Optional[ClipGradNorm] = None) -> None:
+                 weight_decay: float = 0.0, clip_grad: Optional[ClipGradNorm] = None, adam_mode: int = 1) -> None:
         super().__init__(clip_grad)
         self.bias_correction = bool(bias_correction)
         self.betas = (float(betas[0]), float(betas[1]))
         self.eps = float(eps)
         self.weight_decay = float(weight_decay)
+        self.adam_mode = int(adam_mode)
+        self.to_pytrain()  # refuses bad hyper-parameters here, as ORT's node would at its first step
 
     def hyper_parameters(self) -> dict:
         return {"betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay,
-                "bias_correction": self.bias_correction}
+                "bias_correction": self.bias_correction, "adam_mode": self.adam_mode}
 
     def to_pytrain(self) -> Any:
-        if not self.bias_correction:
-            raise ArtifactError("onnxblock.optim.AdamW(bias_correction=False) is not supported by pytrain")
-        return _optim.AdamW(betas=self.betas, eps=self.eps, weight_decay=self.weight_decay,
-                            max_grad_norm=self._max_norm())
+        return OrtAdamW(self.betas, self.eps, self.weight_decay, self.bias_correction, self.adam_mode,
+                        self._max_norm())
 
     def _update(self, c: BuildContext, lr: str, step: Optional[str], grads: str) -> List[str]:
         c.new_inputs.append(_seq("first_order_moments"))
@@ -178,18 +205,27 @@ class AdamW(_Optimizer):
             bc2 = c.op("Sub", f(1.0), c.op("Pow", f(b2), stepf))
         else:
             bc1 = bc2 = f(1.0)
+        decay = c.op("Mul", lr, f(self.weight_decay))
+        lr_corrected = c.op("Div", c.op("Mul", lr, c.op("Sqrt", bc2)), bc1)
         count = c.op("SequenceLength", "params")
+        hf = self.adam_mode == 1
 
         def body(b: NodeBuilder, i: str, carried: List[str]) -> List[str]:
             p = b.op("SequenceAt", "params", i)
             g = b.op("SequenceAt", grads, i)
             m = b.op("SequenceAt", "first_order_moments", i)
             v = b.op("SequenceAt", "second_order_moments", i)
-            p = b.op("Sub", p, b.op("Mul", b.op("Mul", lr, f(self.weight_decay)), p))  # decoupled decay
+            if not hf:  # PyTorch's: decoupled decay before the update
+                p = b.op("Sub", p, b.op("Mul", decay, p))
             m = b.op("Add", b.op("Mul", f(b1), m), b.op("Mul", f(1 - b1), g))
             v = b.op("Add", b.op("Mul", f(b2), v), b.op("Mul", f(1 - b2), b.op("Mul", g, g)))
-            denom = b.op("Add", b.op("Sqrt", b.op("Div", v, bc2)), f(self.eps))
-            p = b.op("Sub", p, b.op("Mul", lr, b.op("Div", b.op("Div", m, bc1), denom)))
+            if hf:
+                denom = b.op("Add", b.op("Sqrt", v), f(self.eps))
+                p = b.op("Sub", p, b.op("Mul", lr_corrected, b.op("Div", m, denom)))
+                p = b.op("Sub", p, b.op("Mul", decay, p))  # Hugging Face's: decay after the update
+            else:
+                denom = b.op("Add", b.op("Sqrt", b.op("Div", v, bc2)), f(self.eps))
+                p = b.op("Sub", p, b.op("Mul", lr, b.op("Div", b.op("Div", m, bc1), denom)))
             return [b.op("SequenceInsert", carried[0], p), b.op("SequenceInsert", carried[1], m),
                     b.op("SequenceInsert", carried[2], v)]
 
@@ -227,6 +263,7 @@ def from_model_metadata(meta: dict) -> Optional[dict]:
 def spec_from_hyper_parameters(h: dict) -> Any:
     """pytrain's optimizer for recorded hyper-parameters."""
     if h["type"] == "AdamW":
+        # blocks recorded before adam_mode was: their graph applies PyTorch's rule (mode 0)
         return AdamW(h.get("bias_correction", True), tuple(h["betas"]), h["eps"], h["weight_decay"],
-                     ClipGradNorm(h["max_norm"]) if h.get("max_norm") else None).to_pytrain()
+                     ClipGradNorm(h["max_norm"]) if h.get("max_norm") else None, h.get("adam_mode", 0)).to_pytrain()
     return SGD(ClipGradNorm(h["max_norm"]) if h.get("max_norm") else None).to_pytrain()
