@@ -14,7 +14,7 @@ import struct
 import zipfile
 import zlib
 from collections import OrderedDict
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -127,8 +127,9 @@ class _Archive:
         return raw
 
 
-def _read_npy(raw: bytes, what: str, bad: Any) -> np.ndarray:
-    """A .npy array of numbers, its header checked (dtype, size) before any data is touched."""
+def read_npy_header(raw: "bytes | bytearray", what: str, bad: Any) -> Tuple[Tuple[int, ...], bool, np.dtype, int]:
+    """(shape, fortran order, dtype, data offset) of ``.npy`` bytes, read without touching the data
+    (``bad``: the exception class a malformed header raises, naming ``what``)."""
     f = io.BytesIO(raw)
     try:
         version = np.lib.format.read_magic(f)
@@ -138,13 +139,19 @@ def _read_npy(raw: bytes, what: str, bad: Any) -> np.ndarray:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
         else:
             raise ValueError("unknown .npy version %s" % (version,))
-    except (ValueError, SyntaxError, TypeError, EOFError, OverflowError, struct.error) as e:
+    except (ValueError, SyntaxError, TypeError, EOFError, OverflowError, OSError, struct.error) as e:
         raise bad("%s: not a valid .npy array (%s)" % (what, e)) from None
+    return tuple(shape), bool(fortran), dtype, f.tell()
+
+
+def _read_npy(raw: bytes, what: str, bad: Any) -> np.ndarray:
+    """A .npy array of numbers, its header checked (dtype, size) before any data is touched."""
+    shape, fortran, dtype, offset = read_npy_header(raw, what, bad)
     if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
         raise bad("%s: arrays of dtype %s are not allowed in a checkpoint (numbers only; never unpickled)"
                   % (what, dtype))
     count = limits.check_tensor(shape, dtype.itemsize, what)
-    body = raw[f.tell():]
+    body = raw[offset:]
     if len(body) != count * dtype.itemsize:
         raise bad("%s: the .npy header declares shape %s of %s (%d bytes) but holds %d bytes"
                   % (what, list(shape), dtype, count * dtype.itemsize, len(body)))

@@ -15,6 +15,9 @@ from pytrain.cli import _dataset
 from pytrain.cli._common import CliError, note, say
 from pytrain.run.artifact_dir import ArtifactDir
 
+#: seconds a node that trained its last round waits for that round's evaluate message
+EVALUATE_WAIT = 60.0
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("federate", help="join a Flower federation and train on local data",
@@ -34,7 +37,9 @@ def add_parser(sub) -> None:
     p.add_argument("--heartbeat", type=float, default=30.0, metavar="S",
                    help="heartbeat interval in seconds, 10..1800 (default 30)")
     p.add_argument("--poll", type=float, default=1.0, metavar="S", help="seconds between polls (default 1)")
-    p.add_argument("--rounds", type=int, metavar="N", help="leave after N training rounds")
+    p.add_argument("--rounds", type=int, metavar="N",
+                   help="leave after N training rounds (and the Nth round's evaluate message, once the "
+                        "SuperLink has handed the replies to the ServerApp)")
     p.add_argument("--timeout", type=float, metavar="S", help="leave after S seconds")
     p.add_argument("--no-save", action="store_true", help="do not write DIR/checkpoint after each round")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -72,12 +77,13 @@ def run(args: argparse.Namespace) -> int:
     log = (lambda s: None) if args.quiet else say
     node = FlowerNode(args.superlink, trainer, heartbeat_interval=args.heartbeat, poll_interval=args.poll,
                       log=log)
-    trained, evaluated, last = [0], [0], [time.monotonic()]
+    trained, evaluated, evaluated_before_last, last = [0], [0], [0], [time.monotonic()]
     fit, evaluate = trainer.fit, trainer.evaluate
 
     def fit_and_save(arrays, config):
         out = fit(arrays, config)
         trained[0] += 1
+        evaluated_before_last[0] = evaluated[0]
         last[0] = time.monotonic()
         if not args.no_save:
             CheckpointState.save_checkpoint(state, art.checkpoint_path, include_optimizer_state=True)
@@ -91,9 +97,10 @@ def run(args: argparse.Namespace) -> int:
     trainer.fit, trainer.evaluate = fit_and_save, evaluate_and_count  # type: ignore[assignment]
 
     def done() -> bool:
-        # after the Nth training round, stay for its evaluate message (or 10 s without one)
+        # after the Nth training round, stay for its evaluate message (or EVALUATE_WAIT s without one);
+        # run() then leaves only once the ServerApp has taken the replies
         return args.rounds is not None and trained[0] >= args.rounds and (
-            evaluated[0] >= args.rounds or time.monotonic() - last[0] > 10)
+            evaluated[0] > evaluated_before_last[0] or time.monotonic() - last[0] > EVALUATE_WAIT)
     log("{} samples for training, {} for evaluation; joining {}".format(len(train), len(val), args.superlink))
     t0 = time.monotonic()
     try:

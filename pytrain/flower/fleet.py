@@ -17,7 +17,7 @@ from typing import Any, Dict, Generator, Optional, Type
 
 from pytrain.errors import ModelFormatError
 from pytrain.flower import messages as pb
-from pytrain.flower.transport import FederationError, Transport, signed_headers, urllib_transport
+from pytrain.flower.transport import MAX_RESPONSE, FederationError, Transport, signed_headers, urllib_transport
 
 #: seconds a pull-object waits for an object the SuperLink has announced but not yet stored
 OBJECT_WAIT = 30.0
@@ -99,6 +99,9 @@ class FleetClient:
         status, data = yield HttpStep(route, body, self.timeout if timeout is None else timeout)
         self.bytes_sent += len(body)
         self.bytes_received += len(data)
+        if len(data) > MAX_RESPONSE:  # a driver that could not stop reading earlier (fetch in a tab)
+            raise FederationError("the SuperLink's answer to %s is %d bytes, more than any Fleet answer "
+                                  "takes (%d)" % (route, len(data), MAX_RESPONSE))
         if status != 200:
             raise HttpStatusError(route, status, _detail(data))
         try:
@@ -158,6 +161,12 @@ class FleetClient:
                 raise FederationError("object %s was announced but not available after %.0f s"
                                       % (object_id, OBJECT_WAIT))
             yield SleepStep(0.1)
+
+    def object_found(self, run_id: int, object_id: str) -> Steps:
+        """Whether the SuperLink still holds the object (one pull-object, no waiting)."""
+        r = yield from self.call("pull-object", pb.PullObjectRequest(
+            node=self._node(), run_id=run_id, object_id=object_id), pb.PullObjectResponse)
+        return bool(r.object_found)
 
     def confirm_received(self, run_id: int, message_object_id: str) -> Steps:
         yield from self.call("confirm-message-received", pb.ConfirmMessageReceivedRequest(

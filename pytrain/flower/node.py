@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from pytrain.errors import PytrainError
 from pytrain.flower import messages as pb
+from pytrain.flower import intake
 from pytrain.flower import objects as ob
 from pytrain.flower.fleet import FleetClient, HttpStatusError, SleepStep, Steps
 from pytrain.flower.transport import FederationError, Transport
@@ -45,7 +46,7 @@ class FlowerNode:
     def __init__(self, url: str, trainer, signer=None, transport: Optional[Transport] = None,
                  heartbeat_interval: float = 30.0, poll_interval: float = 0.5,
                  log: Optional[Callable[[str], None]] = None, keep_replies: bool = False,
-                 beat_during_training: bool = True) -> None:
+                 beat_during_training: bool = True, claim_wait: float = 60.0) -> None:
         if not HEARTBEAT_MIN <= heartbeat_interval <= HEARTBEAT_MAX:
             raise FederationError("heartbeat_interval must be within [%g, %g] seconds (the SuperLink's "
                                   "limits), got %g" % (HEARTBEAT_MIN, HEARTBEAT_MAX, heartbeat_interval))
@@ -61,6 +62,10 @@ class FlowerNode:
         self.keep_replies = keep_replies
         self._next_beat = 0.0
         self.joined = False
+        #: (run id, message id, give up at) of pushed replies the SuperLink has not handed on yet
+        self._unclaimed: "List[Tuple[int, str, float]]" = []
+        #: seconds leave() waits at most for the ServerApp to take the node's last replies
+        self.claim_wait = float(claim_wait)
         #: a list to collect what happens (joined, received, answered, refused, left) as dicts, or None
         self.events: Optional[List[Dict[str, Any]]] = None
         # between batches of a long round; only a blocking driver can (a stepping one beats between steps)
@@ -107,10 +112,44 @@ class FlowerNode:
         self._emit("joined", node_id=str(self.fleet.node_id))
         return int(self.fleet.node_id)  # type: ignore[arg-type]
 
+    def claimed_steps(self, timeout: Optional[float] = None) -> Steps:
+        """Wait (heartbeating) until the ServerApp has taken every reply this node pushed, at most
+        ``timeout`` seconds (default ``claim_wait``); returns how many are still untaken.
+
+        flwr's SuperLink hands a reply to the ServerApp only while its sender is online, so a node
+        that deactivated right after pushing loses it ("Node Unavailable"). Once the ServerApp has
+        pulled a reply it confirms it and the SuperLink deletes the reply's objects: pull-object then
+        finds nothing. A run that ended answers pull-object with an error: nothing left to wait for."""
+        deadline = time.monotonic() + (self.claim_wait if timeout is None else float(timeout))
+        while self._unclaimed and self.joined:
+            now = time.monotonic()
+            self._unclaimed = [u for u in self._unclaimed if u[2] > now]
+            still = []
+            for run_id, mid, until in self._unclaimed:
+                try:
+                    found = yield from self.fleet.object_found(run_id, mid)
+                except HttpStatusError:
+                    found = False  # the run is over (or the SuperLink forgot it): nobody will pull it
+                if found:
+                    still.append((run_id, mid, until))
+            self._unclaimed = still
+            if not still or time.monotonic() > deadline:
+                break
+            yield from self.beat_steps()
+            yield SleepStep(min(self.poll_interval, 1.0))
+        if self._unclaimed:
+            self.log("leaving with %d reply(ies) the ServerApp has not taken yet" % len(self._unclaimed))
+        return len(self._unclaimed)
+
     def leave_steps(self) -> Steps:
-        """deactivate-node then unregister-node; the SuperLink stops sampling this node at once."""
+        """Wait until the ServerApp has taken this node's replies (:meth:`claimed_steps`), then
+        deactivate-node and unregister-node; the SuperLink stops sampling this node at once."""
         if not self.joined:
             return
+        try:
+            yield from self.claimed_steps()
+        except PytrainError as e:
+            self.log("could not check that the last replies were taken: %s" % e)
         self.joined = False
         try:
             yield from self.fleet.deactivate()
@@ -198,15 +237,15 @@ class FlowerNode:
         mid = tree.object_id
         mtype = md.message_type
         t0 = time.monotonic()
-        cache: Dict[str, bytes] = {}
         server_round = None
         arrays = metrics = None
         error = None
+        stopped = False
         try:
-            ids = ob.tree_ids(tree)
-            for oid in ids:
-                if oid not in cache:
-                    cache[oid] = yield from self.fleet.pull_object(run_id, oid)
+            ob.tree_ids(tree)  # its depth, before walking it
+            # top down, every declared size checked against the model before what it declares is fetched
+            cache = yield from intake.fetch_message(tree, lambda oid: self.fleet.pull_object(run_id, oid),
+                                                    getattr(self.trainer, "check_declared", None))
 
             def fetch(oid: str) -> bytes:
                 if oid not in cache:
@@ -242,11 +281,16 @@ class FlowerNode:
                 num, metrics = self.trainer.evaluate(array_recs[0], config)
                 reply = OrderedDict([("metrics", ob.MetricRecord(metrics))])
             self.log("round %s: %s answered (%s)" % (server_round, mtype, _short(metrics)))
-        except (PytrainError, ValueError) as e:
+        except (PytrainError, ValueError, MemoryError) as e:
             error = "pytrain refused the %s message: %s" % (mtype or "server's", e)
             self.log(error)
             reply = None
+        except KeyboardInterrupt:  # Ctrl-C mid-message: say so, so the round need not wait for us
+            error, reply, stopped = "the node was stopped while handling the %s message" % mtype, None, True
+            self.log(error)
         nbytes = yield from self._reply(md, mid, reply, error, time.monotonic() - t0)
+        if stopped:
+            raise KeyboardInterrupt
         rec = Reply(mtype, server_round, arrays if self.keep_replies else None, metrics, error, nbytes)
         if self.keep_replies:
             self.replies.append(rec)
@@ -275,6 +319,7 @@ class FlowerNode:
         wire = pb.FlwrMessage(metadata=md, content=pb.RecordDict() if error is None else None, error=err)
         objs = deflated.all_objects()
         yield from self.fleet.push_message(wire, deflated.tree(), objs, runtime)
+        self._unclaimed.append((int(ins.run_id), deflated.id, time.monotonic() + max(ttl, 0.0)))
         return sum(len(b) for b in objs.values())
 
 

@@ -24,11 +24,17 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from pytrain import limits
+from pytrain.checkpoint.zip_format import read_npy_header
 from pytrain.errors import ModelFormatError, PytrainError
 from pytrain.flower import messages as pb
 
 #: flwr's FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE default
 MAX_CHUNK = 5 * 1024 * 1024
+#: bytes a ``.npy`` header may take besides the data (flwr's are 128; numpy's own limit is 10,000)
+MAX_NPY_HEADER = 10240
+#: dimensions an Array may declare (numpy's own limit)
+MAX_DIMS = 64
 NUMPY_STYPE = "numpy.ndarray"
 #: dtypes an Array may carry (no object or structured arrays: np.load must never unpickle)
 _DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
@@ -218,34 +224,83 @@ def _refs(oid: str, kind: str, refs: Any, kids: List[str]) -> "OrderedDict[str, 
     return refs
 
 
-def inflate_array(oid: str, fetch: Fetch) -> np.ndarray:
-    kind, kids, body = parse_object(oid, fetch(oid))
-    _expect(oid, kind, "Array")
-    meta = _json_body(oid, kind, body)
+def record_refs(oid: str, kind: str, body: bytes, kids: List[str]) -> "OrderedDict[str, str]":
+    """name -> child id of a RecordDict or ArrayRecord body, checked against the head's children."""
+    return _refs(oid, kind, _json_body(oid, kind, body), kids)
+
+
+class ArrayMeta:
+    """What an Array object declares: dtype, shape, its chunks in order, and the bytes they must make."""
+
+    __slots__ = ("dtype", "shape", "chunks", "nbytes")
+
+    def __init__(self, dtype: np.dtype, shape: Tuple[int, ...], chunks: List[str], nbytes: int) -> None:
+        self.dtype, self.shape, self.chunks, self.nbytes = dtype, shape, chunks, nbytes
+
+
+def array_meta(oid: str, body: bytes, kids: List[str]) -> ArrayMeta:
+    """An Array's metadata, refused (ObjectError, LimitError) before any chunk is fetched when it is
+    malformed, not plain numeric, larger than pytrain's tensor limit, or lists more chunks than its
+    ``.npy`` bytes could fill (every chunk holds at least one byte)."""
+    meta = _json_body(oid, "Array", body)
     try:
         dtype, shape, stype, idx = meta["dtype"], meta["shape"], meta["stype"], meta["arraychunk_ids"]
+        if not isinstance(shape, list) or not isinstance(idx, list) or len(shape) > MAX_DIMS:
+            raise TypeError("shape and arraychunk_ids must be lists (shape of at most %d dims)" % MAX_DIMS)
         shape = tuple(int(d) for d in shape)
         order = [kids[int(i)] for i in idx]
     except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise ObjectError("Array %s: malformed metadata %r (%s)" % (oid, meta, e)) from None
+        raise ObjectError("Array %s: malformed metadata (%s)" % (oid, e)) from None
     if stype != NUMPY_STYPE:
         raise ObjectError("Array %s: stype %r is not supported (only %r)" % (oid, stype, NUMPY_STYPE))
     if dtype not in _DTYPES:
         raise ObjectError("Array %s: dtype %r is not a plain numeric dtype" % (oid, dtype))
-    parts = {}
-    for cid in set(order):
-        ckind, ckids, cbody = parse_object(cid, fetch(cid))
-        _expect(cid, ckind, "ArrayChunk")
-        parts[cid] = cbody
-    data = b"".join(parts[c] for c in order)
-    try:
-        a = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise ObjectError("Array %s: its chunks are not .npy data (%s)" % (oid, e)) from None
-    if not isinstance(a, np.ndarray) or str(a.dtype) != dtype or tuple(a.shape) != shape:
-        raise ObjectError("Array %s: metadata says %s %s, the data holds %s %s"
-                          % (oid, dtype, list(shape), getattr(a, "dtype", "?"), list(getattr(a, "shape", ()))))
-    return a
+    dt = np.dtype(dtype)
+    nbytes = limits.check_tensor(shape, dt.itemsize, "Array %s" % oid) * dt.itemsize
+    if not order or len(order) > nbytes + MAX_NPY_HEADER:
+        raise ObjectError("Array %s: %d chunks cannot make the .npy bytes of a %s %s array (%d data bytes)"
+                          % (oid, len(order), dtype, list(shape), nbytes))
+    if set(order) != set(kids):
+        raise ObjectError("Array %s: its chunk list names %d objects, its head %d"
+                          % (oid, len(set(order)), len(set(kids))))
+    return ArrayMeta(dt, shape, order, nbytes)
+
+
+def npy_array(oid: str, data: "bytes | bytearray", meta: ArrayMeta) -> np.ndarray:
+    """The array in ``.npy`` bytes whose header must say exactly ``meta``'s dtype and shape and whose
+    data must be exactly that many bytes; decoded without np.load (never a pickle, never an
+    allocation the header alone asks for)."""
+    hshape, fortran, hdtype, offset = read_npy_header(data, "Array %s: its chunks" % oid, ObjectError)
+    if tuple(hshape) != meta.shape or hdtype != meta.dtype:
+        raise ObjectError("Array %s: metadata says %s %s, the .npy header %s %s"
+                          % (oid, meta.dtype, list(meta.shape), hdtype, list(hshape)))
+    if len(data) - offset != meta.nbytes:
+        raise ObjectError("Array %s: the .npy data holds %d bytes, a %s %s array needs %d"
+                          % (oid, len(data) - offset, meta.dtype, list(meta.shape), meta.nbytes))
+    a = np.frombuffer(data, dtype=meta.dtype, count=meta.nbytes // max(meta.dtype.itemsize, 1), offset=offset)
+    return a.reshape(meta.shape[::-1]).T if fortran else a.reshape(meta.shape)
+
+
+def inflate_array(oid: str, fetch: Fetch) -> np.ndarray:
+    kind, kids, body = parse_object(oid, fetch(oid))
+    _expect(oid, kind, "Array")
+    meta = array_meta(oid, body, kids)
+    data = bytearray()
+    bodies: Dict[str, bytes] = {}
+    for cid in meta.chunks:  # a repeated (deduplicated) chunk counts each time it is used
+        if cid not in bodies:
+            ckind, ckids, bodies[cid] = parse_object(cid, fetch(cid))
+            _expect(cid, ckind, "ArrayChunk")
+        check_chunk_total(oid, meta, len(data) + len(bodies[cid]))
+        data += bodies[cid]
+    return npy_array(oid, data, meta)
+
+
+def check_chunk_total(oid: str, meta: ArrayMeta, total: int) -> None:
+    """Refuse an Array whose chunks so far (``total`` bytes) exceed what its declared shape takes."""
+    if total > meta.nbytes + MAX_NPY_HEADER:
+        raise ObjectError("Array %s: its chunks add up to more than the %d bytes a %s %s array takes"
+                          % (oid, meta.nbytes + MAX_NPY_HEADER, meta.dtype, list(meta.shape)))
 
 
 def _value_from_proto(v: pb.Message) -> Any:
@@ -270,7 +325,7 @@ def _value_from_proto(v: pb.Message) -> Any:
 def inflate_record(oid: str, fetch: Fetch) -> Record:
     kind, kids, body = parse_object(oid, fetch(oid))
     if kind == "ArrayRecord":
-        refs = _refs(oid, kind, _json_body(oid, kind, body), kids)
+        refs = record_refs(oid, kind, body, kids)
         return ArrayRecord((name, inflate_array(aid, fetch)) for name, aid in refs.items())
     if kind in ("MetricRecord", "ConfigRecord"):
         if kids:
@@ -300,7 +355,7 @@ def inflate_message(oid: str, fetch: Fetch) -> Tuple[pb.FlwrMessage, "Optional[O
     rid = kids[0]
     rkind, rkids, rbody = parse_object(rid, fetch(rid))
     _expect(rid, rkind, "RecordDict")
-    refs = _refs(rid, rkind, _json_body(rid, rkind, rbody), rkids)
+    refs = record_refs(rid, rkind, rbody, rkids)
     return msg, OrderedDict((name, inflate_record(r, fetch)) for name, r in refs.items())
 
 

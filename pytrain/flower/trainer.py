@@ -65,27 +65,36 @@ class PytrainTrainer:
     def get_parameters(self) -> "OrderedDict[str, np.ndarray]":
         return OrderedDict((n, np.array(self._params[n].data, copy=True)) for n in self.names)
 
-    def check_parameters(self, arrays: Mapping[str, Any]) -> "Dict[str, np.ndarray]":
-        """The server's arrays converted to the parameters' dtypes, or InputError saying why not."""
-        got = set(arrays)
+    def check_declared(self, declared: Mapping[str, Tuple[Tuple[int, ...], Any]]) -> None:
+        """InputError unless ``declared`` (name -> (shape, dtype)) is exactly this model's parameters:
+        what the server's arrays say they are, checked before their data is fetched."""
+        got = set(declared)
         want = set(self.names)
         if got != want:
             missing, extra = sorted(want - got), sorted(got - want)
             raise InputError("the server's parameters do not match this model: %s%s"
                              % ("missing %s" % missing[:5] if missing else "",
                                 ("%sunknown %s" % ("; " if missing else "", extra[:5])) if extra else ""))
+        for n in self.names:
+            shape, dtype = declared[n]
+            dtype = np.dtype(dtype)
+            p = self._params[n]
+            if tuple(shape) != tuple(p.shape):
+                raise InputError("parameter %r: the server sent shape %s, the model's is %s"
+                                 % (n, list(shape), list(p.shape)))
+            if dtype.kind not in "biuf" or (p.dtype.kind == "f" and dtype.kind != "f"):
+                raise InputError("parameter %r: the server sent %s values for a %s parameter" % (n, dtype, p.dtype))
+
+    def check_parameters(self, arrays: Mapping[str, Any]) -> "Dict[str, np.ndarray]":
+        """The server's arrays converted to the parameters' dtypes, or InputError saying why not."""
+        arrays = {n: np.asarray(a) for n, a in arrays.items()}
+        self.check_declared({n: (a.shape, a.dtype) for n, a in arrays.items()})
         out = {}
         for n in self.names:
-            a = np.asarray(arrays[n])
-            p = self._params[n]
-            if tuple(a.shape) != tuple(p.shape):
-                raise InputError("parameter %r: the server sent shape %s, the model's is %s"
-                                 % (n, list(a.shape), list(p.shape)))
-            if a.dtype.kind not in "biuf" or (p.dtype.kind == "f" and a.dtype.kind != "f"):
-                raise InputError("parameter %r: the server sent %s values for a %s parameter" % (n, a.dtype, p.dtype))
+            a = arrays[n]
             if a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
                 raise InputError("parameter %r: the server sent NaN or infinite values" % n)
-            out[n] = a.astype(p.dtype, copy=False)
+            out[n] = a.astype(self._params[n].dtype, copy=False)
         return out
 
     def set_parameters(self, arrays: Mapping[str, Any]) -> None:

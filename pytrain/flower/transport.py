@@ -21,6 +21,8 @@ from pytrain.errors import PytrainError
 #: (url, body, headers, timeout seconds) -> (HTTP status, response body)
 Transport = Callable[[str, bytes, Dict[str, str], float], Tuple[int, bytes]]
 CONTENT_TYPE = "application/protobuf"
+#: the largest Fleet answer read: one object (an ArrayChunk is at most 5 MiB) or a message's object tree
+MAX_RESPONSE = 16 << 20
 
 
 class FederationError(PytrainError, RuntimeError):
@@ -35,8 +37,9 @@ class EcdsaSigner:
             from cryptography.hazmat.primitives import hashes, serialization
             from cryptography.hazmat.primitives.asymmetric import ec
         except ImportError:
-            raise FederationError("signing Fleet API requests needs the 'cryptography' package natively "
-                                  "(pip install cryptography), or pass your own signer") from None
+            raise FederationError("signing Fleet API requests needs the 'cryptography' package: "
+                                  "pip install \"pytrain[flower]\" (or pip install cryptography), "
+                                  "or pass your own signer") from None
         self._hashes, self._ec = hashes, ec
         if private_key_pem is None:
             self._key = ec.generate_private_key(ec.SECP256R1())
@@ -70,9 +73,12 @@ def urllib_transport(url: str, body: bytes, headers: Dict[str, str], timeout: fl
     req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read()
+            data = resp.read(MAX_RESPONSE + 1)  # never more than a Fleet answer can be
+            if len(data) > MAX_RESPONSE:
+                raise FederationError("the answer from %s is larger than %d bytes: refused" % (url, MAX_RESPONSE))
+            return resp.status, data
     except urllib.error.HTTPError as e:
-        return e.code, e.read()
+        return e.code, e.read(1 << 16)  # an error's detail, not a body to trust
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise FederationError("cannot reach the SuperLink at %s: %s" % (url, reason)) from None

@@ -315,9 +315,15 @@ class FakeLink:
 
     def __init__(self, message: pb.FlwrMessage, tree: pb.ObjectTree, objects: Dict[str, bytes]) -> None:
         self.pending = [(message, tree)]
-        self.objects = objects
+        self.objects = dict(objects)
         self.pushed: List[pb.FlwrMessage] = []
         self.pushed_objects: Dict[str, bytes] = {}
+        self.pulled: List[str] = []  # object ids, in the order the node asked for them
+
+    def add(self, message: pb.FlwrMessage, tree: pb.ObjectTree, objects: Dict[str, bytes]) -> None:
+        """Queue another message; the node pulls one per poll."""
+        self.pending.append((message, tree))
+        self.objects.update(objects)
 
     def __call__(self, url: str, body: bytes, headers: Dict[str, str], timeout: float):
         for h in ("flwr-public-key", "flwr-timestamp", "flwr-signature"):
@@ -328,11 +334,12 @@ class FakeLink:
         if route == "send-node-heartbeat":
             return 200, pb.SendNodeHeartbeatResponse(success=1).SerializeToString()
         if route == "pull-messages":
-            got, self.pending = self.pending, []
+            got, self.pending = self.pending[:1], self.pending[1:]
             return 200, pb.PullMessagesResponse(messages_list=[m for m, _ in got],
                                                 message_object_trees=[t for _, t in got]).SerializeToString()
         if route == "pull-object":
             oid = pb.PullObjectRequest.FromString(body).object_id
+            self.pulled.append(oid)
             found = oid in self.objects
             return 200, pb.PullObjectResponse(object_found=int(found), object_available=int(found),
                                               object_content=self.objects.get(oid, b"")).SerializeToString()
@@ -349,7 +356,7 @@ class FakeLink:
         return 200, b""
 
 
-def _train_message(arrays: Dict[str, np.ndarray]):
+def train_message(arrays: Dict[str, np.ndarray]):
     md = ob.metadata(run_id=1, src_node_id=1, dst_node_id=77, group_id="1", ttl=600.0, message_type="train",
                      created_at=time.time(), src_task_id=3)
     d = ob.deflate_message(md, {"arrays": ob.ArrayRecord(arrays), "config": ob.ConfigRecord(
@@ -363,9 +370,9 @@ def _corrupt(case: str, params: Dict[str, np.ndarray]):
     if case == "shape":
         bad = dict(params)
         bad["fc1.weight"] = np.zeros((64, 32), np.float32)  # transposed
-        msg, d = _train_message(bad)
+        msg, d = train_message(bad)
         return msg, d.tree(), d.all_objects()
-    msg, d = _train_message(params)
+    msg, d = train_message(params)
     objs = d.all_objects()
     chunk = next(k for k, v in objs.items() if v.startswith(b"ArrayChunk "))
     if case == "sha256":
@@ -411,7 +418,7 @@ def test_good_message_trains_and_replies(arts):
     (parts, _) = digits_splits(1)
     trainer = make_trainer(arts, *parts[0])
     sent = trainer.get_parameters()
-    msg, d = _train_message(sent)
+    msg, d = train_message(sent)
     link = FakeLink(msg, d.tree(), d.all_objects())
     node = FlowerNode("http://fleet.invalid", trainer, signer=EcdsaSigner(), transport=link, keep_replies=True)
     node.run(max_messages=1, timeout=wait_s(60))
@@ -564,8 +571,9 @@ def transport(url, body, headers, timeout):   # the Fleet routes, from memory
                                             message_object_trees=[t for _, t in got]).SerializeToString()
     if route == "pull-object":
         oid = pb.PullObjectRequest.FromString(body).object_id
-        return 200, pb.PullObjectResponse(object_found=1, object_available=1,
-                                          object_content=objects[oid]).SerializeToString()
+        found = oid in objects  # the node's own replies: taken (by no ServerApp here)
+        return 200, pb.PullObjectResponse(object_found=int(found), object_available=int(found),
+                                          object_content=objects.get(oid, b"")).SerializeToString()
     if route == "push-messages":
         req = pb.PushMessagesRequest.FromString(body)
         pushed.append(req.messages_list[0])
@@ -600,7 +608,7 @@ def test_node_on_python38_numpy117(tmp_path, arts):
     x, y = parts[0][0][:200], parts[0][1][:200]
     here = make_trainer(arts, x, y)
     sent = {k: v + 0.01 for k, v in here.get_parameters().items()}
-    good, d = _train_message(sent)
+    good, d = train_message(sent)
     bad_msg, bad_tree, bad_objs = _corrupt("sha256", {k: v + 1 for k, v in sent.items()})  # no shared chunk
     objs = dict(d.all_objects(), **bad_objs)
     case = {"objects": {k: v.hex() for k, v in objs.items()},
@@ -622,3 +630,11 @@ def test_node_on_python38_numpy117(tmp_path, arts):
     assert content["metrics"]["num-examples"] == n == 200
     for k, v in new.items():  # the same training on both Pythons, to float32 rounding
         np.testing.assert_allclose(content["arrays"][k], v, rtol=1e-4, atol=1e-5)
+
+
+def test_signer_without_cryptography_names_the_extra(monkeypatch):
+    from pytrain.flower.transport import FederationError
+    for name in [m for m in sys.modules if m == "cryptography" or m.startswith("cryptography.")] + ["cryptography"]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
+    with pytest.raises(FederationError, match=r'pip install "pytrain\[flower\]"'):
+        EcdsaSigner()

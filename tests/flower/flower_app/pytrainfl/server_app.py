@@ -26,12 +26,34 @@ def main(grid: Grid, context: Context) -> None:
         raise
 
 
+class RecordingFedAvg(FedAvg):
+    """FedAvg that also notes, per round, which node each reply came from and whether it was an error
+    (so a test sees a reply the SuperLink replaced by "Node Unavailable")."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.replies = {"train": {}, "evaluate": {}}
+
+    def _note(self, kind: str, server_round: int, replies):
+        replies = list(replies)
+        self.replies[kind][str(server_round)] = [
+            {"node": str(m.metadata.src_node_id), "error": m.error.reason if m.has_error() else None}
+            for m in replies]
+        return replies
+
+    def aggregate_train(self, server_round, replies):
+        return super().aggregate_train(server_round, self._note("train", server_round, replies))
+
+    def aggregate_evaluate(self, server_round, replies):
+        return super().aggregate_evaluate(server_round, self._note("evaluate", server_round, replies))
+
+
 def federate(grid: Grid, cfg, out: str) -> None:
     with np.load(str(cfg["init"])) as z:
         initial = ArrayRecord({name: Array(z[name]) for name in z.files})
     n = int(cfg["num-nodes"])
-    strategy = FedAvg(fraction_train=1.0, fraction_evaluate=1.0, min_train_nodes=n,
-                      min_evaluate_nodes=n, min_available_nodes=n)
+    strategy = recorder = RecordingFedAvg(fraction_train=1.0, fraction_evaluate=1.0, min_train_nodes=n,
+                                          min_evaluate_nodes=n, min_available_nodes=n)
     if float(cfg["dp-noise"]) > 0:  # central DP, all on the server: the nodes do nothing different
         strategy = DifferentialPrivacyServerSideFixedClipping(
             strategy, noise_multiplier=float(cfg["dp-noise"]), clipping_norm=float(cfg["dp-clip"]),
@@ -51,6 +73,7 @@ def federate(grid: Grid, cfg, out: str) -> None:
     summary = {
         "train": {str(r): dict(m) for r, m in result.train_metrics_clientapp.items()},
         "evaluate": {str(r): dict(m) for r, m in result.evaluate_metrics_clientapp.items()},
+        "replies": recorder.replies,
     }
     with open(os.path.join(out, "result.json"), "w") as f:
         json.dump(summary, f)

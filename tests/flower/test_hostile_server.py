@@ -1,0 +1,151 @@
+"""A node given hostile server input: every declared size is checked against the model and pytrain's
+limits before what it declares is fetched or allocated; the message gets an error reply, the node's
+memory stays bounded and it answers the next message.
+
+The node talks to an in-memory Fleet transport (FakeLink, tests/flower/test_flower.py) that serves a
+crafted message and then a good one, and records which objects the node pulled.
+"""
+from __future__ import annotations
+
+import io
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from pytrain.flower import FlowerNode
+from pytrain.flower import messages as pb
+from pytrain.flower import objects as ob
+from pytrain.flower.steps import StepDriver
+from pytrain.flower.transport import EcdsaSigner
+from test_flower import FakeLink, arts, digits_splits, make_trainer, train_message  # noqa: F401 (fixture)
+from waits import wait_s
+
+#: what a hostile message may cost the node at most (its model and data are far smaller)
+MEMORY_BOUND = 64 << 20
+
+
+def npy_header(shape, descr: str = "<f4") -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": descr, "fortran_order": False, "shape": tuple(shape)})
+    return buf.getvalue()  # the magic, the version and the header: no data
+
+
+def array_object(shape, chunks, order, dtype: str = "float32") -> ob.Deflated:
+    """An Array object declaring ``dtype``/``shape`` whose data is ``chunks`` (bytes) in ``order``."""
+    kids = [ob.Deflated("ArrayChunk", [], c) for c in chunks]
+    meta = {"dtype": dtype, "shape": list(shape), "stype": ob.NUMPY_STYPE, "arraychunk_ids": list(order)}
+    return ob.Deflated("Array", kids, json.dumps(meta).encode())
+
+
+def message_with(params, name: str, array: ob.Deflated):
+    """A train message carrying ``params`` with ``name``'s Array replaced by ``array``."""
+    msg, d = train_message(params)
+    arrays = {k: ob.deflate_array(v) for k, v in params.items()}
+    arrays[name] = array
+    ar = ob.Deflated("ArrayRecord", list(arrays.values()), json.dumps({k: v.id for k, v in arrays.items()}).encode())
+    cfg = ob.deflate_record(ob.ConfigRecord([("lr", 0.1), ("local-epochs", 1), ("server-round", 1)]))
+    rd = ob.Deflated("RecordDict", [ar, cfg], json.dumps({"arrays": ar.id, "config": cfg.id}).encode())
+    m = ob.Deflated("Message", [rd], d.content.split(b"\x00", 1)[1])
+    msg.metadata.message_id = m.id
+    return msg, m.tree(), m.all_objects(), array
+
+
+def hostile(case: str, params):
+    """(message, tree, objects, the bad Array object, what the error says, whether its chunks may be pulled)."""
+    w = params["fc1.weight"]
+    npy = ob.npy_bytes(w)
+    if case == "header_1TiB":  # right metadata, a .npy header declaring (1<<38,) float32 and no data
+        arr = array_object(w.shape, [npy_header((1 << 38,))], [0])
+        return message_with(params, "fc1.weight", arr) + (".npy header", True)
+    if case == "declared_1TiB":  # the metadata itself declares 1 TiB
+        arr = array_object((1 << 38,), [npy_header((1 << 38,))], [0])
+        return message_with(params, "fc1.weight", arr) + ("tensor limit", False)
+    if case == "dedup_bomb":  # 400 references to one all-zero 5 MiB chunk: 2 GiB for an 8 KiB array
+        arr = array_object(w.shape, [bytes(ob.MAX_CHUNK)], [0] * 400)
+        return message_with(params, "fc1.weight", arr) + ("add up to more", True)
+    if case == "endless_chunks":  # a chunk list far longer than the array's bytes could need
+        arr = array_object(w.shape, [npy[:1]], [0] * 1000000)
+        return message_with(params, "fc1.weight", arr) + ("chunks cannot make", False)
+    if case == "extra_chunk":  # the whole array, then one chunk more than its shape needs
+        arr = array_object(w.shape, [npy, b"\x00" * 100], [0, 1])
+        return message_with(params, "fc1.weight", arr) + ("needs %d" % w.nbytes, True)
+    if case == "wrong_shape_declared":  # the model's name, another shape: refused before its chunks
+        arr = array_object((1 << 20,), [ob.npy_bytes(np.zeros(1 << 20, np.float32))], [0])
+        return message_with(params, "fc1.weight", arr) + ("shape [1048576]", False)
+    assert case == "id_mismatch"  # a chunk whose bytes do not hash to its id
+    msg, tree, objs, arr = message_with(params, "fc1.weight", ob.deflate_array(w))
+    cid = arr.children[0].id
+    raw = bytearray(objs[cid])
+    raw[-1] ^= 1
+    objs[cid] = bytes(raw)
+    return msg, tree, objs, arr, "sha256 mismatch", True
+
+
+CASES = ["header_1TiB", "declared_1TiB", "dedup_bomb", "endless_chunks", "extra_chunk", "wrong_shape_declared",
+         "id_mismatch"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_hostile_message_is_refused_and_the_node_keeps_serving(arts, case):  # noqa: F811
+    (parts, _) = digits_splits(1)
+    x, y = parts[0][0][:64], parts[0][1][:64]
+    trainer = make_trainer(arts, x, y)
+    before = trainer.get_parameters()
+    msg, tree, objs, arr, expect, chunks_may_be_pulled = hostile(case, {k: v + 0.5 for k, v in before.items()})
+    good, gd = train_message({k: v + 0.25 for k, v in before.items()})
+    link = FakeLink(msg, tree, objs)
+    link.add(good, gd.tree(), gd.all_objects())
+    node = FlowerNode("http://fleet.invalid", trainer, signer=EcdsaSigner(), transport=link, keep_replies=True,
+                      poll_interval=0.01)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        assert node.run(max_messages=2, timeout=wait_s(60)) == 2
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < MEMORY_BOUND, "the hostile message cost %.1f MiB" % (peak / 2 ** 20)
+    assert len(link.pushed) == 2
+    bad, ok = link.pushed
+    assert bad.error is not None and expect in bad.error.reason, bad.error.reason
+    assert "refused" in bad.error.reason and bad.metadata.reply_to_message_id == tree.object_id
+    # the chunks a declared size already rules out are never fetched; a repeated chunk once at most
+    chunk_ids = {c.id for c in arr.children}
+    pulled = [c for c in link.pulled if c in chunk_ids]
+    assert len(pulled) <= (len(chunk_ids) if chunks_may_be_pulled else 0), pulled
+    # the node answered the next message: it trained from that message's parameters
+    assert ok.error is None and node.replies[1].metrics["num-examples"] == 64
+    assert not node.joined
+
+
+def test_hostile_message_through_the_browser_driver(arts):  # noqa: F811
+    """The tab's node (StepDriver, the worker answering each request) refuses it the same way."""
+    (parts, _) = digits_splits(1)
+    trainer = make_trainer(arts, parts[0][0][:64], parts[0][1][:64])
+    params = trainer.get_parameters()
+    msg, tree, objs, arr, expect, _ = hostile("dedup_bomb", params)
+    good, gd = train_message(params)
+    link = FakeLink(msg, tree, objs)
+    link.add(good, gd.tree(), gd.all_objects())
+    node = FlowerNode("http://fleet.invalid", trainer, signer=EcdsaSigner(), poll_interval=0.01)
+    driver = StepDriver(node)
+    step, events = driver.next(), []
+    for _ in range(10000):  # each request answered as the worker's fetch would
+        events.extend(step["events"])
+        if sum(1 for e in events if e["kind"] in ("answered", "refused")) == 2:
+            driver.stop()
+        if step["kind"] in ("done", "failed"):
+            break
+        if step["kind"] == "sleep":
+            step = driver.next()
+            continue
+        headers = {h: "x" for h in ("flwr-public-key", "flwr-timestamp", "flwr-signature")}
+        status, body = link("http://fleet.invalid/v1/fleet/" + step["route"], step["body"], headers, 1.0)
+        step = driver.next(status=status, body=body)
+    assert step["kind"] == "done", step
+    kinds = [e["kind"] for e in events if e["kind"] in ("answered", "refused")]
+    assert kinds == ["refused", "answered"], events
+    assert expect in next(e["error"] for e in events if e["kind"] == "refused")
+    assert isinstance(link.pushed[0], pb.FlwrMessage) and link.pushed[0].error is not None
