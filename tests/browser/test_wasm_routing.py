@@ -13,7 +13,7 @@ import pytest
 from browser_helpers import wait_ms
 
 ROOT = Path(__file__).resolve().parents[2]
-PYODIDE = ROOT / "bench" / "node_modules" / "@pyodide" / "pyodide" / "dist" / "pyodide.js"
+PYODIDE = ROOT / "node_modules" / "@pyodide" / "pyodide" / "dist" / "pyodide.js"   # the site's (python build.py test installs it)
 
 CHECK = r"""
 import json
@@ -117,7 +117,7 @@ json.dumps(out)
 @pytest.fixture(scope="module")
 def results(browser):
     if not PYODIDE.exists():
-        pytest.skip("needs bench/node_modules (cd bench && npm ci)")
+        pytest.skip("needs node_modules (npm ci; python build.py test runs it)")
     sys.path.insert(0, str(ROOT / "bench"))
     from server import BenchServer  # bench/server.py: static files of the checkout
 
