@@ -52,6 +52,8 @@ SCHEMA_VERSIONS: Dict[str, Tuple[int, ...]] = {
     'HardSwish': (14, 22),
     'Identity': (1, 13, 14, 16, 19, 21, 23, 24, 25),
     'InstanceNormalization': (1, 6, 22),
+    'IsInf': (10, 20),
+    'IsNaN': (9, 13, 20),
     'LSTM': (1, 7, 14, 22),
     'LayerNormalization': (17,),
     'LeakyRelu': (1, 6, 16),

@@ -13,7 +13,8 @@ runtime that later trains the file (measured with torch 2.13):
 * the dynamo exporter writes the weights to a ``.onnx.data`` side file.
 
 :func:`torch_export` uses the TorchScript exporter with the choices that keep the model as PyTorch
-trains it, then checks that every parameter arrived, under its ``state_dict`` name and shape.
+trains it (the dynamo exporter, its optimizer kept from the weights, where TorchScript cannot export
+it), then checks that every parameter arrived, under its ``state_dict`` name and shape.
 ``torch`` is imported only when the function is called (pytrain itself needs only numpy).
 """
 from __future__ import annotations
@@ -26,12 +27,16 @@ from typing import Any, List, Optional, Sequence, Union
 
 from pytrain.errors import ExportError
 
-__all__ = ["FROZEN_KEY", "torch_export"]
+__all__ = ["FROZEN_KEY", "ROUTE_KEY", "torch_export"]
 
 #: metadata key listing (JSON) the parameters PyTorch does not train (``requires_grad=False``);
 #: ``generate_artifacts`` freezes them unless told otherwise
 FROZEN_KEY = "pytrain.frozen_params"
+#: metadata key naming the exporter that wrote the file ("torchscript", or "dynamo" with the reason)
+ROUTE_KEY = "pytrain.export_route"
 DEFAULT_OPSET = 17
+#: the dynamo exporter's oldest opset
+DYNAMO_MIN_OPSET = 18
 
 
 def _as_tuple(example_inputs: Any) -> tuple:
@@ -70,6 +75,13 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     * ``export_params=True`` and no external data: one self-contained file.
     * Tracing runs the model, which moves BatchNorm's running statistics of modules in train mode;
       the model's buffers are restored afterwards and the file holds the values from before the call.
+    * When the TorchScript exporter cannot export the model (an operator it lacks, such as
+      ``aten::diff`` in Hugging Face's packed-sequence check of GPT-2 called with ``input_ids``
+      alone), the dynamo exporter writes it at opset ``max(opset, 18)`` with the weights kept out of
+      its optimizer's reach (no folding into constants, no merging of equal initializers, BatchNorm
+      kept as a node). The file's
+      metadata ``pytrain.export_route`` says which exporter wrote it ("torchscript", or "dynamo:"
+      and why TorchScript failed), and a ``UserWarning`` says so when it falls back.
 
     Parameters with ``requires_grad=False`` (and any other initializer pytrain's default rule would
     take for a parameter, e.g. a float buffer) are listed (JSON) in the model's metadata under
@@ -102,18 +114,31 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     mode = torch.onnx.TrainingMode.PRESERVE if training == "preserve" else torch.onnx.TrainingMode.EVAL
     f = io.BytesIO()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(model, args, f, dynamo=False, export_params=True, opset_version=int(opset),
-                              training=mode, do_constant_folding=False, keep_initializers_as_inputs=True,
-                              input_names=in_names, output_names=out_names, dynamic_axes=dynamic_axes)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(model, args, f, dynamo=False, export_params=True, opset_version=int(opset),
+                                  training=mode, do_constant_folding=False, keep_initializers_as_inputs=True,
+                                  input_names=in_names, output_names=out_names, dynamic_axes=dynamic_axes)
+            proto, route = onnx.load_from_string(f.getvalue()), "torchscript"
+        except Exception as e:  # whatever TorchScript lacks: the dynamo exporter may still export it
+            reason = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+            for m, flag in was_training.items():
+                m.training = flag
+            if training == "eval":
+                model.eval()
+            proto = _dynamo_export(model, args, in_names, out_names, dynamic_batch,
+                                   max(int(opset), DYNAMO_MIN_OPSET), reason, torch)
+            route = "dynamo: the TorchScript exporter failed (%s)" % reason
+            warnings.warn("pytrain.torch_export: the TorchScript exporter failed (%s); exported with the dynamo "
+                          "exporter (every parameter kept separate, BatchNorm as a node)" % reason,
+                          stacklevel=2)
     finally:
         with torch.no_grad():
             for k, v in state.items():
                 v.copy_(before[k])
         for m, flag in was_training.items():
             m.training = flag
-    proto = onnx.load_from_string(f.getvalue())
     g = proto.graph
 
     # the values from before tracing (running statistics moved while tracing), and no initializer inputs
@@ -147,11 +172,75 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     meta = {p.key: p for p in proto.metadata_props}
     entry = meta.get(FROZEN_KEY) or proto.metadata_props.add()
     entry.key, entry.value = FROZEN_KEY, json.dumps(frozen)
+    entry = meta.get(ROUTE_KEY) or proto.metadata_props.add()
+    entry.key, entry.value = ROUTE_KEY, route
     data = proto.SerializeToString()
     if path is not None:
         with open(os.fspath(path), "wb") as out:
             out.write(data)
     return data
+
+
+def _dynamo_export(model: Any, args: tuple, in_names: List[str], out_names: List[str], dynamic_batch: bool,
+                   opset: int, reason: str, torch: Any) -> Any:
+    """The model through torch's dynamo exporter, as an ``onnx.ModelProto`` with its weights inside.
+
+    Exported with ``optimize=False`` (the optimizer folds BatchNorm into convolutions, merges equal
+    initializers and folds parameters into constants), then optimized with the weights hidden from
+    it, so every parameter stays an initializer under its ``state_dict`` name."""
+    import contextlib
+    import logging
+
+    logging.disable(logging.WARNING)  # the exporter logs its progress on every call
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(model, args, None, dynamo=True, optimize=False, opset_version=opset,
+                                        input_names=in_names, output_names=out_names,
+                                        dynamic_shapes=_batch_shapes(model, args, torch) if dynamic_batch else None)
+    except Exception as e:
+        raise ExportError("neither of torch's exporters can export this model: TorchScript: %s; dynamo: %s: %s%s" % (
+            reason, type(e).__name__, (str(e).strip().splitlines() or [""])[0],
+            " (dynamic_batch=False may help)" if dynamic_batch else "")) from e
+    finally:
+        logging.disable(logging.NOTSET)
+    # The optimizer's folding removes what pytrain cannot run (SplitToSequence + SequenceAt, which the
+    # unoptimized graph keeps). It must not see the weights' values, or it folds them into constants,
+    # drops a zero bias or fuses BatchNorm: for the while they are graph inputs without a value.
+    import onnxscript
+
+    graph = program.model.graph
+    n_inputs = len(graph.inputs)
+    held = [(v, v.const_value) for v in list(graph.initializers.values())]
+    for v, _ in held:
+        graph.initializers.pop(v.name)
+        v.const_value = None
+        graph.inputs.append(v)
+    try:
+        onnxscript.optimizer.optimize(program.model)
+    finally:
+        del graph.inputs[n_inputs:]
+        for v, value in held:
+            v.const_value = value
+            graph.register_initializer(v)
+    return program.model_proto
+
+
+def _batch_shapes(model: Any, args: tuple, torch: Any) -> tuple:
+    """torch.export's ``dynamic_shapes`` making axis 0 of every input one symbolic ``batch``, shaped as
+    ``forward``'s parameters (``*args`` take one nested tuple: ``dynamic_axes`` cannot say that)."""
+    import inspect
+
+    batch = torch.export.Dim("batch")
+    params = list(inspect.signature(model.forward).parameters.values())
+    shapes: List[Any] = []
+    for i, p in enumerate(params):
+        if p.kind == p.VAR_POSITIONAL:
+            shapes.append(tuple({0: batch} for _ in args[i:]))
+            break
+        if i < len(args):
+            shapes.append({0: batch})
+    return tuple(shapes)
 
 
 def _frozen(model: Any, data: bytes) -> List[str]:

@@ -9,7 +9,10 @@ TorchScript exporter, one-element ``val_68`` constants from the dynamo exporter)
 1. not a float tensor: does not train (shapes, indices, masks);
 2. the dynamo exporter's graph signature says so (value-info metadata
    ``pkg.torch.export.graph_signature.InputSpec.kind``): ``PARAMETER`` trains, ``BUFFER`` and
-   ``CONSTANT_TENSOR`` do not;
+   ``CONSTANT_TENSOR`` do not; where a model has a signature, a tensor it does not list is one the
+   exporter computed: it trains only as a parameter's layout copy (rule 4) or a decomposed
+   normalization's affine (5b), never otherwise (ViT's folded all-zero ``where`` mask, BERT's
+   folded slice of its position table);
 3. feeds no input a gradient flows through (BatchNorm's running mean/var, a Shape's input):
    does not train;
 4. a weight: it feeds a weight position of a parameter-holding op (Conv/ConvTranspose W and B,
@@ -209,6 +212,11 @@ def classify_initializers(nodes: Sequence[NodeProto], initializers: Sequence[Any
                 trains, why = True, "scales or shifts a normalization's result (a decomposed normalization's affine)"
             elif is_exporter_constant(t.name, size):
                 trains, why = False, "constant folded by the exporter (feeds only arithmetic: %s)" % (
+                    ", ".join(sorted(set(differentiable[t.name]))))
+            elif kinds:
+                # the signature lists every parameter: a tensor it does not list (and that is no
+                # parameter's layout copy, above) was computed by the exporter (a folded mask)
+                trains, why = False, "computed by the exporter, not in its graph signature (feeds %s)" % (
                     ", ".join(sorted(set(differentiable[t.name]))))
             else:
                 trains, why = True, "feeds a differentiable input of %s" % (

@@ -177,6 +177,30 @@ def test_signature_metadata_wins():
     assert report[0]["trains"] is False and "buffer" in report[0]["why"]
 
 
+def test_signature_decides_what_the_exporter_computed():
+    """Where a graph signature exists, an initializer it does not list is one the exporter computed:
+    it trains as a parameter's layout copy (a transposed weight feeding MatMul), never otherwise (a
+    folded mask added to the scores, even under a name that looks like a user's)."""
+    f = np.float32
+    nodes = [helper.make_node("MatMul", ["x", "wt"], ["h"]), helper.make_node("Add", ["h", "b"], ["hb"]),
+             helper.make_node("Add", ["hb", "where"], ["y"])]
+    model = _graph(nodes, {"wt": np.ones((4, 3), f), "b": np.ones(3, f), "where": np.zeros((2, 3), f)})
+    vi = helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])
+    entry = vi.metadata_props.add()
+    entry.key, entry.value = "pkg.torch.export.graph_signature.InputSpec.kind", "PARAMETER"
+    model.graph.value_info.append(vi)
+    from pytrain.proto import ModelProto
+    m = ModelProto.FromString(model.SerializeToString())
+    report = {r["name"]: r for r in classify_initializers(m.graph.node, m.graph.initializer, m.graph.value_info)}
+    assert report["b"]["trains"] and "graph signature" in report["b"]["why"]
+    assert report["wt"]["trains"] and "MatMul" in report["wt"]["why"]
+    assert not report["where"]["trains"] and "not in its graph signature" in report["where"]["why"]
+    # without a signature (TorchScript) the same tensor looks like a bias: rule 7
+    plain = ModelProto.FromString(_graph(nodes, {"wt": np.ones((4, 3), f), "b": np.ones(3, f),
+                                                 "where": np.zeros((2, 3), f)}).SerializeToString())
+    assert all(r["trains"] for r in classify_initializers(plain.graph.node, plain.graph.initializer))
+
+
 def test_inspect_says_what_trains_and_why(tmp_path, capsys):
     from pytrain.cli import main
 
