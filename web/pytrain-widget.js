@@ -251,7 +251,8 @@ class TrainerUI {
     });
     trainer.on("loading", (p) => { this.bar.style.width = `${Math.round(100 * p.fraction)}%`; this.status.textContent = `${p.stage}…`; });
     trainer.on("status", (s) => { this.status.textContent = s.message; });
-    trainer.ready.then(() => { this.bar.style.width = "0%"; this.buttons.train.disabled = false; this.buttons.export.disabled = false; }, () => {});
+    trainer.ready.then(() => { this.bar.style.width = "0%"; this.buttons.train.disabled = false; this.buttons.export.disabled = false; },
+      () => { this.bar.parentElement.hidden = true; this.status.hidden = true; });   // a failed load: only its error shows
     trainer.on("progress", (p) => {
       p.losses.forEach((l, i) => this.loss.points.push([p.firstStep + i, l]));
       this.plot.draw();

@@ -130,6 +130,25 @@ def _image_shape(model: ModelProto, name: str, size: Optional[int]) -> Tuple[Lis
     return [c, h, w], batch, open_hw
 
 
+def _fresh_names(g: Any, kind: str) -> Callable[[str], str]:
+    """A function giving ``base``, or ``base_1``, ``base_2``... when the graph already names a
+    tensor (or a node) so: the names the page adds to a backbone never meet the backbone's own."""
+    if kind == "node":
+        used = {n.name for n in g.node}
+    else:
+        used = {t.name for t in g.initializer} | {v.name for v in list(g.input) + list(g.output) + list(g.value_info)}
+        used.update(s for n in g.node for s in list(n.input) + list(n.output))
+
+    def fresh(base: str) -> str:
+        name, k = base, 0
+        while name in used:
+            k += 1
+            name = "%s_%d" % (base, k)
+        used.add(name)
+        return name
+    return fresh
+
+
 def _float_params(model: ModelProto) -> int:
     float_types = (dtypes.FLOAT, dtypes.DOUBLE, dtypes.FLOAT16, dtypes.BFLOAT16)
     return int(sum(int(np.prod(list(t.dims))) if len(t.dims) else 1
@@ -165,12 +184,16 @@ def extractor(blob: bytes, name: str = "the backbone", extra_files: Optional[Dic
                       % (old_out, list(probe.shape), probe.dtype))
     g = ready.graph
     out = g.output[0].name
+    tensors = _fresh_names(g, "tensor")
+    nodes = _fresh_names(g, "node")
     if probe.ndim == 4:   # a feature map: average each channel over the image
-        g.node.append(make_node("GlobalAveragePool", [out], ["backbone/pooled"], name="backbone/neck/pool"))
-        out = "backbone/pooled"
-    g.node.append(make_node("Flatten", [out], [FEATURES], name="backbone/neck/flatten", axis=1))
+        pooled = tensors("backbone/pooled")
+        g.node.append(make_node("GlobalAveragePool", [out], [pooled], name=nodes("backbone/neck/pool")))
+        out = pooled
+    features = tensors(FEATURES)   # the backbone's own output may be called "features" too
+    g.node.append(make_node("Flatten", [out], [features], name=nodes("backbone/neck/flatten"), axis=1))
     feature_size = int(np.prod(probe.shape[1:])) if probe.ndim != 4 else int(probe.shape[1])
-    g.output[:] = [make_value_info(FEATURES, dtypes.FLOAT, [1 if batch == 1 else "N", feature_size])]
+    g.output[:] = [make_value_info(features, dtypes.FLOAT, [1 if batch == 1 else "N", feature_size])]
     mean_std, said = NORMALIZATIONS[normalize]
     if mean_std is not None:
         if shape[0] != 3:
@@ -250,10 +273,12 @@ class Backbone:
         if odd:
             raise WebappError("the head has ops %s; only Gemm composes with a backbone" % odd)
 
+        features = ext.graph.output[0].name   # FEATURES, or a fresh name when the backbone used that one
+
         def new(s: str) -> str:
             if not s or s == OUTPUT:
                 return s
-            return FEATURES if s == HEAD_INPUT else "head/" + s
+            return features if s == HEAD_INPUT else "head/" + s
 
         _rename_tensors(hg, new, "head/")
         g = ext.graph

@@ -88,3 +88,20 @@ def stop_training(page) -> None:
     then disabled), and wait until the page is idle."""
     page.evaluate("() => { const b = document.getElementById('stop'); if (!b.disabled) b.click(); }")
     page.wait_for_function("() => !window.pytrainApp.training", timeout=wait_ms(60_000))
+
+
+def open_ready(context, url: str):
+    """(page, recorder): the app in the test's context, Python loaded."""
+    ctx, rec = context
+    page = open_app(ctx, url, rec)
+    wait_ready(page)
+    return page, rec
+
+
+def build_digits(page, kind: str = "mlp", count: str = "1000") -> None:
+    """Build the digits ``kind`` ("mlp" or "cnn") on ``count`` digits (the first model of the page)."""
+    page.click("#tabbtn-digits")
+    page.select_option("#digits-model", kind)
+    page.select_option("#digits-count", count)
+    page.click("#digits-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)

@@ -2,7 +2,7 @@
 learning rate keeps the weights learnt so far."""
 from __future__ import annotations
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, open_ready, train_epochs, wait_ready
 
 
 def _digest(page):
@@ -44,3 +44,22 @@ def test_continue_and_optimizer_change_keep_training_the_same_weights(context, s
     assert app_state(page, "a.epochs")[-1]["metric"] >= acc1 - 0.05
     assert page.evaluate("() => window.pytrainApp.client.call('status')")["lr"] == 0.05
     assert app_state(page, "a.errors") == []
+
+
+def test_a_batch_larger_than_the_training_set_is_pointed_out(context, site_url):
+    page, _ = open_ready(context, site_url)
+    page.click("#tabbtn-table")
+    rows = "".join("%d,%d,%s\n" % (i, (i * 7) % 11, "ab"[i % 2]) for i in range(35))
+    page.set_input_files("#csv-file", files=[{"name": "small.csv", "mimeType": "text/csv", "buffer": ("u,v,label\n" + rows).encode()}])
+    page.wait_for_function("() => document.getElementById('csv-label').options.length === 3", timeout=wait_ms(30_000))
+    page.select_option("#csv-label", "label")
+    page.click("#csv-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
+    train = app_state(page, "a.data.train")
+    assert page.input_value("#batch-size") == "64" and train < 64
+    hint = page.locator("#batch-hint")
+    assert hint.is_visible() and ("the %d training" % train) in hint.inner_text(), hint.inner_text()
+    page.click("#batch-hint button")                 # take the suggested size
+    assert int(page.input_value("#batch-size")) * 4 <= train and not hint.is_visible()
+    page.fill("#batch-size", "500")
+    assert hint.is_visible()

@@ -1,7 +1,9 @@
 """No stale state after a failed upload, a failed build, a model switch or a rebuild."""
 from __future__ import annotations
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, wait_ready
+import pytest
+
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, build_digits, open_app, open_ready, wait_ready
 from test_tables_and_models import iris_csv
 
 
@@ -67,3 +69,46 @@ def test_switching_models_clears_the_try_panel_and_keeps_drawn_digits(context, s
     # the drawn digit is still in the training set, and the text says so
     assert app_state(page, "a.data.added") == 1
     assert "1 drawn digit is still in the training set" in page.inner_text("#added-status")
+
+
+def test_a_model_for_other_inputs_than_the_data_disables_start_and_says_why(context, site_url):
+    models = pytest.importorskip("pytrain.models")
+    page, _ = open_ready(context, site_url)
+    build_digits(page, "cnn")
+    assert page.locator("#start").is_enabled()
+    # a colour 3x16x16 model generated while the 1x28x28 digits are loaded
+    page.click("#tabbtn-model")
+    page.set_input_files("#onnx-file", files=[{"name": "colour.onnx", "mimeType": "application/octet-stream",
+                                               "buffer": models.to_bytes(models.cnn(input_shape=(3, 16, 16), num_classes=10))}])
+    page.wait_for_function("() => !document.getElementById('onnx-generate').disabled", timeout=wait_ms(30_000))
+    page.click("#onnx-generate")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'", timeout=LOAD_TIMEOUT_MS)
+    assert page.locator("#start").is_disabled()
+    hint = page.locator("#start-hint")
+    assert hint.is_visible() and "3×16×16" in hint.inner_text() and "784 values" in hint.inner_text(), hint.inner_text()
+    assert "ok" not in page.get_attribute("#setup-status", "class")
+    assert "3×16×16" in page.inner_text("#setup-status")
+
+
+def test_a_new_model_clears_the_picture_prediction(context, site_url):
+    np = pytest.importorskip("numpy")
+    from test_tables_and_models import _png
+    page, _ = open_ready(context, site_url)
+    page.click("#tabbtn-examples")
+    for k in (1, 2):
+        files = [{"name": "c%d_%d.png" % (k, i), "mimeType": "image/png",
+                  "buffer": _png(np.full((24, 24), 60 * k + 20 * i, np.uint8))} for i in range(2)]
+        page.set_input_files("#ex-classes fieldset:nth-of-type(%d) input[type=file]" % k, files=files)
+        page.wait_for_function("(k) => window.pytrainApp.examples[k - 1].items.length === 2", arg=k, timeout=wait_ms(30_000))
+    page.click("#ex-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'cnn'", timeout=LOAD_TIMEOUT_MS)
+    page.set_input_files("#image-predict", files=[{"name": "grey.png", "mimeType": "image/png",
+                                                   "buffer": _png(np.full((24, 24), 90, np.uint8))}])
+    page.wait_for_function("() => document.getElementById('image-prediction').textContent.includes('Prediction')",
+                           timeout=wait_ms(30_000))
+    page.evaluate("window.pytrainApp.model.old = true")
+    page.click("#ex-build")                          # a new model: the old one's answer and file go
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready && !window.pytrainApp.model.old",
+                           timeout=LOAD_TIMEOUT_MS)
+    assert page.inner_text("#image-prediction") == ""
+    assert page.input_value("#image-predict") == "" and app_state(page, "a.lastPrediction") is None

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app
+from test_page_a11y import axe_violations
 
 
 def test_widget_example_trains_and_fires_events(context, site_url):
@@ -17,6 +18,7 @@ def test_widget_example_trains_and_fires_events(context, site_url):
     assert counts["epoch"] == 30 and counts["done"] == 1 and counts["progress"] >= 5
     assert counts.get("error", 0) == 0
     page.wait_for_function("() => document.getElementById('log').textContent.includes('train(): resolved: finished')")
+    assert axe_violations(page) == []     # the log scrolls: it can be reached from the keyboard
 
     page.click("#evaluate")
     page.wait_for_function("() => window.widgetEval !== undefined", timeout=wait_ms(30_000))

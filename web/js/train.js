@@ -2,7 +2,7 @@
 
 import { LinePlot } from "./plot.js";
 import { download } from "./files.js";
-import { $, announce, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
+import { $, announce, describeSetup, guarded, hideError, nf, refreshButtons, setStatus } from "./ui.js";
 import { app, client, emit, on } from "./store.js";
 
 // ------------------------------------------------------------------ plots
@@ -105,6 +105,7 @@ on("history", loadHistory);
 on("settings", (t) => {   // a resumed run's settings
   if (t.epochs) { $("epochs").value = t.epochs; metricPlot.xRange = [0, t.epochs]; metricPlot.draw(); }
   if (t.batchSize) $("batch-size").value = t.batchSize;
+  batchHint();
   if (t.learningRate) $("lr").value = t.learningRate;
 });
 
@@ -190,7 +191,7 @@ function trainOptions() {
 }
 
 $("start").onclick = () => guarded(null, async () => {
-  $("error").hidden = true;
+  hideError();
   const opts = trainOptions();
   if (app.model && app.model.optimizer !== $("optimizer").value) await changeOptimizer();
   if (app.epoch >= opts.epochs) {
@@ -209,6 +210,31 @@ $("start").onclick = () => guarded(null, async () => {
 $("pause").onclick = () => guarded(null, () => client.call("pause"));
 $("resume-train").onclick = () => guarded(null, () => client.call("resume"));
 $("stop").onclick = () => guarded(null, () => client.call("stop"));
+/** A batch larger than the training set makes each epoch one step: say so, and offer a size that
+ * gives at least four steps an epoch. */
+function batchHint() {
+  const hint = $("batch-hint");
+  const n = app.data && app.data.loaded ? app.data.train : 0;
+  const batch = parseInt($("batch-size").value, 10);
+  hint.hidden = !(n > 0 && batch > n);
+  if (hint.hidden) return;
+  let size = 1;
+  while (size * 2 * 4 <= n) size *= 2;
+  hint.querySelector("span").textContent = `Batch size ${nf.format(batch)} is more than the ${nf.format(n)} training ` +
+    "examples: each epoch would be a single step, and the model learns slowly.";
+  const use = hint.querySelector("button");
+  use.textContent = `Use ${size}`;
+  use.onclick = () => {
+    $("batch-size").value = String(size);
+    $("batch-size").dispatchEvent(new Event("change"));
+    batchHint();
+    $("batch-size").focus();
+  };
+}
+$("batch-size").addEventListener("input", batchHint);
+on("data", batchHint);
+on("model", batchHint);
+
 for (const id of ["batch-size", "lr"]) {
   $(id).addEventListener("change", () => {
     if (!app.training) return;

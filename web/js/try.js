@@ -181,6 +181,9 @@ function clearTry() {
   $("pad-clear").click();
   $("row-input").value = "";
   $("row-result").textContent = "";
+  if (live) toggleLivePrediction();     // the camera's predictions were the old model's (and its input size)
+  $("image-predict").value = "";
+  $("image-pad-clear").click();
 }
 
 on("model", () => { clearTry(); showTryPanel(); });

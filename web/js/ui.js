@@ -3,34 +3,13 @@
 // they read is the store's (store.js).
 
 import { app } from "./store.js";
+import { hideError, showError } from "./errors.js";
+
+export { hideError, showError };   // the one error box (errors.js)
 
 export const $ = (id) => document.getElementById(id);
 
 // ------------------------------------------------------------------ errors and status
-
-/**
- * Show an error where the action was: the one error box moves next to the control (inside its
- * fieldset, tab or card), scrolls into view and takes the focus. Without a control (e.g. Python
- * failed to load) it stays under the page header.
- */
-export function showError(err, near = null) {
-  const msg = (err && err.message) || String(err);
-  app.errors.push(msg);
-  const box = $("error");
-  const host = near && near.closest ? near.closest("fieldset, .tab, .card") : null;
-  if (host) (near.closest(".draw, .row, label.file") || near).after(box);   // right under the control's row
-  else $("notices").prepend(box);
-  box.dataset.near = near && near.id ? near.id : "";
-  $("error-text").textContent = msg;
-  box.hidden = false;
-  box.scrollIntoView({ block: "center" });
-  box.focus({ preventScroll: true });
-}
-$("error-close").onclick = () => {
-  $("error").hidden = true;
-  const back = $($("error").dataset.near || "");
-  if (back && !back.disabled) back.focus();
-};
 
 /** Run an async UI action; errors show next to `button` (or `near`) and re-enable the button. */
 export async function guarded(button, fn, near = null) {
@@ -80,6 +59,25 @@ export function announce(text) {
 
 export const nf = new Intl.NumberFormat();
 
+/**
+ * Why the data cannot go into the model ("" when it can, or when either is missing): samples of
+ * another shape than the model's input (a model generated or built after the data was loaded).
+ * Open dimensions of the model (null) take any size; a flat model takes samples of as many values.
+ */
+export function mismatch() {
+  const d = app.data, m = app.model;
+  if (!(d && d.loaded && m && m.ready && d.sample_shape && m.sample_shape)) return "";
+  const ds = d.sample_shape, ms = m.sample_shape;
+  const size = (s) => s.reduce((a, b) => a * b, 1);
+  const fits = ms.every((s) => Number.isInteger(s)) ? size(ms) === size(ds)
+    : ms.length === ds.length && ms.every((s, i) => s == null || s === ds[i]);
+  if (fits) return "";
+  const shown = (s) => s.length === 1 ? `${s[0] == null ? "any number of" : nf.format(s[0])} values`
+    : s.map((v) => (v == null ? "any" : v)).join("×");
+  return `The model takes ${shown(ms)} inputs but the data's samples are ${shown(ds)}: load data for this model ` +
+    `("Your model" → Training data resizes pictures to its input) or build a model for this data.`;
+}
+
 export function describeSetup() {
   const parts = [];
   const d = app.data;
@@ -108,7 +106,9 @@ export function describeSetup() {
         `${nf.format(m.head_params)} parameters, trained.`);
     }
   } else parts.push("No model yet.");
-  setStatus("setup-status", parts.join(" "), !!(d && d.loaded && m && m.ready));
+  const why = mismatch();
+  if (why) parts.push(why);
+  setStatus("setup-status", parts.join(" "), !!(d && d.loaded && m && m.ready) && !why, !!why);
 }
 
 export function refreshButtons() {
@@ -121,7 +121,10 @@ export function refreshButtons() {
   $("artifacts-use").disabled = !ready || app.training || !($("artifact-files").files || []).length;
   $("data-csv-load").disabled = !ready || app.training || !$("data-csv-label").value;
   $("data-images-load").disabled = !ready || app.training || !(($("data-images").files || []).length || ($("data-folder").files || []).length);
-  $("start").disabled = !ready || app.training || !haveModel || !haveData;
+  const why = app.training ? "" : mismatch();
+  $("start").disabled = !ready || app.training || !haveModel || !haveData || !!why;
+  $("start-hint").textContent = why;
+  $("start-hint").hidden = !why;
   $("start").textContent = app.step > 0 && !app.training ? "Continue" : "Start";
   $("pause").disabled = !app.training || app.paused;
   $("resume-train").disabled = !app.training || !app.paused;

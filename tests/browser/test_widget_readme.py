@@ -1,0 +1,62 @@
+"""The README's widget snippets work as written, from a page at the site's root (the data path
+they name exists), and a widget whose data cannot be loaded shows only the error (no "Loading
+data…" status or full progress bar above it)."""
+from __future__ import annotations
+
+import re
+
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app
+from conftest import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = (ROOT / "docs" / "web.md").read_text(encoding="utf-8")
+JS = re.search(r"```js\n(import \{ createTrainer \}.*?)```", README, re.S).group(1)
+ELEMENT = re.search(r"`(<pytrain-trainer .*?</pytrain-trainer>)`", README).group(1)
+DOCS_ELEMENT = re.search(r"```html\n(.*?<pytrain-trainer .*?</pytrain-trainer>)\n```", DOCS, re.S).group(1)
+WIDGET = '<script type="module" src="pytrain-widget.js"></script>\n'
+
+
+def _host(ctx, site_url, rec, body):
+    """A host page at the site's root (same origin as the widget), holding ``body``."""
+    html = "<!doctype html><html lang=en><head><meta charset=utf-8><title>host</title></head><body>%s</body></html>" % body
+    ctx.route(site_url + "host.html", lambda route: route.fulfill(status=200, content_type="text/html", body=html))
+    return open_app(ctx, site_url, rec, "host.html")
+
+
+def _prepared_or_error(page):
+    page.evaluate("""() => { window.seen = {}; const el = document.querySelector('pytrain-trainer');
+        for (const t of ['prepared', 'error']) el.addEventListener(t, (e) => { window.seen[t] = e.detail; }); }""")
+    page.wait_for_function("() => window.seen.prepared || window.seen.error", timeout=LOAD_TIMEOUT_MS)
+    return page.evaluate("window.seen")
+
+
+def test_readme_code_snippet_trains_as_written(context, site_url):
+    ctx, rec = context
+    page = _host(ctx, site_url, rec, '<div id="trainer"></div>\n<script type="module">\n%s\nwindow.snippet = onnxBytes.length;\n</script>' % JS)
+    page.wait_for_function("() => window.snippet > 0 || document.querySelector('.pytrain-widget') && "
+                           "document.querySelector('.pytrain-widget').shadowRoot.querySelector('.error:not([hidden])')",
+                           timeout=wait_ms(180_000))
+    assert (page.evaluate("window.snippet") or 0) > 200, page.locator(".pytrain-widget .error").inner_text()
+    assert rec.foreign(site_url) == [] and rec.console_errors == []
+
+
+def test_readme_and_docs_elements_load_their_data_as_written(context, site_url):
+    ctx, rec = context
+    for snippet in (WIDGET + ELEMENT, DOCS_ELEMENT):
+        page = _host(ctx, site_url, rec, snippet)
+        seen = _prepared_or_error(page)
+        assert "error" not in seen, seen["error"]
+        page.close()
+
+
+def test_widget_that_cannot_load_its_data_shows_only_the_error(context, site_url):
+    ctx, rec = context
+    page = _host(ctx, site_url, rec, WIDGET + '<pytrain-trainer data="nowhere/iris.csv" label="species"></pytrain-trainer>')
+    seen = _prepared_or_error(page)
+    assert "error" in seen
+    box = page.locator("pytrain-trainer .box")
+    page.wait_for_function("() => { const r = document.querySelector('pytrain-trainer .pytrain-widget').shadowRoot;"
+                           " return !r.querySelector('.error').hidden; }", timeout=wait_ms(30_000))
+    text = box.inner_text()
+    assert "nowhere/iris.csv" in text and "Loading" not in text, text
+    assert not page.locator("pytrain-trainer .bar").is_visible()
