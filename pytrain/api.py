@@ -1,5 +1,7 @@
 """The training-phase API, with ONNX Runtime On-Device Training's names:
-``CheckpointState``, ``Module``, ``Optimizer``, ``LinearLRScheduler``."""
+``CheckpointState``, ``Module``, ``Optimizer``, ``LinearLRScheduler``, and PyTorch's numbers (its
+optimizers' arithmetic and defaults). ``pytrain.ort.api`` is the same surface with ORT's numbers and
+defaults, for code that imported ``onnxruntime.training.api``."""
 from __future__ import annotations
 
 import math
