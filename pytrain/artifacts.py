@@ -1,5 +1,7 @@
 """The offline phase: from an inference ONNX model, the four training artifacts
-(training model, eval model, optimizer model, checkpoint), with ORT's ``generate_artifacts``."""
+(training model, eval model, optimizer model, checkpoint), with ORT's ``generate_artifacts`` name and
+pytrain's defaults (PyTorch's optimizers). ``pytrain.ort.artifacts`` is the same generator with ORT's
+arguments and defaults, for code that imported ``onnxruntime.training.artifacts``."""
 from __future__ import annotations
 
 import enum
@@ -19,6 +21,7 @@ from pytrain.errors import ArtifactError
 from pytrain.executor import unsupported_op_error
 from pytrain.export import inference_rewrite
 from pytrain.graph import NameScope, all_names, topological_order
+from pytrain.lora import PROPERTY as LORA_PROPERTY, LAYOUT_KEY as LORA_LAYOUT_KEY, LoRA, insert_adapters
 from pytrain.losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
 from pytrain.ops.registry import PYTRAIN_DOMAIN
@@ -30,7 +33,7 @@ from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, ma
                            write_atomic)
 from pytrain.validate import load_model
 
-__all__ = ["Artifacts", "LossType", "OptimType", "SGD", "Adam", "AdamW", "generate_artifacts"]
+__all__ = ["Artifacts", "LoRA", "LossType", "OptimType", "SGD", "Adam", "AdamW", "generate_artifacts"]
 
 
 
@@ -132,7 +135,7 @@ class _ParameterPlan:
     """What the source model holds and how each of its initializers serves training."""
 
     __slots__ = ("src", "opset", "inits", "user_inputs", "nodes", "report", "trainable", "frozen", "params",
-                 "constants", "bn_modes")
+                 "constants", "bn_modes", "lora")
 
     def __init__(self, src: ModelProto, opset: int, inits: "OrderedDict[str, Any]", user_inputs: List[Any],
                  nodes: List[NodeProto]) -> None:
@@ -143,6 +146,7 @@ class _ParameterPlan:
         self.params: List[str] = []     # what the checkpoint keeps: trainable, frozen, running statistics
         self.constants: List[Any] = []  # the other initializers, kept in the models
         self.bn_modes: Dict[int, str] = {}
+        self.lora: Dict[str, Any] = {}  # LoRA settings and adapter table (pytrain.lora), when adapters were added
 
     def shape(self, p: str) -> List[int]:
         return [int(d) for d in self.inits[p].dims]
@@ -167,6 +171,26 @@ def _source(model: Any, external_data: Optional[Dict[str, bytes]]) -> _Parameter
     user_inputs = [v for v in g.input if v.name not in inits]
     nodes = topological_order(list(g.node), [v.name for v in user_inputs] + list(inits))
     return _ParameterPlan(src, opset, inits, user_inputs, nodes)
+
+
+def _add_lora(plan: _ParameterPlan, lora: Optional[LoRA], requires_grad: Optional[Sequence[str]],
+              trainable_ops: Optional[int]) -> Optional[Sequence[str]]:
+    """Insert the LoRA adapters (:mod:`pytrain.lora`) and return what trains: the adapters, with any
+    initializer ``requires_grad`` adds (as peft's ``modules_to_save``); everything else is frozen."""
+    if lora is None:
+        return requires_grad
+    if not isinstance(lora, LoRA):
+        raise ArtifactError("lora must be a pytrain.lora.LoRA, got %r" % (lora,))
+    if trainable_ops is not None:
+        raise ArtifactError("lora and trainable_ops both choose what trains: with LoRA only the adapters "
+                            "(and requires_grad) train")
+    extra = _names_check("requires_grad", requires_grad, plan.inits)
+    table = insert_adapters(plan.src, lora)
+    g = plan.src.graph
+    plan.inits = OrderedDict((t.name, t) for t in g.initializer)
+    plan.nodes = topological_order(list(g.node), [v.name for v in plan.user_inputs] + list(plan.inits))
+    plan.lora = dict(lora.describe(), adapters=table)
+    return [n for a in table for n in (a["lora_A"], a["lora_B"])] + [p for p in extra]
 
 
 def _plan_parameters(plan: _ParameterPlan, requires_grad: Optional[Sequence[str]],
@@ -291,6 +315,8 @@ def _eval_model(plan: _ParameterPlan, lo: _Loss) -> Tuple[ModelProto, Dict[str, 
     layout = {"user_inputs": [v.name for v in plan.user_inputs], "labels": [v.name for v in lo.labels],
               "trainable": plan.trainable, "frozen": [p for p in plan.params if p not in plan.trainable],
               "outputs": [lo.output] + lo.extra, "model_outputs": lo.model_outputs}
+    if plan.lora:
+        layout[LORA_LAYOUT_KEY] = plan.lora["adapters"]
     eval_graph = make_graph(eval_nodes, (g.name or "model") + "_eval", lo.inputs,
                             [lo.value_info(lo.output)] + [lo.value_info(e) for e in lo.extra],
                             plan.constants + lo.consts,
@@ -345,7 +371,8 @@ def _optimizer_and_checkpoint(plan: _ParameterPlan, opt: OptimizerSpec, nominal:
     for p in plan.params:
         data = None if nominal else to_array(plan.inits[p], "the model's initializers")
         ck_params[p] = Parameter(p, data, p in plan.trainable, tuple(shapes[p]), dtypes.to_numpy(types[p]))
-    return optimizer_model, encode(ck_params, {}, None)
+    properties = {LORA_PROPERTY: json.dumps(plan.lora)} if plan.lora else {}
+    return optimizer_model, encode(ck_params, properties, None)
 
 
 def _summary(plan: _ParameterPlan, layout: Dict[str, Any], opt: OptimizerSpec,
@@ -366,7 +393,8 @@ def _summary(plan: _ParameterPlan, layout: Dict[str, Any], opt: OptimizerSpec,
             "inputs": layout["user_inputs"], "opset": plan.opset,
             "initializers": _initializer_report(plan.report, trainable, frozen_params, requires_grad,
                                                 trainable_ops, plan.params),
-            "batchnorm": {(nodes[i].name or nodes[i].output[0]): m for i, m in sorted(plan.bn_modes.items())}}
+            "batchnorm": {(nodes[i].name or nodes[i].output[0]): m for i, m in sorted(plan.bn_modes.items())},
+            "lora": plan.lora or None}
 
 
 def generate_artifacts(
@@ -386,6 +414,7 @@ def generate_artifacts(
     external_data: Optional[Dict[str, bytes]] = None,
     allow_no_trainable: bool = False,
     input_grads: Sequence[str] = (),
+    lora: Optional[LoRA] = None,
 ) -> Artifacts:
     """Build the training, eval and optimizer models and the checkpoint from an inference model.
 
@@ -421,8 +450,12 @@ def generate_artifacts(
     allow_no_trainable: accept a model where no parameter trains (the training model then computes
         the loss and any input gradients only) instead of refusing it.
     input_grads: graph inputs whose gradient the training model also outputs (as ``<input>_grad``).
+    lora: ``LoRA(rank, alpha, targets, dropout)`` (:mod:`pytrain.lora`): low-rank adapters beside the
+        MatMul/Gemm weights ``targets`` names, as peft adds them; only the adapters (and initializers
+        ``requires_grad`` names) train. The inference export folds them back into the weights.
     """
     plan = _source(model, external_data)
+    requires_grad = _add_lora(plan, lora, requires_grad, trainable_ops)
     _plan_parameters(plan, requires_grad, frozen_params, trainable_ops, allow_no_trainable, batchnorm)
     lo = _build_loss(plan, loss, loss_input_names, loss_reduction, additional_output_names)
     eval_model, layout = _eval_model(plan, lo)

@@ -3,7 +3,7 @@ running statistics, trained weights baked in) that declares the oldest IR versio
 that still mean what the model means, so onnxruntime releases from 2023 on load it."""
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -12,11 +12,14 @@ from pytrain.errors import ArtifactError, PytrainError
 from pytrain.layout import parse_layout
 from pytrain.executor import Plan, live_nodes
 from pytrain.opset_versions import SCHEMA_VERSIONS
-from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, make_graph, make_model,
-                           make_node, make_opsetid, make_value_info, model_metadata, opset_version,
-                           value_info_type)
+from pytrain.proto import (ModelProto, NodeProto, TensorProto, ValueInfoProto, from_array, make_graph,
+                           make_model, make_node, make_opsetid, make_value_info, model_metadata, opset_version,
+                           to_array, value_info_type)
 from pytrain.proto.helper import ir_version_for_opset
 
+
+#: the eval model's layout key listing LoRA adapters (written by pytrain.lora), which the export folds back
+LORA_LAYOUT_KEY = "lora"
 
 #: never declared lower: before opset 7 many ops required legacy attributes (consumed_inputs, broadcast)
 #: that pytrain does not write, and onnxruntime releases from 2023 on all read opset 7
@@ -63,9 +66,34 @@ def inference_rewrite(n: NodeProto) -> None:
         del n.input[2:]
 
 
+def merge_lora(nodes: List[NodeProto], parameters: Mapping[str, np.ndarray], initializers: Sequence[TensorProto],
+               adapters: Sequence[Mapping[str, Any]]) -> Tuple[List[NodeProto], Dict[str, np.ndarray]]:
+    """Fold each LoRA adapter into its weight as peft's ``merge_and_unload`` does (``W + scale * (B A)``,
+    transposed for a weight stored (in, out)): the adapter's nodes go, the layer writes its own output
+    again, and the merged weights join ``parameters``."""
+    stored = {t.name: t for t in initializers}
+    merged = dict(parameters)
+
+    def value(name: str) -> np.ndarray:
+        return np.asarray(merged[name]) if name in merged else to_array(stored[name], "the eval model")
+
+    drop = {n for a in adapters for n in a["nodes"]}
+    back = {a["base_output"]: a["output"] for a in adapters}
+    for a in adapters:
+        w, lora_a, lora_b = value(a["weight"]), value(a["lora_A"]), value(a["lora_B"])
+        delta = lora_b @ lora_a
+        delta = (delta if a["layout"] == "out_in" else delta.T) * np.asarray(a["scale"], w.dtype)
+        merged[a["weight"]] = (w + delta).astype(w.dtype, copy=False)
+    kept = [n for n in nodes if n.name not in drop]
+    for n in kept:
+        n.output[:] = [back.get(o, o) for o in n.output]
+    return kept, merged
+
+
 def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.ndarray],
-                           graph_output_names: Sequence[str]) -> ModelProto:
-    """The inference model computing ``graph_output_names`` with ``parameters`` baked in."""
+                           graph_output_names: Sequence[str], merge_adapters: bool = True) -> ModelProto:
+    """The inference model computing ``graph_output_names`` with ``parameters`` baked in; LoRA adapters
+    folded into their weights (the original graph), or kept as nodes with ``merge_adapters=False``."""
     meta = model_metadata(eval_model)
     layout = parse_layout(meta, "eval model")
     g = eval_model.graph
@@ -74,6 +102,8 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
         raise ArtifactError("graph_output_names is empty: name the model outputs to export, e.g. %s"
                             % layout.get("model_outputs", []))
     nodes = [NodeProto.FromString(n.SerializeToString()) for n in g.node]
+    if merge_adapters and layout.get(LORA_LAYOUT_KEY):
+        nodes, parameters = merge_lora(nodes, parameters, g.initializer, layout[LORA_LAYOUT_KEY])
     produced = {o for n in nodes for o in n.output if o}
     for o in outputs:
         if o not in produced:

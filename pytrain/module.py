@@ -286,12 +286,14 @@ class Module:
 
     # ---- export -------------------------------------------------------------------------------------
     def export_model_for_inferencing(self, inference_model_uri: Union[str, "os.PathLike[str]", None],
-                                     graph_output_names: Sequence[str]) -> bytes:
-        """A standard ONNX inference model with the current weights; written to the path when given."""
+                                     graph_output_names: Sequence[str], merge_adapters: bool = True) -> bytes:
+        """A standard ONNX inference model with the current weights; written to the path when given.
+        LoRA adapters are folded into their weights unless ``merge_adapters=False``."""
         if self._eval_model is None:
             raise InputError("exporting needs the eval model: pass eval_model_uri to Module")
         params = {n: self._state.parameters[n].data for n in self._param_names}
-        data = export_inference_model(self._eval_model, params, list(graph_output_names)).SerializeToString()
+        data = export_inference_model(self._eval_model, params, list(graph_output_names),
+                                      merge_adapters).SerializeToString()
         if inference_model_uri is not None:
             write_atomic(inference_model_uri, data)
         return data

@@ -20,7 +20,7 @@ LAYERS = [
     ("executor", "fusion", "validate"),
     ("autodiff", "runtime", "export"),
     ("module", "api"),                       # the runtime API: what a device needs
-    ("losses", "blocks", "optim", "trainable", "models", "artifacts", "torch_export"),   # the offline generator
+    ("losses", "blocks", "optim", "trainable", "models", "lora", "artifacts", "torch_export"),   # the offline generator
     ("run",),
     ("ort", "flower", "cli", "webapp", "__main__"),
 ]

@@ -19,6 +19,9 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, metavar="MODEL.onnx")
     p.add_argument("--outputs", nargs="+", metavar="NAME",
                    help="graph outputs to keep (default: the original model's outputs)")
+    p.add_argument("--lora", choices=("merged", "adapters", "unmerged"), default="merged",
+                   help="for artifacts made with --lora: merged (default) folds the adapters into the weights "
+                        "(the original graph); adapters writes the adapters alone as .npz; unmerged keeps them as nodes")
     p.add_argument("--raw-inputs", action="store_true",
                    help="do not build the training run's --standardize step into the model")
     p.set_defaults(run=run)
@@ -29,9 +32,16 @@ def run(args: argparse.Namespace) -> int:
 
     art = ArtifactDir(args.dir)
     state = art.load_state()
+    if args.lora == "adapters":
+        from pytrain.lora import save_adapters
+
+        blob = save_adapters(state, args.output)
+        say("wrote {} ({}): the LoRA adapters {}".format(args.output, size_str(len(blob)), ", ".join(
+            n for n, p in state.parameters.items() if p.requires_grad)))
+        return 0
     outputs = args.outputs or art.outputs(state)
     module, _ = art.open(state, with_optimizer=False)
-    blob = module.export_model_for_inferencing(None, outputs)
+    blob = module.export_model_for_inferencing(None, outputs, merge_adapters=args.lora == "merged")
     blob = bytes(blob)
     raw = state.properties.get(P.P_STANDARDIZER)
     baked = False

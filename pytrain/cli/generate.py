@@ -46,6 +46,13 @@ def add_parser(sub) -> None:
                    help="how BatchNormalization runs while training: auto (default: batch statistics "
                         "where its scale/bias train, running statistics where they are frozen), train, "
                         "eval, or per node NAME=MODE (node or scale initializer name)")
+    p.add_argument("--lora", metavar="RANK[:ALPHA]",
+                   help="train low-rank adapters (LoRA, as peft) beside the --lora-targets weights instead of "
+                        "the model's parameters; ALPHA defaults to RANK")
+    p.add_argument("--lora-targets", nargs="+", metavar="PATTERN",
+                   help="MatMul/Gemm node or weight names (globs, or path components as peft's "
+                        "target_modules: c_attn) that get adapters")
+    p.add_argument("--lora-dropout", type=float, default=0.0, help="dropout on the adapters' input (default 0)")
     p.add_argument("--outputs", nargs="+", metavar="NAME",
                    help="model outputs the eval model reports next to the loss (default: all)")
     p.add_argument("--nominal", action="store_true",
@@ -96,6 +103,25 @@ def _batchnorm(values):
     return modes
 
 
+def _lora(args: argparse.Namespace):
+    """--lora RANK[:ALPHA] with --lora-targets: a pytrain.lora.LoRA, or None."""
+    from pytrain.lora import LoRA
+
+    if args.lora is None:
+        if args.lora_targets:
+            raise CliError("--lora-targets needs --lora RANK[:ALPHA]")
+        return None
+    if not args.lora_targets:
+        raise CliError("--lora needs --lora-targets PATTERN... naming the MatMul/Gemm weights to adapt")
+    if args.trainable_ops is not None:
+        raise CliError("--lora and --trainable-ops both choose what trains; use one")
+    rank, _, alpha = args.lora.partition(":")
+    try:
+        return LoRA(int(rank), float(alpha) if alpha else None, args.lora_targets, dropout=args.lora_dropout)
+    except ValueError as e:
+        raise CliError("--lora takes RANK[:ALPHA], e.g. 8:16; got {!r} ({})".format(args.lora, e)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from pytrain import artifacts
 
@@ -114,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         loss=artifacts.LossType(LOSSES[args.loss]), optimizer=_optimizer(args),
         additional_output_names=extra, nominal_checkpoint=args.nominal,
         trainable_ops=args.trainable_ops, loss_reduction=args.reduction,
-        batchnorm=_batchnorm(args.batchnorm))
+        batchnorm=_batchnorm(args.batchnorm), lora=_lora(args))
 
     # record how the artifacts were made, so train/eval/export need no repeated options
     state = load_state(arts.checkpoint)
@@ -170,6 +196,11 @@ def summary_lines(args: argparse.Namespace, model, state, arts, blobs) -> List[s
             "{} {}".format(mode, "(batch statistics, running stats updated)" if mode == "train" else
                            "(running statistics, unchanged)") + " x{}".format(
                 sum(1 for m in bn.values() if m == mode)) for mode in sorted(set(bn.values()))))
+    lora = info.get("lora")
+    if lora:
+        lines.append("LoRA: rank {}, alpha {:g} on {} weights: {}".format(
+            lora["rank"], lora["alpha"], len(lora["adapters"]), ", ".join(a["weight"] for a in lora["adapters"][:6])
+            + (" ..." if len(lora["adapters"]) > 6 else "")))
     if args.nominal:
         lines.append("nominal checkpoint: weights are not stored; load them before training")
     hist = Counter(n.op_type for n in model.graph.node)

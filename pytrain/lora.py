@@ -1,0 +1,249 @@
+"""LoRA on any ONNX model: low-rank adapters beside chosen MatMul/Gemm weights, as ``peft`` inserts them.
+
+A weight ``W`` of a MatMul (``x @ W``, W of shape (in, out)) or Gemm (``transB=1``: W of shape (out, in))
+gets ``y = x W + (alpha / rank) * x A^T B^T`` with ``lora_A`` (rank, in) initialised as peft does
+(kaiming-uniform with a = sqrt(5), from ``seed``) and ``lora_B`` (out, rank) zero: peft's own layouts,
+so adapters move between pytrain and peft as they are. The base weights stay frozen and only the
+adapters train. The eval model's layout records each adapter (key ``"lora"``), which the inference
+export folds back into ``W`` (:func:`pytrain.export.export_inference_model`); :func:`save_adapters`
+writes the adapters alone."""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+from fnmatch import fnmatchcase
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from pytrain import dtypes
+from pytrain.errors import ArtifactError, CheckpointError
+from pytrain.export import LORA_LAYOUT_KEY as LAYOUT_KEY
+from pytrain.files import write_atomic
+from pytrain.graph import NameScope, all_names, node_label
+from pytrain.proto import ModelProto, NodeProto, from_array, make_node
+
+__all__ = ["LoRA", "insert_adapters", "save_adapters", "load_adapters", "LAYOUT_KEY", "PROPERTY"]
+
+#: the checkpoint property holding the LoRA settings and the adapter table
+PROPERTY = "pytrain.lora"
+_SPEC_MEMBER = "pytrain.lora"   # the npz member of save_adapters holding the same JSON
+
+
+class LoRA:
+    """Low-rank adaptation settings (peft's ``LoraConfig``: ``r``, ``lora_alpha``, ``target_modules``,
+    ``lora_dropout``).
+
+    targets: patterns naming MatMul/Gemm nodes or their weight initializers: a glob over the whole
+        name (``"*c_attn*"``, ``"fc1.weight"``) or, as peft's ``target_modules``, a run of path
+        components (``"c_attn"`` or ``"h.0.attn.c_attn"`` matches node ``/transformer/h.0/attn/c_attn/Gemm``
+        and weight ``transformer.h.0.attn.c_attn.weight``). Every pattern must select at least one weight.
+    seed: the random seed of ``lora_A``'s initial values.
+    """
+
+    def __init__(self, rank: int, alpha: Optional[float] = None, targets: Sequence[str] = (),
+                 dropout: float = 0.0, seed: int = 0) -> None:
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank <= 0:
+            raise ArtifactError("LoRA rank must be a positive integer, got %r" % (rank,))
+        alpha = float(rank if alpha is None else alpha)
+        if not math.isfinite(alpha) or alpha == 0:
+            raise ArtifactError("LoRA alpha must be a finite non-zero number, got %r" % (alpha,))
+        if isinstance(targets, str):
+            targets = [targets]
+        targets = [str(t) for t in targets]
+        if not targets or any(not t for t in targets):
+            raise ArtifactError("LoRA needs target patterns naming MatMul/Gemm nodes or weights, got %r" % (targets,))
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ArtifactError("LoRA dropout must be in [0, 1), got %r" % (dropout,))
+        self.rank, self.alpha, self.targets = int(rank), alpha, targets
+        self.dropout, self.seed = float(dropout), int(seed)
+
+    @property
+    def scale(self) -> float:
+        """alpha / rank, peft's ``scaling``."""
+        return self.alpha / self.rank
+
+    def describe(self) -> Dict[str, Any]:
+        return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets),
+                "dropout": self.dropout, "seed": self.seed}
+
+    def __repr__(self) -> str:
+        return "LoRA(rank=%d, alpha=%g, targets=%r, dropout=%g)" % (self.rank, self.alpha, self.targets, self.dropout)
+
+
+def _parts(name: str) -> List[str]:
+    return [p for p in re.split(r"[/.]", name) if p]
+
+
+def matches(pattern: str, name: str) -> bool:
+    """Whether ``pattern`` names ``name``: a glob over the whole name, or a run of its path components."""
+    if fnmatchcase(name, pattern):
+        return True
+    want, have = _parts(pattern), _parts(name)
+    return bool(want) and any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1))
+
+
+def _weight_site(node: NodeProto, inits: Dict[str, Any], readers: Dict[str, List[NodeProto]],
+                 why: str) -> Tuple[str, bool]:
+    """The weight operand of a MatMul/Gemm node and whether it is stored (out, in) (Gemm transB=1);
+    refuses what cannot take an adapter that merges back exactly."""
+    w = node.input[1] if len(node.input) > 1 else ""
+    if w not in inits:
+        raise ArtifactError("LoRA target %s (%s) multiplies by %r, which the graph computes: only an initializer "
+                            "weight takes an adapter (use a narrower pattern)" % (node_label(node), why, w))
+    t = inits[w]
+    if len(t.dims) != 2:
+        raise ArtifactError("LoRA target weight %r of %s is %d-D %s; only 2-D weights take an adapter"
+                            % (w, node_label(node), len(t.dims), list(t.dims)))
+    if not dtypes.is_float(t.data_type):
+        raise ArtifactError("LoRA target weight %r of %s is of type %s; only float weights take an adapter"
+                            % (w, node_label(node), dtypes.NAMES.get(t.data_type, "?")))
+    others = [r for r in readers.get(w, []) if r is not node]
+    if others or node.input[0] == w:
+        raise ArtifactError("LoRA target weight %r is also read by %s: its merged value would change them too"
+                            % (w, ", ".join(node_label(r) for r in others) or "the same node's other operand"))
+    attrs = {a.name: a for a in node.attribute}
+    if node.op_type == "Gemm" and "transA" in attrs and attrs["transA"].i:
+        raise ArtifactError("LoRA target %s has transA=1; adapters take Gemm with an untransposed input only"
+                            % node_label(node))
+    return w, node.op_type == "Gemm" and "transB" in attrs and bool(attrs["transB"].i)
+
+
+def _select(model: ModelProto, spec: LoRA) -> List[Tuple[NodeProto, str, bool]]:
+    """(node, weight, weight stored as (out, in)) for every MatMul/Gemm the patterns select, in graph order."""
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    readers: Dict[str, List[NodeProto]] = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    layers = [n for n in g.node if n.op_type in ("MatMul", "Gemm") and n.domain in ("", "ai.onnx")]
+    chosen: Dict[int, Tuple[NodeProto, str, bool]] = {}
+    for pattern in spec.targets:
+        hit = False
+        for k, n in enumerate(layers):
+            by_node = matches(pattern, n.name)
+            w = n.input[1] if len(n.input) > 1 else ""
+            if by_node or (w in inits and matches(pattern, w)):
+                why = "node name matches %r" % pattern if by_node else "weight name matches %r" % pattern
+                chosen[k] = (n,) + _weight_site(n, inits, readers, why)
+                hit = True
+        if not hit:
+            named = [t for t in inits if matches(pattern, t)]
+            if named:
+                t = inits[named[0]]
+                raise ArtifactError("LoRA target %r matches initializer %r (shape %s), which is not the weight operand "
+                                    "of a MatMul or Gemm (read by %s)" % (
+                                        pattern, named[0], list(t.dims),
+                                        ", ".join(node_label(r) for r in readers.get(named[0], [])) or "no node"))
+            some = ["%s: %s" % (n.name or n.output[0], n.input[1]) for n in layers
+                    if len(n.input) > 1 and n.input[1] in inits][:12]
+            raise ArtifactError("LoRA target %r matches no MatMul/Gemm node or weight (MatMul/Gemm weights: %s)"
+                                % (pattern, "; ".join(some) or "none"))
+    return [chosen[k] for k in sorted(chosen)]
+
+
+def kaiming_uniform(rank: int, fan_in: int, rng: np.random.RandomState, dtype: Any) -> np.ndarray:
+    """peft's ``lora_A`` start: ``nn.init.kaiming_uniform_(a=sqrt(5))``, i.e. U(-1/sqrt(in), 1/sqrt(in))."""
+    gain = math.sqrt(2.0 / (1.0 + 5.0))
+    bound = gain * math.sqrt(3.0 / fan_in)
+    return rng.uniform(-bound, bound, size=(rank, fan_in)).astype(dtype)
+
+
+def insert_adapters(model: ModelProto, spec: LoRA) -> List[Dict[str, Any]]:
+    """Insert the adapters ``spec`` selects into ``model`` (changed in place); returns the adapter table
+    (per adapter: weight, lora_A, lora_B, scale, layout, the inserted nodes and the outputs)."""
+    g = model.graph
+    sites = _select(model, spec)
+    scope = NameScope(all_names(g))
+    rng = np.random.RandomState(spec.seed)
+    table = []
+    for node, w, out_in in sites:
+        t = next(i for i in g.initializer if i.name == w)
+        dtype = dtypes.to_numpy(t.data_type)
+        rows, cols = int(t.dims[0]), int(t.dims[1])
+        fan_in, fan_out = (cols, rows) if out_in else (rows, cols)
+        stem = w[:-len(".weight")] if w.endswith(".weight") else w
+        a_name, b_name = scope.fresh(stem + ".lora_A"), scope.fresh(stem + ".lora_B")
+        alpha = next((a.f for a in node.attribute if a.name == "alpha"), 1.0) if node.op_type == "Gemm" else 1.0
+        consts = {a_name: kaiming_uniform(spec.rank, fan_in, rng, dtype),
+                  b_name: np.zeros((fan_out, spec.rank), dtype)}
+        prefix = (node.name or node.output[0]) + "/lora/"
+        y = node.output[0]
+        base = scope.fresh(prefix + "base")
+        node.output[0] = base
+        new: List[NodeProto] = []
+
+        def op(op_type: str, inputs: List[str], output: str = "", **attrs: Any) -> str:
+            out = output or scope.fresh(prefix + op_type + "_out")
+            new.append(make_node(op_type, inputs, [out], name=scope.fresh(prefix + op_type), **attrs))
+            return out
+
+        x = node.input[0]
+        if spec.dropout:
+            ratio = scope.fresh(prefix + "dropout_ratio")
+            consts[ratio] = np.asarray(spec.dropout, np.float32)
+            x = op("Dropout", [x, ratio])
+        scale = scope.fresh(prefix + "scale")
+        consts[scale] = np.asarray(spec.scale, dtype)
+        h = op("MatMul", [x, op("Transpose", [a_name], perm=[1, 0])])
+        d = op("MatMul", [h, op("Transpose", [b_name], perm=[1, 0])])
+        op("Add", [base, op("Mul", [d, scale])], output=y)
+        g.node.extend(new)
+        g.initializer.extend(from_array(v, k) for k, v in consts.items())
+        table.append({"weight": w, "lora_A": a_name, "lora_B": b_name, "scale": spec.scale / alpha,
+                      "layout": "out_in" if out_in else "in_out", "node": node.name, "base_output": base,
+                      "output": y, "nodes": [n.name for n in new]})
+    return table
+
+
+def _adapter_names(table: Sequence[Dict[str, Any]]) -> List[str]:
+    return [n for a in table for n in (a["lora_A"], a["lora_B"])]
+
+
+def _spec_from(state: Any) -> Dict[str, Any]:
+    raw = state.properties.get(PROPERTY)
+    if raw is None:
+        raise CheckpointError("the checkpoint holds no LoRA adapters (no %r property): generate the artifacts "
+                              "with lora=LoRA(...) / pytrain generate --lora" % PROPERTY)
+    return json.loads(str(raw))
+
+
+def save_adapters(state: Any, path: Union[str, "os.PathLike[str]", None] = None) -> bytes:
+    """The adapters alone as an ``.npz`` (each lora_A/lora_B under its name, the settings as JSON in member
+    ``pytrain.lora``): what a device ships or a federation averages. ``state``: a CheckpointState."""
+    spec = _spec_from(state)
+    names = _adapter_names(spec["adapters"])
+    if any(state.parameters[n].data is None for n in names):
+        raise CheckpointError("the checkpoint is nominal: its adapters hold no values yet")
+    arrays = {n: np.asarray(state.parameters[n].data) for n in names}
+    arrays[_SPEC_MEMBER] = np.asarray(json.dumps(spec))
+    out = io.BytesIO()
+    np.savez(out, **arrays)
+    data = out.getvalue()
+    if path is not None:
+        write_atomic(path, data)
+    return data
+
+
+def load_adapters(state: Any, adapters: Union[str, "os.PathLike[str]", bytes]) -> None:
+    """Put adapters written by :func:`save_adapters` (e.g. averaged) into ``state``, checking names and shapes."""
+    with np.load(io.BytesIO(adapters) if isinstance(adapters, (bytes, bytearray)) else adapters,
+                 allow_pickle=False) as z:
+        got = {k: z[k] for k in z.files if k != _SPEC_MEMBER}
+    want = _adapter_names(_spec_from(state)["adapters"])
+    if sorted(got) != sorted(want):
+        raise CheckpointError("the adapters file holds %s; the checkpoint's adapters are %s"
+                              % (sorted(got), sorted(want)))
+    for name in want:
+        p = state.parameters[name]
+        if tuple(got[name].shape) != tuple(p.shape):
+            raise CheckpointError("adapter %r has shape %s in the file, %s in the checkpoint"
+                                  % (name, list(got[name].shape), list(p.shape)))
+        if p.data is None:
+            p.data = got[name].astype(p.dtype)
+        else:   # in place: a Module bound to this state reads the same arrays
+            np.copyto(p.data, got[name].astype(p.dtype, copy=False))
