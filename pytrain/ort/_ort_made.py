@@ -1,26 +1,49 @@
-"""Artifacts ONNX Runtime's own ``generate_artifacts`` made: recognised and refused with the way out.
+"""Artifacts ONNX Runtime's own ``generate_artifacts`` made, read by ORT's conventions.
 
-ORT 1.19's training models compute gradients with its ``com.microsoft`` ops (InPlaceAccumulatorV2,
-ReluGrad, SoftmaxCrossEntropyLossGrad, ...) and its optimizer model is one ``com.microsoft``
-AdamWOptimizer or SGDOptimizerV2 node over sequences of tensors. pytrain runs neither; rather than a
-generic "not a pytrain artifact" or "sequence type" error, the user is told which ops and what to do.
+ORT 1.19's training model takes the user inputs, then the parameters (the checkpoint's names), then
+one ``<p>_grad.accumulation.buffer`` per trainable parameter and ``lazy_reset_grad``; each gradient
+goes into its buffer through a ``com.microsoft:InPlaceAccumulatorV2`` node (overwriting when
+``lazy_reset_grad`` is true) whose flag is the output ``<p>_grad.accumulation.out``; the loss comes
+first among the outputs. pytrain's Module accumulates gradients the same way itself, so
+:func:`from_ort_training` reads that interface into pytrain's training-model layout (the gradients
+as outputs) and checks every accumulator is exactly that; anything else is refused by name. The
+gradient ops ORT wrote run as kernels (``pytrain/ops/train/op_ort_training.py``). ORT's eval model
+(user inputs, parameters, outputs) is read by :func:`from_ort_eval`; its optimizer model, one
+``com.microsoft`` AdamWOptimizer or SGDOptimizerV2 node over sequences, by
+:func:`ort_optimizer_hyper_parameters`, every attribute read. An op pytrain has no kernel for
+is refused naming it, its domain and node, with the way out.
 """
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+import json
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytrain.errors import ModelFormatError
-from pytrain.ops.registry import get_kernel
-from pytrain.proto import ModelProto
+from pytrain.layout import ARTIFACT_KEY, LAYOUT_KEY
+from pytrain.ops.registry import PYTRAIN_DOMAIN, get_kernel
+from pytrain.proto import ModelProto, NodeProto, make_node, make_opsetid, make_value_info, model_metadata, \
+    node_attributes, value_info_type
+from pytrain.proto.onnx_pb import StringStringEntryProto
 from pytrain.proto.value_types import describe_type
 
 #: domains of ORT's training and gradient ops
 ORT_DOMAINS = ("com.microsoft", "ai.onnx.preview.training")
+MS = "com.microsoft"
 WAY_OUT = ("regenerate the artifacts from the inference model with pytrain.ort.artifacts.generate_artifacts "
            "(ORT's arguments; a checkpoint ORT wrote still loads and goes on training)")
+ACC_SUFFIX = "_grad.accumulation.buffer"
+ACC_OUT = "%s_grad.accumulation.out"
+LAZY_RESET = "lazy_reset_grad"
+#: AdamWOptimizer's attributes and their defaults in ORT's schema (training_op_defs.cc)
+ADAMW_DEFAULTS = {"alpha": 0.9, "beta": 0.999, "epsilon": 1e-8, "weight_decay": 1e-2, "correct_bias": 1,
+                  "adam_mode": 0}
+#: the graph inputs ORT's Optimizer feeds, by optimizer node: the node's inputs in schema order
+_OPTIMIZER_INPUTS = {"AdamWOptimizer": ["learning_rate", "step", "params", "gradients", "first_order_moments",
+                                        "second_order_moments"],
+                     "SGDOptimizerV2": ["learning_rate", "params", "gradients"]}
 
 
-def _read(uri: Any) -> ModelProto:
+def read(uri: Any) -> ModelProto:
     if isinstance(uri, ModelProto):
         return uri
     if hasattr(uri, "SerializeToString"):
@@ -45,15 +68,16 @@ def _not_run(model: ModelProto) -> List[Tuple[str, str, str]]:
 
 
 def refuse_ort_made(uri: Any, what: str) -> None:
-    """Raise ModelFormatError when ``uri`` is a training or optimizer model ORT generated (ops of
-    ORT's training domains pytrain has no kernel for), naming the ops, their nodes and domains.
+    """Raise ModelFormatError when ``uri`` is a model ORT generated holding ops pytrain has no kernel
+    for (a model with ops of ORT's training domains), naming the ops, their nodes and domains.
     Anything else (unreadable, pytrain's own) is left to the loader, which names what is wrong."""
     try:
-        model = _read(uri)
+        model = read(uri)
     except Exception:  # the loader reports a missing or damaged file in its own words
         return
     missing = _not_run(model)
-    if not any(domain in ORT_DOMAINS for domain, _, _ in missing):
+    ort_made = any(n.domain in ORT_DOMAINS for n in model.graph.node)
+    if not missing or not ort_made:
         return
     shown = ", ".join("%s:%s (node %r)" % m for m in missing[:8])
     if len(missing) > 8:
@@ -63,3 +87,160 @@ def refuse_ort_made(uri: Any, what: str) -> None:
     raise ModelFormatError("the %s was made by ONNX Runtime's generate_artifacts: it holds %s, which pytrain "
                            "does not run%s. To train it in pytrain, %s"
                            % (what, shown, seq, WAY_OUT))
+
+
+def _refuse(what: str, why: str) -> ModelFormatError:
+    return ModelFormatError("the %s does not follow ONNX Runtime's training-model conventions: %s. To train it "
+                            "in pytrain, %s" % (what, why, WAY_OUT))
+
+
+def is_ort_training_model(model: ModelProto) -> bool:
+    """An ORT-interface training model pytrain did not write (no pytrain layout metadata)."""
+    return LAYOUT_KEY not in model_metadata(model) and any(v.name == LAZY_RESET for v in model.graph.input)
+
+
+def _split_inputs(model: ModelProto, params: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """(user inputs, parameter inputs) of ``model``: a graph input the checkpoint names is a parameter."""
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    known = set(params)
+    names = [v.name for v in g.input if v.name not in inits and v.name != LAZY_RESET and
+             not v.name.endswith(ACC_SUFFIX)]
+    return [n for n in names if n not in known], [n for n in names if n in known]
+
+
+def _with_layout(model: ModelProto, kind: str, layout: Dict[str, Any]) -> ModelProto:
+    model.metadata_props.extend([StringStringEntryProto(key=ARTIFACT_KEY, value=kind),
+                                 StringStringEntryProto(key=LAYOUT_KEY, value=json.dumps(layout))])
+    return model
+
+
+def from_ort_training(model: ModelProto, params: Sequence[str], what: str = "training model") -> ModelProto:
+    """ORT's training model ``model`` (changed in place and returned) as a pytrain training model:
+    accumulators taken out, gradients as outputs, the layout read from ORT's conventions.
+    ``params``: the checkpoint's parameter names."""
+    g = model.graph
+    user, param_inputs = _split_inputs(model, params)
+    buffers = {v.name[:-len(ACC_SUFFIX)]: v.name for v in g.input if v.name.endswith(ACC_SUFFIX)}
+    stray = sorted(p for p in buffers if p not in param_inputs)
+    if stray:
+        raise _refuse(what, "it accumulates gradients of %s, which %s no parameter of the checkpoint"
+                      % (", ".join(repr(p) for p in stray), "is" if len(stray) == 1 else "are"))
+    interface = set(buffers.values()) | {LAZY_RESET}
+    producers = {o: n for n in g.node for o in n.output if o}
+    grads: Dict[str, str] = {}
+    nodes: List[NodeProto] = []
+    for n in g.node:
+        if n.domain == MS and n.op_type == "InPlaceAccumulatorV2":
+            p = _accumulated(n, buffers, what)
+            grads[p] = n.input[1]
+            continue
+        if set(n.input) & interface:
+            raise _refuse(what, "node %r (%s) reads %s, which only ORT's gradient accumulators read"
+                          % (n.name, n.op_type, sorted(set(n.input) & interface)[0]))
+        nodes.append(_maxpool_grad(n, producers, what) if n.op_type == "MaxPoolGrad" and n.domain in ("", "ai.onnx")
+                     else n)
+    trainable = [p for p in param_inputs if p in buffers]
+    unfed = [p for p in trainable if p not in grads]
+    if unfed:
+        raise _refuse(what, "no InPlaceAccumulatorV2 fills the buffer of %r" % unfed[0])
+    acc_outs = {ACC_OUT % p for p in trainable}
+    outputs = [o for o in g.output if o.name not in acc_outs]
+    types = {v.name: v for v in g.input}
+    grad_infos = [make_value_info(grads[p], *value_info_type(types[p])) for p in trainable]
+    del g.node[:]
+    g.node.extend(nodes)
+    kept = [v for v in g.input if v.name not in interface]
+    del g.input[:]
+    g.input.extend(kept)
+    del g.output[:]
+    g.output.extend(outputs + grad_infos)
+    if any(n.domain == PYTRAIN_DOMAIN for n in nodes) and not any(o.domain == PYTRAIN_DOMAIN
+                                                                 for o in model.opset_import):
+        model.opset_import.append(make_opsetid(PYTRAIN_DOMAIN, 1))
+    frozen = [p for p in param_inputs if p not in buffers]
+    return _with_layout(model, "training", {
+        "user_inputs": user, "labels": [], "trainable": trainable, "frozen": frozen,
+        "outputs": [o.name for o in outputs], "grads": [grads[p] for p in trainable],
+        "state_updates": _running_statistics(nodes, frozen)})
+
+
+def _running_statistics(nodes: Sequence[NodeProto], frozen: Sequence[str]) -> Dict[str, str]:
+    """{BatchNormInternal's running mean/var output: the parameter it updates}. ORT's kernel writes
+    them in place into its inputs' buffers (MayInplace 3->1, 4->2), so after a train step in ORT the
+    checkpoint's running statistics are the updated ones, though the graph outputs neither."""
+    updates: Dict[str, str] = {}
+    for n in nodes:
+        if n.domain == MS and n.op_type == "BatchNormInternal":
+            for i, o in ((3, 1), (4, 2)):
+                if len(n.input) > i and n.input[i] in frozen and len(n.output) > o and n.output[o]:
+                    updates[n.output[o]] = n.input[i]
+    return updates
+
+
+def _accumulated(n: NodeProto, buffers: Dict[str, str], what: str) -> str:
+    """The parameter whose gradient accumulator ``n`` is, checked to be exactly ORT's."""
+    p = next((q for q, b in buffers.items() if n.input and n.input[0] == b), None)
+    ok = (p is not None and len(n.input) == 3 and n.input[1] and n.input[2] == LAZY_RESET and not n.attribute
+          and n.output and n.output[0] == ACC_OUT % p and not any(n.output[1:]))
+    if not ok:
+        raise _refuse(what, "InPlaceAccumulatorV2 node %r is not (<p>%s, gradient, %s) -> <p>_grad.accumulation.out"
+                      % (n.name, ACC_SUFFIX, LAZY_RESET))
+    return p
+
+
+def _maxpool_grad(n: NodeProto, producers: Dict[str, NodeProto], what: str) -> NodeProto:
+    """ORT's MaxPoolGrad(dY, Indices) as pytrain's MaxPoolGrad(dY, Indices, X), X the input of the
+    MaxPool whose Indices it reads (ORT takes dX's shape from its graph-time shape inference)."""
+    src = producers.get(n.input[1]) if len(n.input) == 2 else None
+    if src is None or src.op_type != "MaxPool" or src.domain not in ("", "ai.onnx") or \
+            len(src.output) < 2 or src.output[1] != n.input[1]:
+        raise _refuse(what, "MaxPoolGrad node %r does not read the Indices of a MaxPool" % n.name)
+    attrs = node_attributes(n)
+    if attrs != node_attributes(src):
+        raise _refuse(what, "MaxPoolGrad node %r has attributes %s, its MaxPool %s"
+                      % (n.name, sorted(attrs.items()), sorted(node_attributes(src).items())))
+    return make_node("MaxPoolGrad", [n.input[0], n.input[1], src.input[0]], list(n.output), name=n.name,
+                     domain=PYTRAIN_DOMAIN, storage_order=int(attrs.get("storage_order", 0)))
+
+
+def from_ort_eval(model: ModelProto, params: Sequence[str], user_inputs: Sequence[str],
+                  what: str = "eval model") -> ModelProto:
+    """ORT's eval model (user inputs, then parameters; its outputs) with pytrain's eval layout;
+    its user inputs must be the training model's."""
+    user, _ = _split_inputs(model, params)
+    if list(user) != list(user_inputs):
+        raise _refuse(what, "it takes the inputs %s, the training model %s" % (user, list(user_inputs)))
+    return _with_layout(model, "eval", {"user_inputs": user, "labels": [],
+                                        "outputs": [o.name for o in model.graph.output]})
+
+
+def ort_optimizer_hyper_parameters(model: ModelProto, params: Sequence[str],
+                                   what: str = "optimizer model") -> Optional[Dict[str, Any]]:
+    """The hyper-parameters (``pytrain.ort.onnxblock.optim``'s record) of ORT's optimizer model: one
+    com.microsoft AdamWOptimizer or SGDOptimizerV2 node fed by the graph inputs ORT's Optimizer
+    feeds; None for another model. Every attribute is read (ORT's schema defaults where absent);
+    one pytrain does not know is refused."""
+    nodes = list(model.graph.node)
+    if len(nodes) != 1 or nodes[0].domain != MS or nodes[0].op_type not in _OPTIMIZER_INPUTS:
+        return None
+    n = nodes[0]
+    fed = [v.name for v in model.graph.input]
+    want = _OPTIMIZER_INPUTS[n.op_type]
+    given = [i for i in n.input]
+    while given and not given[-1]:
+        given.pop()
+    if len(given) != len(want) or any(i not in fed for i in given):
+        raise _refuse(what, "its %s node takes %s; ORT's Optimizer feeds %s (an update_signal input is not fed)"
+                      % (n.op_type, given, want))
+    attrs = node_attributes(n)
+    known = ADAMW_DEFAULTS if n.op_type == "AdamWOptimizer" else {}
+    unknown = sorted(a for a in attrs if a not in known)
+    if unknown:
+        raise _refuse(what, "its %s node has attribute %s, which pytrain does not know" % (n.op_type, unknown[0]))
+    if n.op_type == "SGDOptimizerV2":
+        return {"type": "SGD", "params": list(params)}
+    a = dict(ADAMW_DEFAULTS, **attrs)
+    return {"type": "AdamW", "params": list(params), "betas": [float(a["alpha"]), float(a["beta"])],
+            "eps": float(a["epsilon"]), "weight_decay": float(a["weight_decay"]),
+            "bias_correction": bool(a["correct_bias"]), "adam_mode": int(a["adam_mode"])}

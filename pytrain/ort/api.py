@@ -147,8 +147,6 @@ class Module:
     def __init__(self, train_model_uri: Any, state: CheckpointState, eval_model_uri: Any = None,
                  device: str = "cpu", session_options: Any = None) -> None:
         from pytrain.module import Module as _CoreModule
-        from pytrain.ort._interface import strip_ort_interface
-        from pytrain.ort._ort_made import refuse_ort_made
 
         if device != "cpu":
             raise InputError("pytrain runs on the CPU (numpy); device %r is not available" % device)
@@ -156,13 +154,10 @@ class Module:
             raise InputError("session_options configure an ONNX Runtime session; pytrain has none to configure")
         if not isinstance(state, CheckpointState):
             raise InputError("Module takes a pytrain.ort.api.CheckpointState, got %s" % type(state).__name__)
-        refuse_ort_made(train_model_uri, "training model")
-        if eval_model_uri is not None:
-            refuse_ort_made(eval_model_uri, "eval model")
-        train = strip_ort_interface(ModelProto.FromString(load_model(train_model_uri, "training model")
-                                                          .SerializeToString()))
+        train = _training_model(train_model_uri, state)
+        evals = _eval_model(eval_model_uri, state, train) if eval_model_uri is not None else None
         self._ort_state = state
-        self._module = _CoreModule(train.SerializeToString(), state.core, eval_model_uri)
+        self._module = _CoreModule(train.SerializeToString(), state.core, evals)
 
     # ---- modes and names ----------------------------------------------------------------------
     @property
@@ -230,20 +225,26 @@ class Optimizer:
     def __init__(self, optimizer_uri: Any, module: Module) -> None:
         from pytrain.ort.onnxblock.optim import from_model_metadata, spec_from_hyper_parameters
         from pytrain.optim import build_optimizer_model
-        from pytrain.ort._ort_made import refuse_ort_made
+        from pytrain.ort import _ort_made
 
-        refuse_ort_made(optimizer_uri, "optimizer model")
-        model = load_model(optimizer_uri, "optimizer model") if not _is_sequence_model(optimizer_uri) \
-            else ModelProto.FromString(_read_bytes(optimizer_uri))
-        hyper = from_model_metadata(model_metadata(model))
+        trainable = module._module.trainable_names
+        try:
+            raw: Optional[ModelProto] = _ort_made.read(optimizer_uri)
+        except Exception:  # load_model below names what is wrong with the file
+            raw = None
+        hyper = None if raw is None else (from_model_metadata(model_metadata(raw)) or
+                                          _ort_made.ort_optimizer_hyper_parameters(raw, trainable))
         core_state = module._ort_state.core
         fresh = core_state.optimizer_state is None
-        if hyper is not None:  # an onnxblock optimizer: run pytrain's update with its hyper-parameters
+        if hyper is not None:  # ORT's or an onnxblock optimizer: pytrain's update with its hyper-parameters
             params = list(hyper["params"])
             shapes = {p: list(core_state.parameters[p].shape) for p in params}
             types = {p: dtypes.from_numpy(core_state.parameters[p].dtype) for p in params}
             model = build_optimizer_model(spec_from_hyper_parameters(hyper), params, shapes, types,
-                                          max(opset_version(model), 13))
+                                          max(opset_version(raw), 13))
+        else:
+            _ort_made.refuse_ort_made(optimizer_uri, "optimizer model")
+            model = load_model(optimizer_uri, "optimizer model")
         self._module = module
         self._optimizer = _api.Optimizer(model.SerializeToString(), module._module)
         if fresh:
@@ -260,22 +261,30 @@ class Optimizer:
         return self._optimizer.get_learning_rate()
 
 
-def _read_bytes(uri: Any) -> bytes:
-    if isinstance(uri, (bytes, bytearray, memoryview)):
-        return bytes(uri)
-    if hasattr(uri, "SerializeToString"):
-        return uri.SerializeToString()
-    with open(uri, "rb") as f:
-        return f.read()
+def _training_model(uri: Any, state: CheckpointState) -> ModelProto:
+    """pytrain's training model for ``uri``: pytrain's own (ORT's accumulation interface taken off), or
+    one ONNX Runtime made, read by ORT's conventions; an op pytrain does not run is refused by name."""
+    from pytrain.ort._interface import strip_ort_interface
+    from pytrain.ort import _ort_made
+
+    model = ModelProto.FromString(load_model(uri, "training model").SerializeToString())
+    if _ort_made.is_ort_training_model(model):
+        model = _ort_made.from_ort_training(model, list(state.core.parameters))
+    _ort_made.refuse_ort_made(model, "training model")
+    return strip_ort_interface(model)
 
 
-def _is_sequence_model(uri: Any) -> bool:
-    """True for an onnxblock optimizer model (sequence inputs, which pytrain's loader refuses)."""
-    from pytrain.ort.onnxblock.optim import OPTIMIZER_KEY
-    try:
-        return OPTIMIZER_KEY in model_metadata(ModelProto.FromString(_read_bytes(uri)))
-    except Exception:
-        return False
+def _eval_model(uri: Any, state: CheckpointState, train: ModelProto) -> bytes:
+    """The eval model's bytes: pytrain's as it is, or ORT's read by ORT's conventions."""
+    from pytrain.layout import LAYOUT_KEY, read_layout
+    from pytrain.ort import _ort_made
+
+    model = ModelProto.FromString(load_model(uri, "eval model").SerializeToString())
+    if LAYOUT_KEY not in model_metadata(model):
+        layout = read_layout(model_metadata(train), "training model", "training")
+        model = _ort_made.from_ort_eval(model, list(state.core.parameters), layout["user_inputs"] + layout["labels"])
+    _ort_made.refuse_ort_made(model, "eval model")
+    return model.SerializeToString()
 
 
 class LinearLRScheduler(_api.LinearLRScheduler):

@@ -1,0 +1,184 @@
+"""Artifacts ONNX Runtime 1.19.2's own ``generate_artifacts`` made train in ``pytrain.ort`` as they
+are, with ORT's numbers: its training model (com.microsoft gradient ops, gradient accumulation
+buffers, ``lazy_reset_grad``), its optimizer model (one AdamWOptimizer or SGDOptimizerV2 node over
+sequences) and its eval model.
+
+Fixtures: tests/compat/fixtures/ort_made_models/<case>/ (ORT's four files and ``steps.npz``: ORT's
+loss and parameters after each of 10 steps), from make_fixtures.py there, run in the
+onnxruntime-training-cpu 1.19.2 venv; tests/compat/fixtures/ort_training/ for ORT's AdamW
+attributes and ORT's checkpoint after 3 steps.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from pytrain.errors import ModelFormatError
+from pytrain.ort import artifacts
+from pytrain.ort.api import CheckpointState, Module, Optimizer
+from pytrain.proto import ModelProto, make_attribute
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+MODELS = os.path.join(FIXTURES, "ort_made_models")
+MLP = os.path.join(FIXTURES, "ort_training")
+LR = 0.01
+MLP_TRAINABLE = ("fc1.weight", "fc1.bias", "fc2.weight")
+#: ops of each case's ORT training model (com.microsoft unless noted), as make_fixtures.py printed them
+CASE_OPS = {
+    "mlp_adamw": ["InPlaceAccumulatorV2", "ReluGrad", "SoftmaxCrossEntropyLossGrad"],
+    "mlp_sgd": ["InPlaceAccumulatorV2", "ReluGrad", "SoftmaxCrossEntropyLossGrad"],
+    "cnn_adamw": ["BatchNormInternal", "BatchNormalizationGrad", "ConvGrad", "InPlaceAccumulatorV2",
+                  "ReluGrad", "SoftmaxCrossEntropyLossGrad", "ai.onnx:MaxPoolGrad"],
+}
+
+
+def _load(path):
+    with open(path, "rb") as f:
+        return ModelProto.FromString(f.read())
+
+
+def _ops(path):
+    return sorted({n.op_type if n.domain == "com.microsoft" else "%s:%s" % (n.domain or "ai.onnx", n.op_type)
+                   for n in _load(path).graph.node if n.domain == "com.microsoft" or n.op_type.endswith("Grad")})
+
+
+def _session(d, state, eval_model=True):
+    module = Module(os.path.join(d, "training_model.onnx"), state,
+                    os.path.join(d, "eval_model.onnx") if eval_model else None)
+    optimizer = Optimizer(os.path.join(d, "optimizer_model.onnx"), module)
+    optimizer.set_learning_rate(LR)
+    return module.train(), optimizer
+
+
+def _steps(module, optimizer, state, xs, ys, names):
+    losses, params = [], {p: [] for p in names}
+    for x, y in zip(xs, ys):
+        losses.append(float(np.asarray(module(x, y)).reshape(())))
+        optimizer.step()
+        module.lazy_reset_grad()
+        for p in names:
+            params[p].append(np.array(state.parameters[p].data))
+    return np.array(losses), {p: np.stack(v) for p, v in params.items()}
+
+
+@pytest.mark.parametrize("case", sorted(CASE_OPS))
+def test_orts_artifacts_train_as_they_are_with_orts_losses_and_parameters(case):
+    d = os.path.join(MODELS, case)
+    assert _ops(os.path.join(d, "training_model.onnx")) == CASE_OPS[case]  # the ops this case runs
+    ort = np.load(os.path.join(d, "steps.npz"))
+    state = CheckpointState.load_checkpoint(os.path.join(d, "checkpoint"))
+    # ORT 1.19 refuses its own eval model of a BatchNorm in training mode, so ORT has no eval loss there
+    module, optimizer = _session(d, state, eval_model="eval_loss" in ort.files)
+    names = [k[len("param/"):] for k in ort.files if k.startswith("param/")]
+    assert module.training and sorted(module._module.trainable_names) == sorted(names)
+    losses, params = _steps(module, optimizer, state, ort["x"], ort["y"], names)
+    np.testing.assert_allclose(losses, ort["loss"], rtol=1e-4)
+    for p in names:  # every step's parameters, not only the last
+        np.testing.assert_allclose(params[p], ort["param/" + p], rtol=1e-4, atol=1e-6, err_msg=p)
+    for k in ort.files:  # frozen ones as ORT leaves them: BatchNormInternal updates its running statistics
+        if k.startswith("frozen/"):  # in place (biased batch variance), though the graph outputs neither
+            np.testing.assert_allclose(state.parameters[k[len("frozen/"):]].data, ort[k], rtol=1e-4, atol=1e-6,
+                                       err_msg=k)
+    if "eval_loss" in ort.files:
+        module.eval()
+        np.testing.assert_allclose(float(np.asarray(module(ort["x"][-1], ort["y"][-1])).reshape(())),
+                                   float(ort["eval_loss"]), rtol=1e-4)
+
+
+def _set_attributes(src, dst, attrs):
+    model = _load(src)
+    (node,) = model.graph.node
+    node.attribute[:] = [a for a in node.attribute if a.name not in attrs] + \
+        [make_attribute(k, v) for k, v in attrs.items()]
+    with open(dst, "wb") as f:
+        f.write(model.SerializeToString())
+
+
+@pytest.mark.parametrize("case, attrs", [
+    ("hf_decay", {"adam_mode": 1, "correct_bias": 1, "weight_decay": 0.05}),
+    ("torch_decay", {"adam_mode": 0, "correct_bias": 1, "weight_decay": 0.05}),
+    ("hf_no_correction", {"adam_mode": 1, "correct_bias": 0, "weight_decay": 0.0}),
+])
+def test_orts_adamw_node_attributes_are_read(case, attrs, tmp_path):
+    """ORT's optimizer model with its AdamWOptimizer node's attributes changed (as the fixture did in
+    ORT) gives ORT's steps for each: adam_mode, correct_bias and weight_decay are all read."""
+    ort = np.load(os.path.join(MLP, "steps.npz"))
+    made = os.path.join(MLP, "ort_made")
+    _set_attributes(os.path.join(made, "optimizer_model.onnx"), str(tmp_path / "optimizer_model.onnx"), attrs)
+    for name in ("training_model.onnx", "eval_model.onnx"):
+        with open(os.path.join(made, name), "rb") as f, open(str(tmp_path / name), "wb") as g:
+            g.write(f.read())
+    # ORT's fresh checkpoint holds the inference model's weights, as pytrain.ort's does
+    artifacts.generate_artifacts(os.path.join(MLP, "model.onnx"), requires_grad=list(MLP_TRAINABLE),
+                                 frozen_params=["fc2.bias"], loss=artifacts.LossType.CrossEntropyLoss,
+                                 artifact_directory=str(tmp_path / "pytrain"))
+    state = CheckpointState.load_checkpoint(str(tmp_path / "pytrain" / "checkpoint"))
+    module, optimizer = _session(str(tmp_path), state)
+    steps = len(ort[case + "/loss"])
+    names = list(MLP_TRAINABLE)
+    losses, params = _steps(module, optimizer, state, ort["x"][:steps], ort["y"][:steps], names)
+    np.testing.assert_allclose(losses, ort[case + "/loss"], rtol=1e-4)
+    for p in names:
+        np.testing.assert_allclose(params[p], ort[case + "/" + p], rtol=1e-4, atol=1e-6, err_msg=p)
+
+
+def test_orts_checkpoint_continues_with_orts_own_artifacts():
+    """ORT trained 3 steps and saved; its own training and optimizer models take ORT's next 3 steps."""
+    ort = np.load(os.path.join(MLP, "steps.npz"))
+    state = CheckpointState.load_checkpoint(os.path.join(MLP, "continued.ckpt"))
+    module, optimizer = _session(os.path.join(MLP, "ort_made"), state)
+    names = list(MLP_TRAINABLE)
+    losses, params = _steps(module, optimizer, state, ort["x"][3:6], ort["y"][3:6], names)
+    np.testing.assert_allclose(losses, ort["continued/loss"], rtol=1e-4)
+    for p in names:
+        np.testing.assert_allclose(params[p], ort["continued/" + p], rtol=1e-4, atol=1e-6, err_msg=p)
+    assert state.core.optimizer_state.step == 6
+
+
+def _changed(tmp_path, src, change):
+    model = _load(src)
+    change(model)
+    path = str(tmp_path / os.path.basename(src))
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    return path
+
+
+def test_an_ort_op_pytrain_does_not_run_is_refused_by_name(tmp_path):
+    made = os.path.join(MLP, "ort_made")
+
+    def to_fused(model):
+        (n,) = [n for n in model.graph.node if n.op_type == "ReluGrad"]
+        n.op_type = "FusedMatMul"
+
+    path = _changed(tmp_path, os.path.join(made, "training_model.onnx"), to_fused)
+    with pytest.raises(ModelFormatError) as e:
+        Module(path, CheckpointState.load_checkpoint(os.path.join(MLP, "continued.ckpt")))
+    msg = str(e.value)
+    assert "training model was made by ONNX Runtime's generate_artifacts" in msg
+    assert "com.microsoft:FusedMatMul (node 'Relu_Grad/ReluGrad_0')" in msg
+    assert "pytrain.ort.artifacts.generate_artifacts" in msg
+
+
+def test_an_optimizer_attribute_pytrain_does_not_know_is_refused(tmp_path):
+    made = os.path.join(MLP, "ort_made")
+    path = _changed(tmp_path, os.path.join(made, "optimizer_model.onnx"),
+                    lambda m: m.graph.node[0].attribute.append(make_attribute("max_norm", 1.0)))
+    state = CheckpointState.load_checkpoint(os.path.join(MLP, "continued.ckpt"))
+    module = Module(os.path.join(made, "training_model.onnx"), state)
+    with pytest.raises(ModelFormatError, match="AdamWOptimizer node has attribute max_norm"):
+        Optimizer(path, module)
+
+
+def test_an_accumulator_off_orts_convention_is_refused(tmp_path):
+    made = os.path.join(MLP, "ort_made")
+
+    def reads_no_reset(model):
+        n = next(n for n in model.graph.node if n.op_type == "InPlaceAccumulatorV2")
+        del n.input[2:]
+
+    path = _changed(tmp_path, os.path.join(made, "training_model.onnx"), reads_no_reset)
+    with pytest.raises(ModelFormatError, match="InPlaceAccumulatorV2 node .* is not"):
+        Module(path, CheckpointState.load_checkpoint(os.path.join(MLP, "continued.ckpt")))
