@@ -41,6 +41,12 @@ def add_parser(sub) -> None:
                    help="leave after N training rounds (and the Nth round's evaluate message, once the "
                         "SuperLink has handed the replies to the ServerApp)")
     p.add_argument("--timeout", type=float, metavar="S", help="leave after S seconds")
+    p.add_argument("--local-dp", metavar="CLIP,SENSITIVITY,EPSILON,DELTA",
+                   help="local differential privacy as Flower's LocalDpMod: clip each update to L2 norm CLIP, "
+                        "then add Gaussian noise of std SENSITIVITY*sqrt(2 ln(1.25/DELTA))/EPSILON")
+    p.add_argument("--require-clipping", action="store_true",
+                   help="refuse train messages without the 'clipping_norm' a ServerApp wrapped in "
+                        "DifferentialPrivacyClientSideFixedClipping sends (a node always clips to it when sent)")
     p.add_argument("--no-save", action="store_true", help="do not write DIR/checkpoint after each round")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(run=run)
@@ -58,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--rounds must be at least 1")
     if not args.superlink.startswith(("http://", "https://")):
         raise CliError("--superlink takes a URL such as http://127.0.0.1:9092, got {!r}".format(args.superlink))
+    local_dp = _local_dp(args.local_dp)
     art = ArtifactDir(args.dir)
     state = art.load_state()
     if getattr(state, "nominal", False):
@@ -73,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     lr = args.lr if args.lr is not None else art.default_lr()
     optimizer.set_learning_rate(lr)
     trainer = PytrainTrainer(module, optimizer, train.x, train.y, val.x, val.y, epochs=args.epochs,
-                             batch_size=args.batch_size, lr=lr, seed=args.seed, loss_kind=art.loss_kind(state))
+                             batch_size=args.batch_size, lr=lr, seed=args.seed, loss_kind=art.loss_kind(state),
+                             local_dp=local_dp, require_clipping=args.require_clipping)
     log = (lambda s: None) if args.quiet else say
     node = FlowerNode(args.superlink, trainer, heartbeat_interval=args.heartbeat, poll_interval=args.poll,
                       log=log)
@@ -102,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
         return args.rounds is not None and trained[0] >= args.rounds and (
             evaluated[0] > evaluated_before_last[0] or time.monotonic() - last[0] > EVALUATE_WAIT)
     log("{} samples for training, {} for evaluation; joining {}".format(len(train), len(val), args.superlink))
+    if local_dp is not None:
+        log("local DP: each update clipped to L2 norm {:g}, Gaussian noise std {:.4g}".format(
+            local_dp.clipping_norm, local_dp.noise_std))
     t0 = time.monotonic()
     try:
         node.run(stop=done, timeout=args.timeout)
@@ -110,3 +121,24 @@ def run(args: argparse.Namespace) -> int:
         return 130
     log("left after {} training round(s) in {:.0f} s".format(trained[0], time.monotonic() - t0))
     return 0
+
+
+def _local_dp(spec):
+    """``--local-dp CLIP,SENSITIVITY,EPSILON,DELTA`` as a LocalDp, or None."""
+    if spec is None:
+        return None
+    from pytrain.errors import InputError
+    from pytrain.flower.privacy import LocalDp
+
+    parts = spec.split(",")
+    try:
+        values = [float(v) for v in parts]
+    except ValueError:
+        values = []
+    if len(values) != 4:
+        raise CliError("--local-dp takes four numbers CLIP,SENSITIVITY,EPSILON,DELTA (e.g. 1.0,1.0,2.0,1e-5), "
+                       "got {!r}".format(spec))
+    try:
+        return LocalDp(*values)
+    except InputError as e:
+        raise CliError("--local-dp: {}".format(e))

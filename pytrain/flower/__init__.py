@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from pytrain.flower.node import FlowerNode, Reply
 from pytrain.flower.objects import ArrayRecord, ConfigRecord, MetricRecord, ObjectError
+from pytrain.flower.privacy import LocalDp
 from pytrain.flower.trainer import PytrainTrainer
 from pytrain.flower.transport import EcdsaSigner, FederationError, urllib_transport
 
-__all__ = ["FlowerNode", "Reply", "PytrainTrainer", "EcdsaSigner", "FederationError", "ObjectError",
+__all__ = ["FlowerNode", "Reply", "PytrainTrainer", "EcdsaSigner", "FederationError", "ObjectError", "LocalDp",
            "ArrayRecord", "ConfigRecord", "MetricRecord", "urllib_transport", "client_app"]
 
 

@@ -45,9 +45,13 @@ def _open(artifacts: Any):
 
 
 def client_app(artifacts: Any, data: Any, epochs: int = 1, batch_size: int = 32, lr: Optional[float] = None,
-               seed: int = 0, loss_kind: str = "ce", eval_data: Any = None, mods: Optional[list] = None):
+               seed: int = 0, loss_kind: str = "ce", eval_data: Any = None, mods: Optional[list] = None,
+               local_dp: Any = None, require_clipping: bool = False):
     """A ``flwr.clientapp.ClientApp`` training ``artifacts`` on ``data`` (see the module docstring);
-    ``mods`` are Flower ClientApp mods (e.g. ``secaggplus_mod``, ``fixedclipping_mod``)."""
+    ``mods`` are Flower ClientApp mods (e.g. ``secaggplus_mod``). Differential privacy is pytrain's, as
+    in :class:`PytrainTrainer`: the update is clipped to the ``clipping_norm`` a
+    ``DifferentialPrivacyClientSideFixedClipping`` server sends (``require_clipping``: refuse train
+    messages without it), and ``local_dp`` (a :class:`pytrain.flower.privacy.LocalDp`) adds local DP."""
     from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
 
@@ -62,7 +66,8 @@ def client_app(artifacts: Any, data: Any, epochs: int = 1, batch_size: int = 32,
             x, y = _load_data(data, context)
             ex, ey = _load_data(eval_data, context) if eval_data is not None else (None, None)
             cache["t"] = PytrainTrainer(module, optimizer, x, y, ex, ey, epochs=epochs, batch_size=batch_size,
-                                        lr=lr, seed=seed, loss_kind=loss_kind)
+                                        lr=lr, seed=seed, loss_kind=loss_kind, local_dp=local_dp,
+                                        require_clipping=require_clipping)
         return cache["t"]
 
     def inputs(msg: Message):

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from pytrain.errors import PytrainError
 from pytrain.flower import messages as pb
-from pytrain.flower import intake
+from pytrain.flower import intake, privacy
 from pytrain.flower import objects as ob
 from pytrain.flower.fleet import FleetClient, HttpStatusError, SleepStep, Steps
 from pytrain.flower.transport import FederationError, Transport
@@ -238,7 +238,7 @@ class FlowerNode:
         mtype = md.message_type
         t0 = time.monotonic()
         server_round = None
-        arrays = metrics = None
+        arrays = metrics = dp = None
         error = None
         stopped = False
         try:
@@ -280,7 +280,9 @@ class FlowerNode:
             else:
                 num, metrics = self.trainer.evaluate(array_recs[0], config)
                 reply = OrderedDict([("metrics", ob.MetricRecord(metrics))])
-            self.log("round %s: %s answered (%s)" % (server_round, mtype, _short(metrics)))
+            dp = getattr(self.trainer, "last_privacy", None) if mtype == "train" else None
+            self.log("round %s: %s answered (%s)%s" % (server_round, mtype, _short(metrics),
+                                                       "; " + privacy.describe(dp) if dp else ""))
         except (PytrainError, ValueError, MemoryError) as e:
             error = "pytrain refused the %s message: %s" % (mtype or "server's", e)
             self.log(error)
@@ -300,7 +302,8 @@ class FlowerNode:
             sent = [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype), "bytes": int(v.nbytes)}
                     for k, v in (arrays or {}).items()]
             self._emit("answered", message_type=mtype, round=server_round, metrics=dict(metrics or {}),
-                       sent=sent, nbytes=nbytes, seconds=time.monotonic() - t0)
+                       sent=sent, nbytes=nbytes, seconds=time.monotonic() - t0,
+                       privacy=dict(dp) if mtype == "train" and dp else None)
         return rec
 
     def _reply(self, ins: pb.Metadata, ins_id: str, content, error: Optional[str], runtime: float) -> Steps:

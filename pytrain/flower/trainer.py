@@ -12,6 +12,7 @@ import numpy as np
 
 from pytrain import data
 from pytrain.errors import DivergenceError, InputError
+from pytrain.flower import privacy
 from pytrain.run.evaluate import batch_metric, evaluate
 from pytrain.run.loop import Position, steps
 
@@ -42,11 +43,18 @@ class PytrainTrainer:
     ``x, y``: the local training data; ``eval_x, eval_y``: local evaluation data (default: the
     training data). ``epochs``, ``batch_size`` and ``lr`` are defaults that the server's
     ConfigRecord overrides per round (``local-epochs``, ``batch-size``, ``lr``/``learning-rate``).
+
+    Differential privacy (:mod:`pytrain.flower.privacy`): when the server's train config carries
+    ``clipping_norm`` (``DifferentialPrivacyClientSideFixedClipping``), the update sent is clipped to it
+    as flwr's ``fixedclipping_mod`` does; ``require_clipping=True`` refuses train messages without it.
+    ``local_dp`` (a :class:`~pytrain.flower.privacy.LocalDp`) clips and noises every update as flwr's
+    ``LocalDpMod``. The local model then holds what was sent; ``last_privacy`` says what was done.
     """
 
     def __init__(self, module, optimizer, x: np.ndarray, y: np.ndarray, eval_x: Optional[np.ndarray] = None,
                  eval_y: Optional[np.ndarray] = None, epochs: int = 1, batch_size: int = 32,
-                 lr: Optional[float] = None, seed: int = 0, loss_kind: str = "ce") -> None:
+                 lr: Optional[float] = None, seed: int = 0, loss_kind: str = "ce",
+                 local_dp: Optional[privacy.LocalDp] = None, require_clipping: bool = False) -> None:
         if len(x) != len(y) or len(x) == 0:
             raise InputError("local data: %d samples but %d labels (need at least one of each)" % (len(x), len(y)))
         self.module, self.optimizer = module, optimizer
@@ -55,6 +63,9 @@ class PytrainTrainer:
         self.eval_y = y if eval_y is None else eval_y
         self.epochs, self.batch_size, self.lr, self.seed = int(epochs), int(batch_size), lr, int(seed)
         self.loss_kind = loss_kind
+        self.local_dp, self.require_clipping = local_dp, bool(require_clipping)
+        #: what differential privacy did to the last update sent (None: nothing), for the node's log
+        self.last_privacy: Optional[Dict[str, Any]] = None
         self.names = parameter_names(module)
         self._params = module.state.parameters
         #: called between batches (the node heartbeats from here during long rounds)
@@ -108,6 +119,8 @@ class PytrainTrainer:
         epochs = _config_number(config, ("local-epochs", "epochs"), self.epochs, int)
         bs = _config_number(config, ("batch-size", "batch_size"), self.batch_size, int)
         lr = _config_number(config, ("lr", "learning-rate"), self.lr, float)
+        clipping_norm = privacy.server_clipping_norm(config, self.require_clipping)  # before any work
+        self.last_privacy = None
         self.set_parameters(arrays)
         before = self.get_parameters()
         if lr is not None:
@@ -133,7 +146,11 @@ class PytrainTrainer:
         # FedAvg aggregates only when every reply has the same metric names: flwr's own templates'
         metrics: Metrics = OrderedDict([("train_loss", total / max(seen, 1)), ("num-examples", len(self.x))])
         self.last_train_seconds = time.monotonic() - t0
-        return self.get_parameters(), len(self.x), metrics
+        sent, self.last_privacy = privacy.private_update(before, self.get_parameters(), clipping_norm,
+                                                         self.local_dp)
+        if self.last_privacy is not None:
+            self.set_parameters(sent)  # the local model (and DIR/checkpoint) is what was sent
+        return sent, len(self.x), metrics
 
     def evaluate(self, arrays: Mapping[str, Any], config: Mapping[str, Any]) -> Tuple[int, Metrics]:
         self.set_parameters(arrays)

@@ -521,15 +521,21 @@ print(json.dumps(out))
 """
 
 
-def test_client_app_answers_flwr_messages(tmp_path, venv, arts):
-    (parts, _) = digits_splits(1)
+def run_client_app_script(script: str, tmp_path: Path, venv: Path, arts, x, y):
+    """``script`` in flwr's venv with argv: pytrain's root, an artifact directory, an .npz of ``x, y``;
+    returns the JSON its last line prints."""
     d = tmp_path / "arts"
     arts.write(str(d))
-    np.savez(str(tmp_path / "data.npz"), x=parts[0][0], y=parts[0][1])
-    res = subprocess.run([str(venv / "bin" / "python"), "-c", CLIENT_APP, str(ROOT), str(d), str(tmp_path / "data.npz")],
-                         capture_output=True, text=True, timeout=120)
+    np.savez(str(tmp_path / "data.npz"), x=x, y=y)
+    res = subprocess.run([str(venv / "bin" / "python"), "-c", script, str(ROOT), str(d), str(tmp_path / "data.npz")],
+                         capture_output=True, text=True, timeout=wait_s(120))
     assert res.returncode == 0, res.stderr[-3000:]
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_client_app_answers_flwr_messages(tmp_path, venv, arts):
+    (parts, _) = digits_splits(1)
+    out = run_client_app_script(CLIENT_APP, tmp_path, venv, arts, *parts[0])
     assert out["train"]["keys"] == ["arrays", "metrics"] and out["evaluate"]["keys"] == ["metrics"]
     assert out["train"]["metrics"]["num-examples"] == len(parts[0][0])
     assert set(out["evaluate"]["metrics"]) == {"eval_loss", "eval_acc", "num-examples"}

@@ -1,6 +1,7 @@
 """FedAvg ServerApp: starts from the arrays in ``init`` (an .npz of parameters by name), trains
 ``num-server-rounds`` rounds on exactly ``num-nodes`` nodes (with central differential
-privacy when ``dp-noise`` > 0), and writes the global model of every
+privacy when ``dp-noise`` > 0: clipping on the server, or on the nodes when ``dp-mode`` is
+"client", i.e. DifferentialPrivacyClientSideFixedClipping), and writes the global model of every
 round to ``out/round_<n>.npz`` (round 0 is the initial model) plus ``out/result.json``."""
 import json
 import os
@@ -9,7 +10,9 @@ import traceback
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+from flwr.serverapp.strategy import (DifferentialPrivacyClientSideFixedClipping,
+                                     DifferentialPrivacyServerSideFixedClipping, FedAvg)
+from flwr.supercore.differential_privacy import get_norm
 
 app = ServerApp()
 
@@ -33,12 +36,23 @@ class RecordingFedAvg(FedAvg):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.replies = {"train": {}, "evaluate": {}}
+        self.sent = {}  # round -> the arrays the nodes were sent for training
+
+    def configure_train(self, server_round, arrays, config, grid):
+        self.sent[server_round] = {name: a.numpy() for name, a in arrays.items()}
+        return super().configure_train(server_round, arrays, config, grid)
 
     def _note(self, kind: str, server_round: int, replies):
         replies = list(replies)
-        self.replies[kind][str(server_round)] = [
-            {"node": str(m.metadata.src_node_id), "error": m.error.reason if m.has_error() else None}
-            for m in replies]
+        notes = []
+        for m in replies:
+            note = {"node": str(m.metadata.src_node_id), "error": m.error.reason if m.has_error() else None}
+            if kind == "train" and not m.has_error():  # the update's L2 norm, by flwr's own function
+                got = next(iter(m.content.array_records.values()))
+                note["update_norm"] = get_norm([a.numpy() - self.sent[server_round][name]
+                                                for name, a in got.items()])
+            notes.append(note)
+        self.replies[kind][str(server_round)] = notes
         return replies
 
     def aggregate_train(self, server_round, replies):
@@ -54,7 +68,11 @@ def federate(grid: Grid, cfg, out: str) -> None:
     n = int(cfg["num-nodes"])
     strategy = recorder = RecordingFedAvg(fraction_train=1.0, fraction_evaluate=1.0, min_train_nodes=n,
                                           min_evaluate_nodes=n, min_available_nodes=n)
-    if float(cfg["dp-noise"]) > 0:  # central DP, all on the server: the nodes do nothing different
+    if str(cfg["dp-mode"]) == "client":  # central DP, the nodes clip (fixedclipping_mod's job)
+        strategy = DifferentialPrivacyClientSideFixedClipping(
+            strategy, noise_multiplier=float(cfg["dp-noise"]), clipping_norm=float(cfg["dp-clip"]),
+            num_sampled_clients=n)
+    elif float(cfg["dp-noise"]) > 0:  # central DP, all on the server: the nodes do nothing different
         strategy = DifferentialPrivacyServerSideFixedClipping(
             strategy, noise_multiplier=float(cfg["dp-noise"]), clipping_norm=float(cfg["dp-clip"]),
             num_sampled_clients=n)
