@@ -12,6 +12,12 @@ gradient ops ORT wrote run as kernels (``pytrain/ops/train/op_ort_training.py``)
 ``com.microsoft`` AdamWOptimizer or SGDOptimizerV2 node over sequences, by
 :func:`ort_optimizer_hyper_parameters`, every attribute read. An op pytrain has no kernel for
 is refused naming it, its domain and node, with the way out.
+
+ORT fuses a LayerNorm the exporter decomposed (opset < 17) into its own ``LayerNormalization``
+(ai.onnx domain, ORT's schema from version 1: ``axis``, ``epsilon``, ``stash_type``; outputs Y, Mean,
+InvStdDev): the meaning of ONNX's opset-17 LayerNormalization, which pytrain runs. Such a model is
+read by :func:`load_training_model`, which lets that one op through below opset 17 in a model
+ORT made (the only change to what the loader checks).
 """
 from __future__ import annotations
 
@@ -19,10 +25,12 @@ import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytrain.errors import ModelFormatError
+from pytrain.opset_versions import SCHEMA_VERSIONS
 from pytrain.layout import ARTIFACT_KEY, LAYOUT_KEY
 from pytrain.ops.registry import PYTRAIN_DOMAIN, get_kernel
 from pytrain.proto import ModelProto, NodeProto, make_node, make_opsetid, make_value_info, model_metadata, \
     node_attributes, value_info_type
+from pytrain.proto.external_data import external_tensors
 from pytrain.proto.onnx_pb import StringStringEntryProto
 from pytrain.proto.value_types import describe_type
 
@@ -52,6 +60,34 @@ def read(uri: Any) -> ModelProto:
         return ModelProto.FromString(bytes(uri))
     with open(uri, "rb") as f:
         return ModelProto.FromString(f.read())
+
+
+def _fuses_layernorm(model: ModelProto) -> bool:
+    """``model`` holds ORT's fused LayerNormalization below the opset ONNX defines it from."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    first = SCHEMA_VERSIONS["LayerNormalization"][0]
+    return opset is not None and opset < first and any(
+        n.op_type == "LayerNormalization" and n.domain in ("", "ai.onnx") for n in model.graph.node)
+
+
+def load_training_model(uri: Any, params: Sequence[str], what: str = "training model") -> ModelProto:
+    """The training model at ``uri`` (a fresh copy), ORT's read by ORT's conventions
+    (:func:`from_ort_training`). One ORT made that holds ORT's fused LayerNormalization below opset
+    17 is read as ORT's (pytrain's layout added) before the loader checks it, which then checks
+    everything but that op's opset; any other model is loaded as it is."""
+    from pytrain.validate import load_model
+
+    try:
+        raw: Optional[ModelProto] = read(uri)
+    except Exception:  # the loader reports a missing or damaged file in its own words
+        raw = None
+    if raw is not None and is_ort_training_model(raw) and _fuses_layernorm(raw):
+        if any(True for _ in external_tensors(raw)):
+            raise _refuse(what, "it keeps tensors in external data, which pytrain reads only from models "
+                          "without ORT's fused LayerNormalization")
+        return load_model(from_ort_training(raw, params, what).SerializeToString(), what)
+    model = ModelProto.FromString(load_model(uri, what).SerializeToString())
+    return from_ort_training(model, params, what) if is_ort_training_model(model) else model
 
 
 def _not_run(model: ModelProto) -> List[Tuple[str, str, str]]:

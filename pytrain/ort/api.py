@@ -267,9 +267,7 @@ def _training_model(uri: Any, state: CheckpointState) -> ModelProto:
     from pytrain.ort._interface import strip_ort_interface
     from pytrain.ort import _ort_made
 
-    model = ModelProto.FromString(load_model(uri, "training model").SerializeToString())
-    if _ort_made.is_ort_training_model(model):
-        model = _ort_made.from_ort_training(model, list(state.core.parameters))
+    model = _ort_made.load_training_model(uri, list(state.core.parameters))
     _ort_made.refuse_ort_made(model, "training model")
     return strip_ort_interface(model)
 

@@ -5,7 +5,8 @@ sequences) and its eval model.
 
 Fixtures: tests/compat/fixtures/ort_made_models/<case>/ (ORT's four files and ``steps.npz``: ORT's
 loss and parameters after each of 10 steps), from make_fixtures.py there, run in the
-onnxruntime-training-cpu 1.19.2 venv; tests/compat/fixtures/ort_training/ for ORT's AdamW
+onnxruntime-training-cpu 1.19.2 venv (the torch models it trains, an embedding + LayerNorm and a
+TransformerEncoderLayer classifier, exported first by export_models.py there); tests/compat/fixtures/ort_training/ for ORT's AdamW
 attributes and ORT's checkpoint after 3 steps.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import numpy as np
 import pytest
 
-from pytrain.errors import ModelFormatError
+from pytrain.errors import ModelFormatError, UnsupportedOpError
 from pytrain.ort import artifacts
 from pytrain.ort.api import CheckpointState, Module, Optimizer
 from pytrain.proto import ModelProto, make_attribute
@@ -31,7 +32,19 @@ CASE_OPS = {
     "mlp_sgd": ["InPlaceAccumulatorV2", "ReluGrad", "SoftmaxCrossEntropyLossGrad"],
     "cnn_adamw": ["BatchNormInternal", "BatchNormalizationGrad", "ConvGrad", "InPlaceAccumulatorV2",
                   "ReluGrad", "SoftmaxCrossEntropyLossGrad", "ai.onnx:MaxPoolGrad"],
+    # torch-exported at opset 14; ORT fuses the exporter's LayerNorm into its LayerNormalization
+    "embed_ln_adamw": ["GatherGrad", "InPlaceAccumulatorV2", "LayerNormalizationGrad", "Scale",
+                       "SoftmaxCrossEntropyLossGrad"],
+    "transformer_adamw": ["ConcatTraining", "FusedMatMul", "GatherGrad", "InPlaceAccumulatorV2",
+                          "LayerNormalizationGrad", "ReluGrad", "Scale", "SoftmaxCrossEntropyLossGrad",
+                          "SoftmaxGrad_13"],
 }
+#: cases whose training model holds ORT's fused LayerNormalization at opset 14
+FUSED_LAYERNORM = ("embed_ln_adamw", "transformer_adamw")
+#: (case, parameter): the part whose gradient is 0 in exact arithmetic, so it moves by float32 rounding
+#: noise only, which AdamW divides by its own size (ORT's and numpy's differ): attention's key bias
+#: (in_proj_bias[d:2d], d = 8), as softmax over the keys ignores a shift q.b_k common to all of them
+ROUNDING_NOISE = {("transformer_adamw", "enc.self_attn.in_proj_bias"): slice(8, 16)}
 
 
 def _load(path):
@@ -67,6 +80,10 @@ def _steps(module, optimizer, state, xs, ys, names):
 def test_orts_artifacts_train_as_they_are_with_orts_losses_and_parameters(case):
     d = os.path.join(MODELS, case)
     assert _ops(os.path.join(d, "training_model.onnx")) == CASE_OPS[case]  # the ops this case runs
+    if case in FUSED_LAYERNORM:  # ORT's own LayerNormalization, below the opset ONNX defines it from
+        raw = _load(os.path.join(d, "training_model.onnx"))
+        assert [o.version for o in raw.opset_import if o.domain in ("", "ai.onnx")] == [14]
+        assert any(n.op_type == "LayerNormalization" and len(n.output) == 3 for n in raw.graph.node)
     ort = np.load(os.path.join(d, "steps.npz"))
     state = CheckpointState.load_checkpoint(os.path.join(d, "checkpoint"))
     # ORT 1.19 refuses its own eval model of a BatchNorm in training mode, so ORT has no eval loss there
@@ -76,7 +93,14 @@ def test_orts_artifacts_train_as_they_are_with_orts_losses_and_parameters(case):
     losses, params = _steps(module, optimizer, state, ort["x"], ort["y"], names)
     np.testing.assert_allclose(losses, ort["loss"], rtol=1e-4)
     for p in names:  # every step's parameters, not only the last
-        np.testing.assert_allclose(params[p], ort["param/" + p], rtol=1e-4, atol=1e-6, err_msg=p)
+        mine, theirs = params[p], ort["param/" + p]
+        noise = ROUNDING_NOISE.get((case, p))
+        if noise is not None:  # both stay in the noise band; the rest of the tensor is compared as usual
+            assert np.abs(mine[:, noise]).max() < 1e-3 * LR and np.abs(theirs[:, noise]).max() < 1e-3 * LR, p
+            keep = np.ones(mine.shape[1:], bool)
+            keep[noise] = False
+            mine, theirs = mine[:, keep], theirs[:, keep]
+        np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-6, err_msg=p)
     for k in ort.files:  # frozen ones as ORT leaves them: BatchNormInternal updates its running statistics
         if k.startswith("frozen/"):  # in place (biased batch variance), though the graph outputs neither
             np.testing.assert_allclose(state.parameters[k[len("frozen/"):]].data, ort[k], rtol=1e-4, atol=1e-6,
@@ -151,14 +175,14 @@ def test_an_ort_op_pytrain_does_not_run_is_refused_by_name(tmp_path):
 
     def to_fused(model):
         (n,) = [n for n in model.graph.node if n.op_type == "ReluGrad"]
-        n.op_type = "FusedMatMul"
+        n.op_type = "BiasGeluGrad_dX"
 
     path = _changed(tmp_path, os.path.join(made, "training_model.onnx"), to_fused)
     with pytest.raises(ModelFormatError) as e:
         Module(path, CheckpointState.load_checkpoint(os.path.join(MLP, "continued.ckpt")))
     msg = str(e.value)
     assert "training model was made by ONNX Runtime's generate_artifacts" in msg
-    assert "com.microsoft:FusedMatMul (node 'Relu_Grad/ReluGrad_0')" in msg
+    assert "com.microsoft:BiasGeluGrad_dX (node 'Relu_Grad/ReluGrad_0')" in msg
     assert "pytrain.ort.artifacts.generate_artifacts" in msg
 
 
@@ -182,3 +206,23 @@ def test_an_accumulator_off_orts_convention_is_refused(tmp_path):
     path = _changed(tmp_path, os.path.join(made, "training_model.onnx"), reads_no_reset)
     with pytest.raises(ModelFormatError, match="InPlaceAccumulatorV2 node .* is not"):
         Module(path, CheckpointState.load_checkpoint(os.path.join(MLP, "continued.ckpt")))
+
+
+@pytest.mark.parametrize("node, attrs, message", [
+    ("FusedMatMul", {"transBatchA": 1}, "FusedMatMul with transBatchA=transBatchB=0 only"),
+    ("LayerNormalizationGrad", {"stash_type": 2}, "float statistics \\(stash_type=1\\) only"),
+])
+def test_an_ort_op_attribute_pytrain_does_not_implement_is_refused_by_name(node, attrs, message, tmp_path):
+    d = os.path.join(MODELS, "transformer_adamw")
+
+    def change(model):
+        n = next(n for n in model.graph.node if n.op_type == node)
+        n.attribute[:] = [a for a in n.attribute if a.name not in attrs] + \
+            [make_attribute(k, v) for k, v in attrs.items()]
+
+    path = _changed(tmp_path, os.path.join(d, "training_model.onnx"), change)
+    ort = np.load(os.path.join(d, "steps.npz"))
+    module = Module(path, CheckpointState.load_checkpoint(os.path.join(d, "checkpoint"))).train()
+    with pytest.raises(UnsupportedOpError, match=message) as e:
+        module(ort["x"][0], ort["y"][0])
+    assert "node '" in str(e.value)
