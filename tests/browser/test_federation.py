@@ -259,13 +259,13 @@ def test_tabs_join_a_flower_federation(tmp_path, browser, site_url, arts):  # no
 def test_step_driver_moves_only_bytes(arts):  # noqa: F811
     """What the worker does, without a browser: the node's steps answered one by one (from test_flower's
     in-memory Fleet), then a request that cannot be sent."""
-    from test_flower import FakeLink, _train_message
+    from test_flower import FakeLink, train_message
     from pytrain.flower.steps import PemSigner, StepDriver
     from pytrain.flower.transport import EcdsaSigner
     (parts, _) = digits_splits(1)
     trainer = make_trainer(arts, *parts[0])
     sent = trainer.get_parameters()
-    msg, d = _train_message(sent)
+    msg, d = train_message(sent)
     link = FakeLink(msg, d.tree(), d.all_objects())
     pem = EcdsaSigner().public_key_pem
     node = FlowerNode("http://fleet.invalid", trainer, signer=PemSigner(pem), heartbeat_interval=HEARTBEAT,
