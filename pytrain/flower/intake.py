@@ -74,9 +74,9 @@ def _fetch_arrays(rec: pb.ObjectTree, refs: "OrderedDict[str, str]", get, check)
     for name, aid in refs.items():
         _, kids, body = yield from get(nodes[aid], ("Array",))
         meta = ob.array_meta(aid, body, kids)
-        total += meta.nbytes
+        total += 0 if meta.dtype is None else meta.nbytes  # legacy (no dtype): bounded by what arrives
         limits.check_file(total, "ArrayRecord %s (its arrays together)" % rec.object_id)
-        declared[name] = (meta.shape, str(meta.dtype))
+        declared[name] = (meta.shape, "" if meta.dtype is None else str(meta.dtype))
         metas.append((nodes[aid], meta))
     if check is not None:
         check(declared)  # names, shapes, dtypes against the model: before any chunk

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from pytrain.errors import PytrainError
 from pytrain.flower import messages as pb
-from pytrain.flower import intake, privacy
+from pytrain.flower import intake, privacy, secagg
 from pytrain.flower import objects as ob
 from pytrain.flower.fleet import FleetClient, HttpStatusError, SleepStep, Steps
 from pytrain.flower.transport import FederationError, Transport
@@ -68,6 +68,8 @@ class FlowerNode:
         self.claim_wait = float(claim_wait)
         #: a list to collect what happens (joined, received, answered, refused, left) as dicts, or None
         self.events: Optional[List[Dict[str, Any]]] = None
+        #: run id -> this node's SecAgg+ state (pytrain.flower.secagg), made when a run uses it
+        self.secagg: "Dict[int, secagg.SecAggPlusClient]" = {}
         # between batches of a long round; only a blocking driver can (a stepping one beats between steps)
         if hasattr(trainer, "on_batch") and beat_during_training:
             trainer.on_batch = self.beat_if_due
@@ -245,7 +247,8 @@ class FlowerNode:
             ob.tree_ids(tree)  # its depth, before walking it
             # top down, every declared size checked against the model before what it declares is fetched
             cache = yield from intake.fetch_message(tree, lambda oid: self.fleet.pull_object(run_id, oid),
-                                                    getattr(self.trainer, "check_declared", None))
+                                                    secagg.declared_check(getattr(self.trainer, "check_declared", None),
+                                                                          getattr(self.trainer, "names", ())))
 
             def fetch(oid: str) -> bytes:
                 if oid not in cache:
@@ -263,17 +266,20 @@ class FlowerNode:
                     config.update(r)
             sr = config.get("server-round")
             server_round = sr if isinstance(sr, int) and not isinstance(sr, bool) else None
+            secure = mtype == "train" and secagg.is_secagg(content)
             if mtype not in ("train", "evaluate"):
                 raise FederationError("message type %r is not handled (this node answers 'train' and "
                                       "'evaluate')" % mtype)
-            if len(array_recs) != 1:
+            if len(array_recs) != 1 and not secure:
                 raise ob.ObjectError("a %s message must carry exactly one ArrayRecord, got %d"
                                      % (mtype, len(array_recs)))
             if self.events is not None:  # a step between, so that a stepping driver shows it first
                 self._emit("received", message_type=mtype, round=server_round,
                            config={k: v for k, v in config.items() if isinstance(v, (int, float, str))})
                 yield SleepStep(0.0)
-            if mtype == "train":
+            if secure:  # a SecAgg+ stage: only masked, quantized parameters leave (pytrain.flower.secagg)
+                reply, metrics = secagg.answer(self.secagg, run_id, int(md.dst_node_id), content, self.trainer)
+            elif mtype == "train":
                 params, num, metrics = self.trainer.fit(array_recs[0], config)
                 arrays = params
                 reply = OrderedDict([("arrays", ob.ArrayRecord(params)), ("metrics", ob.MetricRecord(metrics))])

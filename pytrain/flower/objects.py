@@ -253,10 +253,11 @@ def array_meta(oid: str, body: bytes, kids: List[str]) -> ArrayMeta:
         raise ObjectError("Array %s: malformed metadata (%s)" % (oid, e)) from None
     if stype != NUMPY_STYPE:
         raise ObjectError("Array %s: stype %r is not supported (only %r)" % (oid, stype, NUMPY_STYPE))
-    if dtype not in _DTYPES:
+    legacy = dtype == "" and shape == ()  # flwr's legacy Parameters: only the .npy header says what it is
+    if dtype not in _DTYPES and not legacy:
         raise ObjectError("Array %s: dtype %r is not a plain numeric dtype" % (oid, dtype))
-    dt = np.dtype(dtype)
-    nbytes = limits.check_tensor(shape, dt.itemsize, "Array %s" % oid) * dt.itemsize
+    dt = None if legacy else np.dtype(dtype)
+    nbytes = limits.max_tensor_bytes if dt is None else limits.check_tensor(shape, dt.itemsize, "Array %s" % oid) * dt.itemsize
     if not order or len(order) > nbytes + MAX_NPY_HEADER:
         raise ObjectError("Array %s: %d chunks cannot make the .npy bytes of a %s %s array (%d data bytes)"
                           % (oid, len(order), dtype, list(shape), nbytes))
@@ -271,6 +272,11 @@ def npy_array(oid: str, data: "bytes | bytearray", meta: ArrayMeta) -> np.ndarra
     data must be exactly that many bytes; decoded without np.load (never a pickle, never an
     allocation the header alone asks for)."""
     hshape, fortran, hdtype, offset = read_npy_header(data, "Array %s: its chunks" % oid, ObjectError)
+    if meta.dtype is None:  # legacy: the header declares it, checked as metadata would have been
+        if str(hdtype) not in _DTYPES:
+            raise ObjectError("Array %s: dtype %r is not a plain numeric dtype" % (oid, str(hdtype)))
+        n = limits.check_tensor(hshape, hdtype.itemsize, "Array %s" % oid) * hdtype.itemsize
+        meta = ArrayMeta(hdtype, tuple(hshape), meta.chunks, n)
     if tuple(hshape) != meta.shape or hdtype != meta.dtype:
         raise ObjectError("Array %s: metadata says %s %s, the .npy header %s %s"
                           % (oid, meta.dtype, list(meta.shape), hdtype, list(hshape)))

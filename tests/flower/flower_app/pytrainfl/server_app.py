@@ -22,7 +22,11 @@ def main(grid: Grid, context: Context) -> None:
     out = str(context.run_config["out"])
     os.makedirs(out, exist_ok=True)
     try:
-        federate(grid, context.run_config, out)
+        if context.run_config.get("secagg"):  # SecAgg+ (pytrainfl.secagg_app)
+            from pytrainfl.secagg_app import federate_secagg
+            federate_secagg(grid, context, context.run_config, out)
+        else:
+            federate(grid, context.run_config, out)
     except BaseException:
         with open(os.path.join(out, "result.json"), "w") as f:  # the test stops waiting at once
             json.dump({"error": traceback.format_exc()}, f)
