@@ -15,7 +15,7 @@ PKG = Path(__file__).resolve().parents[1] / "pytrain"
 LAYERS = [
     ("errors", "limits", "files", "heap", "dtypes", "opset_versions", "layout", "version"),
     ("proto",),
-    ("graph", "checkpoint", "data"),
+    ("graph", "checkpoint", "data", "text"),
     ("ops",),
     ("executor", "fusion", "validate"),
     ("autodiff", "runtime", "export"),
