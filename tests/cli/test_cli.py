@@ -445,7 +445,7 @@ def arts_copy(trained, tmp_path):
      ["--momentum applies to --optimizer sgd only, not adam"]),
     (["generate", "{model}", "-o", "{root}/new", "--requires-grad", "fc9.weight"],
      ["requires_grad names 'fc9.weight'"]),
-    (["inspect", "{bad}/junk.onnx"], ["junk.onnx is neither an ONNX model nor a pytrain checkpoint"]),
+    (["inspect", "{bad}/junk.onnx"], ["junk.onnx is neither an ONNX model nor a pytrain or ONNX Runtime checkpoint"]),
     (["inspect", "{root}/missing.onnx"], ["missing.onnx does not exist"]),
 ])
 def test_bad_inputs_exit_with_one_line(capsys, files, bad_files, arts_copy, argv, fragments):
