@@ -2,10 +2,10 @@
 to the core API."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from pytrain.validate import load_model as _load_model
-from pytrain.errors import PytrainError
+from pytrain.errors import ModelFormatError, PytrainError
 
 MNIST_MAGIC = b"PTMNIST1"
 LOSSES = ("CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "L1Loss")
@@ -30,7 +30,32 @@ def load_upload(blob: bytes, name: str, extra_files: Optional[Dict[str, bytes]] 
     ({file name: bytes}) are the files uploaded next to it, e.g. the ``.onnx.data`` that torch's
     default exporter writes (ONNX external data, matched by file name)."""
     files = {str(k): bytes(v) for k, v in (extra_files or {}).items()}
-    return _load_model(bytes(blob), name, external_data=files or None)
+    try:
+        return _load_model(bytes(blob), name, external_data=files or None)
+    except ModelFormatError:
+        missing = _missing_data_files(bytes(blob), files)
+        if not missing:
+            raise
+        raise ModelFormatError("%s keeps its weights in a file of their own (external data), %s: also choose %s "
+                               "in the same dialog as %s (select both files)."
+                               % (name, " and ".join(missing), " and ".join(missing), name)) from None
+
+
+def _missing_data_files(blob: bytes, files: Dict[str, bytes]) -> List[str]:
+    """The external data files (ONNX ``location``) the model names and the upload did not include."""
+    from pytrain.proto import ModelProto
+    try:
+        model = ModelProto.FromString(blob)
+    except Exception:                     # not ONNX at all: the loader's own message says so
+        return []
+    given = {k.replace("\\", "/").split("/")[-1] for k in files}
+    missing: List[str] = []
+    for t in model.graph.initializer:
+        for e in t.external_data:
+            where = e.value.replace("\\", "/").split("/")[-1]
+            if e.key == "location" and where not in given and where not in missing:
+                missing.append(where)
+    return missing
 
 
 def _inference_session(model_bytes: bytes) -> Any:

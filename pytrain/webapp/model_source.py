@@ -14,7 +14,7 @@ from pytrain.layout import ARTIFACT_FILES
 from pytrain.run import scaling
 from pytrain.webapp.common import OPTIMIZERS, WebappError, core_api, load_upload
 from pytrain.webapp.demo import generate_bytes, digits_artifacts
-from pytrain.webapp.inspect_model import _label_consumer_output, describe_model
+from pytrain.webapp.inspect_model import _label_consumer_output, describe_model, refuse_unsupported
 
 #: (artifacts by role, model description)
 Model = Tuple[Dict[str, bytes], Dict[str, Any]]
@@ -77,6 +77,7 @@ def upload(blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW"
            extra_files: Optional[Dict[str, bytes]] = None) -> Model:
     """Artifacts generated for an uploaded inference model (see ``Session.generate``)."""
     model = load_upload(blob, name, extra_files)
+    refuse_unsupported(model, name)
     desc = describe_model(model)
     out = output or desc["outputs"][0]["name"]
     arts = generate_bytes(model, loss, optimizer, requires_grad=requires_grad, output_name=out, batchnorm=batchnorm)

@@ -16,9 +16,9 @@ from pytrain.run import properties as P
 from pytrain.run import scaling
 from pytrain.run.loop import LossExploded, LossWatch, Position, steps
 from pytrain.webapp import feature_head, model_source, predictions, runfile, saved_run
-from pytrain.webapp.common import WebappError, core_api, _inference_session, load_upload
+from pytrain.webapp.common import WebappError, core_api, _inference_session
 from pytrain.webapp.data_source import DataSource
-from pytrain.webapp.inspect_model import describe_model
+from pytrain.webapp.inspect_model import inspect_upload
 
 
 class Good(NamedTuple):
@@ -164,7 +164,7 @@ class Session:
                       extra_files: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
         """Describe an uploaded inference model (raises ModelFormatError when it is not ONNX);
         ``extra_files``: {file name: bytes} uploaded with it (its ``.onnx.data`` external data)."""
-        return describe_model(load_upload(blob, name, extra_files))
+        return inspect_upload(blob, name, extra_files)
 
     def build_digits(self, kind: str = "mlp", optimizer: str = "AdamW",
                      prebuilt: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:

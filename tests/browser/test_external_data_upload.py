@@ -33,11 +33,17 @@ def test_model_with_its_data_file(page_ctx, tmp_path):
 
     wait_ready(page)
     page.click("button[data-tab=model]")
+    # the .onnx alone: the page says which file to add, in words for people (no Python arguments)
+    page.set_input_files("#onnx-file", str(path))
+    page.wait_for_selector("#error", state="visible", timeout=wait_ms(60_000))
+    msg = page.inner_text("#error-text")
+    assert "also choose m.onnx.data in the same dialog" in msg and "external_data=" not in msg, msg
     page.set_input_files("#onnx-file", [str(path), str(tmp_path / "m.onnx.data")])
-    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length === 4", timeout=wait_ms(60_000))
+    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length === 3", timeout=wait_ms(60_000))
     ticked = page.eval_on_selector_all("#onnx-params input", "els => els.map((e) => [e.value, e.checked])")
-    assert dict(ticked) == {"W1": True, "B1": True, "W2": True, "val_5": False}  # the folded constant is not
-    assert "folded by the exporter" in page.get_attribute("#onnx-params label:nth-child(4)", "title")
+    assert dict(ticked) == {"W1": True, "B1": True, "W2": True}
+    # the folded constant is no weight: listed as not trainable, with why
+    assert "val_5 [1]: constant folded by the exporter" in page.text_content("#onnx-fixed")
     page.select_option("#onnx-batchnorm", "eval")
     page.click("#onnx-generate")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'",

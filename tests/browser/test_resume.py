@@ -23,7 +23,7 @@ def test_reload_mid_training_resumes_where_it_was(context, site_url):
     banner.wait_for(state="visible", timeout=wait_ms(30_000))
     saved_step = int(banner.get_attribute("data-step"))
     saved_digest = banner.get_attribute("data-digest")
-    assert saved_step >= 16 and saved_step % 16 == 0, saved_step   # saved at an epoch boundary
+    assert saved_step >= 16, saved_step   # after the first epoch (or a save within a later one)
     assert "Resume" in page.inner_text("#resume-banner")
 
     wait_ready(page)

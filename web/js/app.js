@@ -73,7 +73,8 @@ async function offerResume() {
     : "model";
   const data = src.kind === "csv" ? ` on column "${src.label}"` : "";
   $("resume-text").textContent = `A saved ${what} run${data} is in this browser: epoch ${saved.epoch}, step ` +
-    `${nf.format(saved.step)} (saved ${new Date(saved.savedAt).toLocaleString()}). Resume it?`;
+    `${nf.format(saved.step)} (saved ${new Date(saved.savedAt).toLocaleString()}; a run is saved after every epoch ` +
+    "and every 10 seconds of training, so steps after the save are trained again). Resume it?";
   $("resume-banner").hidden = false;
   $("resume-banner").dataset.step = String(saved.step);
   $("resume-banner").dataset.digest = saved.digest;
@@ -97,7 +98,7 @@ $("resume-btn").onclick = () => guarded($("resume-btn"), async () => {
   refreshButtons();
   if (res.step) emit("trained");
   // It was interrupted mid-run: carry on where it stopped.
-  if (t.epochs && res.epoch < t.epochs && app.savedRun && app.savedRun.reason === "epoch") $("start").click();
+  if (t.epochs && res.epoch < t.epochs && app.savedRun && ["epoch", "progress"].includes(app.savedRun.reason)) $("start").click();
 });
 $("discard-btn").onclick = () => guarded($("discard-btn"), async () => {
   await client.call("clearSaved");

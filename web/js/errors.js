@@ -39,7 +39,8 @@ export function showError(err, control = null) {
   near = control && control.isConnected ? control : null;
   text.textContent = msg;
   box.hidden = false;
-  box.scrollIntoView({ block: "center" });
+  // centred, or from its top when it is taller than the window (its first line is what to read)
+  box.scrollIntoView({ block: box.offsetHeight > window.innerHeight * 0.8 ? "start" : "center" });
   box.focus({ preventScroll: true });
 }
 

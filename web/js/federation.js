@@ -98,11 +98,22 @@ client.on("federation", (ev) => {
     case "done": case "failed":
       fed.joined = false;
       setJoined(false);
-      if (ev.kind === "failed") { sessionStorage.removeItem(REJOIN); showError({ message: `The federation stopped: ${ev.error}` }, $("fl-join")); setStatus("fl-status", "Out of the federation.", false, true); }
+      if (ev.kind === "failed") { sessionStorage.removeItem(REJOIN); showError({ message: failure(ev.error) }, $("fl-join")); setStatus("fl-status", "Out of the federation.", false, true); }
       break;
     default:
   }
 });
+
+/** Why the federation stopped, in words for people (the SuperLink's own answer kept in brackets). */
+function failure(error) {
+  // the site's /flower/ answers 404 when it is served without a SuperLink behind it
+  if (/register-node: HTTP 404/.test(error)) {
+    return `This site serves no federation: no Flower SuperLink answers at ${$("fl-url").value.trim() || "flower/"}. ` +
+      "To start one, run a SuperLink (flower-superlink) and serve the site with python build.py serve --flower URL, " +
+      `URL being the SuperLink's Fleet API (e.g. http://127.0.0.1:9092). (The federation stopped: ${error})`;
+  }
+  return `The federation stopped: ${error}`;
+}
 
 async function join(url, heartbeat) {
   setJoined(true);

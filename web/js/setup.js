@@ -2,7 +2,7 @@
 
 import { readFiles, readText } from "./files.js";
 import { excludedColumns, renderColumns, separatorName } from "./columns.js";
-import { $, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
+import { $, describeSetup, guarded, hideError, nf, refreshButtons, setStatus } from "./ui.js";
 import { app, client, emit, on, setData, setModel } from "./store.js";
 
 // ------------------------------------------------------------------ setting up data + model
@@ -74,10 +74,43 @@ $("csv-build").onclick = () => guarded($("csv-build"), async () => {
 });
 
 // "Your model": an inference model, or ready artifacts, plus data
-$("onnx-file").onchange = () => guarded(null, async () => {
+/** Forget the shown model: its description, weights list, presets and count. */
+function clearOnnx() {
   app.onnxUpload = null;
   $("onnx-params").innerHTML = "";
   $("onnx-info").textContent = "";
+  $("onnx-fixed").querySelector("ul").innerHTML = "";
+  for (const id of ["onnx-presets", "onnx-count", "onnx-fixed"]) $(id).hidden = true;
+}
+/** The live count of what trains: the ticked weights' values. */
+function countTrainable() {
+  const params = app.onnxUpload ? app.onnxUpload.params : [];
+  const ticked = new Set(Array.from($("onnx-params").querySelectorAll("input:checked")).map((i) => i.value));
+  const on = params.filter((p) => ticked.has(p.name));
+  const total = params.reduce((a, p) => a + p.size, 0);
+  $("onnx-count").textContent = `${nf.format(on.reduce((a, p) => a + p.size, 0))} of ${nf.format(total)} weight values ` +
+    `train (${on.length} of ${params.length} weights ticked).`;
+}
+/** Tick the weights `keep(p)` says, untick the others. */
+function tickWeights(keep) {
+  const byName = new Map(app.onnxUpload.params.map((p) => [p.name, p]));
+  for (const box of $("onnx-params").querySelectorAll("input")) box.checked = !!keep(byName.get(box.value));
+  countTrainable();
+}
+$("onnx-params").onchange = countTrainable;
+$("onnx-all").onclick = () => tickWeights(() => true);
+$("onnx-none").onclick = () => tickWeights(() => false);
+$("onnx-head").onclick = () => tickWeights((p) => p.layer === 1);
+$("onnx-last").onclick = () => guarded(null, async () => {
+  const n = parseInt($("onnx-last-n").value, 10);
+  const layers = app.onnxUpload.layers;
+  if (!(n >= 1)) throw new Error(`Last N layers: give N from 1 to ${layers}.`);
+  tickWeights((p) => p.layer <= n);
+}, $("onnx-last"));
+
+$("onnx-file").onchange = () => guarded(null, async () => {
+  hideError();   // a new file: the previous one's error no longer applies
+  clearOnnx();
   // the .onnx, plus the files uploaded with it (its .onnx.data external data), by file name
   const chosen = await readFiles($("onnx-file"));
   if (!chosen.length) return;
@@ -85,25 +118,40 @@ $("onnx-file").onchange = () => guarded(null, async () => {
   const extraFiles = {};
   for (const f of chosen) if (f !== main) extraFiles[f.name] = new Uint8Array(f.data);
   const file = { name: main.name, bytes: new Uint8Array(main.data), extraFiles };
+  // refused here, naming them, when the model uses ops pytrain cannot run: nothing is offered for it
   const info = await client.call("inspectModel", { bytes: file.bytes.slice(), name: file.name, extraFiles });
-  app.onnxUpload = file;
   const ins = info.inputs.map((i) => `${i.name} [${i.shape.map((d) => d === null ? "?" : d).join(", ")}]`).join(", ");
   const outs = info.outputs.map((o) => o.name).join(", ");
-  $("onnx-info").textContent = `${file.name}: ${info.nodes} nodes (${info.ops.join(", ")}); input ${ins}; output ${outs}. Trainable parameters:`;
-  for (const p of info.params.filter((p) => p.float)) {
+  // only what pytrain.trainable's rule calls a weight can train; the rest is listed with why
+  const weights = info.params.filter((p) => p.trains);
+  const fixed = info.params.filter((p) => !p.trains);
+  app.onnxUpload = Object.assign(file, { params: weights, layers: info.layers });
+  $("onnx-info").textContent = `${file.name}: ${info.nodes} nodes (${info.ops.join(", ")}); input ${ins}; output ${outs}. ` +
+    `Its ${weights.length} weights, in ${info.layers} layers (ticked: trains):`;
+  for (const p of weights) {
     const label = document.createElement("label");
-    label.innerHTML = `<input type="checkbox"> <span></span>`;
+    label.innerHTML = `<input type="checkbox" checked> <span></span>`;
     label.querySelector("input").value = p.name;
-    label.querySelector("input").checked = p.trains !== false;  // what trains by default, as PyTorch would
     label.querySelector("span").textContent = `${p.name} [${p.shape.join("×")}]`;
-    if (p.why) label.title = (p.trains === false ? "not trained by default: " : "") + p.why;
+    label.title = p.why;
     $("onnx-params").appendChild(label);
   }
+  for (const p of fixed) {
+    const li = document.createElement("li");
+    li.textContent = `${p.name} [${p.shape.join("×")}]: ${p.why}`;
+    $("onnx-fixed").querySelector("ul").appendChild(li);
+  }
+  $("onnx-fixed").querySelector("summary").textContent = `Not trainable: ${fixed.length} other tensors (why)`;
+  $("onnx-last-n").max = String(Math.max(1, info.layers));
+  $("onnx-presets").hidden = !weights.length;
+  $("onnx-count").hidden = false;
+  $("onnx-fixed").hidden = !fixed.length;
+  countTrainable();
 }, $("onnx-file"));
 $("onnx-generate").onclick = () => guarded($("onnx-generate"), async () => {
   const file = app.onnxUpload;
   const requiresGrad = Array.from($("onnx-params").querySelectorAll("input:checked")).map((i) => i.value);
-  if (!requiresGrad.length) throw new Error("Tick at least one parameter to train.");
+  if (!requiresGrad.length) throw new Error("Tick at least one weight to train (\"Everything\" ticks them all).");
   const loss = $("onnx-loss").value;
   const batchnorm = $("onnx-batchnorm").value;
   setStatus("setup-status", "Generating training artifacts…");

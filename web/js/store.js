@@ -21,9 +21,10 @@ export const app = {
   rebuild: null,         // how to rebuild the current model with another optimizer (before step 1)
   lastPrediction: null,  // {input, probabilities, label}
   saved: null,           // last "saved" event
+  saveEveryMs: 10000,    // a running run is also saved this often within an epoch (a reload resumes there)
   epochs: [],            // per-epoch validation records
   resumed: null,         // result of the last resume
-  onnxUpload: null,      // {name, bytes} of the uploaded inference model
+  onnxUpload: null,      // {name, bytes, extraFiles, params: its weights, layers} of the uploaded inference model
   announced: [],         // what the live region said, in order (for the tests)
   drawn: [],             // digits the user drew and added ({x, y}), kept when the digits model is rebuilt
   errors: [],

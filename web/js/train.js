@@ -132,7 +132,8 @@ client.on("epoch", (rec) => {
 });
 client.on("saved", (s) => {
   app.saved = s;
-  setStatus("saved-status", `Saved in this browser after epoch ${s.epoch}, step ${nf.format(s.step)} ` +
+  setStatus("saved-status", `Saved in this browser at step ${nf.format(s.step)} (${s.epochStep ? "during" : "after"} epoch ` +
+    `${s.epochStep ? s.epoch + 1 : s.epoch}) ` +
     `(${new Date(s.savedAt).toLocaleTimeString()}). Reloading the page offers to resume from here.`);
 });
 client.on("state", (s) => {
@@ -187,7 +188,7 @@ function trainOptions() {
   if (!(epochs >= 1)) throw new Error("Epochs must be a whole number of at least 1.");
   if (!(batchSize >= 1)) throw new Error("Batch size must be a whole number of at least 1.");
   if (!(learningRate > 0)) throw new Error("The learning rate must be a positive number.");
-  return { epochs, batchSize, learningRate };
+  return { epochs, batchSize, learningRate, saveEveryMs: app.saveEveryMs };
 }
 
 $("start").onclick = () => guarded(null, async () => {

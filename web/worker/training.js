@@ -1,6 +1,7 @@
 /* The training loop: slices of about 150 ms of pytrain steps (Session.train_for), so pause, stop
  * and predictions are answered between slices; progress and epoch events; a save after every
- * epoch and on pause and stop. */
+ * epoch, every `saveEveryMs` (10 s) of training within an epoch (so a reload resumes at most that
+ * much earlier, at the saved step), and on pause and stop. */
 "use strict";
 
 let trainer = null;         // the running training loop, if any
@@ -8,12 +9,14 @@ let trainer = null;         // the running training loop, if any
 function yieldToEvents() { return new Promise((r) => setTimeout(r, 0)); }
 
 async function trainLoop(options) {
-  const opts = Object.assign({ epochs: 5, budgetMs: 150 }, options);
+  const opts = Object.assign({ epochs: 5, budgetMs: 150, saveEveryMs: 10000 }, options);
   const t = { options: opts, paused: false, stopRequested: false, resumeWaiters: [] };
   const persist = opts.persist !== false;   // the widget opts out of IndexedDB unless asked
   let saveWarned = false;
+  let lastSave = performance.now();
   const save = async (why) => {
     if (!persist) return null;
+    lastSave = performance.now();
     try { return await saveRun(why); } catch (e) {
       // Private browsing or a full disk: keep training, say once that progress is not kept.
       if (!saveWarned) emit("error", { type: "StorageError", message: "Progress could not be saved in this browser (" + (e.message || e) + "); training continues.", expected: true });
@@ -59,7 +62,7 @@ async function trainLoop(options) {
         recordEpoch(rec);
         emit("epoch", rec);
         await save("epoch");
-      }
+      } else if (now - lastSave > opts.saveEveryMs) await save("progress");   // mid-epoch, at this step
       status = r;
       await yieldToEvents();   // lets pause/stop/predict messages in between slices
     }
