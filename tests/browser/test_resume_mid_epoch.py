@@ -7,7 +7,8 @@ from browser_helpers import wait_ms, app_state, build_digits, configure_training
 
 def test_reload_mid_epoch_resumes_at_the_saved_step(context, site_url):
     page, rec = open_ready(context, site_url)
-    build_digits(page, "cnn", "1000")                      # 125 steps of 8 per epoch
+    # 1,000 steps of 8 per epoch: epoch 0 lasts seconds on any machine, so a save within it is certain
+    build_digits(page, "cnn", "8000")
     configure_training(page, 2, batch_size=8, lr=0.002)
     page.evaluate("window.pytrainApp.saveEveryMs = 400")   # the page saves every 10 s; sooner here
     page.click("#start")
