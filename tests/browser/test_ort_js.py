@@ -111,7 +111,7 @@ def test_swap_changes_only_the_import():
 
 
 def test_worker_facade_runs_ort_session_calls(arts):
-    """The Python half (pytrain.webapp.training_session) through the worker's bridge, as the worker calls it."""
+    """The Python half (pytrain.webapp.ort_session) through the worker's bridge, as the worker calls it."""
     batch = _batch(1)
     session = webapp.Session()
 

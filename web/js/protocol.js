@@ -47,7 +47,7 @@
     "ortGetParameters", "ortLoadParameters", "ortRelease",
   ]);
 
-  /** onnxruntime-web's commands: each is this operation of pytrain.webapp.training_session. */
+  /** onnxruntime-web's commands: each is this operation of pytrain.webapp.ort_session. */
   const ORT_OPS = Object.freeze({
     ortCreate: "create", ortTrainStep: "train_step", ortEvalStep: "eval_step", ortOptimizerStep: "optimizer_step",
     ortLazyResetGrad: "lazy_reset_grad", ortParametersSize: "parameters_size",

@@ -90,7 +90,7 @@ const COMMAND_TABLE = {
 };
 
 /* onnxruntime-web's TrainingSession (pytrain-ort.js): each command is one operation of
- * pytrain.webapp.training_session on the session id that ortCreate returned. */
+ * pytrain.webapp.ort_session on the session id that ortCreate returned. */
 for (const [cmd, op] of Object.entries(self.pytrainProtocol.ORT_OPS)) {
   COMMAND_TABLE[cmd] = { py: "ort", args: (args) => Object.assign({ op }, args) };
 }
