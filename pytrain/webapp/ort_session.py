@@ -122,7 +122,7 @@ class OrtTrainingSession:
 
     def _check_float32(self, trainable_only: bool) -> None:
         # onnxruntime-web copies parameters through one float32 buffer; so does this.
-        names = self.module._names(bool(trainable_only))
+        names = self.module.trainable_names if trainable_only else self.module.parameter_names
         other = [n for n in names if np.dtype(self.state.parameters[n].dtype) != np.float32]
         if other:
             raise InputError("only float32 parameters go through a contiguous buffer (as in onnxruntime-web); "
