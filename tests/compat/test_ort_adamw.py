@@ -13,12 +13,12 @@ import os
 import numpy as np
 import pytest
 
-from pytrain import api as core_api
 from pytrain import artifacts as core_artifacts
 from pytrain.errors import ArtifactError
 from pytrain.ops import backend
 from pytrain.ort import artifacts, onnxblock
 from pytrain.ort.api import CheckpointState, Module, Optimizer
+from test_ort_made_models import record_steps
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "ort_training")
 TRAINABLE = ["fc1.weight", "fc1.bias", "fc2.weight"]
@@ -46,15 +46,7 @@ def _train(directory, state, xs, ys):
     module = Module(str(directory / "training_model.onnx"), state, str(directory / "eval_model.onnx"))
     optimizer = Optimizer(str(directory / "optimizer_model.onnx"), module)
     optimizer.set_learning_rate(LR)
-    module.train()
-    losses, params = [], {p: [] for p in TRAINABLE}
-    for x, y in zip(xs, ys):
-        losses.append(float(np.asarray(module(x, y)).reshape(())))
-        optimizer.step()
-        module.lazy_reset_grad()
-        for p in TRAINABLE:
-            params[p].append(np.array(state.parameters[p].data))
-    return np.array(losses), {p: np.stack(v) for p, v in params.items()}
+    return record_steps(module.train(), optimizer, state, xs, ys, TRAINABLE)
 
 
 def _assert_on_orts_trajectory(losses, params, ort, key):

@@ -65,7 +65,8 @@ def _session(d, state, eval_model=True):
     return module.train(), optimizer
 
 
-def _steps(module, optimizer, state, xs, ys, names):
+def record_steps(module, optimizer, state, xs, ys, names):
+    """Train on each (x, y): the losses and every step's values of the ``names`` parameters."""
     losses, params = [], {p: [] for p in names}
     for x, y in zip(xs, ys):
         losses.append(float(np.asarray(module(x, y)).reshape(())))
@@ -90,7 +91,7 @@ def test_orts_artifacts_train_as_they_are_with_orts_losses_and_parameters(case):
     module, optimizer = _session(d, state, eval_model="eval_loss" in ort.files)
     names = [k[len("param/"):] for k in ort.files if k.startswith("param/")]
     assert module.training and sorted(module._module.trainable_names) == sorted(names)
-    losses, params = _steps(module, optimizer, state, ort["x"], ort["y"], names)
+    losses, params = record_steps(module, optimizer, state, ort["x"], ort["y"], names)
     np.testing.assert_allclose(losses, ort["loss"], rtol=1e-4)
     for p in names:  # every step's parameters, not only the last
         mine, theirs = params[p], ort["param/" + p]
@@ -142,7 +143,7 @@ def test_orts_adamw_node_attributes_are_read(case, attrs, tmp_path):
     module, optimizer = _session(str(tmp_path), state)
     steps = len(ort[case + "/loss"])
     names = list(MLP_TRAINABLE)
-    losses, params = _steps(module, optimizer, state, ort["x"][:steps], ort["y"][:steps], names)
+    losses, params = record_steps(module, optimizer, state, ort["x"][:steps], ort["y"][:steps], names)
     np.testing.assert_allclose(losses, ort[case + "/loss"], rtol=1e-4)
     for p in names:
         np.testing.assert_allclose(params[p], ort[case + "/" + p], rtol=1e-4, atol=1e-6, err_msg=p)
@@ -154,7 +155,7 @@ def test_orts_checkpoint_continues_with_orts_own_artifacts():
     state = CheckpointState.load_checkpoint(os.path.join(MLP, "continued.ckpt"))
     module, optimizer = _session(os.path.join(MLP, "ort_made"), state)
     names = list(MLP_TRAINABLE)
-    losses, params = _steps(module, optimizer, state, ort["x"][3:6], ort["y"][3:6], names)
+    losses, params = record_steps(module, optimizer, state, ort["x"][3:6], ort["y"][3:6], names)
     np.testing.assert_allclose(losses, ort["continued/loss"], rtol=1e-4)
     for p in names:
         np.testing.assert_allclose(params[p], ort["continued/" + p], rtol=1e-4, atol=1e-6, err_msg=p)
