@@ -5,27 +5,33 @@ defaults, for code that imported ``onnxruntime.training.api``."""
 from __future__ import annotations
 
 import math
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from pytrain import dtypes, ort_made
 from pytrain.checkpoint import CheckpointState, OptimizerState, Parameter
 from pytrain.errors import DivergenceError, InputError, ModelFormatError
 from pytrain.executor import Plan
-from pytrain.module import Module, first_non_finite
-from pytrain.layout import ARTIFACT_KEY, LR_INPUT, STATE_NAMES_KEY, STEP_INPUT, default_lr, grad_name, state_name
-from pytrain.proto import model_metadata, opset_version
+from pytrain.module import MemoryEstimate, Module, first_non_finite
+from pytrain.layout import (ARTIFACT_KEY, DEFAULT_LR_KEY, LR_INPUT, OPTIMIZER_KEY, STATE_NAMES_KEY, STEP_INPUT,
+                            default_lr, grad_name, state_name)
+from pytrain.ops.registry import PYTRAIN_DOMAIN
+from pytrain.proto import (ModelProto, make_graph, make_model, make_node, make_opsetid, make_value_info,
+                           model_metadata, opset_version)
 from pytrain.validate import load_model
 
-__all__ = ["CheckpointState", "LinearLRScheduler", "Module", "Optimizer", "Parameter"]
+__all__ = ["CheckpointState", "LinearLRScheduler", "MemoryEstimate", "Module", "Optimizer", "Parameter"]
 
 
 class Optimizer:
     """Applies the optimizer model to a Module's parameters (ORT's ``Optimizer``).
-    Its state (step count, moments) lives in the module's CheckpointState."""
+    Its state (step count, moments) lives in the module's CheckpointState. ONNX Runtime's optimizer
+    model (AdamWOptimizer, SGDOptimizerV2) is taken as it is: its node's update, every trainable
+    parameter of ``module`` (:func:`pytrain.ort_made.ort_optimizer_spec`)."""
 
     def __init__(self, optimizer_uri: Any, module: Module) -> None:
-        model = load_model(optimizer_uri, "optimizer model")
+        model = _optimizer_model(optimizer_uri, module)
         meta = model_metadata(model)
         if meta.get(ARTIFACT_KEY) != "optimizer":
             raise ModelFormatError("the optimizer model is not a pytrain optimizer artifact")
@@ -54,6 +60,11 @@ class Optimizer:
     def parameter_names(self) -> List[str]:
         """Names of the parameters this optimizer model updates, in its order."""
         return list(self._params)
+
+    @property
+    def state_names(self) -> List[str]:
+        """The state it keeps per parameter, by name (AdamW: its two moments; plain SGD: none)."""
+        return list(self._slots)
 
     def _feeds(self) -> List[Any]:
         state = self._module.state
@@ -88,6 +99,60 @@ class Optimizer:
 
     def get_learning_rate(self) -> float:
         return float(self._opt_state.learning_rate)
+
+
+def _optimizer_model(uri: Any, module: Module) -> ModelProto:
+    """pytrain's optimizer model at ``uri``, or pytrain's update for ORT's one there."""
+    try:
+        raw: Optional[ModelProto] = ort_made.read(uri)
+    except Exception:  # load_model below names what is wrong with the file
+        raw = None
+    spec = None if raw is None else ort_made.ort_optimizer_spec(raw)
+    if raw is not None and spec is not None:
+        return optimizer_model_for(spec, module.trainable_names, module.state, max(opset_version(raw), 13))
+    ort_made.refuse_ort_made(uri, "optimizer model")
+    return load_model(uri, "optimizer model")
+
+
+def optimizer_model_for(opt: Any, params: Sequence[str], state: CheckpointState, opset: int) -> ModelProto:
+    """:func:`build_optimizer_model` for ``params`` with the shapes and types ``state`` holds."""
+    values = {p: state.parameters[p].data for p in params}
+    return build_optimizer_model(opt, list(params), {p: list(v.shape) for p, v in values.items()},
+                                 {p: dtypes.from_numpy(v.dtype) for p, v in values.items()}, opset)
+
+
+def build_optimizer_model(opt: Any, params: Sequence[str], shapes: Dict[str, Sequence[int]],
+                          elem_types: Dict[str, int], opset: int) -> ModelProto:
+    """One update node for all parameters (multi-tensor, like torch's foreach optimizers), after
+    an optional global-norm clip of all gradients."""
+    inputs = [make_value_info(LR_INPUT, dtypes.FLOAT, []), make_value_info(STEP_INPUT, dtypes.INT64, [])]
+    nodes = []
+    grads = [grad_name(p) for p in params]
+    for p, g in zip(params, grads):
+        inputs.append(make_value_info(p, elem_types[p], list(shapes[p])))
+        inputs.append(make_value_info(g, elem_types[p], list(shapes[p])))
+        for s in opt.state_names:
+            inputs.append(make_value_info(state_name(p, s), elem_types[p], list(shapes[p])))
+    used = grads
+    if opt.max_grad_norm:
+        used = [g + ".clipped" for g in grads]
+        nodes.append(make_node("ClipGradNorm", grads, used, name="clip_grad_norm", domain=PYTRAIN_DOMAIN,
+                               max_norm=float(opt.max_grad_norm)))
+    outputs: List = []
+    update_in, update_out = [LR_INPUT, STEP_INPUT], []
+    for p, g in zip(params, used):
+        state_in = [state_name(p, s) for s in opt.state_names]
+        update_in += [p, g] + state_in
+        update_out += [p + ".updated"] + [s + ".updated" for s in state_in]
+        outputs.append(make_value_info(p + ".updated", elem_types[p], list(shapes[p])))
+    if update_out:
+        nodes.append(make_node(opt.op_type, update_in, update_out, name="update", domain=PYTRAIN_DOMAIN,
+                               **opt.attributes()))
+    graph = make_graph(nodes, "pytrain_optimizer", inputs, outputs)
+    return make_model(graph, [make_opsetid("", opset), make_opsetid(PYTRAIN_DOMAIN, 1)],
+                      metadata={ARTIFACT_KEY: "optimizer", OPTIMIZER_KEY: opt.describe(),
+                                DEFAULT_LR_KEY: repr(opt.lr),
+                                STATE_NAMES_KEY: ",".join(opt.state_names)})
 
 
 def checked_learning_rate(value: Any, what: str = "learning rate") -> float:

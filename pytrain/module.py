@@ -2,20 +2,19 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from pytrain import dtypes, heap
+from pytrain import dtypes, heap, limits, ort_made
 from pytrain.checkpoint import CheckpointState
-from pytrain.errors import CheckpointError, DivergenceError, InputError, ModelFormatError
-from pytrain.executor import Plan
+from pytrain.errors import CheckpointError, DivergenceError, InputError, ModelFormatError, PytrainError
+from pytrain.executor import Plan, buffer_of
 from pytrain.export import export_inference_model
 from pytrain.files import write_atomic
 from pytrain.ops import backend
 from pytrain.layout import LayoutError, read_layout
 from pytrain.proto import ModelProto, model_metadata, opset_version, value_info_type
-from pytrain.validate import load_model
 
 
 _RNG_STEP = "pytrain.rng_step"
@@ -58,6 +57,31 @@ def first_non_finite(values: Sequence[np.ndarray]) -> int:
     return -1
 
 
+class MemoryEstimate(NamedTuple):
+    """The memory a training step needs, in bytes, by :meth:`Module.memory_estimate`."""
+    batch_size: int
+    #: every parameter (trainable and frozen) and the constants of the training and eval models (with
+    #: LoRA, the frozen base weights), both as the models' bytes hold them and as the plans' arrays
+    parameters: int
+    #: one gradient per trainable parameter (what the step accumulates into)
+    gradients: int
+    #: the optimizer's state (e.g. AdamW's two moments per trainable parameter)
+    optimizer_state: int
+    #: the peak of what the training graph keeps alive at once: the batch, the activations kept for
+    #: the backward pass and the gradients made so far
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer_state + self.activations
+
+    def describe(self) -> str:
+        mib = 2.0 ** 20
+        return ("%.1f MiB at batch size %d: parameters %.1f, gradients %.1f, optimizer state %.1f, activations %.1f MiB"
+                % (self.total / mib, self.batch_size, self.parameters / mib, self.gradients / mib,
+                   self.optimizer_state / mib, self.activations / mib))
+
+
 class Module:
     """A trainable model (ORT's ``Module``): ``module(*inputs)`` runs a train step in training mode
     (forward, loss, backward; gradients accumulate until ``lazy_reset_grad``) or an eval step in
@@ -68,8 +92,11 @@ class Module:
         if device != "cpu":
             raise InputError("pytrain runs on the CPU (numpy); device %r is not available" % device)
         heap.keep_freed_memory()  # each step reuses the last step's buffers instead of faulting in new pages
-        self._train_model = load_model(train_model_uri, "training model")
-        self._eval_model = load_model(eval_model_uri, "eval model") if eval_model_uri is not None else None
+        # pytrain's artifacts, or ONNX Runtime's as they are (read by ORT's conventions)
+        params = list(state.parameters)
+        self._train_model = ort_made.load_training_model(train_model_uri, params, copy=False)
+        self._eval_model = (ort_made.load_eval_model(eval_model_uri, params, self._train_model)
+                            if eval_model_uri is not None else None)
         self._state = state
         self._seed = 0 if seed is None else int(seed)
         layout = model_layout(self._train_model, "training model", "training")
@@ -95,6 +122,7 @@ class Module:
                                    el["outputs"], opset=opset_version(self._eval_model), training=False)
         self._training = True
         self._reset_grad = True
+        self._live: Dict[Any, Tuple[np.ndarray, np.ndarray, int]] = {}   # memory_estimate's probes by input shape
 
     # ---- state -----------------------------------------------------------------------------------
     def _check_state(self, graph_inputs: Dict[str, Any]) -> None:
@@ -250,6 +278,63 @@ class Module:
         step = int(self._state.properties.get(_RNG_STEP, 0))
         self._train_plan.rng.bit_generator.state = np.random.PCG64([self._seed, step]).state
         self._state.properties[_RNG_STEP] = step + 1
+
+    # ---- memory -------------------------------------------------------------------------------------
+    def memory_estimate(self, *user_inputs: Any, optimizer: Any = None,
+                        batch_size: Optional[int] = None) -> MemoryEstimate:
+        """The memory a train step on a batch like ``user_inputs`` (inputs, then labels) needs, at
+        ``batch_size`` (default: theirs), with ``optimizer``'s state (a :class:`pytrain.api.Optimizer`).
+
+        Parameters, gradients and optimizer state come from the checkpoint's shapes; the activations
+        from the compiled training plan, which frees each tensor after its last reader: it runs once at
+        batch size 1 and once at 2 (slices of the example) recording the bytes alive after every node,
+        and each node's count, linear in the batch size, is extrapolated to ``batch_size``; the peak is
+        the largest. What a kernel allocates and frees inside one node is not counted."""
+        inputs = self._check_inputs(user_inputs)
+        batched = [s.shape is None or not isinstance(s.shape[0], int) for s in self._inputs]
+        size = next((a.shape[0] for a in inputs if a.ndim), 1)
+        batch = int(size if batch_size is None else batch_size)
+        key = tuple((a.shape[1:] if b else a.shape, a.dtype.str) for a, b in zip(inputs, batched))
+        if key not in self._live:
+            self._live[key] = self._probe(inputs, batched, size)
+        one, two, at = self._live[key]
+        steps = one + (two - one) * (batch - at)
+        params = [self._state.parameters[n].data for n in self._param_names]
+        consts = list(self._train_plan.constants) + (list(self._eval_plan.constants) if self._eval_plan else [])
+        held = {id(buffer_of(a)): buffer_of(a).nbytes for a in params + consts if isinstance(a, np.ndarray)}
+        models = [m for m in (self._train_model, self._eval_model) if m is not None]
+        stored = sum(len(t.raw_data) for m in models for t in m.graph.initializer if t.HasField("raw_data"))
+        trained = sum(self._state.parameters[n].data.nbytes for n in self._trainable)
+        slots = len(getattr(optimizer, "state_names", ())) if optimizer is not None else 0
+        return MemoryEstimate(batch, sum(held.values()) + stored, trained, slots * trained,
+                              int(max(steps.max(initial=0), 0)))
+
+    def _probe(self, inputs: List[np.ndarray], batched: List[bool], size: int) -> Tuple[np.ndarray, np.ndarray, int]:
+        """Bytes alive after each node (the batch included) at batch sizes 1 and 2, or, for a graph that
+        runs only at the example's batch size (a batch dimension baked into a Reshape), at that size twice."""
+        params = [self._state.parameters[n].data for n in self._param_names]
+
+        def at(n: Optional[int]) -> np.ndarray:
+            feeds = [np.repeat(a[:1], n, axis=0) if (b and n is not None) else a for a, b in zip(inputs, batched)]
+            fed = sum(a.nbytes for a, b in zip(feeds, batched) if b)
+            return np.asarray(self._train_plan.live_bytes(feeds + params), dtype=np.float64) + fed
+
+        if not any(batched) or size == 0:
+            trace = at(None)
+            return trace, trace, size
+        try:
+            return at(1), at(2), 1
+        except PytrainError:
+            trace = at(None)
+            return trace, trace, size
+
+    def check_memory(self, *user_inputs: Any, optimizer: Any = None,
+                     batch_size: Optional[int] = None) -> MemoryEstimate:
+        """:meth:`memory_estimate`, refused with LimitError (naming the estimate and the limit) when it is over
+        ``pytrain.limits.max_heap_bytes``: before the first step, instead of the tab running out of memory."""
+        est = self.memory_estimate(*user_inputs, optimizer=optimizer, batch_size=batch_size)
+        limits.check_heap(est.total, "training this model needs " + est.describe())
+        return est
 
     # ---- flat parameter buffers (ORT's contiguous-buffer API) ---------------------------------------
     def _names(self, trainable_only: bool) -> List[str]:

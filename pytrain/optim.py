@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
+from pytrain.api import build_optimizer_model  # noqa: F401  (the optimizer model's one builder)
 from pytrain.errors import ArtifactError
-from pytrain.ops.registry import PYTRAIN_DOMAIN
-from pytrain.proto import ModelProto, make_graph, make_model, make_node, make_opsetid, make_value_info
-from pytrain import dtypes
-from pytrain.layout import (ARTIFACT_KEY, DEFAULT_LR_KEY, LR_INPUT, OPTIMIZER_KEY, STATE_NAMES_KEY, STEP_INPUT,
-                            grad_name, state_name)
 
 
 class OptimType(enum.Enum):
@@ -118,39 +114,3 @@ def resolve(optimizer: OptimizerSpec) -> _Optim:
         raise ArtifactError("unknown optimizer %r: use OptimType.SGD, Adam or AdamW, or an "
                             "SGD/Adam/AdamW object" % (optimizer,))
     return table[name.lower()]()
-
-
-
-
-def build_optimizer_model(opt: _Optim, params: Sequence[str], shapes: Dict[str, Sequence[int]],
-                          elem_types: Dict[str, int], opset: int) -> ModelProto:
-    """One update node for all parameters (multi-tensor, like torch's foreach optimizers), after
-    an optional global-norm clip of all gradients."""
-    inputs = [make_value_info(LR_INPUT, dtypes.FLOAT, []), make_value_info(STEP_INPUT, dtypes.INT64, [])]
-    nodes = []
-    grads = [grad_name(p) for p in params]
-    for p, g in zip(params, grads):
-        inputs.append(make_value_info(p, elem_types[p], list(shapes[p])))
-        inputs.append(make_value_info(g, elem_types[p], list(shapes[p])))
-        for s in opt.state_names:
-            inputs.append(make_value_info(state_name(p, s), elem_types[p], list(shapes[p])))
-    used = grads
-    if opt.max_grad_norm:
-        used = [g + ".clipped" for g in grads]
-        nodes.append(make_node("ClipGradNorm", grads, used, name="clip_grad_norm", domain=PYTRAIN_DOMAIN,
-                               max_norm=float(opt.max_grad_norm)))
-    outputs: List = []
-    update_in, update_out = [LR_INPUT, STEP_INPUT], []
-    for p, g in zip(params, used):
-        state_in = [state_name(p, s) for s in opt.state_names]
-        update_in += [p, g] + state_in
-        update_out += [p + ".updated"] + [s + ".updated" for s in state_in]
-        outputs.append(make_value_info(p + ".updated", elem_types[p], list(shapes[p])))
-    if update_out:
-        nodes.append(make_node(opt.op_type, update_in, update_out, name="update", domain=PYTRAIN_DOMAIN,
-                               **opt.attributes()))
-    graph = make_graph(nodes, "pytrain_optimizer", inputs, outputs)
-    return make_model(graph, [make_opsetid("", opset), make_opsetid(PYTRAIN_DOMAIN, 1)],
-                      metadata={ARTIFACT_KEY: "optimizer", OPTIMIZER_KEY: opt.describe(),
-                                DEFAULT_LR_KEY: repr(opt.lr),
-                                STATE_NAMES_KEY: ",".join(opt.state_names)})

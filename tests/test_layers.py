@@ -19,7 +19,7 @@ LAYERS = [
     ("ops",),
     ("executor", "fusion", "validate"),
     ("autodiff", "runtime", "export"),
-    ("module", "api"),                       # the runtime API: what a device needs
+    ("module", "api", "ort_made"),           # the runtime API: what a device needs (ORT-made files too)
     ("losses", "blocks", "optim", "trainable", "models", "lora", "artifacts", "torch_export"),   # the offline generator
     ("run",),
     ("ort", "flower", "cli", "webapp", "__main__"),

@@ -152,12 +152,24 @@ def run(args: argparse.Namespace) -> int:
     elif is_ort_checkpoint(head):
         lines = checkpoint_lines(path, A.load_state(path), "ONNX Runtime checkpoint")
     else:
+        from pytrain.cli import inspect_ort
+        from pytrain.ort_made import read
+
+        try:  # ONNX Runtime's training and optimizer models (sequences, its ops) are read as ORT's
+            raw = read(path)
+        except Exception:  # the loader below names what is wrong
+            raw = None
+        kind = inspect_ort.ort_made_kind(raw) if raw is not None else None
+        if kind is not None:
+            for line in inspect_ort.ort_model_lines(path, raw, kind):
+                say(line)
+            return 0
         try:
             model = A.load_model_file(path, "model")
         except ModelFormatError as e:
             raise ModelFormatError("{} is neither an ONNX model nor a pytrain or ONNX Runtime checkpoint ({})".format(
                 path, e)) from None
-        lines = model_lines(path, model)
+        lines = inspect_ort.ort_eval_lines(path, model) or model_lines(path, model)
     for line in lines:
         say(line)
     return 0

@@ -8,7 +8,6 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from pytrain import api as _api
-from pytrain import dtypes
 from pytrain import checkpoint as _ck
 from pytrain.errors import CheckpointError, InputError
 from pytrain.ort import _values
@@ -224,26 +223,22 @@ class Optimizer:
 
     def __init__(self, optimizer_uri: Any, module: Module) -> None:
         from pytrain.ort.onnxblock.optim import from_model_metadata, spec_from_hyper_parameters
-        from pytrain.optim import build_optimizer_model
-        from pytrain.ort import _ort_made
+        from pytrain import ort_made
 
-        trainable = module._module.trainable_names
         try:
-            raw: Optional[ModelProto] = _ort_made.read(optimizer_uri)
+            raw: Optional[ModelProto] = ort_made.read(optimizer_uri)
         except Exception:  # load_model below names what is wrong with the file
             raw = None
-        hyper = None if raw is None else (from_model_metadata(model_metadata(raw)) or
-                                          _ort_made.ort_optimizer_hyper_parameters(raw, trainable))
+        hyper = None if raw is None else from_model_metadata(model_metadata(raw))  # an onnxblock optimizer's
+        spec = spec_from_hyper_parameters(hyper) if hyper is not None else \
+            (None if raw is None else ort_made.ort_optimizer_spec(raw))
         core_state = module._ort_state.core
         fresh = core_state.optimizer_state is None
-        if hyper is not None:  # ORT's or an onnxblock optimizer: pytrain's update with its hyper-parameters
-            params = list(hyper["params"])
-            shapes = {p: list(core_state.parameters[p].shape) for p in params}
-            types = {p: dtypes.from_numpy(core_state.parameters[p].dtype) for p in params}
-            model = build_optimizer_model(spec_from_hyper_parameters(hyper), params, shapes, types,
-                                          max(opset_version(raw), 13))
+        if raw is not None and spec is not None:  # ORT's or an onnxblock optimizer: pytrain's update
+            params = list(hyper["params"]) if hyper is not None else module._module.trainable_names
+            model = _api.optimizer_model_for(spec, params, core_state, max(opset_version(raw), 13))
         else:
-            _ort_made.refuse_ort_made(optimizer_uri, "optimizer model")
+            ort_made.refuse_ort_made(optimizer_uri, "optimizer model")
             model = load_model(optimizer_uri, "optimizer model")
         self._module = module
         self._optimizer = _api.Optimizer(model.SerializeToString(), module._module)
@@ -265,24 +260,16 @@ def _training_model(uri: Any, state: CheckpointState) -> ModelProto:
     """pytrain's training model for ``uri``: pytrain's own (ORT's accumulation interface taken off), or
     one ONNX Runtime made, read by ORT's conventions; an op pytrain does not run is refused by name."""
     from pytrain.ort._interface import strip_ort_interface
-    from pytrain.ort import _ort_made
+    from pytrain.ort_made import load_training_model
 
-    model = _ort_made.load_training_model(uri, list(state.core.parameters))
-    _ort_made.refuse_ort_made(model, "training model")
-    return strip_ort_interface(model)
+    return strip_ort_interface(load_training_model(uri, list(state.core.parameters)))
 
 
 def _eval_model(uri: Any, state: CheckpointState, train: ModelProto) -> bytes:
     """The eval model's bytes: pytrain's as it is, or ORT's read by ORT's conventions."""
-    from pytrain.layout import LAYOUT_KEY, read_layout
-    from pytrain.ort import _ort_made
+    from pytrain.ort_made import load_eval_model
 
-    model = ModelProto.FromString(load_model(uri, "eval model").SerializeToString())
-    if LAYOUT_KEY not in model_metadata(model):
-        layout = read_layout(model_metadata(train), "training model", "training")
-        model = _ort_made.from_ort_eval(model, list(state.core.parameters), layout["user_inputs"] + layout["labels"])
-    _ort_made.refuse_ort_made(model, "eval model")
-    return model.SerializeToString()
+    return load_eval_model(uri, list(state.core.parameters), train).SerializeToString()
 
 
 class LinearLRScheduler(_api.LinearLRScheduler):

@@ -11,9 +11,13 @@ GatherGrad, LayerNormalizationGrad and Scale (the embedding + LayerNorm models' 
 GatherGrad and LayerNormalizationGrad with ORT's input order, and Scale is ORT's multiply (or divide)
 by a one-element tensor. The transformer's add FusedMatMul (MatMul with transA/transB and alpha;
 transBatchA/transBatchB are refused), ConcatTraining (Concat with each input's length along the
-axis) and SoftmaxGrad_13 (pytrain's SoftmaxGrad: opset 13's single-axis Softmax).
+axis) and SoftmaxGrad_13 (pytrain's SoftmaxGrad: opset 13's single-axis Softmax). BERT's add
+Gelu (ORT's exact, erf form: ONNX opset 20's Gelu), GeluGrad (pytrain's, exact form) and TanhGrad
+(dX = dY * (1 - Y^2), from Tanh's output); recurrent layers add SplitTraining (Split by the lengths
+ConcatTraining recorded). GRUTraining/LSTMTraining and their GRUGrad/LSTMGrad are read at load as
+ONNX GRU/LSTM and pytrain's BPTT kernels (``pytrain/ort_made.py``), not run here.
 InPlaceAccumulatorV2 is ORT's gradient accumulation, which ``pytrain.ort`` reads as the model's
-interface (``pytrain/ort/_ort_made.py``) rather than runs.
+interface (``pytrain/ort_made.py``) rather than runs.
 """
 from __future__ import annotations
 
@@ -26,7 +30,10 @@ from pytrain.ops.train.op_batchnorm_training import channel_view
 from pytrain.ops.train.op_conv_grad import conv_grad
 from pytrain.ops.linalg import matmul
 from pytrain.ops.shape.op_concat import concat
+from pytrain.ops.shape.op_split import split
+from pytrain.ops.elementwise.op_activation import gelu
 from pytrain.ops.train.op_gather_grad import gather_grad
+from pytrain.ops.train.op_gelu_grad import gelu_grad
 from pytrain.ops.train.op_layernorm_grad import layernorm_grad
 from pytrain.ops.train.op_relu_grad import relu_grad
 from pytrain.ops.train.op_softmax_cross_entropy_loss_grad import softmax_cross_entropy_loss_grad
@@ -39,6 +46,31 @@ kernel("ReluGrad", domain=ORT_DOMAIN)(relu_grad)
 kernel("SoftmaxCrossEntropyLossGrad", domain=ORT_DOMAIN)(softmax_cross_entropy_loss_grad)
 kernel("ConvGrad", domain=ORT_DOMAIN)(conv_grad)
 kernel("SoftmaxGrad_13", domain=ORT_DOMAIN)(softmax_grad)
+
+
+@kernel("Gelu", domain=ORT_DOMAIN)
+def ort_gelu(ctx: OpContext, X: np.ndarray) -> tuple:
+    """ORT's contrib Gelu: the exact form, x * Phi(x) (ONNX's Gelu with approximate="none")."""
+    return gelu(ctx, X)
+
+
+@kernel("GeluGrad", domain=ORT_DOMAIN)
+def ort_gelu_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray) -> tuple:
+    """ORT's GeluGrad(dY, X): the exact form's derivative, pytrain's GeluGrad."""
+    return gelu_grad(ctx, dY, X)
+
+
+@kernel("TanhGrad", domain=ORT_DOMAIN)
+def ort_tanh_grad(ctx: OpContext, dY: np.ndarray, Y: np.ndarray) -> tuple:
+    """ORT's TanhGrad(dY, Y): dX = dY * (1 - Y * Y), Y Tanh's output."""
+    one = np.asarray(1, Y.dtype)
+    return ((dY * (one - Y * Y)).astype(dY.dtype, copy=False),)
+
+
+@kernel("SplitTraining", domain=ORT_DOMAIN)
+def ort_split_training(ctx: OpContext, X: np.ndarray, split_lengths: np.ndarray, *, axis: int = 0) -> tuple:
+    """ONNX Split of ``X`` along ``axis`` into the given lengths (ConcatTraining's second output)."""
+    return split(ctx, X, np.asarray(split_lengths, np.int64).reshape(-1), axis=axis)
 
 
 @kernel("BatchNormalizationGrad", domain=ORT_DOMAIN)

@@ -1,4 +1,6 @@
-"""Artifacts ONNX Runtime's own ``generate_artifacts`` made, read by ORT's conventions.
+"""Artifacts ONNX Runtime's own ``generate_artifacts`` made, read by ORT's conventions: the one
+reader, under both ``pytrain.api`` (``Module`` and ``Optimizer`` take ORT's files as they are) and
+``pytrain.ort.api``.
 
 ORT 1.19's training model takes the user inputs, then the parameters (the checkpoint's names), then
 one ``<p>_grad.accumulation.buffer`` per trainable parameter and ``lazy_reset_grad``; each gradient
@@ -7,11 +9,12 @@ goes into its buffer through a ``com.microsoft:InPlaceAccumulatorV2`` node (over
 first among the outputs. pytrain's Module accumulates gradients the same way itself, so
 :func:`from_ort_training` reads that interface into pytrain's training-model layout (the gradients
 as outputs) and checks every accumulator is exactly that; anything else is refused by name. The
-gradient ops ORT wrote run as kernels (``pytrain/ops/train/op_ort_training.py``). ORT's eval model
-(user inputs, parameters, outputs) is read by :func:`from_ort_eval`; its optimizer model, one
-``com.microsoft`` AdamWOptimizer or SGDOptimizerV2 node over sequences, by
-:func:`ort_optimizer_hyper_parameters`, every attribute read. An op pytrain has no kernel for
-is refused naming it, its domain and node, with the way out.
+gradient ops ORT wrote run as kernels (``pytrain/ops/train/op_ort_training.py``); GRUTraining /
+LSTMTraining and their gradients are read as ONNX's GRU/LSTM and pytrain's BPTT kernels. ORT's eval
+model (user inputs, parameters, outputs) is read by :func:`load_eval_model`; its optimizer model, one
+``com.microsoft`` AdamWOptimizer or SGDOptimizerV2 node over sequences, by :func:`ort_optimizer_spec`
+(every attribute read) into pytrain's update of the same arithmetic. An op pytrain has no kernel
+for is refused naming it, its domain and node, with the way out.
 
 ORT fuses a LayerNorm the exporter decomposed (opset < 17) into its own ``LayerNormalization``
 (ai.onnx domain, ORT's schema from version 1: ``axis``, ``epsilon``, ``stash_type``; outputs Y, Mean,
@@ -26,13 +29,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytrain.errors import ModelFormatError
 from pytrain.opset_versions import SCHEMA_VERSIONS
-from pytrain.layout import ARTIFACT_KEY, LAYOUT_KEY
+from pytrain.layout import ARTIFACT_KEY, LAYOUT_KEY, read_layout
 from pytrain.ops.registry import PYTRAIN_DOMAIN, get_kernel
 from pytrain.proto import ModelProto, NodeProto, make_node, make_opsetid, make_value_info, model_metadata, \
     node_attributes, value_info_type
 from pytrain.proto.external_data import external_tensors
 from pytrain.proto.onnx_pb import StringStringEntryProto
 from pytrain.proto.value_types import describe_type
+from pytrain.validate import load_model
 
 #: domains of ORT's training and gradient ops
 ORT_DOMAINS = ("com.microsoft", "ai.onnx.preview.training")
@@ -70,13 +74,13 @@ def _fuses_layernorm(model: ModelProto) -> bool:
         n.op_type == "LayerNormalization" and n.domain in ("", "ai.onnx") for n in model.graph.node)
 
 
-def load_training_model(uri: Any, params: Sequence[str], what: str = "training model") -> ModelProto:
-    """The training model at ``uri`` (a fresh copy), ORT's read by ORT's conventions
-    (:func:`from_ort_training`). One ORT made that holds ORT's fused LayerNormalization below opset
-    17 is read as ORT's (pytrain's layout added) before the loader checks it, which then checks
-    everything but that op's opset; any other model is loaded as it is."""
-    from pytrain.validate import load_model
-
+def load_training_model(uri: Any, params: Sequence[str], what: str = "training model",
+                        copy: bool = True) -> ModelProto:
+    """The training model at ``uri``, ORT's read by ORT's conventions (:func:`from_ort_training`;
+    one holding an op pytrain does not run is refused by name). One ORT made that holds ORT's fused
+    LayerNormalization below opset 17 is read as ORT's (pytrain's layout added) before the loader
+    checks it, which then checks everything but that op's opset; any other model is loaded as it is
+    (a fresh copy unless not ``copy``). ``params``: the checkpoint's parameter names."""
     try:
         raw: Optional[ModelProto] = read(uri)
     except Exception:  # the loader reports a missing or damaged file in its own words
@@ -85,12 +89,30 @@ def load_training_model(uri: Any, params: Sequence[str], what: str = "training m
         if any(True for _ in external_tensors(raw)):
             raise _refuse(what, "it keeps tensors in external data, which pytrain reads only from models "
                           "without ORT's fused LayerNormalization")
-        return load_model(from_ort_training(raw, params, what).SerializeToString(), what)
-    model = ModelProto.FromString(load_model(uri, what).SerializeToString())
-    return from_ort_training(model, params, what) if is_ort_training_model(model) else model
+        model = load_model(from_ort_training(raw, params, what).SerializeToString(), what)
+    else:
+        model = load_model(uri, what)
+        if is_ort_training_model(model):
+            model = from_ort_training(ModelProto.FromString(model.SerializeToString()), params, what)
+        elif copy:
+            model = ModelProto.FromString(model.SerializeToString())
+    refuse_ort_made(model, what)
+    return model
 
 
-def _not_run(model: ModelProto) -> List[Tuple[str, str, str]]:
+def load_eval_model(uri: Any, params: Sequence[str], train: ModelProto, what: str = "eval model") -> ModelProto:
+    """The eval model at ``uri``: pytrain's as it is, or ORT's (no pytrain layout) read by ORT's
+    conventions against ``train``, the training model it goes with."""
+    model = load_model(uri, what)
+    if LAYOUT_KEY not in model_metadata(model):
+        layout = read_layout(model_metadata(train), "training model", "training")
+        model = from_ort_eval(ModelProto.FromString(model.SerializeToString()), params,
+                              layout["user_inputs"] + layout["labels"], what)
+    refuse_ort_made(model, what)
+    return model
+
+
+def ops_without_kernel(model: ModelProto) -> List[Tuple[str, str, str]]:
     """(domain, op_type, first node name) of each op pytrain has no kernel for, once per op."""
     seen, out = set(), []
     for n in model.graph.node:
@@ -111,7 +133,7 @@ def refuse_ort_made(uri: Any, what: str) -> None:
         model = read(uri)
     except Exception:  # the loader reports a missing or damaged file in its own words
         return
-    missing = _not_run(model)
+    missing = ops_without_kernel(model)
     ort_made = any(n.domain in ORT_DOMAINS for n in model.graph.node)
     if not missing or not ort_made:
         return
@@ -174,8 +196,11 @@ def from_ort_training(model: ModelProto, params: Sequence[str], what: str = "tra
         if set(n.input) & interface:
             raise _refuse(what, "node %r (%s) reads %s, which only ORT's gradient accumulators read"
                           % (n.name, n.op_type, sorted(set(n.input) & interface)[0]))
-        nodes.append(_maxpool_grad(n, producers, what) if n.op_type == "MaxPoolGrad" and n.domain in ("", "ai.onnx")
-                     else n)
+        if n.op_type == "MaxPoolGrad" and n.domain in ("", "ai.onnx"):
+            n = _maxpool_grad(n, producers, what)
+        elif n.domain == MS and n.op_type in _RECURRENT:
+            n = _recurrent(n, producers, g.node, what)
+        nodes.append(n)
     trainable = [p for p in param_inputs if p in buffers]
     unfed = [p for p in trainable if p not in grads]
     if unfed:
@@ -240,6 +265,43 @@ def _maxpool_grad(n: NodeProto, producers: Dict[str, NodeProto], what: str) -> N
                      domain=PYTRAIN_DOMAIN, storage_order=int(attrs.get("storage_order", 0)))
 
 
+#: ORT's recurrent training op -> (ONNX op, outputs ONNX's has, its gradient op, the gradient's inputs as
+#: positions in the forward's inputs (F) or its own (G): pytrain's GRUGrad/LSTMGrad order, recomputing
+#: the gates ORT saved)
+_RECURRENT = {"GRUTraining": ("GRU", 2), "LSTMTraining": ("LSTM", 3),
+              "GRUGrad": ("GRUTraining", [("G", 0), ("G", 1), ("G", 2), ("G", 3), ("G", 4), ("G", 5), ("G", 8),
+                                          ("G", 9)]),
+              "LSTMGrad": ("LSTMTraining", [("G", 0), ("G", 1), ("G", 2), ("F", 3), ("G", 3), ("G", 4), ("G", 5),
+                                            ("F", 7), ("G", 9), ("G", 10), ("G", 11)])}
+
+
+def _recurrent(n: NodeProto, producers: Dict[str, NodeProto], graph_nodes: Sequence[NodeProto],
+               what: str) -> NodeProto:
+    """ORT's GRUTraining/LSTMTraining as ONNX's GRU/LSTM (their saved gates dropped, which only their
+    gradient node may read), and GRUGrad/LSTMGrad as pytrain's, which recompute the gates from the
+    forward's inputs (LSTMGrad's bias and peepholes taken from its LSTMTraining)."""
+    attrs = node_attributes(n)
+    if n.op_type.endswith("Training"):
+        onnx_op, kept = _RECURRENT[n.op_type]
+        grad_op = onnx_op + "Grad"
+        saved = {o for o in n.output[kept:] if o}
+        readers = [m for m in graph_nodes if saved & set(m.input)]
+        wrong = [m for m in readers if m.domain != MS or m.op_type != grad_op]
+        if wrong:
+            raise _refuse(what, "node %r (%s) reads the gates %s node %r saved, which only its %s may read"
+                          % (wrong[0].name, wrong[0].op_type, n.op_type, n.name, grad_op))
+        return make_node(onnx_op, list(n.input), list(n.output[:kept]), name=n.name, **attrs)
+    forward_op, order = _RECURRENT[n.op_type]
+    gates = n.input[7] if n.op_type == "GRUGrad" else (n.input[8] if len(n.input) > 8 else "")
+    fwd = producers.get(gates)
+    if fwd is None or fwd.domain != MS or fwd.op_type != forward_op or node_attributes(fwd) != attrs:
+        raise _refuse(what, "%s node %r does not read the gates of a %s with its attributes"
+                      % (n.op_type, n.name, forward_op))
+    src = {"F": list(fwd.input), "G": list(n.input)}
+    inputs = [src[k][i] if i < len(src[k]) else "" for k, i in order]
+    return make_node(n.op_type, inputs, list(n.output), name=n.name, domain=PYTRAIN_DOMAIN, **attrs)
+
+
 def from_ort_eval(model: ModelProto, params: Sequence[str], user_inputs: Sequence[str],
                   what: str = "eval model") -> ModelProto:
     """ORT's eval model (user inputs, then parameters; its outputs) with pytrain's eval layout;
@@ -251,12 +313,29 @@ def from_ort_eval(model: ModelProto, params: Sequence[str], user_inputs: Sequenc
                                         "outputs": [o.name for o in model.graph.output]})
 
 
-def ort_optimizer_hyper_parameters(model: ModelProto, params: Sequence[str],
-                                   what: str = "optimizer model") -> Optional[Dict[str, Any]]:
-    """The hyper-parameters (``pytrain.ort.onnxblock.optim``'s record) of ORT's optimizer model: one
-    com.microsoft AdamWOptimizer or SGDOptimizerV2 node fed by the graph inputs ORT's Optimizer
-    feeds; None for another model. Every attribute is read (ORT's schema defaults where absent);
-    one pytrain does not know is refused."""
+class OrtOptimizerSpec:
+    """pytrain's update of ORT's optimizer node (what ``pytrain.api.build_optimizer_model`` takes):
+    AdamWOptimizer as ``OrtAdamWStep`` (ORT's arithmetic, ``pytrain/ops/train/op_adamw_ort.py``, the
+    node's attributes as they are), SGDOptimizerV2 as plain ``SGDStep``. ORT's first learning rate."""
+
+    lr = 1e-3
+    max_grad_norm = None
+
+    def __init__(self, op_type: str, state_names: Tuple[str, ...], attributes: Dict[str, Any]) -> None:
+        self.op_type, self.state_names, self._attributes = op_type, state_names, dict(attributes)
+
+    def attributes(self) -> Dict[str, Any]:
+        return dict(self._attributes)
+
+    def describe(self) -> str:
+        return "%s(%s)" % (self.op_type, ", ".join("%s=%.6g" % kv for kv in sorted(self._attributes.items())))
+
+
+def ort_optimizer_spec(model: ModelProto, what: str = "optimizer model") -> Optional[OrtOptimizerSpec]:
+    """pytrain's update for ORT's optimizer model: one com.microsoft AdamWOptimizer or SGDOptimizerV2
+    node fed by the graph inputs ORT's Optimizer feeds; None for another model. Every attribute is
+    read (ORT's schema defaults where absent); one pytrain does not know is refused, and so are the
+    values ORT's node refuses."""
     nodes = list(model.graph.node)
     if len(nodes) != 1 or nodes[0].domain != MS or nodes[0].op_type not in _OPTIMIZER_INPUTS:
         return None
@@ -275,8 +354,12 @@ def ort_optimizer_hyper_parameters(model: ModelProto, params: Sequence[str],
     if unknown:
         raise _refuse(what, "its %s node has attribute %s, which pytrain does not know" % (n.op_type, unknown[0]))
     if n.op_type == "SGDOptimizerV2":
-        return {"type": "SGD", "params": list(params)}
+        return OrtOptimizerSpec("SGDStep", (), {"momentum": 0.0, "dampening": 0.0, "nesterov": 0, "weight_decay": 0.0})
     a = dict(ADAMW_DEFAULTS, **attrs)
-    return {"type": "AdamW", "params": list(params), "betas": [float(a["alpha"]), float(a["beta"])],
-            "eps": float(a["epsilon"]), "weight_decay": float(a["weight_decay"]),
-            "bias_correction": bool(a["correct_bias"]), "adam_mode": int(a["adam_mode"])}
+    if int(a["adam_mode"]) not in (0, 1) or (int(a["adam_mode"]) == 0 and not int(a["correct_bias"])):
+        raise _refuse(what, "its AdamWOptimizer node has adam_mode=%r, correct_bias=%r; ORT runs adam_mode 0 "
+                      "(with correct_bias 1) and 1" % (a["adam_mode"], a["correct_bias"]))
+    return OrtOptimizerSpec("OrtAdamWStep", ("exp_avg", "exp_avg_sq"), {
+        "alpha": float(a["alpha"]), "beta": float(a["beta"]), "epsilon": float(a["epsilon"]),
+        "weight_decay": float(a["weight_decay"]), "adam_mode": int(a["adam_mode"]),
+        "correct_bias": int(a["correct_bias"])})
