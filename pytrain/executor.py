@@ -162,12 +162,63 @@ class Plan:
         return KernelError("node %s failed on inputs %s: %s: %s" % (
             node_label(node), ", ".join(_describe(scope.get("s%d" % i)) for i in ins), type(e).__name__, e))
 
+    @property
+    def constants(self) -> List[np.ndarray]:
+        """The arrays the plan holds as constants (the graph's initializers that are not fed)."""
+        return [v for _, v in self._const_slots]
+
+    def live_bytes(self, feeds: Sequence[Any]) -> List[int]:
+        """Run once, step by step instead of compiled, and return after each node the bytes held by the
+        tensors the plan keeps alive (the node's outputs and every earlier result a later node or an
+        output still reads: for a training graph, the activations kept for backward and the gradients
+        made so far). Feeds, constants and views of them count nothing; a view of a result counts once."""
+        if len(feeds) != len(self._feed_slots):
+            raise PytrainError("the plan takes %d feeds, got %d" % (len(self._feed_slots), len(feeds)))
+        slots: Dict[int, Any] = {0: None}
+        slots.update(zip(self._feed_slots, feeds))
+        slots.update(self._const_slots)
+        owners: Dict[int, List[Any]] = {}   # id of a base buffer -> [bytes, slots holding it]
+        held = {id(buffer_of(v)) for k, v in slots.items() if isinstance(v, np.ndarray)}
+        live, trace = 0, []
+        for k, (fn, ctx, ins, outs, attrs, frees, _node) in enumerate(self._steps):
+            try:
+                result = fn(ctx, *[slots.get(i) for i in ins], **attrs)
+            except PytrainError as e:
+                raise self._failed(k, None, e) from None
+            except Exception as e:
+                raise self._failed(k, {"s%d" % i: v for i, v in slots.items()}, e) from e
+            for o, value in zip(outs, result):
+                if o == 1:
+                    continue
+                slots[o] = value
+                if isinstance(value, np.ndarray) and id(buffer_of(value)) not in held:
+                    entry = owners.setdefault(id(buffer_of(value)), [buffer_of(value).nbytes, 0])
+                    live += entry[0] if entry[1] == 0 else 0
+                    entry[1] += 1
+            trace.append(live)
+            for f in frees:
+                value = slots.pop(f, None)
+                entry = owners.get(id(buffer_of(value))) if isinstance(value, np.ndarray) else None
+                if entry is not None:
+                    entry[1] -= 1
+                    if entry[1] == 0:
+                        live -= entry[0]
+                        del owners[id(buffer_of(value))]
+        return trace
+
     def run(self, feeds: Sequence[Any]) -> List[Any]:
         """Run with feeds given in the order of ``feed_names``; returns the outputs in order."""
         if len(feeds) != len(self._feed_slots):
             raise PytrainError("the plan takes %d feeds (%s), got %d"
                                % (len(self._feed_slots), ", ".join(self.feed_names), len(feeds)))
         return self._run(feeds)
+
+
+def buffer_of(a: np.ndarray) -> np.ndarray:
+    """The array owning ``a``'s memory (``a`` itself unless it is a view)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 
 def live_nodes(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto]:

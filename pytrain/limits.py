@@ -7,7 +7,8 @@ pytrain is meant to train on a device. Raise them for a bigger machine::
     import pytrain.limits
     pytrain.limits.set_limits(max_tensor_bytes=4 << 30)
 
-or with the environment variables ``PYTRAIN_MAX_TENSOR_BYTES`` and ``PYTRAIN_MAX_FILE_BYTES``.
+or with the environment variables ``PYTRAIN_MAX_TENSOR_BYTES``, ``PYTRAIN_MAX_FILE_BYTES`` and
+``PYTRAIN_MAX_HEAP_BYTES``.
 """
 from __future__ import annotations
 
@@ -28,12 +29,18 @@ def _env(name: str, default: int) -> int:
 max_tensor_bytes = _env("PYTRAIN_MAX_TENSOR_BYTES", 512 << 20)
 #: the largest file or archive member read (a model, a checkpoint, one array in a checkpoint), in bytes
 max_file_bytes = _env("PYTRAIN_MAX_FILE_BYTES", 1 << 30)
+#: the memory a training run may need by its estimate (``Module.memory_estimate``), in bytes: Pyodide 0.17.1's
+#: WebAssembly memory grows to at most 2 GiB ("maximum": 2147483648 in its pyodide.asm.js), shared with the
+#: interpreter, numpy and the data
+max_heap_bytes = _env("PYTRAIN_MAX_HEAP_BYTES", 2 << 30)
 
 
-def set_limits(max_tensor_bytes: Optional[int] = None, max_file_bytes: Optional[int] = None) -> None:
+def set_limits(max_tensor_bytes: Optional[int] = None, max_file_bytes: Optional[int] = None,
+               max_heap_bytes: Optional[int] = None) -> None:
     """Change the limits for this process (positive byte counts)."""
     g = globals()
-    for name, value in (("max_tensor_bytes", max_tensor_bytes), ("max_file_bytes", max_file_bytes)):
+    for name, value in (("max_tensor_bytes", max_tensor_bytes), ("max_file_bytes", max_file_bytes),
+                        ("max_heap_bytes", max_heap_bytes)):
         if value is not None:
             if int(value) < 1:
                 raise ValueError("%s must be a positive number of bytes, got %r" % (name, value))
@@ -62,3 +69,12 @@ def check_file(size: int, what: str) -> None:
         raise LimitError("%s is %d bytes, over pytrain's file limit of %d bytes; raise it with "
                          "pytrain.limits.set_limits(max_file_bytes=...) or PYTRAIN_MAX_FILE_BYTES"
                          % (what, size, max_file_bytes))
+
+
+def check_heap(size: int, what: str) -> None:
+    """Raise LimitError when ``what`` needs ``size`` bytes, over ``max_heap_bytes``."""
+    if size > max_heap_bytes:
+        raise LimitError("%s (%d bytes), over pytrain's memory limit of %d bytes (%.1f MiB; Pyodide's WebAssembly "
+                         "heap is 2 GiB in all); train with a smaller batch or fewer trainable parameters (LoRA), or "
+                         "raise the limit with pytrain.limits.set_limits(max_heap_bytes=...) or PYTRAIN_MAX_HEAP_BYTES"
+                         % (what, size, max_heap_bytes, max_heap_bytes / 2.0 ** 20))

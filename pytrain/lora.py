@@ -6,7 +6,9 @@ gets ``y = x W + (alpha / rank) * x A^T B^T`` with ``lora_A`` (rank, in) initial
 so adapters move between pytrain and peft as they are. The base weights stay frozen and only the
 adapters train. The eval model's layout records each adapter (key ``"lora"``), which the inference
 export folds back into ``W`` (:func:`pytrain.export.export_inference_model`); :func:`save_adapters`
-writes the adapters alone."""
+writes the adapters alone (``.npz``, or an ONNX file of initializers) and :func:`load_adapters` reads either.
+A weight read through a Transpose (``x @ Transpose(W)``, as ``pytrain.torch_export`` writes a Linear on a
+3-D input) takes an adapter in W's own (out, in) layout."""
 from __future__ import annotations
 
 import io
@@ -14,6 +16,7 @@ import json
 import math
 import os
 import re
+import zipfile
 from fnmatch import fnmatchcase
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -21,12 +24,16 @@ import numpy as np
 
 from pytrain import dtypes
 from pytrain.errors import ArtifactError, CheckpointError
-from pytrain.export import LORA_LAYOUT_KEY as LAYOUT_KEY
+from pytrain.export import LORA_LAYOUT_KEY as LAYOUT_KEY, OLDEST_EXPORT_OPSET
 from pytrain.files import write_atomic
 from pytrain.graph import NameScope, all_names, node_label
-from pytrain.proto import ModelProto, NodeProto, from_array, make_node
+from pytrain.limits import check_file
+from pytrain.proto import (ModelProto, NodeProto, from_array, make_graph, make_model, make_node, make_opsetid,
+                           make_value_info, to_array)
+from pytrain.validate import load_model
 
-__all__ = ["LoRA", "insert_adapters", "save_adapters", "load_adapters", "LAYOUT_KEY", "PROPERTY"]
+__all__ = ["LoRA", "insert_adapters", "save_adapters", "read_adapters", "load_adapters", "adapters_model",
+           "ADAPTER_FORMATS", "LAYOUT_KEY", "PROPERTY"]
 
 #: the checkpoint property holding the LoRA settings and the adapter table
 PROPERTY = "pytrain.lora"
@@ -86,11 +93,28 @@ def matches(pattern: str, name: str) -> bool:
     return bool(want) and any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1))
 
 
+def _transposed_weight(name: str, inits: Dict[str, Any], producers: Dict[str, NodeProto],
+                       readers: Dict[str, List[NodeProto]]) -> Optional[NodeProto]:
+    """The Transpose node when ``name`` is a 2-D initializer transposed by a node read only here
+    (``pytrain.torch_export`` writes ``x @ Transpose(W)`` for a Linear on a 3-D input), else None."""
+    t = producers.get(name)
+    if t is None or t.op_type != "Transpose" or t.domain not in ("", "ai.onnx") or t.input[0] not in inits:
+        return None
+    perm = [list(a.ints) for a in t.attribute if a.name == "perm"]
+    if len(inits[t.input[0]].dims) != 2 or (perm and perm[0] != [1, 0]) or len(readers.get(name, [])) != 1:
+        return None
+    return t
+
+
 def _weight_site(node: NodeProto, inits: Dict[str, Any], readers: Dict[str, List[NodeProto]],
-                 why: str) -> Tuple[str, bool]:
-    """The weight operand of a MatMul/Gemm node and whether it is stored (out, in) (Gemm transB=1);
-    refuses what cannot take an adapter that merges back exactly."""
+                 producers: Dict[str, NodeProto], why: str) -> Tuple[str, bool]:
+    """The weight initializer of a MatMul/Gemm node (seen through a Transpose of it) and whether it is
+    stored (out, in) (Gemm transB=1, or transposed by the graph); refuses what cannot take an adapter
+    that merges back exactly."""
     w = node.input[1] if len(node.input) > 1 else ""
+    via = _transposed_weight(w, inits, producers, readers)
+    if via is not None:
+        w = via.input[0]
     if w not in inits:
         raise ArtifactError("LoRA target %s (%s) multiplies by %r, which the graph computes: only an initializer "
                             "weight takes an adapter (use a narrower pattern)" % (node_label(node), why, w))
@@ -101,15 +125,17 @@ def _weight_site(node: NodeProto, inits: Dict[str, Any], readers: Dict[str, List
     if not dtypes.is_float(t.data_type):
         raise ArtifactError("LoRA target weight %r of %s is of type %s; only float weights take an adapter"
                             % (w, node_label(node), dtypes.NAMES.get(t.data_type, "?")))
-    others = [r for r in readers.get(w, []) if r is not node]
-    if others or node.input[0] == w:
+    reader = node if via is None else via
+    others = [r for r in readers.get(w, []) if r is not reader]
+    if others or node.input[0] == node.input[1]:
         raise ArtifactError("LoRA target weight %r is also read by %s: its merged value would change them too"
                             % (w, ", ".join(node_label(r) for r in others) or "the same node's other operand"))
     attrs = {a.name: a for a in node.attribute}
     if node.op_type == "Gemm" and "transA" in attrs and attrs["transA"].i:
         raise ArtifactError("LoRA target %s has transA=1; adapters take Gemm with an untransposed input only"
                             % node_label(node))
-    return w, node.op_type == "Gemm" and "transB" in attrs and bool(attrs["transB"].i)
+    trans_b = node.op_type == "Gemm" and "transB" in attrs and bool(attrs["transB"].i)
+    return w, trans_b != (via is not None)
 
 
 def _select(model: ModelProto, spec: LoRA) -> List[Tuple[NodeProto, str, bool]]:
@@ -117,19 +143,26 @@ def _select(model: ModelProto, spec: LoRA) -> List[Tuple[NodeProto, str, bool]]:
     g = model.graph
     inits = {t.name: t for t in g.initializer}
     readers: Dict[str, List[NodeProto]] = {}
+    producers = {o: n for n in g.node for o in n.output if o}
     for n in g.node:
         for i in n.input:
             readers.setdefault(i, []).append(n)
     layers = [n for n in g.node if n.op_type in ("MatMul", "Gemm") and n.domain in ("", "ai.onnx")]
+
+    def weight_of(n: NodeProto) -> str:
+        w = n.input[1] if len(n.input) > 1 else ""
+        via = _transposed_weight(w, inits, producers, readers)
+        return w if via is None else via.input[0]
+
     chosen: Dict[int, Tuple[NodeProto, str, bool]] = {}
     for pattern in spec.targets:
         hit = False
         for k, n in enumerate(layers):
             by_node = matches(pattern, n.name)
-            w = n.input[1] if len(n.input) > 1 else ""
+            w = weight_of(n)
             if by_node or (w in inits and matches(pattern, w)):
                 why = "node name matches %r" % pattern if by_node else "weight name matches %r" % pattern
-                chosen[k] = (n,) + _weight_site(n, inits, readers, why)
+                chosen[k] = (n,) + _weight_site(n, inits, readers, producers, why)
                 hit = True
         if not hit:
             named = [t for t in inits if matches(pattern, t)]
@@ -139,8 +172,7 @@ def _select(model: ModelProto, spec: LoRA) -> List[Tuple[NodeProto, str, bool]]:
                                     "of a MatMul or Gemm (read by %s)" % (
                                         pattern, named[0], list(t.dims),
                                         ", ".join(node_label(r) for r in readers.get(named[0], [])) or "no node"))
-            some = ["%s: %s" % (n.name or n.output[0], n.input[1]) for n in layers
-                    if len(n.input) > 1 and n.input[1] in inits][:12]
+            some = ["%s: %s" % (n.name or n.output[0], weight_of(n)) for n in layers if weight_of(n) in inits][:12]
             raise ArtifactError("LoRA target %r matches no MatMul/Gemm node or weight (MatMul/Gemm weights: %s)"
                                 % (pattern, "; ".join(some) or "none"))
     return [chosen[k] for k in sorted(chosen)]
@@ -212,28 +244,70 @@ def _spec_from(state: Any) -> Dict[str, Any]:
     return json.loads(str(raw))
 
 
-def save_adapters(state: Any, path: Union[str, "os.PathLike[str]", None] = None) -> bytes:
-    """The adapters alone as an ``.npz`` (each lora_A/lora_B under its name, the settings as JSON in member
-    ``pytrain.lora``): what a device ships or a federation averages. ``state``: a CheckpointState."""
+#: the formats :func:`save_adapters` writes: numpy's ``.npz``, or an ONNX file of the adapters as initializers
+ADAPTER_FORMATS = ("npz", "onnx")
+
+
+def adapters_model(arrays: Dict[str, np.ndarray], spec: Dict[str, Any]) -> ModelProto:
+    """The adapters as an ONNX model: no nodes, each adapter an initializer and a graph output (onnxruntime
+    runs it and returns them), the LoRA settings as JSON in metadata ``pytrain.lora``."""
+    outputs = [make_value_info(n, dtypes.from_numpy(v.dtype), list(v.shape)) for n, v in arrays.items()]
+    graph = make_graph([], "lora_adapters", [], outputs, [from_array(v, n) for n, v in arrays.items()])
+    return make_model(graph, [make_opsetid("", OLDEST_EXPORT_OPSET)], metadata={PROPERTY: json.dumps(spec)})
+
+
+def save_adapters(state: Any, path: Union[str, "os.PathLike[str]", None] = None,
+                  format: Optional[str] = None) -> bytes:
+    """The adapters alone (each lora_A/lora_B under its name, the settings as JSON under ``pytrain.lora``):
+    what a device ships or a federation averages. ``state``: a CheckpointState. ``format``: ``"npz"``
+    or ``"onnx"`` (:func:`adapters_model`); by default ``"onnx"`` for a path ending in ``.onnx``, else
+    ``"npz"``. Written atomically when ``path`` is given."""
+    if format is None:
+        format = "onnx" if path is not None and os.fspath(path).lower().endswith(".onnx") else "npz"
+    if format not in ADAPTER_FORMATS:
+        raise CheckpointError("adapters are saved as %s, not %r" % (" or ".join(ADAPTER_FORMATS), format))
     spec = _spec_from(state)
     names = _adapter_names(spec["adapters"])
     if any(state.parameters[n].data is None for n in names):
         raise CheckpointError("the checkpoint is nominal: its adapters hold no values yet")
     arrays = {n: np.asarray(state.parameters[n].data) for n in names}
-    arrays[_SPEC_MEMBER] = np.asarray(json.dumps(spec))
-    out = io.BytesIO()
-    np.savez(out, **arrays)
-    data = out.getvalue()
+    if format == "onnx":
+        data = adapters_model(arrays, spec).SerializeToString()
+    else:
+        arrays[_SPEC_MEMBER] = np.asarray(json.dumps(spec))
+        out = io.BytesIO()
+        np.savez(out, **arrays)
+        data = out.getvalue()
     if path is not None:
         write_atomic(path, data)
     return data
 
 
+def read_adapters(adapters: Union[str, "os.PathLike[str]", bytes]) -> Dict[str, np.ndarray]:
+    """{name: array} of an adapters file of either format (:func:`save_adapters`), a path or its bytes."""
+    if isinstance(adapters, (bytes, bytearray, memoryview)):
+        data, label = bytes(adapters), "(%d bytes)" % len(adapters)
+    else:
+        label = os.fspath(adapters)
+        if not os.path.isfile(label):
+            raise CheckpointError("LoRA adapters file %s does not exist" % label)
+        check_file(os.path.getsize(label), "LoRA adapters file %s" % label)
+        with open(label, "rb") as f:
+            data = f.read()
+    if data[:2] != b"PK":
+        model = load_model(data, "LoRA adapters file %s" % label)
+        return {t.name: to_array(t, "LoRA adapters file %s" % label) for t in model.graph.initializer}
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files if k != _SPEC_MEMBER}
+    except (ValueError, OSError, zipfile.BadZipFile) as e:
+        raise CheckpointError("LoRA adapters file %s is not a valid .npz: %s" % (label, e)) from None
+
+
 def load_adapters(state: Any, adapters: Union[str, "os.PathLike[str]", bytes]) -> None:
-    """Put adapters written by :func:`save_adapters` (e.g. averaged) into ``state``, checking names and shapes."""
-    with np.load(io.BytesIO(adapters) if isinstance(adapters, (bytes, bytearray)) else adapters,
-                 allow_pickle=False) as z:
-        got = {k: z[k] for k in z.files if k != _SPEC_MEMBER}
+    """Put adapters written by :func:`save_adapters` (.npz or .onnx, e.g. averaged) into ``state``, checking
+    names and shapes."""
+    got = read_adapters(adapters)
     want = _adapter_names(_spec_from(state)["adapters"])
     if sorted(got) != sorted(want):
         raise CheckpointError("the adapters file holds %s; the checkpoint's adapters are %s"

@@ -21,7 +21,8 @@ def add_parser(sub) -> None:
                    help="graph outputs to keep (default: the original model's outputs)")
     p.add_argument("--lora", choices=("merged", "adapters", "unmerged"), default="merged",
                    help="for artifacts made with --lora: merged (default) folds the adapters into the weights "
-                        "(the original graph); adapters writes the adapters alone as .npz; unmerged keeps them as nodes")
+                        "(the original graph); adapters writes the adapters alone (an ONNX file of initializers when "
+                        "MODEL ends in .onnx, else .npz); unmerged keeps them as nodes")
     p.add_argument("--raw-inputs", action="store_true",
                    help="do not build the training run's --standardize step into the model")
     p.set_defaults(run=run)

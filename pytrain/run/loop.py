@@ -91,12 +91,18 @@ def epoch_batches(n: int, seed: int, epoch: int, batch_size: int) -> List[np.nda
 def steps(module: Any, optimizer: Any, at: Position, batches: Batches, fetch: Fetch,
           epochs: Optional[int] = None, scheduler: Any = None, watch: Optional[LossWatch] = None) -> Iterator[Step]:
     """Train from ``at`` (advanced in place) until ``epochs`` epochs are complete (None: without
-    end), yielding each :class:`Step`. ``batches`` is called once per epoch, when it starts."""
+    end), yielding each :class:`Step`. ``batches`` is called once per epoch, when it starts. Before its
+    first step, a run whose memory estimate (``module.check_memory``) is over
+    ``pytrain.limits.max_heap_bytes`` is refused with :class:`~pytrain.errors.LimitError`."""
+    checked = False
     while epochs is None or at.epoch < epochs:
         plan = batches(at.epoch)
         while at.epoch_step < len(plan):
             idx = plan[at.epoch_step]
             x, y = fetch(idx)
+            if not checked:
+                module.check_memory(x, y, optimizer=optimizer)
+                checked = True
             lr = float(optimizer.get_learning_rate())
             module.train()
             at.phase = "forward"

@@ -1,6 +1,7 @@
 """``pytrain generate --lora RANK[:ALPHA] --lora-targets ...`` and ``pytrain export --lora merged|adapters|unmerged``
 on a small MLP: only the adapters train, the merged export computes what the unmerged one does with the
-original graph, and the adapters alone come out as an .npz."""
+original graph, and the adapters alone come out as an .npz or, for an output ending in .onnx, as an ONNX file
+that puts the trained adapters back into a checkpoint."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ import numpy as np
 from pytrain import models
 from pytrain.api import CheckpointState
 from pytrain.cli import main
+from pytrain.lora import load_adapters
 from pytrain.proto import ModelProto
 from pytrain.runtime import InferenceSession
 
@@ -47,6 +49,15 @@ def test_generate_train_and_export_with_lora(tmp_path, capsys):
     with np.load(str(tmp_path / "adapters"), allow_pickle=False) as z:
         assert sorted(z.files) == ["fc1.lora_A", "fc1.lora_B", "fc2.lora_A", "fc2.lora_B", "pytrain.lora"]
         assert np.abs(z["fc2.lora_B"]).max() > 0
+        trained = {n: z[n] for n in z.files if n != "pytrain.lora"}
+    code, out, err = _run(capsys, "export", art, "-o", tmp_path / "adapters.onnx", "--lora", "adapters")
+    assert code == 0, err
+    fresh = CheckpointState.load_checkpoint(os.path.join(art, "checkpoint"))
+    for n in trained:   # the trained run's checkpoint with its adapters wiped
+        fresh.parameters[n].data[...] = 0
+    load_adapters(fresh, str(tmp_path / "adapters.onnx"))
+    for n, v in trained.items():
+        np.testing.assert_array_equal(fresh.parameters[n].data, v)
 
 
 def test_lora_targets_without_lora_are_refused(tmp_path, capsys):

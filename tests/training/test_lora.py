@@ -1,9 +1,11 @@
 """LoRA on an ONNX model (``generate_artifacts(..., lora=LoRA(...))``) against ``peft`` on the same targets:
 a torch MLP (Gemm with transB=1) and a tiny GPT-2 (Conv1D as Gemm with W stored (in, out), the untied
-``lm_head`` as MatMul), exported with the TorchScript exporter. From identical adapters (peft's lora_A
-copied into pytrain's checkpoint, lora_B zero on both sides) 5 SGD steps give peft's losses and adapters,
-only the adapters train and the base weights stay bit-identical; the merged export equals peft's
-``merge_and_unload()`` model in onnxruntime; the adapters alone round-trip; wrong targets are refused."""
+``lm_head`` as MatMul), exported with the TorchScript exporter, and a tiny BERT classifier exported by
+``pytrain.torch_export`` (query/value as MatMul by a Transpose of the (out, in) weight). From identical
+adapters (peft's lora_A copied into pytrain's checkpoint, lora_B zero on both sides) 5 SGD steps give peft's
+losses and adapters, only the adapters train and the base weights stay bit-identical; the merged export equals
+peft's ``merge_and_unload()`` model in onnxruntime; the adapters alone round-trip (.npz, and .onnx re-merging to
+the same export); wrong targets are refused."""
 from __future__ import annotations
 
 import copy
@@ -13,10 +15,12 @@ import warnings
 import numpy as np
 import pytest
 
+import pytrain
+
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from torch_zoo import stub_torchvision_ops  # noqa: E402
+from torch_zoo import CASES as ZOO, stub_torchvision_ops  # noqa: E402
 
 stub_torchvision_ops()   # peft imports transformers, which imports torchvision
 peft = pytest.importorskip("peft")
@@ -24,7 +28,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from pytrain import artifacts  # noqa: E402
 from pytrain.api import CheckpointState  # noqa: E402
-from pytrain.errors import ArtifactError  # noqa: E402
+from pytrain.errors import ArtifactError, CheckpointError, ModelFormatError  # noqa: E402
 from pytrain.lora import LoRA, load_adapters, save_adapters  # noqa: E402
 from pytrain.module import Module  # noqa: E402
 from train_helpers import train_steps  # noqa: E402
@@ -58,7 +62,13 @@ def _gpt2() -> nn.Module:
     return Logits(GPT2LMHeadModel(cfg)).eval()
 
 
+def _bert() -> nn.Module:
+    return ZOO["bert"].build().eval()
+
+
 def _batches(kind: str):
+    if kind == "bert":
+        return ZOO["bert"].batches(STEPS)
     rng = np.random.default_rng(1)
     out = []
     for _ in range(STEPS):
@@ -77,10 +87,16 @@ def _batches(kind: str):
 CASES = {
     "mlp": (_mlp, ["0", "4"], ["0", "4"], ["input"], 0.5),
     "gpt2": (_gpt2, ["c_attn", "lm_head"], ["c_attn", "lm_head"], ["input_ids", "attention_mask"], 0.5),
+    "bert": (_bert, ["query", "value"], ["query", "value"], ["input_ids", "attention_mask"], 0.5),
 }
 
 
-def _export(model: nn.Module, args, names) -> bytes:
+def _export(model: nn.Module, args, names, kind: str = "") -> bytes:
+    if kind == "bert":   # pytrain's own exporter: state_dict names, Linear as MatMul by Transpose(W)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return pytrain.torch_export(model, tuple(torch.from_numpy(a) for a in args), None,
+                                        input_names=list(names), output_names=["output"])
     f = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -117,7 +133,7 @@ def _setup(kind: str, rank: int = 4, alpha: float = 8.0):
     make, targets, peft_targets, names, lr = CASES[kind]
     model = make()
     batches = _batches(kind)
-    source = _export(model, batches[0][0] if isinstance(batches[0][0], tuple) else (batches[0][0],), names)
+    source = _export(model, batches[0][0] if isinstance(batches[0][0], tuple) else (batches[0][0],), names, kind)
     arts = artifacts.generate_artifacts(source, lora=LoRA(rank, alpha, targets), optimizer=artifacts.SGD())
     peft_model = _peft_model(model, peft_targets, rank, alpha)
     state = CheckpointState.load_checkpoint(arts.checkpoint)
@@ -209,6 +225,27 @@ def test_adapters_alone_round_trip_through_npz(trained):
         np.testing.assert_array_equal(fresh.parameters[n].data, v)
 
 
+def test_adapters_alone_as_onnx_load_back_losslessly_and_re_merge_to_the_merged_export(trained, tmp_path):
+    state, arts = trained["state"], trained["arts"]
+    path = tmp_path / "adapters.onnx"
+    save_adapters(state, path)
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model, full_check=True)
+    adapters = {n: p.data for n, p in state.parameters.items() if p.requires_grad}
+    assert not model.graph.node and sorted(o.name for o in model.graph.output) == sorted(adapters)
+    assert path.stat().st_size < sum(a.nbytes for a in adapters.values()) + 4096   # the adapters and little else
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])   # it runs: returns the adapters
+    for o, value in zip(session.get_outputs(), session.run(None, {})):
+        assert value.tobytes() == adapters[o.name].tobytes()
+    fresh = CheckpointState.load_checkpoint(arts.checkpoint)   # the base model with its untrained adapters
+    load_adapters(fresh, str(path))
+    for n, v in adapters.items():
+        assert fresh.parameters[n].data.tobytes() == v.tobytes()
+    merged = [Module(arts.training_model, s, arts.eval_model).export_model_for_inferencing(None, ["output"])
+              for s in (state, fresh)]
+    assert merged[0] == merged[1]
+
+
 def test_initial_lora_a_is_peft_kaiming_uniform_from_the_seed_and_b_zero():
     source = _export(_mlp(), (np.zeros((2, 16), np.float32),), ["input"])
     first, again, other = (CheckpointState.load_checkpoint(artifacts.generate_artifacts(
@@ -247,9 +284,44 @@ def test_refuses_a_target_that_selects_no_weight(lora, message):
         artifacts.generate_artifacts(_tiny((3, 4)), loss=None, lora=lora())
 
 
+def test_refuses_adapters_of_another_model_and_a_file_that_is_neither_format(tmp_path):
+    source = _export(_mlp(), (np.zeros((2, 16), np.float32),), ["input"])
+    narrow, wide = (CheckpointState.load_checkpoint(artifacts.generate_artifacts(
+        source, lora=LoRA(r, targets=["0"])).checkpoint) for r in (2, 4))
+    with pytest.raises(CheckpointError, match=r"adapter '0.lora_A' has shape \[4, 16\] in the file, \[2, 16\]"):
+        load_adapters(narrow, save_adapters(wide, format="onnx"))
+    (tmp_path / "junk.onnx").write_bytes(b"not a model")
+    with pytest.raises(ModelFormatError, match="LoRA adapters file .*junk.onnx"):
+        load_adapters(narrow, str(tmp_path / "junk.onnx"))
+
+
 def test_refuses_a_weight_that_is_not_2d():
     with pytest.raises(ArtifactError, match=r"'fc.weight' .* is 3-D"):
         artifacts.generate_artifacts(_tiny((2, 3, 4)), loss=None, lora=LoRA(2, targets=["fc"]))
+
+
+def _transposed(shared: bool) -> bytes:
+    """x (N, 3) @ Transpose(W) with W (4, 3) stored (out, in), as pytrain.torch_export writes a Linear; with
+    ``shared`` the transposed weight is read by an Add too."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in (["y", "z"] if shared else ["y"])]
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, "fc.weight")
+    nodes = [helper.make_node("Transpose", ["fc.weight"], ["wt"], name="/fc/Transpose", perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "wt"], ["y"], name="/fc/MatMul")]
+    if shared:
+        nodes.append(helper.make_node("Add", ["wt", "wt"], ["z"], name="/other/Add"))
+    graph = helper.make_graph(nodes, "g", [x], outs, [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_a_weight_behind_a_transpose_takes_an_adapter_in_its_out_in_layout_unless_the_transpose_is_shared():
+    arts = artifacts.generate_artifacts(_transposed(False), loss=None, lora=LoRA(2, targets=["fc.weight"]))
+    (adapter,) = arts.summary["lora"]["adapters"]
+    assert adapter["weight"] == "fc.weight" and adapter["layout"] == "out_in"
+    state = CheckpointState.load_checkpoint(arts.checkpoint)
+    assert state.parameters["fc.lora_A"].data.shape == (2, 3) and state.parameters["fc.lora_B"].data.shape == (4, 2)
+    with pytest.raises(ArtifactError, match="multiplies by 'wt', which the graph computes"):
+        artifacts.generate_artifacts(_transposed(True), loss=None, lora=LoRA(2, targets=["/fc/MatMul"]))
 
 
 def test_refuses_a_matmul_of_two_computed_tensors():
