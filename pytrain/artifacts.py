@@ -26,7 +26,7 @@ from pytrain.losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.layout import ARTIFACT_FILES, ARTIFACT_KEY, LAYOUT_KEY, LOSS_OUTPUT, grad_name
-from pytrain.trainable import classify_initializers
+from pytrain.trainable import classify_initializers, tie_exporter_copies
 from pytrain.optim import SGD, Adam, AdamW, OptimType, OptimizerSpec, build_optimizer_model, resolve
 from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, make_graph, make_model,
                            make_opsetid, make_value_info, opset_version, to_array, value_info_type,
@@ -135,7 +135,7 @@ class _ParameterPlan:
     """What the source model holds and how each of its initializers serves training."""
 
     __slots__ = ("src", "opset", "inits", "user_inputs", "nodes", "report", "trainable", "frozen", "params",
-                 "constants", "bn_modes", "lora")
+                 "constants", "bn_modes", "lora", "tied")
 
     def __init__(self, src: ModelProto, opset: int, inits: "OrderedDict[str, Any]", user_inputs: List[Any],
                  nodes: List[NodeProto]) -> None:
@@ -147,6 +147,7 @@ class _ParameterPlan:
         self.constants: List[Any] = []  # the other initializers, kept in the models
         self.bn_modes: Dict[int, str] = {}
         self.lora: Dict[str, Any] = {}  # LoRA settings and adapter table (pytrain.lora), when adapters were added
+        self.tied: List[Dict[str, str]] = []  # exporter copies of a tied weight, made Transposes of it
 
     def shape(self, p: str) -> List[int]:
         return [int(d) for d in self.inits[p].dims]
@@ -191,6 +192,15 @@ def _add_lora(plan: _ParameterPlan, lora: Optional[LoRA], requires_grad: Optiona
     plan.nodes = topological_order(list(g.node), [v.name for v in plan.user_inputs] + list(plan.inits))
     plan.lora = dict(lora.describe(), adapters=table)
     return [n for a in table for n in (a["lora_A"], a["lora_B"])] + [p for p in extra]
+
+
+def _tie(plan: _ParameterPlan, named: Sequence[Optional[Sequence[str]]]) -> None:
+    """A tied weight's transposed copy, which an exporter wrote as an initializer, read from the weight
+    again (:func:`pytrain.trainable.tie_exporter_copies`), unless the caller named the copy."""
+    plan.tied = tie_exporter_copies(plan.src.graph, keep=[p for names in named for p in names or ()])
+    if plan.tied:
+        plan.inits = OrderedDict((t.name, t) for t in plan.src.graph.initializer)
+        plan.nodes = topological_order(list(plan.src.graph.node), [v.name for v in plan.user_inputs] + list(plan.inits))
 
 
 def _plan_parameters(plan: _ParameterPlan, requires_grad: Optional[Sequence[str]],
@@ -394,7 +404,7 @@ def _summary(plan: _ParameterPlan, layout: Dict[str, Any], opt: OptimizerSpec,
             "initializers": _initializer_report(plan.report, trainable, frozen_params, requires_grad,
                                                 trainable_ops, plan.params),
             "batchnorm": {(nodes[i].name or nodes[i].output[0]): m for i, m in sorted(plan.bn_modes.items())},
-            "lora": plan.lora or None}
+            "lora": plan.lora or None, "tied": plan.tied}
 
 
 def generate_artifacts(
@@ -426,6 +436,8 @@ def generate_artifacts(
         also through Transpose/Reshape/Cast copies; not buffers, integer tensors, rank-0 scalars or
         constants the exporter folded, e.g. ``val_68`` or ``/attn/Sqrt_output_0`` feeding only
         arithmetic). ``summary["initializers"]`` says for each initializer whether it trains and why.
+        A tied weight's transposed copy that an exporter wrote as a second initializer (GPT-2's and
+        T5's lm_head) is read from the weight again, so both train as one (``summary["tied"]``).
     frozen_params: initializers kept in the checkpoint but not trained.
     loss: a LossType, a Block (custom loss composed from pytrain.blocks), or None when the model's
         first output already is the loss.
@@ -455,6 +467,8 @@ def generate_artifacts(
         ``requires_grad`` names) train. The inference export folds them back into the weights.
     """
     plan = _source(model, external_data)
+    if lora is None:
+        _tie(plan, (requires_grad, frozen_params))
     requires_grad = _add_lora(plan, lora, requires_grad, trainable_ops)
     _plan_parameters(plan, requires_grad, frozen_params, trainable_ops, allow_no_trainable, batchnorm)
     lo = _build_loss(plan, loss, loss_input_names, loss_reduction, additional_output_names)

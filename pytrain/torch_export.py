@@ -23,7 +23,7 @@ import io
 import json
 import os
 import warnings
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from pytrain.errors import ExportError
 
@@ -153,7 +153,7 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     # every parameter a separate initializer under its state_dict name, with its shape
     lost: List[str] = []
     consumed = {i for n in g.node for i in n.input} | _subgraph_inputs(g)
-    for name, p in model.named_parameters():
+    for name, p in _stored_parameters(model, inits).items():
         if not p.requires_grad:
             continue  # a frozen parameter the exporter folded into a constant still does not train
         t = inits.get(name)
@@ -254,7 +254,7 @@ def _frozen(model: Any, data: bytes) -> List[str]:
     g = load_model(data).graph
     report = classify_initializers(list(g.node), list(g.initializer), list(g.value_info) + list(g.input))
     by_rule = {r["name"]: r for r in report}
-    params = dict(model.named_parameters())
+    params = _stored_parameters(model, {t.name for t in g.initializer})
     missed = ["%s (%s)" % (n, by_rule[n]["why"]) for n, p in params.items()
               if p.requires_grad and not by_rule[n]["trains"]]
     if missed:
@@ -263,6 +263,18 @@ def _frozen(model: Any, data: bytes) -> List[str]:
                               "this parameter" if len(missed) == 1 else "these parameters", "; ".join(missed)))
     return [n for n, p in params.items() if not p.requires_grad] + \
         [r["name"] for r in report if r["trains"] and r["name"] not in params]
+
+
+def _stored_parameters(model: Any, stored: Any) -> Dict[str, Any]:
+    """{name: parameter}, each parameter under the name the file stores it by: a tied parameter (GPT-2's
+    lm_head and token embedding, one tensor) has several names, and the dynamo exporter keeps one of them."""
+    names: Dict[int, List[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    out = {}
+    for name, p in model.named_parameters():
+        out[next((n for n in names[id(p)] if n in stored), name)] = p
+    return out
 
 
 def _default_names(prefix: str, count: int) -> List[str]:

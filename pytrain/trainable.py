@@ -36,6 +36,10 @@ TorchScript exporter, one-element ``val_68`` constants from the dynamo exporter)
 Without a graph signature (TorchScript exports) a buffer feeding arithmetic under its own name
 (a positional table) is taken for a parameter and a rank-0 parameter (CLIP's ``logit_scale``) for
 a constant: nothing in the file tells them apart; ``requires_grad``/``frozen_params`` decide then.
+
+A tied weight (GPT-2's and T5's ``lm_head`` sharing the token embedding) is one parameter read twice;
+both exporters write its transposed use as a second initializer, which :func:`tie_exporter_copies`
+turns back into a Transpose of the parameter, so that it trains as one tensor.
 """
 from __future__ import annotations
 
@@ -48,7 +52,7 @@ from pytrain import dtypes
 from pytrain.autodiff.engine import differentiable_inputs
 from pytrain.proto import NodeProto
 
-__all__ = ["WEIGHT_INPUTS", "LAYOUT_OPS", "classify_initializers", "is_exporter_constant"]
+__all__ = ["WEIGHT_INPUTS", "LAYOUT_OPS", "classify_initializers", "is_exporter_constant", "tie_exporter_copies"]
 
 #: op -> input positions that hold a layer's weights (None: every input)
 WEIGHT_INPUTS: Dict[str, Optional[Sequence[int]]] = {
@@ -224,3 +228,51 @@ def classify_initializers(nodes: Sequence[NodeProto], initializers: Sequence[Any
         report.append({"name": t.name, "trains": trains, "why": why,
                        "shape": [int(d) for d in t.dims], "size": size})
     return report
+
+
+def tie_exporter_copies(graph: Any, keep: Sequence[str] = ()) -> List[Dict[str, str]]:
+    """Tie the transposed copies of a parameter that an exporter wrote for a second use of it, in place.
+
+    A tied weight is one PyTorch parameter read twice: GPT-2's and T5's token embedding, read by
+    Gather as itself and by the ``lm_head`` MatMul transposed. Both exporters fold that transpose into
+    a second initializer (dynamo: ``val_135``, outside its graph signature; TorchScript:
+    ``onnx::MatMul_539``), which would train apart from the embedding. An initializer named as an
+    exporter names what it computes, not a parameter in the graph signature, holding exactly the
+    transpose of a 2-D parameter that trains (and not one value throughout) is such a copy: it is
+    replaced by a Transpose node of the parameter, so both uses train one tensor, as in PyTorch.
+    ``keep``: initializers to leave alone (named by the caller's requires_grad / frozen_params).
+    Returns ``[{"copy", "parameter"}]`` in the model's order."""
+    from pytrain.graph import NameScope, all_names
+    from pytrain.proto import make_node, to_array
+
+    inits = list(graph.initializer)
+    infos = list(graph.value_info) + list(graph.input)
+    kinds = _signature_kinds(infos)
+    trains = {r["name"] for r in classify_initializers(list(graph.node), inits, infos) if r["trains"]}
+    matrices = [t for t in inits if t.name in trains and len(t.dims) == 2 and t.name not in keep]
+    generated = {t.name for t in matrices if kinds.get(t.name) != "PARAMETER" and is_exporter_constant(t.name, 1)}
+    sources = [t for t in matrices if kinds.get(t.name) == "PARAMETER" or (not kinds and t.name not in generated)]
+    tied: List[Dict[str, str]] = []
+    for t in matrices:
+        if t.name not in generated:
+            continue
+        value = to_array(t)
+        if value.size < 2 or value.min() == value.max():
+            continue
+        for s in sources:
+            if list(s.dims) == list(t.dims)[::-1] and s.data_type == t.data_type and \
+                    np.array_equal(value, to_array(s).T):
+                tied.append({"copy": t.name, "parameter": s.name})
+                break
+    if tied:
+        copies = {d["copy"] for d in tied}
+        scope = NameScope(all_names(graph))
+        kept = [t for t in inits if t.name not in copies]
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+        inputs = [v for v in graph.input if v.name not in copies]
+        del graph.input[:]
+        graph.input.extend(inputs)
+        graph.node.extend(make_node("Transpose", [d["parameter"]], [d["copy"]], perm=[1, 0],
+                                    name=scope.fresh(d["copy"] + "/tied")) for d in tied)
+    return tied

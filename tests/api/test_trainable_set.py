@@ -243,3 +243,29 @@ def test_dynamo_graph_signature_tells_parameters_from_buffers(tmp_path):
     assert report["logit_scale"]["trains"] and "graph signature" in report["logit_scale"]["why"]
     assert not report["pe"]["trains"] and "buffer" in report["pe"]["why"]
     assert not report["eps"]["trains"]
+
+
+def test_tied_copy_is_read_from_its_parameter():
+    """An exporter's transposed copy of a parameter that trains (a tied lm_head: Gather reads the table,
+    MatMul its transpose ``onnx::MatMul_9``) becomes a Transpose of the parameter, so one tensor trains; a
+    copy that differs, one of a single value (zeros), and one the caller names stay initializers."""
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((6, 4)).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"]),
+             helper.make_node("MatMul", ["e", "onnx::MatMul_9"], ["logits"]),
+             helper.make_node("MatMul", ["e", "val_3"], ["h"]),
+             helper.make_node("MatMul", ["e", "val_4"], ["z"]),
+             helper.make_node("Add", ["logits", "h"], ["s"]), helper.make_node("Add", ["s", "z"], ["y"])]
+    inits = {"table": table, "onnx::MatMul_9": table.T.copy(), "val_3": table.T + 1e-3,
+             "val_4": np.zeros((4, 6), np.float32)}
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 6])],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    summary = artifacts.generate_artifacts(model, loss=artifacts.LossType.MSELoss).summary
+    assert summary["tied"] == [{"copy": "onnx::MatMul_9", "parameter": "table"}]
+    assert "onnx::MatMul_9" not in {r["name"] for r in summary["initializers"]}
+    assert summary["trainable_count"] == 3 * 24 and summary["ops"]["Transpose"] == 1
+    named = artifacts.generate_artifacts(model, loss=artifacts.LossType.MSELoss,
+                                         requires_grad=["table", "onnx::MatMul_9"]).summary
+    assert named["tied"] == [] and named["trainable_count"] == 48

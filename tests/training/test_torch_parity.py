@@ -124,3 +124,30 @@ def test_optimizer_variants_match_torch(variant):
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-3, atol=1e-5)
     for name, value in model.state_dict().items():
         np.testing.assert_allclose(state.parameters[name].data, value.numpy(), rtol=1e-3, atol=1e-4, err_msg=name)
+
+
+class _ScaledLogits(torch.nn.Module):
+    """Logits times exp(a rank-0 parameter), as CLIP's logit_scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(20, 5)
+        self.logit_scale = torch.nn.Parameter(torch.tensor(0.5))
+
+    def forward(self, x):
+        return self.fc(x) * self.logit_scale.exp()
+
+
+@pytest.mark.parametrize("optim", ["adamw", "sgd_momentum"])
+def test_rank0_parameter_trains_like_torch(optim):
+    """A rank-0 parameter named in requires_grad trains (Adam's update kept a 0-d buffer a scalar and failed)."""
+    model = seeded(_ScaledLogits)
+    batches = _batches("mlp", 10)
+    onnx_bytes = export(copy.deepcopy(model), torch.from_numpy(batches[0][0][:2]))
+    make, ours, lr = OPTIMS[optim]
+    arts = artifacts.generate_artifacts(onnx_bytes, optimizer=ours,
+                                        requires_grad=[n for n, _ in model.named_parameters()])
+    losses, state = train_steps(arts, batches, lr)
+    want = torch_steps(model, make(list(model.parameters())), batches)
+    np.testing.assert_allclose(losses, want, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(state.parameters["logit_scale"].data, model.logit_scale.detach().numpy(), rtol=1e-3)

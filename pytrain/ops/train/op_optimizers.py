@@ -78,8 +78,9 @@ def adam_step(ctx: OpContext, lr: np.ndarray, step: np.ndarray, *tensors: np.nda
 
 def update_moments(grad: np.ndarray, m: np.ndarray, v: np.ndarray, beta1: float, beta2: float) -> np.ndarray:
     """Adam's moments in place (m = b1*m + (1-b1)*g, v = b2*v + (1-b2)*g*g); returns the scratch buffer
-    the update goes on with. One buffer, every pass in place: each array streams a few times only."""
-    tmp = np.multiply(grad, 1.0 - beta1)
+    the update goes on with. One buffer, every pass in place: each array streams a few times only.
+    The buffer is an array for a rank-0 parameter too (numpy makes a scalar of a 0-d product)."""
+    tmp = np.multiply(grad, 1.0 - beta1, out=np.empty_like(grad))
     m *= beta1
     m += tmp
     np.multiply(grad, grad, out=tmp)
