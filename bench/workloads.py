@@ -119,6 +119,31 @@ class TinyBert(nn.Module):
         return self.hf(input_ids=input_ids).logits
 
 
+class TinyGPT2(nn.Module):
+    """Hugging Face GPT2LMHeadModel from a tiny config (2 layers, n_embd 128, 2 heads, vocabulary 1000,
+    64 positions), random init, dropout 0, eager attention; logits as (N, vocab, T) so the loss is the
+    per-token cross entropy against (N, T) labels. Fine-tuned with LoRA (``LORA``) in every runtime."""
+
+    VOCAB, TOKENS = 1000, 64
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        cfg = GPT2Config(vocab_size=self.VOCAB, n_embd=128, n_layer=2, n_head=2, n_positions=self.TOKENS,
+                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+                         attn_implementation="eager")
+        self.hf = GPT2LMHeadModel(cfg)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.hf(input_ids=input_ids).logits.transpose(1, 2)
+
+
+#: the LoRA of the LoRA workloads: peft's LoraConfig(r, lora_alpha, target_modules) and pytrain's
+#: LoRA(rank, alpha, targets); the runners read it from lora.json beside the model
+LORA = {"rank": 8, "alpha": 16, "targets": ["c_attn"]}
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -126,6 +151,7 @@ class Workload:
     input_shape: tuple
     input_dtype: str  # numpy dtype name of the model input
     vocab: int = EmbLN.VOCAB  # token ids are drawn from [0, vocab) for int64 inputs
+    lora: bool = False  # fine-tuned with LoRA: labels are the next token of every position, (N, T)
 
     def module(self) -> nn.Module:
         """The module with its deterministic initial weights."""
@@ -140,6 +166,8 @@ class Workload:
         else:  # pixels in [0, 1)
             x = rng.random(self.input_shape, dtype=np.float32)
         labels = rng.integers(0, CLASSES, size=(self.input_shape[0],), dtype=np.int64)
+        if self.lora:
+            labels = np.roll(x, -1, axis=1)
         return {"input": x, "labels": labels}
 
 
@@ -150,7 +178,11 @@ WORKLOADS: Dict[str, Workload] = {
     # real models; the smaller batch of MobileNetV2 is the personalisation case (a few photos a step)
     "mobilenet": Workload("mobilenet", MobileNetTransfer, (16, 3, 96, 96), "float32"),
     "bert": Workload("bert", TinyBert, (32, TinyBert.TOKENS), "int64", vocab=TinyBert.VOCAB),
+    "gpt2_lora": Workload("gpt2_lora", TinyGPT2, (8, TinyGPT2.TOKENS), "int64", vocab=TinyGPT2.VOCAB, lora=True),
 }
+
+# the LoRA workloads: native rows only, pytrain and PyTorch + peft (keep in sync with run.py's)
+LORA_WORKLOADS = tuple(n for n, w in WORKLOADS.items() if w.lora)
 
 # the architectures pages/tfjs_models.js rebuilds in TF.js (the real models have no TF.js row)
 TFJS_WORKLOADS = ("mlp", "cnn", "emb")
@@ -168,6 +200,14 @@ def export_onnx(w: Workload) -> bytes:
 
     return torch_export(w.module().train(), (torch.from_numpy(w.batch()["input"]),), input_names=["input"],
                         output_names=["logits"], opset=17, dynamic_batch=False)
+
+
+def peft_model(model: nn.Module) -> nn.Module:
+    """``model`` with peft's LoRA adapters (``LORA``): only they train."""
+    from peft import LoraConfig, get_peft_model
+
+    return get_peft_model(model, LoraConfig(r=LORA["rank"], lora_alpha=LORA["alpha"],
+                                            target_modules=LORA["targets"], lora_dropout=0.0))
 
 
 def param_lists(w: Workload) -> Dict[str, list]:
@@ -216,6 +256,8 @@ def write_inputs(w: Workload, directory: Path) -> Dict[str, Path]:
     paths = {"onnx": directory / "model.onnx", "npz": directory / "batch.npz"}
     paths["onnx"].write_bytes(export_onnx(w))
     (directory / "params.json").write_text(json.dumps(param_lists(w)))
+    if w.lora:
+        (directory / "lora.json").write_text(json.dumps(LORA))
     b = w.batch()
     np.savez(paths["npz"], **b)
     _write_blob(b, directory / "batch.bin", directory / "batch.json")

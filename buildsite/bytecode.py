@@ -2,6 +2,7 @@
 pyodide-startup-modules.txt read from Pyodide's own packages (LZ4 chunks decoded) in one bundle."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -10,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from buildsite.paths import ROOT, STARTUP_MODULES, log
+from buildsite.paths import BUILD, ROOT, STARTUP_MODULES, log
 from buildsite.wheel import pytrain_version
 
 
@@ -24,13 +25,13 @@ import importlib.util, json, marshal, sys, zipfile
 from importlib._bootstrap_external import _code_to_hash_pyc
 root, out, prefix = sys.argv[1:4]
 names = json.loads(sys.stdin.read())
-with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
     for name in names:
         src = open(root + "/" + name, "rb").read()
         code = compile(src, prefix + name, "exec", dont_inherit=True)
         data = _code_to_hash_pyc(code, importlib.util.source_hash(src), False)
         info = zipfile.ZipInfo(name[:-3] + ".pyc", date_time=(2020, 1, 1, 0, 0, 0))
-        info.compress_type = zipfile.ZIP_DEFLATED
+        info.compress_type = zipfile.ZIP_STORED
         info.external_attr = 0o644 << 16
         zf.writestr(info, data)
 """
@@ -38,7 +39,9 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
 
 def build_python_zip(site: Path, zip_path: str = "/lib/pytrain.zip") -> Optional[Dict[str, object]]:
     """pytrain's modules compiled for Python 3.8 (unchecked-hash .pyc, no sources) in one zip the
-    worker imports in place with zipimport: Pyodide then never compiles pytrain's sources.
+    worker imports in place with zipimport: Pyodide then never compiles pytrain's sources. The entries
+    are stored, not deflated: the site's brotli twin of the whole zip is 0.41 MB where a deflated
+    zip sends 0.70 MB (compressing per file loses what the modules share), and nothing inflates them.
 
     Needs a CPython 3.8 here (``PYTRAIN_PY38`` or pyenv's 3.8.18); returns None without one, and the
     worker imports the wheel's sources instead. Code objects name ``<zip_path>/pytrain/...py``.
@@ -74,7 +77,7 @@ def _lz4_length(src: bytes, i: int, length: int) -> Tuple[int, int]:
     return length, i
 
 
-def _lz4_block(src: bytes, size: int) -> bytes:
+def lz4_block(src: bytes, size: int) -> bytes:
     """Decode one raw LZ4 block (the format emscripten's file packager compresses chunks with)."""
     out = bytearray()
     i, n = 0, len(src)
@@ -98,34 +101,38 @@ def _lz4_block(src: bytes, size: int) -> bytes:
     return bytes(out[:size])
 
 
+def _package_array(js: str, name: str) -> List[int]:
+    m = re.search(r'\b"?%s"?:\[([0-9e,.+]*)\]' % name, js)   # minified numbers: 1e3 for 1000
+    return [int(float(x)) for x in m.group(1).split(",") if x] if m else []
+
+
+def package_data(js: str, data: bytes) -> bytes:
+    """An emscripten file package's data (``numpy.data`` with its loader ``numpy.js``...) with its LZ4
+    chunks decoded: every file's bytes at its ``start:end``. ``data`` itself when it is not compressed;
+    decoded once per content (pure Python takes ~10-30 s) and kept in build/cache/unpacked/."""
+    offsets, sizes, compressed = (_package_array(js, n) for n in ("offsets", "sizes", "successes"))
+    if not compressed:   # (a plain package, or one buildsite.pyodide.unpack_package rewrote)
+        return data
+    key = BUILD / "cache" / "unpacked" / (hashlib.sha256(data).hexdigest() + ".data")
+    if key.is_file():
+        return key.read_bytes()
+    chunk = 2048   # emscripten's LZ4.CHUNK_SIZE
+    end = max(int(m.group(1)) for m in re.finditer(r'"?end"?:(\d+)', js))
+    out = b"".join(lz4_block(data[o:o + n], chunk) if c else data[o:o + n]
+                   for o, n, c in zip(offsets, sizes, compressed))[:end]
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_bytes(out)
+    return out
+
+
 def pyodide_package_files(js_path: Path, data_path: Path) -> Dict[str, bytes]:
     """{path in Pyodide's file system: bytes} of the .py files in one emscripten file package
     (``pyodide.asm.js/.data`` for the stdlib, ``numpy.js/.data``...), LZ4 chunks decoded."""
     js = js_path.read_text(encoding="utf-8")
-    data = data_path.read_bytes()
+    data = package_data(js, data_path.read_bytes())
     files = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in
              re.finditer(r'"?filename"?:"([^"]+\.py)","?start"?:(\d+),"?end"?:(\d+)', js)]
-
-    def array(name: str) -> List[int]:
-        m = re.search(r'\b"?%s"?:\[([0-9e,.+]*)\]' % name, js)   # minified numbers: 1e3 for 1000
-        return [int(float(x)) for x in m.group(1).split(",") if x] if m else []
-
-    if "compressedData" not in js:
-        return {name: data[a:b] for name, a, b in files}
-    offsets, sizes, compressed = array("offsets"), array("sizes"), array("successes")
-    chunk = 2048   # emscripten's LZ4.CHUNK_SIZE
-    cache: Dict[int, bytes] = {}
-
-    def read(a: int, b: int) -> bytes:
-        parts = []
-        for k in range(a // chunk, (b - 1) // chunk + 1):
-            if k not in cache:
-                raw = data[offsets[k]:offsets[k] + sizes[k]]
-                cache[k] = _lz4_block(raw, chunk) if compressed[k] else raw
-            parts.append(cache[k])
-        return b"".join(parts)[a % chunk:a % chunk + (b - a)]
-
-    return {name: read(a, b) for name, a, b in files}
+    return {name: data[a:b] for name, a, b in files}
 
 
 _PY38_COMPILE_FILES = r"""

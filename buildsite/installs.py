@@ -16,7 +16,8 @@ from buildsite.site import build, needs_build
 
 #: what the test suite needs from PyPI (torch 2.13.0 is the CPU build this machine provides)
 TEST_REQUIREMENTS = ["numpy", "onnx", "onnxruntime", "scikit-learn", "pytest", "vermin", "playwright",
-                     "Pillow", "torch==2.13.0", "onnxscript", "transformers", "peft"]
+                     "Pillow", "torch==2.13.0", "onnxscript", "transformers", "peft",
+                     "brotli"]  # the site's .br twins (buildsite/compress.py) and the server tests that decode them
 #: torchvision's model definitions for tests/training/test_architectures.py, installed with --no-deps so that
 #: pip keeps torch 2.13.0's CPU build (its C ops do not load beside it; tests/helpers/torch_zoo.py copes)
 TORCHVISION = "torchvision==0.28.0"
@@ -53,7 +54,7 @@ def run_tests(pytest_args: List[str]) -> int:
     """Install what the suite needs, build the site, run every test (browser tests included)."""
     ensure_python_packages(TEST_REQUIREMENTS, ["numpy", "onnx", "onnxruntime", "sklearn", "pytest",
                                                "vermin", "playwright", "PIL", "torch", "onnxscript",
-                                               "transformers", "peft"])
+                                               "transformers", "peft", "brotli"])
     if _missing_modules(["torchvision"]):
         log("installing %s (--no-deps)" % TORCHVISION)
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", TORCHVISION], check=True)

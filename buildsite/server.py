@@ -1,5 +1,5 @@
-"""Serves the site: MIME types, precompressed .gz, ETags, cache headers, and a Flower SuperLink's
-Fleet API under /flower/ (the SuperLink has no CORS; the page's CSP stays 'self')."""
+"""Serves the site: MIME types, precompressed .br/.gz twins (by Accept-Encoding), ETags, cache headers, and a
+Flower SuperLink's Fleet API under /flower/ (the SuperLink has no CORS; the page's CSP stays 'self')."""
 from __future__ import annotations
 
 import email.utils
@@ -9,9 +9,8 @@ import threading
 from pathlib import Path
 from typing import Optional, Tuple
 
+from buildsite import compress
 from buildsite.paths import SITE
-
-
 
 MIME = {
     ".html": "text/html; charset=utf-8",
@@ -34,7 +33,7 @@ MIME = {
 
 
 class SiteHandler(http.server.BaseHTTPRequestHandler):
-    """Serves one folder: MIME types, precompressed .gz, ETag revalidation, cache headers."""
+    """Serves one folder: MIME types, precompressed .br/.gz twins, ETag revalidation, cache headers."""
 
     root: Path = SITE
     quiet = True
@@ -77,11 +76,10 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(body)
             return
         rel = path.relative_to(self.root.resolve()).as_posix()
-        accepts_gzip = "gzip" in self.headers.get("Accept-Encoding", "")
-        gz = Path(str(path) + ".gz")
-        send_path, encoding = (gz, "gzip") if accepts_gzip and gz.is_file() else (path, None)
+        # a precompressed twin (.br, .gz) when the client accepts its encoding; the file itself otherwise
+        send_path, encoding = compress.pick(path, self.headers.get("Accept-Encoding"))
         st = send_path.stat()
-        etag = '"%x-%x%s"' % (int(st.st_mtime_ns), st.st_size, "-gz" if encoding else "")
+        etag = '"%x-%x%s"' % (int(st.st_mtime_ns), st.st_size, "-" + encoding if encoding else "")
         self.send_response(304 if self.headers.get("If-None-Match") == etag else 200)
         self.send_header("Content-Type", MIME.get(path.suffix, "application/octet-stream"))
         self.send_header("Cache-Control", self._cache_control(rel))

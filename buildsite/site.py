@@ -1,8 +1,8 @@
 """The static site assembled: web/ and static/ copied, the wheel, Pyodide, bytecode, data and
-artifacts added, config.json written, sw.js stamped with the site's hash, big files gzipped."""
+artifacts added, config.json written, sw.js stamped with the site's hash, big files precompressed
+(brotli and gzip twins, buildsite/compress.py)."""
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import re
@@ -13,14 +13,10 @@ from typing import Dict, Optional
 
 from buildsite.assets import build_demo_artifacts, cached_mnist
 from buildsite.bytecode import build_python_zip, build_startup_bytecode
+from buildsite.compress import TWIN_SUFFIXES, compressors, precompress
 from buildsite.paths import PYODIDE_NPM, ROOT, SITE, STARTUP_MODULES, log
 from buildsite.pyodide import PYODIDE_START_PACKAGES, copy_pyodide, ensure_node_modules
 from buildsite.wheel import build_wheel, pytrain_version
-
-# Files at least this big get a .gz sibling when gzip saves at least 10%.
-GZIP_MIN_BYTES = 16 * 1024
-GZIP_SUFFIXES = {".js", ".mjs", ".wasm", ".data", ".bin", ".onnx", ".json", ".css", ".html", ".csv", ".svg", ""}
-
 
 
 def _copy_tree(src: Path, dst: Path) -> None:
@@ -30,22 +26,6 @@ def _copy_tree(src: Path, dst: Path) -> None:
         target = dst / path.relative_to(src)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
-
-
-def gzip_big_files(site: Path) -> int:
-    """Write deterministic .gz siblings for big compressible files; returns how many."""
-    count = 0
-    for path in sorted(site.rglob("*")):
-        if path.is_dir() or path.suffix == ".gz" or path.suffix not in GZIP_SUFFIXES:
-            continue
-        data = path.read_bytes()
-        if len(data) < GZIP_MIN_BYTES:
-            continue
-        packed = gzip.compress(data, compresslevel=9, mtime=0)
-        if len(packed) <= 0.9 * len(data):
-            Path(str(path) + ".gz").write_bytes(packed)
-            count += 1
-    return count
 
 
 SW_VERSION_PLACEHOLDER = "__PYTRAIN_SITE_HASH__"
@@ -59,7 +39,7 @@ def site_hash(site: Path, config: Dict[str, object]) -> str:
     """
     h = hashlib.sha256()
     for path in sorted(site.rglob("*")):
-        if path.is_file() and path.suffix != ".gz" and path.name not in ("config.json", ".stamp"):
+        if path.is_file() and path.suffix not in TWIN_SUFFIXES and path.name not in ("config.json", ".stamp"):
             h.update(path.relative_to(site).as_posix().encode() + b"\0")
             h.update(hashlib.sha256(path.read_bytes()).digest())
     h.update(json.dumps({k: v for k, v in config.items() if k != "built"}, sort_keys=True).encode())
@@ -121,15 +101,16 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
     sw = site / "sw.js"
     if sw.is_file():
         sw.write_text(sw.read_text(encoding="utf-8").replace(SW_VERSION_PLACEHOLDER, config["site"]), encoding="utf-8")
-    n = gzip_big_files(site)
+    twins = precompress(site)
     (site / ".stamp").write_text(json.dumps(_stamp(pyodide, artifacts)), encoding="utf-8")
-    log("site ready in %s (%d gzipped files, %.1fs)" % (site,
-                                                        n, time.time() - started))
+    log("site ready in %s (%s, %.1fs)" % (site, ", ".join("%d %s files" % (n, enc) for enc, n in sorted(twins.items())),
+                                           time.time() - started))
     return site
 
 
 def _stamp(pyodide: Optional[str], artifacts: bool) -> Dict[str, object]:
-    return {"sources": source_stamp(), "pyodide": pyodide, "artifacts": artifacts}
+    # (the encodings too: a site built without the brotli package is rebuilt once it is installed)
+    return {"sources": source_stamp(), "pyodide": pyodide, "artifacts": artifacts, "encodings": sorted(compressors())}
 
 
 def needs_build(site: Path = SITE, pyodide: Optional[str] = None, artifacts: bool = True) -> bool:

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 import build
+from buildsite.compress import TWIN_SUFFIXES
 
 
 def _get(url: str, path: str, headers=None):
@@ -39,7 +40,7 @@ def test_wheel_is_pure_and_complete(site_url):
 def test_site_has_what_the_page_needs_and_no_more(site_url):
     config = json.loads((build.SITE / "config.json").read_text())
     index = build.SITE / config["pyodide"]["indexURL"]
-    shipped = sorted(p.name for p in index.iterdir() if not p.name.endswith(".gz"))
+    shipped = sorted(p.name for p in index.iterdir() if p.suffix not in TWIN_SUFFIXES)  # (not the .br/.gz twins)
     assert shipped == sorted(f["name"] for f in config["pyodide"]["files"])
     for name in ("pyodide.js", "pyodide.asm.wasm", "numpy.js", "numpy.data", "micropip.data"):
         assert name in shipped
@@ -79,6 +80,9 @@ def test_server_types_gzip_caching_and_safety(site_url):
     assert raw[:4] == b"\0asm" and len(raw) > len(body)
     resp, body = _get(site_url, wasm)                    # no gzip asked for: plain bytes
     assert resp.getheader("Content-Encoding") is None and body[:4] == b"\0asm"
+    resp, body = _get(site_url, wasm, {"Accept-Encoding": "gzip, deflate, br, zstd"})   # Chromium's
+    if (build.SITE / wasm.lstrip("/")).with_name("pyodide.asm.wasm.br").is_file():   # (built with brotli)
+        assert resp.getheader("Content-Encoding") == "br" and len(body) < len(raw) / 3
 
     resp, _ = _get(site_url, "/" + config["wheel"])
     assert resp.status == 200 and resp.getheader("Content-Type") == "application/zip"
