@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import http.server
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -103,6 +104,10 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
             shutil.copyfileobj(f, self.wfile, 256 * 1024)
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        from urllib.parse import urlsplit
+        if urlsplit(self.path).path == self.FLOWER_ROOT:  # the page asks whether a SuperLink is served here
+            self._reply(200, json.dumps({"superlink": bool(self.flower)}).encode(), "application/json")
+            return
         try:
             self._send(head_only=False)
         except (BrokenPipeError, ConnectionResetError):
@@ -113,7 +118,9 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
 
     # The SuperLink has no CORS: the page reaches its Fleet API through this origin (CSP stays 'self').
     flower: Optional[str] = None
-    FLOWER_PREFIX = "/flower/v1/fleet/"
+    #: GET answers {"superlink": true|false}: whether this server forwards a SuperLink (the page's Join needs one)
+    FLOWER_ROOT = "/flower/"
+    FLOWER_PREFIX = FLOWER_ROOT + "v1/fleet/"
     FLOWER_HEADERS = ("Content-Type", "Accept", "flwr-public-key", "flwr-timestamp", "flwr-signature")
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
@@ -121,6 +128,8 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
         import urllib.error
         import urllib.request
         from urllib.parse import urlsplit
+
+        from pytrain.flower.transport import MAX_RESPONSE
         route = urlsplit(self.path).path
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length > 0 else b""
@@ -131,9 +140,11 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
                                      headers={h: self.headers[h] for h in self.FLOWER_HEADERS if self.headers.get(h)})
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
-                status, data, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+                # no more than the node reads: past MAX_RESPONSE it refuses the answer anyway
+                status, ctype = resp.status, resp.headers.get("Content-Type", "")
+                data = resp.read(MAX_RESPONSE + 1)
         except urllib.error.HTTPError as e:
-            status, data, ctype = e.code, e.read(), e.headers.get("Content-Type", "")
+            status, data, ctype = e.code, e.read(MAX_RESPONSE + 1), e.headers.get("Content-Type", "")
         except (urllib.error.URLError, OSError) as e:
             status, data, ctype = 502, ("the SuperLink at %s did not answer: %s" % (
                 self.flower, getattr(e, "reason", e))).encode(), "text/plain"

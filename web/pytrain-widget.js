@@ -49,7 +49,7 @@ async function toText(src, what) {
  *  - container: an element to render a small UI into (optional); autoStart: train once ready
  *  - persist: save a resumable run in IndexedDB after each epoch (default false)
  * Returns a trainer with train(), pause(), resume(), stop(), evaluate(), predict(), exportModel(),
- * checkpoint(), federate({url, heartbeat}), leaveFederation(), on(event, fn), destroy() and `ready`.
+ * checkpoint(), federate({url, heartbeat, localDp, requireClipping}), leaveFederation(), on(event, fn), destroy() and `ready`.
  * Events: loading, ready, progress, epoch, done, error, federation.
  */
 export function createTrainer(options = {}) {
@@ -177,9 +177,9 @@ export class Trainer extends EventTarget {
 
   /** Join the Flower federation this site serves (python build.py serve --flower URL) as a node with this
    * trainer's model and data; "federation" events report each round (see docs/web.md). */
-  async federate({ url = "flower/", heartbeat = 30 } = {}) {
+  async federate({ url = "flower/", heartbeat = 30, localDp = null, requireClipping = false } = {}) {
     await this.ready;
-    return this.client.call("federate", { url: new URL(url, document.baseURI).href, heartbeat });
+    return this.client.call("federate", { url: new URL(url, document.baseURI).href, heartbeat, localDp, requireClipping });
   }
   leaveFederation() { return this.client.call("leaveFederation"); }
   destroy() { this.client.terminate(); if (this.ui) this.ui.remove(); }
