@@ -1,7 +1,8 @@
 """Helpers shared by the browser tests: request recording, contexts, waiting for the app."""
 from __future__ import annotations
 
-from typing import List, Optional
+import re
+from typing import Dict, List, Optional, Sequence
 from urllib.parse import urlsplit
 
 from waits import wait_ms  # noqa: F401  (every browser wait goes through the tests' one factor)
@@ -105,3 +106,20 @@ def build_digits(page, kind: str = "mlp", count: str = "1000") -> None:
     page.select_option("#digits-count", count)
     page.click("#digits-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
+
+
+def serve_files(ctx, files: Dict[str, bytes], prefixes: Sequence[str] = ("bench", "ort-test")) -> None:
+    """Answer same-origin requests under ``/<prefix>/`` with the given paths' bodies (404 for others
+    there); the site serves everything else."""
+    types = {".html": "text/html", ".js": "text/javascript", ".json": "application/json"}
+
+    def handler(route, request):
+        path = "/" + request.url.split("://", 1)[1].split("/", 1)[1].split("?", 1)[0]
+        body = files.get(path)
+        if body is None:
+            route.fulfill(status=404, body="not found")
+            return
+        suffix = path[path.rfind("."):] if "." in path.rsplit("/", 1)[-1] else ""
+        route.fulfill(status=200, body=body, content_type=types.get(suffix, "application/octet-stream"))
+
+    ctx.route(re.compile(r"^https?://[^/]+/(%s)/" % "|".join(re.escape(p) for p in prefixes)), handler)
