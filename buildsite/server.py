@@ -1,4 +1,5 @@
-"""Serves the site: MIME types, precompressed .gz, ETags, cache headers, and a Flower SuperLink's
+"""Serves the site: MIME types, precompressed .gz, ETags, cache headers, cross-origin isolation
+(COOP/COEP, so the worker can split big products across threads), and a Flower SuperLink's
 Fleet API under /flower/ (the SuperLink has no CORS; the page's CSP stays 'self')."""
 from __future__ import annotations
 
@@ -39,12 +40,21 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
 
     root: Path = SITE
     quiet = True
+    #: send COOP/COEP on every response: the page is cross-origin isolated (self.crossOriginIsolated),
+    #: which gives its worker SharedArrayBuffer and so the kernels' helper threads (docs/web.md)
+    isolated = True
     server_version = "pytrain-site"
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         if not self.quiet:
             super().log_message(format, *args)
+
+    def end_headers(self) -> None:
+        if self.isolated:
+            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        super().end_headers()
 
     def _resolve(self) -> Optional[Path]:
         from urllib.parse import unquote, urlsplit
@@ -162,19 +172,20 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
             pass
 
 
-def make_server(root: Path = SITE, port: int = 0, host: str = "127.0.0.1",
-                quiet: bool = True, flower: Optional[str] = None) -> http.server.ThreadingHTTPServer:
+def make_server(root: Path = SITE, port: int = 0, host: str = "127.0.0.1", quiet: bool = True,
+                flower: Optional[str] = None, isolated: bool = True) -> http.server.ThreadingHTTPServer:
     """A threaded HTTP server for ``root`` (port 0 picks a free port); call serve_forever().
-    ``flower``: a SuperLink's Fleet API URL to serve under /flower/."""
-    handler = type("BoundSiteHandler", (SiteHandler,), {"root": Path(root), "quiet": quiet, "flower": flower})
+    ``flower``: a SuperLink's Fleet API URL to serve under /flower/; ``isolated``: send COOP/COEP."""
+    handler = type("BoundSiteHandler", (SiteHandler,), {"root": Path(root), "quiet": quiet, "flower": flower,
+                                                         "isolated": isolated})
     server = http.server.ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server
 
 
-def serve_in_thread(root: Path = SITE, port: int = 0,
-                    flower: Optional[str] = None) -> Tuple[http.server.ThreadingHTTPServer, str]:
+def serve_in_thread(root: Path = SITE, port: int = 0, flower: Optional[str] = None,
+                    isolated: bool = True) -> Tuple[http.server.ThreadingHTTPServer, str]:
     """Start a server in a daemon thread; returns (server, base URL ending in /)."""
-    server = make_server(root, port, flower=flower)
+    server = make_server(root, port, flower=flower, isolated=isolated)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, "http://127.0.0.1:%d/" % server.server_address[1]

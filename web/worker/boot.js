@@ -3,8 +3,8 @@
  * WebAssembly kernels linked into Pyodide's heap, then pytrain's Session (see worker/bridge.js). */
 "use strict";
 
-/** What the boot made: the site's config.json and the Pyodide instance. */
-const runtime = { config: null, pyodide: null };
+/** What the boot made: the site's config.json, the Pyodide instance and the threads products run on. */
+const runtime = { config: null, pyodide: null, threads: 1 };
 
 /* Byte-level progress over the files Pyodide fetches. Pyodide 0.17 exposes no progress hook
  * for its runtime, so fetch and XMLHttpRequest are wrapped while it loads. */
@@ -97,7 +97,15 @@ function trackDownloads() {
 async function installWasmKernels(pyodide) {
   try {
     self.importScripts(BASE + "kernels/kernels.js");
-    await self.pytrainKernels.registerWithPyodide(pyodide, BASE + "kernels/kernels.wasm");
+    // A cross-origin isolated page (COOP/COEP, docs/web.md) has SharedArrayBuffer: big products
+    // are then split across helper threads (kernels.js startThreads), one per other core.
+    const threads = self.crossOriginIsolated && (self.navigator.hardwareConcurrency || 1) > 1
+      ? { source: BASE + "kernels/kernels-shared.wasm", workerURL: BASE + "kernels/threads-worker.js",
+          count: self.navigator.hardwareConcurrency }
+      : null;
+    const gemm = await self.pytrainKernels.registerWithPyodide(pyodide, BASE + "kernels/kernels.wasm", undefined,
+                                                                threads);
+    runtime.threads = gemm.threads ? gemm.threads.count : 1;
     progress.mark("kernels loaded");
     if (pyodide.runPython("from pytrain.ops import wasm\nwasm.install()")) return "wasm-simd";
   } catch (err) {
@@ -222,6 +230,7 @@ async function loadRuntime() {
     const dist = /pyodide\/(\d+\.\d+\.\d+[^/]*)\/$/.exec(config.pyodide.indexURL || "");
     versions.pyodide = dist ? dist[1] : pyodide.version;
     versions.gemm = gemm;
+    versions.threads = runtime.threads;   // threads the big products run on (kernels.js startThreads)
     progress.finishAll();
     progress.setStage("Ready");
     emit("ready", versions);
