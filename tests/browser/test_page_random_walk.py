@@ -9,9 +9,8 @@ reload, download a run and take it back, try a row or a drawing). After every ac
 * every Start pressed while enabled led to training or to a visible error,
 * the error region is in the page.
 
-Each seed replays the same walk. ``PYTRAIN_WALK_ACTIONS`` sets the actions per seed (CI's default
-keeps a seed near 30 s on a quiet 2-core machine; 500 is the full walk) and ``PYTRAIN_WALK_SEEDS``
-the seeds ("1,2"). A failure names the seed, the action number and the walk so far."""
+Each seed replays the same walk. ``PYTRAIN_WALK_ACTIONS`` sets the actions per seed (500 by default,
+as in CI) and ``PYTRAIN_WALK_SEEDS`` the seeds ("1,2"). A failure names the seed, the action number and the walk so far."""
 from __future__ import annotations
 
 import os
@@ -35,7 +34,7 @@ from test_feature_head_flat import _extractor  # noqa: E402
 onnx = pytest.importorskip("onnx")
 
 ROOT = Path(__file__).resolve().parents[2]
-ACTIONS = int(os.environ.get("PYTRAIN_WALK_ACTIONS") or 25)     # 500: the full walk
+ACTIONS = int(os.environ.get("PYTRAIN_WALK_ACTIONS") or 500)
 SEEDS = [int(s) for s in (os.environ.get("PYTRAIN_WALK_SEEDS") or "1,2").split(",") if s.strip()]
 NOT_TEXT = re.compile(r"\b(null|undefined|NaN)\b")
 OCTET = "application/octet-stream"
