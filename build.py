@@ -6,6 +6,7 @@
     python build.py serve [--port N]     build if needed, then serve build/site/ on 127.0.0.1
     python build.py serve --flower URL   ... and the Flower SuperLink at URL under /flower/ (the page's
                                          "Join a federation" talks to it through the page's own origin)
+    python build.py serve --no-isolation ... without COOP/COEP: no helper threads, every product on one core
     python build.py test [PYTEST ARGS]   install the test dependencies, build, run the whole suite
 
 The site is plain files: the web app (web/), assets (static/), the pytrain wheel, the
@@ -52,6 +53,8 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     parser.add_argument("--force", action="store_true", help="`serve`: rebuild even when the site is up to date")
     parser.add_argument("--flower", metavar="URL", help="`serve`: also serve this Flower SuperLink's Fleet API "
                         "(e.g. http://127.0.0.1:9095) at /flower/, for the page's \"Join a federation\"")
+    parser.add_argument("--no-isolation", action="store_true", help="`serve`: no COOP/COEP headers (the page is "
+                        "not cross-origin isolated, so every product runs on the worker's own thread)")
     args, rest = parser.parse_known_args(list(argv) if argv is not None else None)
     if args.command == "test":
         return run_tests(rest)
@@ -63,7 +66,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     if args.command == "build" or args.force or needs_build(SITE, args.pyodide, not args.no_artifacts):
         build(pyodide=args.pyodide, artifacts=not args.no_artifacts)
     if args.command == "serve":
-        server = make_server(SITE, args.port, quiet=False, flower=args.flower)
+        server = make_server(SITE, args.port, quiet=False, flower=args.flower, isolated=not args.no_isolation)
         print("Serving %s at http://127.0.0.1:%d/  (Ctrl+C to stop)" % (SITE, server.server_address[1]), flush=True)
         if args.flower:
             print("  and the Flower SuperLink %s at /flower/" % args.flower, flush=True)

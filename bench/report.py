@@ -169,6 +169,8 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
     for err in res.get("app_errors") or ([res["app_error"]] if res.get("app_error") else []):
         out += ["Web app start-up: " + _error_line(err), ""]
     out += _gemm_section(res.get("gemm") or {})
+    from threads_bench import section as threads_section   # bench/threads.json, written by threads_bench.py
+    out += threads_section()
     out += ["## Method", "",
             "- ms / step: one full training step (forward + loss, backward, AdamW update, "
             "gradient reset, loss read back), median after warm-up; every row is measured "
@@ -235,6 +237,15 @@ STEP_TARGETS = [
     ("native bert", "native tiny BERT step ≤ 1.1× onnxruntime-training (issue 24)", ("bert", "native", "pytrain", ""),
      ("bert", "native", "onnxruntime", ""), 1.1),
 ]
+#: issue 24's thread targets, every workload: pytrain with its helper threads against onnxruntime-web
+#: with 2 threads (both cross-origin isolated), and without isolation against onnxruntime-web with 1
+_NAMES = (("mlp", "MLP"), ("cnn", "CNN"), ("emb", "embedding"), ("mobilenet", "MobileNetV2"), ("bert", "tiny BERT"))
+STEP_TARGETS += [("browser %s 2 threads" % w, "browser %s step, 2 threads ≤ 1.0× onnxruntime-web 2 threads" % t,
+                  (w, "browser", "pytrain", "2 threads"), (w, "browser", "onnxruntime-web", "2 threads"), 1.0)
+                 for w, t in _NAMES]
+STEP_TARGETS += [("browser %s 1 thread" % w, "browser %s step, not isolated ≤ 1.0× onnxruntime-web 1 thread" % t,
+                  (w, "browser", "pytrain", "wasm kernels)"), (w, "browser", "onnxruntime-web", "(1 thread)"), 1.0)
+                 for w, t in _NAMES]
 REAL_TITLES = {
     "mobilenet": "MobileNetV2 (torchvision, width 0.35) on 3x96x96, batch 16: backbone frozen in inference "
                  "mode (BatchNorm on running statistics), classifier trains",

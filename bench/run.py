@@ -228,6 +228,10 @@ def browser_rows() -> List[dict]:
         dict(label="pytrain (Pyodide 0.17.1, numpy)", page="pytrain.html", counts=pyo, extra="&gemm=0", isolated=False),
         dict(label="pytrain (Pyodide 0.17.1 + wasm kernels)", page="pytrain.html", counts=pyo, extra="&gemm=1",
              isolated=False),
+        # the kernels' helper threads (web/kernels/kernels.js startThreads) need COOP/COEP; pytrain.html
+        # then runs in a worker (the calling thread waits for its helpers with Atomics.wait)
+        dict(label="pytrain (Pyodide 0.17.1 + wasm kernels, 2 threads, COOP/COEP)", page="pytrain.html", counts=pyo,
+             extra="&gemm=1&threads=2", isolated=True),
         dict(label="onnxruntime-web 1.19.2 training (1 thread)", page="ort.html", counts=ortw, extra="&threads=1",
              isolated=False),
         dict(label="onnxruntime-web 1.19.2 training (2 threads, COOP/COEP)", page="ort.html", counts=ortw,
@@ -246,18 +250,23 @@ def page_url(row: dict, n: str, steps: dict) -> str:
 
 
 def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
-                verbose: bool, repeat: int) -> None:
+                verbose: bool, repeat: int, rows: Optional[List[str]] = None) -> None:
+    """Every browser row, or (``rows``: label substrings) only those rows, without the app's
+    start-up, generation and GEMM sections."""
     from browser import BrowserSession
 
+    picked = [r for r in browser_rows() if not rows or any(k in r["label"] for k in rows)]
     with BrowserSession(verbose=verbose) as s, AppSite() as site:
         results["env"]["chromium"] = s.version
         results["rows"] += _measure_rows(
-            [n for n in names if n not in LORA_WORKLOADS], browser_rows(), repeat, "browser",
+            [n for n in names if n not in LORA_WORKLOADS], picked, repeat, "browser",
             lambda row: row["page"].split(".")[0],
             lambda n, row: s.run_page(page_url(row, n, steps), isolated=row["isolated"]),
             lambda rec: (f"cold {rec['cold_ms']:7.0f} ms  wasm {rec['wasm_memory_mb']:6.1f} MB  "
                          f"{rec['bytes_gzip'] / 2**20:5.1f} MB gz  loss {rec['first_loss']:.5f}"),
-            after_pass=lambda i: run_app_start(results, s, site))   # one start-up per pass
+            after_pass=None if rows else lambda i: run_app_start(results, s, site))   # one start-up per pass
+        if rows:
+            return
         for n in names:
             # artifact generation inside the browser (pytrain is pure Python: it can)
             rec = {"workload": n, "runtime": "pytrain-pyodide"}
@@ -509,6 +518,8 @@ def main(argv: Optional[list] = None) -> None:
                          "the first step over an emulated network (bench/network.py)")
     ap.add_argument("--workloads", default="mlp,cnn,emb,mobilenet,bert")
     ap.add_argument("--verbose", action="store_true", help="echo browser console output")
+    ap.add_argument("--rows", help="browser rows whose label contains one of these comma-separated strings "
+                    "(e.g. 'wasm kernels,onnxruntime-web'); no start-up, generation or GEMM sections")
     ap.add_argument("--out", default=str(HERE), help="where results.json/RESULTS.md go")
     ap.add_argument("--merge", action="store_true",
                     help="put this run's rows into the results.json already in --out, replacing that file's "
@@ -549,7 +560,8 @@ def main(argv: Optional[list] = None) -> None:
                 run_native(names, steps, results, args.repeat)
             if args.only in (None, "browser"):
                 log("browser rows")
-                run_browser(names, steps, results, with_gemm=True, verbose=args.verbose, repeat=args.repeat)
+                run_browser(names, steps, results, with_gemm=True, verbose=args.verbose, repeat=args.repeat,
+                            rows=args.rows.split(",") if args.rows else None)
                 log("first step over an emulated network")
                 import network
 

@@ -1,14 +1,15 @@
 """What ``python build.py test`` installs (test packages, torchvision, chromium) before running the suite."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterable, List
+from typing import Dict, Iterable, List, Sequence
 
-from buildsite.paths import ROOT, log
+from buildsite.paths import BUILD, ROOT, log
 from buildsite.pyodide import ensure_node_modules
 from buildsite.site import build, needs_build
 
@@ -48,6 +49,45 @@ def ensure_chromium() -> None:
     subprocess.run(sudo + ["apt-get", "update", "-q"], check=True)
     subprocess.run(sudo + ["apt-get", "install", "-y", "-q", "chromium"], check=True,
                    env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+
+
+#: onnxruntime-web 1.19's public types (and its Tensor.fromImage, the browser tests' oracle) and the compiler
+#: that checks web/pytrain-ort.d.ts against them (tests/web/test_ort_types.py)
+ORT_TYPES_NPM = {"onnxruntime-common": "1.19.2", "typescript": "5.9.3"}
+
+#: where tests install the npm packages they need (gitignored, under build/): one folder per use
+NPM_TEST_FOLDERS = BUILD / "npm"
+
+
+def npm_install(folder: Path, no_save: Sequence[str] = ()) -> None:
+    """``npm install`` the dependencies of ``folder``'s package.json from the registry (again only when
+    package.json changes), then ``npm install --no-save`` the ``no_save`` specs (packages or folders) into it."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError("npm is not installed: install Node.js/npm to install the packages of %s" % folder)
+    manifest = (folder / "package.json").read_text(encoding="utf-8")
+    done = folder / "node_modules" / ".pytrain-installed"
+    if not (done.is_file() and done.read_text(encoding="utf-8") == manifest):
+        log("npm install in %s" % folder)
+        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=str(folder), check=True)
+        done.write_text(manifest, encoding="utf-8")
+    if no_save:
+        subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error"] + list(no_save),
+                       cwd=str(folder), check=True)
+
+
+def ensure_npm_folder(name: str, dependencies: Dict[str, str]) -> Path:
+    """``build/npm/<name>/`` with exactly ``dependencies`` ({package: pinned version}) npm-installed from
+    the registry; reinstalled when the pins change. Returns the folder (its node_modules inside)."""
+    folder = NPM_TEST_FOLDERS / name
+    manifest = json.dumps({"name": "pytrain-test-" + name, "private": True, "dependencies": dependencies},
+                          indent=2, sort_keys=True) + "\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    pkg = folder / "package.json"
+    if not pkg.is_file() or pkg.read_text(encoding="utf-8") != manifest:
+        pkg.write_text(manifest, encoding="utf-8")
+    npm_install(folder)
+    return folder
 
 
 def run_tests(pytest_args: List[str]) -> int:

@@ -1,9 +1,11 @@
-"""Serves the site: MIME types, precompressed .br/.gz twins (by Accept-Encoding), ETags, cache headers, and a
-Flower SuperLink's Fleet API under /flower/ (the SuperLink has no CORS; the page's CSP stays 'self')."""
+"""Serves the site: MIME types, precompressed .br/.gz twins (by Accept-Encoding), ETags, cache headers,
+cross-origin isolation (COOP/COEP, so the worker can split big products across threads), and a Flower
+SuperLink's Fleet API under /flower/ (the SuperLink has no CORS; the page's CSP stays 'self')."""
 from __future__ import annotations
 
 import email.utils
 import http.server
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -37,12 +39,21 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
 
     root: Path = SITE
     quiet = True
+    #: send COOP/COEP on every response: the page is cross-origin isolated (self.crossOriginIsolated),
+    #: which gives its worker SharedArrayBuffer and so the kernels' helper threads (docs/web.md)
+    isolated = True
     server_version = "pytrain-site"
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         if not self.quiet:
             super().log_message(format, *args)
+
+    def end_headers(self) -> None:
+        if self.isolated:
+            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        super().end_headers()
 
     def _resolve(self) -> Optional[Path]:
         from urllib.parse import unquote, urlsplit
@@ -101,6 +112,10 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
             shutil.copyfileobj(f, self.wfile, 256 * 1024)
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        from urllib.parse import urlsplit
+        if urlsplit(self.path).path == self.FLOWER_ROOT:  # the page asks whether a SuperLink is served here
+            self._reply(200, json.dumps({"superlink": bool(self.flower)}).encode(), "application/json")
+            return
         try:
             self._send(head_only=False)
         except (BrokenPipeError, ConnectionResetError):
@@ -111,7 +126,9 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
 
     # The SuperLink has no CORS: the page reaches its Fleet API through this origin (CSP stays 'self').
     flower: Optional[str] = None
-    FLOWER_PREFIX = "/flower/v1/fleet/"
+    #: GET answers {"superlink": true|false}: whether this server forwards a SuperLink (the page's Join needs one)
+    FLOWER_ROOT = "/flower/"
+    FLOWER_PREFIX = FLOWER_ROOT + "v1/fleet/"
     FLOWER_HEADERS = ("Content-Type", "Accept", "flwr-public-key", "flwr-timestamp", "flwr-signature")
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
@@ -119,6 +136,8 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
         import urllib.error
         import urllib.request
         from urllib.parse import urlsplit
+
+        from pytrain.flower.transport import MAX_RESPONSE
         route = urlsplit(self.path).path
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length > 0 else b""
@@ -129,9 +148,11 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
                                      headers={h: self.headers[h] for h in self.FLOWER_HEADERS if self.headers.get(h)})
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
-                status, data, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+                # no more than the node reads: past MAX_RESPONSE it refuses the answer anyway
+                status, ctype = resp.status, resp.headers.get("Content-Type", "")
+                data = resp.read(MAX_RESPONSE + 1)
         except urllib.error.HTTPError as e:
-            status, data, ctype = e.code, e.read(), e.headers.get("Content-Type", "")
+            status, data, ctype = e.code, e.read(MAX_RESPONSE + 1), e.headers.get("Content-Type", "")
         except (urllib.error.URLError, OSError) as e:
             status, data, ctype = 502, ("the SuperLink at %s did not answer: %s" % (
                 self.flower, getattr(e, "reason", e))).encode(), "text/plain"
@@ -149,19 +170,20 @@ class SiteHandler(http.server.BaseHTTPRequestHandler):
             pass
 
 
-def make_server(root: Path = SITE, port: int = 0, host: str = "127.0.0.1",
-                quiet: bool = True, flower: Optional[str] = None) -> http.server.ThreadingHTTPServer:
+def make_server(root: Path = SITE, port: int = 0, host: str = "127.0.0.1", quiet: bool = True,
+                flower: Optional[str] = None, isolated: bool = True) -> http.server.ThreadingHTTPServer:
     """A threaded HTTP server for ``root`` (port 0 picks a free port); call serve_forever().
-    ``flower``: a SuperLink's Fleet API URL to serve under /flower/."""
-    handler = type("BoundSiteHandler", (SiteHandler,), {"root": Path(root), "quiet": quiet, "flower": flower})
+    ``flower``: a SuperLink's Fleet API URL to serve under /flower/; ``isolated``: send COOP/COEP."""
+    handler = type("BoundSiteHandler", (SiteHandler,), {"root": Path(root), "quiet": quiet, "flower": flower,
+                                                         "isolated": isolated})
     server = http.server.ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server
 
 
-def serve_in_thread(root: Path = SITE, port: int = 0,
-                    flower: Optional[str] = None) -> Tuple[http.server.ThreadingHTTPServer, str]:
+def serve_in_thread(root: Path = SITE, port: int = 0, flower: Optional[str] = None,
+                    isolated: bool = True) -> Tuple[http.server.ThreadingHTTPServer, str]:
     """Start a server in a daemon thread; returns (server, base URL ending in /)."""
-    server = make_server(root, port, flower=flower)
+    server = make_server(root, port, flower=flower, isolated=isolated)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, "http://127.0.0.1:%d/" % server.server_address[1]

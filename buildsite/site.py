@@ -84,6 +84,7 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
             raise SystemExit("--pyodide %s: no pyodide.js in that folder" % pyodide)
         index_url, pyodide_files = copy_pyodide(source, site)
 
+    _npm_package(site)
     config = {
         "version": pytrain_version(),
         "built": int(started),
@@ -106,6 +107,22 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
     log("site ready in %s (%s, %.1fs)" % (site, ", ".join("%d %s files" % (n, enc) for enc, n in sorted(twins.items())),
                                            time.time() - started))
     return site
+
+
+#: the npm package bundlers install (its index.js is web/npm/pytrain-ort/index.js)
+NPM_PACKAGE = Path("npm") / "pytrain-ort"
+
+
+def _npm_package(site: Path) -> None:
+    """``npm/pytrain-ort/``: web/npm/pytrain-ort's index.js with its package.json and types (pytrain-ort.d.ts)."""
+    folder = site / NPM_PACKAGE
+    shutil.copyfile(str(site / "pytrain-ort.d.ts"), str(folder / "index.d.ts"))
+    manifest = {"name": "pytrain-ort", "version": pytrain_version(), "private": True, "type": "module",
+                "description": "onnxruntime-web 1.19's training API on pytrain, for bundlers: loads pytrain-ort.js "
+                               "from the pytrain site at run time",
+                "main": "index.js", "types": "index.d.ts",
+                "exports": {".": {"types": "./index.d.ts", "default": "./index.js"}}}
+    (folder / "package.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
 def _stamp(pyodide: Optional[str], artifacts: bool) -> Dict[str, object]:

@@ -1,4 +1,4 @@
-// pytrain-ort.js: onnxruntime-web 1.19's training API (TrainingSession, Tensor) on pytrain.
+// pytrain-ort.js: onnxruntime-web 1.19's API (TrainingSession, InferenceSession, Tensor, env) on pytrain.
 //
 //   import * as ort from "./pytrain-ort.js";      // was: import * as ort from "onnxruntime-web/training";
 //   const session = await ort.TrainingSession.create({ checkpointState, trainModel, evalModel, optimizerModel });
@@ -7,98 +7,18 @@
 //   await session.runOptimizerStep();
 //   await session.lazyResetGrad();
 //
-// The interface is onnxruntime-common's training-session.d.ts. Training runs in pytrain's Web Worker
-// (worker.js next to this file, the one the page and the widget use), so the page never freezes; the
-// data never leaves the tab. Artifacts: pytrain's (pytrain.artifacts.generate_artifacts); checkpoint:
-// pytrain's, or ONNX Runtime 1.19's when the worker's pytrain reads it (pytrain.ort).
+// The interface is onnxruntime-common 1.19's (training-session.d.ts, inference-session.d.ts, tensor*.d.ts);
+// its types: pytrain-ort.d.ts. Training runs in pytrain's Web Worker (worker.js next to this file, the one
+// the page and the widget use), so the page never freezes; the data never leaves the tab. Artifacts and
+// checkpoints: pytrain's, or those ONNX Runtime 1.19's generate_artifacts made, read by pytrain.ort as in
+// Python. InferenceSession runs an exported model (create from a URL or bytes, run(feeds) -> outputs);
+// Tensor and Tensor.fromImage (onnxruntime-common 1.19's semantics) live in js/ort_tensor.js.
 
 // Its worker commands (ortCreate, ortTrainStep, ...) are declared with the others in js/protocol.js (ORT_OPS).
 import { WorkerClient, registerServiceWorker } from "./js/client.js";
+import { Tensor, TYPED_ARRAYS } from "./js/ort_tensor.js";
 
-// onnxruntime-common's Tensor.Type -> typed array.
-const TYPED_ARRAYS = {
-  float32: Float32Array, float64: Float64Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array,
-  uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array,
-  bool: Uint8Array, string: Array,
-};
-
-function typeOfArray(data) {
-  if (data instanceof Float32Array) return "float32";
-  if (data instanceof Float64Array) return "float64";
-  if (data instanceof Int8Array) return "int8";
-  if (data instanceof Uint8Array || data instanceof Uint8ClampedArray) return "uint8";
-  if (data instanceof Int16Array) return "int16";
-  if (data instanceof Uint16Array) return "uint16";
-  if (data instanceof Int32Array) return "int32";
-  if (data instanceof Uint32Array) return "uint32";
-  if (data instanceof BigInt64Array) return "int64";
-  if (data instanceof BigUint64Array) return "uint64";
-  return null;
-}
-
-/** A CPU tensor with onnxruntime-common's basics: type, data, dims, size. */
-export class Tensor {
-  /**
-   * new Tensor(type, data, dims?) or new Tensor(data, dims?): data is a typed array matching the type,
-   * or a plain array (numbers, bigints, booleans or strings) that is converted.
-   */
-  constructor(arg0, arg1, arg2) {
-    let type, data, dims;
-    if (typeof arg0 === "string") {
-      type = arg0; data = arg1; dims = arg2;
-      const T = TYPED_ARRAYS[type];
-      if (!T) throw new TypeError(`Unsupported tensor type: ${type}.`);
-      if (Array.isArray(data)) {
-        if (type === "string") { /* kept as an array of strings */ }
-        else if (type === "int64" || type === "uint64") data = T.from(data, (v) => BigInt(v));
-        else if (type === "bool") data = Uint8Array.from(data, (v) => (v ? 1 : 0));
-        else data = T.from(data);
-      } else if (type === "uint8" && data instanceof Uint8ClampedArray) {
-        data = new Uint8Array(data.buffer, data.byteOffset, data.length);
-      } else if (!(data instanceof T)) {
-        throw new TypeError(`A ${T.name} tensor's data must be type of ${T.name}`);
-      }
-    } else {
-      data = arg0; dims = arg1;
-      if (Array.isArray(data)) {
-        if (data.length === 0) throw new TypeError("Tensor type cannot be inferred from an empty array.");
-        const first = data[0];
-        if (typeof first === "string") type = "string";
-        else if (typeof first === "boolean") { type = "bool"; data = Uint8Array.from(data, (v) => (v ? 1 : 0)); }
-        else { type = "float32"; data = Float32Array.from(data); }
-      } else {
-        type = typeOfArray(data);
-        if (!type) throw new TypeError("Invalid tensor data: expected a typed array or an array");
-        if (data instanceof Uint8ClampedArray) data = new Uint8Array(data.buffer, data.byteOffset, data.length);
-      }
-    }
-    if (dims === undefined) dims = [data.length];
-    else if (!Array.isArray(dims)) throw new TypeError("A tensor's dims must be a number array");
-    dims = dims.map((d) => {
-      if (!Number.isSafeInteger(d) || d < 0) throw new TypeError(`Invalid dimension: ${d}`);
-      return d;
-    });
-    const size = dims.reduce((a, b) => a * b, 1);
-    if (size !== data.length) throw new Error(`Tensor's size(${size}) does not match data length(${data.length}).`);
-    this.type = type;
-    this.dims = dims;
-    this.data = data;
-    this.size = size;
-    this.location = "cpu";
-  }
-
-  get cpuData() { return this.data; }
-
-  async getData(releaseData) {
-    const d = this.data;
-    if (releaseData) this.dispose();
-    return d;
-  }
-
-  reshape(dims) { return new Tensor(this.type, this.data, dims); }
-
-  dispose() { this.data = undefined; this.location = "none"; }
-}
+export { Tensor };
 
 /** Accepted for compatibility (pages set ort.env.wasm.*); pytrain's worker ignores these settings. */
 export const env = { wasm: { numThreads: 0, simd: true, proxy: false, wasmPaths: undefined }, webgpu: {},
@@ -122,7 +42,9 @@ function call(cmd, args) {
 
 async function toBytes(src, what) {
   if (src instanceof Uint8Array) return src;
-  if (src instanceof ArrayBuffer) return new Uint8Array(src);
+  if (src instanceof ArrayBuffer || (typeof SharedArrayBuffer !== "undefined" && src instanceof SharedArrayBuffer)) {
+    return new Uint8Array(src);
+  }
   if (typeof src === "string" || src instanceof URL) {
     const base = typeof document !== "undefined" ? document.baseURI : self.location.href;
     const resp = await fetch(new URL(src, base));
@@ -313,4 +235,66 @@ export class TrainingSession {
   }
 }
 
-export default { TrainingSession, Tensor, env };
+/** onnxruntime-web's InferenceSession (an exported model, for instance), run by pytrain in its Web Worker. */
+export class InferenceSession {
+  constructor(id, inputNames, outputNames) {
+    this._id = id;
+    this.inputNames = Object.freeze(inputNames);
+    this.outputNames = Object.freeze(outputNames);
+  }
+
+  /**
+   * create(url | Uint8Array | ArrayBuffer, options?) or create(ArrayBuffer, byteOffset, byteLength?, options?),
+   * as onnxruntime-common's InferenceSession.create; session options are accepted and ignored.
+   */
+  static async create(arg0, arg1, arg2, arg3) {   // eslint-disable-line no-unused-vars
+    let model;
+    if (typeof arg0 === "string" || arg0 instanceof Uint8Array) model = await toBytes(arg0, "InferenceSession.create");
+    else if (arg0 instanceof ArrayBuffer || (typeof SharedArrayBuffer !== "undefined" && arg0 instanceof SharedArrayBuffer)) {
+      let byteOffset = 0, byteLength = arg0.byteLength;
+      if (typeof arg1 === "number") {
+        byteOffset = arg1;
+        if (!Number.isSafeInteger(byteOffset) || byteOffset < 0 || byteOffset >= arg0.byteLength) {
+          throw new RangeError(`'byteOffset' is out of range [0, ${arg0.byteLength}).`);
+        }
+        byteLength = arg0.byteLength - byteOffset;
+        if (typeof arg2 === "number") {
+          byteLength = arg2;
+          if (!Number.isSafeInteger(byteLength) || byteLength <= 0 || byteOffset + byteLength > arg0.byteLength) {
+            throw new RangeError(`'byteLength' is out of range (0, ${arg0.byteLength - byteOffset}].`);
+          }
+        }
+      }
+      model = new Uint8Array(arg0, byteOffset, byteLength).slice();
+    } else {
+      throw new TypeError("Unexpected argument[0]: must be 'path' or 'buffer'.");
+    }
+    const r = await call("ortInferenceCreate", { model });
+    return new InferenceSession(r.session, r.inputNames, r.outputNames);
+  }
+
+  /** run(feeds, fetches?, options?) -> {output name: Tensor}, as onnxruntime-common's InferenceSession.run. */
+  async run(feeds, arg1, arg2) {
+    if (this._id === null) throw new Error("this InferenceSession was released");
+    const fetches = narrow(this.inputNames, this.outputNames, feeds, arg1, arg2);
+    const encoded = {};
+    for (const [name, t] of Object.entries(feeds)) {
+      if (!this.inputNames.includes(name)) throw new Error(`invalid input '${name}'`);
+      encoded[name] = encodeTensor(t, `input "${name}"`);
+    }
+    const results = await call("ortInferenceRun", { session: this._id, feeds: encoded, fetches: Object.keys(fetches) });
+    return collect(results, fetches);
+  }
+
+  startProfiling() {}
+
+  endProfiling() {}
+
+  async release() {
+    if (this._id === null) return;
+    await call("ortRelease", { session: this._id });
+    this._id = null;
+  }
+}
+
+export default { TrainingSession, InferenceSession, Tensor, env };

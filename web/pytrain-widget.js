@@ -39,7 +39,8 @@ async function toText(src, what) {
 
 /**
  * Create a trainer. Options:
- *  - data: "digits" | {csv: text|URL|Blob, label, task?} | {x: Float32Array, shape: [N, ...], y: number[], task?, classes?}
+ *  - data: "digits" | {csv: text|URL|Blob, label, task?, missing?: "error" | "drop" | "fill"} (text columns of
+ *    up to 10 values are one-hot encoded, as on the page) | {x: Float32Array, shape: [N, ...], y: number[], task?, classes?}
  *  - artifacts: "digits-mlp" | "digits-cnn" | a folder URL ending in "/" | {training, eval, optimizer, checkpoint} (URLs or bytes)
  *  - model: an inference .onnx (URL or bytes) to generate artifacts from, with loss, optimizer, requiresGrad
  *  - run: a run file (.zip from the page's "Download the whole run" or runFile(), URL or bytes) to take
@@ -49,7 +50,7 @@ async function toText(src, what) {
  *  - container: an element to render a small UI into (optional); autoStart: train once ready
  *  - persist: save a resumable run in IndexedDB after each epoch (default false)
  * Returns a trainer with train(), pause(), resume(), stop(), evaluate(), predict(), exportModel(),
- * checkpoint(), federate({url, heartbeat}), leaveFederation(), on(event, fn), destroy() and `ready`.
+ * checkpoint(), federate({url, heartbeat, localDp, requireClipping}), leaveFederation(), on(event, fn), destroy() and `ready`.
  * Events: loading, ready, progress, epoch, done, error, federation.
  */
 export function createTrainer(options = {}) {
@@ -114,7 +115,8 @@ export class Trainer extends EventTarget {
     if (data.csv !== undefined) {
       if (!data.label) throw new Error("data.label: name the CSV column to predict");
       const text = await toText(data.csv, "data.csv");
-      return this.client.call("useCSV", { text, label: data.label, task: data.task || null, valFraction: o.valFraction });
+      return this.client.call("useCSV", { text, label: data.label, task: data.task || null, valFraction: o.valFraction,
+                                          missing: data.missing || "error", onehot: true });
     }
     if (data.x !== undefined) {
       const x = data.x instanceof Float32Array ? data.x : new Float32Array(data.x);
@@ -162,9 +164,12 @@ export class Trainer extends EventTarget {
   stop() { return this.client.call("stop"); }
   /** Validation loss and accuracy (classification) or RMSE (regression). */
   async evaluate() { await this.ready; return this.client.call("evaluate"); }
-  /** Outputs (and class probabilities) for samples x of shape [N, ...]. */
+  /** Outputs (and class probabilities) for samples x of shape [N, ...]; for a table, x may be one row
+   * as typed, an array of strings (one per column, text as text, "" when missing): what the exported
+   * model takes too (docs/web.md, "Exports of tables"). */
   async predict(x, shape) {
     await this.ready;
+    if (Array.isArray(x) && x.some((v) => typeof v === "string")) return this.client.call("predict", { row: x });
     const arr = x instanceof Float32Array ? x : new Float32Array(x);
     return this.client.call("predict", { x: arr, shape: shape || [1, arr.length] });
   }
@@ -177,9 +182,9 @@ export class Trainer extends EventTarget {
 
   /** Join the Flower federation this site serves (python build.py serve --flower URL) as a node with this
    * trainer's model and data; "federation" events report each round (see docs/web.md). */
-  async federate({ url = "flower/", heartbeat = 30 } = {}) {
+  async federate({ url = "flower/", heartbeat = 30, localDp = null, requireClipping = false } = {}) {
     await this.ready;
-    return this.client.call("federate", { url: new URL(url, document.baseURI).href, heartbeat });
+    return this.client.call("federate", { url: new URL(url, document.baseURI).href, heartbeat, localDp, requireClipping });
   }
   leaveFederation() { return this.client.call("leaveFederation"); }
   destroy() { this.client.terminate(); if (this.ui) this.ui.remove(); }

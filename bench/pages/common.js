@@ -1,5 +1,6 @@
 // Shared by every bench page; must be the first script so its hooks see every
-// WebAssembly.Memory the runtimes create or export.
+// WebAssembly.Memory the runtimes create or export. Also runs inside a page's worker
+// (importScripts), which then reports to the page (runInWorker).
 "use strict";
 
 (function () {
@@ -143,22 +144,36 @@
     };
   }
 
-  /** Run the page's benchmark and publish the outcome on window.__bench for run.py. */
+  /** Run the page's benchmark and publish the outcome on window.__bench for run.py (in a worker:
+   * posted to the page, which publishes it: runInWorker). */
   function runBench(body) {
-    window.__bench = { status: "running" };
+    const publish = typeof document === "undefined"
+      ? (state) => self.postMessage({ bench: state })
+      : (state) => { self.__bench = state; };
+    publish({ status: "running" });
     (async () => {
       try {
         const res = await body(params());
         res.wasm_memory_mb = wasmMemoryBytes() / 2 ** 20;
         if (performance.memory) res.js_heap_mb = performance.memory.usedJSHeapSize / 2 ** 20;
         res.cross_origin_isolated = !!self.crossOriginIsolated;
-        window.__bench = { status: "done", result: res };
+        publish({ status: "done", result: res });
       } catch (e) {
         console.error(e);
-        window.__bench = { status: "error", error: String((e && e.stack) || e) };
+        publish({ status: "error", error: String((e && e.stack) || e) });
       }
     })();
   }
 
-  Object.assign(window, { benchLib: { params, fetchBytes, fetchJson, loadBatch, timeSteps, runBench, wasmMemoryBytes } });
+  /** The page's benchmark in a worker (script url, same query): for code that waits with
+   * Atomics.wait, which a page's main thread may not (pytrain's helper threads). */
+  function runInWorker(url) {
+    self.__bench = { status: "running" };
+    const worker = new Worker(url + location.search);
+    worker.onmessage = (e) => { if (e.data && e.data.bench) self.__bench = e.data.bench; };
+    worker.onerror = (e) => { self.__bench = { status: "error", error: "worker: " + e.message }; };
+  }
+
+  Object.assign(self, { benchLib: { params, fetchBytes, fetchJson, loadBatch, timeSteps, runBench, runInWorker,
+                                    wasmMemoryBytes } });
 })();

@@ -8,6 +8,7 @@ from pytrain.cli._common import say, shape_str, size_str
 from pytrain.files import write_atomic
 from pytrain.run import properties as P
 from pytrain.run.artifact_dir import ArtifactDir
+from pytrain.run import rows
 from pytrain.run.scaling import target_scaling
 
 
@@ -24,7 +25,8 @@ def add_parser(sub) -> None:
                         "(the original graph); adapters writes the adapters alone (an ONNX file of initializers when "
                         "MODEL ends in .onnx, else .npz); unmerged keeps them as nodes")
     p.add_argument("--raw-inputs", action="store_true",
-                   help="do not build the training run's --standardize step into the model")
+                   help="do not build the training run's --standardize step (nor a page table's encoding of "
+                        "text columns and missing values) into the model")
     p.set_defaults(run=run)
 
 
@@ -58,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     unscaled = scaling is not None and scaling.output in outputs
     if unscaled:   # the model learnt standard units; the export answers in the target's own
         blob = scaling.bake(blob)
+    columns = None if args.raw_inputs else P.json_property(state, P.P_ROWS)
+    blob = rows.bake(blob, columns)   # a page's table with text or missing values: its rows as typed
     write_atomic(args.output, blob)
     model = ModelProto.FromString(blob)
 
@@ -74,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
     say("  outputs: {}".format(describe(model.graph.output)))
     if baked:
         say("  includes the training run's standardisation (x - mean) / std of its inputs")
+    if columns:
+        say("  takes the table's rows as typed: {} (number columns as floats, NaN when missing), {} (text "
+            "columns as strings)".format(", ".join(rows.numbers(columns)) or "-", ", ".join(rows.texts(columns)) or "-"))
     if unscaled:
         say("  answers in the target's units: {} * std + mean of the run's target scaling".format(scaling.output))
     if state.properties.get(P.P_CLASSES):

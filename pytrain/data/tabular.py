@@ -78,8 +78,9 @@ def sniff_delimiter(text: str) -> str:
 
 def _mixed_block(rows: List[List[str]], lines: List[int], feature_cols: List[int], label_cols: List[int],
                  header: List[str], where: str, missing: str, onehot: bool, notes: List[str]
-                 ) -> Tuple[np.ndarray, List[str], List[List[str]], List[int]]:
-    """Features of a table with missing values and/or text columns (the slow, careful path)."""
+                 ) -> Tuple[np.ndarray, List[str], List[List[str]], List[int], List[Dict[str, Any]]]:
+    """Features of a table with missing values and/or text columns (the slow, careful path), and
+    the columns as typed (see ``Dataset.columns`` in :func:`load_csv`)."""
     def bad_cell(r: int, c: int) -> DataError:
         return DataError("{} line {}, column {!r}: {} is not a number (expected a finite number)".format(
             where, lines[r], header[c], _describe_cell(rows[r][c])))
@@ -121,6 +122,7 @@ def _mixed_block(rows: List[List[str]], lines: List[int], feature_cols: List[int
     rows, lines = [rows[r] for r in keep], [lines[r] for r in keep]
     columns: List[np.ndarray] = []
     names: List[str] = []
+    typed: List[Dict[str, Any]] = []
     filled = 0
     for c in feature_cols:
         cells = [row[c] for row in rows]
@@ -130,19 +132,22 @@ def _mixed_block(rows: List[List[str]], lines: List[int], feature_cols: List[int
             for v in values:
                 columns.append(np.array([1.0 if s == v else 0.0 for s in stripped], dtype=np.float32))
                 names.append("{}={}".format(header[c], v))
+            typed.append({"name": header[c], "kind": "text", "values": values})
             notes.append("one-hot encoded text column {!r} ({} values: {})".format(
                 header[c], len(values), ", ".join(values)))
             continue
         col = np.array([np.nan if is_missing(v) else float(v) for v in cells], dtype=np.float64)
         gaps = np.isnan(col)
+        mean = float(np.mean(col[~gaps])) if (~gaps).any() else 0.0
         if gaps.any():
-            col[gaps] = float(np.mean(col[~gaps])) if (~gaps).any() else 0.0
+            col[gaps] = mean
             filled += int(gaps.sum())
         columns.append(col.astype(np.float32))
         names.append(header[c])
+        typed.append({"name": header[c], "kind": "number", "fill": float(np.float32(mean))})
     if filled:
         notes.append("filled {} missing values with their column's mean".format(filled))
-    return np.stack(columns, axis=1), names, rows, lines
+    return np.stack(columns, axis=1), names, rows, lines, typed
 
 
 def _read_rows(text: str, label: str, delimiter: str) -> Tuple[List[str], List[List[str]], List[int]]:
@@ -226,13 +231,14 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
         raise DataError("{}: no feature columns left besides the label column(s) {}".format(
             where, ", ".join(repr(n) for n in label_names)))
     notes: List[str] = []
+    typed: Optional[List[Dict[str, Any]]] = None
     try:
         x = _numeric_block(rows, feature_cols, header, lines, where, "number")
         feature_names = [header[i] for i in feature_cols]
     except DataError:
         if missing == "error" and not onehot:
             raise   # the first bad cell, as it always was
-        x, feature_names, rows, lines = _mixed_block(rows, lines, feature_cols, label_cols, header, where,
+        x, feature_names, rows, lines, typed = _mixed_block(rows, lines, feature_cols, label_cols, header, where,
                                                      missing, onehot, notes)
 
     def locate(i: int) -> str:
@@ -264,6 +270,10 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
     ds = Dataset(x, y, out_classes, feature_names, task, where)
     ds.task_reason = reason  # why this task, when it was inferred (pages show it)
     ds.notes = notes         # rows dropped, values filled, columns one-hot encoded
+    # the columns as typed, when they are not the features as they are (text or missing values):
+    # [{"name", "kind": "number", "fill": the mean a missing value takes} or {"name", "kind": "text",
+    # "values": the one-hot columns' values, in order}] (pytrain.run.rows builds them into an export)
+    ds.columns = typed
     return ds
 
 

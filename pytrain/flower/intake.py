@@ -15,8 +15,10 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from pytrain import limits
+from pytrain.errors import ModelFormatError
 from pytrain.flower import messages as pb
 from pytrain.flower import objects as ob
+from pytrain.proto import wire
 
 #: records a message may carry (flwr's train/evaluate messages carry two or three)
 MAX_RECORDS = 64
@@ -90,3 +92,28 @@ def _fetch_arrays(rec: pb.ObjectTree, refs: "OrderedDict[str, str]", get, check)
                 sizes[cid] = len(body)
             got += sizes[cid]
             ob.check_chunk_total(t.object_id, meta, got)
+
+
+def metadata_in_head(head: "bytes | memoryview") -> "List[pb.Metadata]":
+    """The metadata of the messages (at most :data:`MAX_RECORDS`) that begin in ``head``, the first
+    bytes of a pull-messages answer too large to read: each can then get an error reply. A message's
+    metadata is its first field (as flwr writes it); one cut off or malformed is passed over."""
+    found: "List[pb.Metadata]" = []
+    pos, end = 0, len(head)
+    try:
+        while pos < end and len(found) < MAX_RECORDS:
+            key, pos = wire.read_varint(head, pos, end)
+            if key & 7 != wire.LEN:  # PullMessagesResponse holds messages only
+                break
+            size, pos = wire.read_varint(head, pos, end)
+            if key >> 3 == 2:  # messages_list: a FlwrMessage, metadata (field 1) first
+                md_key, at = wire.read_varint(head, pos, end)
+                md_size, at = wire.read_varint(head, at, end)
+                if md_key == (1 << 3) | wire.LEN and at + md_size <= min(end, pos + size):
+                    md = pb.Metadata.FromString(head[at:at + md_size])
+                    if md.message_id and md.message_type:
+                        found.append(md)
+            pos += size
+    except ModelFormatError:
+        pass  # the head ends or goes wrong here: what was found before stands
+    return found

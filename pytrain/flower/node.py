@@ -18,7 +18,7 @@ from pytrain.flower import messages as pb
 from pytrain.flower import intake, privacy, secagg
 from pytrain.flower import objects as ob
 from pytrain.flower.fleet import FleetClient, HttpStatusError, SleepStep, Steps
-from pytrain.flower.transport import FederationError, Transport
+from pytrain.flower.transport import AnswerTooLarge, FederationError, Transport
 
 #: flwr's ErrorCode.CLIENT_APP_RAISED_EXCEPTION
 ERROR_CODE = 2
@@ -173,11 +173,31 @@ class FlowerNode:
         """Pull and answer the waiting messages; returns how many were answered."""
         yield from self.beat_steps()
         n = 0
-        pulled = yield from self.fleet.pull_messages()
+        try:
+            pulled = yield from self.fleet.pull_messages()
+        except AnswerTooLarge as e:  # not read: its messages are refused, the node goes on
+            return (yield from self.refuse_unread_steps(e))
         for msg, tree in pulled:
             yield from self.handle_steps(msg, tree)
             n += 1
         return n
+
+    def refuse_unread_steps(self, e: AnswerTooLarge) -> Steps:
+        """An error reply to each message whose metadata begins the unread answer's head; returns
+        how many (none when the head shows no whole metadata: those messages are skipped)."""
+        found = intake.metadata_in_head(e.head)
+        if not found:
+            error = "pytrain skipped a pull-messages answer: %s" % e
+            self.log(error)
+            self._emit("refused", message_type=None, round=None, error=error)
+        for md in found:
+            error = "pytrain refused the %s message: %s" % (md.message_type, e)
+            self.log(error)
+            nbytes = yield from self._reply(md, md.message_id, None, error, 0.0)
+            if self.keep_replies:
+                self.replies.append(Reply(md.message_type, None, None, None, error, nbytes))
+            self._emit("refused", message_type=md.message_type, round=None, error=error)
+        return len(found)
 
     def run_steps(self, stop: Optional[Callable[[], bool]] = None, max_messages: Optional[int] = None,
                   timeout: Optional[float] = None) -> Steps:

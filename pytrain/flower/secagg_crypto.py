@@ -1,8 +1,9 @@
 """The primitives of Flower's SecAgg+ (``flwr.common.secure_aggregation``), byte for byte.
 
 Key agreement: ECDH on P-384 (keys as PEM, SubjectPublicKeyInfo / PKCS8), HKDF-SHA256 to 32 bytes,
-urlsafe base64 (a Fernet key); encryption: Fernet. These come from the ``cryptography`` package,
-natively; without it :func:`require` refuses with the extra to install. Shamir's secret sharing is
+urlsafe base64 (a Fernet key); encryption: Fernet. These come from the ``cryptography`` package
+when it is installed, else from :mod:`pytrain.flower.secagg_pure` (plain Python, the same bytes: a
+browser tab's Pyodide has no ``cryptography``). Shamir's secret sharing is
 PyCryptodome's over GF(2^128) (``ssss=False``), written here in plain Python; the mask generator is
 numpy's legacy ``RandomState`` (its stream is stable across numpy versions, 1.17 included).
 """
@@ -15,29 +16,32 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from pytrain.errors import PytrainError
+from pytrain.flower import secagg_pure as pure
 
 
 class SecAggError(PytrainError, ValueError):
     """A SecAgg+ message that cannot be answered (bad stage, config, key or share)."""
 
 
-def require() -> Any:
-    """The ``cryptography`` modules SecAgg+ needs, or SecAggError naming the extra to install."""
+def cryptography_modules() -> Any:
+    """The ``cryptography`` modules SecAgg+ uses, or None: then :mod:`pytrain.flower.secagg_pure` serves."""
     try:
         from cryptography.fernet import Fernet, InvalidToken
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.hazmat.primitives.kdf.hkdf import HKDF
     except ImportError:
-        raise SecAggError("secure aggregation (SecAgg+) needs the 'cryptography' package: "
-                          "pip install \"pytrain[flower]\"") from None
+        return None
     return Fernet, InvalidToken, hashes, serialization, ec, HKDF
 
 
 # -- keys ------------------------------------------------------------------------------------------------
 def generate_key_pair() -> Tuple[bytes, bytes]:
     """(private key PEM, public key PEM) on SECP384R1, as flwr's ``generate_key_pairs``."""
-    _, _, _, ser, ec, _ = require()
+    c = cryptography_modules()
+    if c is None:
+        return pure.generate_key_pair()
+    _, _, _, ser, ec, _ = c
     sk = ec.generate_private_key(ec.SECP384R1())
     return (sk.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, ser.NoEncryption()),
             sk.public_key().public_bytes(ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo))
@@ -45,7 +49,13 @@ def generate_key_pair() -> Tuple[bytes, bytes]:
 
 def load_public_key(pem: bytes) -> Any:
     """A peer's P-384 public key, or SecAggError when ``pem`` is not one."""
-    _, _, _, ser, ec, _ = require()
+    c = cryptography_modules()
+    if c is None:
+        try:
+            return pure.load_public(pem)
+        except pure.PureCryptoError as e:
+            raise SecAggError("a public key from the server is not a P-384 PEM public key (%s)" % e) from None
+    _, _, _, ser, ec, _ = c
     try:
         key = ser.load_pem_public_key(bytes(pem))
     except Exception as e:  # ValueError, TypeError, UnsupportedAlgorithm: whatever it is, refused
@@ -57,21 +67,28 @@ def load_public_key(pem: bytes) -> Any:
 
 def shared_key(private_pem: bytes, public_pem: bytes) -> bytes:
     """flwr's ``generate_shared_key``: ECDH, HKDF-SHA256 (no salt, no info) to 32 bytes, urlsafe base64."""
-    _, _, hashes, ser, ec, HKDF = require()
+    c = cryptography_modules()
+    if c is None:
+        load_public_key(public_pem)  # refused as the package would refuse it
+        return base64.urlsafe_b64encode(pure.hkdf_sha256(pure.ecdh(private_pem, public_pem), 32))
+    _, _, hashes, ser, ec, HKDF = c
     sk = ser.load_pem_private_key(bytes(private_pem), password=None)
     secret = sk.exchange(ec.ECDH(), load_public_key(public_pem))
     return base64.urlsafe_b64encode(HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=None).derive(secret))
 
 
 def encrypt(key: bytes, plaintext: bytes) -> bytes:
-    return require()[0](key).encrypt(plaintext)
+    c = cryptography_modules()
+    return pure.fernet_encrypt(key, plaintext) if c is None else c[0](key).encrypt(plaintext)
 
 
 def decrypt(key: bytes, token: bytes) -> bytes:
-    Fernet, InvalidToken = require()[:2]
+    c = cryptography_modules()
     try:
-        return Fernet(key).decrypt(bytes(token))
-    except InvalidToken:
+        if c is None:
+            return pure.fernet_decrypt(key, bytes(token))
+        return c[0](key).decrypt(bytes(token))
+    except (pure.PureCryptoError,) + ((c[1],) if c is not None else ()):
         raise SecAggError("an encrypted key share does not decrypt with the key agreed with its sender") from None
 
 

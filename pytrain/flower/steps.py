@@ -8,7 +8,8 @@ Instead JavaScript asks for the next step, performs it and hands the answer back
     step = driver.next(status=200, body=b"...")    # ... until {"kind": "done"} or {"kind": "failed"}
 
 ``http``: POST ``body`` to ``<fleet url>/v1/fleet/<route>``, signed (the headers of
-:func:`pytrain.flower.transport.signed_headers`), then ``next(status=, body=)``, or
+:func:`pytrain.flower.transport.signed_headers`), then ``next(status=, body=)`` with at most
+``max_bytes + 1`` bytes of the answer (one more tells the node it was too large), or
 ``next(error="why")`` when the request could not be sent. ``sleep``: wait ``seconds``, then
 ``next()``. Every answer carries ``events``: what the node did since the last one (joined,
 received, answered with the parameter names and sizes it sent, refused, left). All protocol
@@ -21,7 +22,7 @@ from typing import Any, Dict, List, Optional
 from pytrain.errors import PytrainError
 from pytrain.flower.fleet import HttpStep, SleepStep, Steps
 from pytrain.flower.node import FlowerNode
-from pytrain.flower.transport import FederationError
+from pytrain.flower.transport import MAX_RESPONSE, FederationError
 
 
 class PemSigner:
@@ -80,7 +81,8 @@ class StepDriver:
         if isinstance(step, SleepStep):
             return self._out({"kind": "sleep", "seconds": float(step.seconds)})
         if isinstance(step, HttpStep):
-            return self._out({"kind": "http", "route": step.route, "body": step.body, "timeout": step.timeout})
+            return self._out({"kind": "http", "route": step.route, "body": step.body, "timeout": step.timeout,
+                              "max_bytes": MAX_RESPONSE})
         raise FederationError("unknown step %r" % (step,))
 
     def _out(self, step: Dict[str, Any]) -> Dict[str, Any]:

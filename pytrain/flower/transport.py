@@ -29,6 +29,16 @@ class FederationError(PytrainError, RuntimeError):
     """The SuperLink refused a request or could not be reached, or the federation cannot go on."""
 
 
+class AnswerTooLarge(FederationError):
+    """An answer over :data:`MAX_RESPONSE` bytes: only its first ``head`` bytes (at most that many)
+    were read, so that the node can still say no to the messages that begin there."""
+
+    def __init__(self, what: str, size: Optional[int], head: "bytes | memoryview") -> None:
+        super().__init__("the answer to %s is %s bytes, more than any Fleet answer takes (%d): not read"
+                         % (what, "more than %d" % MAX_RESPONSE if size is None else size, MAX_RESPONSE))
+        self.head = memoryview(head)[:MAX_RESPONSE]  # no copy
+
+
 class EcdsaSigner:
     """A P-256 key pair from ``cryptography`` (fresh unless ``private_key_pem`` is given)."""
 
@@ -75,7 +85,7 @@ def urllib_transport(url: str, body: bytes, headers: Dict[str, str], timeout: fl
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             data = resp.read(MAX_RESPONSE + 1)  # never more than a Fleet answer can be
             if len(data) > MAX_RESPONSE:
-                raise FederationError("the answer from %s is larger than %d bytes: refused" % (url, MAX_RESPONSE))
+                raise AnswerTooLarge(url.rsplit("/", 1)[-1], None, data)
             return resp.status, data
     except urllib.error.HTTPError as e:
         return e.code, e.read(1 << 16)  # an error's detail, not a body to trust

@@ -10,6 +10,7 @@ import numpy as np
 from pytrain import api as _api
 from pytrain import checkpoint as _ck
 from pytrain.errors import CheckpointError, InputError
+from pytrain.layout import read_layout
 from pytrain.ort import _values
 from pytrain.proto import ModelProto, model_metadata, opset_version
 from pytrain.validate import load_model
@@ -157,6 +158,11 @@ class Module:
         evals = _eval_model(eval_model_uri, state, train) if eval_model_uri is not None else None
         self._ort_state = state
         self._module = _CoreModule(train.SerializeToString(), state.core, evals)
+        #: the eval model's (input names, output names), which input_names/output_names give in eval mode
+        self._eval_names: Optional[Tuple[List[str], List[str]]] = None
+        if evals is not None:
+            layout = read_layout(model_metadata(ModelProto.FromString(evals)), "eval model", "eval")
+            self._eval_names = (layout["user_inputs"] + layout["labels"], list(layout["outputs"]))
 
     # ---- modes and names ----------------------------------------------------------------------
     @property
@@ -175,9 +181,15 @@ class Module:
         self._module.lazy_reset_grad()
 
     def input_names(self) -> List[str]:
+        """The training model's input names, or in eval mode the eval model's (as in ORT)."""
+        if not self.training and self._eval_names is not None:
+            return list(self._eval_names[0])
         return self._module.input_names()
 
     def output_names(self) -> List[str]:
+        """The training model's output names, or in eval mode the eval model's (as in ORT)."""
+        if not self.training and self._eval_names is not None:
+            return list(self._eval_names[1])
         return self._module.output_names()
 
     def _check_loaded(self) -> None:

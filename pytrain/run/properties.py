@@ -24,6 +24,8 @@ P_STANDARDIZER = "pytrain.standardizer"  # JSON, see pytrain.data.Standardizer.t
 # JSON {"output", "mean", "std"}: the model learns regression targets as (y - mean) / std (the
 # page's target scaling); train and eval scale the targets, metrics and export un-scale the output
 P_TARGET_SCALING = "pytrain.target_scaling"
+# JSON list: a table's columns as typed (see pytrain.run.rows); exports take its rows as typed
+P_ROWS = "pytrain.rows"
 # why ``pytrain train --resume`` cannot continue this checkpoint's run exactly (set by the page's run file)
 P_NO_RESUME = "pytrain.no_resume"
 P_EPOCH_LOSS = "pytrain.epoch_loss_sum"  # sum over the unfinished epoch's batches, for its mean

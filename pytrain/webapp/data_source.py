@@ -55,7 +55,9 @@ class DataSource:
                 "val": int(len(d["val_x"])), "task": d["task"], "classes": d["classes"],
                 "num_classes": d["num_classes"], "features": d["feature_names"],
                 "sample_shape": [int(s) for s in d["train_x"].shape[1:]], "added": d["added"],
-                "task_reason": d.get("task_reason"), "notes": d.get("notes") or []}
+                "task_reason": d.get("task_reason"), "notes": d.get("notes") or [],
+                "columns": [{"name": c["name"], "kind": c["kind"], "values": c.get("values")}
+                            for c in d.get("columns") or []] or None}
 
     def need(self) -> Dict[str, Any]:
         """The loaded data, or the error the page shows when there is none."""
@@ -92,7 +94,7 @@ class DataSource:
         self.csv_text = str(text)
         why = getattr(ds, "task_reason", "chosen")
         return self._set(train.x, train.y, val.x, val.y, ds.task, classes, ds.feature_names, source,
-                         {"task_reason": None if why == "chosen" else why,
+                         {"task_reason": None if why == "chosen" else why, "columns": ds.columns,
                           "text_classes": ds.classes, "notes": getattr(ds, "notes", [])})
 
     def use_arrays(self, x: np.ndarray, y: np.ndarray, task: str = "classification",

@@ -37,8 +37,9 @@ def digits_model(kind: str = "mlp", seed: int = 0) -> Any:
 
 def generate_bytes(model: Any, loss: str, optimizer: str, requires_grad: Optional[Sequence[str]] = None,
                    frozen: Optional[Sequence[str]] = None, output_name: Optional[str] = None,
-                   batchnorm: Any = "auto") -> Dict[str, bytes]:
-    """The page's four artifacts (by role) for ``model`` with one of its loss and optimizer names."""
+                   batchnorm: Any = "auto", trainable_ops: Optional[int] = None) -> Dict[str, bytes]:
+    """The page's four artifacts (by role) for ``model`` with one of its loss and optimizer names;
+    ``trainable_ops``: only the last that many layers holding weights train ("Last N layers")."""
     artifacts, _, _ = core_api()
     if loss not in LOSSES:
         raise WebappError("unknown loss %r: expected one of %s" % (loss, ", ".join(LOSSES)))
@@ -48,7 +49,8 @@ def generate_bytes(model: Any, loss: str, optimizer: str, requires_grad: Optiona
         model, requires_grad=list(requires_grad) if requires_grad is not None else None,
         frozen_params=list(frozen) if frozen else None,
         loss=getattr(artifacts.LossType, loss), optimizer=getattr(artifacts.OptimType, optimizer),
-        additional_output_names=[output_name] if output_name else None, batchnorm=batchnorm)
+        additional_output_names=[output_name] if output_name else None, batchnorm=batchnorm,
+        trainable_ops=int(trainable_ops) if trainable_ops is not None else None)
     return {"training": bytes(arts.training_model), "eval": bytes(arts.eval_model),
             "optimizer": bytes(arts.optimizer_model), "checkpoint": bytes(arts.checkpoint)}
 

@@ -360,9 +360,10 @@ def build(session: Any, spec: Dict[str, Any], optimizer: str, seed: int = 0) -> 
         raise DataError("the examples are %s images of %d class(es); the backbone takes %s images and the head "
                         "needs at least 2 classes" % (shape, d["num_classes"], info["shape"]))
     backbone = Backbone(blob, info)
+    seen = []
     for part in ("train_x", "val_x"):   # once per example: later epochs read the cache
         for i in range(0, len(d[part]), 64):
-            backbone.features(d[part][i:i + 64])
+            seen.append(backbone.features(d[part][i:i + 64]))
     k = int(d["num_classes"])
     head = models.mlp(info["features"], [], k, seed=int(seed), input_name=HEAD_INPUT, output_name=OUTPUT)
     arts = generate_bytes(head, "CrossEntropyLoss", optimizer, output_name=OUTPUT)
@@ -371,7 +372,31 @@ def build(session: Any, spec: Dict[str, Any], optimizer: str, seed: int = 0) -> 
     model = {"origin": "backbone", "input": INPUT, "output": OUTPUT, "loss": "CrossEntropyLoss",
              "optimizer": optimizer, "sample_shape": info["shape"], "backbone": info,
              "head_params": info["features"] * k + k}
+    warning = flat_features_warning(np.concatenate(seen), info.get("name") or "the feature extractor")
+    if warning:
+        model["warning"] = warning
     return arts, model
+
+
+#: features whose spread across the examples is below this share of their size carry no signal
+FLAT_SPREAD = 1e-4
+
+
+def flat_features_warning(features: np.ndarray, name: str) -> Optional[str]:
+    """What to tell when an extractor gives (almost) the same features for every example (a head
+    on them trains at chance: e.g. a randomly initialised MobileNetV2 in eval mode varies by ~1e-8),
+    or None when they vary."""
+    f = np.asarray(features, dtype=np.float64).reshape(len(features), -1)
+    if len(f) < 2:
+        return None
+    size = float(np.max(np.abs(f))) if f.size else 0.0
+    spread = float(np.max(np.std(f, axis=0))) if f.size else 0.0
+    if spread > FLAT_SPREAD * max(size, 1e-30):
+        return None
+    return ("Careful: {} gives almost the same features for every example (they differ by {:.1g} where the "
+            "features are about {:.1g}), so the new head cannot tell your classes apart and will stay at chance. "
+            "It is probably untrained: export the model with its pretrained weights, in evaluation mode, and choose "
+            "it again.".format(name, spread, size))
 
 
 def attach(arts: Dict[str, bytes], model: Dict[str, Any], previous: Optional[Backbone]) -> Optional[Backbone]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from pytrain.flower.node import HEARTBEAT_MAX, HEARTBEAT_MIN, FlowerNode
+from pytrain.flower.privacy import LocalDp
 from pytrain.flower.steps import PemSigner, StepDriver
 from pytrain.flower.trainer import PytrainTrainer, parameter_names
 from pytrain.run.properties import LOSS_KINDS
@@ -18,7 +19,6 @@ def _loss_kind(loss: Any) -> str:
     """The kind a Flower trainer judges accuracy by: ce or bce, else mse (no accuracy)."""
     kind = LOSS_KINDS.get(loss, "mse")
     return kind if kind in ("ce", "bce") else "mse"
-
 
 
 def dispatch(session: Any, op: str, args: Dict[str, Any]) -> Any:
@@ -40,15 +40,27 @@ def dispatch(session: Any, op: str, args: Dict[str, Any]) -> Any:
     raise WebappError("unknown federation operation %r" % op)
 
 
+def local_dp_of(local_dp: Optional[Dict[str, Any]]) -> Optional[LocalDp]:
+    """The page's privacy setting ({clipping_norm, epsilon, delta}, or None: off) as a LocalDp. The
+    sensitivity of an update clipped to a norm is that norm, so it is the clipping norm unless given."""
+    if not local_dp:
+        return None
+    clip = local_dp.get("clipping_norm")
+    return LocalDp(clip, local_dp.get("sensitivity", clip), local_dp.get("epsilon"), local_dp.get("delta"))
+
+
 def start(session: Any, url: str, public_key: str, node_id: Optional[str] = None,
-          heartbeat: float = 30.0, poll: float = 1.0, epochs: int = 1) -> Dict[str, Any]:
-    """A node for this tab's model and data (the server's ConfigRecord sets the rounds' recipe)."""
+          heartbeat: float = 30.0, poll: float = 1.0, epochs: int = 1,
+          local_dp: Optional[Dict[str, Any]] = None, require_clipping: bool = False) -> Dict[str, Any]:
+    """A node for this tab's model and data (the server's ConfigRecord sets the rounds' recipe);
+    ``local_dp`` and ``require_clipping``: the page's privacy setting (PytrainTrainer's)."""
     if getattr(session, "_federation", None) is not None:
         raise WebappError("this tab is already in a federation: leave it first")
     session._need_model()
     d = session._need_data()
     if not HEARTBEAT_MIN <= float(heartbeat) <= HEARTBEAT_MAX:
         raise WebappError("the heartbeat interval must be within %g-%g s" % (HEARTBEAT_MIN, HEARTBEAT_MAX))
+    dp = local_dp_of(local_dp)
     x, y = session._model_x(d["train_x"]), session._targets(d["train_y"])
     if len(d["val_x"]):
         ex, ey = session._model_x(d["val_x"]), session._targets(d["val_y"])
@@ -56,12 +68,16 @@ def start(session: Any, url: str, public_key: str, node_id: Optional[str] = None
         ex, ey = x, y
     trainer = PytrainTrainer(session.module, session.optimizer, x, y, ex, ey, epochs=int(epochs),
                              batch_size=session.batch_size, lr=session.lr, seed=session.seed,
-                             loss_kind=_loss_kind(session.model.get("loss")))
+                             loss_kind=_loss_kind(session.model.get("loss")), local_dp=dp,
+                             require_clipping=bool(require_clipping))
     # a stepping driver cannot heartbeat in the middle of fit(): a round's local training must
     # fit in the SuperLink's patience (2 heartbeat intervals)
     node = FlowerNode(url, trainer, signer=PemSigner(public_key.encode("ascii")), heartbeat_interval=float(heartbeat),
                       poll_interval=float(poll), beat_during_training=False)
     session._federation = StepDriver(node, int(node_id) if node_id else None)
     params = session.module.state.parameters
-    return {"samples": int(len(x)), "eval_samples": int(len(ex)),
+    privacy = {"require_clipping": bool(require_clipping), "local_dp": None if dp is None else {
+        "clipping_norm": dp.clipping_norm, "sensitivity": dp.sensitivity, "epsilon": dp.epsilon, "delta": dp.delta,
+        "noise_std": float(dp.noise_std)}}
+    return {"samples": int(len(x)), "eval_samples": int(len(ex)), "privacy": privacy,
             "parameters": [{"name": n, "shape": list(params[n].shape)} for n in parameter_names(session.module)]}

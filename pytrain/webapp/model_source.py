@@ -74,16 +74,17 @@ def cnn(d: Dict[str, Any], optimizer: str = "AdamW", seed: int = 0) -> Model:
 def upload(blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
            requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
            name: str = "the uploaded model", batchnorm: Any = "auto",
-           extra_files: Optional[Dict[str, bytes]] = None) -> Model:
+           extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None) -> Model:
     """Artifacts generated for an uploaded inference model (see ``Session.generate``)."""
     model = load_upload(blob, name, extra_files)
     refuse_unsupported(model, name)
     desc = describe_model(model)
     out = output or desc["outputs"][0]["name"]
-    arts = generate_bytes(model, loss, optimizer, requires_grad=requires_grad, output_name=out, batchnorm=batchnorm)
+    arts = generate_bytes(model, loss, optimizer, requires_grad=requires_grad, output_name=out, batchnorm=batchnorm,
+                          trainable_ops=trainable_ops)
     shape = desc["inputs"][0]["shape"][1:]
     info = {"origin": "upload", "input": desc["inputs"][0]["name"], "output": out, "loss": loss,
-            "optimizer": optimizer, "batchnorm": batchnorm,
+            "optimizer": optimizer, "batchnorm": batchnorm, "trainable_ops": trainable_ops,
             "sample_shape": [int(s) if isinstance(s, int) and s > 0 else None for s in shape]}
     return arts, info
 

@@ -2,11 +2,14 @@
 samples the page sends (:func:`predict`), through the exported model a :class:`~pytrain.webapp.session.Session` keeps."""
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from pytrain.data.tabular import is_missing
+from pytrain.run import rows
 from pytrain.run.evaluate import evaluate as run_evaluate
+from pytrain.webapp.common import _inference_session
 
 
 def evaluate(session: Any, batch: int = 500) -> Dict[str, Any]:
@@ -37,17 +40,35 @@ def predict_classes(out: np.ndarray) -> np.ndarray:
     return np.argmax(out, axis=1)
 
 
-def predict(session: Any, x: np.ndarray) -> Dict[str, Any]:
-    """Model outputs for samples ``x``; for classification also probabilities and the class."""
+def row_outputs(session: Any, row: List[str]) -> np.ndarray:
+    """The exported model's outputs for one table row as typed (one string per column): what
+    onnxruntime answers for the downloaded ``.onnx`` given the same row (:mod:`pytrain.run.rows`)."""
+    columns = session.data.get("columns")
+    if not columns:   # a table of numbers only: the features are the row
+        names = session.data.get("feature_names") or []
+        columns = [{"name": n, "kind": "number"} for n in names]
+        nums, _ = rows.split_cells([row], columns, lambda cell: False)
+        return session._outputs(nums)
+    nums, words = rows.split_cells([row], columns, is_missing)
+    model = _inference_session(session.export())
+    return np.asarray(model.run(None, rows.feeds(session.model["input"], columns, nums, words))[0])
+
+
+def predict(session: Any, x: Optional[np.ndarray] = None, row: Optional[List[str]] = None) -> Dict[str, Any]:
+    """Model outputs for samples ``x`` (or a table's ``row`` as typed); for classification also
+    probabilities and the class."""
     session._need_model()
     d = session.data or {"task": "classification", "classes": None}
-    x = np.asarray(x, dtype=np.float32)
-    shape = session.model.get("sample_shape") or []
-    if shape and all(isinstance(s, int) for s in shape) and x.size == int(np.prod(shape)):
-        x = x.reshape([1] + list(shape))
-    elif x.ndim == 1:
-        x = x.reshape(1, -1)
-    out = session._outputs(x).reshape(len(x), -1)
+    if row is not None:
+        out = row_outputs(session, [str(c) for c in row]).reshape(1, -1)
+    else:
+        x = np.asarray(x, dtype=np.float32)
+        shape = session.model.get("sample_shape") or []
+        if shape and all(isinstance(s, int) for s in shape) and x.size == int(np.prod(shape)):
+            x = x.reshape([1] + list(shape))
+        elif x.ndim == 1:
+            x = x.reshape(1, -1)
+        out = session._outputs(x).reshape(len(x), -1)
     res: Dict[str, Any] = {"outputs": out.tolist()}
     if d["task"] == "classification":
         if out.shape[1] == 1:

@@ -77,8 +77,9 @@ def _examples(session: Any) -> Dict[str, bytes]:
     return example_members(arrays)
 
 
-def run_file(session: Any, epochs: Optional[int] = None) -> bytes:
-    """The zip of ``session``'s run (see the module docstring): what ``Session.run_file`` returns."""
+def run_file(session: Any, epochs: Optional[int] = None, history: Optional[Dict[str, Any]] = None) -> bytes:
+    """The zip of ``session``'s run (see the module docstring): what ``Session.run_file`` returns; the
+    plots' ``history`` ({losses, epochs}, as the page keeps it) goes back into the plots when it is taken back."""
     session._need_model()
     session._save_progress()
     d, src = session.data or {}, session.data_source or {}
@@ -91,8 +92,12 @@ def run_file(session: Any, epochs: Optional[int] = None) -> bytes:
     props = session.state.properties
     cli_properties(props, session.model.get("loss", ""), session.model["output"], settings, d.get("text_classes"))
     props.pop(P.P_NO_RESUME, None)
+    if d.get("columns"):   # the rows as typed, which the page's and the CLI's exports take
+        props[P.P_ROWS] = json.dumps(d["columns"])
+    else:
+        props.pop(P.P_ROWS, None)
     meta = {"model": session.model, "data_source": src, "classes": d.get("classes"),
-            "epoch": session.epoch, "step": session.step, "digest": session.digest()}
+            "epoch": session.epoch, "step": session.step, "digest": session.digest(), "history": history}
     csv_text = None
     extra: Dict[str, bytes] = _examples(session) if src.get("kind") == "arrays" else {}
     if session.backbone is not None:   # the page takes it back with its backbone; the CLI cannot run it

@@ -2,6 +2,7 @@
 and uploaded artifacts or a run file (:func:`use_artifact_files`), for a :class:`~pytrain.webapp.session.Session`."""
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -86,6 +87,9 @@ def use_artifact_files(session: Any, files: Dict[str, bytes]) -> Dict[str, Any]:
     if table is not None and src.get("kind") == "csv":
         data = session.use_csv(table, src["label"], src.get("task"), src.get("val_fraction", 0.2), src.get("seed", 0),
                             src.get("exclude", ()), src.get("missing", "error"), src.get("onehot", False))
+        if P.P_ROWS in props:   # the table as typed before the page prepared it: the export keeps taking its rows
+            session.source.data["columns"] = json.loads(str(props[P.P_ROWS]))
+            data = session.data_summary()
     elif isinstance(table, dict) and src.get("kind") == "arrays":   # examples (and a backbone) of "By example"
         data = runfile.use_examples(session, table, run, found.get(feature_head.ARTIFACT_KEY))
     if run.get("model"):
@@ -104,4 +108,14 @@ def use_artifact_files(session: Any, files: Dict[str, bytes]) -> Dict[str, Any]:
     model.update({"epoch": session.epoch, "step": session.step})
     return {"model": model, "data": data or session.data_summary(), "files": seen, "epoch": session.epoch,
             "step": session.step, "batch_size": session.batch_size, "lr": session.lr,
-            "data_source": src or None}
+            "epochs": _settings(props).get("epochs"),
+            "history": run.get("history"), "data_source": src or None}
+
+
+def _settings(props: Dict[str, Any]) -> Dict[str, Any]:
+    """The run's training settings (checkpoint property ``pytrain.train``), or none when unreadable."""
+    try:
+        got = json.loads(str(props.get(P.P_TRAIN) or "{}"))
+    except ValueError:
+        return {}
+    return got if isinstance(got, dict) else {}

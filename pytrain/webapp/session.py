@@ -13,7 +13,7 @@ import numpy as np
 from pytrain import data as _data
 from pytrain.errors import DivergenceError
 from pytrain.run import properties as P
-from pytrain.run import scaling
+from pytrain.run import rows, scaling
 from pytrain.run.loop import LossExploded, LossWatch, Position, steps
 from pytrain.webapp import feature_head, model_source, predictions, runfile, saved_run
 from pytrain.webapp.common import WebappError, core_api, _inference_session
@@ -94,13 +94,6 @@ class Session:
     @property
     def data_version(self) -> int:
         return self.source.version
-    @property
-    def _arrays(self) -> Optional[Tuple[np.ndarray, np.ndarray]]:
-        return self.source.arrays
-
-    @property
-    def _added(self) -> List[Tuple[np.ndarray, np.ndarray]]:
-        return self.source.added
 
     # ------------------------------------------------------------ data
 
@@ -188,15 +181,16 @@ class Session:
     def generate(self, blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
                  requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
                  name: str = "the uploaded model", batchnorm: Any = "auto",
-                 extra_files: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
+                 extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None) -> Dict[str, Any]:
         """Generate artifacts for an uploaded inference model, then use them.
 
         batchnorm: 'auto' (BatchNorm whose scale/bias train uses batch statistics, a frozen one its
         running statistics), 'train', 'eval', or {node or scale name: mode} (generate_artifacts).
         extra_files: {file name: bytes} uploaded with the model (its ``.onnx.data`` external data).
+        trainable_ops: instead of requires_grad, only the last that many layers holding weights train.
         """
         return self._use(*model_source.upload(blob, loss, optimizer, requires_grad, output, name, batchnorm,
-                                              extra_files))
+                                              extra_files, trainable_ops))
 
     def use_artifacts(self, training: bytes, eval: bytes, optimizer: bytes, checkpoint: bytes,
                       output: Optional[str] = None) -> Dict[str, Any]:
@@ -419,7 +413,7 @@ class Session:
         if self.backbone is not None:   # the head on cached features: export() composes the same two graphs
             return self.backbone.head_outputs(self.module, self.model["output"], self.step, self._shape_x(x))
         if self._infer is None or self._infer_step != self.step:
-            self._infer = _inference_session(self.export())
+            self._infer = _inference_session(self.export(raw_rows=False))
             self._infer_step = self.step
         out = self._infer.run(None, {self.model["input"]: self._shape_x(x)})[0]
         return np.asarray(out)
@@ -428,9 +422,9 @@ class Session:
         """Validation loss and accuracy (classification) or RMSE/MAE (regression)."""
         return predictions.evaluate(self, batch)
 
-    def predict(self, x: np.ndarray) -> Dict[str, Any]:
-        """Model outputs for samples ``x``; for classification also probabilities and the class."""
-        return predictions.predict(self, x)
+    def predict(self, x: Optional[np.ndarray] = None, row: Optional[List[str]] = None) -> Dict[str, Any]:
+        """Outputs for samples ``x`` or a table's ``row`` as typed (through the export); see predictions."""
+        return predictions.predict(self, x, row)
 
     # ------------------------------------------------------------ checkpoints, export, resume
 
@@ -440,13 +434,15 @@ class Session:
         self._save_progress()
         return bytes(self.state.to_bytes(include_optimizer_state=bool(include_optimizer_state)))
 
-    def export(self) -> bytes:
-        """The inference model with the current parameters, serialized."""
+    def export(self, raw_rows: bool = True) -> bytes:
+        """The inference model with the current parameters, serialized; a table's takes its rows as
+        typed (:mod:`pytrain.run.rows`), or with ``raw_rows`` False the features as they train."""
         self._need_model()
         raw = bytes(self.module.export_model_for_inferencing(None, [self.model["output"]]))
         if self.backbone is not None:   # one graph: the frozen backbone, then the trained head
             raw = self.backbone.compose(raw)
-        return scaling.bake(raw, self.model.get("scaling"), self.model["output"])
+        raw = scaling.bake(raw, self.model.get("scaling"), self.model["output"])
+        return rows.bake(raw, self.data.get("columns")) if raw_rows else raw
 
     def digest(self) -> str:
         """A short hash of the current parameters (to check a resumed run continues the same one)."""
@@ -468,11 +464,11 @@ class Session:
         from pytrain.webapp import insights
         return insights.describe(self)
 
-    def run_file(self, epochs: Optional[int] = None) -> bytes:
-        """The whole run as one zip the page, the widget and ``pytrain train --resume`` take back
-        (see :mod:`pytrain.webapp.runfile`)."""
+    def run_file(self, epochs: Optional[int] = None, history: Optional[Dict[str, Any]] = None) -> bytes:
+        """The whole run as one zip the page, the widget and ``pytrain train --resume`` take back, with the
+        plots' ``history`` (see :mod:`pytrain.webapp.runfile`)."""
         self._need_model()
-        return runfile.run_file(self, epochs)
+        return runfile.run_file(self, epochs, history)
 
     def use_artifact_files(self, files: Dict[str, bytes]) -> Dict[str, Any]:
         """Use uploaded artifacts or a run file, recognised by content; a run continues at its step

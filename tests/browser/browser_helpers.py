@@ -1,7 +1,11 @@
 """Helpers shared by the browser tests: request recording, contexts, waiting for the app."""
 from __future__ import annotations
 
-from typing import List, Optional
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence
 from urllib.parse import urlsplit
 
 from waits import wait_ms  # noqa: F401  (every browser wait goes through the tests' one factor)
@@ -105,3 +109,47 @@ def build_digits(page, kind: str = "mlp", count: str = "1000") -> None:
     page.select_option("#digits-count", count)
     page.click("#digits-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
+
+
+def serve_files(ctx, files: Dict[str, bytes], prefixes: Sequence[str] = ("bench", "ort-test")) -> None:
+    """Answer same-origin requests under ``/<prefix>/`` with the given paths' bodies (404 for others
+    there); the site serves everything else."""
+    types = {".html": "text/html", ".js": "text/javascript", ".json": "application/json"}
+
+    def handler(route, request):
+        path = "/" + request.url.split("://", 1)[1].split("/", 1)[1].split("?", 1)[0]
+        body = files.get(path)
+        if body is None:
+            route.fulfill(status=404, body="not found")
+            return
+        suffix = path[path.rfind("."):] if "." in path.rsplit("/", 1)[-1] else ""
+        route.fulfill(status=200, body=body, content_type=types.get(suffix, "application/octet-stream"))
+
+    ctx.route(re.compile(r"^https?://[^/]+/(%s)/" % "|".join(re.escape(p) for p in prefixes)), handler)
+
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def checkout_page(browser, path: str, isolated: bool = False, timeout_ms: int = 30_000) -> Iterator[object]:
+    """A page of the checkout itself (bench/server.py serves the repository root: node_modules' Pyodide,
+    web/kernels, pytrain's sources), optionally cross-origin isolated; closed afterwards."""
+    sys.path.insert(0, str(CHECKOUT / "bench"))
+    from server import BenchServer  # bench/server.py: static files of the checkout, COOP/COEP on request
+
+    server = BenchServer(CHECKOUT, isolated=isolated)
+    ctx = browser.new_context()
+    ctx.set_default_timeout(wait_ms(timeout_ms))
+    try:
+        page = ctx.new_page()
+        page.goto(server.origin + path)
+        yield page
+    finally:
+        ctx.close()
+        server.close()
+
+
+def pytrain_sources() -> List[str]:
+    """pytrain's Python files, as paths under the checkout (for a checkout page to load)."""
+    return sorted(p.relative_to(CHECKOUT).as_posix() for p in (CHECKOUT / "pytrain").rglob("*.py"))

@@ -47,7 +47,7 @@ def test_digits_mlp_trains_to_90_percent(trained):
     assert epochs[-1]["metric"] >= 0.90, epochs
     assert epochs[-1]["loss"] <= epochs[0]["loss"] * 1.05
     status = page.inner_text("#train-status")
-    assert "Finished" in status and "validation accuracy" in status
+    assert "Finished" in status and "Validation accuracy" in status
 
 
 def test_loss_falls(trained):

@@ -307,18 +307,28 @@ def test_step_driver_moves_only_bytes(arts):  # noqa: F811
 
 
 def test_join_without_a_superlink_says_why(context, site_url, arts):  # noqa: F811
-    """The site served without --flower: Join fails with the proxy's answer shown, and can be retried."""
+    """The site served without --flower: Join stays disabled and the panel says why (the page asks the
+    site with a GET of flower/, so no request reaches a Fleet route); the widget's federate() still
+    fails with the proxy's answer shown."""
     ctx, rec = context
     (parts, _) = digits_splits(1)
     tab = Tab.__new__(Tab)
     tab.rec, tab.ctx, tab.bodies, tab.url = rec, ctx, [], site_url
+    tab.ctx.on("request", tab._record)
     tab.page = open_app(ctx, site_url, rec)
     tab.load({k: base64.b64encode(getattr(arts, a)).decode() for k, a in (
         ("training", "training_model"), ("eval", "eval_model"), ("optimizer", "optimizer_model"),
         ("checkpoint", "checkpoint"))}, parts[0][0][:200], parts[0][1][:200])
-    tab.page.click("#fl-join")
+    tab.page.wait_for_function("() => document.getElementById('fl-why').textContent.length > 0",
+                               timeout=wait_ms(10_000))
+    why = tab.page.inner_text("#fl-why")
+    assert why.startswith("This site serves no federation") and "python build.py serve --flower URL" in why, why
+    assert tab.page.is_disabled("#fl-join")
+    assert tab.page.get_attribute("#fl-join", "aria-describedby") == "fl-why"
+    # joining anyway (as the widget or a script can): the worker's failure names the 404
+    tab.page.evaluate("() => window.pytrainApp.client.call('federate', {url: 'flower/'}).catch(() => {})")
     tab.wait_event("e.kind === 'failed'", 60_000)
-    tab.page.wait_for_function("() => !document.getElementById('fl-join').disabled", timeout=wait_ms(10_000))
-    err = tab.page.inner_text("#error-text")
-    assert "The federation stopped" in err and "register-node: HTTP 404" in err, err
+    failed = next(e for e in tab.events() if e["kind"] == "failed")
+    assert "register-node: HTTP 404" in failed["error"], failed
+    assert all("/flower/v1/fleet/" in u for u, _ in tab.bodies), tab.bodies
     assert rec.foreign(site_url) == []

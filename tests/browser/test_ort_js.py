@@ -14,7 +14,7 @@ from typing import Dict, List
 import numpy as np
 import pytest
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app, serve_files
 
 from pytrain import artifacts, models, webapp
 from pytrain.api import CheckpointState, Module, Optimizer
@@ -81,22 +81,6 @@ def _python_run(arts, batch, steps: int):
     module.eval()
     eval_loss = float(np.asarray(module(batch["input"], batch["labels"])).ravel()[0])
     return losses, eval_loss, module.get_contiguous_parameters(trainable_only=True)
-
-
-def _serve(ctx, files: Dict[str, bytes]) -> None:
-    """Answer same-origin requests for the given paths (the site serves everything else)."""
-    types = {".html": "text/html", ".js": "text/javascript", ".json": "application/json"}
-
-    def handler(route, request):
-        path = "/" + request.url.split("://", 1)[1].split("/", 1)[1].split("?", 1)[0]
-        body = files.get(path)
-        if body is None:
-            route.fulfill(status=404, body="not found")
-            return
-        suffix = path[path.rfind("."):] if "." in path.rsplit("/", 1)[-1] else ""
-        route.fulfill(status=200, body=body, content_type=types.get(suffix, "application/octet-stream"))
-
-    ctx.route(re.compile(r"^https?://[^/]+/(bench|ort-test)/"), handler)
 
 
 # ---------------------------------------------------------------- without a browser
@@ -181,7 +165,7 @@ def test_onnxruntime_web_bench_page_runs_with_only_the_import_changed(context, s
         files["/bench/.cache/art/ort/%s/%s" % (workload, fname)] = getattr(arts, attr)
     for fname, body in _batch_files(batch).items():
         files["/bench/.cache/models/%s/%s" % (workload, fname)] = body
-    _serve(ctx, files)
+    serve_files(ctx, files)
     page = open_app(ctx, site_url, rec,
                     "bench/pages/ort.html?workload=%s&warmup=%d&steps=%d" % (workload, warmup, steps))
     page.wait_for_function("() => window.__bench && window.__bench.status !== 'running'", timeout=LOAD_TIMEOUT_MS + 180_000)
@@ -271,7 +255,7 @@ def test_training_session_api_and_parameter_round_trip(context, site_url, arts):
         files["/ort-test/" + fname] = getattr(arts, attr)
     for fname, body in _batch_files(batch).items():
         files["/ort-test/" + fname] = body
-    _serve(ctx, files)
+    serve_files(ctx, files)
     page = open_app(ctx, site_url, rec, "ort-test/api.html")
     page.wait_for_function("() => window.__apiResult !== undefined", timeout=LOAD_TIMEOUT_MS + 120_000)
     out = page.evaluate("window.__apiResult")
@@ -320,7 +304,7 @@ ort.TrainingSession.create({ checkpointState: new Uint8Array(4), trainModel: new
 def test_create_rejects_when_python_cannot_start(context, site_url):
     """No worker script: create() rejects with the worker's failure instead of waiting forever."""
     ctx, rec = context
-    _serve(ctx, {"/ort-test/fail.html": FAIL_PAGE.encode()})
+    serve_files(ctx, {"/ort-test/fail.html": FAIL_PAGE.encode()})
     ctx.route(re.compile(r"/worker\.js(\?.*)?$"), lambda route, request: route.fulfill(status=404, body="gone"))
     page = open_app(ctx, site_url, rec, "ort-test/fail.html")
     page.wait_for_function("() => window.__created !== undefined", timeout=wait_ms(60_000))
@@ -372,7 +356,7 @@ def test_onnxruntime_checkpoint_carries_over(context, site_url):
     for fname, attr in ART_FILES.items():
         if fname != "checkpoint":
             files["/ort-test/" + fname] = getattr(arts, attr)
-    _serve(ctx, files)
+    serve_files(ctx, files)
     page = open_app(ctx, site_url, rec, "ort-test/carry.html")
     page.wait_for_function("() => window.__carryResult !== undefined", timeout=LOAD_TIMEOUT_MS + 60_000)
     out = page.evaluate("window.__carryResult")

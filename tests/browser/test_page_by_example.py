@@ -1,5 +1,5 @@
 """Teach it by example: classes named on the page, examples recorded from the camera
-(Chromium's fake camera) and added from files, a small CNN trained in the tab, live predictions
+(Chromium's fake camera) and added from files, a small CNN trained in the tab (Train brought into view), live predictions
 from the camera, and the exported model answering like the page in onnxruntime."""
 from __future__ import annotations
 
@@ -63,8 +63,13 @@ def test_record_train_predict_and_export(camera_page, site_url, tmp_path):
     assert axe_violations(page) == []
     shoot(page, "by-example")
 
+    page.set_viewport_size({"width": 1280, "height": 800})
     page.click("#ex-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'cnn'", timeout=LOAD_TIMEOUT_MS)
+    # the tab is long: the built model brings Train into view, Start focused (the next step)
+    page.wait_for_function("() => document.activeElement.id === 'start'", timeout=wait_ms(10_000))
+    box = page.locator("#start").bounding_box()
+    assert 0 <= box["y"] and box["y"] + box["height"] <= 800, box
     data = app_state(page, "a.data")
     assert data["classes"] == ["Class 1", "Blank"] and data["sample_shape"] == [3, 32, 32]
     assert data["train"] + data["val"] == n1 + 7
@@ -74,7 +79,7 @@ def test_record_train_predict_and_export(camera_page, site_url, tmp_path):
     # live prediction from the camera in the Try panel
     assert page.locator("#try-image").is_visible()
     page.click("#cam-predict")
-    page.wait_for_function("() => document.getElementById('image-prediction').textContent.includes('Prediction')",
+    page.wait_for_function("() => document.getElementById('picture-prediction').textContent.includes('Prediction')",
                            timeout=wait_ms(30_000))
     label = app_state(page, "a.lastPrediction.label")
     assert label in ("Class 1", "Blank")

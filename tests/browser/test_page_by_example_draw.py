@@ -57,10 +57,11 @@ def _name(page, cls, name):
 def _try_draw(page, a, b):
     """Clear Try's pad, draw one stroke, wait for the prediction; returns (input, outputs, label)."""
     page.click("#image-pad-clear")
-    assert page.inner_text("#image-prediction") == ""
+    assert page.inner_text("#image-pad-prediction") == ""
     _stroke(page, "#image-pad", a, b)
-    page.wait_for_function("() => document.getElementById('image-prediction').textContent.includes('Prediction')",
+    page.wait_for_function("() => document.getElementById('image-pad-prediction').textContent.includes('Prediction')",
                            timeout=wait_ms(30_000))
+    assert page.inner_text("#picture-prediction") == ""     # the camera's and picture's line is another
     last = app_state(page, "a.lastPrediction")
     # what predict received is the pad read the way By example reads a drawing (the same pixels())
     again = page.evaluate("""async (shape) => {
@@ -156,7 +157,7 @@ def test_draw_examples_train_and_predict_from_the_pad(context, site_url, tmp_pat
         assert label == want, (label, out[0])   # a new stroke, told apart (logits about +-2.5 after 6 epochs)
     shoot(page, "by-example-draw-try")
     page.click("#image-pad-clear")
-    assert page.inner_text("#image-prediction") == ""
+    assert page.inner_text("#image-pad-prediction") == ""
     page.click("#tabbtn-examples")
     assert axe_violations(page) == []
     assert app_state(page, "a.errors") == [EMPTY, EMPTY]   # the two empty adds, nothing else

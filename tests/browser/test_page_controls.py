@@ -1,4 +1,4 @@
-""""Continue" after a finished run trains on, and a changed optimizer or
+""""Continue" after a finished run trains on to the epoch typed (the run's total, one meaning), and a changed optimizer or
 learning rate keeps the weights learnt so far."""
 from __future__ import annotations
 
@@ -20,8 +20,10 @@ def test_continue_and_optimizer_change_keep_training_the_same_weights(context, s
     assert app_state(page, "a.step") == 16
     acc1 = app_state(page, "a.epochs")[-1]["metric"]
 
-    # Continue with the same epoch count trains one more epoch (it did nothing before)
-    assert page.inner_text("#start") == "Continue"
+    # "Train until epoch" is the run's total: at 1 of 1, Continue says what to type; 2 trains one more epoch
+    assert page.inner_text("#start") == "Continue" and page.is_disabled("#start")
+    assert 'set "Train until epoch" to 2 or more' in page.inner_text("#start-hint")
+    page.fill("#epochs", "2")
     page.click("#start")
     page.wait_for_function("() => window.pytrainApp.step === 32 && !window.pytrainApp.training", timeout=wait_ms(120_000))
     assert page.input_value("#epochs") == "2"

@@ -40,6 +40,7 @@ def test_every_error_shows_after_any_panel_redraws(context, site_url):
     train_epochs(page, 1, 120_000, batch_size=64)
     _no_stray_text(page)
 
+    page.fill("#epochs", "2")             # "Train until epoch" past the run's 1, so Start reads the settings
     page.fill("#lr", "-1")
     page.click("#start")
     _shows(page, "learning rate")

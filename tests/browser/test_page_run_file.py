@@ -33,6 +33,8 @@ def test_run_file_goes_back_into_the_page_the_widget_and_the_cli(context, browse
     wait_ready(page)
     _train_iris(page, tmp_path, 2)
     step, digest = app_state(page, "a.step"), _digest(page)
+    losses = app_state(page, "a.lossPoints()")
+    epochs = [{k: v for k, v in e.items() if v is not None} for e in app_state(page, "a.epochs")]   # as JSON keeps them
     assert step == 16     # 120 rows, batches of 16, 2 epochs
     with page.expect_download() as info:
         page.click("#download-run")
@@ -66,9 +68,14 @@ def test_run_file_goes_back_into_the_page_the_widget_and_the_cli(context, browse
         assert data["kind"] == "csv" and data["train"] + data["val"] == 150
         assert "Taken back at epoch 2, step 16" in page2.inner_text("#train-status")
         assert page2.input_value("#batch-size") == "16"
+        # the plots show the run's history, and its settings come back: "Train until epoch" is its 2, reached
+        assert app_state(page2, "a.epochs") == epochs and app_state(page2, "a.lossPoints()") == losses
+        assert app_state(page2, "a.plots.metric.series[0].points.length") == 2
+        assert page2.input_value("#epochs") == "2" and page2.is_disabled("#start")
+        assert page2.inner_text("#start-hint") == 'The run has trained 2 epochs: set "Train until epoch" to 3 or more to train on.'
         page2.fill("#epochs", "3")
         page2.click("#start")     # continues: one more epoch of 8 batches
-        page2.wait_for_function("() => window.pytrainApp.epochs.length === 1 && !window.pytrainApp.training",
+        page2.wait_for_function("() => window.pytrainApp.epochs.length === 3 && !window.pytrainApp.training",
                                 timeout=wait_ms(120_000))
         assert app_state(page2, "a.step") == 24 and app_state(page2, "a.errors") == []
 

@@ -1,7 +1,7 @@
 """Run files of tables the page prepared: a run on a `;`-separated CSV with missing values
 filled, columns left out, a text column one-hot encoded and a regression target scaled goes from the
 page to `pytrain train --resume` and continues with the page's numbers; the CLI's export takes the
-same raw rows as the page's and answers in the target's units."""
+table's rows as typed, as the page's does, and answers in the target's units."""
 from __future__ import annotations
 
 import csv
@@ -78,7 +78,7 @@ def test_prepared_table_run_resumes_in_the_cli(context, site_url, tmp_path):
     assert len(page_losses) == len(cli_losses) == 9
     np.testing.assert_allclose(page_losses, cli_losses, rtol=0, atol=1e-5)
 
-    # Both exports take the rows of data.csv (the table as the model sees it) and agree.
+    # Both exports take the table's rows as typed (data.csv's, the color given as text) and agree.
     out = tmp_path / "cli.onnx"
     ex = subprocess.run([sys.executable, "-m", "pytrain", "export", str(run_dir), "-o", str(out)],
                         capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -91,7 +91,8 @@ def test_prepared_table_run_resumes_in_the_cli(context, site_url, tmp_path):
 
     def run(model):
         sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-        return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+        color = np.array([["blue", "green", "red"][i] for i in np.argmax(x[:, 2:5], axis=1)], dtype=object)
+        return sess.run(None, {"input": np.ascontiguousarray(x[:, :2]), "text": color.reshape(-1, 1)})[0]
 
     cli_pred, page_pred = run(out.read_bytes()), run(page_model)
     np.testing.assert_allclose(cli_pred, page_pred, rtol=1e-3, atol=1e-2)

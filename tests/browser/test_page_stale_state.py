@@ -104,11 +104,11 @@ def test_a_new_model_clears_the_picture_prediction(context, site_url):
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'cnn'", timeout=LOAD_TIMEOUT_MS)
     page.set_input_files("#image-predict", files=[{"name": "grey.png", "mimeType": "image/png",
                                                    "buffer": _png(np.full((24, 24), 90, np.uint8))}])
-    page.wait_for_function("() => document.getElementById('image-prediction').textContent.includes('Prediction')",
+    page.wait_for_function("() => document.getElementById('picture-prediction').textContent.includes('Prediction')",
                            timeout=wait_ms(30_000))
     page.evaluate("window.pytrainApp.model.old = true")
     page.click("#ex-build")                          # a new model: the old one's answer and file go
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready && !window.pytrainApp.model.old",
                            timeout=LOAD_TIMEOUT_MS)
-    assert page.inner_text("#image-prediction") == ""
+    assert page.inner_text("#picture-prediction") == ""
     assert page.input_value("#image-predict") == "" and app_state(page, "a.lastPrediction") is None

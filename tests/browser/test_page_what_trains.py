@@ -1,5 +1,5 @@
-"""Choosing what trains in "Your model": Everything, Untick all, Head only and Last N layers (the
-layers generate_artifacts' trainable_ops counts), with the count of trainable values shown live;
+"""Choosing what trains in "Your model": Everything, Untick all, Head only and Last N layers (passed
+to the generator as trainable_ops, the layers it counts), with the count of trainable values shown live;
 what is no weight (scalar constants, integers) is listed as not trainable, with why, never offered."""
 from __future__ import annotations
 
@@ -59,4 +59,17 @@ def test_presets_choose_what_trains_and_the_count_follows(context, site_url):
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'upload'",
                            timeout=LOAD_TIMEOUT_MS)
     assert page.evaluate("window.pytrainApp.model.params") == 27     # what the page counted is what trains
+
+    # "Last N layers" goes to the generator as trainable_ops itself (not as the boxes it ticks), count shown live
+    page.fill("#onnx-last-n", "2")
+    page.click("#onnx-last")
+    assert page.text_content("#onnx-count") == "99 of 139 weight values train (4 of 6 weights ticked: the last 2 layers)"
+    page.evaluate("window.pytrainApp.model.old = true")
+    page.click("#onnx-generate")
+    page.wait_for_function("() => window.pytrainApp.model && !window.pytrainApp.model.old && window.pytrainApp.model.ready",
+                           timeout=LOAD_TIMEOUT_MS)
+    model = page.evaluate("window.pytrainApp.model")
+    assert model["trainable_ops"] == 2 and model["params"] == 99
+    page.uncheck("#onnx-params input[value=W2]")            # by hand: ticks again, no longer "the last 2 layers"
+    assert page.text_content("#onnx-count") == "35 of 139 weight values train (3 of 6 weights ticked)."
     assert not rec.console_errors, rec.console_errors

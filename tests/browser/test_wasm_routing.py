@@ -6,11 +6,10 @@ takes (no silent fallback to numpy) with the numpy kernel's result, and decline 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from browser_helpers import wait_ms
+from browser_helpers import checkout_page, pytrain_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 PYODIDE = ROOT / "node_modules" / "@pyodide" / "pyodide" / "dist" / "pyodide.js"   # the site's (python build.py test installs it)
@@ -118,22 +117,10 @@ json.dumps(out)
 def results(browser):
     if not PYODIDE.exists():
         pytest.skip("needs node_modules (npm ci; python build.py test runs it)")
-    sys.path.insert(0, str(ROOT / "bench"))
-    from server import BenchServer  # bench/server.py: static files of the checkout
-
-    server = BenchServer(ROOT, isolated=False)
-    ctx = browser.new_context()
-    ctx.set_default_timeout(wait_ms(30_000))
-    try:
-        page = ctx.new_page()
-        page.goto(server.origin + "/bench/pages/kernels_check.html")
+    with checkout_page(browser, "/bench/pages/kernels_check.html") as page:
         page.evaluate("window.__ready")
-        sources = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pytrain").rglob("*.py"))
-        page.evaluate("paths => window.__loadSources(paths)", sources)
+        page.evaluate("paths => window.__loadSources(paths)", pytrain_sources())
         return json.loads(page.evaluate("code => window.__py(code)", CHECK))
-    finally:
-        ctx.close()
-        server.close()
 
 
 ANSWERED = ["add_row", "sub_row", "mul_row", "div_row", "add_scalar_left", "sub_scalar_left",

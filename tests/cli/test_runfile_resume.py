@@ -106,9 +106,14 @@ def _rows(run_dir: str, label: str):
 
 
 def _ort(model: bytes, x: np.ndarray) -> np.ndarray:
+    """The exported model's answers for data.csv's rows (a, b, color=blue/green/red, c), given as the
+    rows were typed: the numbers a, b, c and the color as text (pytrain.run.rows)."""
     ort = pytest.importorskip("onnxruntime")
     sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    if [i.name for i in sess.get_inputs()] == ["input"]:
+        return sess.run(None, {"input": x})[0]
+    text = np.array([["blue", "green", "red"][i] for i in np.argmax(x[:, 2:5], axis=1)], dtype=object)
+    return sess.run(None, {"input": np.ascontiguousarray(x[:, [0, 1, 5]]), "text": text.reshape(-1, 1)})[0]
 
 
 def test_prepared_regression_table_resumes_in_the_cli(tmp_path):
@@ -135,10 +140,11 @@ def test_prepared_regression_table_resumes_in_the_cli(tmp_path):
 
     _resume_and_compare(s, run_dir, "target", tmp_path)
 
-    # pytrain export: raw rows in, the target's own units out, as the page's export
+    # pytrain export: the table's rows as typed in, the target's own units out, as the page's export
     out_path = str(tmp_path / "model.onnx")
     ex = _cli("export", run_dir, "-o", out_path)
     assert ex.returncode == 0 and "target's units" in ex.stdout, ex.stderr
+    assert "takes the table's rows as typed: a, b, c (number columns" in ex.stdout, ex.stdout
     cli_pred = _ort(open(out_path, "rb").read(), x)
     page_pred = _ort(s.export(), x)
     np.testing.assert_allclose(cli_pred, page_pred, rtol=1e-5, atol=1e-3)

@@ -39,15 +39,18 @@ RECIPE = {"lr": 0.2, "local-epochs": 4, "batch-size": 32}  # 3 non-IID nodes rea
 
 # -- the flwr venv -------------------------------------------------------------------------------------
 def ensure_flwr_venv() -> Path:
-    """build/venv-flwr with flwr 1.42.0 (created on first use; about a minute)."""
+    """build/venv-flwr with flwr[simulation] 1.42.0 (flwr and Ray, for the Simulation Engine; made or
+    completed on first use: a minute or two)."""
     py = VENV / "bin" / "python"
-    if py.exists() and subprocess.run([str(py), "-c", "import flwr; assert flwr.__version__ == %r" % FLWR_VERSION],
-                                      capture_output=True, timeout=120).returncode == 0:
+    check = "import flwr, ray; assert flwr.__version__ == %r" % FLWR_VERSION
+    if py.exists() and subprocess.run([str(py), "-c", check], capture_output=True, timeout=120).returncode == 0:
         return VENV
     if sys.version_info < (3, 11):
         pytest.skip("flwr %s needs Python >= 3.11 for its venv" % FLWR_VERSION)
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(VENV)], check=True, timeout=300)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "flwr==" + FLWR_VERSION], check=True, timeout=900)
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(VENV)], check=True, timeout=300)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "flwr[simulation]==" + FLWR_VERSION], check=True,
+                   timeout=1200)
     return VENV
 
 
@@ -87,12 +90,14 @@ def wait_until(cond, timeout: float, what: str, proc: Optional[subprocess.Popen]
 class SuperLink:
     """``flower-superlink --insecure`` on free loopback ports, with its own FLWR_HOME."""
 
-    def __init__(self, venv: Path, home: Path) -> None:
-        self.venv, self.home = venv, home
+    def __init__(self, venv: Path, home: Path, simulation: bool = False) -> None:
+        self.venv, self.home, self.simulation = venv, home, simulation
         # flwr 1.42 serves the Fleet, Control and Runtime APIs on one HTTP port
         self.port = free_port()
         self.env = dict(os.environ, FLWR_HOME=str(home), PATH=str(venv / "bin") + os.pathsep + os.environ["PATH"])
         self.env.pop("PYTHONPATH", None)
+        if simulation:  # the virtual SuperNodes run pytrain's ClientApp inside flwr's processes
+            self.env["PYTHONPATH"] = str(ROOT)
         home.mkdir(parents=True, exist_ok=True)
         (home / "config.toml").write_text(
             '[superlink]\ndefault = "test"\n\n[superlink.test]\naddress = "127.0.0.1:%d"\ninsecure = true\n'
@@ -107,6 +112,8 @@ class SuperLink:
     def start(self) -> "SuperLink":
         cmd = [str(self.venv / "bin" / "flower-superlink"), "--insecure", "--disable-runtime-dependency-installation",
                "--host", "127.0.0.1", "--port", str(self.port)]
+        if self.simulation:  # the Simulation Engine (Ray) runs the app's ClientApp as virtual SuperNodes
+            cmd += ["--simulation", "--isolation", "subprocess"]
         self.proc = self.spawn(cmd, self.log)
 
         def up() -> bool:
@@ -130,13 +137,17 @@ class SuperLink:
         self.procs.append(p)
         return p
 
-    def run_app(self, out: Path, init: Path, **config) -> None:
-        """``flwr run`` the test app (it returns once the run is submitted)."""
+    def run_app(self, out: Path, init: Path, app: Path = APP, federation: Optional[Dict[str, int]] = None,
+                **config) -> None:
+        """``flwr run`` the test app (it returns once the run is submitted); ``federation``: the
+        Simulation Engine's options (``num-supernodes``, ``client-resources-num-cpus``...)."""
         cfg = dict(RECIPE, **{"num-server-rounds": ROUNDS, "out": str(out), "init": str(init)})
         cfg.update(config)
         overrides = " ".join("%s=%s" % (k, json.dumps(v)) for k, v in cfg.items())
-        res = subprocess.run([str(self.venv / "bin" / "flwr"), "run", str(APP), "test", "--run-config", overrides],
-                             env=self.env, cwd=str(self.home), capture_output=True, text=True, timeout=120)
+        cmd = [str(self.venv / "bin" / "flwr"), "run", str(app), "test", "--run-config", overrides]
+        if federation:
+            cmd += ["--federation-config", " ".join("%s=%s" % kv for kv in federation.items())]
+        res = subprocess.run(cmd, env=self.env, cwd=str(self.home), capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stdout + res.stderr
 
     def stop(self) -> None:

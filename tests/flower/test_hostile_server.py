@@ -7,8 +7,10 @@ crafted message and then a good one, and records which objects the node pulled.
 """
 from __future__ import annotations
 
+import http.server
 import io
 import json
+import threading
 import tracemalloc
 
 import numpy as np
@@ -18,7 +20,8 @@ from pytrain.flower import FlowerNode
 from pytrain.flower import messages as pb
 from pytrain.flower import objects as ob
 from pytrain.flower.steps import StepDriver
-from pytrain.flower.transport import EcdsaSigner
+from pytrain.flower.transport import MAX_RESPONSE, EcdsaSigner
+from pytrain.proto import wire
 from test_flower import FakeLink, arts, digits_splits, make_trainer, train_message  # noqa: F401 (fixture)
 from waits import wait_s
 
@@ -149,3 +152,104 @@ def test_hostile_message_through_the_browser_driver(arts):  # noqa: F811
     assert kinds == ["refused", "answered"], events
     assert expect in next(e["error"] for e in events if e["kind"] == "refused")
     assert isinstance(link.pushed[0], pb.FlwrMessage) and link.pushed[0].error is not None
+
+
+
+# -- a pull-messages answer over 16 MiB ------------------------------------------------------------------
+class OversizedFirst(FakeLink):
+    """Answers the first pull-messages with ``body`` (over MAX_RESPONSE bytes), then as FakeLink."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(None, None, {})
+        self.pending = []
+        self.oversized = body
+
+    def __call__(self, url, body, headers, timeout):
+        if url.endswith("/pull-messages") and self.oversized is not None:
+            out, self.oversized = self.oversized, None
+            return 200, out
+        return super().__call__(url, body, headers, timeout)
+
+
+def oversized_answer(msg: pb.FlwrMessage, tree: pb.ObjectTree, junk_first: bool) -> bytes:
+    """A PullMessagesResponse of 17 MiB: ``msg`` with 17 MiB of content after its metadata, or a
+    17 MiB field before the message (then no metadata can be read within the first 16 MiB)."""
+    junk = bytes(MAX_RESPONSE + (1 << 20))
+    out = bytearray()
+    if junk_first:
+        wire.write_len(out, 1, junk)
+        wire.write_len(out, 2, msg.SerializeToString())
+    else:
+        inner = bytearray(pb.FlwrMessage(metadata=msg.metadata).SerializeToString())
+        wire.write_len(inner, 2, junk)
+        wire.write_len(out, 2, bytes(inner))
+    wire.write_len(out, 3, tree.SerializeToString())
+    return bytes(out)
+
+
+class LoopbackFleet:
+    """``link`` behind a real HTTP server on 127.0.0.1, so that the node's urllib transport reads it."""
+
+    def __init__(self, link) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                status, out = link(self.path, body, {k.lower(): v for k, v in self.headers.items()}, 5.0)
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                try:
+                    self.wfile.write(out)
+                except OSError:
+                    pass  # the node stopped reading (as it should past 16 MiB)
+
+            def log_message(self, *args):
+                pass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "LoopbackFleet":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("junk_first", [False, True], ids=["metadata_first", "junk_first"])
+@pytest.mark.parametrize("via", ["urllib", "driver"])
+def test_oversized_pull_messages_answer(arts, junk_first, via):  # noqa: F811
+    """An answer over 16 MiB is not read past 16 MiB: the message whose metadata shows in what was
+    read gets an error reply, one that does not is skipped; the node keeps serving either way."""
+    (parts, _) = digits_splits(1)
+    trainer = make_trainer(arts, parts[0][0][:64], parts[0][1][:64])
+    before = trainer.get_parameters()
+    bad, bd = train_message({k: v + 0.5 for k, v in before.items()})
+    link = OversizedFirst(oversized_answer(bad, bd.tree(), junk_first))
+    good, gd = train_message({k: v + 0.25 for k, v in before.items()})
+    link.add(good, gd.tree(), gd.all_objects())
+    expect = 1 if junk_first else 2
+    with LoopbackFleet(link) as fleet:
+        node = FlowerNode(fleet.url if via == "urllib" else "http://fleet.invalid", trainer, signer=EcdsaSigner(),
+                          transport=None if via == "urllib" else link, keep_replies=True, poll_interval=0.01)
+        node.events = []
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            assert node.run(max_messages=expect, timeout=wait_s(60)) == expect
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+    assert peak < MEMORY_BOUND, "the oversized answer cost %.1f MiB" % (peak / 2 ** 20)
+    refused = [e for e in node.events if e["kind"] == "refused"]
+    assert len(refused) == 1 and "more than any Fleet answer takes" in refused[0]["error"], node.events
+    assert not (set(bd.all_objects()) - set(gd.all_objects())) & set(link.pulled)  # nothing of the unread one
+    if not junk_first:
+        err = link.pushed[0]
+        assert err.error is not None and err.metadata.reply_to_message_id == bd.id
+        assert "refused the train message" in err.error.reason and err.metadata.ttl > 0
+    ok = link.pushed[-1]
+    assert len(link.pushed) == expect and ok.error is None
+    assert node.replies[-1].metrics["num-examples"] == 64 and not node.joined

@@ -145,16 +145,21 @@ def test_hostile_stages_get_error_replies(arts, case, expect):
 
 
 # -- a real federation -----------------------------------------------------------------------------------
-def secagg_federation(tmp: Path, venv: Path, arts, drop: bool):
+def secagg_federation(tmp: Path, venv: Path, arts, drop: bool, native: int = 3, linked=None):
+    """Three nodes and flwr's SecAggPlusWorkflow for one round (``drop``: the third leaves after sharing
+    its keys): ``native`` pytrain nodes in threads, on the first parts of the digits; ``linked(link)``,
+    called once the SuperLink is up, brings the others (e.g. a browser tab)."""
     splits, _ = digits_splits(3)
     link = SuperLink(venv, tmp / "home").start()
     nodes, threads, errors = [], [], []
     stop = threading.Event()
     out = tmp / "out"
     try:
+        if linked is not None:
+            linked(link)
         init = tmp / "init.npz"
         np.savez(str(init), **make_trainer(arts, *splits[0]).get_parameters())
-        for k in range(3):
+        for k in range(native):
             node = FlowerNode(link.url, make_trainer(arts, *splits[k], seed=k), heartbeat_interval=10,
                               poll_interval=0.1)
             node.join()

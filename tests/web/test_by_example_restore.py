@@ -47,7 +47,7 @@ def _restored(s: Session) -> Session:
 def test_browser_resume_of_a_backbone_run_carries_its_features_and_continues_exactly():
     s = _backbone_session()
     snap = s.snapshot()
-    rows = np.concatenate([s._arrays[0], s._added[0][0]])
+    rows = np.concatenate([s.source.arrays[0], s.source.added[0][0]])
     saved = _unpack_arrays(snap["data"])
     np.testing.assert_array_equal(saved["features"], s.backbone.features(rows))
     # recomputed in another batch the features differ in their low bits: why the save carries them
@@ -91,8 +91,8 @@ def test_examples_come_back_for_the_gallery_and_rebuild_the_same_run(how):
     ex = r.examples()
     assert ex["loaded"] and ex["task"] == "classification" and ex["classes"] == ["cat", "dog", "bird"]
     x = np.frombuffer(ex["x"], np.float32).reshape(ex["shape"])
-    np.testing.assert_array_equal(x, np.concatenate([s._arrays[0], s._added[0][0]]))
-    assert ex["y"] == s._arrays[1].tolist() + [2, 1]
+    np.testing.assert_array_equal(x, np.concatenate([s.source.arrays[0], s.source.added[0][0]]))
+    assert ex["y"] == s.source.arrays[1].tolist() + [2, 1]
     assert ex["backbone"] == s.artifacts["backbone"]
     assert ex["backbone_info"]["name"] == "bb.onnx" and ex["backbone_info"]["features"] == 5
 

@@ -73,8 +73,8 @@ def test_run_file_takes_the_backbone_run_back_and_continues_it_exactly(tmp_path)
     assert [o.name for o in bb.graph.output] == [feature_head.FEATURES]
     props = CheckpointState.load_checkpoint(z.read("checkpoint")).properties
     assert props[A.P_NO_RESUME] == feature_head.NO_CLI_RESUME
-    np.testing.assert_array_equal(np.load(io.BytesIO(z.read("examples.npy"))), s._arrays[0])
-    np.testing.assert_array_equal(np.load(io.BytesIO(z.read("features.npy"))), s.backbone.features(s._arrays[0]))
+    np.testing.assert_array_equal(np.load(io.BytesIO(z.read("examples.npy"))), s.source.arrays[0])
+    np.testing.assert_array_equal(np.load(io.BytesIO(z.read("features.npy"))), s.backbone.features(s.source.arrays[0]))
     # the exported model (backbone + head) is a whole model, not an extractor
     assert feature_head.MARK not in {p.key for p in onnx.load_from_string(s.export()).metadata_props}
 

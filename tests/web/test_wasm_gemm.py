@@ -108,6 +108,55 @@ def test_sgemm_matches_numpy(wasm_path: Path, tmp_path: Path):
         np.testing.assert_array_equal(got[:, n:], c0[:, n:], err_msg=str(mt))
 
 
+THREADS_DRIVER = r"""
+const [kernelsJs, wasm, shared, casesJson] = process.argv.slice(2);
+const K = require(kernelsJs);
+(async () => {
+  const memory = new WebAssembly.Memory({ initial: 256 });
+  const g = await K.instantiateWithMemory(wasm, memory);
+  const team = await K.startThreads(shared, g, { count: 3 });
+  const out = [];
+  let seed = 1;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648) - 0.5;
+  for (const [ta, tb, M, N, KK, alpha, beta, pad] of JSON.parse(casesJson)) {
+    const lda = (ta ? M : KK) + pad, ldb = (tb ? KK : N) + pad, ldc = N + pad;
+    const fa = (ta ? KK : M) * lda, fb = (tb ? N : KK) * ldb, fc = M * ldc;
+    const A = 64 * 65536 + 4, B = A + fa * 4, C1 = B + fb * 4, C2 = C1 + fc * 4;
+    if (C2 + fc * 4 > memory.buffer.byteLength) memory.grow(Math.ceil((C2 + fc * 4 - memory.buffer.byteLength) / 65536));
+    let f = new Float32Array(memory.buffer);
+    for (let i = 0; i < fa + fb; i++) f[A / 4 + i] = rand();
+    for (let i = 0; i < fc; i++) f[C1 / 4 + i] = f[C2 / 4 + i] = rand();
+    g.sgemm(ta, tb, M, N, KK, alpha, A, lda, B, ldb, beta, C1, ldc);
+    team.sgemm(ta, tb, M, N, KK, alpha, A, lda, B, ldb, beta, C2, ldc);
+    f = new Float32Array(memory.buffer);
+    let diff = 0, scale = 0;
+    for (let i = 0; i < fc; i++) {
+      diff = Math.max(diff, Math.abs(f[C1 / 4 + i] - f[C2 / 4 + i]));
+      scale = Math.max(scale, Math.abs(f[C1 / 4 + i]));
+    }
+    out.push({ diff, scale });
+  }
+  console.log(JSON.stringify({ out, split: team.calls }));
+  team.stop();
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def test_threaded_sgemm_equals_the_single_thread_kernel(wasm_path: Path, tmp_path: Path):
+    """kernels.js startThreads (two helper threads on kernels-shared.wasm, Node's worker_threads): every
+    case, padding columns included, equals the single-thread kernel's result (float32 reassociation at
+    most, where a thin part takes the dot-product path)."""
+    shared = wasm_path.with_name("kernels-shared.wasm")
+    driver = tmp_path / "threads.js"
+    driver.write_text(THREADS_DRIVER)
+    res = json.loads(subprocess.run([NODE, str(driver), str(KERNELS / "kernels.js"), str(wasm_path), str(shared),
+                                     json.dumps(CASES)], check=True, capture_output=True, text=True,
+                                    timeout=120).stdout)
+    assert res["split"] >= len(CASES) // 2   # most cases are big enough to split
+    for case, r in zip(CASES, res["out"]):
+        assert r["diff"] <= 1e-5 * max(1.0, r["scale"]), (case, r)
+
+
 def test_build_has_no_shadow_stack_use(tmp_path: Path):
     """build.sh refuses binaries that spill to the C stack (it would land in Pyodide's heap)."""
     if shutil.which("clang") is None or shutil.which("llvm-objdump") is None:

@@ -49,6 +49,8 @@ function selectTab(btn, focus = false) {
     $(`tab-${b.dataset.tab}`).hidden = b !== btn;
   }
   if (focus) btn.focus();
+  app.tab = btn.dataset.tab;
+  emit("tab", app.tab);
 }
 for (const btn of tabButtons) {
   btn.onclick = () => selectTab(btn);

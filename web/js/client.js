@@ -86,6 +86,9 @@ export class WorkerClient extends EventTarget {
     });
   }
 
+  /** How many commands await their reply (the tests wait for none). */
+  get pendingCalls() { return this._pending.size; }
+
   /** Listen to one event type; the handler gets the event's data. Returns an unsubscribe function. */
   on(type, handler) {
     const fn = (e) => handler(e.detail);

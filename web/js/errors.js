@@ -10,7 +10,7 @@ const box = document.getElementById("error");
 const text = document.getElementById("error-text");
 const home = document.getElementById("notices");
 const fromPage = new WeakSet(document.querySelectorAll("body *"));   // what index.html has, before any panel draws
-const DYNAMIC = "#ex-classes, #onnx-params, #prediction, #image-prediction, #row-result, #plot-table, select";
+const DYNAMIC = "#ex-classes, #onnx-params, #prediction, #picture-prediction, #image-pad-prediction, #row-result, #plot-table, select";
 let near = null;
 
 /** The element the box goes after for a control: its row (or the control itself), if the page drew it. */

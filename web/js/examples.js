@@ -2,7 +2,7 @@
 // record), from files or from the drawing pad (examples_pad.js), see them per class (delete any), and a small CNN learns them in the tab;
 // or, with a pretrained backbone the user brings (ONNX), only a new head trains on its features.
 
-import { $, describeSetup, guarded, nf, setStatus } from "./ui.js";
+import { $, describeSetup, guarded, nf, refreshButtons, setStatus } from "./ui.js";
 import { app, client, on, setData, setModel } from "./store.js";
 import { SHAPE, cameraIsOn, cameraOn, pixels, video } from "./images.js";
 import { readFiles } from "./files.js";
@@ -151,6 +151,9 @@ function initExamples() {
                              info: bb.restored ? bb.info : undefined };   // a restored extractor is used as it is
     app.rebuild = async (optimizer) => setModel(await client.call("buildCNN", { optimizer, backbone }));
     await app.rebuild($("optimizer").value);
+    refreshButtons();
+    $("train").scrollIntoView({ block: "start" });   // the tab is long: Start is the next step
+    if (!$("start").disabled) $("start").focus({ preventScroll: true });
   });
   client.on("ready", renderClasses);
   client.on("state", renderClasses);

@@ -6,9 +6,10 @@
 import { $, announce, guarded, nf, setStatus, showError } from "./ui.js";
 import { app, client } from "./store.js";
 
-const REJOIN = "pytrain-federation";   // sessionStorage: {url, heartbeat} while this tab is in one
+const REJOIN = "pytrain-federation";   // sessionStorage: {url, heartbeat, settings} while this tab is in one
 
-const fed = { joined: false, nodeId: null, rounds: new Map(), sent: [], events: [], active: false };
+// served: whether the site serves a SuperLink (null until asked); ready: Python is
+const fed = { joined: false, nodeId: null, rounds: new Map(), sent: [], events: [], active: false, served: null, ready: false };
 app.federation = fed;
 
 function fmt(v) { return typeof v === "number" ? (Number.isInteger(v) ? nf.format(v) : v.toPrecision(4)) : String(v); }
@@ -44,19 +45,61 @@ function renderSent(sent) {
   }
 }
 
+const PRIVACY_INPUTS = ["fl-dp", "fl-dp-clip", "fl-dp-epsilon", "fl-dp-delta", "fl-require-clipping"];
+
 function setJoined(active) {
   fed.active = active;
-  $("fl-join").disabled = active;   // enabled once Python is ready
+  // enabled once Python is ready, and only where this site serves a SuperLink (fl-why says why not)
+  $("fl-join").disabled = active || !fed.ready || fed.served !== true;
   $("fl-leave").disabled = !active;
   $("fl-url").disabled = active;
   $("fl-heartbeat").disabled = active;
+  for (const id of PRIVACY_INPUTS) $(id).disabled = active;
+}
+
+function serverUrl() { return $("fl-url").value.trim() || "flower/"; }
+
+/** Why Join cannot work here, in words for people (also what a failed join says for a 404). */
+function noServer(url) {
+  return `This site serves no federation: no Flower SuperLink answers at ${url}. To start one, run a SuperLink ` +
+    "(flower-superlink) and serve the site with python build.py serve --flower URL, URL being the SuperLink's " +
+    "Fleet API (e.g. http://127.0.0.1:9092).";
+}
+
+/** Ask the site whether it serves a SuperLink (build.py serve answers GET flower/ with {superlink}). */
+async function probeServer() {
+  const url = serverUrl();
+  let served = false;
+  try {
+    const resp = await fetch(url.replace(/\/*$/, "/"), { cache: "no-store" });
+    served = resp.ok && (await resp.json()).superlink === true;
+  } catch (e) { served = false; }
+  if (url !== serverUrl()) return;   // the field changed meanwhile: its own probe decides
+  fed.served = served;
+  $("fl-why").textContent = served ? "" : noServer(url);
+  if (!fed.active) setJoined(false);
+}
+
+/** The privacy setting: PytrainTrainer's local_dp and require_clipping. */
+function privacy() {
+  const localDp = $("fl-dp").checked ? { clippingNorm: Number($("fl-dp-clip").value), epsilon: Number($("fl-dp-epsilon").value),
+                                         delta: Number($("fl-dp-delta").value) } : null;
+  return { localDp, requireClipping: $("fl-require-clipping").checked };
+}
+
+function privacyText(p) {
+  if (!p) return "";
+  const parts = [];
+  if (p.local_dp) parts.push(`local differential privacy on (update clipped to ${fmt(p.local_dp.clipping_norm)}, noise std ${fmt(p.local_dp.noise_std)})`);
+  if (p.require_clipping) parts.push("the server's clipping is required");
+  return parts.length ? ` Privacy: ${parts.join("; ")}.` : "";
 }
 
 client.on("federation", (ev) => {
   fed.events.push(ev);
   switch (ev.kind) {
     case "started":
-      setStatus("fl-status", `Joining ${ev.url} with ${nf.format(ev.samples)} local samples…`);
+      setStatus("fl-status", `Joining ${ev.url} with ${nf.format(ev.samples)} local samples…${privacyText(ev.privacy)}`);
       break;
     case "joined":
       fed.joined = true; fed.nodeId = ev.node_id;
@@ -107,23 +150,21 @@ client.on("federation", (ev) => {
 /** Why the federation stopped, in words for people (the SuperLink's own answer kept in brackets). */
 function failure(error) {
   // the site's /flower/ answers 404 when it is served without a SuperLink behind it
-  if (/register-node: HTTP 404/.test(error)) {
-    return `This site serves no federation: no Flower SuperLink answers at ${$("fl-url").value.trim() || "flower/"}. ` +
-      "To start one, run a SuperLink (flower-superlink) and serve the site with python build.py serve --flower URL, " +
-      `URL being the SuperLink's Fleet API (e.g. http://127.0.0.1:9092). (The federation stopped: ${error})`;
-  }
+  if (/register-node: HTTP 404/.test(error)) return `${noServer(serverUrl())} (The federation stopped: ${error})`;
   return `The federation stopped: ${error}`;
 }
 
-async function join(url, heartbeat) {
+async function join(url, heartbeat, settings) {
   setJoined(true);
   try {
-    await client.call("federate", { url, heartbeat });
-    sessionStorage.setItem(REJOIN, JSON.stringify({ url, heartbeat }));
+    await client.call("federate", Object.assign({ url, heartbeat }, settings));
+    sessionStorage.setItem(REJOIN, JSON.stringify({ url, heartbeat, settings }));
   } catch (e) { setJoined(false); throw e; }
 }
 
-$("fl-join").onclick = () => guarded($("fl-join"), () => join($("fl-url").value.trim() || "flower/", Number($("fl-heartbeat").value) || 30));
+$("fl-join").onclick = () => guarded($("fl-join"), () => join(serverUrl(), Number($("fl-heartbeat").value) || 30, privacy()));
+$("fl-url").addEventListener("change", () => { fed.served = null; setJoined(false); probeServer(); });
+probeServer();
 $("fl-leave").onclick = () => guarded($("fl-leave"), async () => {
   sessionStorage.removeItem(REJOIN);
   setStatus("fl-status", "Leaving…");
@@ -133,11 +174,16 @@ $("fl-leave").onclick = () => guarded($("fl-leave"), async () => {
 
 // A reload: rejoin (as the same node) once the model and data are back, e.g. from the saved run.
 client.on("ready", () => {
+  fed.ready = true;
   setJoined(false);
   let saved = null;
   try { saved = JSON.parse(sessionStorage.getItem(REJOIN) || "null"); } catch (e) { saved = null; }
   if (!saved) return;
   $("fl-url").value = saved.url; $("fl-heartbeat").value = saved.heartbeat;
+  const dp = (saved.settings || {}).localDp;
+  $("fl-require-clipping").checked = !!(saved.settings || {}).requireClipping;
+  $("fl-dp").checked = !!dp;
+  if (dp) { $("fl-dp-clip").value = dp.clippingNorm; $("fl-dp-epsilon").value = dp.epsilon; $("fl-dp-delta").value = dp.delta; }
   setStatus("fl-status", "This tab was in a federation before the reload: it rejoins once a model and data are loaded.");
   const timer = setInterval(async () => {
     if (!sessionStorage.getItem(REJOIN) || fed.active) { clearInterval(timer); return; }
@@ -145,6 +191,6 @@ client.on("ready", () => {
     try { s = await client.call("status"); } catch (e) { return; }
     if (!(s.model && s.model.ready && s.data && s.data.loaded)) return;
     clearInterval(timer);
-    join(saved.url, saved.heartbeat).catch((e) => showError(e, $("fl-join")));
+    join(saved.url, saved.heartbeat, saved.settings || {}).catch((e) => showError(e, $("fl-join")));
   }, 1000);
 });

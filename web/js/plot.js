@@ -119,7 +119,8 @@ export class LinePlot {
       ctx.beginPath(); ctx.moveTo(pad.l, py); ctx.lineTo(pad.l + pw, py); ctx.stroke();
       ctx.fillText(yLabels[i], pad.l - 6 - ctx.measureText(yLabels[i]).width, py + 4);
     });
-    for (const t of niceTicks(x0, x1, 5).filter((v) => !this.integerX || Number.isInteger(v))) {
+    this.lastXTicks = niceTicks(x0, x1, 5).filter((v) => !this.integerX || Number.isInteger(v));
+    for (const t of this.lastXTicks) {
       const px = X(t);
       ctx.beginPath(); ctx.moveTo(px, pad.t); ctx.lineTo(px, pad.t + ph); ctx.stroke();
       ctx.fillText(fmt(t), px - 8, pad.t + ph + 16);

@@ -19,7 +19,7 @@
    *   "runFile"|"train"|"pause"|"resume"|"stop"|"configure"|"evaluate"|"restoreGood"|"predict"|"checkpoint"|
    *   "exportModel"|"digest"|"save"|"resumeSaved"|"federate"|"leaveFederation"|"ortCreate"|"ortTrainStep"|
    *   "ortEvalStep"|"ortOptimizerStep"|"ortLazyResetGrad"|"ortParametersSize"|"ortGetParameters"|
-   *   "ortLoadParameters"|"ortRelease"} Command
+   *   "ortLoadParameters"|"ortRelease"|"ortInferenceCreate"|"ortInferenceRun"} Command
    * @typedef {"loading"|"ready"|"startup"|"fatal"|"progress"|"epoch"|"saved"|"state"|"done"|"error"|"federation"} EventName
    * @typedef {{type: string, message: string, expected: boolean}} ErrorInfo
    * @typedef {{id: number, cmd: Command, args: Object}} Request
@@ -45,13 +45,16 @@
     // onnxruntime-web's TrainingSession (pytrain-ort.js)
     "ortCreate", "ortTrainStep", "ortEvalStep", "ortOptimizerStep", "ortLazyResetGrad", "ortParametersSize",
     "ortGetParameters", "ortLoadParameters", "ortRelease",
+    // onnxruntime-web's InferenceSession (pytrain-ort.js); ortRelease releases either kind
+    "ortInferenceCreate", "ortInferenceRun",
   ]);
 
-  /** onnxruntime-web's commands: each is this operation of pytrain.webapp.ort_session. */
+  /** onnxruntime-web's commands: each is this operation of pytrain.webapp.ort_session (sessions by id). */
   const ORT_OPS = Object.freeze({
     ortCreate: "create", ortTrainStep: "train_step", ortEvalStep: "eval_step", ortOptimizerStep: "optimizer_step",
     ortLazyResetGrad: "lazy_reset_grad", ortParametersSize: "parameters_size",
     ortGetParameters: "contiguous_parameters", ortLoadParameters: "load_parameters", ortRelease: "release",
+    ortInferenceCreate: "inference_create", ortInferenceRun: "inference_run",
   });
 
   /** The events the worker sends. */

@@ -88,24 +88,26 @@ function countTrainable() {
   const ticked = new Set(Array.from($("onnx-params").querySelectorAll("input:checked")).map((i) => i.value));
   const on = params.filter((p) => ticked.has(p.name));
   const total = params.reduce((a, p) => a + p.size, 0);
+  const lastN = app.onnxUpload && app.onnxUpload.lastN;
   $("onnx-count").textContent = `${nf.format(on.reduce((a, p) => a + p.size, 0))} of ${nf.format(total)} weight values ` +
-    `train (${on.length} of ${params.length} weights ticked).`;
+    `train (${on.length} of ${params.length} weights ticked` + (lastN ? `: the last ${lastN} layer${lastN === 1 ? "" : "s"})` : ").");
 }
 /** Tick the weights `keep(p)` says, untick the others. */
-function tickWeights(keep) {
+function tickWeights(keep, lastN = null) {
+  app.onnxUpload.lastN = lastN;   // "Last N layers" goes to the generator as such (trainable_ops), the others as ticks
   const byName = new Map(app.onnxUpload.params.map((p) => [p.name, p]));
   for (const box of $("onnx-params").querySelectorAll("input")) box.checked = !!keep(byName.get(box.value));
   countTrainable();
 }
-$("onnx-params").onchange = countTrainable;
+$("onnx-params").onchange = () => { app.onnxUpload.lastN = null; countTrainable(); };   // ticked by hand
 $("onnx-all").onclick = () => tickWeights(() => true);
 $("onnx-none").onclick = () => tickWeights(() => false);
 $("onnx-head").onclick = () => tickWeights((p) => p.layer === 1);
 $("onnx-last").onclick = () => guarded(null, async () => {
   const n = parseInt($("onnx-last-n").value, 10);
   const layers = app.onnxUpload.layers;
-  if (!(n >= 1)) throw new Error(`Last N layers: give N from 1 to ${layers}.`);
-  tickWeights((p) => p.layer <= n);
+  if (!(n >= 1 && n <= layers)) throw new Error(`Last N layers: give N from 1 to ${layers}.`);
+  tickWeights((p) => p.layer <= n, n);
 }, $("onnx-last"));
 
 $("onnx-file").onchange = () => guarded(null, async () => {
@@ -150,14 +152,18 @@ $("onnx-file").onchange = () => guarded(null, async () => {
 }, $("onnx-file"));
 $("onnx-generate").onclick = () => guarded($("onnx-generate"), async () => {
   const file = app.onnxUpload;
-  const requiresGrad = Array.from($("onnx-params").querySelectorAll("input:checked")).map((i) => i.value);
-  if (!requiresGrad.length) throw new Error("Tick at least one weight to train (\"Everything\" ticks them all).");
+  const ticked = Array.from($("onnx-params").querySelectorAll("input:checked")).map((i) => i.value);
+  if (!ticked.length) throw new Error("Tick at least one weight to train (\"Everything\" ticks them all).");
+  // "Last N layers" as the generator counts them (trainable_ops); else the weights ticked
+  const trainableOps = file.lastN || null;
+  const requiresGrad = trainableOps ? null : ticked;
   const loss = $("onnx-loss").value;
   const batchnorm = $("onnx-batchnorm").value;
   setStatus("setup-status", "Generating training artifacts…");
   app.rebuild = async (optimizer) => {
     setModel(await client.call("generate",
-      { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, name: file.name, extraFiles: file.extraFiles, batchnorm }));
+      { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, trainableOps, name: file.name, extraFiles: file.extraFiles,
+        batchnorm }));
     await applyScaling();
   };
   await app.rebuild($("optimizer").value);
@@ -182,8 +188,8 @@ $("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
   setModel(res.model);
   await emit("runBack", res.model);   // a "By example" run: its classes and examples back in the gallery
   app.step = res.step; app.epoch = res.epoch;
-  if (res.batch_size) $("batch-size").value = res.batch_size;
-  if (res.lr) $("lr").value = res.lr;
+  emit("history", res.history);
+  emit("settings", { epochs: res.epochs, batchSize: res.batch_size, learningRate: res.lr });
   const took = Object.entries(res.files).filter(([, what]) => !/run file/.test(what))
     .map(([name, what]) => `${name.split("!").pop()}: ${what.split(" (")[0]}`).join(", ");
   setStatus("train-status", (res.step ? `Taken back at epoch ${res.epoch}, step ${nf.format(res.step)}. ` : "Ready to train. ") +

@@ -2,12 +2,12 @@
 
 import { LinePlot } from "./plot.js";
 import { download } from "./files.js";
-import { $, announce, describeSetup, guarded, hideError, nf, refreshButtons, setStatus } from "./ui.js";
+import { $, announce, describeSetup, guarded, hideError, nf, refreshButtons, setStatus, untilHint } from "./ui.js";
 import { app, client, emit, on } from "./store.js";
 
 // ------------------------------------------------------------------ plots
 
-const lossPlot = new LinePlot($("loss-plot"), { title: "Training loss", xLabel: "step" });
+const lossPlot = new LinePlot($("loss-plot"), { title: "Training loss", xLabel: "step", integerX: true });
 const metricPlot = new LinePlot($("metric-plot"), { title: "Validation", xLabel: "epoch", integerX: true, xRange: [0, 1] });
 const lossSeries = { label: "batch", color: "#b7c7de", points: [], width: 1 };
 const emaSeries = { label: "smoothed", color: "#1f4e8c", points: [], width: 2 };
@@ -148,7 +148,9 @@ client.on("done", (d) => {
   renderPlotTable();
   if (d.reason === "diverged") { showDivergence(d); refreshButtons(); return; }
   const what = d.reason === "finished" ? "Finished" : d.reason === "stopped" ? "Stopped" : "Stopped after an error";
-  setStatus("train-status", `${what} at epoch ${d.epoch}, step ${nf.format(d.step || 0)}.` + (last ? ` ${metricText(last)}.` : ""), d.reason === "finished");
+  const said = metricText(last);
+  setStatus("train-status", `${what} at epoch ${d.epoch}, step ${nf.format(d.step || 0)}.` +
+    (said ? ` ${said[0].toUpperCase()}${said.slice(1)}.` : ""), d.reason === "finished");
   if (d.reason !== "error") $("epoch-bar").style.width = "100%";
   refreshButtons();
   if (d.reason !== "error") emit("trained");
@@ -185,7 +187,7 @@ function trainOptions() {
   const epochs = parseInt($("epochs").value, 10);
   const batchSize = parseInt($("batch-size").value, 10);
   const learningRate = parseFloat($("lr").value);
-  if (!(epochs >= 1)) throw new Error("Epochs must be a whole number of at least 1.");
+  if (!(epochs >= 1)) throw new Error("\"Train until epoch\" must be a whole number of at least 1.");
   if (!(batchSize >= 1)) throw new Error("Batch size must be a whole number of at least 1.");
   if (!(learningRate > 0)) throw new Error("The learning rate must be a positive number.");
   return { epochs, batchSize, learningRate, saveEveryMs: app.saveEveryMs };
@@ -195,12 +197,7 @@ $("start").onclick = () => guarded(null, async () => {
   hideError();
   const opts = trainOptions();
   if (app.model && app.model.optimizer !== $("optimizer").value) await changeOptimizer();
-  if (app.epoch >= opts.epochs) {
-    // "Epochs" is the run's total: a finished run continues for that many more, and says so.
-    opts.epochs = app.epoch + opts.epochs;
-    $("epochs").value = String(opts.epochs);
-    setStatus("train-status", `Continuing to epoch ${opts.epochs}.`);
-  }
+  if (app.epoch >= opts.epochs) throw new Error(untilHint());   // Start is disabled then; a typed value may not have told it yet
   if (app.step === 0 && !app.epochs.length) resetPlots();
   $("diverged").hidden = true;
   metricPlot.xRange = [0, opts.epochs];
@@ -233,6 +230,7 @@ function batchHint() {
   };
 }
 $("batch-size").addEventListener("input", batchHint);
+$("epochs").addEventListener("input", refreshButtons);   // Start says when the run is already there
 on("data", batchHint);
 on("model", batchHint);
 

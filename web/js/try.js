@@ -18,7 +18,8 @@ for (let d = 0; d < 10; d++) {
 
 function showTryPanel() {
   const d = app.data;
-  const kind = d && d.loaded ? d.kind : "digits";
+  // before any data, the digits tab's pad (it predicts once a digits model is built); other tabs: nothing yet
+  const kind = d && d.loaded ? d.kind : app.tab === "digits" ? "digits" : null;
   const digitsLike = kind === "digits";
   const rows = kind === "csv";
   const shape = app.model && app.model.ready ? app.model.sample_shape || [] : [];
@@ -26,12 +27,20 @@ function showTryPanel() {
   $("try-digits").hidden = !digitsLike;
   $("try-row").hidden = !rows;
   $("try-image").hidden = !images;
-  $("try-none").hidden = digitsLike || rows || images;
+  $("try-empty").hidden = !!kind || images;
+  $("try-none").hidden = !kind || digitsLike || rows || images;
   if (rows && d.features) {
-    $("row-columns").textContent = d.features.join(", ");
-    $("row-input").placeholder = d.features.map(() => "0").join(", ");
+    const cols = tableColumns(d);
+    $("row-columns").textContent = cols.map((c) => c.kind === "text"
+      ? `${c.name} (${c.values.join(", ")})` : c.name).join(", ");
+    $("row-input").placeholder = cols.map((c) => (c.kind === "text" ? c.values[0] : "0")).join(", ");
   }
   refreshButtons();
+}
+
+/** The table's columns as a row is typed: text columns as text (the export takes them so too). */
+function tableColumns(d) {
+  return d.columns || d.features.map((name) => ({ name, kind: "number" }));
 }
 
 function renderPrediction(res) {
@@ -68,6 +77,7 @@ async function predictDrawing() {
     const res = await client.call("predict", { x, shape: [1, 784] });
     app.lastPrediction = { input: Array.from(x), probabilities: res.probabilities[0], outputs: res.outputs[0], label: res.label[0] };
     renderPrediction(res);
+    $("add-label").value = String(res.class[0]);   // "This is a" starts at what the model said: correct it when wrong
   } catch (e) { showError(e, $("pad")); } finally { predicting = false; refreshButtons(); }
 }
 
@@ -93,13 +103,12 @@ $("add-sample").onclick = () => guarded($("add-sample"), async () => {
 });
 
 $("row-predict").onclick = () => guarded($("row-predict"), async () => {
-  const values = $("row-input").value.split(/[,;\s]+/).filter(Boolean).map(Number);
-  const n = app.data && app.data.features ? app.data.features.length : values.length;
-  if (values.length !== n || values.some((v) => !Number.isFinite(v))) {
-    throw new Error(`Type ${n} numbers separated by commas (${(app.data.features || []).join(", ")}).`);
-  }
-  const res = await client.call("predict", { x: new Float32Array(values), shape: [1, n] });
-  app.lastPrediction = { input: values, outputs: res.outputs[0], probabilities: res.probabilities ? res.probabilities[0] : null, label: res.label ? res.label[0] : null };
+  const cols = tableColumns(app.data);
+  const typed = $("row-input").value.trim();
+  let row = typed.split(/[,;\t]/).map((c) => c.trim());
+  if (row.length === 1 && cols.length > 1) row = typed.split(/\s+/);   // numbers separated by spaces
+  const res = await client.call("predict", { row });
+  app.lastPrediction = { input: row, outputs: res.outputs[0], probabilities: res.probabilities ? res.probabilities[0] : null, label: res.label ? res.label[0] : null };
   $("row-result").textContent = res.label
     ? `Prediction: ${res.label[0]} (${(100 * Math.max(...res.probabilities[0])).toFixed(1)}% confident)`
     : `Prediction: ${res.outputs[0].map((v) => v.toPrecision(5)).join(", ")}`;
@@ -134,10 +143,11 @@ async function predictFile(file, show) {
   show(Object.assign(await client.call("predict", { x, shape: [1].concat(shape) }), { input: x }));
 }
 
-function showImagePrediction(res) {
+/** A prediction for an image model, on the line of where it came from (camera or picture, or the pad). */
+function showImagePrediction(res, line = $("picture-prediction")) {
   app.lastPrediction = { outputs: res.outputs[0], probabilities: res.probabilities ? res.probabilities[0] : null,
                          label: res.label ? res.label[0] : null, input: res.input ? Array.from(res.input) : null };
-  $("image-prediction").textContent = res.label
+  line.textContent = res.label
     ? `Prediction: ${res.label[0]} (${(100 * Math.max(...res.probabilities[0])).toFixed(1)}% confident)`
     : `Prediction: ${res.outputs[0].map((v) => v.toPrecision(4)).join(", ")}`;
 }
@@ -164,12 +174,13 @@ async function predictImagePad() {
   try {
     const shape = app.model.sample_shape;
     const x = pixels(imagePad.canvas, shape);   // as a By example drawing is read
-    showImagePrediction(Object.assign(await client.call("predict", { x, shape: [1].concat(shape) }), { input: x }));
+    showImagePrediction(Object.assign(await client.call("predict", { x, shape: [1].concat(shape) }), { input: x }),
+                        $("image-pad-prediction"));
   } catch (e) { showError(e, $("image-pad")); } finally { imagePredicting = false; refreshButtons(); }
 }
 $("image-pad-clear").onclick = () => {
   imagePad.reset();
-  $("image-prediction").textContent = "";
+  $("image-pad-prediction").textContent = "";
   app.lastPrediction = null;
   refreshButtons();
 };
@@ -183,9 +194,11 @@ function clearTry() {
   $("row-result").textContent = "";
   if (live) toggleLivePrediction();     // the camera's predictions were the old model's (and its input size)
   $("image-predict").value = "";
+  $("picture-prediction").textContent = "";
   $("image-pad-clear").click();
 }
 
 on("model", () => { clearTry(); showTryPanel(); });
 on("data", showTryPanel);
+on("tab", showTryPanel);
 client.on("epoch", predictPads);

@@ -14,12 +14,14 @@ export const $ = (id) => document.getElementById(id);
 /** Run an async UI action; errors show next to `button` (or `near`) and re-enable the button. */
 export async function guarded(button, fn, near = null) {
   if (button) button.disabled = true;
+  app.busy += 1;
   try { return await fn(); } catch (e) {
     // a half-done step must not leave its progress message behind ("Reading the table…")
     if ($("setup-status").textContent.endsWith("…")) describeSetup();
     showError(e, near || button);
     return undefined;
   } finally {
+    app.busy -= 1;
     if (button) button.disabled = false;
     refreshButtons();
   }
@@ -36,11 +38,11 @@ function keepFocus() {
   const lost = active && active !== document.body ? active : lastFocus;
   if (!lost || !lost.isConnected) return;
   if (!lost.disabled && lost.offsetParent !== null) { lost.focus({ preventScroll: true }); return; }   // enabled again
-  const group = lost.closest(".row, fieldset, .tab, .card");
-  const next = group && Array.from(group.querySelectorAll("button, input, select"))
+  const usable = (box) => box && Array.from(box.querySelectorAll("button, input, select"))
     .find((el) => !el.disabled && el.offsetParent !== null);
   const card = lost.closest(".card");
-  const target = next || (card && card.querySelector(".status"));
+  // the next control of its group; else of its card (a finished run: "Train until epoch", which Start asks to raise)
+  const target = usable(lost.closest(".row, fieldset, .tab, .card")) || usable(card) || (card && card.querySelector(".status"));
   if (target) target.focus({ preventScroll: true });
 }
 
@@ -104,11 +106,21 @@ export function describeSetup() {
         `Dropout off); it sees ${b.shape.join("×")} pictures as ${b.normalization} and gives ${nf.format(b.features)} ` +
         `features${b.pooled ? " (its feature map averaged)" : ""}, computed once per example. Head (Gemm): ` +
         `${nf.format(m.head_params)} parameters, trained.`);
+      if (m.warning) parts.push(m.warning);   // features that barely vary: the head would train at chance
     }
   } else parts.push("No model yet.");
   const why = mismatch();
   if (why) parts.push(why);
-  setStatus("setup-status", parts.join(" "), !!(d && d.loaded && m && m.ready) && !why, !!why);
+  const warned = !!(m && m.ready && m.warning);
+  setStatus("setup-status", parts.join(" "), !!(d && d.loaded && m && m.ready) && !why && !warned, !!why || warned);
+}
+
+/** "Train until epoch" is the run's total: when the run has trained that many, what to type to train on ("" otherwise). */
+export function untilHint() {
+  const until = parseInt($("epochs").value, 10);
+  if (!(until >= 1) || app.epoch < until) return "";
+  return `The run has trained ${nf.format(app.epoch)} epoch${app.epoch === 1 ? "" : "s"}: set "Train until epoch" to ` +
+    `${nf.format(app.epoch + 1)} or more to train on.`;
 }
 
 export function refreshButtons() {
@@ -121,7 +133,7 @@ export function refreshButtons() {
   $("artifacts-use").disabled = !ready || app.training || !($("artifact-files").files || []).length;
   $("data-csv-load").disabled = !ready || app.training || !$("data-csv-label").value;
   $("data-images-load").disabled = !ready || app.training || !(($("data-images").files || []).length || ($("data-folder").files || []).length);
-  const why = app.training ? "" : mismatch();
+  const why = app.training ? "" : mismatch() || (haveModel && haveData ? untilHint() : "");
   $("start").disabled = !ready || app.training || !haveModel || !haveData || !!why;
   $("start-hint").textContent = why;
   $("start-hint").hidden = !why;

@@ -20,7 +20,9 @@
  *   sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
  *     row-major float32, C = alpha*op(A)@op(B) + beta*C, pointers are byte
  *     addresses in the shared memory, leading dimensions in elements.
- *   workBytes, workPtr, exports (the raw instance exports).
+ *   workBytes, workPtr, exports (the raw instance exports), heap() (the memory's bytes now),
+ *   threads (registerWithPyodide with a `threads` option in a cross-origin isolated worker:
+ *   startThreads' helper threads, whose sgemm Python sees as sgemm_threads).
  */
 (function (root) {
   "use strict";
@@ -55,11 +57,12 @@
     return out;
   }
 
-  function wrap(exports, workPtr) {
+  function wrap(exports, workPtr, heap) {
     const raw = exports.pytrain_sgemm;
     return {
       exports,
       workPtr,
+      heap,         // () => a Uint8Array over the whole memory the kernels run in (now: it may grow)
       workBytes: exports.pytrain_sgemm_work_bytes(),
       sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) {
         raw(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, workPtr);
@@ -107,7 +110,7 @@
     const need = instance.exports.pytrain_sgemm_work_bytes() + 16;
     const workPtr = memory.buffer.byteLength;
     memory.grow(Math.ceil(need / 65536));
-    return wrap(instance.exports, workPtr);
+    return wrap(instance.exports, workPtr, () => new Uint8Array(memory.buffer));
   }
 
   /* Link into a loaded Pyodide 0.17 (pyodide or pyodide._module accepted). */
@@ -120,15 +123,173 @@
     const exports = await mod.loadWebAssemblyModule(bytes, { loadAsync: true, allowUndefined: true });
     const workPtr = mod._malloc(exports.pytrain_sgemm_work_bytes() + 16);
     if (!workPtr) throw new Error("kernels.js: malloc of the gemm workspace failed");
-    return wrap(exports, workPtr);
+    return wrap(exports, workPtr, () => mod.HEAPU8);
   }
 
   /* One call for pages: link the kernel into Pyodide and make it importable
    * from Python as `import <name>` (default pytrain_wasm_kernels). */
-  async function registerWithPyodide(pyodide, source, name = "pytrain_wasm_kernels") {
+  async function registerWithPyodide(pyodide, source, name = "pytrain_wasm_kernels", threads = null) {
     const gemm = await instantiateInPyodide(source, pyodide);
+    if (threads) {
+      try {
+        gemm.threads = await startThreads(threads.source, gemm, threads);
+      } catch (err) {
+        console.warn("pytrain: no helper threads, every product runs on this thread:", err);
+      }
+    }
     pyodide.registerJsModule(name, pythonModule(gemm));
     return gemm;
+  }
+
+  /* ---- Helper threads: big products split across workers sharing one memory ----
+   * The calling thread's memory (Pyodide 0.17's heap) cannot be shared, so the helpers run
+   * kernels-shared.wasm (build.sh's second build) on a shared WebAssembly.Memory of their own:
+   * the calling thread copies in the operands of the helpers' parts, bumps the call counter
+   * (Atomics.notify), runs its own part in place with the single-thread kernel, waits for each
+   * helper's done word (Atomics.wait) and copies the helpers' results out. Products are split
+   * by rows or by columns of C, never along K: every element of C is summed as the single-thread
+   * kernel sums it (but where a thin part takes gemm.c's dot-product path: float32 reassociation).
+   * Needs SharedArrayBuffer, i.e. a cross-origin isolated page. */
+  const THREAD_LAYOUT = { seq: 0, stop: 1, slot0: 16, slotWords: 16 };  // Int32 words; a slot: done, active, 14 args
+  const THREAD_MAX_PAGES = 16384;   // build.sh's --max-memory (1 GiB)
+  const WAIT_MS = 60000;          // a helper silent this long is dead: fail instead of hanging
+
+  function spawnThread(url) {
+    if (typeof Worker === "undefined") {  // Node
+      const w = new (require("worker_threads").Worker)(url);
+      return { post: (m) => w.postMessage(m), once: (f) => w.once("message", f), fail: (f) => w.once("error", f),
+               stop: () => w.terminate() };
+    }
+    const w = new Worker(url);
+    return { post: (m) => w.postMessage(m), once: (f) => { w.onmessage = (e) => f(e.data); },
+             fail: (f) => { w.onerror = (e) => f(new Error(e.message || "helper thread failed")); },
+             stop: () => w.terminate() };
+  }
+
+  /* Start count - 1 helper threads for `single` (a wrap() object: the kernels of the calling
+   * thread). options: {count, workerURL (threads-worker.js; Node: next to this file)}.
+   * Resolves to {count, sgemm(...same arguments as single.sgemm...), stop(), memory, calls}, or null
+   * for count < 2. */
+  async function startThreads(source, single, options = {}) {
+    const count = Math.min(Math.max(1, options.count || 2), 8);
+    const helpers = count - 1;
+    if (helpers < 1) return null;
+    const bytes = await toBytes(source);
+    const L = THREAD_LAYOUT;
+    const words = L.slot0 + helpers * L.slotWords;
+    const workStride = Math.ceil((single.workBytes + 16) / 64) * 64;
+    const arena0 = Math.ceil((words * 4) / 64) * 64 + helpers * workStride;
+    const memory = new WebAssembly.Memory({ initial: Math.ceil((arena0 + (4 << 20)) / 65536),
+                                            maximum: THREAD_MAX_PAGES, shared: true });
+    const url = options.workerURL || (typeof __dirname === "string" ? __dirname + "/threads-worker.js" : null);
+    if (!url) throw new Error("kernels.js: startThreads needs options.workerURL");
+    const workers = [];
+    try {
+      await Promise.all(Array.from({ length: helpers }, (_, slot) => new Promise((resolve, reject) => {
+        const w = spawnThread(url);
+        workers.push(w);
+        w.fail(reject);
+        w.once((m) => (m && m.ready ? resolve() : reject(new Error("helper thread: " + JSON.stringify(m)))));
+        w.post({ memory, bytes, slot, layout: Object.assign({ words }, L) });
+      })));
+    } catch (err) {
+      workers.forEach((w) => w.stop());
+      throw err;
+    }
+    const i32 = new Int32Array(memory.buffer, 0, words);
+    const f32 = new Float32Array(memory.buffer, 0, words);
+    let seq = 0;
+    let mem = new Uint8Array(memory.buffer);
+    let top = arena0;
+    const alloc = (nbytes) => {
+      const at = top;
+      top += Math.ceil(nbytes / 16) * 16;
+      if (top > mem.byteLength) {
+        memory.grow(Math.ceil((top - memory.buffer.byteLength) / 65536));
+        mem = new Uint8Array(memory.buffer);
+      }
+      return at;
+    };
+    const spanBytes = (rows, cols, ld) => ((rows - 1) * ld + cols) * 4;
+    /* the rows x cols block at ptr (leading dimension ld) of the caller's heap, copied as one span */
+    const copyIn = (heap, ptr, rows, cols, ld) => {
+      const n = spanBytes(rows, cols, ld);
+      const at = alloc(n);
+      mem.set(heap.subarray(ptr, ptr + n), at);
+      return at;
+    };
+    /* rows x cols between a block with leading dimension ld and a compact one (row by row unless both are) */
+    const copyRows = (dst, dstLd, src, srcLd, rows, cols, to, from) => {
+      if (dstLd === cols && srcLd === cols) { to.set(from.subarray(src, src + rows * cols * 4), dst); return; }
+      for (let r = 0; r < rows; r++) {
+        const s = src + r * srcLd * 4;
+        to.set(from.subarray(s, s + cols * 4), dst + r * dstLd * 4);
+      }
+    };
+    const cuts = (n, grain) => {
+      const out = [0];
+      for (let p = 1; p < count; p++) out.push(Math.min(n, Math.round((n * p) / count / grain) * grain));
+      out.push(n);
+      return out;
+    };
+
+    function sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) {
+      // Split C by rows (each helper copies its rows of op(A), all of op(B)) or by columns (its
+      // columns of op(B), all of op(A)): whichever copies less; too thin to split -> one thread.
+      const share = helpers / count;
+      const byRows = M >= 4 * count && (N < 8 * count || K * N + share * M * (K + N) <= M * K + share * N * (K + M));
+      if (K === 0 || (!byRows && N < 8 * count)) { single.sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); return; }
+      const heap = single.heap();
+      top = arena0;
+      team.calls += 1;
+      const cut = byRows ? cuts(M, 4) : cuts(N, 8);
+      // the operand every helper reads whole, copied once
+      const whole = byRows ? copyIn(heap, B, transB ? N : K, transB ? K : N, ldb)
+                           : copyIn(heap, A, transA ? K : M, transA ? M : K, lda);
+      const outs = [];
+      for (let h = 0; h < helpers; h++) {
+        const lo = cut[h + 1], n = cut[h + 2] - lo;
+        const a = L.slot0 + h * L.slotWords + 1;
+        i32[a] = n > 0 ? 1 : 0;
+        if (n <= 0) continue;
+        const rows = byRows ? n : M, cols = byRows ? N : n;
+        let pa = whole, pb = whole;
+        if (byRows) pa = transA ? copyIn(heap, A + lo * 4, K, n, lda) : copyIn(heap, A + lo * lda * 4, n, K, lda);
+        else pb = transB ? copyIn(heap, B + lo * ldb * 4, n, K, ldb) : copyIn(heap, B + lo * 4, K, n, ldb);
+        const src = byRows ? C + lo * ldc * 4 : C + lo * 4;
+        const pc = alloc(rows * cols * 4);
+        if (beta !== 0) copyRows(pc, cols, src, ldc, rows, cols, mem, heap);
+        outs.push([src, pc, rows, cols]);
+        i32[a + 1] = transA; i32[a + 2] = transB; i32[a + 3] = rows; i32[a + 4] = cols; i32[a + 5] = K;
+        f32[a + 6] = alpha; i32[a + 7] = pa; i32[a + 8] = lda; i32[a + 9] = pb; i32[a + 10] = ldb;
+        f32[a + 11] = beta; i32[a + 12] = pc; i32[a + 13] = cols;
+        i32[a + 14] = Math.ceil((words * 4) / 64) * 64 + h * workStride;
+      }
+      seq = (seq + 1) | 0;
+      Atomics.store(i32, L.seq, seq);
+      Atomics.notify(i32, L.seq);
+      if (byRows) single.sgemm(transA, transB, cut[1], N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      else single.sgemm(transA, transB, M, cut[1], K, alpha, A, lda, B, ldb, beta, C, ldc);
+      for (let h = 0; h < helpers; h++) {
+        const done = L.slot0 + h * L.slotWords;
+        for (let v = Atomics.load(i32, done); v !== seq; v = Atomics.load(i32, done)) {
+          if (Atomics.wait(i32, done, v, WAIT_MS) === "timed-out") throw new Error("kernels.js: a helper thread stopped answering");
+        }
+      }
+      const out = single.heap();   // the same heap: nothing allocates during the call
+      for (const [dst, pc, rows, cols] of outs) copyRows(dst, ldc, pc, cols, rows, cols, out, mem);
+    }
+
+    function stop() {
+      Atomics.store(i32, L.stop, 1);
+      seq = (seq + 1) | 0;
+      Atomics.store(i32, L.seq, seq);
+      Atomics.notify(i32, L.seq);
+      workers.forEach((w) => w.stop());
+    }
+
+    const team = { count, sgemm, stop, memory, calls: 0 };   // calls: products split so far
+    return team;
   }
 
   /* What pytrain.ops.wasm imports as pytrain_wasm_kernels. */
@@ -161,10 +322,13 @@
       binary: gemm.binary,
       gemm: gemm.gemm,
       work_bytes: gemm.workBytes,
+      sgemm_threads: gemm.threads ? gemm.threads.sgemm : undefined,
+      threads: gemm.threads ? gemm.threads.count : 1,
     };
   }
 
-  const api = { instantiateWithMemory, instantiateInPyodide, registerWithPyodide, pythonModule, withDylinkSection };
+  const api = { instantiateWithMemory, instantiateInPyodide, registerWithPyodide, pythonModule, withDylinkSection,
+                startThreads };
   if (typeof module === "object" && module.exports) module.exports = api;
   root.pytrainKernels = api;
 })(typeof globalThis !== "undefined" ? globalThis : this);

@@ -3,16 +3,19 @@
  * WebAssembly kernels linked into Pyodide's heap, then pytrain's Session (see worker/bridge.js). */
 "use strict";
 
-/** What the boot made: the site's config.json and the Pyodide instance. */
-const runtime = { config: null, pyodide: null };
+/** What the boot made: the site's config.json, the Pyodide instance and the threads products run on. */
+const runtime = { config: null, pyodide: null, threads: 1 };
 
 /* Byte-level progress over the files Pyodide fetches. Pyodide 0.17 exposes no progress hook
  * for its runtime, so fetch and XMLHttpRequest are wrapped while it loads. */
+/* The bar's shares: the downloads, then each later step's share, credited when the step begins. */
+const BYTES_SHARE = 0.6;
+const STEP_SHARES = { "Starting Python": 0.12, "Loading numpy": 0.1, "Installing pytrain": 0.06,
+                      "Starting pytrain": 0.02, "kernels linked": 0.05, "session made": 0.03 };
+
 const progress = {
   files: new Map(),   // absolute URL -> {size, loaded, done}
   stage: "Starting",
-  stagesDone: 0,
-  stagesTotal: 5,
   lastPost: 0,
   register(url, size) { this.files.set(url, { size: Math.max(1, size || 1), loaded: 0, done: false }); },
   update(url, fraction) {
@@ -28,17 +31,22 @@ const progress = {
   },
   finishAll() { for (const f of this.files.values()) { f.loaded = f.size; f.done = true; } },
   marks: {},         // stage -> ms since the worker started, sent with "ready" for start-up profiling
-  mark(name) { this.marks[name] = Math.round(performance.now()); },   // a finer step inside a stage
+  mark(name) { this.marks[name] = Math.round(performance.now()); this.report(true); },   // a finer step inside a stage
   setStage(stage) {
     this.marks[stage] = Math.round(performance.now());
-    this.stage = stage; this.stagesDone += 1; this.report(true);
+    this.stage = stage; this.report(true);
   },
   fraction() {
     let total = 0, loaded = 0;
     for (const f of this.files.values()) { total += f.size; loaded += f.loaded; }
     const bytes = total ? loaded / total : 0;
-    // Downloads dominate the wait; the rest is compile + import time.
-    return Math.min(1, 0.85 * bytes + 0.15 * (this.stagesDone / this.stagesTotal));
+    if (this.stage === "Ready") return 1;
+    // Downloads fill the first part; the steps after them (measured on a second visit, bench/RESULTS.md
+    // "Start-up": CPython's start ~0.6 s, numpy ~0.3 s, pytrain's import and kernels ~0.2 s) the rest,
+    // so the bar keeps moving while nothing downloads.
+    let steps = 0;
+    for (const name of Object.keys(this.marks)) steps += STEP_SHARES[name] || 0;
+    return Math.min(1, BYTES_SHARE * bytes + steps);
   },
   report(force) {
     const now = Date.now();
@@ -97,7 +105,15 @@ function trackDownloads() {
 async function installWasmKernels(pyodide) {
   try {
     self.importScripts(BASE + "kernels/kernels.js");
-    await self.pytrainKernels.registerWithPyodide(pyodide, BASE + "kernels/kernels.wasm");
+    // A cross-origin isolated page (COOP/COEP, docs/web.md) has SharedArrayBuffer: big products
+    // are then split across helper threads (kernels.js startThreads), one per other core.
+    const threads = self.crossOriginIsolated && (self.navigator.hardwareConcurrency || 1) > 1
+      ? { source: BASE + "kernels/kernels-shared.wasm", workerURL: BASE + "kernels/threads-worker.js",
+          count: self.navigator.hardwareConcurrency }
+      : null;
+    const gemm = await self.pytrainKernels.registerWithPyodide(pyodide, BASE + "kernels/kernels.wasm", undefined,
+                                                                threads);
+    runtime.threads = gemm.threads ? gemm.threads.count : 1;
     progress.mark("kernels loaded");
     if (pyodide.runPython("from pytrain.ops import wasm\nwasm.install()")) return "wasm-simd";
   } catch (err) {
@@ -133,10 +149,11 @@ function writeBytecode(FS, bundle) {
 
 /* Pyodide 0.17's loadPyodide() offers no hook before CPython starts, and CPython's own start
  * (encodings, site, the `pyodide` package and the stdlib it imports) is where the bytecode helps
- * most. So: when loadPyodide imports pyodide.asm.js, wrap the emscripten factory it defines to add
- * a preRun step that writes the bundle (a run dependency holds CPython's start until it is
- * written). Anything unexpected leaves Pyodide untouched: it then compiles the sources itself. */
-function bytecodeBeforePythonStarts(bundle) {
+ * most, and what the loading bar should show as a step of its own. So: when loadPyodide imports
+ * pyodide.asm.js, wrap the emscripten factory it defines to add a preRun step that marks the step
+ * and writes the bundle, if any (a run dependency holds CPython's start until it is written).
+ * Anything unexpected leaves Pyodide untouched: it then compiles the sources itself. */
+function beforePythonStarts(bundle) {
   const importScripts = self.importScripts;
   self.importScripts = function (...urls) {
     importScripts.apply(self, urls);
@@ -144,6 +161,8 @@ function bytecodeBeforePythonStarts(bundle) {
     if (!urls.some((u) => /pyodide\.asm\.js$/.test(u)) || typeof create !== "function") return;
     self._createPyodideModule = function (Module) {
       Module.preRun = [].concat(Module.preRun || [], () => {
+        progress.setStage("Starting Python");
+        if (!bundle) return;
         Module.addRunDependency("pytrain-bytecode");
         bundle.then((bytes) => writeBytecode(Module.FS, new Uint8Array(bytes)))
           .catch((e) => console.warn("pytrain: no precompiled bytecode, Python compiles its sources:", e))
@@ -178,7 +197,7 @@ async function loadRuntime() {
     const early = new Map(packages.map((name) => [indexURL + name + ".data", prefetch(indexURL + name + ".data")]));
     const zipBytes = prefetch(zipURL);
     const bytecode = config.bytecode ? prefetch(new URL(config.bytecode.file, BASE).href) : null;
-    const unhook = bytecode ? bytecodeBeforePythonStarts(bytecode) : () => {};
+    const unhook = beforePythonStarts(bytecode);
     try {
       self.importScripts(indexURL + "pyodide.js");
       pyodide = await self.loadPyodide({ indexURL });
@@ -222,6 +241,7 @@ async function loadRuntime() {
     const dist = /pyodide\/(\d+\.\d+\.\d+[^/]*)\/$/.exec(config.pyodide.indexURL || "");
     versions.pyodide = dist ? dist[1] : pyodide.version;
     versions.gemm = gemm;
+    versions.threads = runtime.threads;   // threads the big products run on (kernels.js startThreads)
     progress.finishAll();
     progress.setStage("Ready");
     emit("ready", versions);

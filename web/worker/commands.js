@@ -42,8 +42,9 @@ const COMMAND_TABLE = {
               args: ({ hidden = [64], activation = "relu", optimizer = "AdamW", standardize = true, seed = 0 }) =>
                 ({ hidden, activation, optimizer, standardize, seed }) },
   generate: { idle: "changing the model", newRun: true, py: "generate",
-              args: ({ bytes, loss, optimizer, requiresGrad = null, output = null, name, batchnorm = "auto", extraFiles = null }) =>
-                ({ blob: bytes, loss, optimizer, requires_grad: requiresGrad, output, name, batchnorm, extra_files: extraFiles }) },
+              args: ({ bytes, loss, optimizer, requiresGrad = null, trainableOps = null, output = null, name, batchnorm = "auto", extraFiles = null }) =>
+                ({ blob: bytes, loss, optimizer, requires_grad: requiresGrad, trainable_ops: trainableOps, output, name, batchnorm,
+                   extra_files: extraFiles }) },
   useArtifacts: { idle: "changing the model", newRun: true, py: "use_artifacts",
                   args: ({ training, eval: evalModel, optimizer, checkpoint, output = null }) =>
                     ({ training, eval: evalModel, optimizer, checkpoint, output }) },
@@ -61,7 +62,7 @@ const COMMAND_TABLE = {
   /* The samples of a run on examples, for the "By example" gallery after a resume or a run file. */
   examples: { py: "examples" },
   insights: { py: "insights" },
-  runFile: { py: "run_file", args: ({ epochs }) => ({ epochs }) },
+  runFile: { py: "run_file", args: ({ epochs }) => ({ epochs, history: runHistory() }) },
 
   train: { run: startTraining },
   pause: { early: true, run: async () => pauseTraining() },
@@ -78,7 +79,8 @@ const COMMAND_TABLE = {
     return res;
   } },
 
-  predict: { py: "predict", args: ({ x, shape }) => ({ x: { $array: x, shape } }) },
+  /* x: samples (Float32Array) of `shape`; or row: a table's row as typed, one string per column */
+  predict: { py: "predict", args: ({ x, shape, row = null }) => (row ? { row: row.map(String) } : { x: { $array: x, shape } }) },
   checkpoint: { py: "checkpoint" },
   exportModel: { py: "export" },
   digest: { py: "digest" },
@@ -115,6 +117,7 @@ async function useArtifactFiles({ files }) {
   const res = py("use_artifact_files", { files: byName });
   const src = res.data_source || {};
   if (src.kind === "digits") res.data = py("use_digits", { blob: await getDigits(), n_train: src.n_train, n_val: src.n_val });
+  res.history = adoptHistory(res.history);   // the run file's plots: later saves and run files carry them on
   return res;
 }
 

@@ -58,6 +58,29 @@ async function signedHeaders(key) {
            "flwr-public-key": btoa(key.pem), "flwr-timestamp": ts, "flwr-signature": b64(derSignature(raw)) };
 }
 
+/* The answer's first `limit` bytes: a hostile answer is not read further (the node refuses it). */
+async function readAtMost(resp, limit) {
+  if (!resp.body) return new Uint8Array(0);
+  const reader = resp.body.getReader();
+  const parts = [];
+  let size = 0;
+  while (size < limit) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    size += value.length;
+  }
+  if (size >= limit) await reader.cancel().catch(() => {});
+  const out = new Uint8Array(Math.min(size, limit));
+  let at = 0;
+  for (const p of parts) {
+    const take = Math.min(p.length, out.length - at);
+    out.set(p.subarray(0, take), at);
+    at += take;
+  }
+  return out;
+}
+
 async function federationLoop(f, key, url) {
   let answer = {};
   try {
@@ -86,7 +109,7 @@ async function federationLoop(f, key, url) {
       try {
         const resp = await fetch(url + "/v1/fleet/" + step.route, { method: "POST", body: step.body, cache: "no-store",
                                                                    headers: await signedHeaders(key), signal: abort.signal });
-        answer = { status: resp.status, body: new Uint8Array(await resp.arrayBuffer()) };
+        answer = { status: resp.status, body: await readAtMost(resp, step.max_bytes + 1) };
       } catch (e) {
         answer = { error: e.name === "AbortError" ? `no answer within ${step.timeout} s` : (e.message || String(e)) };
       } finally { clearTimeout(timer); }
@@ -101,8 +124,9 @@ async function federationLoop(f, key, url) {
 function inFederation() { return federation !== null; }
 
 /* Join the Flower federation at url (default: the site's /flower/) with this tab's model and data
- * (the command table checks the worker is idle first). */
-async function federate({ url = "flower/", heartbeat = 30, poll = 1 } = {}) {
+ * (the command table checks the worker is idle first); localDp and requireClipping are the privacy
+ * setting (docs/federated.md, "Differential privacy"). */
+async function federate({ url = "flower/", heartbeat = 30, poll = 1, localDp = null, requireClipping = false } = {}) {
   const base = new URL(url, BASE).href.replace(/\/+$/, "");
   if (new URL(base).origin !== self.location.origin) {
     throw new UserError("the federation must be served by this site (python build.py serve --flower URL): " +
@@ -110,7 +134,10 @@ async function federate({ url = "flower/", heartbeat = 30, poll = 1 } = {}) {
   }
   const key = await federationKey();
   const nodeId = await flGet("node:" + base).catch(() => null);
-  const info = py("federation", { op: "start", url: base, public_key: key.pem, node_id: nodeId || null, heartbeat, poll });
+  // privacy (PytrainTrainer's local_dp, require_clipping): localDp {clippingNorm, epsilon, delta} or null
+  const local_dp = localDp ? { clipping_norm: localDp.clippingNorm, epsilon: localDp.epsilon, delta: localDp.delta } : null;
+  const info = py("federation", { op: "start", url: base, public_key: key.pem, node_id: nodeId || null, heartbeat, poll,
+                                  local_dp, require_clipping: !!requireClipping });
   const f = { stop: false, stopSent: false, wake: null };
   federation = f;
   f.done = federationLoop(f, key, base);

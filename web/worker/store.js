@@ -65,11 +65,19 @@ function trimHistory(step) {
   return history;
 }
 
+/** The history of a run that came back (saved, or a run file): the plots' points so far. */
+function adoptHistory(h) {
+  history = h && h.losses && h.epochs ? h : { losses: [], epochs: [] };
+  return history;
+}
+
+/** The run's history as the plots have it (a run file carries it). */
+function runHistory() { return history; }
+
 /** The restored run is the saved one: its history, and later saves keep its stored data/artifacts. */
 function adoptSavedRun(meta, status) {
-  history = meta.history || { losses: [], epochs: [] };
   savedVersions = { data: status.data_version, artifacts: status.artifacts_version };
-  return history;
+  return adoptHistory(meta.history);
 }
 
 async function saveRun(reason) {

@@ -3,7 +3,6 @@ FedAvg (no evaluate round), starting from ``init`` (an .npz of parameters by nam
 order). It writes the global model of every round to ``out/round_<n>.npz``, every masked vector the
 nodes sent to ``out/masked_<round>_<node>.npz`` and ``out/result.json``. Selected with
 ``flwr run ... --run-config 'secagg=true ...'`` through pytrainfl.server_app."""
-import json
 import os
 
 import numpy as np
@@ -56,6 +55,5 @@ def federate_secagg(grid, context, cfg, out: str) -> None:
         num_shares=n, reconstruction_threshold=max(2, n - 1), clipping_range=float(cfg["secagg-clip"]),
         timeout=float(cfg["round-timeout"])))
     workflow(RecordingGrid(grid, out), legacy)
-    with open(os.path.join(out, "result.json"), "w") as f:
-        json.dump({"rounds": int(cfg["num-server-rounds"]),
-                   "fit": dict(legacy.history.metrics_distributed_fit)}, f)
+    from pytrainfl.server_app import write_result
+    write_result(out, {"rounds": int(cfg["num-server-rounds"]), "fit": dict(legacy.history.metrics_distributed_fit)})

@@ -28,9 +28,16 @@ def main(grid: Grid, context: Context) -> None:
         else:
             federate(grid, context.run_config, out)
     except BaseException:
-        with open(os.path.join(out, "result.json"), "w") as f:  # the test stops waiting at once
-            json.dump({"error": traceback.format_exc()}, f)
+        write_result(out, {"error": traceback.format_exc()})  # the test stops waiting at once
         raise
+
+
+def write_result(out: str, result: dict) -> None:
+    """``out/result.json``, whole or not at all (a test reads it as soon as it exists)."""
+    path = os.path.join(out, "result.json")
+    with open(path + ".part", "w") as f:
+        json.dump(result, f)
+    os.replace(path + ".part", path)
 
 
 class RecordingFedAvg(FedAvg):
@@ -97,5 +104,4 @@ def federate(grid: Grid, cfg, out: str) -> None:
         "evaluate": {str(r): dict(m) for r, m in result.evaluate_metrics_clientapp.items()},
         "replies": recorder.replies,
     }
-    with open(os.path.join(out, "result.json"), "w") as f:
-        json.dump(summary, f)
+    write_result(out, summary)

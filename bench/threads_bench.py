@@ -1,0 +1,234 @@
+"""The kernels' helper threads in the tab: products and training steps with the threads on and off.
+
+    python bench/threads_bench.py [--passes 5] [--out bench/.cache/threads.json]
+
+Pyodide 0.17.1 in a worker of bench/pages/threads_check.html, served cross-origin isolated by
+bench/server.py, so kernels.js starts one helper thread (two threads in all). Each pass times
+every case with the threads off, then on (pytrain.ops.wasm.linalg.THREADS_MIN_MACS None / 0), so a
+busy spell of the shared machine hits both; a case's ratio is on/off per pass, shown as median
+[min - max] with the load average (uptime) before and after. The products go through
+pytrain.ops.wasm.linalg.matmul2d, the path every 2-D product of a model takes; the smallest
+product whose median ratio stays under 1 is the crossover, which THREADS_MIN_MACS is set from.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from pathlib import Path
+from typing import Optional
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "threads.json"
+
+# (name, m, k, n): the bench workloads' products (pytrain's models.mlp / models.cnn shapes,
+# the tiny BERT's projections) and a size sweep for the crossover
+CASES = [
+    ("mlp fwd 64x784 @ 784x128", 64, 784, 128),
+    ("mlp dW 128x64 @ 64x784", 128, 64, 784),
+    ("mlp dX 64x128 @ 128x784", 64, 128, 784),
+    ("cnn conv1 8x9 @ 9x25088", 8, 9, 25088),
+    ("cnn conv2 16x72 @ 72x6272", 16, 72, 6272),
+    ("cnn conv2 dW 16x6272 @ 6272x72", 16, 6272, 72),
+    ("cnn conv2 dcols 72x16 @ 16x6272", 72, 16, 6272),
+    ("bert qkv 256x128 @ 128x128", 256, 128, 128),
+    ("bert ffn 256x128 @ 128x512", 256, 128, 512),
+] + [("square %d" % s, s, s, s) for s in (64, 128, 192, 256, 320, 384, 512)]
+
+CODE = r"""
+import json, time
+import numpy as np
+from pytrain.ops import wasm
+from pytrain.ops.wasm import linalg as wl
+assert wasm.install()
+rng = np.random.RandomState(0)
+
+def time_case(m, k, n, threshold, budget=0.25):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    wl.THREADS_MIN_MACS = threshold
+    for _ in range(3):
+        wl.matmul2d(a, b)
+    times = []
+    t_end = time.perf_counter() + budget
+    while time.perf_counter() < t_end or len(times) < 5:
+        t0 = time.perf_counter()
+        wl.matmul2d(a, b)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2] * 1e3
+"""
+
+STEPS = r"""
+from pytrain import artifacts, models
+from pytrain.api import CheckpointState, Module, Optimizer
+
+def make_step(model, x, y):
+    arts = artifacts.generate_artifacts(model, loss=artifacts.LossType.CrossEntropyLoss,
+                                        optimizer=artifacts.OptimType.AdamW)
+    module = Module(arts.training_model, CheckpointState.load_checkpoint(arts.checkpoint), arts.eval_model)
+    opt = Optimizer(arts.optimizer_model, module)
+    def step():
+        module(x, y)
+        opt.step()
+        module.lazy_reset_grad()
+    return step
+
+_r = np.random.RandomState(0)
+step_fns = {
+    "mlp step (64x784, 128 hidden)": make_step(models.mlp(784, [128], 10), _r.rand(64, 784).astype(np.float32),
+                                               _r.randint(0, 10, 64).astype(np.int64)),
+    "cnn step (32x1x28x28, 8/16 ch)": make_step(models.cnn((1, 28, 28)), _r.rand(32, 1, 28, 28).astype(np.float32),
+                                                _r.randint(0, 10, 32).astype(np.int64)),
+}
+
+def time_steps(name, threshold, steps=10):
+    # (off ms, on ms): medians over `steps` pairs, the threads off then on in each pair (blocks of
+    # steps let Python's collector and the machine's load move between them)
+    fn = step_fns[name]
+    for _ in range(3):
+        fn()
+    times = {None: [], threshold: []}
+    for _ in range(steps):
+        for t in (None, threshold):
+            wl.THREADS_MIN_MACS = t
+            t0 = time.perf_counter()
+            fn()
+            times[t].append(time.perf_counter() - t0)
+    return [sorted(v)[len(v) // 2] * 1e3 for v in (times[None], times[threshold])]
+"""
+
+
+def load() -> str:
+    return "%.2f %.2f %.2f" % os.getloadavg()
+
+
+def run(passes: int, threshold: int) -> dict:
+    from browser import BrowserSession
+    from playwright.sync_api import TimeoutError  # noqa: F401
+
+    out = {"load_before": load(), "cases": {}, "steps": {}}
+    with BrowserSession() as s:
+        ctx = s.browser.new_context()
+        page = ctx.new_page()
+        page.set_default_timeout(900_000)
+        page.goto(s.isolated.origin + "/bench/pages/threads_check.html")
+        out["threads"] = page.evaluate("window.__call('ready')")
+        out["chromium"] = s.version
+        sources = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pytrain").rglob("*.py"))
+        page.evaluate("paths => window.__call('sources', paths)", sources)
+        py = lambda code: page.evaluate("code => window.__call('py', code)", code)  # noqa: E731
+        py(CODE)
+        py(STEPS)
+        for p in range(passes):
+            for name, m, k, n in CASES:
+                r = out["cases"].setdefault(name, {"macs": m * k * n, "off": [], "on": []})
+                r["off"].append(py("time_case(%d, %d, %d, None)" % (m, k, n)))
+                r["on"].append(py("time_case(%d, %d, %d, 0)" % (m, k, n)))
+            for name in ("mlp step (64x784, 128 hidden)", "cnn step (32x1x28x28, 8/16 ch)"):
+                r = out["steps"].setdefault(name, {"off": [], "on": []})
+                off, on = json.loads(py("json.dumps(time_steps(%r, %d))" % (name, threshold)))
+                r["off"].append(off)
+                r["on"].append(on)
+            print("pass %d done, load %s" % (p + 1, load()), flush=True)
+        ctx.close()
+    out["load_after"] = load()
+    return out
+
+
+def table(res: dict) -> str:
+    lines = ["Chromium %s, %d threads; load average before %s, after %s" % (
+        res.get("chromium", "?"), res["threads"], res["load_before"], res["load_after"]), "",
+        "| case | MACs | off ms (median) | on ms (median) | on/off median [min - max] |", "|---|---:|---:|---:|---|"]
+    for kind in ("cases", "steps"):
+        for name, r in res[kind].items():
+            ratios = [b / a for a, b in zip(r["off"], r["on"])]
+            lines.append("| %s | %s | %.3f | %.3f | %.2f [%.2f - %.2f] |" % (
+                name, "{:,}".format(r["macs"]) if "macs" in r else "", statistics.median(r["off"]),
+                statistics.median(r["on"]), statistics.median(ratios), min(ratios), max(ratios)))
+    return "\n".join(lines)
+
+
+#: (label substring of pytrain's row, of its peer's row, target name) for the rows section
+PAIRS = (("2 threads", "onnxruntime-web 1.19.2 training (2 threads",
+          "2 threads (isolated): pytrain / onnxruntime-web 2 threads"),
+         ("wasm kernels)", "onnxruntime-web 1.19.2 training (1 thread)",
+          "not isolated: pytrain / onnxruntime-web 1 thread"))
+
+
+def _loads(v) -> str:
+    return " ".join("%.1f" % x for x in v) if v else "?"
+
+
+def rows_table(run: dict) -> list:
+    """The threads rows of a `run.py --rows` results.json: each workload's ms/step (median over the
+    passes) and pytrain's ratio to its peer per pass, median [min - max], and whether <= 1.0 held in
+    every pass."""
+    rows = run.get("rows", [])
+    out = ["Rows from `%s` (%s, %s passes, load average %s at the start, %s at the end):" % (
+        run.get("command", "python bench/run.py --only browser --rows \"wasm kernels,onnxruntime-web\""),
+        run.get("started", "?"), run.get("repeat", "?"), _loads(run.get("env", {}).get("load_avg_start")),
+        _loads(run.get("env", {}).get("load_avg_end"))), "",
+        "| workload | target | pytrain ms/step | peer ms/step | ratio per pass, median [min - max] | met |",
+        "|---|---|---:|---:|---|---|"]
+    for w in dict.fromkeys(r["workload"] for r in rows):
+        for mine, peer, title in PAIRS:
+            a = [r for r in rows if r["workload"] == w and r["label"].startswith("pytrain") and mine in r["label"]]
+            b = [r for r in rows if r["workload"] == w and r["label"].startswith(peer)]
+            if not a or not b or "error" in a[0] or "error" in b[0]:
+                continue
+            ratios = [x / y for x, y in zip(a[0].get("repeats") or [], b[0].get("repeats") or []) if x and y]
+            if not ratios:
+                continue
+            out.append("| %s | %s | %.2f | %.2f | %.2f [%.2f - %.2f] | %s |" % (
+                w, title, a[0]["step_ms"], b[0]["step_ms"], statistics.median(ratios), min(ratios), max(ratios),
+                "yes" if max(ratios) <= 1.0 else "in %d of %d passes" % (sum(x <= 1.0 for x in ratios), len(ratios))))
+    return out
+
+
+def section(path: Path = RESULTS) -> list:
+    """RESULTS.md's "Helper threads" section from the last run's figures (none without them)."""
+    if not path.exists():
+        return []
+    res = json.loads(path.read_text())
+    return ["## Helper threads (cross-origin isolated tab)", "",
+            "`python bench/threads_bench.py --passes %d` (%s): Pyodide in a worker with one helper thread; "
+            "every product timed with the threads off, then on, in each pass (through "
+            "`pytrain.ops.wasm.linalg.matmul2d`, `THREADS_MIN_MACS = 0`); training steps alternate off/on step "
+            "by step, on with `THREADS_MIN_MACS = %s`; on/off per pass." % (res.get("passes", 0), res.get("date", "?"), "{:,}".format(res.get("threshold", 0))),
+            ""] + table(res).splitlines() + [""] + sum((rows_table(r) + [""] for r in res.get("runs", [])), []) \
+        + res.get("notes", []) + [""]
+
+
+def main(argv: Optional[list] = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--passes", type=int, default=5)
+    ap.add_argument("--threshold", type=int, default=None,
+                    help="THREADS_MIN_MACS for the step rows' 'on' (default: the shipped value)")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where the figures go (default bench/threads.json, "
+                    "which report.py puts into RESULTS.md)")
+    ap.add_argument("--rows-from", nargs="*", help="results.json files of `run.py --only browser --rows ...` "
+                    "runs whose rows RESULTS.md shows against the thread targets")
+    args = ap.parse_args(argv)
+    import sys
+    sys.path.insert(0, str(ROOT))
+    if args.threshold is None:
+        from pytrain.ops.wasm.linalg import THREADS_MIN_MACS
+        args.threshold = THREADS_MIN_MACS
+    res = run(args.passes, args.threshold)
+    import time
+    res.update(passes=args.passes, threshold=args.threshold, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    if args.out.exists():   # notes (causes, the crossover; by hand) and the rows runs are kept
+        old = json.loads(args.out.read_text())
+        res["notes"], res["runs"] = old.get("notes", []), old.get("runs", [])
+    for path in args.rows_from or []:   # a `run.py --only browser --rows ...` results.json: its threads rows
+        res.setdefault("runs", []).append(json.loads(Path(path).read_text()))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=1))
+    print(table(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Kernels of the ``ai.onnx.ml`` domain that pytrain's own exports use (a table's text columns)."""

@@ -1,0 +1,178 @@
+"""The kernels' helper threads (web/kernels/kernels.js startThreads, threads-worker.js,
+kernels-shared.wasm): where the page is cross-origin isolated, big products are split across
+workers that share a WebAssembly memory, with the results of the single-thread kernel.
+
+Kernel level in Pyodide 0.17.1 in a worker (bench/pages/threads_check.html, served isolated and
+not): the threaded sgemm against the single-thread one, pytrain's routing with the threads on and
+off, and a few training steps of an MLP and a CNN against CPython's losses. Site level: the app
+reports its threads where the server sends COOP/COEP and trains without them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, checkout_page, new_context, open_app,
+                             pytrain_sources, wait_ms, wait_ready)
+
+import build
+
+ROOT = Path(__file__).resolve().parents[2]
+PYODIDE = ROOT / "node_modules" / "@pyodide" / "pyodide" / "dist" / "pyodide.js"
+STEPS = 6
+
+KERNELS = r"""
+import json
+import numpy as np
+import pytrain_wasm_kernels as k
+
+rng = np.random.RandomState(5)
+ptr = lambda x: x.__array_interface__["data"][0]
+out = []
+for m, n, kk in ((63, 129, 785), (200, 9, 300), (8, 4000, 50), (6, 25, 3000), (5, 7, 3), (64, 128, 784)):
+    for ta in (0, 1):
+        for tb in (0, 1):
+            for beta in (0.0, 1.0):
+                a = rng.standard_normal(((kk, m + 3) if ta else (m, kk + 3))).astype(np.float32)
+                b = rng.standard_normal(((n, kk + 1) if tb else (kk, n + 1))).astype(np.float32)
+                a, b = a[:, :m] if ta else a[:, :kk], b[:, :kk] if tb else b[:, :n]
+                c0 = rng.standard_normal((m, n + 2)).astype(np.float32)
+                c1, c2 = c0.copy(), c0.copy()
+                lda, ldb = a.strides[0] // 4, b.strides[0] // 4
+                args = (ta, tb, m, n, kk, 0.5, ptr(a), lda, ptr(b), ldb, beta)
+                k.sgemm(*args, ptr(c1), n + 2)
+                k.sgemm_threads(*args, ptr(c2), n + 2)
+                oa, ob = (a.T if ta else a).astype(np.float64), (b.T if tb else b).astype(np.float64)
+                scale = 0.5 * np.abs(oa) @ np.abs(ob) + beta * np.abs(c0[:, :n])
+                out.append({"case": [m, n, kk, ta, tb, beta],
+                            "err": float(np.max(np.abs(c1[:, :n].astype(np.float64) - c2[:, :n]) / scale)),
+                            "exact": bool(np.array_equal(c1[:, :n], c2[:, :n])),
+                            "padding_kept": bool(np.array_equal(c2[:, n:], c0[:, n:]))})
+json.dumps(out)
+"""
+
+# the training run, executed as it is by CPython (python_losses) and by Pyodide (+ ROUTED)
+LOSSES = r"""
+import json
+import numpy as np
+from pytrain import artifacts, models
+from pytrain.api import CheckpointState, Module, Optimizer
+
+def losses(name, steps=%(steps)d):
+    rng = np.random.RandomState(0)
+    if name == "mlp":
+        model, x = models.mlp(784, [128], 10), rng.rand(64, 784).astype(np.float32)
+    else:
+        model, x = models.cnn((1, 28, 28)), rng.rand(32, 1, 28, 28).astype(np.float32)
+    y = rng.randint(0, 10, len(x)).astype(np.int64)
+    arts = artifacts.generate_artifacts(model, loss=artifacts.LossType.CrossEntropyLoss,
+                                        optimizer=artifacts.OptimType.AdamW)
+    module = Module(arts.training_model, CheckpointState.load_checkpoint(arts.checkpoint), arts.eval_model)
+    opt = Optimizer(arts.optimizer_model, module)
+    out = []
+    for _ in range(steps):
+        out.append(float(np.asarray(module(x, y)).ravel()[0]))
+        opt.step()
+        module.lazy_reset_grad()
+    return out
+""" % {"steps": STEPS}
+
+ROUTED = r"""
+from pytrain.ops import wasm
+from pytrain.ops.wasm import linalg as wl
+assert wasm.install()
+
+def run(name, threshold):
+    wl.THREADS_MIN_MACS = threshold
+    return json.dumps(losses(name))
+"""
+
+
+def _run_checks(browser, isolated: bool):
+    if not PYODIDE.exists():
+        pytest.skip("needs node_modules (npm ci; python build.py test runs it)")
+    with checkout_page(browser, "/bench/pages/threads_check.html", isolated, timeout_ms=120_000) as page:
+        call = lambda op, arg=None: page.evaluate("([op, arg]) => window.__call(op, arg)", [op, arg])  # noqa: E731
+        out = {"threads": call("ready"), "train": {}}
+        call("sources", pytrain_sources())
+        if out["threads"] > 1:
+            out["kernels"] = json.loads(call("py", KERNELS))
+        call("py", LOSSES + ROUTED)
+        for name in ("mlp", "cnn"):
+            for label, threshold in (("on", "0"), ("off", "None")):
+                before = call("calls")
+                out["train"][name + "_" + label] = json.loads(call("py", "run(%r, %s)" % (name, threshold)))
+                out["train"][name + "_" + label + "_threaded"] = call("calls") - before
+        return out
+
+
+@pytest.fixture(scope="module")
+def isolated(browser):
+    return _run_checks(browser, isolated=True)
+
+
+@pytest.fixture(scope="module")
+def plain(browser):
+    return _run_checks(browser, isolated=False)
+
+
+@pytest.fixture(scope="module")
+def python_losses():
+    space = {}
+    exec(LOSSES, space)  # the code the browser runs, in CPython
+    return {name: space["losses"](name) for name in ("mlp", "cnn")}
+
+
+def test_isolated_worker_starts_helper_threads(isolated):
+    assert isolated["threads"] == 2
+
+
+def test_threaded_sgemm_equals_the_single_thread_kernel(isolated):
+    """C is split by rows or columns, never along K: equal, or (where a thin part takes gemm.c's
+    dot-product path) within float32 reassociation; C's padding between rows is left alone."""
+    for r in isolated["kernels"]:
+        assert r["err"] <= 1e-6, r
+        assert r["padding_kept"], r
+    assert sum(r["exact"] for r in isolated["kernels"]) >= len(isolated["kernels"]) // 2
+
+
+@pytest.mark.parametrize("workload", ["mlp", "cnn"])
+def test_training_with_threads_on_and_off_gives_cpythons_losses(isolated, python_losses, workload):
+    train = isolated["train"]
+    assert train[workload + "_on_threaded"] > 0 and train[workload + "_off_threaded"] == 0
+    for label in ("on", "off"):
+        np.testing.assert_allclose(train[workload + "_" + label], python_losses[workload], rtol=2e-4, atol=1e-5)
+
+
+def test_without_isolation_no_threads_and_cpythons_losses(plain, python_losses):
+    assert plain["threads"] == 1
+    for workload in ("mlp", "cnn"):
+        assert plain["train"][workload + "_on_threaded"] == 0
+        np.testing.assert_allclose(plain["train"][workload + "_on"], python_losses[workload], rtol=2e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("cross_origin_isolated", [True, False])
+def test_app_reports_its_threads_and_trains(browser, cross_origin_isolated):
+    """The site under COOP/COEP (build.py serve's default) runs big products on one thread per core;
+    served without them (serve --no-isolation, or a host that sends neither) everything runs as before."""
+    server, url = build.serve_in_thread(build.SITE, isolated=cross_origin_isolated)
+    rec = Recorder()
+    ctx = new_context(browser, rec)
+    try:
+        page = open_app(ctx, url, rec)
+        wait_ready(page)
+        assert page.evaluate("crossOriginIsolated") is cross_origin_isolated
+        cores = page.evaluate("navigator.hardwareConcurrency")
+        assert app_state(page, "a.versions.threads") == (min(cores, 8) if cross_origin_isolated and cores > 1 else 1)
+        assert app_state(page, "a.versions.gemm") == "wasm-simd"
+        page.goto(url + "examples/widget.html")
+        page.wait_for_selector("#train:not([disabled])", timeout=LOAD_TIMEOUT_MS)
+        page.click("#train")
+        page.wait_for_function("() => window.widgetDone !== undefined", timeout=wait_ms(180_000))
+        assert page.evaluate("window.widgetDone.reason") == "finished"
+        assert rec.console_errors == []
+    finally:
+        ctx.close()
+        server.shutdown()
+        server.server_close()

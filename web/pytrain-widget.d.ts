@@ -1,0 +1,150 @@
+// Types of pytrain-widget.js: createTrainer / Trainer and the <pytrain-trainer> element (docs/web.md, "The
+// widget"). tests/web/test_ort_types.py checks a page's use of them with tsc --strict.
+
+/** Bytes the widget fetches or takes as they are: a URL, an ArrayBuffer, a typed array or a File / Blob. */
+export type Source = string | URL | ArrayBuffer | ArrayBufferView | Blob;
+
+export type Task = "classification" | "regression";
+export type OptimizerName = "AdamW" | "Adam" | "SGD";
+
+export type TrainerData =
+  | "digits"
+  | { digits: { nTrain?: number } }
+  | { csv: Source; label: string; task?: Task }
+  | { x: Float32Array | ArrayLike<number>; shape: number[]; y: ArrayLike<number>; task?: Task; classes?: string[] };
+
+export interface ArtifactSources {
+  training: Source;
+  eval: Source;
+  optimizer: Source;
+  checkpoint: Source;
+}
+
+export interface TrainerOptions {
+  /** "digits", a CSV table {csv, label, task?} or arrays {x, shape, y}; optional with a run file that holds its table. */
+  data?: TrainerData;
+  /** "digits-mlp" | "digits-cnn" | a folder URL ending in "/" | the four files. */
+  artifacts?: "digits-mlp" | "digits-cnn" | string | ArtifactSources;
+  /** An inference .onnx to generate artifacts from (with loss, optimizer, requiresGrad). */
+  model?: Source;
+  loss?: string;
+  requiresGrad?: string[];
+  /** A run file (.zip from the page or runFile()) to take back at its step. */
+  run?: Source;
+  /** Hidden layer sizes of the MLP built for a table (default [32]). */
+  hidden?: number[];
+  epochs?: number;
+  batchSize?: number;
+  learningRate?: number;
+  optimizer?: OptimizerName;
+  valFraction?: number;
+  /** An element to render a small UI into (status, loss curve, buttons). */
+  container?: HTMLElement;
+  title?: string;
+  autoStart?: boolean;
+  /** Save a resumable run in IndexedDB after each epoch (default false). */
+  persist?: boolean;
+  workerURL?: string | URL;
+}
+
+export interface ProgressEvent {
+  step: number;
+  epoch: number;
+  epochStep: number;
+  stepsPerEpoch: number;
+  losses: number[];
+  firstStep: number;
+  stepsPerSecond: number;
+  epochs: number;
+}
+
+export interface EpochEvent {
+  epoch: number;
+  step: number;
+  loss: number | null;
+  metric: number | null;
+  metricName: "accuracy" | "rmse" | null;
+  mae?: number;
+}
+
+export interface DoneEvent {
+  reason: string;
+  epoch: number;
+  step: number;
+  divergence?: unknown;
+}
+
+export interface ErrorEvent {
+  type: string;
+  message: string;
+  expected?: boolean;
+}
+
+export interface TrainerEvents {
+  loading: { stage: string; fraction: number; loaded: number; total: number };
+  ready: Record<string, unknown>;
+  status: { message: string };
+  progress: ProgressEvent;
+  epoch: EpochEvent;
+  saved: Record<string, unknown>;
+  state: { training: boolean; paused: boolean };
+  done: DoneEvent;
+  error: ErrorEvent;
+  federation: { kind: string; [key: string]: unknown };
+}
+
+export interface Evaluation {
+  loss: number | null;
+  metric: number | null;
+  metric_name: "accuracy" | "rmse" | null;
+  n: number;
+  mae?: number;
+  [key: string]: unknown;
+}
+
+export declare class Trainer extends EventTarget {
+  constructor(options: TrainerOptions);
+  readonly options: TrainerOptions;
+  /** Resolves once the data and the model are loaded: {data, model} summaries. */
+  readonly ready: Promise<{ data: unknown; model: unknown }>;
+  /** Listen to an event; the handler gets the event data. Returns an unsubscribe function. */
+  on<K extends keyof TrainerEvents>(type: K, handler: (detail: TrainerEvents[K]) => void): () => void;
+  /** Train up to `epochs` epochs in total; resolves with {reason, epoch, step} when training ends. */
+  train(overrides?: Partial<Pick<TrainerOptions, "epochs" | "batchSize" | "learningRate" | "persist">>): Promise<DoneEvent>;
+  pause(): Promise<unknown>;
+  resume(): Promise<unknown>;
+  stop(): Promise<unknown>;
+  /** Validation loss and accuracy (classification) or RMSE (regression). */
+  evaluate(): Promise<Evaluation>;
+  /** Outputs (and class probabilities) for samples x of shape [N, ...]. */
+  predict(x: Float32Array | ArrayLike<number>, shape?: number[]): Promise<Record<string, unknown>>;
+  /** The trained inference model as ONNX bytes. */
+  exportModel(): Promise<Uint8Array>;
+  /** The current checkpoint (parameters + optimizer state) as bytes. */
+  checkpoint(): Promise<Uint8Array>;
+  /** The whole run (artifacts, checkpoint, table) as one zip. */
+  runFile(): Promise<Uint8Array>;
+  /** Join the Flower federation this site serves as a node with this trainer's model and data. */
+  federate(options?: { url?: string; heartbeat?: number }): Promise<unknown>;
+  leaveFederation(): Promise<unknown>;
+  destroy(): void;
+}
+
+export declare function createTrainer(options?: TrainerOptions): Trainer;
+
+/** <pytrain-trainer data label task artifacts model loss optimizer epochs batch-size learning-rate hidden-layers
+ * heading autostart persist>: dispatches ready, progress, epoch, done, error (and prepared) on itself. */
+export declare class PytrainTrainerElement extends HTMLElement {
+  trainer: Trainer | null;
+  train(overrides?: Parameters<Trainer["train"]>[0]): Promise<DoneEvent>;
+  pause(): Promise<unknown>;
+  stop(): Promise<unknown>;
+  evaluate(): Promise<Evaluation>;
+  exportModel(): Promise<Uint8Array>;
+}
+
+declare global {
+  interface HTMLElementTagNameMap {
+    "pytrain-trainer": PytrainTrainerElement;
+  }
+}
