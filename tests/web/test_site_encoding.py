@@ -116,22 +116,19 @@ def test_server_sends_the_twin_the_client_accepts(site):
 
 
 def test_encoding_composes_with_extra_response_headers(site):
-    """A handler that adds headers of its own (cross-origin isolation, say) keeps the negotiation."""
+    """The server's own extra headers (cross-origin isolation) and the negotiation go together."""
     compress.precompress(site)
 
     class Isolated(SiteHandler):
         root = site
-
-        def end_headers(self):
-            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
-            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
-            super().end_headers()
+        isolated = True
 
     server = _serve(site, Isolated)
     try:
         resp, body = _get(server, "/big.js", "gzip")
         assert resp.getheader("Content-Encoding") == "gzip" and gzip.decompress(body) == TEXT
         assert resp.getheader("Cross-Origin-Embedder-Policy") == "require-corp"
+        assert resp.getheader("Cross-Origin-Opener-Policy") == "same-origin"
         assert resp.getheader("Vary") == "Accept-Encoding"
     finally:
         server.shutdown()
