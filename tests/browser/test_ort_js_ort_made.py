@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from ort_made_fixtures import batch_inputs
 
 from browser_helpers import LOAD_TIMEOUT_MS, open_app, serve_files, wait_ms
 
@@ -80,12 +81,9 @@ def _cases():
 
 
 def _batches(d):
-    """(inputs, labels): the user inputs' batches steps.npz holds (``x``, or ``x0``, ``x1``, ..; float16
-    where the fixture stored ORT's float32 values so, widened back exactly) and the labels' ``y``."""
+    """(inputs, labels) of a case's steps.npz."""
     steps = np.load(str(d / "steps.npz"))
-    names = ["x"] if "x" in steps.files else sorted(k for k in steps.files if k[0] == "x" and k[1:].isdigit())
-    xs = [steps[k].astype(np.float32) if steps[k].dtype == np.float16 else steps[k] for k in names]
-    return xs, steps["y"].astype(np.int64)
+    return batch_inputs(steps), steps["y"].astype(np.int64)
 
 
 def _python(d, xs, ys):

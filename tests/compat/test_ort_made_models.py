@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 import pytest
+from ort_made_fixtures import batch_inputs
 
 from pytrain.errors import ModelFormatError, UnsupportedOpError
 from pytrain.ort import artifacts
@@ -82,13 +83,6 @@ def _session(d, state, eval_model=True):
     return module.train(), optimizer
 
 
-def _inputs(ort):
-    """The user inputs' batches a steps.npz holds: ``x``, or ``x0``, ``x1``, .. (float16 where the
-    fixture stored them so: the values ORT was given, exactly)."""
-    names = ["x"] if "x" in ort.files else sorted(k for k in ort.files if k[0] == "x" and k[1:].isdigit())
-    return [ort[k].astype(np.float32) if ort[k].dtype == np.float16 else ort[k] for k in names]
-
-
 def record_steps(module, optimizer, state, xs, ys, names):
     """Train on each (x, y) (``xs``: one array of batches, or a list of them, one per input): the
     losses and every step's values of the ``names`` parameters."""
@@ -120,7 +114,7 @@ def test_orts_artifacts_train_as_they_are_with_orts_losses_and_parameters(case):
     # every step's parameters ("param/"), or the last step's only for a large one ("last/")
     names = [k.split("/", 1)[1] for k in ort.files if k.startswith(("param/", "last/"))]
     assert module.training and sorted(module._module.trainable_names) == sorted(names)
-    xs = _inputs(ort)
+    xs = batch_inputs(ort)
     losses, params = record_steps(module, optimizer, state, xs, ort["y"], names)
     np.testing.assert_allclose(losses, ort["loss"], rtol=1e-4)
     for p in names:
