@@ -15,10 +15,10 @@ from pytrain.flower.node import FlowerNode, Reply
 from pytrain.flower.objects import ArrayRecord, ConfigRecord, MetricRecord, ObjectError
 from pytrain.flower.privacy import LocalDp
 from pytrain.flower.trainer import PytrainTrainer
-from pytrain.flower.transport import EcdsaSigner, FederationError, urllib_transport
+from pytrain.flower.transport import EcdsaSigner, FederationError, HttpTransport
 
 __all__ = ["FlowerNode", "Reply", "PytrainTrainer", "EcdsaSigner", "FederationError", "ObjectError", "LocalDp",
-           "ArrayRecord", "ConfigRecord", "MetricRecord", "urllib_transport", "client_app"]
+           "ArrayRecord", "ConfigRecord", "MetricRecord", "HttpTransport", "client_app"]
 
 
 def client_app(artifacts, data, **kwargs):

@@ -17,8 +17,8 @@ from typing import Any, Dict, Generator, Optional, Type
 
 from pytrain.errors import ModelFormatError
 from pytrain.flower import messages as pb
-from pytrain.flower.transport import (MAX_RESPONSE, AnswerTooLarge, FederationError, Transport, signed_headers,
-                                      urllib_transport)
+from pytrain.flower.transport import (MAX_RESPONSE, AnswerTooLarge, FederationError, HttpTransport, Transport,
+                                      signed_headers)
 
 #: seconds a pull-object waits for an object the SuperLink has announced but not yet stored
 OBJECT_WAIT = 30.0
@@ -67,12 +67,14 @@ class FleetClient:
     def __init__(self, base_url: str, signer, transport: Optional[Transport] = None, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.signer = signer
-        self.transport = transport or urllib_transport
+        self.transport = transport or HttpTransport()
         self.timeout = timeout
         self.node_id: Optional[int] = None
         #: bytes sent and received in request/response bodies, for measurements
         self.bytes_sent = 0
         self.bytes_received = 0
+        #: pull-object answers "not available yet" (the object announced, not stored yet), for measurements
+        self.object_waits = 0
 
     def drive(self, steps: Steps) -> Any:
         """Run a call's steps here, blocking: the transport sends, ``time.sleep`` waits. A failure
@@ -149,7 +151,10 @@ class FleetClient:
         return list(zip(r.messages_list, r.message_object_trees))
 
     def pull_object(self, run_id: int, object_id: str) -> Steps:
+        """An object's bytes; one the SuperLink announced but does not hold yet (the ServerApp still
+        pushing it) is asked for again after 0.1 s, then 0.2, 0.4... (at most 1 s between)."""
         deadline = time.monotonic() + OBJECT_WAIT
+        pause = 0.1
         while True:
             r = yield from self.call("pull-object", pb.PullObjectRequest(
                 node=self._node(), run_id=run_id, object_id=object_id), pb.PullObjectResponse)
@@ -160,7 +165,9 @@ class FleetClient:
             if time.monotonic() > deadline:
                 raise FederationError("object %s was announced but not available after %.0f s"
                                       % (object_id, OBJECT_WAIT))
-            yield SleepStep(0.1)
+            self.object_waits += 1
+            yield SleepStep(pause)
+            pause = min(2 * pause, 1.0)
 
     def object_found(self, run_id: int, object_id: str) -> Steps:
         """Whether the SuperLink still holds the object (one pull-object, no waiting)."""

@@ -70,6 +70,11 @@ class FlowerNode:
         self.events: Optional[List[Dict[str, Any]]] = None
         #: run id -> this node's SecAgg+ state (pytrain.flower.secagg), made when a run uses it
         self.secagg: "Dict[int, secagg.SecAggPlusClient]" = {}
+        #: the last message's objects (id -> bytes; ids are their sha256): those the next message holds
+        #: too (FedAvg's training message carries the model its evaluate message did) are not pulled again
+        self.last_objects: Dict[str, bytes] = {}
+        #: objects pulled from the SuperLink and objects taken from ``last_objects``, for measurements
+        self.objects_pulled = self.objects_reused = 0
         # between batches of a long round; only a blocking driver can (a stepping one beats between steps)
         if hasattr(trainer, "on_batch") and beat_during_training:
             trainer.on_batch = self.beat_if_due
@@ -266,9 +271,10 @@ class FlowerNode:
         try:
             ob.tree_ids(tree)  # its depth, before walking it
             # top down, every declared size checked against the model before what it declares is fetched
-            cache = yield from intake.fetch_message(tree, lambda oid: self.fleet.pull_object(run_id, oid),
+            cache = yield from intake.fetch_message(tree, lambda oid: self.object_steps(run_id, oid),
                                                     secagg.declared_check(getattr(self.trainer, "check_declared", None),
                                                                           getattr(self.trainer, "names", ())))
+            self.last_objects = cache
 
             def fetch(oid: str) -> bytes:
                 if oid not in cache:
@@ -331,6 +337,17 @@ class FlowerNode:
                        sent=sent, nbytes=nbytes, seconds=time.monotonic() - t0,
                        privacy=dict(dp) if mtype == "train" and dp else None)
         return rec
+
+    def object_steps(self, run_id: int, oid: str) -> Steps:
+        """One object of a message: the last message's copy when it had it (checked against its id
+        like any), else pulled."""
+        got = self.last_objects.get(oid)
+        if got is None:
+            got = yield from self.fleet.pull_object(run_id, oid)
+            self.objects_pulled += 1
+        else:
+            self.objects_reused += 1
+        return got
 
     def _reply(self, ins: pb.Metadata, ins_id: str, content, error: Optional[str], runtime: float) -> Steps:
         now = time.time()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -163,6 +164,15 @@ class SuperLink:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=5)
+
+
+def app_with_clientapp(work: Path, clientapp: str) -> Path:
+    """A copy of the test Flower App (in ``work/app``) whose ``clientapp`` component is ``clientapp``."""
+    app = work / "app"
+    shutil.copytree(str(APP), str(app), ignore=shutil.ignore_patterns("__pycache__"))
+    toml = app / "pyproject.toml"
+    toml.write_text(toml.read_text().replace('"pytrainfl.client_app:app"', '"%s"' % clientapp))
+    return app
 
 
 # -- data and model ----------------------------------------------------------------------------------
@@ -466,6 +476,10 @@ def test_federation_of_pytrain_nodes(tmp_path, venv, arts):
         assert [k for k in kinds if k[0] == "train"] == [("train", r) for r in range(1, ROUNDS + 1)], kinds
         assert sum(1 for k in kinds if k[0] == "evaluate") == ROUNDS
         assert not n.joined
+        # a training message carries the model the previous evaluate message did: its ArrayRecord, 4
+        # Arrays and their chunks come from the node's copy, not pulled again
+        print("objects pulled %d, reused %d" % (n.objects_pulled, n.objects_reused))
+        assert n.objects_reused >= 9 * (ROUNDS - 1), (n.objects_pulled, n.objects_reused)
     # FedAvg's aggregate of the last round is the example-weighted mean of what the nodes sent (the
     # CLI node's checkpoint holds what it sent in its last training round)
     sent = [next(x for x in n.replies if x.message_type == "train" and x.server_round == ROUNDS).arrays

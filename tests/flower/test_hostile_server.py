@@ -188,10 +188,16 @@ def oversized_answer(msg: pb.FlwrMessage, tree: pb.ObjectTree, junk_first: bool)
 
 
 class LoopbackFleet:
-    """``link`` behind a real HTTP server on 127.0.0.1, so that the node's urllib transport reads it."""
+    """``link`` behind a real HTTP server on 127.0.0.1, so that the node's HttpTransport reads it;
+    ``keep_alive``: HTTP/1.1 connections, the ones in ``close_after`` (the n-th answer, from 1) closed
+    right after that answer without saying so (as a server closing an idle connection)."""
 
-    def __init__(self, link) -> None:
+    def __init__(self, link, keep_alive: bool = False, close_after=()) -> None:
+        answered = []
+
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 status, out = link(self.path, body, {k.lower(): v for k, v in self.headers.items()}, 5.0)
@@ -202,9 +208,13 @@ class LoopbackFleet:
                     self.wfile.write(out)
                 except OSError:
                     pass  # the node stopped reading (as it should past 16 MiB)
+                answered.append(self.path)
+                if len(answered) in close_after:
+                    self.close_connection = True
 
             def log_message(self, *args):
                 pass
+        self.answered = answered
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -253,3 +263,18 @@ def test_oversized_pull_messages_answer(arts, junk_first, via):  # noqa: F811
     ok = link.pushed[-1]
     assert len(link.pushed) == expect and ok.error is None
     assert node.replies[-1].metrics["num-examples"] == 64 and not node.joined
+
+
+def test_transport_keeps_its_connection_and_reopens_a_closed_one(arts):  # noqa: F811
+    """A node's requests share one HTTP/1.1 connection; one the server closed while idle is opened
+    again and the request sent on it once more (nothing is lost, nothing sent twice)."""
+    (parts, _) = digits_splits(1)
+    trainer = make_trainer(arts, parts[0][0][:64], parts[0][1][:64])
+    msg, d = train_message({k: v + 0.25 for k, v in trainer.get_parameters().items()})
+    link = FakeLink(msg, d.tree(), d.all_objects())
+    with LoopbackFleet(link, keep_alive=True, close_after={3}) as fleet:
+        node = FlowerNode(fleet.url, trainer, signer=EcdsaSigner(), keep_replies=True, poll_interval=0.01)
+        assert node.run(max_messages=1, timeout=wait_s(60)) == 1
+    assert len(fleet.answered) > 3 and node.fleet.transport.opened == 2, fleet.answered
+    assert len(link.pushed) == 1 and link.pushed[0].error is None
+    assert sum(1 for p in fleet.answered if p.endswith("push-messages")) == 1

@@ -2,8 +2,9 @@
 of that round and stay until the SuperLink has handed their replies to the ServerApp: flwr 1.42's
 SuperLink gives the ServerApp a reply only while its sender is online, "Node Unavailable" otherwise.
 
-A real SuperLink runs several FedAvg runs in a row, each with fresh ``pytrain federate`` processes;
-the ServerApp notes every reply it receives (tests/flower/flower_app).
+A real SuperLink runs five FedAvg runs in a row, each with fresh ``pytrain federate`` processes and one
+round (the round a node leaves after is its last: its evaluate reply is the one at stake); the
+ServerApp notes every reply it receives (tests/flower/flower_app).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from test_flower import ROOT, SuperLink, arts, digits_splits, make_trainer, venv, wait_until  # noqa: F401 (fixtures)
 
-RUNS, ROUNDS, NODES = 3, 2, 2
+RUNS, ROUNDS, NODES = 5, 1, 2
 
 
 def test_nodes_leaving_after_their_last_round_deliver_every_reply(tmp_path, venv, arts):  # noqa: F811

@@ -8,7 +8,9 @@
 - a real federation: a ServerApp with flwr's ``DefaultWorkflow(fit_workflow=SecAggPlusWorkflow)``
   and three pytrain nodes completes a round; the aggregate equals plain FedAvg of the nodes' updates
   within the quantization error, and no masked vector the server received equals a node's update;
-  then the same with one node leaving after it shared its keys (dropout recovery).
+- a mixed one: flwr's own ``flower-supernode`` (a numpy ClientApp with flwr's ``secaggplus_mod``) and
+  two pytrain nodes, one of which leaves after it shared its keys (dropout recovery): the aggregate
+  equals FedAvg of the two survivors.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -29,8 +32,8 @@ from pytrain.flower import objects as ob
 from pytrain.flower import secagg
 from pytrain.flower import secagg_crypto as sc
 from pytrain.flower.transport import EcdsaSigner
-from test_flower import (ROOT, FakeLink, SuperLink, arts, digits_splits, make_trainer,  # noqa: F401 (fixture)
-                         venv, wait_until)
+from test_flower import (APP, ROOT, FakeLink, SuperLink, app_with_clientapp, arts, digits_splits,  # noqa: F401
+                         free_port, make_trainer, venv, wait_until)
 from waits import wait_s
 
 ORACLE = r"""
@@ -145,10 +148,11 @@ def test_hostile_stages_get_error_replies(arts, case, expect):
 
 
 # -- a real federation -----------------------------------------------------------------------------------
-def secagg_federation(tmp: Path, venv: Path, arts, drop: bool, native: int = 3, linked=None):
-    """Three nodes and flwr's SecAggPlusWorkflow for one round (``drop``: the third leaves after sharing
-    its keys): ``native`` pytrain nodes in threads, on the first parts of the digits; ``linked(link)``,
-    called once the SuperLink is up, brings the others (e.g. a browser tab)."""
+def secagg_federation(tmp: Path, venv: Path, arts, drop: bool, native: int = 3, linked=None, app: Path = APP):
+    """Three nodes and flwr's SecAggPlusWorkflow for one round (``drop``: the last native node leaves
+    after sharing its keys): ``native`` pytrain nodes in threads, on the first parts of the digits;
+    ``linked(link)``, called once the SuperLink is up, brings the others (e.g. a browser tab, flwr's
+    supernode); ``app``: the Flower App ``flwr run`` submits."""
     splits, _ = digits_splits(3)
     link = SuperLink(venv, tmp / "home").start()
     nodes, threads, errors = [], [], []
@@ -164,7 +168,7 @@ def secagg_federation(tmp: Path, venv: Path, arts, drop: bool, native: int = 3, 
                               poll_interval=0.1)
             node.join()
             nodes.append(node)
-            leaves = drop and k == 2  # leaves once it has shared its keys: before its masked vector
+            leaves = drop and k == native - 1  # leaves once it has shared its keys: before its masked vector
 
             def done(n=node, leaves=leaves):
                 return stop.is_set() or (leaves and any(c.stage == secagg.SHARE_KEYS for c in n.secagg.values()))
@@ -177,7 +181,7 @@ def secagg_federation(tmp: Path, venv: Path, arts, drop: bool, native: int = 3, 
             threads.append(threading.Thread(target=work, daemon=True))
         for t in threads:
             t.start()
-        link.run_app(out, init, **{"num-nodes": 3, "num-server-rounds": 1, "local-epochs": 1, "secagg": True,
+        link.run_app(out, init, app=app, **{"num-nodes": 3, "num-server-rounds": 1, "local-epochs": 1, "secagg": True,
                                    "secagg-clip": 4.0, "round-timeout": wait_s(30)})
         wait_until(lambda: (out / "result.json").exists(), wait_s(150), "the ServerApp's result", link.proc,
                    link.log)
@@ -225,9 +229,28 @@ def test_secagg_round_equals_fedavg(tmp_path, venv, arts):
     print("secagg aggregate vs FedAvg: max abs error %.3g" % worst)
 
 
-def test_secagg_survives_a_dropout(tmp_path, venv, arts):
-    nodes, out, errors = secagg_federation(tmp_path, venv, arts, drop=True)
+def test_secagg_mixed_with_flower_supernode_survives_a_dropout(tmp_path, venv, arts):
+    """flwr's own ``flower-supernode`` running a numpy ClientApp with flwr's ``secaggplus_mod``
+    (pytrainfl.secagg_client) and two pytrain nodes, the second of which leaves after sharing its keys:
+    the round completes with the FedAvg of the survivors, flwr's node and the first pytrain node."""
+    splits, _ = digits_splits(3)
+    data, sent = tmp_path / "supernode.npz", tmp_path / "supernode_sent.npz"
+    np.savez(str(data), x=splits[2][0], y=splits[2][1])
+
+    def linked(link) -> None:
+        link.spawn([str(venv / "bin" / "flower-supernode"), "--insecure", "--superlink", "127.0.0.1:%d" % link.port,
+                    "--port", str(free_port()), "--node-config", 'data="%s" out="%s"' % (data, sent)],
+                   tmp_path / "supernode.log")
+    app = app_with_clientapp(tmp_path, "pytrainfl.secagg_client:app")
+    nodes, out, errors = secagg_federation(tmp_path, venv, arts, drop=True, native=2, linked=linked, app=app)
     assert not errors, errors
-    assert nodes[2].secagg and all(c.last_masked is None for c in nodes[2].secagg.values())
-    worst = check_aggregate(nodes, out, [0, 1])
-    print("secagg with a dropout vs FedAvg of the survivors: max abs error %.3g" % worst)
+    assert nodes[1].secagg and all(c.last_masked is None for c in nodes[1].secagg.values())
+    with np.load(str(sent)) as z:  # what flwr's node trained, before its mod masked it
+        names = list(nodes[0].trainer.get_parameters())
+        theirs = dict(zip(names, [z["arr_%d" % i] for i in range(len(names))]))
+        rows = int(z["num_examples"])
+    assert rows == len(splits[2][0])
+    flwr_node = SimpleNamespace(trainer=SimpleNamespace(get_parameters=lambda: theirs, x=range(rows)))
+    worst = check_aggregate(nodes + [flwr_node], out, [0, 2])
+    print("secagg, flwr's supernode + pytrain nodes, one dropout, vs FedAvg of the survivors: max abs error %.3g"
+          % worst)

@@ -9,12 +9,11 @@ bench/flower_scale.py sim.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 
-from test_flower import APP, RECIPE, SuperLink, digits_splits, make_trainer, wait_until
+from test_flower import RECIPE, SuperLink, app_with_clientapp, digits_splits, make_trainer, wait_until
 from test_flower import arts, venv  # noqa: F401 (fixtures)
 
 CLIENTS, ROUNDS = 20, 3
@@ -24,11 +23,7 @@ FEDERATION = {"num-supernodes": CLIENTS, "client-resources-num-cpus": 1}
 
 def simulation_app(work: Path) -> Path:
     """The test Flower App with pytrain's ClientApp as its ``clientapp`` component."""
-    app = work / "app"
-    shutil.copytree(str(APP), str(app), ignore=shutil.ignore_patterns("__pycache__"))
-    toml = app / "pyproject.toml"
-    toml.write_text(toml.read_text().replace('"pytrainfl.client_app:app"', '"pytrainfl.pytrain_client:app"'))
-    return app
+    return app_with_clientapp(work, "pytrainfl.pytrain_client:app")
 
 
 def write_parts(work: Path, arts, parts) -> None:  # noqa: F811
