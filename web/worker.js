@@ -11,13 +11,15 @@
  *   worker/store.js        the saved run in IndexedDB and the run's history
  *   worker/data.js         the site's digits and demo artifacts, uploaded images decoded
  *   worker/training.js     the training loop (slices of ~150 ms, events, saves)
+ *   worker/secagg_crypto.js SecAgg+'s public-key crypto with WebCrypto (P-384 ECDH, HKDF, Fernet)
  *   worker/federation.js   "Join a federation" (Flower): signing with WebCrypto, sending, sleeping
  *   worker/commands.js     the declarative command table and the message dispatcher
  */
 "use strict";
 
 self.importScripts("js/protocol.js", "worker/messages.js", "worker/boot.js", "worker/bridge.js", "worker/store.js",
-                   "worker/data.js", "worker/training.js", "worker/federation.js", "worker/commands.js");
+                   "worker/data.js", "worker/training.js",
+                   "worker/secagg_crypto.js", "worker/federation.js", "worker/commands.js");
 
 /** Resolved once pytrain is importable; every command but the early ones waits for it. */
 const ready = loadRuntime().catch((e) => {

@@ -70,6 +70,8 @@ class FlowerNode:
         self.events: Optional[List[Dict[str, Any]]] = None
         #: run id -> this node's SecAgg+ state (pytrain.flower.secagg), made when a run uses it
         self.secagg: "Dict[int, secagg.SecAggPlusClient]" = {}
+        #: True: the node's driver performs SecAgg+'s CryptoSteps (a browser tab, with WebCrypto)
+        self.crypto_outside = False
         #: the last message's objects (id -> bytes; ids are their sha256): those the next message holds
         #: too (FedAvg's training message carries the model its evaluate message did) are not pulled again
         self.last_objects: Dict[str, bytes] = {}
@@ -304,7 +306,8 @@ class FlowerNode:
                            config={k: v for k, v in config.items() if isinstance(v, (int, float, str))})
                 yield SleepStep(0.0)
             if secure:  # a SecAgg+ stage: only masked, quantized parameters leave (pytrain.flower.secagg)
-                reply, metrics = secagg.answer(self.secagg, run_id, int(md.dst_node_id), content, self.trainer)
+                reply, metrics = yield from secagg.answer_steps(self.secagg, run_id, int(md.dst_node_id), content,
+                                                                self.trainer, self.crypto_outside)
             elif mtype == "train":
                 params, num, metrics = self.trainer.fit(array_recs[0], config)
                 arrays = params

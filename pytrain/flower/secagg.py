@@ -19,6 +19,10 @@ whose ``stage`` says which:
 
 Anything malformed (a stage out of order, a config of the wrong type, a key that is not P-384, a
 share for or from an unknown node) raises :class:`SecAggError`: the node answers with an error reply.
+
+The public-key work (key pairs, key agreement, Fernet) is yielded as
+:class:`~pytrain.flower.secagg_crypto.CryptoStep`: :func:`answer_steps` performs it in Python or
+hands it out to the node's driver (a browser tab's worker does it with WebCrypto).
 """
 from __future__ import annotations
 
@@ -31,7 +35,8 @@ import numpy as np
 
 from pytrain.flower import objects as ob
 from pytrain.flower import secagg_crypto as sc
-from pytrain.flower.secagg_crypto import SecAggError
+from pytrain.flower.fleet import Steps
+from pytrain.flower.secagg_crypto import CryptoStep, SecAggError
 
 CONFIGS = "secaggplus_configs"
 SETUP, SHARE_KEYS, COLLECT, UNMASK = "setup", "share_keys", "collect_masked_vectors", "unmask"
@@ -85,8 +90,9 @@ class SecAggPlusClient:
         #: the last masked vector sent (for tests and logs: never the update itself)
         self.last_masked: Optional[List[np.ndarray]] = None
 
-    def handle(self, node_id: int, content: Mapping[str, Any], train: Train) -> "OrderedDict[str, Any]":
-        """The reply content for one stage message; SecAggError (state unchanged) when it is refused."""
+    def handle_steps(self, node_id: int, content: Mapping[str, Any], train: Train) -> Steps:
+        """Yields CryptoSteps, returns the reply content for one stage message; SecAggError (state
+        unchanged) when it is refused."""
         cfg = OrderedDict(content[CONFIGS])
         stage = cfg.pop("stage", None)
         if not isinstance(stage, str):
@@ -97,11 +103,11 @@ class SecAggPlusClient:
                 raise SecAggError("abort secure aggregation: expected stage %r, got %r" % (want, stage))
         reply: "OrderedDict[str, Any]" = OrderedDict()
         if stage == SETUP:
-            res = self._setup(int(node_id), cfg)
+            res = yield from self._setup(int(node_id), cfg)
         elif stage == SHARE_KEYS:
-            res = self._share_keys(cfg)
+            res = yield from self._share_keys(cfg)
         elif stage == COLLECT:
-            res, reply = self._collect(cfg, content, train)
+            res, reply = yield from self._collect(cfg, content, train)
         elif stage == UNMASK:
             res = self._unmask(cfg)
         else:
@@ -111,7 +117,7 @@ class SecAggPlusClient:
         return reply
 
     # -- the four stages ---------------------------------------------------------------------------------
-    def _setup(self, nid: int, cfg: Mapping[str, Any]) -> Dict[str, Any]:
+    def _setup(self, nid: int, cfg: Mapping[str, Any]) -> Steps:
         _int(cfg, "sample_num", 1, 1 << 31)
         share_num = _int(cfg, "share_num", 1, MAX_NEIGHBOURS)
         threshold = _int(cfg, "threshold", 1, share_num)
@@ -121,8 +127,8 @@ class SecAggPlusClient:
         max_weight = _float(cfg, "max_weight")
         if mod_range & (mod_range - 1):
             raise SecAggError("stage setup: 'mod_range' must be a power of 2, got %d" % mod_range)
-        sk1, pk1 = sc.generate_key_pair()
-        sk2, pk2 = sc.generate_key_pair()
+        sk1, pk1 = yield CryptoStep("key_pair")
+        sk2, pk2 = yield CryptoStep("key_pair")
         self.__init__()  # a new round starts from nothing
         self.nid, self.share_num, self.threshold = nid, share_num, threshold
         self.clipping_range, self.target_range, self.mod_range, self.max_weight = (
@@ -130,7 +136,7 @@ class SecAggPlusClient:
         self.sk1, self.pk1, self.sk2, self.pk2 = sk1, pk1, sk2, pk2
         return OrderedDict([("pk1", pk1), ("pk2", pk2)])
 
-    def _share_keys(self, cfg: Mapping[str, Any]) -> Dict[str, Any]:
+    def _share_keys(self, cfg: Mapping[str, Any]) -> Steps:
         keys: Dict[int, Tuple[bytes, bytes]] = OrderedDict()
         for k, v in cfg.items():
             if not (isinstance(v, list) and len(v) == 2 and all(isinstance(b, bytes) for b in v)):
@@ -153,7 +159,7 @@ class SecAggPlusClient:
         for nid, (pk1, pk2) in keys.items():
             if nid != self.nid:
                 sc.load_public_key(pk1)  # refused now, not when masking
-                ss2[nid] = sc.shared_key(self.sk2, pk2)
+                ss2[nid] = yield CryptoStep("shared_key", self.sk2, pk2)
         rd_seed = os.urandom(32)
         b_shares = sc.create_shares(rd_seed, self.threshold, self.share_num)
         sk1_shares = sc.create_shares(self.sk1, self.threshold, self.share_num)
@@ -163,11 +169,12 @@ class SecAggPlusClient:
                 self.seed_shares[nid], self.sk1_shares[nid] = b_shares[idx], sk1_shares[idx]
             else:
                 dsts.append(nid)
-                ctxts.append(sc.encrypt(ss2[nid], sc.plaintext_concat(self.nid, nid, b_shares[idx], sk1_shares[idx])))
+                plaintext = sc.plaintext_concat(self.nid, nid, b_shares[idx], sk1_shares[idx])
+                ctxts.append((yield CryptoStep("encrypt", ss2[nid], plaintext)))
         self.public_keys, self.ss2, self.rd_seed = keys, ss2, rd_seed
         return OrderedDict([("dsts", dsts), ("ctxts", ctxts)])
 
-    def _collect(self, cfg: Mapping[str, Any], content: Mapping[str, Any], train: Train):
+    def _collect(self, cfg: Mapping[str, Any], content: Mapping[str, Any], train: Train) -> Steps:
         ctxts, srcs = cfg.get("ctxts"), _int_list(cfg, "srcs", COLLECT)
         if not isinstance(ctxts, list) or any(type(c) is not bytes for c in ctxts) or len(ctxts) != len(srcs):
             raise SecAggError("stage collect_masked_vectors: 'ctxts' must be a list of bytes, one per source")
@@ -177,7 +184,7 @@ class SecAggPlusClient:
         for src, token in zip(srcs, ctxts):
             if src not in self.ss2:
                 raise SecAggError("stage collect_masked_vectors: a share from node %d, not a neighbour" % src)
-            actual, dst, b_share, sk_share = sc.plaintext_separate(sc.decrypt(self.ss2[src], token))
+            actual, dst, b_share, sk_share = sc.plaintext_separate((yield CryptoStep("decrypt", self.ss2[src], token)))
             if actual != src or dst != self.nid:
                 raise SecAggError("stage collect_masked_vectors: a share says it is from %d to %d, "
                                   "received from %d" % (actual, dst, src))
@@ -185,9 +192,12 @@ class SecAggPlusClient:
         params = content.get(FITINS_PARAMS)
         if not isinstance(params, ob.ArrayRecord):
             raise SecAggError("stage collect_masked_vectors: no %r ArrayRecord to train" % FITINS_PARAMS)
+        pairwise = OrderedDict()
+        for nid in srcs:
+            pairwise[nid] = yield CryptoStep("shared_key", self.sk1, self.public_keys[nid][0])
         fit_cfg = content.get(FITINS_CONFIG)
         arrays, num, metrics = train(list(params.values()), dict(fit_cfg) if isinstance(fit_cfg, Mapping) else {})
-        masked = self.mask(arrays, num, srcs)
+        masked = self.mask(arrays, num, pairwise)
         self.seed_shares, self.sk1_shares = seed_shares, sk1_shares
         reply: "OrderedDict[str, Any]" = OrderedDict([
             ("fitres.metrics", ob.ConfigRecord(metrics)),
@@ -197,18 +207,20 @@ class SecAggPlusClient:
         self.last_masked = masked
         return OrderedDict([("masked_params", [ob.npy_bytes(a) for a in masked])]), reply
 
-    def mask(self, arrays: Sequence[np.ndarray], num_examples: int, neighbours: Sequence[int]) -> List[np.ndarray]:
-        """``[q] + quantize(q / target_range * arrays)`` plus the self mask and the pairwise masks with
-        ``neighbours``, modulo ``mod_range`` (int64 arrays, as ``secaggplus_mod`` sends them)."""
+    def mask(self, arrays: Sequence[np.ndarray], num_examples: int,
+             pairwise: Mapping[int, bytes]) -> List[np.ndarray]:
+        """``[q] + quantize(q / target_range * arrays)`` plus the self mask and the pairwise masks
+        (``pairwise``: neighbour -> the key agreed with its ``pk1``), modulo ``mod_range`` (int64
+        arrays, as ``secaggplus_mod`` sends them)."""
         q_ratio = int(round(num_examples / self.max_weight * self.target_range))
         dq = q_ratio / self.target_range
         vec = [np.array([q_ratio], dtype=np.int64)] + sc.quantize(
             [np.asarray(a, dtype=np.float64) * dq for a in arrays], self.clipping_range, self.target_range)
         shapes = [a.shape for a in vec]
         vec = [v + m for v, m in zip(vec, sc.pseudo_rand_gen(self.rd_seed, self.mod_range, shapes))]
-        for nid in neighbours:
-            pairwise = sc.pseudo_rand_gen(sc.shared_key(self.sk1, self.public_keys[nid][0]), self.mod_range, shapes)
-            vec = [v + m if self.nid > nid else v - m for v, m in zip(vec, pairwise)]
+        for nid, key in pairwise.items():
+            masks = sc.pseudo_rand_gen(key, self.mod_range, shapes)
+            vec = [v + m if self.nid > nid else v - m for v, m in zip(vec, masks)]
         return [v & (self.mod_range - 1) for v in vec]
 
     def _unmask(self, cfg: Mapping[str, Any]) -> Dict[str, Any]:
@@ -240,11 +252,12 @@ def declared_check(check: Optional[Callable[[Any], Any]], names: Sequence[str]) 
     return run
 
 
-def answer(clients: "Dict[int, SecAggPlusClient]", run_id: int, node_id: int, content: Mapping[str, Any],
-           trainer: Any) -> "Tuple[OrderedDict[str, Any], Dict[str, Any]]":
-    """(reply content, what to log) for a SecAgg+ stage message of run ``run_id``, trained by
+def answer_steps(clients: "Dict[int, SecAggPlusClient]", run_id: int, node_id: int, content: Mapping[str, Any],
+                 trainer: Any, crypto_outside: bool = False) -> Steps:
+    """Returns (reply content, what to log) for a SecAgg+ stage message of run ``run_id``, trained by
     ``trainer`` (a :class:`~pytrain.flower.trainer.PytrainTrainer`: parameters go by position, in
-    the model's order)."""
+    the model's order). Its CryptoSteps are yielded when ``crypto_outside`` (the driver answers
+    each), else performed here (:func:`pytrain.flower.secagg_crypto.perform`)."""
     client = clients.setdefault(int(run_id), SecAggPlusClient())
     names = list(getattr(trainer, "names", ()))
     got: Dict[str, Any] = OrderedDict()
@@ -256,5 +269,13 @@ def answer(clients: "Dict[int, SecAggPlusClient]", run_id: int, node_id: int, co
         got.update(metrics)
         return [out[n] for n in names], num, metrics
 
-    reply = client.handle(node_id, content, train)
+    steps = client.handle_steps(node_id, content, train)
+    result: Any = None
+    while True:
+        try:
+            step = steps.send(result)
+        except StopIteration as done:
+            reply = done.value
+            break
+        result = (yield step) if crypto_outside else sc.perform(step)
     return reply, OrderedDict([("secagg", client.stage)] + list(got.items()))

@@ -23,6 +23,37 @@ class SecAggError(PytrainError, ValueError):
     """A SecAgg+ message that cannot be answered (bad stage, config, key or share)."""
 
 
+class CryptoStep:
+    """One public-key operation of a SecAgg+ stage, for whoever performs it: :func:`perform` here, or
+    a browser tab's worker with WebCrypto (web/worker/secagg_crypto.js), which answers the same bytes.
+
+    ``op`` and ``args`` -> result: ``key_pair`` () -> [private PEM, public PEM]; ``shared_key``
+    (private PEM, public PEM) -> Fernet key; ``encrypt`` (key, plaintext) -> token; ``decrypt``
+    (key, token) -> plaintext (a token that does not decrypt: SecAggError)."""
+    __slots__ = ("op", "args")
+
+    def __init__(self, op: str, *args: bytes) -> None:
+        self.op, self.args = op, args
+
+
+def perform(step: CryptoStep) -> Any:
+    """Perform ``step`` in Python: with ``cryptography`` when installed, else the pure fallback."""
+    if step.op == "key_pair":
+        return list(generate_key_pair())
+    if step.op == "shared_key":
+        return shared_key(*step.args)
+    if step.op == "encrypt":
+        return encrypt(*step.args)
+    if step.op == "decrypt":
+        return decrypt(*step.args)
+    raise SecAggError("unknown crypto operation %r" % step.op)
+
+
+def provider() -> str:
+    """Which library :func:`perform` uses: ``"cryptography"`` or ``"pure"``."""
+    return "pure" if cryptography_modules() is None else "cryptography"
+
+
 def cryptography_modules() -> Any:
     """The ``cryptography`` modules SecAgg+ uses, or None: then :mod:`pytrain.flower.secagg_pure` serves."""
     try:

@@ -11,9 +11,13 @@ Instead JavaScript asks for the next step, performs it and hands the answer back
 :func:`pytrain.flower.transport.signed_headers`), then ``next(status=, body=)`` with at most
 ``max_bytes + 1`` bytes of the answer (one more tells the node it was too large), or
 ``next(error="why")`` when the request could not be sent. ``sleep``: wait ``seconds``, then
-``next()``. Every answer carries ``events``: what the node did since the last one (joined,
-received, answered with the parameter names and sizes it sent, refused, left). All protocol
-logic stays in :class:`FlowerNode`; this only moves bytes.
+``next()``. ``crypto``: a SecAgg+ public-key operation (``op``, ``args``: see
+:class:`pytrain.flower.secagg_crypto.CryptoStep`), asked only of a driver that performs them
+(``StepDriver(..., crypto_outside=True)``; a tab's worker, with WebCrypto): ``next(result=...)``,
+or ``next(crypto_error="why")`` when it fails (a token that does not decrypt, a key that is not
+P-384). Every answer carries ``events``: what the node did since the last one (joined, received,
+answered with the parameter names and sizes it sent, refused, left). All protocol logic stays in
+:class:`FlowerNode`; this only moves bytes and does the crypto it is asked to.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from typing import Any, Dict, List, Optional
 from pytrain.errors import PytrainError
 from pytrain.flower.fleet import HttpStep, SleepStep, Steps
 from pytrain.flower.node import FlowerNode
+from pytrain.flower.secagg_crypto import CryptoStep, SecAggError
 from pytrain.flower.transport import MAX_RESPONSE, FederationError
 
 
@@ -40,8 +45,9 @@ class PemSigner:
 class StepDriver:
     """Runs ``node`` (join, answer messages, heartbeat, leave) for an external event loop."""
 
-    def __init__(self, node: FlowerNode, node_id: Optional[int] = None) -> None:
+    def __init__(self, node: FlowerNode, node_id: Optional[int] = None, crypto_outside: bool = False) -> None:
         self.node = node
+        node.crypto_outside = crypto_outside
         node.events = []
         self._stop = False
         self._finished = False
@@ -61,13 +67,17 @@ class StepDriver:
         return self._finished
 
     def next(self, status: Optional[int] = None, body: Optional[bytes] = None,
-             error: Optional[str] = None) -> Dict[str, Any]:
+             error: Optional[str] = None, result: Any = None, crypto_error: Optional[str] = None) -> Dict[str, Any]:
         """Hand in the answer to the previous step and get the next one."""
         if self._finished:
             return self._out({"kind": "done"})
         try:
             if error is not None:
                 step = self._gen.throw(FederationError("the request could not be sent: %s" % error))
+            elif crypto_error is not None:
+                step = self._gen.throw(SecAggError(crypto_error))
+            elif result is not None:
+                step = self._gen.send(result)
             elif status is None:
                 step = self._gen.send(None)
             else:
@@ -83,6 +93,8 @@ class StepDriver:
         if isinstance(step, HttpStep):
             return self._out({"kind": "http", "route": step.route, "body": step.body, "timeout": step.timeout,
                               "max_bytes": MAX_RESPONSE})
+        if isinstance(step, CryptoStep):
+            return self._out({"kind": "crypto", "op": step.op, "args": list(step.args)})
         raise FederationError("unknown step %r" % (step,))
 
     def _out(self, step: Dict[str, Any]) -> Dict[str, Any]:

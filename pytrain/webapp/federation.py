@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional
 
 from pytrain.flower.node import HEARTBEAT_MAX, HEARTBEAT_MIN, FlowerNode
 from pytrain.flower.privacy import LocalDp
+from pytrain.flower.secagg_crypto import provider as crypto_provider
 from pytrain.flower.steps import PemSigner, StepDriver
 from pytrain.flower.trainer import PytrainTrainer, parameter_names
 from pytrain.run.properties import LOSS_KINDS
@@ -28,7 +29,8 @@ def dispatch(session: Any, op: str, args: Dict[str, Any]) -> Any:
     if driver is None:
         raise WebappError("this tab has not joined a federation")
     if op == "next":
-        step = driver.next(status=args.get("status"), body=args.get("body"), error=args.get("error"))
+        step = driver.next(status=args.get("status"), body=args.get("body"), error=args.get("error"),
+                           result=args.get("result"), crypto_error=args.get("crypto_error"))
         if any(e.get("kind") == "answered" and e.get("message_type") == "train" for e in step["events"]):
             session._infer = None  # the weights changed: predictions must not use a stale export
         if step["kind"] in ("done", "failed"):
@@ -51,9 +53,11 @@ def local_dp_of(local_dp: Optional[Dict[str, Any]]) -> Optional[LocalDp]:
 
 def start(session: Any, url: str, public_key: str, node_id: Optional[str] = None,
           heartbeat: float = 30.0, poll: float = 1.0, epochs: int = 1,
-          local_dp: Optional[Dict[str, Any]] = None, require_clipping: bool = False) -> Dict[str, Any]:
+          local_dp: Optional[Dict[str, Any]] = None, require_clipping: bool = False,
+          webcrypto: bool = False) -> Dict[str, Any]:
     """A node for this tab's model and data (the server's ConfigRecord sets the rounds' recipe);
-    ``local_dp`` and ``require_clipping``: the page's privacy setting (PytrainTrainer's)."""
+    ``local_dp`` and ``require_clipping``: the page's privacy setting (PytrainTrainer's);
+    ``webcrypto``: the worker performs SecAgg+'s public-key crypto (else Python does)."""
     if getattr(session, "_federation", None) is not None:
         raise WebappError("this tab is already in a federation: leave it first")
     session._need_model()
@@ -74,10 +78,12 @@ def start(session: Any, url: str, public_key: str, node_id: Optional[str] = None
     # fit in the SuperLink's patience (2 heartbeat intervals)
     node = FlowerNode(url, trainer, signer=PemSigner(public_key.encode("ascii")), heartbeat_interval=float(heartbeat),
                       poll_interval=float(poll), beat_during_training=False)
-    session._federation = StepDriver(node, int(node_id) if node_id else None)
+    session._federation = StepDriver(node, int(node_id) if node_id else None, crypto_outside=bool(webcrypto))
     params = session.module.state.parameters
     privacy = {"require_clipping": bool(require_clipping), "local_dp": None if dp is None else {
         "clipping_norm": dp.clipping_norm, "sensitivity": dp.sensitivity, "epsilon": dp.epsilon, "delta": dp.delta,
         "noise_std": float(dp.noise_std)}}
+    # which crypto SecAgg+ uses here: the worker's WebCrypto, else cryptography or pure Python
     return {"samples": int(len(x)), "eval_samples": int(len(ex)), "privacy": privacy,
+            "secagg_crypto": "webcrypto" if webcrypto else crypto_provider(),
             "parameters": [{"name": n, "shape": list(params[n].shape)} for n in parameter_names(session.module)]}

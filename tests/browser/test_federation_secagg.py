@@ -1,8 +1,8 @@
 """A browser tab in a secure-aggregation round: flwr 1.42.0's SecAggPlusWorkflow on a real SuperLink,
 two native pytrain nodes and the page (``build.py serve --flower``). The tab's node is the same Python
-as the native ones; its Pyodide has no ``cryptography``, so its P-384 keys, ECDH, HKDF and Fernet are
-pytrain.flower.secagg_pure's, and the native nodes decrypt its key shares with the package. The
-aggregate equals FedAvg of the three nodes' updates within the quantization error.
+as the native ones, but its P-384 keys, ECDH, HKDF and Fernet are WebCrypto's (the worker answers the
+node's crypto steps, web/worker/secagg_crypto.js), and the native nodes decrypt its key shares with
+``cryptography``. The aggregate equals FedAvg of the three nodes' updates within the quantization error.
 """
 from __future__ import annotations
 
@@ -50,6 +50,13 @@ def test_tab_in_a_secagg_plus_round(tmp_path, browser, site_url, arts):  # noqa:
     assert not [e for e in events if e["kind"] == "refused"], events
     stages = [e["config"].get("stage") for e in events if e["kind"] == "received"]
     assert stages == ["setup", "share_keys", "collect_masked_vectors", "unmask"], stages
+    # every public-key operation was the worker's WebCrypto (Python yields them all: it does none itself)
+    assert next(e for e in events if e["kind"] == "started")["secagg_crypto"] == "webcrypto"
+    crypto = [e for e in events if e["kind"] == "crypto"]
+    assert all(e["by"] == "webcrypto" and e["error"] is None for e in crypto), crypto
+    # two key pairs; per neighbour: a key agreement and a share encrypted, a share decrypted, a mask key agreed
+    ops = [e["op"] for e in crypto]
+    assert sorted(ops) == sorted(["key_pair"] * 2 + ["shared_key"] * 4 + ["encrypt"] * 2 + ["decrypt"] * 2), ops
     took = [e["seconds"] for e in events if e["kind"] == "answered"]
     print("the tab's SecAgg+ stages took %s s" % ", ".join("%s %.2f" % st for st in zip(stages, took)))
     # the tab's model holds the update it trained; its weight is its training rows (80% of what it loaded)

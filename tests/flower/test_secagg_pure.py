@@ -1,7 +1,7 @@
 """SecAgg+ without ``cryptography``: pytrain.flower.secagg_pure (P-384 keys and ECDH, HKDF-SHA256,
 Fernet) against ``cryptography`` byte for byte, its refusals, and secagg_crypto taking it when the
-package is absent. A real SecAggPlusWorkflow round with the fallback: a browser tab's, in
-tests/browser/test_federation_secagg.py (its Pyodide has no ``cryptography``).
+package is absent; and the node's crypto steps handed to a driver that performs them (a browser tab
+does, with WebCrypto: tests/browser/test_secagg_webcrypto.py, tests/browser/test_federation_secagg.py).
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from pytrain.flower import objects as ob
+from pytrain.flower import secagg
 from pytrain.flower import secagg_crypto as sc
 from pytrain.flower import secagg_pure as sp
 
@@ -93,3 +95,26 @@ def test_fallback_serves_when_cryptography_is_absent(monkeypatch):
     assert sc.decrypt(with_package[0], sc.encrypt(with_package[0], b"x" * 40)) == b"x" * 40
     assert sc.shared_key(sk_c, pk_a) == sc.shared_key(sk_a, pk_c)
 
+
+
+def test_crypto_steps_go_to_the_driver_when_it_performs_them():
+    """A browser tab's driver answers the node's CryptoSteps (WebCrypto); elsewhere Python performs them."""
+    setup = {secagg.CONFIGS: ob.ConfigRecord([
+        ("stage", "setup"), ("sample_num", 3), ("share_num", 3), ("threshold", 2), ("clipping_range", 8.0),
+        ("target_range", 1 << 16), ("mod_range", 1 << 24), ("max_weight", 100.0)])}
+    pairs = [sp.generate_key_pair(), sp.generate_key_pair()]
+    steps = secagg.answer_steps({}, 1, 7, setup, None, crypto_outside=True)
+    asked = [steps.send(None)]
+    try:
+        while True:
+            asked.append(steps.send(list(pairs[len(asked) - 1])))
+    except StopIteration as done:
+        reply, _ = done.value
+    assert [(s.op, s.args) for s in asked] == [("key_pair", ()), ("key_pair", ())]
+    assert dict(reply[secagg.CONFIGS]) == {"pk1": pairs[0][1], "pk2": pairs[1][1]}
+    with pytest.raises(StopIteration):  # performed here: nothing is asked
+        next(secagg.answer_steps({}, 1, 7, setup, None))
+    refused = secagg.answer_steps({}, 1, 7, setup, None, crypto_outside=True)
+    next(refused)
+    with pytest.raises(sc.SecAggError, match="not P-384"):
+        refused.throw(sc.SecAggError("not P-384"))

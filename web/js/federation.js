@@ -87,6 +87,9 @@ function privacy() {
   return { localDp, requireClipping: $("fl-require-clipping").checked };
 }
 
+/** Who does secure aggregation's public-key crypto in this tab (pytrain.webapp.federation's secagg_crypto). */
+const CRYPTO_NAMES = { webcrypto: "WebCrypto", cryptography: "the cryptography package", pure: "pure Python" };
+
 function privacyText(p) {
   if (!p) return "";
   const parts = [];
@@ -99,7 +102,8 @@ client.on("federation", (ev) => {
   fed.events.push(ev);
   switch (ev.kind) {
     case "started":
-      setStatus("fl-status", `Joining ${ev.url} with ${nf.format(ev.samples)} local samples…${privacyText(ev.privacy)}`);
+      setStatus("fl-status", `Joining ${ev.url} with ${nf.format(ev.samples)} local samples…${privacyText(ev.privacy)}` +
+                ` Secure aggregation's cryptography: ${CRYPTO_NAMES[ev.secagg_crypto] || ev.secagg_crypto}.`);
       break;
     case "joined":
       fed.joined = true; fed.nodeId = ev.node_id;

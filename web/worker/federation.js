@@ -1,5 +1,6 @@
 /* "Join a federation" (Flower). The node's protocol runs in Python, one step at a time
- * (pytrain/flower/steps.py): this loop only signs each request (WebCrypto, P-256 ECDSA-SHA256), sends it through the page's own origin
+ * (pytrain/flower/steps.py): this loop performs SecAgg+'s crypto steps (worker/secagg_crypto.js),
+ * signs each request (WebCrypto, P-256 ECDSA-SHA256), sends it through the page's own origin
  * (build.py serve --flower proxies /flower/ to the SuperLink) and hands the answer back. The key
  * (non-extractable) and the node id stay in IndexedDB, so a reloaded tab rejoins as the same node. */
 "use strict";
@@ -23,15 +24,12 @@ function flStore(mode, fn) {
 const flGet = (key) => flStore("readonly", (s) => s.get(key));
 const flPut = (key, value) => flStore("readwrite", (s) => value === null ? s.delete(key) : s.put(value, key));
 
-function b64(bytes) { let t = ""; for (const b of bytes) t += String.fromCharCode(b); return btoa(t); }
-
 async function federationKey() {
   let key = null;
   try { key = await flGet("key"); } catch (e) { console.warn("pytrain: no IndexedDB for the node key:", e); }
   if (key && key.privateKey && key.pem) return key;
   const pair = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, false, ["sign", "verify"]);
-  const spki = b64(new Uint8Array(await crypto.subtle.exportKey("spki", pair.publicKey)));
-  const pem = "-----BEGIN PUBLIC KEY-----\n" + spki.match(/.{1,64}/g).join("\n") + "\n-----END PUBLIC KEY-----\n";
+  const pem = pemText("PUBLIC KEY", new Uint8Array(await crypto.subtle.exportKey("spki", pair.publicKey)));
   key = { privateKey: pair.privateKey, pem };
   try { await flPut("key", key); } catch (e) { /* this tab's node is new on every visit */ }
   return key;
@@ -99,6 +97,11 @@ async function federationLoop(f, key, url) {
         emit("federation", { kind: step.kind, error: step.error || null, answered: step.answered });
         return;
       }
+      if (step.kind === "crypto") {  // SecAgg+'s public-key crypto, with WebCrypto (worker/secagg_crypto.js)
+        answer = await cryptoStep(step.op, step.args);
+        emit("federation", { kind: "crypto", op: step.op, by: "webcrypto", error: answer.crypto_error || null });
+        continue;
+      }
       if (step.kind === "sleep") {
         if (step.seconds > 0 && !f.stop) await new Promise((r) => { f.wake = r; setTimeout(r, step.seconds * 1000); });
         else await yieldToEvents();
@@ -137,7 +140,7 @@ async function federate({ url = "flower/", heartbeat = 30, poll = 1, localDp = n
   // privacy (PytrainTrainer's local_dp, require_clipping): localDp {clippingNorm, epsilon, delta} or null
   const local_dp = localDp ? { clipping_norm: localDp.clippingNorm, epsilon: localDp.epsilon, delta: localDp.delta } : null;
   const info = py("federation", { op: "start", url: base, public_key: key.pem, node_id: nodeId || null, heartbeat, poll,
-                                  local_dp, require_clipping: !!requireClipping });
+                                  local_dp, require_clipping: !!requireClipping, webcrypto: hasWebCrypto() });
   const f = { stop: false, stopSent: false, wake: null };
   federation = f;
   f.done = federationLoop(f, key, base);
