@@ -2,8 +2,10 @@
 HTTP server on loopback, forwarded by ``build.py serve --flower``): the tab runs the same Python
 StepDriver as ``pytrain federate``, so what it is sent decides exactly what it must answer.
 
-- Hostile messages (a ``.npy`` header declaring 1 TiB, a dedup bomb, a pull-messages answer over
-  16 MiB) each get an error reply, and the tab trains the next good message.
+- Hostile messages (a ``.npy`` header declaring 1 TiB, a dedup bomb, a chunk list that never ends,
+  a chunk whose bytes do not hash to its id, a pull-messages answer over 16 MiB) each get an error
+  reply, the tab's wasm memory grows by less than MEMORY_BOUND over them all, and the tab trains the
+  next good message.
 - The page's privacy setting reaches the tab's PytrainTrainer: "Require the server's clipping"
   refuses a train message without ``clipping_norm``; local DP clips and adds noise of the formula's
   std, and the server's clipping brings the update back to its norm.
@@ -21,7 +23,8 @@ sys.path[:0] = [str(ROOT / "tests" / "flower"), str(ROOT / "tests" / "helpers")]
 import build  # noqa: E402
 from test_federation import Tab  # noqa: E402
 from test_flower import arts, cryptography_installed, digits_splits, make_trainer, train_message  # noqa: E402,F401
-from test_hostile_server import LoopbackFleet, OversizedFirst, hostile, oversized_answer  # noqa: E402
+from test_hostile_server import (MEMORY_BOUND, LoopbackFleet, OversizedFirst, hostile,  # noqa: E402
+                                 oversized_answer)
 
 from pytrain.flower import objects as ob  # noqa: E402
 from pytrain.flower.privacy import LocalDp  # noqa: E402
@@ -76,14 +79,17 @@ def reply_arrays(link, reply):
 
 
 def test_tab_refuses_hostile_messages_and_keeps_its_privacy_setting(browser, site_url, arts):  # noqa: F811
-    """In order: a pull-messages answer of 17 MiB, a .npy header declaring 1 TiB, a dedup bomb, a train
-    message without ``clipping_norm`` (refused: the page requires the server's clipping), then a good
-    one with ``clipping_norm`` 0.5, which the tab trains and sends with local DP and the server's clip."""
+    """In order: a pull-messages answer of 17 MiB, a .npy header declaring 1 TiB, a dedup bomb, a list
+    of a million chunks for an 8 KiB array, a chunk whose bytes do not match its id, a train message
+    without ``clipping_norm`` (refused: the page requires the server's clipping), then a good one with
+    ``clipping_norm`` 0.5, which the tab trains and sends with local DP and the server's clip."""
     params = make_trainer(arts, np.zeros((1, 64), np.float32), np.zeros(1, np.int64)).get_parameters()
     bad, bd = train_message({k: v + 1.0 for k, v in params.items()})
     link = OversizedFirst(oversized_answer(bad, bd.tree(), junk_first=False))
     cases = [hostile("header_1TiB", {k: v + 0.5 for k, v in params.items()}),
-             hostile("dedup_bomb", {k: v + 0.75 for k, v in params.items()})]
+             hostile("dedup_bomb", {k: v + 0.75 for k, v in params.items()}),
+             hostile("endless_chunks", {k: v + 0.25 for k, v in params.items()}),
+             hostile("id_mismatch", {k: v + 0.125 for k, v in params.items()})]
     for msg, tree, objs, _, _, _ in cases:
         link.add(msg, tree, objs)
     unclipped, ud = train_message(params)
@@ -98,14 +104,23 @@ def test_tab_refuses_hostile_messages_and_keeps_its_privacy_setting(browser, sit
     events = train_once(scripted_tab(browser, link, arts), 120_000, privacy_settings)
 
     refused = [e["error"] for e in events if e["kind"] == "refused"]
-    assert len(refused) == 4, refused
+    assert len(refused) == 6, refused
     assert "more than any Fleet answer takes" in refused[0]
-    assert ".npy header" in refused[1] and "add up to more" in refused[2], refused
-    assert "clipping_norm" in refused[3], refused
-    assert [m.error is not None for m in link.pushed] == [True, True, True, True, False]
+    assert [c[4] in r for c, r in zip(cases, refused[1:5])] == [True] * 4, refused  # each its own error
+    assert "clipping_norm" in refused[5], refused
+    assert [m.error is not None for m in link.pushed] == [True] * 6 + [False]
     assert link.pushed[0].metadata.reply_to_message_id == bd.id
     bomb_chunks = {c.id for c in cases[1][3].children}  # its one 5 MiB chunk: fetched once at most
     assert sum(1 for c in link.pulled if c in bomb_chunks) <= 1
+    assert not {c.id for c in cases[2][3].children} & set(link.pulled)  # the endless list: refused unfetched
+    # the tab's wasm memory (it never shrinks: the peak shows) from joining to the last refusal: the
+    # native node's bound, a fraction of what the messages declare (1 TiB, 2 GiB) or send (17 MiB, 3 MB
+    # of chunk ids) could cost if read as they say
+    heap = [e["wasm_heap"] for e in events if e["kind"] in ("started", "refused")]
+    grew = heap[-1] - heap[0]
+    assert grew < MEMORY_BOUND, "the hostile messages cost the tab %.1f MiB" % (grew / 2 ** 20)
+    print("the tab's wasm memory from joining over the hostile messages: %s MiB" % " -> ".join("%.1f" % (h / 2 ** 20)
+                                                                                        for h in heap))
     # the privacy setting reached the tab's trainer: the formula's noise, then the server's clip
     std = LocalDp(1.0, 1.0, 2.0, 1e-4).noise_std  # pytrain's (flwr's) formula: sensitivity = the clipping norm
     started = next(e for e in events if e["kind"] == "started")
@@ -114,7 +129,7 @@ def test_tab_refuses_hostile_messages_and_keeps_its_privacy_setting(browser, sit
     answered = next(e for e in events if e["kind"] == "answered")
     assert answered["metrics"]["num-examples"] == started["samples"]  # it trained the good message
     assert abs(answered["privacy"]["noise_std"] - std) < 1e-12 and answered["privacy"]["clipping_norm"] == 0.5
-    sent = reply_arrays(link, link.pushed[4])["arrays"]
+    sent = reply_arrays(link, link.pushed[6])["arrays"]
     assert set(sent) == set(params)
     update = np.sqrt(sum(float(np.sum((sent[k].astype(np.float64) - (params[k] + 0.01)) ** 2)) for k in params))
     assert abs(update - 0.5) < 1e-4, update  # noise of std 2.17 per value, then the server's clip

@@ -148,11 +148,12 @@ def test_hostile_stages_get_error_replies(arts, case, expect):
 
 
 # -- a real federation -----------------------------------------------------------------------------------
-def secagg_federation(tmp: Path, venv: Path, arts, drop: bool, native: int = 3, linked=None, app: Path = APP):
-    """Three nodes and flwr's SecAggPlusWorkflow for one round (``drop``: the last native node leaves
-    after sharing its keys): ``native`` pytrain nodes in threads, on the first parts of the digits;
-    ``linked(link)``, called once the SuperLink is up, brings the others (e.g. a browser tab, flwr's
-    supernode); ``app``: the Flower App ``flwr run`` submits."""
+def secagg_federation(tmp: Path, venv: Path, arts, drop: bool, native: int = 3, linked=None, app: Path = APP,
+                      num_nodes: int = 3):
+    """``num_nodes`` nodes and flwr's SecAggPlusWorkflow for one round (``drop``: the last native node
+    leaves after sharing its keys): ``native`` pytrain nodes in threads, on the first parts of the
+    digits; ``linked(link)``, called once the SuperLink is up, brings the others (e.g. a browser tab,
+    flwr's supernode); ``app``: the Flower App ``flwr run`` submits."""
     splits, _ = digits_splits(3)
     link = SuperLink(venv, tmp / "home").start()
     nodes, threads, errors = [], [], []
@@ -181,8 +182,8 @@ def secagg_federation(tmp: Path, venv: Path, arts, drop: bool, native: int = 3, 
             threads.append(threading.Thread(target=work, daemon=True))
         for t in threads:
             t.start()
-        link.run_app(out, init, app=app, **{"num-nodes": 3, "num-server-rounds": 1, "local-epochs": 1, "secagg": True,
-                                   "secagg-clip": 4.0, "round-timeout": wait_s(30)})
+        link.run_app(out, init, app=app, **{"num-nodes": num_nodes, "num-server-rounds": 1, "local-epochs": 1,
+                                            "secagg": True, "secagg-clip": 4.0, "round-timeout": wait_s(30)})
         wait_until(lambda: (out / "result.json").exists(), wait_s(150), "the ServerApp's result", link.proc,
                    link.log)
         return nodes, out, errors
@@ -229,28 +230,50 @@ def test_secagg_round_equals_fedavg(tmp_path, venv, arts):
     print("secagg aggregate vs FedAvg: max abs error %.3g" % worst)
 
 
+def flower_supernode(tmp: Path, venv: Path, link, x, y) -> Path:
+    """Start flwr's own ``flower-supernode`` on ``link`` with (``x``, ``y``) as its data (the App's
+    ClientApp must be pytrainfl.secagg_client); returns the .npz it writes what it sends to."""
+    data, sent = tmp / "supernode.npz", tmp / "supernode_sent.npz"
+    np.savez(str(data), x=x, y=y)
+    link.spawn([str(venv / "bin" / "flower-supernode"), "--insecure", "--superlink", "127.0.0.1:%d" % link.port,
+                "--port", str(free_port()), "--node-config", 'data="%s" out="%s"' % (data, sent)],
+               tmp / "supernode.log")
+    return sent
+
+
+def update_node(params, rows: int) -> SimpleNamespace:
+    """A node for ``check_aggregate`` whose update is ``params``, weighted by its ``rows``."""
+    return SimpleNamespace(trainer=SimpleNamespace(get_parameters=lambda: params, x=range(rows)))
+
+
+def supernode_node(sent: Path, names) -> SimpleNamespace:
+    """What flwr's node trained (``flower_supernode``'s .npz, before its mod masked it), as a node
+    for ``check_aggregate``; ``names``: the parameters' names in the model's order."""
+    with np.load(str(sent)) as z:
+        theirs = dict(zip(names, [z["arr_%d" % i] for i in range(len(names))]))
+        return update_node(theirs, int(z["num_examples"]))
+
+
+def left_after_sharing_keys(node) -> bool:
+    """``node`` took part in SecAgg+ and sent no masked vector: it dropped out after sharing its keys."""
+    return bool(node.secagg) and all(c.last_masked is None for c in node.secagg.values())
+
+
 def test_secagg_mixed_with_flower_supernode_survives_a_dropout(tmp_path, venv, arts):
     """flwr's own ``flower-supernode`` running a numpy ClientApp with flwr's ``secaggplus_mod``
     (pytrainfl.secagg_client) and two pytrain nodes, the second of which leaves after sharing its keys:
     the round completes with the FedAvg of the survivors, flwr's node and the first pytrain node."""
     splits, _ = digits_splits(3)
-    data, sent = tmp_path / "supernode.npz", tmp_path / "supernode_sent.npz"
-    np.savez(str(data), x=splits[2][0], y=splits[2][1])
+    held = {}
 
     def linked(link) -> None:
-        link.spawn([str(venv / "bin" / "flower-supernode"), "--insecure", "--superlink", "127.0.0.1:%d" % link.port,
-                    "--port", str(free_port()), "--node-config", 'data="%s" out="%s"' % (data, sent)],
-                   tmp_path / "supernode.log")
+        held["sent"] = flower_supernode(tmp_path, venv, link, *splits[2])
     app = app_with_clientapp(tmp_path, "pytrainfl.secagg_client:app")
     nodes, out, errors = secagg_federation(tmp_path, venv, arts, drop=True, native=2, linked=linked, app=app)
     assert not errors, errors
-    assert nodes[1].secagg and all(c.last_masked is None for c in nodes[1].secagg.values())
-    with np.load(str(sent)) as z:  # what flwr's node trained, before its mod masked it
-        names = list(nodes[0].trainer.get_parameters())
-        theirs = dict(zip(names, [z["arr_%d" % i] for i in range(len(names))]))
-        rows = int(z["num_examples"])
-    assert rows == len(splits[2][0])
-    flwr_node = SimpleNamespace(trainer=SimpleNamespace(get_parameters=lambda: theirs, x=range(rows)))
+    assert left_after_sharing_keys(nodes[1])
+    flwr_node = supernode_node(held["sent"], list(nodes[0].trainer.get_parameters()))
+    assert len(flwr_node.trainer.x) == len(splits[2][0])
     worst = check_aggregate(nodes + [flwr_node], out, [0, 2])
     print("secagg, flwr's supernode + pytrain nodes, one dropout, vs FedAvg of the survivors: max abs error %.3g"
           % worst)

@@ -91,6 +91,7 @@ async function federationLoop(f, key, url) {
         if (ev.kind === "left") await flPut("node:" + url, null).catch(() => {});
         // the federated model is this tab's run: kept like an epoch's, so a reload can resume and rejoin
         if (ev.kind === "answered" && ev.message_type === "train") await saveRun("federation").catch(() => {});
+        if (ev.kind === "answered" || ev.kind === "refused") ev.wasm_heap = wasmHeapBytes();
         emit("federation", ev);
       }
       if (step.kind === "done" || step.kind === "failed") {
@@ -124,6 +125,9 @@ async function federationLoop(f, key, url) {
   }
 }
 
+/* The size of Pyodide's wasm memory: it only grows, so what a message cost the tab at its peak shows in it. */
+function wasmHeapBytes() { return runtime.pyodide._module.HEAP8.length; }
+
 function inFederation() { return federation !== null; }
 
 /* Join the Flower federation at url (default: the site's /flower/) with this tab's model and data
@@ -144,7 +148,7 @@ async function federate({ url = "flower/", heartbeat = 30, poll = 1, localDp = n
   const f = { stop: false, stopSent: false, wake: null };
   federation = f;
   f.done = federationLoop(f, key, base);
-  emit("federation", Object.assign({ kind: "started", url: base }, info));
+  emit("federation", Object.assign({ kind: "started", url: base, wasm_heap: wasmHeapBytes() }, info));
   return info;
 }
 
