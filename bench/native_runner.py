@@ -206,20 +206,8 @@ def node_times(step, x, y, warmup: int, steps: int, top: int = 25) -> dict:
     from pytrain.executor import Plan
 
     acc: dict = {}
-
-    def timed(fn, key):
-        def run(ctx, *a, **kw):
-            t = time.perf_counter()
-            try:
-                return fn(ctx, *a, **kw)
-            finally:
-                acc[key] = acc.get(key, 0.0) + time.perf_counter() - t
-        return run
-
     for plan in [o for o in gc.get_objects() if isinstance(o, Plan)]:
-        plan._steps = [(timed(s[0], (s[6].op_type, s[6].name or s[6].output[0])),) + tuple(s[1:])
-                       for s in plan._steps]
-        plan._run = plan._compile()
+        plan.time_nodes(acc, lambda n: (n.op_type, n.name or n.output[0]))
     for _ in range(warmup):
         step(x, y)
     acc.clear()

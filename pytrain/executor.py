@@ -206,6 +206,23 @@ class Plan:
                         del owners[id(buffer_of(value))]
         return trace
 
+    def time_nodes(self, totals: Dict[Any, float], key: Callable[[NodeProto], Any]) -> None:
+        """Profiling (bench/): from now on every node's kernel adds its wall time in seconds to
+        ``totals[key(node)]``; the compiled step is rebuilt with each kernel wrapped in a timer."""
+        import time
+
+        def timed(fn: Callable[..., Any], k: Any) -> Callable[..., Any]:
+            def run(ctx: Any, *args: Any, **kw: Any) -> Any:
+                t = time.perf_counter()
+                try:
+                    return fn(ctx, *args, **kw)
+                finally:
+                    totals[k] = totals.get(k, 0.0) + time.perf_counter() - t
+            return run
+
+        self._steps = [(timed(s[0], key(s[6])),) + tuple(s[1:]) for s in self._steps]
+        self._run = self._compile()
+
     def run(self, feeds: Sequence[Any]) -> List[Any]:
         """Run with feeds given in the order of ``feed_names``; returns the outputs in order."""
         if len(feeds) != len(self._feed_slots):

@@ -131,18 +131,8 @@ _out.getvalue()
 import gc, json, time
 from pytrain.executor import Plan
 _acc = {}
-def _timed(fn, key):
-    def run(ctx, *args, **kw):
-        t = time.perf_counter()
-        try:
-            return fn(ctx, *args, **kw)
-        finally:
-            _acc[key] = _acc.get(key, 0.0) + time.perf_counter() - t
-    return run
 for _plan in [o for o in gc.get_objects() if isinstance(o, Plan)]:
-    _plan._steps = [(_timed(s[0], s[6].op_type + ' ' + (s[6].name or s[6].output[0])),) + tuple(s[1:])
-                    for s in _plan._steps]
-    _plan._run = _plan._compile()
+    _plan.time_nodes(_acc, lambda n: n.op_type + ' ' + (n.name or n.output[0]))
 for _ in range(${p.warmup}): bench_step()
 _acc.clear()
 _t0 = time.perf_counter()
