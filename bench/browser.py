@@ -111,7 +111,8 @@ class BrowserSession:
                 if reached is not None:
                     reached(page, t)
                 out.append(t)
-                page.click("#stop")
+                # (one epoch of the digits may already be over: Stop is then disabled)
+                page.evaluate("() => { const b = document.querySelector('#stop'); if (!b.disabled) b.click(); }")
                 page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
                 page.close()
         finally:

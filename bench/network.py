@@ -13,9 +13,9 @@ cache), so every runtime gets the same deployment. Each pass: for every profile 
 fresh browser context, two visits. Bytes are counted on the server's sockets (headers included)
 from navigation to the end of the first step. Emulation on the page throttles its Web Worker's
 requests too, not its Service Worker's: :class:`ServiceWorkerEmulation` gives every service
-worker the profile as well, but it attaches from a CDP event and on a quiet machine the app's
-Service Worker often fetches before it is attached; the report leaves out a pass whose first
-visit came faster than its bytes can at the profile's throughput (and says how many).
+worker the profile as well, holding it at its start until it has it (before that fix it attached
+from a CDP event, and the app's Service Worker often fetched before); the report still leaves out
+a pass whose first visit came faster than its bytes can at the profile's throughput (and says how many).
 """
 from __future__ import annotations
 
@@ -87,29 +87,62 @@ def emulate(page, profile: Optional[dict]) -> None:
     cdp.send("Network.emulateNetworkConditions", profile)
 
 
+#: runs in a helper page given the browser's DevTools protocol (Target.exposeDevToolsProtocol): every
+#: service worker is auto-attached as it starts, held there (waitForDebuggerOnStart) until it has the
+#: profile (window.swProfile), then let run. Its flat-protocol messages address the worker's session.
+_SW_HOLD = """() => {
+  let id = 1000;
+  const send = (method, params, sessionId) => window.cdp.send(JSON.stringify(
+    Object.assign({ id: id++, method, params: params || {} }, sessionId ? { sessionId } : {})));
+  window.swAttached = 0;
+  window.cdp.onmessage = (raw) => {
+    const msg = JSON.parse(raw);
+    if (msg.method !== "Target.attachedToTarget" || msg.params.targetInfo.type !== "service_worker") return;
+    const sid = msg.params.sessionId;
+    send("Network.enable", {}, sid);
+    if (window.swProfile) send("Network.emulateNetworkConditions", window.swProfile, sid);
+    send("Runtime.runIfWaitingForDebugger", {}, sid);
+    window.swAttached++;
+  };
+  send("Target.setAutoAttach", { autoAttach: true, waitForDebuggerOnStart: true, flatten: true,
+                                 filter: [{ type: "service_worker", exclude: false }] });
+}"""
+
+
 class ServiceWorkerEmulation:
     """A page's emulation does not reach its Service Worker's own fetches (measured: 2 MB through a
     Service Worker in 0.15 s under a 9 Mbit/s page), and the app's worker loads everything through its
-    Service Worker. So, as DevTools does, every service worker target is attached when it appears and
-    given ``profile`` too (Target.sendMessageToTarget: playwright's sessions cannot address a child)."""
+    Service Worker. So, as DevTools does, every service worker is attached as it starts and held until
+    it has ``profile`` too: no fetch of its escapes the emulation. Playwright's sessions cannot address
+    a flat child session, so a helper page holds the browser's protocol (``_SW_HOLD``)."""
 
     def __init__(self, browser) -> None:
-        self.profile: Optional[dict] = None
-        self.attached = 0
-        self._cdp = browser.new_browser_cdp_session()
-        self._cdp.on("Target.targetCreated", self._created)
-        self._cdp.send("Target.setDiscoverTargets", {"discover": True})
+        self._profile: Optional[dict] = None
+        self._ctx = browser.new_context()
+        self._page = self._ctx.new_page()
+        cdp = browser.new_browser_cdp_session()
+        targets = cdp.send("Target.getTargets")["targetInfos"]
+        page_target = next(t["targetId"] for t in targets if t["type"] == "page" and t["url"] == "about:blank"
+                           and t.get("browserContextId") == self._context_id(cdp))
+        cdp.send("Target.exposeDevToolsProtocol", {"targetId": page_target, "bindingName": "cdp"})
+        self._page.evaluate(_SW_HOLD)
 
-    def _created(self, event: dict) -> None:
-        info = event["targetInfo"]
-        if info["type"] != "service_worker" or self.profile is None:
-            return
-        sid = self._cdp.send("Target.attachToTarget", {"targetId": info["targetId"], "flatten": False})["sessionId"]
-        calls = (("Network.enable", {}), ("Network.emulateNetworkConditions", self.profile))
-        for k, (method, params) in enumerate(calls):
-            message = json.dumps({"id": k + 1, "method": method, "params": params})
-            self._cdp.send("Target.sendMessageToTarget", {"sessionId": sid, "message": message})
-        self.attached += 1
+    def _context_id(self, cdp) -> Optional[str]:
+        info = self._page.context.new_cdp_session(self._page).send("Target.getTargetInfo")["targetInfo"]
+        return info.get("browserContextId")
+
+    @property
+    def profile(self) -> Optional[dict]:
+        return self._profile
+
+    @profile.setter
+    def profile(self, value: Optional[dict]) -> None:
+        self._profile = value
+        self._page.evaluate("(p) => { window.swProfile = p; }", value)
+
+    @property
+    def attached(self) -> int:
+        return int(self._page.evaluate("window.swAttached"))
 
 
 def peer_site(session, dest: Path) -> None:
@@ -245,4 +278,42 @@ def section(res: dict, fmt_range) -> List[str]:
         errs = len(mine) - len(ok)
         note = f" ({errs} of {len(mine)} passes failed or were not throttled: left out)" if errs else ""
         out.append(f"| {prof} | {rt}{note} | " + " | ".join(cells) + " |")
+    return out + [""] + _targets(runs, fmt_range)
+
+
+#: issue 24: (profile, visit, limit) on the app's first step over onnxruntime-web's, same pass and visit
+TARGETS = (("phone", 0, 1.5), ("phone", 1, 1.0), ("loopback", 0, 2.0), ("loopback", 1, 1.5))
+#: the app's stages (bench/browser.py app_stages) the causes line reads, in order
+_STAGES = ("worker started", "Starting Python", "Pyodide started", "numpy loaded", "page ready", "model built",
+           "first step")
+
+
+def _targets(runs: List[dict], fmt_range) -> List[str]:
+    """Issue 24's targets per pass (the app's first step over onnxruntime-web's in the same pass and
+    visit), and for every profile the app's stages on each visit: where its time goes."""
+    def visits(prof: str, runtime: str) -> Dict[int, List[dict]]:
+        return {r["pass"]: r["visits"] for r in runs if r["profile"] == prof and r["runtime"] == runtime
+                and "visits" in r}
+
+    out = ["Issue 24's targets (the app's first step ÷ onnxruntime-web's, same pass and visit):", "",
+           "| profile | visit | target | this run: median [min – max] | met? |", "|---|---|---|---|---|"]
+    for prof, visit, limit in TARGETS:
+        app, ort = visits(prof, APP), visits(prof, PEERS[0][0])
+        ratios = [app[i][visit]["first_step_ms"] / ort[i][visit]["first_step_ms"] for i in app
+                  if i in ort and len(app[i]) > visit and len(ort[i]) > visit]
+        met = sum(r <= limit for r in ratios)
+        verdict = "–" if not ratios else "met" if met == len(ratios) else "**not met**" if not met \
+            else f"**met in {met} of {len(ratios)} passes**"
+        cell = fmt_range(ratios, "×%.2f") if ratios else "not measured"
+        out.append(f"| {prof} | {('first', 'second')[visit]} | ≤ ×{limit} | {cell} | {verdict} |")
+    out += ["", "The app's stages, ms since navigation (median over the passes): where its time goes.", "",
+            "| profile | visit | " + " | ".join(_STAGES) + " |", "|---|---|" + "---|" * len(_STAGES)]
+    for prof in PROFILES:
+        for visit in (0, 1):
+            rows = [v[visit].get("stages") or {} for v in visits(prof, APP).values() if len(v) > visit]
+            cells = []
+            for name in _STAGES:
+                vals = sorted(r[name] for r in rows if name in r)
+                cells.append("%.0f" % vals[len(vals) // 2] if vals else "–")
+            out.append(f"| {prof} | {('first', 'second')[visit]} | " + " | ".join(cells) + " |")
     return out + [""]

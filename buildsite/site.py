@@ -9,13 +9,14 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from buildsite.assets import build_demo_artifacts, cached_mnist
 from buildsite.bytecode import build_python_zip, build_startup_bytecode
 from buildsite.compress import TWIN_SUFFIXES, compressors, precompress
 from buildsite.paths import PYODIDE_NPM, ROOT, SITE, STARTUP_MODULES, log
 from buildsite.pyodide import PYODIDE_START_PACKAGES, copy_pyodide, ensure_node_modules
+from buildsite.strip import drop_sources
 from buildsite.wheel import build_wheel, pytrain_version
 
 
@@ -34,7 +35,8 @@ SW_VERSION_PLACEHOLDER = "__PYTRAIN_SITE_HASH__"
 def site_hash(site: Path, config: Dict[str, object]) -> str:
     """A hash of every file the site serves plus config.json (without its build time).
 
-    Written to config.json as "site" and into sw.js as its cache version: any change to the
+    Written to config.json as "site", into sw.js as its cache version and into index.html as the
+    stamp sw.js compares with it: any change to the
     runtime, wheel, data or code gives the service worker a new cache, identical builds keep it.
     """
     h = hashlib.sha256()
@@ -68,6 +70,8 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
         shutil.rmtree(str(site))
     site.mkdir(parents=True)
     _copy_tree(ROOT / "web", site)
+    _bundle_worker(site)
+    _preload_modules(site)
     if (ROOT / "static").is_dir():
         _copy_tree(ROOT / "static", site / "static")
     (site / "wheels").mkdir()
@@ -93,20 +97,71 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
         "wheel": "wheels/" + wheel.name,
         "wheelSize": wheel.stat().st_size,
         "python": build_python_zip(site),
-        "bytecode": build_startup_bytecode(site, site / index_url, PYODIDE_START_PACKAGES) if pyodide_files else None,
+        "bytecode": _startup_bytecode(site, index_url, pyodide_files),
         "mnist": cached_mnist(site),
         "artifacts": build_demo_artifacts(site) if artifacts else {},
     }
     config["site"] = site_hash(site, config)
     (site / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
-    sw = site / "sw.js"
-    if sw.is_file():
-        sw.write_text(sw.read_text(encoding="utf-8").replace(SW_VERSION_PLACEHOLDER, config["site"]), encoding="utf-8")
+    # the service worker's cache version, and the pages' stamp it compares with it (web/sw.js)
+    for stamped in [site / "sw.js"] + sorted(site.rglob("*.html")):
+        if stamped.is_file():
+            stamped.write_text(stamped.read_text(encoding="utf-8").replace(SW_VERSION_PLACEHOLDER, config["site"]),
+                               encoding="utf-8")
     twins = precompress(site)
     (site / ".stamp").write_text(json.dumps(_stamp(pyodide, artifacts)), encoding="utf-8")
     log("site ready in %s (%s, %.1fs)" % (site, ", ".join("%d %s files" % (n, enc) for enc, n in sorted(twins.items())),
                                            time.time() - started))
     return site
+
+
+_ROOMS = re.compile(r'self\.importScripts\(((?:\s*"[\w/.]+\.js",?)+)\s*\);')
+
+
+def _bundle_worker(site: Path) -> None:
+    """worker.js with its rooms (the classic scripts its first ``self.importScripts(...)`` loads, in
+    that order) inlined: importScripts fetches one script after the other, a round trip each on a
+    first visit; one script shares one global scope as the rooms did."""
+    worker = site / "worker.js"
+    text = worker.read_text(encoding="utf-8")
+    found = _ROOMS.search(text)
+    if found is None:
+        raise SystemExit("build: worker.js has no self.importScripts(\"...\") of its rooms to inline")
+    rooms = re.findall(r'"([\w/.]+\.js)"', found.group(1))
+    body = "".join("\n// ---- %s (inlined by build.py) ----\n%s\n" % (r, (site / r).read_text(encoding="utf-8"))
+                   for r in rooms)
+    if not text[:found.start()].rstrip().endswith('"use strict";'):
+        raise SystemExit("build: worker.js must say \"use strict\" before loading its rooms")
+    worker.write_text(text[:found.start()] + body + text[found.end():], encoding="utf-8")
+
+
+def _preload_modules(site: Path) -> None:
+    """index.html asks for every page module at once (<link rel="modulepreload">) instead of one level
+    of imports per round trip."""
+    page = site / "index.html"
+    text = page.read_text(encoding="utf-8")
+    entry = '<script type="module" src="js/app.js"></script>'
+    if text.count(entry) != 1:
+        raise SystemExit("build: index.html does not load js/app.js as expected")
+    links = "".join('<link rel="modulepreload" href="js/%s">\n  ' % p.name
+                    for p in sorted((site / "js").glob("*.js")) if p.name != "app.js")
+    page.write_text(text.replace(entry, links + entry), encoding="utf-8")
+
+
+def _startup_bytecode(site: Path, index_url: str, pyodide_files: List[Dict[str, object]]) -> Optional[Dict[str, object]]:
+    """The start-up modules' bytecode bundle, sourceless: their .py files leave the site's Pyodide
+    packages (the page reads the .pyc alone), and ``pyodide_files``' sizes are brought up to date."""
+    if not pyodide_files:
+        return None
+    folder = site / index_url
+    entry = build_startup_bytecode(site, folder, PYODIDE_START_PACKAGES, sourceless=True)
+    if entry is None:
+        return None
+    n = drop_sources(folder, PYODIDE_START_PACKAGES, entry.pop("sources"))
+    log("pyodide: %d start-up sources left out (the bundle's bytecode replaces them)" % n)
+    for f in pyodide_files:
+        f["size"] = (folder / str(f["name"])).stat().st_size
+    return entry
 
 
 #: the npm package bundlers install (its index.js is web/npm/pytrain-ort/index.js)

@@ -2,8 +2,12 @@
  *
  * - Big files that never change within one build (Pyodide, the wheel, kernels, demo artifacts,
  *   the MNIST binary) are cached as they are first fetched and then served cache-first.
- * - Everything else (index.html, js, config.json, ...) is network-first, with the cache as the
- *   offline fallback, so an update shows up on the next load.
+ * - The page's code (js, css, the icons) is cache-first too while the visit's page (index.html, the
+ *   examples), always fetched from the network first, names this worker's build (build.py stamps
+ *   both with the site's hash): a second visit then makes no round trip per script. Another build's
+ *   page means a deploy happened: the cache is bypassed (see `outdated`).
+ * - Everything else (index.html, config.json, the SuperLink under flower/, ...) is network-first,
+ *   with the cache as the offline fallback, so an update shows up on the next load.
  *
  * VERSION is replaced by build.py with a hash of the whole site, which is also written to
  * config.json as "site". A new build therefore changes sw.js's bytes (the browser installs it)
@@ -18,10 +22,14 @@ const PREFIX = "pytrain-";
 const CACHE = PREFIX + VERSION;
 const SCOPE = new URL("./", self.location.href).pathname;
 const IMMUTABLE = /^(pyodide\/|wheels\/|kernels\/|artifacts\/|data\/mnist-)/;
+// the page's own code: fixed within one build (worker.js?prefetch=digits has a query, still its file)
+const CODE = /^(?!flower\/).*\.(js|css|svg|ico|png)$/;
+// build.py writes the site's hash into every page's <meta name="pytrain-site"> as into VERSION
+const STAMP = /<meta name="pytrain-site" content="([^"]*)">/;
 
-// True once config.json (always fetched from the network first) names another build than this
-// worker's: a deploy happened and the new sw.js is not active yet. Until it is, cached copies of
-// same-URL files (wheel, kernels, artifacts) may be stale, so bypass the cache entirely.
+// True once index.html or config.json (always fetched from the network first) names another build
+// than this worker's: a deploy happened and the new sw.js is not active yet. Until it is, cached
+// copies of same-URL files (code, wheel, kernels, artifacts) may be stale, so bypass the cache entirely.
 let outdated = false;
 
 self.addEventListener("install", () => self.skipWaiting());
@@ -43,7 +51,28 @@ self.addEventListener("fetch", (event) => {
       !url.pathname.startsWith(SCOPE)) return;
   const rel = url.pathname.slice(SCOPE.length);
   if (IMMUTABLE.test(rel) && !url.search) event.respondWith(cacheFirst(event, req));
-  else event.respondWith(networkFirst(event, req, rel === "config.json"));
+  else if (req.mode !== "navigate" && CODE.test(rel)) event.respondWith(cacheFirst(event, req));
+  else event.respondWith(networkFirst(event, req, rel === "config.json" ? checkBuild
+                                                   : req.mode === "navigate" ? checkPage : null));
+});
+
+/* The page's code it loaded before this worker controlled it (js/client.js posts the URLs): cached
+ * now, so the next visit makes no round trip for it. Only this site's code files, and not while
+ * a deploy is under way. */
+self.addEventListener("message", (event) => {
+  const urls = (event.data && Array.isArray(event.data.cacheCode)) ? event.data.cacheCode : [];
+  event.waitUntil((async () => {
+    if (outdated) return;
+    const cache = await caches.open(CACHE);
+    await Promise.all(urls.map(async (u) => {
+      const url = new URL(String(u), self.location.href);
+      const rel = url.pathname.slice(SCOPE.length);
+      if (url.origin !== self.location.origin || !url.pathname.startsWith(SCOPE) || !CODE.test(rel)) return;
+      if (await cache.match(url.href)) return;
+      const resp = await fetch(url.href).catch(() => null);
+      if (resp && cacheable(resp) && !outdated) await cache.put(url.href, resp).catch(() => {});
+    }));
+  })());
 });
 
 function cacheable(resp) {
@@ -60,11 +89,11 @@ async function cacheFirst(event, req) {
   return resp;
 }
 
-async function networkFirst(event, req, isConfig) {
+async function networkFirst(event, req, check) {
   try {
     const resp = await fetch(req);
     if (cacheable(resp)) {
-      if (isConfig) await checkBuild(resp.clone());
+      if (check) await check(resp.clone());
       if (!outdated) event.waitUntil(caches.open(CACHE).then((c) => c.put(req, resp.clone())).catch(() => {}));
     }
     return resp;
@@ -75,10 +104,21 @@ async function networkFirst(event, req, isConfig) {
   }
 }
 
+/* A page of this site: its stamp says which build it belongs to (none: not the app's page, no news). */
+async function checkPage(resp) {
+  try {
+    const stamp = STAMP.exec(await resp.text());
+    if (stamp) setOutdated(stamp[1] !== VERSION);
+  } catch (e) { /* unreadable: leave the flag alone */ }
+}
+
+function setOutdated(value) {
+  outdated = value;
+  if (outdated) self.registration.update().catch(() => {});   // fetch the new sw.js now
+}
+
 async function checkBuild(resp) {
   try {
-    const site = (await resp.json()).site;
-    outdated = site !== VERSION;
-    if (outdated) self.registration.update().catch(() => {});   // fetch the new sw.js now
+    setOutdated((await resp.json()).site !== VERSION);
   } catch (e) { /* not JSON: leave the flag alone */ }
 }

@@ -52,6 +52,23 @@ def test_site_has_what_the_page_needs_and_no_more(site_url):
         assert (build.SITE / rel).is_file(), rel
 
 
+def test_site_worker_holds_its_rooms_and_the_page_preloads_its_modules(site_url):
+    import re
+    source = (build.ROOT / "web" / "worker.js").read_text(encoding="utf-8")
+    rooms = re.findall(r'"((?:js|worker)/[\w]+\.js)"', source.split("self.importScripts(", 1)[1].split(");", 1)[0])
+    assert "worker/boot.js" in rooms and "worker/commands.js" in rooms
+    site = (build.SITE / "worker.js").read_text(encoding="utf-8")
+    assert '"worker/boot.js"' not in site and site.lstrip().startswith("/*") and '"use strict";' in site
+    at = [site.index((build.ROOT / "web" / r).read_text(encoding="utf-8")) for r in rooms]   # each whole, in order
+    assert at == sorted(at) and site.index('"use strict";') < at[0]
+    page = (build.SITE / "index.html").read_text(encoding="utf-8")
+    preloaded = re.findall(r'<link rel="modulepreload" href="js/(\w+\.js)">', page)
+    assert sorted(preloaded + ["app.js"]) == sorted(p.name for p in (build.ROOT / "web" / "js").glob("*.js"))
+    config = json.loads((build.SITE / "config.json").read_text())
+    for rel in ("index.html", "examples/widget.html", "examples/element.html"):   # sw.js compares it with its own
+        assert '<meta name="pytrain-site" content="%s">' % config["site"] in (build.SITE / rel).read_text(), rel
+
+
 def test_mnist_binary_is_compact_and_balanced(site_url):
     from pytrain.webapp import read_mnist
     blob = (build.SITE / "data" / "mnist-10k.bin").read_bytes()

@@ -19,6 +19,11 @@ import build
 from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, stop_training, wait_ready
 
 HEAVY = ("pyodide.asm.wasm", "pyodide.asm.data", "pyodide.asm.js", "numpy.data")
+#: the page's code, cache-first for a page of the service worker's own build (the site's worker.js
+#: holds its rooms, worker/*.js: build.py inlines them)
+CODE = ("/worker.js", "/js/app.js", "/js/client.js", "/js/protocol.js", "/styles.css")
+#: {"stamp": another build's hash for index.html to carry} (None: the site's own)
+DEPLOYED = {"stamp": None}
 
 
 @pytest.fixture()
@@ -31,8 +36,15 @@ def counting_site(site_url):
         root = build.SITE
 
         def do_GET(self):  # noqa: N802 - stdlib naming
+            path = urlsplit(self.path).path
             with lock:
-                hits[urlsplit(self.path).path] += 1
+                hits[path] += 1
+            if path in ("/", "/index.html") and DEPLOYED["stamp"]:   # index.html as another build's
+                page = (build.SITE / "index.html").read_text(encoding="utf-8")
+                stamp = json.loads((build.SITE / "config.json").read_text())["site"]
+                assert page.count(stamp) == 1, "index.html carries the site's hash once"
+                self._reply(200, page.replace(stamp, DEPLOYED["stamp"]).encode(), "text/html; charset=utf-8")
+                return
             super().do_GET()
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Counting)
@@ -93,12 +105,27 @@ def test_second_visit_loads_the_runtime_from_the_service_worker_cache(browser, c
         for name in HEAVY:
             served = [sw for u, sw in responses if u.endswith(pyodide_path + name)]
             assert served and all(served), (name, served)
-        # index.html and config.json stay network-first, so updates show up.
+        # index.html and config.json stay network-first, so updates show up; the code of the same
+        # build comes from the cache without a round trip.
         assert hits.get("/config.json", 0) >= 1 and hits.get("/", 0) >= 1, dict(hits)
+        assert [p for p in CODE if hits.get(p, 0)] == [], dict(hits)
+        assert not [p for p in hits if p.startswith("/worker/")], dict(hits)
         assert app_state(second, "a.versions") == first_versions   # cached kernels link as before
         assert app_state(second, "a.errors") == []
         assert rec.foreign(url) == []          # the privacy promise holds with the service worker
         assert rec.console_errors == []
+        second.close()
+
+        # A deploy: index.html names another build than the service worker's, so the code comes
+        # from the network again (the page never runs a cached script of the old build with it).
+        hits.clear()
+        DEPLOYED["stamp"] = "0123456789abcdef"
+        try:
+            third = open_app(ctx, url, rec)
+            wait_ready(third)
+        finally:
+            DEPLOYED["stamp"] = None
+        assert all(hits.get(p, 0) >= 1 for p in CODE), dict(hits)
         print("\ntime since navigation start (ms): first visit ready %.0f, first step %.0f; "
               "second visit ready %.0f, first step %.0f"
               % (first_timing["ready"], first_timing["firstStep"], second_timing["ready"], second_timing["firstStep"]))

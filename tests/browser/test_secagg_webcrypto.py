@@ -54,7 +54,7 @@ class Worker:
 
     def __init__(self, tab: Tab) -> None:
         wait_ready(tab.page)
-        self.w = next(w for w in tab.page.workers if w.url.endswith("/worker.js"))
+        self.w = next(w for w in tab.page.workers if w.url.split("?")[0].endswith("/worker.js"))
 
     def __call__(self, fn: str, *args):
         return _dec(self.w.evaluate(CALL, [fn, _enc(list(args))]))

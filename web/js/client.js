@@ -41,6 +41,17 @@ export async function registerServiceWorker(waitMs = 3000) {
   }
 }
 
+/* The page's own scripts and styles loaded before the service worker controlled it (a first visit):
+ * handed to it once Python is ready (the network is quiet then), so the next visit's page comes
+ * from its cache too (../sw.js keeps only its site's code files). */
+function cachePageCode() {
+  const sw = navigator.serviceWorker && navigator.serviceWorker.controller;
+  if (!sw || !self.performance) return;
+  const urls = performance.getEntriesByType("resource").map((e) => e.name)
+    .filter((u) => new URL(u).origin === location.origin);
+  sw.postMessage({ cacheCode: urls });
+}
+
 /**
  * A Pyodide + pytrain worker. Events: the protocol's EVENTS (loading, ready, startup, fatal, progress, epoch,
  * saved, state, done, error, federation).
@@ -68,7 +79,7 @@ export class WorkerClient extends EventTarget {
     if (startAfter) Promise.resolve(startAfter).then(start, start);
     else start();
     this.ready = new Promise((resolve, reject) => {
-      this.addEventListener("ready", (e) => { this.versions = e.detail; resolve(e.detail); }, { once: true });
+      this.addEventListener("ready", (e) => { this.versions = e.detail; resolve(e.detail); cachePageCode(); }, { once: true });
       this.addEventListener("fatal", (e) => reject(Object.assign(new Error(e.detail.message), e.detail)), { once: true });
     });
     this.ready.catch(() => {});   // callers that care await it; avoid unhandled-rejection noise

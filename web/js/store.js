@@ -7,7 +7,10 @@ import { WorkerClient, registerServiceWorker } from "./client.js";
 
 // The service worker (../sw.js) caches the runtime so the next visit starts fast; on a first
 // visit the Web Worker waits (briefly) for it so the downloads go through it and get cached.
-export const client = new WorkerClient({ startAfter: registerServiceWorker() });
+// "?prefetch=digits": the page's first run trains on the site's digits, so its worker downloads them
+// while Python starts (worker/data.js prefetchSiteData); the widget's and pytrain-ort.js's do not.
+export const client = new WorkerClient({ workerURL: new URL("../worker.js?prefetch=digits", import.meta.url),
+                                         startAfter: registerServiceWorker() });
 
 export const app = {
   client,

@@ -99,19 +99,34 @@ function trackDownloads() {
   return () => { self.fetch = origFetch; self.XMLHttpRequest = OrigXHR; };
 }
 
+const KERNELS = { script: "kernels/kernels.js", wasm: "kernels/kernels.wasm", shared: "kernels/kernels-shared.wasm",
+                  helper: "kernels/threads-worker.js" };
+// A cross-origin isolated page (COOP/COEP, docs/web.md) has SharedArrayBuffer: big products
+// are then split across helper threads (kernels.js startThreads), one per other core.
+const KERNEL_THREADS = self.crossOriginIsolated && (self.navigator.hardwareConcurrency || 1) > 1;
+
+/* The kernels' files fetched while Python starts, not one round trip after another once it has:
+ * the two .wasm as bytes; the scripts only fetched (the service worker's cache then has them). */
+function prefetchKernels() {
+  const warm = (rel) => fetch(BASE + rel).then((r) => r.arrayBuffer()).catch(() => null);
+  warm(KERNELS.script);
+  if (KERNEL_THREADS) warm(KERNELS.helper);
+  return { wasm: prefetch(BASE + KERNELS.wasm), shared: KERNEL_THREADS ? prefetch(BASE + KERNELS.shared) : null };
+}
+
 /* Link the WebAssembly SIMD kernels (kernels/kernels.wasm: the GEMM and the other kernels of
  * web/kernels/*.c) into Pyodide's heap and route pytrain's ops through them (pytrain.ops.wasm);
  * numpy's own kernels stay the fallback when that is not possible. */
-async function installWasmKernels(pyodide) {
+async function installWasmKernels(pyodide, early) {
   try {
-    self.importScripts(BASE + "kernels/kernels.js");
-    // A cross-origin isolated page (COOP/COEP, docs/web.md) has SharedArrayBuffer: big products
-    // are then split across helper threads (kernels.js startThreads), one per other core.
-    const threads = self.crossOriginIsolated && (self.navigator.hardwareConcurrency || 1) > 1
-      ? { source: BASE + "kernels/kernels-shared.wasm", workerURL: BASE + "kernels/threads-worker.js",
+    self.importScripts(BASE + KERNELS.script);
+    // (a failed prefetch: kernels.js fetches the file itself)
+    const bytes = (p, rel) => (p ? p.catch(() => BASE + rel) : BASE + rel);
+    const threads = KERNEL_THREADS
+      ? { source: await bytes(early.shared, KERNELS.shared), workerURL: BASE + KERNELS.helper,
           count: self.navigator.hardwareConcurrency }
       : null;
-    const gemm = await self.pytrainKernels.registerWithPyodide(pyodide, BASE + "kernels/kernels.wasm", undefined,
+    const gemm = await self.pytrainKernels.registerWithPyodide(pyodide, await bytes(early.wasm, KERNELS.wasm), undefined,
                                                                 threads);
     runtime.threads = gemm.threads ? gemm.threads.count : 1;
     progress.mark("kernels loaded");
@@ -133,7 +148,8 @@ function prefetch(url) {
 }
 
 /* The stdlib and numpy modules the start imports, precompiled for Python 3.8 by build.py
- * (build_startup_bytecode): unchecked-hash .pyc files written next to Pyodide's sources, so
+ * (build_startup_bytecode): unchecked-hash .pyc files written in place of their sources, which
+ * the site leaves out (config.bytecode.sourceless; else into __pycache__ beside them), so
  * importing numpy unmarshals them instead of compiling every .py on every visit. */
 function writeBytecode(FS, bundle) {
   const magic = new TextDecoder().decode(bundle.subarray(0, 8));
@@ -151,9 +167,11 @@ function writeBytecode(FS, bundle) {
  * (encodings, site, the `pyodide` package and the stdlib it imports) is where the bytecode helps
  * most, and what the loading bar should show as a step of its own. So: when loadPyodide imports
  * pyodide.asm.js, wrap the emscripten factory it defines to add a preRun step that marks the step
- * and writes the bundle, if any (a run dependency holds CPython's start until it is written).
- * Anything unexpected leaves Pyodide untouched: it then compiles the sources itself. */
-function beforePythonStarts(bundle) {
+ * and writes the bundle, if any (a run dependency holds CPython's start until it is written),
+ * then calls started() once the bundle is in (Pyodide's own downloads are then over or nearly).
+ * Anything unexpected leaves Pyodide untouched: it then compiles the sources itself (a site built
+ * sourceless, config.bytecode.sourceless, then fails to start Python: it is built for Pyodide 0.17.1). */
+function beforePythonStarts(bundle, sourceless, failed, started) {
   const importScripts = self.importScripts;
   self.importScripts = function (...urls) {
     importScripts.apply(self, urls);
@@ -162,10 +180,15 @@ function beforePythonStarts(bundle) {
     self._createPyodideModule = function (Module) {
       Module.preRun = [].concat(Module.preRun || [], () => {
         progress.setStage("Starting Python");
+        (bundle || Promise.resolve()).catch(() => {}).then(started);
         if (!bundle) return;
         Module.addRunDependency("pytrain-bytecode");
         bundle.then((bytes) => writeBytecode(Module.FS, new Uint8Array(bytes)))
-          .catch((e) => console.warn("pytrain: no precompiled bytecode, Python compiles its sources:", e))
+          .catch((e) => {
+            // without their sources, Python cannot start: loadRuntime reports this, not CPython's own failure
+            if (sourceless) failed.error = e;
+            else console.warn("pytrain: no precompiled bytecode, Python compiles its sources:", e);
+          })
           .finally(() => Module.removeRunDependency("pytrain-bytecode"));
       });
       self._createPyodideModule = create;
@@ -191,22 +214,40 @@ async function loadRuntime() {
   const untrack = trackDownloads();
   let pyodide = null;
   try {
-    // Pyodide's own start (compiling its wasm, starting CPython) is the floor: every other
-    // download runs during it. numpy's .data goes to its loader through getPreloadedPackage.
+    // Pyodide's own start (its downloads, compiling its wasm, starting CPython) is the floor. What
+    // Python needs only once it runs (numpy's .data, which goes to its loader through
+    // getPreloadedPackage, pytrain's zip) downloads while CPython starts, not sharing the network
+    // with Pyodide's own files; then the page's digits (worker.js?prefetch=digits, worker/data.js),
+    // while numpy and pytrain are imported.
     const packages = config.pyodide.packages || ["numpy"];
-    const early = new Map(packages.map((name) => [indexURL + name + ".data", prefetch(indexURL + name + ".data")]));
-    const zipBytes = prefetch(zipURL);
     const bytecode = config.bytecode ? prefetch(new URL(config.bytecode.file, BASE).href) : null;
-    const unhook = beforePythonStarts(bytecode);
+    const kernels = prefetchKernels();
+    let later = null;
+    const startLater = () => {
+      if (later) return later;
+      later = { packages: new Map(packages.map((name) => [indexURL + name + ".data", prefetch(indexURL + name + ".data")])),
+                zip: prefetch(zipURL) };
+      if (new URL(self.location.href).searchParams.get("prefetch") === "digits") {
+        Promise.all([...later.packages.values(), later.zip]).catch(() => {}).then(() => prefetchSiteData());
+      }
+      return later;
+    };
+    const bundleFailed = { error: null };
+    const unhook = beforePythonStarts(bytecode, !!(config.bytecode && config.bytecode.sourceless), bundleFailed,
+                                      startLater);
     try {
       self.importScripts(indexURL + "pyodide.js");
       pyodide = await self.loadPyodide({ indexURL });
       runtime.pyodide = pyodide;
+    } catch (e) {
+      if (bundleFailed.error) throw new Error("the precompiled Python modules did not load: " + bundleFailed.error.message);
+      throw e;
     } finally {
       unhook();
     }
     progress.setStage("Loading numpy");
     const fetched = new Map();
+    const { packages: early, zip: zipBytes } = startLater();   // (started already, unless the hook missed)
     for (const [url, bytes] of early) fetched.set(url, await bytes);
     pyodide._module.getPreloadedPackage = (name) => {
       const bytes = fetched.get(new URL(name, indexURL).href);
@@ -225,7 +266,7 @@ async function loadRuntime() {
     pyodide._module.FS.writeFile(zipPath, new Uint8Array(await zipBytes));
     pyodide.runPython(`import sys\nsys.path.insert(0, ${JSON.stringify(zipPath)})\n`);
     progress.setStage("Starting pytrain");
-    const gemm = await installWasmKernels(pyodide);
+    const gemm = await installWasmKernels(pyodide, kernels);
     progress.mark("kernels linked");
     pyodide.runPython(
       "from pytrain import webapp as _pt_webapp\n" +

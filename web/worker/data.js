@@ -3,11 +3,36 @@
 "use strict";
 
 let digitsBlob = null;      // the MNIST binary, fetched once
+const prefetched = new Map();   // absolute URL -> Promise<Uint8Array> started by prefetchSiteData, taken once
 
-async function fetchBytes(url) {
+async function download(url) {
   const resp = await fetch(new URL(url, BASE).href);
   if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status}`);
   return new Uint8Array(await resp.arrayBuffer());
+}
+
+/* A site file's bytes: the prefetched ones when prefetchSiteData started it (taken once: the
+ * caller may transfer the buffer), else a download now (also when the prefetch failed). */
+async function fetchBytes(url) {
+  const abs = new URL(url, BASE).href;
+  const early = prefetched.get(abs);
+  if (!early) return download(url);
+  prefetched.delete(abs);
+  return early.catch(() => download(url));
+}
+
+/* Start downloading the digits and the default (first-listed) digits model's artifacts, which the
+ * page's first training run needs: called by the boot once Pyodide's own files are in, so these
+ * bytes arrive while CPython and numpy start (CPU work) instead of after "ready". */
+function prefetchSiteData() {
+  const config = runtime.config || {};
+  const urls = [(config.mnist || {}).file].concat(Object.values((config.artifacts || {})["digits-mlp"] || {}));
+  for (const url of urls) {
+    if (!url || prefetched.has(new URL(url, BASE).href)) continue;
+    const p = download(url);
+    p.catch(() => {});   // (reported, if it matters, when fetchBytes downloads it again)
+    prefetched.set(new URL(url, BASE).href, p);
+  }
 }
 
 /** True for the digits' buffer, which stays here (never transferred to the page). */
