@@ -22,7 +22,7 @@ from pytrain.executor import unsupported_op_error
 from pytrain.export import inference_rewrite
 from pytrain.graph import NameScope, all_names, topological_order
 from pytrain.lora import PROPERTY as LORA_PROPERTY, LAYOUT_KEY as LORA_LAYOUT_KEY, LoRA, insert_adapters
-from pytrain.losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
+from pytrain.losses import BCEWithLogitsLoss, CausalLMLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.layout import ARTIFACT_FILES, ARTIFACT_KEY, LAYOUT_KEY, LOSS_OUTPUT, grad_name
@@ -44,10 +44,11 @@ class LossType(enum.Enum):
     CrossEntropyLoss = "CrossEntropyLoss"
     BCEWithLogitsLoss = "BCEWithLogitsLoss"
     L1Loss = "L1Loss"
+    CausalLMLoss = "CausalLMLoss"   # next-token cross-entropy from the logits and the model's input_ids
 
 
 _LOSSES = {LossType.MSELoss: MSELoss, LossType.CrossEntropyLoss: CrossEntropyLoss,
-           LossType.BCEWithLogitsLoss: BCEWithLogitsLoss, LossType.L1Loss: L1Loss}
+           LossType.BCEWithLogitsLoss: BCEWithLogitsLoss, LossType.L1Loss: L1Loss, LossType.CausalLMLoss: CausalLMLoss}
 
 
 class Artifacts:

@@ -138,15 +138,20 @@ def _weight_site(node: NodeProto, inits: Dict[str, Any], readers: Dict[str, List
     return w, trans_b != (via is not None)
 
 
-def _select(model: ModelProto, spec: LoRA) -> List[Tuple[NodeProto, str, bool]]:
-    """(node, weight, weight stored as (out, in)) for every MatMul/Gemm the patterns select, in graph order."""
+def _graph_maps(model: ModelProto) -> Tuple[Dict[str, Any], Dict[str, List[NodeProto]], Dict[str, NodeProto]]:
+    """(initializers, the nodes reading each tensor, the node producing each tensor) by name."""
     g = model.graph
-    inits = {t.name: t for t in g.initializer}
     readers: Dict[str, List[NodeProto]] = {}
-    producers = {o: n for n in g.node for o in n.output if o}
     for n in g.node:
         for i in n.input:
             readers.setdefault(i, []).append(n)
+    return {t.name: t for t in g.initializer}, readers, {o: n for n in g.node for o in n.output if o}
+
+
+def _select(model: ModelProto, spec: LoRA) -> List[Tuple[NodeProto, str, bool]]:
+    """(node, weight, weight stored as (out, in)) for every MatMul/Gemm the patterns select, in graph order."""
+    g = model.graph
+    inits, readers, producers = _graph_maps(model)
     layers = [n for n in g.node if n.op_type in ("MatMul", "Gemm") and n.domain in ("", "ai.onnx")]
 
     def weight_of(n: NodeProto) -> str:
@@ -176,6 +181,39 @@ def _select(model: ModelProto, spec: LoRA) -> List[Tuple[NodeProto, str, bool]]:
             raise ArtifactError("LoRA target %r matches no MatMul/Gemm node or weight (MatMul/Gemm weights: %s)"
                                 % (pattern, "; ".join(some) or "none"))
     return [chosen[k] for k in sorted(chosen)]
+
+
+ATTENTION_WORDS = ("attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "query", "key", "value")
+
+
+def adaptable_weights(model: ModelProto) -> List[Tuple[str, str]]:
+    """(node name, weight) of every MatMul/Gemm whose weight can take an adapter (a 2-D float initializer
+    read by that node alone), in graph order."""
+    g = model.graph
+    inits, readers, producers = _graph_maps(model)
+    out = []
+    for n in g.node:
+        if n.op_type in ("MatMul", "Gemm") and n.domain in ("", "ai.onnx"):
+            try:
+                w, _ = _weight_site(n, inits, readers, producers, "candidate")
+            except ArtifactError:
+                continue
+            out.append((n.name or n.output[0], w))
+    return out
+
+
+def default_targets(model: ModelProto) -> List[str]:
+    """The weights LoRA takes when none are named: those of attention (a node or weight name with one of
+    :data:`ATTENTION_WORDS` as a path component), else every weight that can take an adapter."""
+    found = adaptable_weights(model)
+    attention = [w for node, w in found
+                 if any(p.lower() in ATTENTION_WORDS for p in _parts(node) + _parts(w))]
+    return attention or [w for _, w in found]
+
+
+def selected_weights(model: ModelProto, spec: LoRA) -> List[str]:
+    """The weights ``spec``'s targets select in ``model`` (what takes an adapter), in graph order."""
+    return [w for _, w, _ in _select(model, spec)]
 
 
 def kaiming_uniform(rank: int, fan_in: int, rng: np.random.RandomState, dtype: Any) -> np.ndarray:

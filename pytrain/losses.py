@@ -114,3 +114,38 @@ class CrossEntropyLoss(Block):
             inputs.append(c.op("CastLike", c.const(self.weight, np.float32, "class_weight"), scores))
         return c.op("SoftmaxCrossEntropyLoss", *inputs, reduction=self.reduction,
                     ignore_index=self.ignore_index)
+
+
+class CausalLMLoss(Block):
+    """Next-token cross-entropy of a causal language model, from its logits (N, T, V) and its own
+    ``input_ids`` input (N, T): the mean over ``logits[:, :-1]`` against ``input_ids[:, 1:]``, what
+    transformers' ``GPT2LMHeadModel(input_ids, labels=input_ids).loss`` computes. No label input is
+    added: the training model takes the ids the model takes. ``ignore_index`` (e.g. a pad id) is a
+    token id whose next-token targets add nothing to the loss or the mean's count."""
+
+    def __init__(self, reduction: str = "mean", ids_name: str = "input_ids",
+                 ignore_index: Optional[int] = None) -> None:
+        self.reduction = _check_reduction(reduction)
+        self.ids_name = str(ids_name)
+        self.ignore_index = None if ignore_index is None else int(ignore_index)
+
+    def build(self, logits: str) -> str:
+        c = self.ctx()
+        shape = c.shape_of(logits)
+        if self.ids_name not in c.types:
+            raise ArtifactError("CausalLMLoss reads the model's token ids from its input %r, which the model "
+                                "does not have; name its ids input with ids_name=" % (self.ids_name,))
+        if shape is not None and len(shape) != 3:
+            raise ArtifactError("CausalLMLoss needs logits (batch, length, vocabulary); %r has shape %s"
+                                % (logits, shape))
+        ids = self.ids_name
+        if c.elem_type_of(ids) != dtypes.INT64:
+            ids = c.op("Cast", ids, to=dtypes.INT64)
+        one, big, minus_one, zero = (c.const([v], np.int64, "clm_index") for v in (1, 2 ** 62, -1, 0))
+        axis = c.const([1], np.int64, "clm_axis")
+        # position t predicts token t + 1: drop the last position's logits and the first token
+        scores = c.op("Slice", logits, zero, minus_one, axis)
+        labels = c.op("Slice", ids, one, big, axis)
+        scores = c.op("Transpose", scores, perm=[0, 2, 1])   # (N, V, T-1): SoftmaxCrossEntropyLoss's layout
+        return c.op("SoftmaxCrossEntropyLoss", scores, labels, reduction=self.reduction,
+                    ignore_index=self.ignore_index)

@@ -11,7 +11,32 @@ export type TrainerData =
   | "digits"
   | { digits: { nTrain?: number } }
   | { csv: Source; label: string; task?: Task }
-  | { x: Float32Array | ArrayLike<number>; shape: number[]; y: ArrayLike<number>; task?: Task; classes?: string[] };
+  | { x: Float32Array | ArrayLike<number>; shape: number[]; y: ArrayLike<number>; task?: Task; classes?: string[] }
+  /** "Your text": a text file a causal LM (`model`) learns to continue, in blocks of `blockSize` tokens (default 64;
+   * a model of a fixed length uses its own); the last partial block is left out. */
+  | { text: Source; tokenizer: Source; blockSize?: number }
+  /** "Your text": a CSV of texts and labels (default: the first column and the last) for a classifier (`model`). */
+  | { textCsv: Source; tokenizer: Source; textColumn?: string; labelColumn?: string; blockSize?: number };
+
+/** LoRA adapters (peft's y = x W + alpha/rank * x A^T B^T) beside the weights `targets` names (globs over node or
+ * weight names; default: the attention's MatMul/Gemm weights). */
+export interface LoRAOptions {
+  rank: number;
+  alpha?: number;
+  targets?: string[];
+  dropout?: number;
+}
+
+export interface TextSamples {
+  kind: "lm" | "classification";
+  step: number;
+  /** a causal LM: the prompt and its continuation (ids: the new tokens) */
+  prompt?: string;
+  continuation?: string;
+  ids?: number[];
+  /** a classifier: held-out texts, their labels and what the model says */
+  predictions?: { text: string; label: string; predicted: string; probability: number }[];
+}
 
 export interface ArtifactSources {
   training: Source;
@@ -29,6 +54,9 @@ export interface TrainerOptions {
   model?: Source;
   loss?: string;
   requiresGrad?: string[];
+  /** LoRA instead of training the weights (`model` and "Your text" data; text data default {rank: 8, alpha: 16},
+   * null there trains every weight). */
+  lora?: LoRAOptions | null;
   /** A run file (.zip from the page or runFile()) to take back at its step. */
   run?: Source;
   /** Hidden layer sizes of the MLP built for a table (default [32]). */
@@ -63,7 +91,7 @@ export interface EpochEvent {
   step: number;
   loss: number | null;
   metric: number | null;
-  metricName: "accuracy" | "rmse" | null;
+  metricName: "accuracy" | "rmse" | "perplexity" | null;
   mae?: number;
 }
 
@@ -96,7 +124,7 @@ export interface TrainerEvents {
 export interface Evaluation {
   loss: number | null;
   metric: number | null;
-  metric_name: "accuracy" | "rmse" | null;
+  metric_name: "accuracy" | "rmse" | "perplexity" | null;
   n: number;
   mae?: number;
   [key: string]: unknown;
@@ -118,8 +146,16 @@ export declare class Trainer extends EventTarget {
   evaluate(): Promise<Evaluation>;
   /** Outputs (and class probabilities) for samples x of shape [N, ...]. */
   predict(x: Float32Array | ArrayLike<number>, shape?: number[]): Promise<Record<string, unknown>>;
-  /** The trained inference model as ONNX bytes. */
+  /** The trained inference model as ONNX bytes (LoRA adapters merged into their weights). */
   exportModel(): Promise<Uint8Array>;
+  /** The LoRA adapters alone: an ONNX file of initializers ("onnx") or an .npz ("npz"). */
+  exportAdapters(format?: "onnx" | "npz"): Promise<Uint8Array>;
+  /** A text model's samples from its current weights (a continuation, or held-out predictions). */
+  samples(options?: { prompt?: string | null; newTokens?: number; topK?: number; seed?: number; count?: number }): Promise<TextSamples>;
+  /** A text model's outputs for token ids (batch, length) through the exported model. */
+  logits(ids: ArrayLike<number>[], mask?: ArrayLike<number>[] | null): Promise<{ logits: Float32Array; shape: number[] }>;
+  /** "Your text": the training memory estimate against pytrain's limit (bytes), set once ready. */
+  readonly memory?: { total: number; limit: number; fits: boolean; describe: string; batch_size: number };
   /** The current checkpoint (parameters + optimizer state) as bytes. */
   checkpoint(): Promise<Uint8Array>;
   /** The whole run (artifacts, checkpoint, table) as one zip. */

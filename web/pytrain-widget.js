@@ -42,7 +42,10 @@ async function toText(src, what) {
  *  - data: "digits" | {csv: text|URL|Blob, label, task?, missing?: "error" | "drop" | "fill"} (text columns of
  *    up to 10 values are one-hot encoded, as on the page) | {x: Float32Array, shape: [N, ...], y: number[], task?, classes?}
  *  - artifacts: "digits-mlp" | "digits-cnn" | a folder URL ending in "/" | {training, eval, optimizer, checkpoint} (URLs or bytes)
- *  - model: an inference .onnx (URL or bytes) to generate artifacts from, with loss, optimizer, requiresGrad
+ *  - model: an inference .onnx (URL or bytes) to generate artifacts from, with loss, optimizer, requiresGrad, and
+ *    lora ({rank, alpha?, targets?}: adapters beside the attention's weights train instead)
+ *  - data {text: text|URL|Blob, tokenizer: tokenizer.json, blockSize?} or {textCsv, tokenizer, textColumn?, labelColumn?}
+ *    with `model` a language or classification .onnx: "Your text", LoRA rank 8 by default (lora: null trains every weight)
  *  - run: a run file (.zip from the page's "Download the whole run" or runFile(), URL or bytes) to take
  *    back: model, checkpoint and progress, and its table when it holds one (then `data` is optional)
  *  - neither: digits get the digits MLP; tables get an MLP with `hidden` sizes (default [32])
@@ -50,7 +53,8 @@ async function toText(src, what) {
  *  - container: an element to render a small UI into (optional); autoStart: train once ready
  *  - persist: save a resumable run in IndexedDB after each epoch (default false)
  * Returns a trainer with train(), pause(), resume(), stop(), evaluate(), predict(), exportModel(),
- * checkpoint(), federate({url, heartbeat, localDp, requireClipping}), leaveFederation(), on(event, fn), destroy() and `ready`.
+ * checkpoint(), federate({url, heartbeat, localDp, requireClipping}), leaveFederation(), on(event, fn), destroy() and `ready`;
+ * for text, also samples({prompt, newTokens, topK, seed, count}), logits(ids, mask) and exportAdapters(format).
  * Events: loading, ready, progress, epoch, done, error, federation.
  */
 export function createTrainer(options = {}) {
@@ -98,6 +102,15 @@ export class Trainer extends EventTarget {
       this._emit("status", { message: "Ready to train." });
       return { data: this.data, model: this.model };
     }
+    if (o.data && (o.data.text !== undefined || o.data.textCsv !== undefined)) {   // "Your text": data and model in one
+      this._emit("status", { message: "Reading the text and building the model…" });
+      const res = await this._loadText(o.data);
+      this.data = res.data;
+      this.model = res.model;
+      this.memory = res.memory;
+      this._emit("status", { message: "Ready to train." });
+      return { data: this.data, model: this.model };
+    }
     this._emit("status", { message: "Loading data…" });
     this.data = await this._loadData(o.data);
     this._emit("status", { message: "Preparing the model…" });
@@ -127,6 +140,21 @@ export class Trainer extends EventTarget {
     throw new Error("data: expected \"digits\", {csv, label} or {x, shape, y}");
   }
 
+  /* An ONNX language or classification model (`model`) with its tokenizer.json, fine-tuned on a text file (a causal LM,
+   * next-token loss) or a CSV of texts and labels; LoRA rank 8, alpha 16 on the attention's weights unless `lora` says. */
+  async _loadText(data) {
+    const o = this.options;
+    if (!o.model) throw new Error("data.text / data.textCsv: give the language model as `model` (an .onnx)");
+    if (!data.tokenizer) throw new Error("data.tokenizer: give the model's tokenizer.json");
+    const csv = data.textCsv !== undefined;
+    const text = await toText(csv ? data.textCsv : data.text, csv ? "data.textCsv" : "data.text");
+    return this.client.call("useText", {
+      bytes: await toBytes(o.model, "model"), name: "model", tokenizer: await toText(data.tokenizer, "data.tokenizer"),
+      text: csv ? null : text, csv: csv ? text : null, blockSize: data.blockSize || 64,
+      lora: o.lora === undefined ? { rank: 8, alpha: 16 } : o.lora, optimizer: o.optimizer,
+      textColumn: data.textColumn || null, labelColumn: data.labelColumn || null, valFraction: o.valFraction });
+  }
+
   async _loadModel() {
     const o = this.options;
     const a = o.artifacts;
@@ -145,7 +173,8 @@ export class Trainer extends EventTarget {
     if (o.model) {
       const bytes = await toBytes(o.model, "model");
       return this.client.call("generate", { bytes, loss: o.loss || (this.data.task === "regression" ? "MSELoss" : "CrossEntropyLoss"),
-                                            optimizer: o.optimizer, requiresGrad: o.requiresGrad || null, name: "model" });
+                                            optimizer: o.optimizer, requiresGrad: o.requiresGrad || null, name: "model",
+                                            lora: o.lora || null });
     }
     return this.client.call("buildMLP", { hidden: o.hidden, optimizer: o.optimizer });
   }
@@ -173,8 +202,24 @@ export class Trainer extends EventTarget {
     const arr = x instanceof Float32Array ? x : new Float32Array(x);
     return this.client.call("predict", { x: arr, shape: shape || [1, arr.length] });
   }
-  /** The trained inference model as ONNX bytes. */
+  /** The trained inference model as ONNX bytes (LoRA adapters merged into their weights). */
   async exportModel() { await this.ready; return this.client.call("exportModel"); }
+  /** The LoRA adapters alone, as an ONNX file of initializers (format "onnx") or an .npz (format "npz"). */
+  async exportAdapters(format = "onnx") { await this.ready; return this.client.call("exportAdapters", { format }); }
+  /** What a text model says from its current weights: a causal LM's continuation of `prompt` (greedy, or top-k
+   * sampling with a seed), a classifier's predictions on `count` held-out texts. */
+  async samples({ prompt = null, newTokens = 20, topK = 0, seed = 0, count = 4 } = {}) {
+    await this.ready;
+    return this.client.call("textSamples", { prompt, newTokens, topK, seed, count });
+  }
+  /** A text model's outputs for token ids (arrays of ids; `mask` a classifier's attention mask) through the
+   * exported model: {logits: Float32Array, shape}. */
+  async logits(ids, mask = null) {
+    await this.ready;
+    const rows = (a) => a && a.map((row) => Array.from(row));
+    const r = await this.client.call("textLogits", { ids: rows(ids), mask: rows(mask) });
+    return { logits: new Float32Array(r.logits.slice().buffer), shape: r.shape };
+  }
   /** The current checkpoint (parameters + optimizer state) as bytes. */
   async checkpoint() { await this.ready; return this.client.call("checkpoint"); }
   /** The whole run (artifacts, checkpoint, table) as one zip, which `run:` and `pytrain train --resume` take back. */

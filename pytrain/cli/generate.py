@@ -12,7 +12,8 @@ from pytrain.run.artifact_dir import FILES, load_model_file, load_state
 from pytrain.files import write_atomic
 from pytrain.cli._common import CliError, count, say, shape_str, size_str, table
 
-LOSSES = {"ce": "CrossEntropyLoss", "mse": "MSELoss", "bce": "BCEWithLogitsLoss", "l1": "L1Loss"}
+LOSSES = {"ce": "CrossEntropyLoss", "mse": "MSELoss", "bce": "BCEWithLogitsLoss", "l1": "L1Loss",
+          "clm": "CausalLMLoss"}
 _HYPER = {"momentum": ("sgd",), "nesterov": ("sgd",), "beta1": ("adam", "adamw"),
           "beta2": ("adam", "adamw"), "eps": ("adam", "adamw")}
 
@@ -25,7 +26,8 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="artifact directory")
     p.add_argument("--loss", choices=sorted(LOSSES), default="ce",
                    help="ce: cross entropy on int64 'labels'; mse/l1/bce: float 'target' "
-                        "shaped like the output (default: ce)")
+                        "shaped like the output; clm: a causal LM's next-token cross entropy from its "
+                        "logits and its own input_ids, no label input (default: ce)")
     p.add_argument("--reduction", choices=("mean", "sum"), default="mean")
     p.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adamw")
     p.add_argument("--momentum", type=float, help="SGD momentum (default 0)")
@@ -163,8 +165,10 @@ def summary_lines(args: argparse.Namespace, model, state, arts, blobs) -> List[s
     lines = ["wrote training artifacts to {}/".format(args.output.rstrip("/\\"))]
     lines += table([(f, size_str(len(b))) for f, b in zip(FILES, blobs)])
     info = getattr(arts, "summary", None) or {}
-    lines.append("loss: {} ({}), label input {}".format(
-        LOSSES[args.loss], args.reduction, ", ".join(repr(n) for n in info.get("labels", [])) or "?"))
+    labels = ", ".join(repr(n) for n in info.get("labels", []))
+    lines.append("loss: {} ({}), {}".format(LOSSES[args.loss], args.reduction, "label input " + labels if labels else
+                                            "no label input (next tokens of 'input_ids')" if args.loss == "clm"
+                                            else "label input ?"))
     lines.append("optimizer: {}".format(info.get("optimizer", args.optimizer)))
     trainable = [p for p in state.parameters.values() if p.requires_grad]
     frozen = [p for p in state.parameters.values() if not p.requires_grad]

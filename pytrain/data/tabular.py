@@ -150,7 +150,8 @@ def _mixed_block(rows: List[List[str]], lines: List[int], feature_cols: List[int
     return np.stack(columns, axis=1), names, rows, lines, typed
 
 
-def _read_rows(text: str, label: str, delimiter: str) -> Tuple[List[str], List[List[str]], List[int]]:
+def read_rows(text: str, label: str, delimiter: str) -> Tuple[List[str], List[List[str]], List[int]]:
+    """(header, rows of cells as written, their line numbers) of a CSV text; refuses a ragged or empty table."""
     if "\x00" in text:
         raise DataError("{} looks like a binary file, not a text table (it holds NUL bytes); save it as CSV: "
                         "text with a header row, values separated by commas, semicolons or tabs".format(label))
@@ -210,7 +211,7 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
     if missing not in MISSING_MODES:
         raise DataError("missing={!r}: expected one of {}".format(missing, ", ".join(MISSING_MODES)))
     text, where = read_text(src, name, "data file")
-    header, rows, lines = _read_rows(text, where, delimiter or sniff_delimiter(text))
+    header, rows, lines = read_rows(text, where, delimiter or sniff_delimiter(text))
     available = ", ".join(repr(h) for h in header)
     if label is None:
         raise DataError("{}: no label column given; name one of the columns: {}".format(where, available))
@@ -282,7 +283,7 @@ def describe_csv(text: str, name: str = "the CSV file", sample: int = 2000) -> D
     numeric, how many cells are missing, and for text columns how many values (a sample of
     ``sample`` rows is read, with the same parser as :func:`load_csv`)."""
     delimiter = sniff_delimiter(text)
-    header, rows, _ = _read_rows(text, name, delimiter)
+    header, rows, _ = read_rows(text, name, delimiter)
     body = rows[:sample]
     columns = []
     for c, h in enumerate(header):

@@ -23,8 +23,9 @@ from pytrain.run.evaluate import split_outputs
 
 #: the batches (sample indices) of one epoch, by epoch number
 Batches = Callable[[int], Sequence[np.ndarray]]
-#: what the module takes for a batch of sample indices: (x, y)
-Fetch = Callable[[np.ndarray], Tuple[np.ndarray, np.ndarray]]
+#: what the module takes for a batch of sample indices: (x, y), or every input of the training model in
+#: order (a causal LM's ids alone: its loss reads its labels from them)
+Fetch = Callable[[np.ndarray], Tuple[np.ndarray, ...]]
 
 
 class Position:
@@ -99,14 +100,14 @@ def steps(module: Any, optimizer: Any, at: Position, batches: Batches, fetch: Fe
         plan = batches(at.epoch)
         while at.epoch_step < len(plan):
             idx = plan[at.epoch_step]
-            x, y = fetch(idx)
+            batch = fetch(idx)
             if not checked:
-                module.check_memory(x, y, optimizer=optimizer)
+                module.check_memory(*batch, optimizer=optimizer)
                 checked = True
             lr = float(optimizer.get_learning_rate())
             module.train()
             at.phase = "forward"
-            loss, _ = split_outputs(module(x, y))   # DivergenceError: refused, nothing updated
+            loss, _ = split_outputs(module(*batch))   # DivergenceError: refused, nothing updated
             if watch is not None:
                 watch.check(loss)
             at.phase = "step"

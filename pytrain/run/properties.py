@@ -32,7 +32,8 @@ P_EPOCH_LOSS = "pytrain.epoch_loss_sum"  # sum over the unfinished epoch's batch
 P_EPOCH_SEEN = "pytrain.epoch_samples"
 
 #: the page's loss names and the kinds recorded in :data:`P_LOSS`
-LOSS_KINDS = {"CrossEntropyLoss": "ce", "MSELoss": "mse", "BCEWithLogitsLoss": "bce", "L1Loss": "l1"}
+LOSS_KINDS = {"CrossEntropyLoss": "ce", "MSELoss": "mse", "BCEWithLogitsLoss": "bce", "L1Loss": "l1",
+              "CausalLMLoss": "clm"}
 
 
 def json_property(state: Any, key: str, default: Any = None) -> Any:

@@ -25,6 +25,7 @@ class DataSource:
         self.csv_text = ""
         self.arrays: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self.added: List[Tuple[np.ndarray, np.ndarray]] = []
+        self.encoded: Dict[str, np.ndarray] = {}   # "Your text": ids, labels and the tokenizer, as a resume needs them
 
     def _set(self, train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray,
              task: str, classes: Optional[List[str]], feature_names: Optional[List[str]],
@@ -43,6 +44,7 @@ class DataSource:
         self.data.update(extra or {})
         self.source = source
         self.added = []
+        self.encoded = {}
         self.version += 1
         return self.summary()
 
@@ -114,6 +116,20 @@ class DataSource:
         self.arrays = (x, y)
         return summary
 
+    def use_encoded(self, x: np.ndarray, y: np.ndarray, task: str, classes: Optional[List[str]], val_fraction: float,
+                    seed: int, source: Dict[str, Any], extra: Dict[str, Any],
+                    keep: Optional[Dict[str, np.ndarray]] = None) -> Dict[str, Any]:
+        """Samples encoded elsewhere (token ids of "Your text", kept as they are: int64) with labels; a
+        validation split (stratified for classification) when there are at least 2 samples. ``keep``: more
+        arrays a saved run needs (the tokenizer), saved with ``x`` and ``y``."""
+        n = len(x)
+        idx_train, idx_val = (_data.split_indices(n, float(val_fraction), int(seed),
+                                                  stratify=y if task == "classification" else None)
+                              if n > 1 and val_fraction > 0 else (np.arange(n), np.arange(0)))
+        summary = self._set(x[idx_train], y[idx_train], x[idx_val], y[idx_val], task, classes, None, source, extra)
+        self.encoded = dict(keep or {}, x=x, y=y)
+        return summary
+
     def add_samples(self, x: np.ndarray, y: Sequence[int]) -> Dict[str, Any]:
         """Append labelled samples (e.g. drawn digits) to the training set (personalization)."""
         d = self.need()
@@ -171,6 +187,8 @@ class DataSource:
             arrays["csv"] = np.frombuffer(self.csv_text.encode("utf-8"), dtype=np.uint8)
         elif kind == "arrays" and self.arrays is not None:
             arrays["x"], arrays["y"] = self.arrays
+        elif kind in ("text", "text_csv"):
+            arrays.update(self.encoded)
         if self.added:
             arrays["added_x"] = np.concatenate([a for a, _ in self.added])
             arrays["added_y"] = np.concatenate([b for _, b in self.added])

@@ -37,18 +37,20 @@ def digits_model(kind: str = "mlp", seed: int = 0) -> Any:
 
 def generate_bytes(model: Any, loss: str, optimizer: str, requires_grad: Optional[Sequence[str]] = None,
                    frozen: Optional[Sequence[str]] = None, output_name: Optional[str] = None,
-                   batchnorm: Any = "auto", trainable_ops: Optional[int] = None) -> Dict[str, bytes]:
-    """The page's four artifacts (by role) for ``model`` with one of its loss and optimizer names;
-    ``trainable_ops``: only the last that many layers holding weights train ("Last N layers")."""
+                   batchnorm: Any = "auto", trainable_ops: Optional[int] = None, lora: Any = None) -> Dict[str, bytes]:
+    """The page's four artifacts (by role) for ``model`` with one of its loss names (or a loss Block) and
+    optimizer names; ``trainable_ops``: only the last that many layers holding weights train ("Last N
+    layers"); ``lora``: a :class:`pytrain.lora.LoRA` (only its adapters train)."""
     artifacts, _, _ = core_api()
-    if loss not in LOSSES:
+    if isinstance(loss, str) and loss not in LOSSES:
         raise WebappError("unknown loss %r: expected one of %s" % (loss, ", ".join(LOSSES)))
     if optimizer not in OPTIMIZERS:
         raise WebappError("unknown optimizer %r: expected one of %s" % (optimizer, ", ".join(OPTIMIZERS)))
     arts = artifacts.generate_artifacts(
         model, requires_grad=list(requires_grad) if requires_grad is not None else None,
         frozen_params=list(frozen) if frozen else None,
-        loss=getattr(artifacts.LossType, loss), optimizer=getattr(artifacts.OptimType, optimizer),
+        loss=getattr(artifacts.LossType, loss) if isinstance(loss, str) else loss,
+        optimizer=getattr(artifacts.OptimType, optimizer), lora=lora,
         additional_output_names=[output_name] if output_name else None, batchnorm=batchnorm,
         trainable_ops=int(trainable_ops) if trainable_ops is not None else None)
     return {"training": bytes(arts.training_model), "eval": bytes(arts.eval_model),

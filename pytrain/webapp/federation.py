@@ -62,6 +62,8 @@ def start(session: Any, url: str, public_key: str, node_id: Optional[str] = None
         raise WebappError("this tab is already in a federation: leave it first")
     session._need_model()
     d = session._need_data()
+    if "feeds" in d:   # Flower's trainer takes (x, y) arrays; a text model's feeds are the text room's
+        raise WebappError("a \"Your text\" model cannot join a federation here yet: train it in this tab")
     if not HEARTBEAT_MIN <= float(heartbeat) <= HEARTBEAT_MAX:
         raise WebappError("the heartbeat interval must be within %g-%g s" % (HEARTBEAT_MIN, HEARTBEAT_MAX))
     dp = local_dp_of(local_dp)

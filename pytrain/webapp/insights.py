@@ -20,9 +20,10 @@ def describe(session: Any) -> Dict[str, Any]:
     out: Dict[str, Any] = {"task": d["task"], "n": int(len(x)), "epoch": session.epoch, "step": session.step,
                            "layers": layers(session), "lr": session.lr,
                            "schedule": "constant learning rate %g (no schedule)" % session.lr}
-    if len(x) == 0:
+    if len(x) == 0 or d["task"] == "lm":   # a causal LM's validation is its loss (the training panel's)
         return out
-    pred = np.concatenate([session._outputs(x[i:i + 500]) for i in range(0, len(x), 500)])
+    outputs = d.get("outputs") or session._outputs   # "Your text" classifiers: ids and mask, see text_source
+    pred = np.concatenate([outputs(x[i:i + 500]) for i in range(0, len(x), 500)])
     if d["task"] == "classification":
         k = max(int(d["num_classes"]), 2)
         guess = predict_classes(pred)

@@ -74,19 +74,40 @@ def cnn(d: Dict[str, Any], optimizer: str = "AdamW", seed: int = 0) -> Model:
 def upload(blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
            requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
            name: str = "the uploaded model", batchnorm: Any = "auto",
-           extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None) -> Model:
+           extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None,
+           lora: Optional[Dict[str, Any]] = None) -> Model:
     """Artifacts generated for an uploaded inference model (see ``Session.generate``)."""
     model = load_upload(blob, name, extra_files)
     refuse_unsupported(model, name)
     desc = describe_model(model)
     out = output or desc["outputs"][0]["name"]
+    spec = lora_spec(model, lora)
     arts = generate_bytes(model, loss, optimizer, requires_grad=requires_grad, output_name=out, batchnorm=batchnorm,
-                          trainable_ops=trainable_ops)
+                          trainable_ops=trainable_ops, lora=spec)
     shape = desc["inputs"][0]["shape"][1:]
     info = {"origin": "upload", "input": desc["inputs"][0]["name"], "output": out, "loss": loss,
             "optimizer": optimizer, "batchnorm": batchnorm, "trainable_ops": trainable_ops,
+            "lora": lora_info(model, spec),
             "sample_shape": [int(s) if isinstance(s, int) and s > 0 else None for s in shape]}
     return arts, info
+
+
+def lora_spec(model: Any, lora: Optional[Dict[str, Any]], seed: int = 0) -> Any:
+    """The page's LoRA setting ({rank, alpha?, targets?, dropout?}; None or rank 0: off) as a
+    :class:`pytrain.lora.LoRA`, its targets by default the attention's weights (:func:`pytrain.lora.default_targets`)."""
+    from pytrain.lora import LoRA, default_targets
+
+    if not lora or not int(lora.get("rank") or 0):
+        return None
+    targets = lora.get("targets") or default_targets(model)
+    return LoRA(int(lora["rank"]), lora.get("alpha"), targets, float(lora.get("dropout") or 0.0), int(seed))
+
+
+def lora_info(model: Any, spec: Any) -> Optional[Dict[str, Any]]:
+    """What the page shows of LoRA: rank, alpha, the target patterns and the weights they chose."""
+    from pytrain.lora import selected_weights
+
+    return None if spec is None else dict(spec.describe(), weights=selected_weights(model, spec))
 
 
 def ready_made(training: bytes, eval: bytes, optimizer: bytes, checkpoint: bytes,

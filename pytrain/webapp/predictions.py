@@ -19,11 +19,14 @@ def evaluate(session: Any, batch: int = 500) -> Dict[str, Any]:
     x, y = d["val_x"], d["val_y"]
     if len(x) == 0:
         return {"loss": None, "metric": None, "metric_name": None, "n": 0}
-    ev = run_evaluate(session.module, x, y, int(batch), keep_outputs=True, outputs=session._outputs,
-                      prepare=lambda xb, yb: (session._model_x(xb), session._targets(yb)))
+    lm = d["task"] == "lm"   # "Your text"'s causal LM: the loss (and its perplexity) only, no outputs kept
+    ev = run_evaluate(session.module, x, y, int(batch), keep_outputs=not lm, outputs=d.get("outputs", session._outputs),
+                      prepare=d.get("feeds") or (lambda xb, yb: (session._model_x(xb), session._targets(yb))))
     out = ev.outputs
     result: Dict[str, Any] = {"loss": ev.loss, "n": int(len(x)), "epoch": session.epoch, "step": session.step}
-    if d["task"] == "classification":
+    if lm:
+        result.update({"metric": float(np.exp(min(ev.loss, 50.0))), "metric_name": "perplexity"})
+    elif d["task"] == "classification":
         pred = predict_classes(out)
         result.update({"metric": float(np.mean(pred == y)), "metric_name": "accuracy"})
     else:

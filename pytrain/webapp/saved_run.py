@@ -48,7 +48,11 @@ def restore(session: Any, meta: Dict[str, Any], artifacts: Dict[str, bytes], che
             data: bytes = b"", digits: Optional[bytes] = None) -> Dict[str, Any]:
     """Rebuild a saved run: data, artifacts, then the checkpoint and the saved position."""
     arrays = unpack_arrays(bytes(data)) if data else {}
-    session.source.load_saved(meta["data_source"], arrays, meta.get("classes"), digits)
+    if meta["data_source"].get("kind") in ("text", "text_csv"):   # "Your text": its tokenizer makes the feeds again
+        from pytrain.webapp.text_source import restore_data
+        restore_data(session, meta, arrays)
+    else:
+        session.source.load_saved(meta["data_source"], arrays, meta.get("classes"), digits)
     session._order_epoch = session._epoch_n_for = -1   # a new data set: no epoch order drawn for it yet
     arts = dict(artifacts)
     arts["checkpoint"] = bytes(checkpoint)

@@ -36,9 +36,7 @@ class Session:
     """Everything one browser tab trains: data, model artifacts, the training state and progress."""
 
     def __init__(self) -> None:
-        self.seed = 0
-        self.batch_size = 32
-        self.lr = 1e-3
+        self.seed, self.batch_size, self.lr = 0, 32, 1e-3
         self.source = DataSource()
         self.model: Dict[str, Any] = {}
         self.artifacts: Dict[str, bytes] = {}
@@ -51,8 +49,7 @@ class Session:
         self._order_epoch = -1
         self._epoch_n = 0       # training-set size the current epoch's order was drawn for
         self._epoch_n_for = -1
-        self._infer: Any = None
-        self._infer_step = -1
+        self._infer, self._infer_step = None, -1   # the exported model of step _infer_step (an InferenceSession)
         self._good: Optional[Good] = None     # what restore_good goes back to, see train_for
         self._watch = LossWatch()             # the run's first losses: what "exploding" is relative to
         self.backbone: Optional[feature_head.Backbone] = None   # a frozen pretrained feature extractor
@@ -181,16 +178,18 @@ class Session:
     def generate(self, blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
                  requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
                  name: str = "the uploaded model", batchnorm: Any = "auto",
-                 extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None) -> Dict[str, Any]:
+                 extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None,
+                 lora: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """Generate artifacts for an uploaded inference model, then use them.
 
         batchnorm: 'auto' (BatchNorm whose scale/bias train uses batch statistics, a frozen one its
         running statistics), 'train', 'eval', or {node or scale name: mode} (generate_artifacts).
         extra_files: {file name: bytes} uploaded with the model (its ``.onnx.data`` external data).
         trainable_ops: instead of requires_grad, only the last that many layers holding weights train.
+        lora: {rank, alpha?, targets?}: LoRA adapters train instead (default targets: attention's weights).
         """
         return self._use(*model_source.upload(blob, loss, optimizer, requires_grad, output, name, batchnorm,
-                                              extra_files, trainable_ops))
+                                              extra_files, trainable_ops, lora))
 
     def use_artifacts(self, training: bytes, eval: bytes, optimizer: bytes, checkpoint: bytes,
                       output: Optional[str] = None) -> Dict[str, Any]:
@@ -337,8 +336,9 @@ class Session:
         ended = False
         at = self.at
         if at.epoch_step < len(batches) and int(max_steps) > 0:
-            def fetch(idx: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-                return self._model_x(d["train_x"][idx]), self._targets(d["train_y"][idx])
+            def fetch(idx: np.ndarray) -> Tuple[np.ndarray, ...]:   # "feeds": what "Your text" trains on
+                return d["feeds"](d["train_x"][idx], d["train_y"][idx]) if "feeds" in d else (
+                    self._model_x(d["train_x"][idx]), self._targets(d["train_y"][idx]))
 
             try:
                 for st in steps(self.module, self.optimizer, at, lambda epoch: batches, fetch, watch=self._watch):
@@ -488,6 +488,11 @@ class Session:
         """onnxruntime-web's TrainingSession calls (web/pytrain-ort.js), independent of this tab's run."""
         from pytrain.webapp.ort_session import dispatch
         return dispatch(self, op, args)
+
+    def text(self, op: str, **args: Any) -> Any:
+        """"Your text": a language or classification model fine-tuned on text (see pytrain.webapp.text_source)."""
+        from pytrain.webapp.text_source import dispatch as text_dispatch
+        return text_dispatch(self, op, args)
 
     def federation(self, op: str, **args: Any) -> Any:
         """"Join a federation": this tab's model and data as a Flower node (see pytrain.webapp.federation)."""

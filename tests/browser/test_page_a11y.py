@@ -77,9 +77,9 @@ def test_keyboard_focus_live_regions_and_plot_table(context, site_url):
     assert page.evaluate("document.activeElement.id") == "tabbtn-table"
     assert page.get_attribute("#tabbtn-table", "aria-selected") == "true" and page.locator("#tab-table").is_visible()
     page.keyboard.press("End")
-    assert page.evaluate("document.activeElement.id") == "tabbtn-examples" and page.locator("#tab-examples").is_visible()
+    assert page.evaluate("document.activeElement.id") == "tabbtn-text" and page.locator("#tab-text").is_visible()
     page.keyboard.press("ArrowLeft")
-    assert page.evaluate("document.activeElement.id") == "tabbtn-model" and page.locator("#tab-model").is_visible()
+    assert page.evaluate("document.activeElement.id") == "tabbtn-examples" and page.locator("#tab-examples").is_visible()
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowRight")
     assert page.evaluate("document.activeElement.id") == "tabbtn-digits"

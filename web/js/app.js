@@ -1,6 +1,6 @@
 // The pytrain page: loading, tabs and resuming a saved run. All Python runs in the worker (../worker.js).
 // One module per panel: setup.js (1 · Data and model), examples.js (its "By example" tab), train.js
-// (2 · Train), try.js (3 · Try the model), learned.js (4 · What it learned), federation.js (5 · Join a
+// (2 · Train), text.js (its "Your text" tab, and samples in 3), try.js (3 · Try the model), learned.js (4 · What it learned), federation.js (5 · Join a
 // federation). No panel imports another: they share the store (store.js: the state, and events they
 // subscribe to) and ui.js (status lines, errors, focus). The imports below only load the panels,
 // in the order their handlers of the same events run.
@@ -10,6 +10,7 @@ import { app, client, emit, setModel } from "./store.js";
 import "./learned.js";
 import "./examples.js";
 import "./setup.js";
+import "./text.js";
 import "./try.js";
 import "./train.js";
 import "./federation.js";
@@ -72,6 +73,7 @@ async function offerResume() {
   const src = saved.dataSource || {};
   const what = m.origin === "digits" ? `digits ${String(m.kind).toUpperCase()}` : m.origin === "mlp" ? "table MLP"
     : m.origin === "cnn" ? "by-example CNN" : m.origin === "backbone" ? `by-example head on ${(m.backbone || {}).name || "a backbone"}`
+    : m.origin === "text" ? (m.loss === "CausalLMLoss" ? "language model (Your text)" : "text classifier (Your text)")
     : "model";
   const data = src.kind === "csv" ? ` on column "${src.label}"` : "";
   $("resume-text").textContent = `A saved ${what} run${data} is in this browser: epoch ${saved.epoch}, step ` +

@@ -159,11 +159,15 @@ $("onnx-generate").onclick = () => guarded($("onnx-generate"), async () => {
   const requiresGrad = trainableOps ? null : ticked;
   const loss = $("onnx-loss").value;
   const batchnorm = $("onnx-batchnorm").value;
+  // LoRA: adapters beside the attention's weights train instead (the ticks then do not apply)
+  const rank = parseInt($("onnx-lora-rank").value, 10);
+  if ($("onnx-lora").checked && !(rank >= 1)) throw new Error("LoRA rank: give a whole number of at least 1.");
+  const lora = $("onnx-lora").checked ? { rank, alpha: 2 * rank } : null;
   setStatus("setup-status", "Generating training artifacts…");
   app.rebuild = async (optimizer) => {
     setModel(await client.call("generate",
-      { bytes: file.bytes.slice(), loss, optimizer, requiresGrad, trainableOps, name: file.name, extraFiles: file.extraFiles,
-        batchnorm }));
+      { bytes: file.bytes.slice(), loss, optimizer, requiresGrad: lora ? null : requiresGrad, trainableOps: lora ? null : trainableOps,
+        name: file.name, extraFiles: file.extraFiles, batchnorm, lora }));
     await applyScaling();
   };
   await app.rebuild($("optimizer").value);

@@ -31,6 +31,7 @@ export const app = {
   announced: [],         // what the live region said, in order (for the tests)
   drawn: [],             // digits the user drew and added ({x, y}), kept when the digits model is rebuilt
   errors: [],
+  textSamples: [],       // what the "Your text" model said ({kind, step, prompt, continuation | predictions}), in order
   busy: 0,               // UI actions under way (ui.js guarded): with client.pendingCalls, what the tests wait out
   history: { losses: [], epochs: [] },
   tab: "digits",         // the setup tab shown
@@ -51,7 +52,7 @@ window.pytrainApp = app;
  *   history   (history)   the plots are rebuilt from a run's history ({losses, epochs})
  *   settings  (train)     a run's training settings come back ({epochs, batchSize, learningRate})
  *   trained   ()          the weights were trained: what the model learned is worth showing again
- *   tab       (name)      a setup tab was chosen ("digits", "table", "model", "examples")
+ *   tab       (name)      a setup tab was chosen ("digits", "table", "model", "examples", "text")
  */
 const handlers = new Map();
 

@@ -89,7 +89,7 @@ function loadHistory(h) {
 function metricText(rec) {
   if (!rec || rec.metric === null || rec.metric === undefined) return "";
   return rec.metricName === "accuracy" ? `validation accuracy ${(100 * rec.metric).toFixed(1)}%`
-    : `validation ${rec.metricName.toUpperCase()} ${rec.metric.toPrecision(4)}`;
+    : `validation ${rec.metricName === "perplexity" ? "perplexity" : rec.metricName.toUpperCase()} ${rec.metric.toPrecision(4)}`;
 }
 
 // ------------------------------------------------------------------ what the other panels change

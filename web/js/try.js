@@ -22,13 +22,15 @@ function showTryPanel() {
   const kind = d && d.loaded ? d.kind : app.tab === "digits" ? "digits" : null;
   const digitsLike = kind === "digits";
   const rows = kind === "csv";
+  const text = kind === "text" || kind === "text_csv";   // "Your text": its samples (text.js)
   const shape = app.model && app.model.ready ? app.model.sample_shape || [] : [];
   const images = !digitsLike && !rows && shape.length === 3 && shape.every((v) => v > 0);
   $("try-digits").hidden = !digitsLike;
   $("try-row").hidden = !rows;
+  $("try-text").hidden = !text;
   $("try-image").hidden = !images;
   $("try-empty").hidden = !!kind || images;
-  $("try-none").hidden = !kind || digitsLike || rows || images;
+  $("try-none").hidden = !kind || digitsLike || rows || images || text;
   if (rows && d.features) {
     const cols = tableColumns(d);
     $("row-columns").textContent = cols.map((c) => c.kind === "text"

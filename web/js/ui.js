@@ -84,9 +84,10 @@ export function describeSetup() {
   const parts = [];
   const d = app.data;
   if (d && d.loaded) {
-    const what = d.kind === "digits" ? "digits" : d.kind === "csv" ? "rows" : "samples";
+    const what = d.kind === "digits" ? "digits" : d.kind === "csv" || d.kind === "text_csv" ? "rows"
+      : d.kind === "text" ? `blocks of ${d.sample_shape[0]} tokens` : "samples";
     parts.push(`Data: ${nf.format(d.train)} training / ${nf.format(d.val)} validation ${what}` +
-      (d.task === "classification" ? `, ${d.num_classes} classes` : ", regression") +
+      (d.task === "classification" ? `, ${d.num_classes} classes` : d.task === "lm" ? ", next-token prediction" : ", regression") +
       (d.added ? ` (${d.added} added by you)` : "") + ".");
     if (d.notes && d.notes.length) parts.push(`Table: ${d.notes.join("; ")}.`);
     if (d.task_reason) parts.push(`Task: ${d.task}, because ${d.task_reason} (set "Task" to change it).`);
@@ -95,10 +96,12 @@ export function describeSetup() {
   if (m && m.ready) {
     const name = m.origin === "digits" ? `digits ${m.kind.toUpperCase()}` : m.origin === "mlp" ? `MLP (${m.hidden.join("-")})`
       : m.origin === "upload" ? "your model" : m.origin === "cnn" ? "a small CNN from scratch"
-      : m.origin === "backbone" ? `a new head on the frozen backbone ${m.backbone.name}` : "your artifacts";
+      : m.origin === "backbone" ? `a new head on the frozen backbone ${m.backbone.name}`
+      : m.origin === "text" ? (m.loss === "CausalLMLoss" ? "your language model" : "your text classifier") : "your artifacts";
     const sc = m.scaling || {};
     const scaled = [sc.x_mean ? "features standardised" : "", sc.y_mean ? "targets scaled to mean 0, std 1" : ""].filter(Boolean);
-    parts.push(`Model: ${name}, ${nf.format(m.params)} trainable parameters, ${m.loss}, ${m.optimizer}` +
+    parts.push(`Model: ${name}, ${nf.format(m.params)} trainable parameters` +
+      (m.lora ? ` (LoRA rank ${m.lora.rank} on ${m.lora.weights.length} weights)` : "") + `, ${m.loss}, ${m.optimizer}` +
       (scaled.length ? ` (${scaled.join(", ")}; undone in the exported model).` : "."));
     if (m.origin === "backbone") {   // what trains and what does not, in numbers
       const b = m.backbone;
@@ -130,6 +133,9 @@ export function refreshButtons() {
   $("digits-build").disabled = !ready || app.training;
   $("csv-build").disabled = !ready || app.training || !$("csv-label").value;
   $("onnx-generate").disabled = !ready || app.training || !app.onnxUpload;
+  $("text-build").disabled = !ready || app.training || !["text-model", "text-tokenizer", "text-data"].every((id) => ($(id).files || []).length);
+  $("text-sample").disabled = !ready || !haveModel || !haveData || app.model.origin !== "text";
+  $("download-adapters").disabled = !ready || !haveModel || !app.model.lora;
   $("artifacts-use").disabled = !ready || app.training || !($("artifact-files").files || []).length;
   $("data-csv-load").disabled = !ready || app.training || !$("data-csv-label").value;
   $("data-images-load").disabled = !ready || app.training || !(($("data-images").files || []).length || ($("data-folder").files || []).length);

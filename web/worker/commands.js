@@ -42,9 +42,23 @@ const COMMAND_TABLE = {
               args: ({ hidden = [64], activation = "relu", optimizer = "AdamW", standardize = true, seed = 0 }) =>
                 ({ hidden, activation, optimizer, standardize, seed }) },
   generate: { idle: "changing the model", newRun: true, py: "generate",
-              args: ({ bytes, loss, optimizer, requiresGrad = null, trainableOps = null, output = null, name, batchnorm = "auto", extraFiles = null }) =>
+              args: ({ bytes, loss, optimizer, requiresGrad = null, trainableOps = null, output = null, name, batchnorm = "auto", extraFiles = null,
+                       lora = null }) =>
                 ({ blob: bytes, loss, optimizer, requires_grad: requiresGrad, trainable_ops: trainableOps, output, name, batchnorm,
-                   extra_files: extraFiles }) },
+                   extra_files: extraFiles, lora }) },
+  /* "Your text": an ONNX language or classification model, its tokenizer.json and a text file (a causal LM) or a
+   * CSV of texts and labels, LoRA on by default ({rank, alpha, targets}; null or rank 0: every weight trains) */
+  useText: { idle: "changing the model", newRun: true, py: "text",
+             args: ({ bytes, tokenizer, text = null, csv = null, blockSize = 64, lora = { rank: 8, alpha: 16 }, optimizer = "AdamW",
+                      textColumn = null, labelColumn = null, valFraction = 0.1, name, extraFiles = null }) =>
+               ({ op: "use", model: bytes, tokenizer, text, csv, block_size: blockSize, lora, optimizer, text_column: textColumn,
+                  label_column: labelColumn, val_fraction: valFraction, name, extra_files: extraFiles }) },
+  /* a causal LM's continuation of `prompt` (greedy, or top-k with a seed) or a classifier's held-out predictions */
+  textSamples: { py: "text", args: ({ prompt = null, newTokens = 20, topK = 0, seed = 0, count = 4 }) =>
+    ({ op: "samples", prompt, new_tokens: newTokens, top_k: topK, seed, count }) },
+  /* the tab's outputs for token ids (arrays of ids; mask: a classifier's attention mask) through the exported model */
+  textLogits: { py: "text", args: ({ ids, mask = null }) => ({ op: "logits", ids, mask }) },
+  exportAdapters: { py: "text", args: ({ format = "onnx" }) => ({ op: "adapters", format }) },
   useArtifacts: { idle: "changing the model", newRun: true, py: "use_artifacts",
                   args: ({ training, eval: evalModel, optimizer, checkpoint, output = null }) =>
                     ({ training, eval: evalModel, optimizer, checkpoint, output }) },

@@ -16,6 +16,15 @@ async function run(): Promise<number> {
   await trainer.federate({ url: "flower/", heartbeat: 30 });
   const arrays = createTrainer({ data: { x: new Float32Array(8), shape: [2, 4], y: [0, 1] }, artifacts: "digits-mlp" });
   const resumed = createTrainer({ run: onnxBytes, persist: true });
+  // "Your text": a language model with its tokenizer.json, LoRA-fine-tuned on a text file
+  const writer = createTrainer({ model: "tiny-gpt2.onnx", data: { text: "corpus.txt", tokenizer: "tokenizer.json", blockSize: 64 },
+                                 lora: { rank: 8, alpha: 16 }, epochs: 3, batchSize: 8, learningRate: 0.01 });
+  await writer.train();
+  const sample = await writer.samples({ prompt: "Once upon a time", newTokens: 20 });
+  const { logits, shape } = await writer.logits([[1, 2, 3, 4]]);
+  const adapters: Uint8Array = await writer.exportAdapters("onnx");
+  console.log(sample.continuation, logits[0], shape, adapters.length, writer.memory?.describe);
+  writer.destroy();
   const element = document.querySelector("pytrain-trainer");
   if (element) await element.train({ epochs: 2 });
   arrays.destroy();
