@@ -171,6 +171,8 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
     out += _gemm_section(res.get("gemm") or {})
     from threads_bench import section as threads_section   # bench/threads.json, written by threads_bench.py
     out += threads_section()
+    from gpt2_memory import section as gpt2_memory_section   # bench/gpt2_memory.json, written by gpt2_memory.py
+    out += gpt2_memory_section()
     out += ["## Method", "",
             "- ms / step: one full training step (forward + loss, backward, AdamW update, "
             "gradient reset, loss read back), median after warm-up; every row is measured "

@@ -328,6 +328,8 @@ def _eval_model(plan: _ParameterPlan, lo: _Loss) -> Tuple[ModelProto, Dict[str, 
               "outputs": [lo.output] + lo.extra, "model_outputs": lo.model_outputs}
     if plan.lora:
         layout[LORA_LAYOUT_KEY] = plan.lora["adapters"]
+    if plan.tied:
+        layout["tied"] = plan.tied  # for pytrain inspect: the exporter copies that became Transposes
     eval_graph = make_graph(eval_nodes, (g.name or "model") + "_eval", lo.inputs,
                             [lo.value_info(lo.output)] + [lo.value_info(e) for e in lo.extra],
                             plan.constants + lo.consts,

@@ -72,7 +72,9 @@ class Plan:
         fed = set(self.feed_names)
         for t in graph.initializer:
             if t.name not in fed and t.name not in consts:
-                consts[t.name] = to_array(t, "the graph's initializers")
+                # read-only views of the model's bytes: the values are held once, and a kernel can never
+                # write into a constant another run or another plan sharing it reads
+                consts[t.name] = to_array(t, "the graph's initializers", view=True)
         nodes = topological_order(graph.node, list(fed) + list(consts))
         nodes = live_nodes(nodes, self.output_names)
         nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/fusion.py
@@ -92,6 +94,7 @@ class Plan:
 
         self._feed_slots = [slot_of(n) for n in self.feed_names]
         self._const_slots = [(slot_of(k), v) for k, v in consts.items()]
+        self._const_names = list(consts)
         read = {i for n in nodes for i in n.input if i} | set(self.output_names)
         last_use: Dict[str, int] = {}
         for idx, n in enumerate(nodes):
@@ -163,9 +166,10 @@ class Plan:
             node_label(node), ", ".join(_describe(scope.get("s%d" % i)) for i in ins), type(e).__name__, e))
 
     @property
-    def constants(self) -> List[np.ndarray]:
-        """The arrays the plan holds as constants (the graph's initializers that are not fed)."""
-        return [v for _, v in self._const_slots]
+    def constants(self) -> Dict[str, np.ndarray]:
+        """The arrays the plan holds as constants (the graph's initializers that are not fed, and the
+        ``constants`` it was given), by name."""
+        return dict(zip(self._const_names, (v for _, v in self._const_slots)))
 
     def live_bytes(self, feeds: Sequence[Any]) -> List[int]:
         """Run once, step by step instead of compiled, and return after each node the bytes held by the

@@ -13,7 +13,7 @@ or with the environment variables ``PYTRAIN_MAX_TENSOR_BYTES``, ``PYTRAIN_MAX_FI
 from __future__ import annotations
 
 import os
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional, Tuple
 
 from pytrain.errors import LimitError
 
@@ -33,6 +33,10 @@ max_file_bytes = _env("PYTRAIN_MAX_FILE_BYTES", 1 << 30)
 #: WebAssembly memory grows to at most 2 GiB ("maximum": 2147483648 in its pyodide.asm.js), shared with the
 #: interpreter, numpy and the data
 max_heap_bytes = _env("PYTRAIN_MAX_HEAP_BYTES", 2 << 30)
+#: where the heap is shared and bounded (a browser tab, whose worker installs it: pytrain/webapp/memory.py), a
+#: function returning (the bytes the heap holds now, the heap's limit or None for ``max_heap_bytes``); a run must
+#: then fit in what is left. None natively, where ``max_heap_bytes`` is the budget of the run alone.
+heap_now: Optional[Callable[[], Tuple[int, Optional[int]]]] = None
 
 
 def set_limits(max_tensor_bytes: Optional[int] = None, max_file_bytes: Optional[int] = None,
@@ -71,10 +75,25 @@ def check_file(size: int, what: str) -> None:
                          % (what, size, max_file_bytes))
 
 
-def check_heap(size: int, what: str) -> None:
-    """Raise LimitError when ``what`` needs ``size`` bytes, over ``max_heap_bytes``."""
-    if size > max_heap_bytes:
-        raise LimitError("%s (%d bytes), over pytrain's memory limit of %d bytes (%.1f MiB; Pyodide's WebAssembly "
+def heap_budget(held: int = 0) -> Tuple[int, int]:
+    """(the memory limit, the bytes of it left for a run) in bytes. Natively both are ``max_heap_bytes``; where
+    ``heap_now`` is set, what is left is the limit less what the heap already holds besides the ``held`` bytes
+    (what the run itself holds already: its model's parameters, counted in its estimate)."""
+    if heap_now is None:
+        return max_heap_bytes, max_heap_bytes
+    used, limit = heap_now()
+    limit = int(limit or max_heap_bytes)
+    return limit, limit - max(0, int(used) - int(held))
+
+
+def check_heap(size: int, what: str, held: int = 0) -> None:
+    """Raise LimitError when ``what`` needs ``size`` bytes, over what is left of the limit (:func:`heap_budget`,
+    ``held`` of them already in the heap)."""
+    limit, left = heap_budget(held)
+    if size > left:
+        other = "" if left == limit else (" less the %d bytes (%.1f MiB) the heap already holds besides this model"
+                                          % (limit - left, (limit - left) / 2.0 ** 20))
+        raise LimitError("%s (%d bytes), over pytrain's memory limit of %d bytes (%.1f MiB%s; Pyodide's WebAssembly "
                          "heap is 2 GiB in all); train with a smaller batch or fewer trainable parameters (LoRA), or "
                          "raise the limit with pytrain.limits.set_limits(max_heap_bytes=...) or PYTRAIN_MAX_HEAP_BYTES"
-                         % (what, size, max_heap_bytes, max_heap_bytes / 2.0 ** 20))
+                         % (what, size, limit, limit / 2.0 ** 20, other))

@@ -15,6 +15,7 @@ from pytrain.files import write_atomic
 from pytrain.ops import backend
 from pytrain.layout import LayoutError, read_layout
 from pytrain.proto import ModelProto, model_metadata, opset_version, value_info_type
+from pytrain.proto.message import sharing
 
 
 _RNG_STEP = "pytrain.rng_step"
@@ -57,11 +58,43 @@ def first_non_finite(values: Sequence[np.ndarray]) -> int:
     return -1
 
 
+def share_initializers(source: ModelProto, model: ModelProto, arrays: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """Of ``arrays`` (a plan's constants over ``source``), those ``model`` holds as initializers of the same
+    name, type, shape and bytes: ``model``'s initializers take ``source``'s very bytes, so a weight both the
+    training and the eval model hold (the frozen base weights under LoRA) is held once, and the arrays
+    returned are the constants for ``model``'s plan (read-only views of those bytes, shared by both plans)."""
+    held = {t.name: t for t in source.graph.initializer if t.name in arrays and t.HasField("raw_data")}
+    shared: Dict[str, np.ndarray] = {}
+    for t in model.graph.initializer:
+        s = held.get(t.name)
+        if (s is not None and t.HasField("raw_data") and s.data_type == t.data_type and list(s.dims) == list(t.dims)
+                and (t.raw_data is s.raw_data or t.raw_data == s.raw_data)):
+            t.raw_data = s.raw_data
+            shared[t.name] = arrays[t.name]
+    return shared
+
+
+def unique_bytes(arrays: Sequence[Any], blobs: Sequence[bytes] = ()) -> int:
+    """The bytes ``arrays`` and ``blobs`` hold, each buffer counted once (a view of another array or of
+    one of the bytes, as a plan's constants are of their model's bytes, counts nothing more)."""
+    owners = {id(b): len(b) for b in blobs}
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            b = buffer_of(a)
+            base = b.base
+            if isinstance(base, (bytes, bytearray)):
+                owners[id(base)] = len(base)
+            else:
+                owners[id(b)] = b.nbytes
+    return sum(owners.values())
+
+
 class MemoryEstimate(NamedTuple):
     """The memory a training step needs, in bytes, by :meth:`Module.memory_estimate`."""
     batch_size: int
     #: every parameter (trainable and frozen) and the constants of the training and eval models (with
-    #: LoRA, the frozen base weights), both as the models' bytes hold them and as the plans' arrays
+    #: LoRA, the frozen base weights): each held once, the plans' constants being views of the models' bytes,
+    #: which the two models share (:func:`share_initializers`)
     parameters: int
     #: one gradient per trainable parameter (what the step accumulates into)
     gradients: int
@@ -94,9 +127,13 @@ class Module:
         heap.keep_freed_memory()  # each step reuses the last step's buffers instead of faulting in new pages
         # pytrain's artifacts, or ONNX Runtime's as they are (read by ORT's conventions)
         params = list(state.parameters)
+        # Each weight is held once: the eval model's copies of the training model's initializers are read as
+        # those very bytes, and the plans' constants are read-only arrays over them (share_initializers).
         self._train_model = ort_made.load_training_model(train_model_uri, params, copy=False)
-        self._eval_model = (ort_made.load_eval_model(eval_model_uri, params, self._train_model)
-                            if eval_model_uri is not None else None)
+        self._eval_model = None
+        if eval_model_uri is not None:
+            with sharing(t.raw_data for t in self._train_model.graph.initializer if t.HasField("raw_data")):
+                self._eval_model = ort_made.load_eval_model(eval_model_uri, params, self._train_model)
         self._state = state
         self._seed = 0 if seed is None else int(seed)
         layout = model_layout(self._train_model, "training model", "training")
@@ -119,7 +156,9 @@ class Module:
             el = model_layout(self._eval_model, "eval model", "eval")
             self._eval_inputs = el["user_inputs"] + el["labels"]
             self._eval_plan = Plan(self._eval_model.graph, self._eval_inputs + self._param_names,
-                                   el["outputs"], opset=opset_version(self._eval_model), training=False)
+                                   el["outputs"], opset=opset_version(self._eval_model), training=False,
+                                   constants=share_initializers(self._train_model, self._eval_model,
+                                                                self._train_plan.constants))
         self._training = True
         self._reset_grad = True
         self._live: Dict[Any, Tuple[np.ndarray, np.ndarray, int]] = {}   # memory_estimate's probes by input shape
@@ -300,13 +339,13 @@ class Module:
         one, two, at = self._live[key]
         steps = one + (two - one) * (batch - at)
         params = [self._state.parameters[n].data for n in self._param_names]
-        consts = list(self._train_plan.constants) + (list(self._eval_plan.constants) if self._eval_plan else [])
-        held = {id(buffer_of(a)): buffer_of(a).nbytes for a in params + consts if isinstance(a, np.ndarray)}
+        plans = [p for p in (self._train_plan, self._eval_plan) if p is not None]
         models = [m for m in (self._train_model, self._eval_model) if m is not None]
-        stored = sum(len(t.raw_data) for m in models for t in m.graph.initializer if t.HasField("raw_data"))
+        held = unique_bytes(params + [a for p in plans for a in p.constants.values()],
+                          [t.raw_data for m in models for t in m.graph.initializer if t.HasField("raw_data")])
         trained = sum(self._state.parameters[n].data.nbytes for n in self._trainable)
         slots = len(getattr(optimizer, "state_names", ())) if optimizer is not None else 0
-        return MemoryEstimate(batch, sum(held.values()) + stored, trained, slots * trained,
+        return MemoryEstimate(batch, held, trained, slots * trained,
                               int(max(steps.max(initial=0), 0)))
 
     def _probe(self, inputs: List[np.ndarray], batched: List[bool], size: int) -> Tuple[np.ndarray, np.ndarray, int]:
@@ -331,10 +370,20 @@ class Module:
     def check_memory(self, *user_inputs: Any, optimizer: Any = None,
                      batch_size: Optional[int] = None) -> MemoryEstimate:
         """:meth:`memory_estimate`, refused with LimitError (naming the estimate and the limit) when it is over
-        ``pytrain.limits.max_heap_bytes``: before the first step, instead of the tab running out of memory."""
+        ``pytrain.limits.max_heap_bytes`` (in a tab: over what is left of it, :func:`pytrain.limits.heap_budget`):
+        before the first step, instead of the tab running out of memory."""
         est = self.memory_estimate(*user_inputs, optimizer=optimizer, batch_size=batch_size)
-        limits.check_heap(est.total, "training this model needs " + est.describe())
+        limits.check_heap(est.total, "training this model needs " + est.describe(), self.held_bytes(est))
         return est
+
+    def held_bytes(self, est: MemoryEstimate) -> int:
+        """The bytes of ``est`` already allocated now: the parameters, and the gradients and optimizer state
+        once a step has made them (what a bounded heap's use already counts, :func:`pytrain.limits.heap_budget`)."""
+        params = self._state.parameters
+        grads = sum(params[n].grad.nbytes for n in self._trainable if params[n].grad is not None)
+        opt = self._state.optimizer_state
+        slots = sum(a.nbytes for per in opt.slots.values() for a in per.values()) if opt is not None else 0
+        return est.parameters + grads + slots
 
     # ---- flat parameter buffers (ORT's contiguous-buffer API) ---------------------------------------
     def _names(self, trainable_only: bool) -> List[str]:

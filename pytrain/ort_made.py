@@ -85,7 +85,9 @@ def load_training_model(uri: Any, params: Sequence[str], what: str = "training m
         raw: Optional[ModelProto] = read(uri)
     except Exception:  # the loader reports a missing or damaged file in its own words
         raw = None
-    if raw is not None and is_ort_training_model(raw) and _fuses_layernorm(raw):
+    if raw is not None and not (is_ort_training_model(raw) and _fuses_layernorm(raw)):
+        raw = None  # read again below, checked: not held meanwhile (the weights twice)
+    if raw is not None:
         if any(True for _ in external_tensors(raw)):
             raise _refuse(what, "it keeps tensors in external data, which pytrain reads only from models "
                           "without ORT's fused LayerNormalization")

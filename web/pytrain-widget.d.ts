@@ -154,8 +154,10 @@ export declare class Trainer extends EventTarget {
   samples(options?: { prompt?: string | null; newTokens?: number; topK?: number; seed?: number; count?: number }): Promise<TextSamples>;
   /** A text model's outputs for token ids (batch, length) through the exported model. */
   logits(ids: ArrayLike<number>[], mask?: ArrayLike<number>[] | null): Promise<{ logits: Float32Array; shape: number[] }>;
-  /** "Your text": the training memory estimate against pytrain's limit (bytes), set once ready. */
-  readonly memory?: { total: number; limit: number; fits: boolean; describe: string; batch_size: number };
+  /** "Your text": the training memory estimate (bytes, by part) against what the tab's heap has left of
+   *  pytrain's limit, set once ready; `{error}` when it could not be made. */
+  readonly memory?: { total?: number; parameters?: number; gradients?: number; optimizer_state?: number;
+    activations?: number; limit?: number; left?: number; fits?: boolean; describe?: string; batch_size?: number; error?: string };
   /** The current checkpoint (parameters + optimizer state) as bytes. */
   checkpoint(): Promise<Uint8Array>;
   /** The whole run (artifacts, checkpoint, table) as one zip. */

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections import Counter
-from typing import List
+from typing import Dict, List
 
 import numpy as np
 
@@ -62,6 +62,17 @@ def model_lines(path: str, model) -> List[str]:
                      "trains" if verdict[t.name]["trains"] else "no", verdict[t.name]["why"]) for t in biggest], "  ")
     if len(g.initializer) > len(biggest):
         lines.append("  ... and {} more".format(len(g.initializer) - len(biggest)))
+    from pytrain.layout import ARTIFACT_KEY, LayoutError, parse_layout
+    from pytrain.proto import ModelProto
+    from pytrain.trainable import tie_exporter_copies
+
+    if model_metadata(model).get(ARTIFACT_KEY):
+        try:
+            lines += tied_lines(parse_layout(model_metadata(model), "model").get("tied") or [])
+        except LayoutError:  # a damaged layout is the loader's to name when the model is used
+            pass
+    else:  # what generate will tie (found on a copy: tying rewrites the graph)
+        lines += tied_lines(tie_exporter_copies(ModelProto.FromString(model.SerializeToString()).graph))
     grads = set(differentiable_ops())
     hist = Counter(((n.domain or ""), n.op_type) for n in g.node)
     rows = [("op", "count", "kernel", "gradient")]
@@ -90,6 +101,15 @@ def model_lines(path: str, model) -> List[str]:
     if not no_kernel and not no_grad and not kind:
         lines.append("pytrain can run and train every op of this model")
     return lines
+
+
+def tied_lines(tied: List[Dict[str, str]]) -> List[str]:
+    """The exporter copies of a tied weight (``generate_artifacts``' ``summary["tied"]``), if any."""
+    if not tied:
+        return []
+    lines = ["tied: {} exporter {} of a tied weight, read from the weight (one tensor trains):".format(
+        len(tied), "copy" if len(tied) == 1 else "copies")]
+    return lines + table([(d["copy"], "= transpose of", d["parameter"]) for d in tied], "  ")
 
 
 def checkpoint_lines(path: str, state, kind: str = "checkpoint") -> List[str]:
@@ -138,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         art = A.ArtifactDir(path)
         lines = ["artifact directory {}".format(path)]
         lines += table([(f, size_str(os.path.getsize(art.file(f)))) for f in A.FILES], "  ")
+        lines += tied_lines(art.layout().get("tied") or [])
         state = art.load_state()
         lines += checkpoint_lines(art.checkpoint_path, state)
         for line in lines:

@@ -5,8 +5,9 @@ ONNX relies on presence (an ``AttributeProto`` with ``i = 0`` must still carry i
 """
 from __future__ import annotations
 
+import contextlib
 import struct
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, Union
+from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Optional, Tuple, Type, Union
 
 from pytrain.errors import ModelFormatError
 from pytrain.proto import wire
@@ -21,6 +22,27 @@ INT64, INT32, UINT64, FLOAT, DOUBLE, STRING, BYTES, MESSAGE = (
 
 _DEFAULTS = {INT64: 0, INT32: 0, UINT64: 0, FLOAT: 0.0, DOUBLE: 0.0, STRING: "", BYTES: b""}
 _VARINT_KINDS = (INT64, INT32, UINT64)
+#: bytes values a decode returns for an equal payload instead of a copy, by length (:func:`sharing`)
+_shared: Dict[int, List[bytes]] = {}
+
+
+@contextlib.contextmanager
+def sharing(values: Iterable[bytes], min_size: int = 1024) -> Iterator[None]:
+    """While active, a bytes field decoded equal to one of ``values`` (of ``min_size`` bytes or more) is that very
+    object, not a copy: a model holding the weights another already holds (the eval model beside the training
+    model) adds no memory, not even while it is read. (Not views of the buffer read: a payload's offset in the
+    stream is unaligned, and numpy would copy an unaligned float array at every use.)"""
+    global _shared
+    before = _shared
+    table: Dict[int, List[bytes]] = {}
+    for v in values:
+        if len(v) >= min_size:
+            table.setdefault(len(v), []).append(v)
+    _shared = table
+    try:
+        yield
+    finally:
+        _shared = before
 
 
 class Field:
@@ -176,6 +198,10 @@ def _scalar_from_wire(f: Field, wt: int, value: Any, buf: bytes) -> Any:
         return struct.unpack("<f", value)[0]
     if kind == DOUBLE:
         return struct.unpack("<d", value)[0]
+    if kind == BYTES and _shared:
+        for same in _shared.get(value[1] - value[0], ()):
+            if buf.startswith(same, value[0]):  # compared in place: no copy of the payload is made
+                return same
     raw = buf[value[0]:value[1]]
     return raw.decode("utf-8") if kind == STRING else raw
 

@@ -14,8 +14,10 @@ EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 _DATA_FIELDS = ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
 
 
-def to_array(t: TensorProto, where: str = "") -> np.ndarray:
-    """The tensor's values as a numpy array (a fresh, writable array)."""
+def to_array(t: TensorProto, where: str = "", view: bool = False) -> np.ndarray:
+    """The tensor's values as a numpy array: a fresh, writable array, or with ``view`` (for a constant
+    that is only read) a read-only view of the tensor's ``raw_data`` where it has one, so the values are
+    held once, in the model's bytes."""
     label = "tensor %r%s" % (t.name, (" in " + where) if where else "")
     if t.data_location == EXTERNAL or t.external_data:
         raise ModelFormatError(
@@ -41,7 +43,10 @@ def to_array(t: TensorProto, where: str = "") -> np.ndarray:
         if len(raw) != count * dt.itemsize:
             raise ModelFormatError("%s: raw_data has %d bytes, expected %d for shape %s of %s"
                                    % (label, len(raw), count * dt.itemsize, list(shape), dt))
-        return np.frombuffer(raw, dtype=dt.newbyteorder("<")).astype(dt).reshape(shape)
+        values = np.frombuffer(raw, dtype=dt.newbyteorder("<"))
+        if view and values.flags.aligned:  # (a big-endian machine still gets a converted copy)
+            return values.astype(dt, copy=False).reshape(shape)
+        return values.astype(dt).reshape(shape)
     if t.data_type == dtypes.STRING:
         if len(t.string_data) != count:
             raise ModelFormatError("%s has %d strings, expected %d for shape %s"

@@ -12,6 +12,9 @@ from pytrain.webapp.common import LOSSES, MNIST_MAGIC, OPTIMIZERS, WebappError
 from pytrain.webapp.demo import digits_artifacts, digits_model, read_mnist
 from pytrain.webapp.inspect_model import describe_model
 from pytrain.webapp.session import Session
+from pytrain.webapp import memory
+
+memory.install()   # in the page's worker: the run's memory check counts what the tab's heap already holds
 
 __all__ = ["ARTIFACT_FILES", "LOSSES", "MNIST_MAGIC", "OPTIMIZERS", "Session", "WebappError", "call",
            "describe_model", "digits_artifacts", "digits_model", "read_mnist"]

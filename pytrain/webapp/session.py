@@ -15,7 +15,7 @@ from pytrain.errors import DivergenceError
 from pytrain.run import properties as P
 from pytrain.run import rows, scaling
 from pytrain.run.loop import LossExploded, LossWatch, Position, steps
-from pytrain.webapp import feature_head, model_source, predictions, runfile, saved_run
+from pytrain.webapp import feature_head, memory, model_source, predictions, runfile, saved_run
 from pytrain.webapp.common import WebappError, core_api, _inference_session
 from pytrain.webapp.data_source import DataSource
 from pytrain.webapp.inspect_model import inspect_upload
@@ -30,6 +30,11 @@ class Good(NamedTuple):
 
     def position(self) -> Dict[str, int]:
         return {"epoch": self.epoch, "step": self.step, "epoch_step": self.epoch_step}
+
+
+def _position_field(name: str) -> property:
+    """A field of ``Session.at`` (a :class:`~pytrain.run.loop.Position`) under its old name, set as an int."""
+    return property(lambda self: getattr(self.at, name), lambda self, value: setattr(self.at, name, int(value)))
 
 
 class Session:
@@ -56,29 +61,9 @@ class Session:
 
     # ------------------------------------------------------------ position and data, by their old names
 
-    @property
-    def epoch(self) -> int:
-        return self.at.epoch
-
-    @epoch.setter
-    def epoch(self, value: int) -> None:
-        self.at.epoch = int(value)
-
-    @property
-    def epoch_step(self) -> int:
-        return self.at.epoch_step
-
-    @epoch_step.setter
-    def epoch_step(self, value: int) -> None:
-        self.at.epoch_step = int(value)
-
-    @property
-    def step(self) -> int:
-        return self.at.step
-
-    @step.setter
-    def step(self, value: int) -> None:
-        self.at.step = int(value)
+    epoch = _position_field("epoch")              # completed epochs
+    epoch_step = _position_field("epoch_step")    # batches done in the current epoch
+    step = _position_field("step")                # batches done in total
 
     @property
     def data(self) -> Dict[str, Any]:
@@ -220,6 +205,7 @@ class Session:
         out = dict(self.model)
         params = int(self.module.get_parameters_size(trainable_only=True)) if self.module is not None else 0
         out.update({"ready": True, "params": params, "epoch": self.epoch, "step": self.step})
+        out["memory"] = memory.summary(self)   # the estimate against what the tab has left
         return out
 
     def _need_model(self) -> None:
@@ -321,13 +307,21 @@ class Session:
         y = y.astype(np.float32)
         return scaling.targets(y.reshape(len(y), -1), self.model.get("scaling"))
 
+    def batch(self, idx: np.ndarray) -> Tuple[np.ndarray, ...]:
+        """Training samples ``idx`` as the training graph takes them: (inputs, targets), or a
+        "Your text" model's feeds (``d["feeds"]``, see :mod:`pytrain.webapp.text_source`)."""
+        d = self._need_data()
+        if "feeds" in d:
+            return d["feeds"](d["train_x"][idx], d["train_y"][idx])
+        return self._model_x(d["train_x"][idx]), self._targets(d["train_y"][idx])
+
     def train_for(self, budget_ms: float = 200.0, max_steps: int = 1000000) -> Dict[str, Any]:
         """Train batches until ``budget_ms`` has passed or the epoch ends; report the losses.
 
         Short slices let the worker answer pause/stop/predict between them.
         """
         self._need_model()
-        d = self._need_data()
+        self._need_data()
         self.module.train()
         batches = self._batches()
         losses: List[float] = []
@@ -336,12 +330,8 @@ class Session:
         ended = False
         at = self.at
         if at.epoch_step < len(batches) and int(max_steps) > 0:
-            def fetch(idx: np.ndarray) -> Tuple[np.ndarray, ...]:   # "feeds": what "Your text" trains on
-                return d["feeds"](d["train_x"][idx], d["train_y"][idx]) if "feeds" in d else (
-                    self._model_x(d["train_x"][idx]), self._targets(d["train_y"][idx]))
-
             try:
-                for st in steps(self.module, self.optimizer, at, lambda epoch: batches, fetch, watch=self._watch):
+                for st in steps(self.module, self.optimizer, at, lambda epoch: batches, self.batch, watch=self._watch):
                     losses.append(st.loss)
                     ended = st.epoch_end
                     if ended or len(losses) >= int(max_steps) or (time.perf_counter() - start) * 1000.0 >= budget_ms:

@@ -11,7 +11,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pytrain import limits
 from pytrain.errors import DataError
 from pytrain.text import Tokenizer
 from pytrain.text.datasets import classification_rows, lm_blocks, pad_id, read_text_csv
@@ -129,7 +128,7 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
             "text": {"kind": kind, "block_size": length, "vocab": vocab, "tokenizer_vocab": tok.vocab_size,
                      "pad": pad_id(tok), "inputs": [i["name"] for i in desc["inputs"]]}}
     summary = session._use(arts, info)
-    return {"model": summary, "data": session.data_summary(), "memory": memory(session), "notes": notes}
+    return {"model": summary, "data": session.data_summary(), "memory": summary.get("memory"), "notes": notes}
 
 
 def _use_data(session: Any, x: np.ndarray, y: np.ndarray, source: Dict[str, Any], tok: Tokenizer, raw: bytes,
@@ -147,16 +146,6 @@ def restore_data(session: Any, meta: Dict[str, Any], arrays: Dict[str, np.ndarra
     model = meta["model"]
     _use_data(session, arrays["x"], arrays["y"], meta["data_source"], Tokenizer.from_json(raw), raw,
               model["text"]["inputs"], model["input"])
-
-
-def memory(session: Any) -> Dict[str, Any]:
-    """The training memory estimate at the session's batch size against pytrain's limit (the page's line)."""
-    d = session._need_data()
-    take = slice(0, max(2, min(len(d["train_x"]), session.batch_size)))
-    est = session.module.memory_estimate(*d["feeds"](d["train_x"][take], d["train_y"][take]),
-                                         optimizer=session.optimizer, batch_size=session.batch_size)
-    return {"total": int(est.total), "limit": int(limits.max_heap_bytes), "fits": est.total <= limits.max_heap_bytes,
-            "describe": est.describe(), "batch_size": int(session.batch_size)}
 
 
 def _text_data(session: Any) -> Dict[str, Any]:

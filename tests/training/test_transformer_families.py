@@ -89,8 +89,8 @@ def _route(path: str) -> str:
 
 
 def trains_like_torch(model, names, family: str, path: str, optim: str, requires_grad=None,
-                      not_trained=frozenset(), tied_to=None) -> float:
-    """10 steps in pytrain and PyTorch from the same weights; the largest loss difference. PyTorch trains
+                      not_trained=frozenset(), tied_to=None, steps: int = STEPS) -> float:
+    """``steps`` steps in pytrain and PyTorch from the same weights; the largest loss difference. PyTorch trains
     its trainable parameters but ``not_trained``; ``tied_to``: the parameter an exporter's copy is tied
     to again (None: no copy); onnxruntime then runs the exported model with PyTorch's output."""
     torch_opt, ours, lr = OPTIMS[optim]
@@ -106,7 +106,7 @@ def trains_like_torch(model, names, family: str, path: str, optim: str, requires
     params = [p for n, p in model.named_parameters() if p.requires_grad and n not in skipped]
     assert arts.summary["trainable_count"] == sum(p.numel() for p in params)
 
-    data = batches(family, names, STEPS)
+    data = batches(family, names, steps)
     losses, state = train_steps(arts, data, lr)
     for n, p in model.named_parameters():
         p.requires_grad_(p.requires_grad and n not in skipped)
@@ -139,6 +139,23 @@ def test_trains_like_torch(family, exporter, optim, exported):
                              not_trained=NOT_TRAINED.get((family, exporter), set()),
                              tied_to=TIED.get((family, exporter)))
     print("\nmax loss diff %s %s %s: %.2e" % (family, exporter, optim, diff))
+
+
+#: eager attention (``attn_implementation="eager"``): each family once, through TorchScript (the cheaper export;
+#: the routes and the parameters to name as above), SGD, 3 steps
+EAGER_STEPS = 3
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES])
+def test_eager_attention_trains_like_torch(family, tmp_path):
+    model, names = build(family, "torchscript")
+    model.hf.set_attn_implementation("eager")
+    assert model.hf.config._attn_implementation == "eager"
+    path = export(model, family, names, ROUTE.get((family, "torchscript"), "torchscript"), str(tmp_path))
+    diff = trains_like_torch(model, names, family, path, "sgd",
+                             requires_grad="all" if (family, "torchscript") in NAME_PARAMETERS else None,
+                             tied_to=TIED.get((family, "torchscript")), steps=EAGER_STEPS)
+    print("\nmax loss diff %s torchscript eager sgd: %.2e" % (family, diff))
 
 
 def test_whisper_frozen_position_table_stays_frozen(exported):

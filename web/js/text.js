@@ -4,10 +4,9 @@
 // adapters alone as a download. Training, the loss curve and the merged model's download are the page's own.
 
 import { download, readFiles, readText } from "./files.js";
-import { $, guarded, hideError, nf, refreshButtons, setStatus } from "./ui.js";
+import { $, guarded, hideError, memoryText, nf, refreshButtons, setStatus } from "./ui.js";
 import { app, client, on, setData, setModel } from "./store.js";
 
-const MIB = 1024 * 1024;
 
 /** The chosen model (its .onnx and the files uploaded with it), tokenizer and text, or null for what is missing. */
 async function chosen() {
@@ -34,14 +33,10 @@ function loraSetting() {
   return { rank, alpha, targets: targets.length ? targets : null };
 }
 
-/** What the memory estimate says against the limit. */
+/** The memory estimate against what the tab has left (the model panel's words, ui.js). */
 function showMemory(mem) {
-  if (!mem) { $("text-memory").textContent = ""; return; }
-  const fits = mem.total <= mem.limit;
-  $("text-memory").textContent = `Memory while training, estimated: ${mem.describe} — ` +
-    `${fits ? "within" : "over"} the limit of ${nf.format(Math.round(mem.limit / MIB))} MiB` +
-    (fits ? "." : ": lower the batch size or the block size, or use LoRA.");
-  $("text-memory").classList.toggle("bad", !fits);
+  $("text-memory").textContent = mem ? memoryText(mem) : "";
+  $("text-memory").classList.toggle("bad", !!mem && !mem.fits);
 }
 
 $("text-build").onclick = () => guarded($("text-build"), async () => {

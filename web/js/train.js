@@ -2,7 +2,7 @@
 
 import { LinePlot } from "./plot.js";
 import { download } from "./files.js";
-import { $, announce, describeSetup, guarded, hideError, nf, refreshButtons, setStatus, untilHint } from "./ui.js";
+import { $, announce, describeSetup, guarded, hideError, mib, nf, refreshButtons, setStatus, untilHint } from "./ui.js";
 import { app, client, emit, on } from "./store.js";
 
 // ------------------------------------------------------------------ plots
@@ -123,7 +123,9 @@ client.on("progress", (p) => {
   const last = app.epochs[app.epochs.length - 1];
   // shown, not announced: this changes several times a second
   $("train-status").textContent = `Epoch ${Math.min(p.epoch + 1, p.epochs)} of ${p.epochs} · step ${nf.format(p.step)} · ` +
-    `${p.stepsPerSecond.toFixed(1)} steps/s · loss ${loss.toFixed(4)}` + (last ? ` · ${metricText(last)}` : "");
+    `${p.stepsPerSecond.toFixed(1)} steps/s · loss ${loss.toFixed(4)}` + (last ? ` · ${metricText(last)}` : "") +
+    (p.wasmHeap ? ` · memory ${mib(p.wasmHeap)} (peak)` : "");
+  if (p.wasmHeap) app.peakMemory = p.wasmHeap;
   $("train-status").classList.remove("ok", "bad");
 });
 client.on("epoch", (rec) => {
@@ -150,7 +152,8 @@ client.on("done", (d) => {
   const what = d.reason === "finished" ? "Finished" : d.reason === "stopped" ? "Stopped" : "Stopped after an error";
   const said = metricText(last);
   setStatus("train-status", `${what} at epoch ${d.epoch}, step ${nf.format(d.step || 0)}.` +
-    (said ? ` ${said[0].toUpperCase()}${said.slice(1)}.` : ""), d.reason === "finished");
+    (said ? ` ${said[0].toUpperCase()}${said.slice(1)}.` : "") +
+    (app.peakMemory ? ` Peak memory ${mib(app.peakMemory)}.` : ""), d.reason === "finished");
   if (d.reason !== "error") $("epoch-bar").style.width = "100%";
   refreshButtons();
   if (d.reason !== "error") emit("trained");

@@ -103,6 +103,7 @@ export function describeSetup() {
     parts.push(`Model: ${name}, ${nf.format(m.params)} trainable parameters` +
       (m.lora ? ` (LoRA rank ${m.lora.rank} on ${m.lora.weights.length} weights)` : "") + `, ${m.loss}, ${m.optimizer}` +
       (scaled.length ? ` (${scaled.join(", ")}; undone in the exported model).` : "."));
+    if (m.memory) parts.push(memoryText(m.memory));
     if (m.origin === "backbone") {   // what trains and what does not, in numbers
       const b = m.backbone;
       parts.push(`Backbone: ${nf.format(b.params)} parameters, frozen (BatchNorm on its running statistics, ` +
@@ -116,6 +117,17 @@ export function describeSetup() {
   if (why) parts.push(why);
   const warned = !!(m && m.ready && m.warning);
   setStatus("setup-status", parts.join(" "), !!(d && d.loaded && m && m.ready) && !why && !warned, !!why || warned);
+}
+
+export const mib = (bytes) => `${nf.format(Math.round(bytes / 1048576))} MiB`;
+
+/** The model's memory estimate (pytrain/webapp/memory.py) against what the tab has left. */
+export function memoryText(mem) {
+  if (mem.error) return `Memory: not estimated (${mem.error}).`;
+  const over = mem.total > mem.left;
+  return `Memory: training needs about ${mib(mem.total)} at batch size ${nf.format(mem.batch_size)} (parameters ` +
+    `${mib(mem.parameters)}, gradients ${mib(mem.gradients)}, optimizer state ${mib(mem.optimizer_state)}, activations ` +
+    `${mib(mem.activations)}), ${over ? "over" : "within"} the ${mib(mem.left)} left of the ${mib(mem.limit)} limit.`;
 }
 
 /** "Train until epoch" is the run's total: when the run has trained that many, what to type to train on ("" otherwise). */

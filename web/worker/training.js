@@ -53,6 +53,7 @@ async function trainLoop(options) {
       emit("progress", {
         step: r.step, epoch: r.epoch, epochStep: r.epoch_step, stepsPerEpoch: r.steps_per_epoch,
         losses: r.losses, firstStep: first, stepsPerSecond: secs > 0 ? steps / secs : 0, epochs: opts.epochs,
+        wasmHeap: wasmHeapBytes(),   // the WebAssembly memory never shrinks: its size is the peak so far
       });
       // A diverged run is an outcome to show with the training, not an error banner.
       if (r.diverged) { reason = "diverged"; divergence = r.diverged; break; }
@@ -97,6 +98,18 @@ function resumeTraining(stop = false) {
 /** New batch size or learning rate for the running loop's next slices (and the saved run). */
 function configureTraining({ batchSize, learningRate }) {
   if (trainer) Object.assign(trainer.options, batchSize ? { batchSize } : {}, learningRate ? { learningRate } : {});
+}
+
+/* Pyodide's WebAssembly heap for pytrain.limits (pytrain/webapp/memory.py): the bytes in use (the break, below
+ * which are the static data, the stack and malloc's arena, less what malloc holds free in its arena: dlmalloc's
+ * mallinfo, whose 9th word is fordblks), the memory's size, and the site's limit (config.json maxHeapBytes, 0 for
+ * pytrain's own). */
+function pytrainWasmHeap() {
+  const m = runtime.pyodide._module;
+  const info = m._malloc(64);
+  let free = 0;
+  try { m._mallinfo(info); free = m.HEAPU32[(info >> 2) + 8]; } finally { m._free(info); }
+  return { used: m._sbrk(0) - free, size: wasmHeapBytes(), limit: (runtime.config && runtime.config.maxHeapBytes) || 0 };
 }
 
 function safeStatus() { try { return py("status"); } catch (e) { return {}; } }

@@ -1,0 +1,58 @@
+"""Memory in the tab: the model's estimate (:meth:`pytrain.api.Module.memory_estimate`) against what is left of
+the limit, for the page's model panel, and the hook through which the worker tells :mod:`pytrain.limits` how much
+of Pyodide's WebAssembly heap is already in use (Python, numpy, pytrain, the data), so that a run which would not
+fit in the rest is refused before its first step (:func:`pytrain.limits.heap_budget`)."""
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from pytrain import limits
+from pytrain.errors import PytrainError
+
+
+def install() -> bool:
+    """In the page's worker (Pyodide), set ``pytrain.limits.heap_now`` to the worker's ``pytrainWasmHeap()``
+    (web/worker/training.js): the heap's bytes in use and the site's limit (config.json ``maxHeapBytes``, 0 for
+    none). False, and nothing changed, anywhere else."""
+    if sys.platform != "emscripten":
+        return False
+    try:
+        import js  # type: ignore  # Pyodide's view of the worker's global scope
+        probe = js.pytrainWasmHeap
+    except (ImportError, AttributeError):
+        return False
+
+    def now() -> Tuple[int, Optional[int]]:
+        heap = probe()
+        return int(heap.used), (int(heap.limit) or None)
+
+    limits.heap_now = now
+    return True
+
+
+_last: List[Any] = [None, None]   # (key, estimate) of the last summary
+
+
+def summary(session: Any) -> Optional[Dict[str, Any]]:
+    """The estimate of training the session's model at its batch size, by part, in bytes, with the limit and
+    what is left of it (``left``: the limit less what the heap holds besides this model); None without a model
+    or data, and ``{"error": message}`` when the estimate cannot be made."""
+    module, data = session.module, session.data
+    if module is None or not data or not len(data.get("train_x", ())):
+        return None
+    key = (id(module), id(session.optimizer), session.artifacts_version, session.batch_size, session.data_version)
+    try:
+        if _last[0] != key:   # status() asks often: the estimate is made once per model, optimizer, batch size, data
+            batch = session.batch(np.arange(min(2, len(data["train_x"]))))
+            _last[:] = [key, module.memory_estimate(*batch, optimizer=session.optimizer,
+                                                    batch_size=session.batch_size)]
+        est = _last[1]
+        limit, left = limits.heap_budget(module.held_bytes(est))
+    except PytrainError as e:
+        return {"error": str(e)}
+    return {"batch_size": est.batch_size, "parameters": est.parameters, "gradients": est.gradients,
+            "optimizer_state": est.optimizer_state, "activations": est.activations, "total": est.total,
+            "limit": limit, "left": max(0, left), "fits": est.total <= left, "describe": est.describe()}
