@@ -69,6 +69,11 @@ def app_state(page, expr: str):
     return page.evaluate("() => { const a = window.pytrainApp; return %s; }" % expr)
 
 
+def app_worker(page):
+    """The page's Pyodide worker (``worker.js``, whatever its query string), for evaluating in its scope."""
+    return next(w for w in page.workers if w.url.split("?")[0].endswith("/worker.js"))
+
+
 def configure_training(page, epochs: int, batch_size: Optional[int] = None, lr: Optional[float] = None) -> None:
     """Fill the training controls the test cares about (the others keep their defaults)."""
     page.fill("#epochs", str(epochs))

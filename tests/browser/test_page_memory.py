@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from browser_helpers import app_state, build_digits, open_ready, train_epochs, wait_ms
+from browser_helpers import app_state, app_worker, build_digits, open_ready, train_epochs, wait_ms
 
 MIB = r"[\d,]+ MiB"
 
@@ -21,7 +21,7 @@ def test_estimate_shown_run_over_the_limit_refused_before_a_step_peak_memory_rep
     assert memory["parameters"] > 0 and memory["optimizer_state"] == 2 * memory["gradients"] > 0   # AdamW
     assert memory["limit"] == 2 << 30 and 0 < memory["left"] < memory["limit"]   # Pyodide already holds some
 
-    worker = next(w for w in page.workers if w.url.endswith("/worker.js"))
+    worker = app_worker(page)
     worker.evaluate("() => { runtime.config.maxHeapBytes = 1 << 20; }")
     page.fill("#epochs", "1")
     page.click("#start")

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "flower"), str(ROOT / "tests" / "helpers")]
-from browser_helpers import wait_ready  # noqa: E402
+from browser_helpers import app_worker, wait_ready  # noqa: E402
 from test_federation import Tab  # noqa: E402
 
 from pytrain.flower import secagg_crypto as sc  # noqa: E402
@@ -54,7 +54,7 @@ class Worker:
 
     def __init__(self, tab: Tab) -> None:
         wait_ready(tab.page)
-        self.w = next(w for w in tab.page.workers if w.url.split("?")[0].endswith("/worker.js"))
+        self.w = app_worker(tab.page)
 
     def __call__(self, fn: str, *args):
         return _dec(self.w.evaluate(CALL, [fn, _enc(list(args))]))

@@ -11,7 +11,7 @@ import json
 import unicodedata
 
 import build
-from browser_helpers import open_ready
+from browser_helpers import app_worker, open_ready
 from buildsite import strip
 
 CHECK = r"""
@@ -44,7 +44,7 @@ def _shipped_by_pyodide():
 
 def test_every_pytrain_module_and_the_kept_stdlib_import_in_the_tab(context, site_url):
     page, rec = open_ready(context, site_url)
-    worker = next(w for w in page.workers if w.url.split("?")[0].endswith("/worker.js"))
+    worker = app_worker(page)
     out = json.loads(worker.evaluate("(code) => runtime.pyodide.runPython(code)", CHECK))
     # the oracle: the same calls in this CPython
     # (numpy.fft imports, but its pocketfft extension fails on this Chromium with Pyodide 0.17.1:

@@ -26,7 +26,8 @@ def test_model_summary_shows_the_estimate_by_part_against_what_is_left(monkeypat
     est = s.module.memory_estimate(x, y, optimizer=s.optimizer, batch_size=s.batch_size)
     assert memory == {"batch_size": 32, "parameters": est.parameters, "gradients": est.gradients,
                       "optimizer_state": est.optimizer_state, "activations": est.activations, "total": est.total,
-                      "limit": limits.max_heap_bytes, "left": limits.max_heap_bytes}
+                      "limit": limits.max_heap_bytes, "left": limits.max_heap_bytes, "fits": True,
+                      "describe": est.describe()}
     assert est.optimizer_state == 2 * est.gradients > 0   # AdamW
 
     held = s.module.held_bytes(est)
