@@ -203,7 +203,8 @@ def run_native(names: List[str], steps: dict, results: dict, repeat: int) -> Non
 
 
 TFJS_WORKLOADS = ("mlp", "cnn", "emb")   # keep in sync with workloads.TFJS_WORKLOADS (run.py imports no torch)
-#: fine-tuned with LoRA (workloads.LORA_WORKLOADS): native pytrain and PyTorch + peft rows only
+#: fine-tuned with LoRA (workloads.LORA_WORKLOADS): pytrain (native and in the browser) and PyTorch + peft
+#: rows only (onnxruntime-training/-web and TF.js have no LoRA)
 LORA_WORKLOADS = ("gpt2_lora",)
 NOT_LORA = ("mlp", "cnn", "emb", "mobilenet", "bert")
 
@@ -212,7 +213,8 @@ NOT_LORA = ("mlp", "cnn", "emb", "mobilenet", "bert")
 #: 2,000 warm-up steps (its speed-up over the first ~1,500 is a small-model effect) would take
 #: 10 minutes a row for BERT.
 REAL_MODEL_STEPS = {"mobilenet": dict(ort_web_warmup=200, ort_web_steps=50, pyodide_warmup=3, pyodide_steps=15),
-                    "bert": dict(ort_web_warmup=200, ort_web_steps=50, pyodide_warmup=3, pyodide_steps=15)}
+                    "bert": dict(ort_web_warmup=200, ort_web_steps=50, pyodide_warmup=3, pyodide_steps=15),
+                    "gpt2_lora": dict(pyodide_warmup=3, pyodide_steps=15)}
 
 
 def workload_steps(n: str, steps: dict) -> dict:
@@ -224,7 +226,7 @@ def workload_steps(n: str, steps: dict) -> dict:
 def browser_rows() -> List[dict]:
     """(label, page, counts: which step-count keys, extra query, isolated) of every browser row."""
     pyo, ortw, tfjs = ("pyodide_warmup", "pyodide_steps"), ("ort_web_warmup", "ort_web_steps"), ("tfjs_warmup", "tfjs_steps")
-    return [
+    rows = [
         dict(label="pytrain (Pyodide 0.17.1, numpy)", page="pytrain.html", counts=pyo, extra="&gemm=0", isolated=False),
         dict(label="pytrain (Pyodide 0.17.1 + wasm kernels)", page="pytrain.html", counts=pyo, extra="&gemm=1",
              isolated=False),
@@ -241,6 +243,10 @@ def browser_rows() -> List[dict]:
         dict(label="TensorFlow.js 4.22 wasm (2 threads, COOP/COEP)", page="tfjs.html", counts=tfjs,
              extra="&threads=2", isolated=True, workloads=TFJS_WORKLOADS),
     ]
+    for row in rows:   # pytrain.html trains a LoRA workload's artifacts as any other (the adapters alone train)
+        if row["page"] != "pytrain.html" and "workloads" not in row:
+            row["workloads"] = NOT_LORA
+    return rows
 
 
 def page_url(row: dict, n: str, steps: dict) -> str:
@@ -259,7 +265,7 @@ def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
     with BrowserSession(verbose=verbose) as s, AppSite() as site:
         results["env"]["chromium"] = s.version
         results["rows"] += _measure_rows(
-            [n for n in names if n not in LORA_WORKLOADS], picked, repeat, "browser",
+            names, picked, repeat, "browser",
             lambda row: row["page"].split(".")[0],
             lambda n, row: s.run_page(page_url(row, n, steps), isolated=row["isolated"]),
             lambda rec: (f"cold {rec['cold_ms']:7.0f} ms  wasm {rec['wasm_memory_mb']:6.1f} MB  "
@@ -267,7 +273,7 @@ def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
             after_pass=None if rows else lambda i: run_app_start(results, s, site))   # one start-up per pass
         if rows:
             return
-        for n in names:
+        for n in [n for n in names if n not in LORA_WORKLOADS]:   # (pytrain.html?gen=1 adds no adapters)
             # artifact generation inside the browser (pytrain is pure Python: it can)
             rec = {"workload": n, "runtime": "pytrain-pyodide"}
             try:
@@ -569,10 +575,11 @@ def main(argv: Optional[list] = None) -> None:
                 log("browser rows")
                 run_browser(names, steps, results, with_gemm=True, verbose=args.verbose, repeat=args.repeat,
                             rows=args.rows.split(",") if args.rows else None)
-                log("first step over an emulated network")
-                import network
+                if not args.rows:   # --rows: those rows alone
+                    log("first step over an emulated network")
+                    import network
 
-                network.run(results, args.repeat, args.verbose)
+                    network.run(results, args.repeat, args.verbose)
     except Exception:
         results["fatal"] = traceback.format_exc()
         log(results["fatal"])

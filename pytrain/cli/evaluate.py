@@ -93,4 +93,6 @@ def describe(result: Dict[str, object], prefix: str = "") -> str:
         parts.append("{}accuracy {:.2f}%".format(prefix, 100.0 * float(result["accuracy"])))  # type: ignore[arg-type]
     if "mae" in result:
         parts.append("{}mae {:.4f}".format(prefix, result["mae"]))
+    if "perplexity" in result:
+        parts.append("{}perplexity {:.2f}".format(prefix, result["perplexity"]))
     return "  ".join(parts)

@@ -210,5 +210,6 @@ def summary_lines(args: argparse.Namespace, model, state, arts, blobs) -> List[s
     hist = Counter(n.op_type for n in model.graph.node)
     lines.append("ops: " + ", ".join("{} x{}".format(op, c) for op, c in sorted(
         hist.items(), key=lambda kv: (-kv[1], kv[0]))))
-    lines.append("next: pytrain train {} --data FILE".format(args.output))
+    lines.append("next: pytrain train {} {}".format(args.output, "--text FILE --tokenizer tokenizer.json"
+                                                      if args.loss == "clm" else "--data FILE"))
     return lines

@@ -11,7 +11,7 @@ import json
 import math
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from pytrain.run.dataset import DataRequest, digest, prepare_data
 from pytrain.run.evaluate import METRICS, batch_loss_weight, check_metric, default_metric, evaluate_dataset
 from pytrain.run.loop import Position, epoch_batches, steps
 from pytrain.run.scaling import TargetScaledModule
+from pytrain.run.text import INT_TYPES, TextRequest, prepare_text
 
 DEFAULTS = {"epochs": 10, "batch_size": 32, "lr": None, "scheduler": "none", "warmup": 0, "seed": 0,
             "validation_split": None, "standardize": False}
@@ -40,7 +41,10 @@ def add_parser(sub) -> None:
     p = sub.add_parser("train", help="train the model in an artifact directory",
                        description="Train, validating and saving DIR/checkpoint after every epoch.")
     p.add_argument("dir", metavar="DIR", help="artifact directory from 'pytrain generate'")
-    _dataset.add_data_options(p)
+    p.epilog = ("text: --text FILE --tokenizer tokenizer.json trains a causal LM (generated with --loss clm) on "
+                "blocks of the file's tokens; --text-csv FILE a classifier on texts and labels")
+    _dataset.add_data_options(p, required=False)
+    _dataset.add_text_options(p)
     p.add_argument("--task", choices=data.TASKS,
                    help="checked against the model's loss (ce: classification, else regression)")
     p.add_argument("--epochs", type=int, help="total epochs (default {})".format(DEFAULTS["epochs"]))
@@ -149,20 +153,33 @@ def run(args: argparse.Namespace) -> int:
                               "artifacts without --nominal to train from the CLI".format(art.checkpoint_path))
     settings = _settings(args, state, art.checkpoint_path)
     _check(settings, args.log)
-    data_inputs, label_spec = art.inputs(state)
-    if len(data_inputs) != 1:
-        raise CliError("the CLI trains models with one data input; this one takes {}".format(
-            ", ".join(repr(s.name) for s in data_inputs)))
-    inp = data_inputs[0]
+    text = TextRequest.of(args)
+    if text is not None and args.data is not None:
+        raise CliError("give --data (a table, arrays or images) or --text/--text-csv (text), not both")
+    if text is None and art.text_inputs() is not None:
+        raise CliError("{} holds a causal language model (loss {}, no label input): it trains on text; give --text "
+                       "FILE --tokenizer tokenizer.json{}".format(args.dir, art.loss_kind(state),
+                                                                  ", not --data" if args.data else ""))
+    if text is None and (args.tokenizer or args.block_size or args.text_column or args.label_column):
+        raise CliError("--tokenizer, --block-size, --text-column and --label-column go with --text or --text-csv")
+    if text is None and args.data is None:
+        raise CliError("give --data FILE (or --text/--text-csv FILE with --tokenizer tokenizer.json for a text model)")
     loss_kind = art.loss_kind(state)
-    task = art.task(state)
-    if args.task is not None and args.task != task and not (loss_kind == "bce"):
-        raise CliError("--task {} does not fit the model: its {} loss takes {}".format(
-            args.task, loss_kind, "int64 class ids" if task == "classification" else "float targets"))
-    metric = check_metric(args.metric or default_metric(loss_kind), loss_kind)
     reduction = str(state.properties.get(P.P_REDUCTION, "mean"))
-
-    train, val, std, scaling = prepare_data(DataRequest.of(args), art, state, settings, inp, label_spec, task)
+    feeds = None
+    if text is not None:
+        if args.validation is not None or settings["standardize"]:
+            raise CliError("--validation and --standardize take a table; hold out part of the text with "
+                           "--validation-split F")
+        prepared = prepare_text(text._replace(block_size=text.block_size or settings.get("block_size")), art, state,
+                                settings, P.json_property(state, P.P_CLASSES) if args.resume else None)
+        train, val, std, scaling, feeds = prepared.train, prepared.val, None, None, prepared.feeds
+        settings["block_size"] = prepared.length
+        for line in prepared.notes:
+            note(line)
+        metric = None if loss_kind == "clm" else check_metric(args.metric or default_metric(loss_kind), loss_kind)
+    else:
+        train, val, std, scaling, metric = _table_data(args, art, state, settings, loss_kind)
     data_digest = digest(train.x, train.y)
     if args.resume:
         stored = P.read_settings(state)
@@ -252,7 +269,9 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(enabled=not args.quiet)
     stop = _StopFlag()
     stop.install()
-    fetch = lambda idx: (train.x[idx], train.y[idx])  # noqa: E731
+    def fetch(idx: np.ndarray) -> Tuple[np.ndarray, ...]:
+        return feeds(train.x[idx], train.y[idx]) if feeds is not None else (train.x[idx], train.y[idx])
+
     plan = steps(module, optimizer, at, lambda epoch: epoch_batches(len(train), int(settings["seed"]), epoch, bs),
                  fetch, epochs, scheduler)
     epoch_started = False
@@ -290,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
             result = None
             if val is not None:
                 judged = module if scaling is None else TargetScaledModule(module, scaling)
-                result = evaluate_dataset(judged, val, max(bs, 256), loss_kind, reduction, metric)
+                result = evaluate_dataset(judged, val, max(bs, 256), loss_kind, reduction, metric, prepare=feeds)
             save()
             seconds = time.monotonic() - t0
             line = "epoch {}/{}  loss {:.4f}".format(st.epoch + 1, epochs, train_loss)
@@ -324,6 +343,25 @@ def run(args: argparse.Namespace) -> int:
             log.close()
     say("saved {} (epoch {}, step {})".format(art.checkpoint_path, epochs, at.step))
     return 0
+
+
+def _table_data(args: argparse.Namespace, art: ArtifactDir, state: Any, settings: Dict[str, Any],
+                loss_kind: str) -> Tuple[Any, Any, Any, Any, str]:
+    """(train, val, standardizer, target scaling, metric) of --data for a model with one data input."""
+    data_inputs, label_spec = art.inputs(state)
+    if len(data_inputs) != 1:
+        ints = all(s.elem_type in INT_TYPES for s in data_inputs)
+        raise CliError("the CLI trains models with one data input; this one takes {}{}".format(
+            ", ".join(repr(s.name) for s in data_inputs),
+            " (token ids: train it on text, --text-csv FILE --tokenizer tokenizer.json)" if ints else ""))
+    task = art.task(state)
+    if args.task is not None and args.task != task and not (loss_kind == "bce"):
+        raise CliError("--task {} does not fit the model: its {} loss takes {}".format(
+            args.task, loss_kind, "int64 class ids" if task == "classification" else "float targets"))
+    metric = check_metric(args.metric or default_metric(loss_kind), loss_kind)
+    train, val, std, scaling = prepare_data(DataRequest.of(args), art, state, settings, data_inputs[0], label_spec,
+                                            task)
+    return train, val, std, scaling, metric
 
 
 class _EpochLoss:

@@ -158,10 +158,23 @@ class ArtifactDir:
         except LayoutError:   # a damaged layout: read the graph as for a foreign model
             return {}
 
+    def text_inputs(self) -> Optional[List[TensorSpec]]:
+        """The data inputs of a training model without a label input (a causal LM: its loss reads the next
+        tokens from its own ids), else None."""
+        layout = self.layout()
+        if layout.get("user_inputs") and layout.get("labels") == []:
+            specs = {s.name: s for s in tensor_specs(self.training_proto().graph.input)}
+            return [specs[n] for n in layout["user_inputs"] if n in specs]
+        return None
+
     def inputs(self, state) -> Tuple[List[TensorSpec], TensorSpec]:
         """(data inputs, label input) of the training model."""
         graph = self.training_proto().graph
         layout = self.layout()
+        if self.text_inputs() is not None:
+            raise ModelFormatError("training model {} takes no label input: its loss ({}) reads its targets from the "
+                                   "model's token ids; train it on text (--text FILE --tokenizer tokenizer.json)"
+                                   .format(self.file(TRAINING), state.properties.get(P_LOSS) or "?"))
         specs_by_name = {s.name: s for s in tensor_specs(graph.input)}
         if layout.get("user_inputs") and len(layout.get("labels") or []) == 1:
             data_specs = [specs_by_name[n] for n in layout["user_inputs"] if n in specs_by_name]

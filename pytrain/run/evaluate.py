@@ -69,7 +69,7 @@ def batch_metric(metric: Optional[str], loss_kind: str) -> Optional[BatchMetric]
 
 def evaluate(module: Any, x: np.ndarray, y: np.ndarray, batch_size: int, reduction: str = "mean",
              metric: Optional[BatchMetric] = None, keep_outputs: bool = False,
-             prepare: Optional[Callable[[np.ndarray, np.ndarray], Tuple[np.ndarray, np.ndarray]]] = None,
+             prepare: Optional[Callable[[np.ndarray, np.ndarray], Tuple[np.ndarray, ...]]] = None,
              outputs: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> Evaluation:
     """Run the eval model over ``x, y`` in order, ``batch_size`` samples at a time.
 
@@ -100,12 +100,20 @@ def evaluate(module: Any, x: np.ndarray, y: np.ndarray, batch_size: int, reducti
                       np.concatenate(kept) if keep_outputs and have_outputs and kept else None)
 
 
+def perplexity(loss: float) -> float:
+    """exp of a mean next-token loss (capped: a diverged loss reads as a huge number, not inf)."""
+    return float(np.exp(min(float(loss), 50.0)))
+
+
 def evaluate_dataset(module: Any, ds: Any, batch_size: int, loss_kind: str, reduction: str,
-                     metric: Optional[str], keep_outputs: bool = False) -> Dict[str, object]:
+                     metric: Optional[str], keep_outputs: bool = False,
+                     prepare: Optional[Callable[..., Tuple[np.ndarray, ...]]] = None) -> Dict[str, object]:
     """:func:`evaluate` over a Dataset with a named metric: {"loss", metric name -> value,
-    "samples", "outputs"?} (what the CLI reports and logs)."""
-    ev = evaluate(module, ds.x, ds.y, batch_size, reduction, batch_metric(metric, loss_kind), keep_outputs)
+    "samples", "outputs"?, "perplexity" for a causal LM} (what the CLI reports and logs)."""
+    ev = evaluate(module, ds.x, ds.y, batch_size, reduction, batch_metric(metric, loss_kind), keep_outputs, prepare)
     result: Dict[str, object] = {"loss": ev.loss, "samples": ev.samples}
+    if loss_kind == "clm":
+        result["perplexity"] = perplexity(ev.loss)
     if metric is not None and ev.metric is not None:
         result[metric] = ev.metric
     if ev.outputs is not None:

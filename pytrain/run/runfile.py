@@ -4,11 +4,11 @@ their names (the format; the page writes its runs with :mod:`pytrain.webapp.runf
 The zip holds the four artifacts under the names of an artifact directory
 (:data:`pytrain.layout.ARTIFACT_FILES`), the checkpoint carrying the properties ``pytrain train
 --resume`` reads (:mod:`pytrain.run.properties`), plus ``pytrain-run.json`` (model description and
-data choice) and ``data.csv`` when the run trains on a table, or the examples as ``.npy`` members
-(:data:`EXAMPLE_FILES`) with, for a head on a pretrained backbone, ``backbone.onnx`` (recognised by
-:data:`BACKBONE_MARK`). Unzipped into a folder it is an artifact directory. Whenever the checkpoint
-records ``pytrain.no_resume``, the zip's comment repeats it (:data:`NO_RESUME_COMMENT`), so the page
-can say so next to the download without opening the checkpoint.
+data choice) and ``data.csv`` when the run trains on a table, its text and tokenizer (:data:`TEXT_FILES`)
+for a text run, or the examples as ``.npy`` members (:data:`EXAMPLE_FILES`) with, for a head on a
+pretrained backbone, ``backbone.onnx`` (recognised by :data:`BACKBONE_MARK`). Unzipped into a folder it
+is an artifact directory. Whenever the checkpoint records ``pytrain.no_resume``, the zip's comment repeats
+it (:data:`NO_RESUME_COMMENT`), so the page can say so next to the download without opening the checkpoint.
 """
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ EXAMPLE_FILES = {"examples.npy": "x", "labels.npy": "y", "added_examples.npy": "
                  "added_labels.npy": "added_y", "features.npy": "features"}
 _EXAMPLE_WHAT = {"x": "examples", "y": "example labels", "added_x": "examples", "added_y": "example labels",
                  "features": "the backbone's features of the examples"}
+#: the text of a "Your text" run: {member name: what it holds}; unzipped, ``pytrain train DIR --text DIR/text.txt
+#: --tokenizer DIR/tokenizer.json --resume`` (``--text-csv DIR/text.csv`` for a classifier) continues it
+TEXT_FILES = {"tokenizer.json": "tokenizer", "text.txt": "text", "text.csv": "text_csv"}
 #: how the zip comment starts when ``pytrain train --resume`` cannot continue the run (the reason follows)
 NO_RESUME_COMMENT = "pytrain.no_resume: "
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -139,12 +142,14 @@ def sort_files(files: Dict[str, bytes]) -> Tuple[Dict[str, bytes], Dict[str, Any
     decide, so ``pytrain-step250.ckpt`` is a checkpoint because it holds one. The artifacts may
     include a ``backbone`` (the feature extractor of a "By example" run). The run's data is the
     table's text (``data.csv``), or {array name: array} for a run on examples (see
-    :data:`EXAMPLE_FILES` and :func:`pytrain.webapp.runfile.use_examples`), or None.
+    :data:`EXAMPLE_FILES` and :func:`pytrain.webapp.runfile.use_examples`), or {"tokenizer": bytes, "text" or
+    "text_csv": str} for a text run (:data:`TEXT_FILES`), or None.
     """
     found: Dict[str, bytes] = {}
     run: Dict[str, Any] = {}
     table: Optional[str] = None
     examples: Dict[str, np.ndarray] = {}
+    texts: Dict[str, Any] = {}
     seen: Dict[str, str] = {}
     queue = list(files.items())
     while queue:
@@ -161,6 +166,13 @@ def sort_files(files: Dict[str, bytes]) -> Tuple[Dict[str, bytes], Dict[str, Any
         if base == DATA_CSV:
             table = blob.decode("utf-8", errors="replace")
             seen[name] = "training data"
+            continue
+        if base in TEXT_FILES:   # a text run's tokenizer.json and text file or CSV
+            try:
+                texts[TEXT_FILES[base]] = blob if base == "tokenizer.json" else blob.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RunFileError("%s is not UTF-8 text" % name) from None
+            seen[name] = "the run's %s" % TEXT_FILES[base].replace("_", " ")
             continue
         if base in EXAMPLE_FILES:   # a run file's examples
             examples[EXAMPLE_FILES[base]] = _array(blob, name)
@@ -196,6 +208,8 @@ def sort_files(files: Dict[str, bytes]) -> Tuple[Dict[str, bytes], Dict[str, Any
     if head_on_backbone and "backbone" not in found:
         raise RunFileError("the run's head trains on the features of a pretrained backbone, and its backbone.onnx "
                           "is not among the chosen files; choose the whole run's .zip")
-    if examples and table is not None:
-        raise RunFileError("the chosen files hold both a table (data.csv) and examples (.npy); choose one run's files")
-    return found, run, (examples or table), seen
+    if sum(bool(d) for d in (examples, table is not None, texts)) > 1:
+        raise RunFileError("the chosen files hold more than one run's data (%s); choose one run's files" % ", ".join(
+            w for w, d in (("a table, data.csv", table is not None), ("examples, .npy", examples),
+                           ("text, " + ", ".join(sorted(texts)), texts)) if d))
+    return found, run, (examples or texts or table), seen

@@ -10,6 +10,7 @@ import numpy as np
 
 from pytrain import data as _data
 from pytrain.errors import DataError
+from pytrain.run.text import split as text_split
 from pytrain.webapp.common import WebappError
 from pytrain.webapp.demo import read_mnist
 
@@ -122,10 +123,7 @@ class DataSource:
         """Samples encoded elsewhere (token ids of "Your text", kept as they are: int64) with labels; a
         validation split (stratified for classification) when there are at least 2 samples. ``keep``: more
         arrays a saved run needs (the tokenizer), saved with ``x`` and ``y``."""
-        n = len(x)
-        idx_train, idx_val = (_data.split_indices(n, float(val_fraction), int(seed),
-                                                  stratify=y if task == "classification" else None)
-                              if n > 1 and val_fraction > 0 else (np.arange(n), np.arange(0)))
+        idx_train, idx_val = text_split(y, task, val_fraction, seed)
         summary = self._set(x[idx_train], y[idx_train], x[idx_val], y[idx_val], task, classes, None, source, extra)
         self.encoded = dict(keep or {}, x=x, y=y)
         return summary

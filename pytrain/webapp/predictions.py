@@ -8,7 +8,7 @@ import numpy as np
 
 from pytrain.data.tabular import is_missing
 from pytrain.run import rows
-from pytrain.run.evaluate import evaluate as run_evaluate
+from pytrain.run.evaluate import evaluate as run_evaluate, perplexity
 from pytrain.webapp.common import _inference_session
 
 
@@ -25,7 +25,7 @@ def evaluate(session: Any, batch: int = 500) -> Dict[str, Any]:
     out = ev.outputs
     result: Dict[str, Any] = {"loss": ev.loss, "n": int(len(x)), "epoch": session.epoch, "step": session.step}
     if lm:
-        result.update({"metric": float(np.exp(min(ev.loss, 50.0))), "metric_name": "perplexity"})
+        result.update({"metric": perplexity(ev.loss), "metric_name": "perplexity"})
     elif d["task"] == "classification":
         pred = predict_classes(out)
         result.update({"metric": float(np.mean(pred == y)), "metric_name": "accuracy"})

@@ -35,6 +35,12 @@ same numbers. How, and why this way:
   table as uploaded, so the page and the widget still take it back, and its checkpoint records
   why (``pytrain.no_resume``), which ``pytrain train --resume`` reports as its error.
 
+**A "Your text" run** carries its ``tokenizer.json`` and its text as uploaded (``text.txt`` or
+``text.csv``, :data:`TEXT_FILES`), not the ids: the page encodes them again with the run's block size,
+columns and classes (:func:`pytrain.webapp.text_source.use_run_file`), as ``pytrain train DIR --text
+DIR/text.txt --tokenizer DIR/tokenizer.json --resume`` does, both through :mod:`pytrain.run.text`; before
+writing, the CLI's encoding is checked to give the page's ids and split, and its digest recorded.
+
 **Examples and a pretrained backbone** ("By example"): a run on samples the page decoded carries
 them as ``examples.npy`` / ``labels.npy`` (all samples in the order given, split again with the
 run's seed) and ``added_examples.npy`` / ``added_labels.npy``, so the page and the widget continue
@@ -61,7 +67,9 @@ from pytrain.run import scaling
 from pytrain.layout import ARTIFACT_FILES
 from pytrain.run.artifact_dir import ArtifactDir
 from pytrain.run.dataset import DataRequest, digest, prepare_data
-from pytrain.run.runfile import BACKBONE_ONNX, DATA_CSV, EXAMPLE_FILES, cli_properties, example_members, write_run
+from pytrain.run.runfile import (BACKBONE_ONNX, DATA_CSV, EXAMPLE_FILES, TEXT_FILES, cli_properties, example_members,
+                                 write_run)
+from pytrain.run.text import KINDS as TEXT_KINDS, TextRequest, prepare_text
 from pytrain.webapp import feature_head
 from pytrain.webapp.common import WebappError
 
@@ -86,7 +94,7 @@ def run_file(session: Any, epochs: Optional[int] = None, history: Optional[Dict[
     settings: Dict[str, Any] = {
         "epochs": int(epochs or max(1, session.epoch)), "batch_size": session.batch_size, "lr": session.lr,
         "scheduler": "none", "warmup": 0, "seed": session.seed, "standardize": False,
-        "validation_split": src.get("val_fraction") if src.get("kind") == "csv" else None}
+        "validation_split": src.get("val_fraction") if src.get("kind") in ("csv",) + TEXT_KINDS else None}
     if d:
         settings["samples"] = int(len(d["train_x"]))
     props = session.state.properties
@@ -103,6 +111,8 @@ def run_file(session: Any, epochs: Optional[int] = None, history: Optional[Dict[
     if session.backbone is not None:   # the page takes it back with its backbone; the CLI cannot run it
         extra[BACKBONE_ONNX] = feature_head.marked(session.artifacts[feature_head.ARTIFACT_KEY])
         props[P.P_NO_RESUME] = feature_head.NO_CLI_RESUME
+    elif src.get("kind") in TEXT_KINDS:   # its tokenizer and text: the page encodes them again, as does the CLI
+        extra.update(_text_members(session, settings))
     elif src.get("kind") == "csv":
         try:
             csv_text, meta["data_source"] = _model_table(session, settings)
@@ -136,6 +146,38 @@ def use_examples(session: Any, arrays: Dict[str, np.ndarray], run: Dict[str, Any
         info = (run.get("model") or {}).get("backbone") or {}
         session.backbone = feature_head.with_features(backbone, info, rows, arrays.get("features"))
     return summary
+
+
+def _text_members(session: Any, settings: Dict[str, Any]) -> Dict[str, bytes]:
+    """The tokenizer.json and the text file or CSV of a "Your text" run (:data:`TEXT_FILES`), checked to encode in
+    ``pytrain train --resume`` to the ids the page trains on (else the checkpoint records why it cannot)."""
+    from pytrain.webapp.text_source import kept_text
+
+    d, src, props = session.data, session.data_source, session.state.properties
+    tok, body = kept_text(session)
+    kind = src["kind"]
+    names = {v: k for k, v in TEXT_FILES.items()}
+    settings["block_size"] = int(session.model["text"]["block_size"])
+    if d.get("classes"):
+        props[P.P_CLASSES] = json.dumps(list(d["classes"]))
+    props[P.P_TRAIN] = json.dumps(settings)
+    try:
+        if int(src.get("seed", 0)) != int(session.seed):
+            raise NotForCli("the validation split used seed %s and the shuffling seed %s; the CLI uses one seed for "
+                            "both" % (src.get("seed", 0), session.seed))
+        art = ArtifactDir.from_bytes({ARTIFACT_FILES[k]: session.artifacts.get(k, b"")
+                                      for k in ("training", "eval", "optimizer", "checkpoint")}, "the page's artifacts")
+        req = TextRequest(**{kind: body.encode("utf-8")}, tokenizer=tok, block_size=settings["block_size"],
+                          text_column=src.get("text_column"), label_column=src.get("label_column"))
+        got = prepare_text(req, art, session.state, settings, d.get("classes"))
+        val = got.val.x if got.val is not None else got.train.x[:0]
+        if not (_same(got.train.x, d["train_x"]) and _same(got.train.y, d["train_y"]) and _same(val, d["val_x"])):
+            raise NotForCli("the CLI would encode other ids from the text than the page trains on")
+        settings["data_digest"] = digest(got.train.x, got.train.y)
+        props[P.P_TRAIN] = json.dumps(settings)
+    except PytrainError as e:
+        props[P.P_NO_RESUME] = str(e)
+    return {names["tokenizer"]: tok, names[kind]: body.encode("utf-8")}
 
 
 class NotForCli(WebappError):

@@ -94,6 +94,9 @@ def use_artifact_files(session: Any, files: Dict[str, bytes]) -> Dict[str, Any]:
         if P.P_ROWS in props:   # the table as typed before the page prepared it: the export keeps taking its rows
             session.source.data["columns"] = json.loads(str(props[P.P_ROWS]))
             data = session.data_summary()
+    elif isinstance(table, dict) and src.get("kind") in ("text", "text_csv"):   # "Your text": tokenizer and text
+        from pytrain.webapp.text_source import use_run_file
+        data = use_run_file(session, table, run)
     elif isinstance(table, dict) and src.get("kind") == "arrays":   # examples (and a backbone) of "By example"
         data = runfile.use_examples(session, table, run, found.get(feature_head.ARTIFACT_KEY))
     if run.get("model"):

@@ -11,61 +11,20 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pytrain.errors import DataError
 from pytrain.text import Tokenizer
-from pytrain.text.datasets import classification_rows, lm_blocks, pad_id, read_text_csv
+from pytrain.run.text import MASK_NAMES, block_length, encode, feeder, ids_input, vocab_size
+from pytrain.text.datasets import pad_id
 from pytrain.text.generate import continue_ids
 from pytrain.webapp.common import WebappError, _inference_session, load_upload
 from pytrain.webapp.demo import generate_bytes
 from pytrain.webapp.inspect_model import describe_model, refuse_unsupported
 from pytrain.webapp.model_source import lora_info, lora_spec
 
-INT_TYPES = (6, 7)   # INT32, INT64
-MASK_NAMES = ("attention_mask",)
-
-
 def dispatch(session: Any, op: str, args: Dict[str, Any]) -> Any:
     ops: Dict[str, Callable[..., Any]] = {"use": use, "samples": samples, "logits": logits, "adapters": adapters}
     if op not in ops:
         raise WebappError("unknown text operation %r (expected one of %s)" % (op, ", ".join(sorted(ops))))
     return ops[op](session, **args)
-
-
-def _ids_input(inputs: List[Dict[str, Any]], name: str) -> str:
-    ints = [i["name"] for i in inputs if i["elem_type"] in INT_TYPES and i["name"] not in MASK_NAMES]
-    if not ints:
-        raise DataError("%s takes no integer input for token ids (inputs: %s); a language model takes input_ids"
-                        % (name, ", ".join("%s (type %d)" % (i["name"], i["elem_type"]) for i in inputs)))
-    return "input_ids" if "input_ids" in ints else ints[0]
-
-
-def _vocab_size(model: Any, ids: str) -> Optional[int]:
-    """Rows of the embedding table the ids index (the first Gather of an initializer by them)."""
-    inits = {t.name: t for t in model.graph.initializer}
-    seen = {ids}
-    for n in model.graph.node:   # the ids may pass through a Cast or Reshape first
-        if n.op_type in ("Cast", "Reshape", "Unsqueeze", "Flatten") and n.input and n.input[0] in seen:
-            seen.add(n.output[0])
-        if n.op_type == "Gather" and len(n.input) > 1 and n.input[1] in seen and n.input[0] in inits:
-            return int(inits[n.input[0]].dims[0])
-    return None
-
-
-def _fixed(shape: Sequence[Any], axis: int) -> Optional[int]:
-    d = shape[axis] if len(shape) > axis else None
-    return int(d) if isinstance(d, int) and d > 0 else None
-
-
-def _feeder(names: List[str], ids: str, labelled: bool) -> Callable[..., Tuple[np.ndarray, ...]]:
-    """What the training model takes for a batch (x, y): the model's inputs ``names`` in order (ids; a mask
-    of ones, or x's second row; zeros for other integer inputs such as token_type_ids), then the labels."""
-
-    def feeds(xb: np.ndarray, yb: Optional[np.ndarray] = None) -> Tuple[np.ndarray, ...]:
-        tokens, mask = (xb[:, 0], xb[:, 1]) if xb.ndim == 3 else (xb, np.ones_like(xb))
-        by = {n: (tokens if n == ids else mask if n in MASK_NAMES else np.zeros_like(tokens)) for n in names}
-        out = tuple(np.ascontiguousarray(by[n], dtype=np.int64) for n in names)
-        return out + (np.ascontiguousarray(yb, dtype=np.int64),) if labelled and yb is not None else out
-    return feeds
 
 
 def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, csv: Optional[str] = None,
@@ -78,41 +37,22 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
     {"rank": 0}: every parameter trains) and use them. A model of a fixed sequence length sets the block size."""
     from pytrain.losses import CausalLMLoss, CrossEntropyLoss
 
-    if (text is None) == (csv is None):
-        raise WebappError("give either a text file (a causal language model) or a CSV of texts and labels")
     tok = Tokenizer.from_json(tokenizer if isinstance(tokenizer, str) else bytes(tokenizer))
     m = load_upload(model, name, extra_files)
     refuse_unsupported(m, name)
     desc = describe_model(m)
-    ids = _ids_input(desc["inputs"], name)
-    for i in desc["inputs"]:
-        if i["name"] != ids and i["elem_type"] not in INT_TYPES:
-            raise DataError("%s also takes %r (type %d), which a text does not give" % (name, i["name"], i["elem_type"]))
+    ids = ids_input([(i["name"], i["elem_type"]) for i in desc["inputs"]], name)
     out = output or desc["outputs"][0]["name"]
     out_shape = next((o["shape"] for o in desc["outputs"] if o["name"] == out), None)
     if out_shape is None:
         raise WebappError("%s has no output %r" % (name, out))
-    length = _fixed(next(i["shape"] for i in desc["inputs"] if i["name"] == ids), 1) or int(block_size)
-    vocab = _vocab_size(m, ids)
-    notes = [] if length == int(block_size) else ["%s takes %d tokens at a time: blocks of %d" % (name, length, length)]
-    if text is not None:
-        if len(out_shape) != 3:
-            raise DataError("a text file trains a causal language model, whose output is (batch, length, "
-                            "vocabulary); %s's output %r has shape %s" % (name, out, out_shape))
-        x = lm_blocks(tok, text, length, vocab)
-        y, task, classes, loss = x, "lm", None, CausalLMLoss(ids_name=ids)
-        notes.append("%d blocks of %d tokens (the last partial block is left out)" % (len(x), length))
-    else:
-        texts, labels = read_text_csv(csv, text_column, label_column)
-        n_out = _fixed(out_shape, len(out_shape) - 1)
-        rows = classification_rows(tok, texts, labels, length, vocab)
-        if len(out_shape) != 2 or (n_out is not None and n_out != len(rows.classes)):
-            raise DataError("the CSV has %d labels (%s) but %s's output %r has shape %s; a classifier's is "
-                            "(batch, %d)" % (len(rows.classes), ", ".join(rows.classes), name, out, out_shape,
-                                             len(rows.classes)))
-        masked = any(i["name"] in MASK_NAMES for i in desc["inputs"])
-        x = np.stack([rows.ids, rows.mask], axis=1) if masked else rows.ids
-        y, task, classes, loss = rows.labels, "classification", rows.classes, CrossEntropyLoss()
+    length, notes = block_length(next(i["shape"] for i in desc["inputs"] if i["name"] == ids), block_size, name)
+    vocab = vocab_size(m.graph, ids, {t.name: list(t.dims) for t in m.graph.initializer})
+    masked = any(i["name"] in MASK_NAMES for i in desc["inputs"])
+    enc = encode(tok, out_shape, length, vocab, masked, text, csv, text_column, label_column, where=name)
+    x, y, task, classes = enc.x, enc.y, enc.task, enc.classes
+    notes += enc.notes
+    loss = CausalLMLoss(ids_name=ids) if task == "lm" else CrossEntropyLoss()
     spec = lora_spec(m, lora, seed)
     head = None
     if spec is not None and task != "lm":   # a new classifier head trains whole, as peft's modules_to_save
@@ -121,8 +61,10 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
     arts = generate_bytes(m, loss, optimizer, output_name=out, lora=spec, requires_grad=head)
     kind = "text" if text is not None else "text_csv"
     raw = tokenizer.encode("utf-8") if isinstance(tokenizer, str) else bytes(tokenizer)
-    source = {"kind": kind, "task": task, "classes": classes, "val_fraction": float(val_fraction), "seed": int(seed)}
-    _use_data(session, x, y, source, tok, raw, [i["name"] for i in desc["inputs"]], ids)
+    source = {"kind": kind, "task": task, "classes": classes, "val_fraction": float(val_fraction), "seed": int(seed),
+              "text_column": text_column, "label_column": label_column}
+    _use_data(session, x, y, source, tok, raw, [i["name"] for i in desc["inputs"]], ids,
+              str(text if text is not None else csv))
     info = {"origin": "text", "input": ids, "output": out, "loss": "CausalLMLoss" if task == "lm" else "CrossEntropyLoss",
             "optimizer": optimizer, "sample_shape": [int(d) for d in x.shape[1:]], "lora": lora_info(m, spec),
             "text": {"kind": kind, "block_size": length, "vocab": vocab, "tokenizer_vocab": tok.vocab_size,
@@ -132,12 +74,14 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
 
 
 def _use_data(session: Any, x: np.ndarray, y: np.ndarray, source: Dict[str, Any], tok: Tokenizer, raw: bytes,
-              inputs: List[str], ids: str) -> None:
-    feeds = _feeder(inputs, ids, source["task"] != "lm")
+              inputs: List[str], ids: str, text: str) -> None:
+    feeds = feeder(inputs, ids, source["task"] != "lm")
     extra = {"feeds": feeds, "tokenizer": tok,
              "outputs": None if source["task"] == "lm" else (lambda xb: _logits(session, feeds(xb)))}
+    keep = {"tokenizer": np.frombuffer(raw, dtype=np.uint8),
+            "text": np.frombuffer(text.encode("utf-8"), dtype=np.uint8)}
     session.source.use_encoded(x, y, source["task"], source["classes"], source["val_fraction"], source["seed"], source,
-                               extra, {"tokenizer": np.frombuffer(raw, dtype=np.uint8)})
+                               extra, keep)
 
 
 def restore_data(session: Any, meta: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> None:
@@ -145,7 +89,38 @@ def restore_data(session: Any, meta: Dict[str, Any], arrays: Dict[str, np.ndarra
     raw = arrays["tokenizer"].tobytes()
     model = meta["model"]
     _use_data(session, arrays["x"], arrays["y"], meta["data_source"], Tokenizer.from_json(raw), raw,
-              model["text"]["inputs"], model["input"])
+              model["text"]["inputs"], model["input"],
+              arrays["text"].tobytes().decode("utf-8") if "text" in arrays else "")
+
+
+def kept_text(session: Any) -> Tuple[bytes, str]:
+    """(the tokenizer.json, the text file or CSV as uploaded) of the session's "Your text" run: what its run
+    file carries."""
+    enc = session.source.encoded
+    if "tokenizer" not in enc or "text" not in enc:
+        raise WebappError("the run's text is not kept (a run saved by an older page); load the text file again")
+    return enc["tokenizer"].tobytes(), enc["text"].tobytes().decode("utf-8")
+
+
+def use_run_file(session: Any, texts: Dict[str, Any], run: Dict[str, Any]) -> Dict[str, Any]:
+    """Load a run file's text (its tokenizer.json and text file or CSV, see :data:`pytrain.run.runfile.TEXT_FILES`)
+    into ``session``, encoded and split as the run had it (block size, vocabulary, columns, classes, seed)."""
+    src, model = run.get("data_source") or {}, run.get("model") or {}
+    info = model.get("text") or {}
+    kind = src.get("kind")
+    if kind not in ("text", "text_csv") or "tokenizer" not in texts or kind not in texts or not info:
+        raise WebappError("the run file holds %s, not the tokenizer.json and text of a \"Your text\" run with its "
+                          "description (pytrain-run.json); choose the whole run's .zip" % ", ".join(sorted(texts)))
+    raw, body = bytes(texts["tokenizer"]), str(texts[kind])
+    tok = Tokenizer.from_json(raw)
+    classes = src.get("classes")
+    out_shape = [None, None, None] if kind == "text" else [None, len(classes or ())]   # checked when the run began
+    masked = any(n in MASK_NAMES for n in info["inputs"])
+    enc = encode(tok, out_shape, int(info["block_size"]), info.get("vocab"), masked, body if kind == "text" else None,
+                 body if kind == "text_csv" else None, src.get("text_column"), src.get("label_column"), classes,
+                 where="the run's model")
+    _use_data(session, enc.x, enc.y, src, tok, raw, info["inputs"], model["input"], body)
+    return session.data_summary()
 
 
 def _text_data(session: Any) -> Dict[str, Any]:

@@ -123,3 +123,27 @@ def test_your_model_turns_lora_on_with_a_rank_its_targets_every_weight_without_a
     assert sorted(n for n, p in s.state.parameters.items() if p.requires_grad) == [
         "fc1.lora_A", "fc1.lora_B", "fc2.lora_A", "fc2.lora_B"]
     assert s.generate(models.to_bytes(models.mlp(6, [8], 3, seed=0)), lora=None)["lora"] is None
+
+
+def test_a_text_runs_file_goes_back_into_the_page_with_its_tokenizer_and_settings(lm):
+    """The run file (the page's .zip) of a "Your text" run: its tokenizer.json and text go with it, and a new tab
+    takes it back at its step, with its batch size, learning rate and split, and trains on with the same losses."""
+    for kw in ({"text": TEXT, "lora": {"rank": 4, "alpha": 8, "targets": ["c_attn"]}},
+               {"csv": CSV, "val_fraction": 0.25, "lora": {"rank": 4, "alpha": 8}}):
+        model = lm.onnx if "text" in kw else tiny_bert_classifier(lm.vocab_size, classes=3, length=LENGTH)
+        s = Session()
+        s.configure(batch_size=3, lr=0.02)
+        s.text("use", model=model, tokenizer=lm.tokenizer_json, **kw)
+        s.train_for(max_steps=2)
+        blob = s.run_file(epochs=4)
+        again = Session()
+        res = again.use_artifact_files({"run.zip": blob})
+        assert "the run's tokenizer" in res["files"].values() and res["step"] == 2 and res["epochs"] == 4
+        assert (again.batch_size, again.lr) == (3, 0.02) and again.digest() == s.digest()
+        assert res["data"]["task"] == ("lm" if "text" in kw else "classification")
+        for part in ("train_x", "train_y", "val_x", "val_y"):
+            np.testing.assert_array_equal(again.data[part], s.data[part])
+        assert again.train_for(max_steps=3)["losses"] == s.train_for(max_steps=3)["losses"]
+        assert again.evaluate()["loss"] == s.evaluate()["loss"]
+        if "csv" in kw:
+            assert again.text("samples", count=2)["predictions"] == s.text("samples", count=2)["predictions"]
