@@ -2,7 +2,7 @@
 
     python native_runner.py gen   --runtime pytrain|ort --model M.onnx --out DIR
     python native_runner.py train --runtime pytrain|ort|torch --dir DIR --workload mlp ...
-    python native_runner.py train --runtime pytrain --nodes ...   # time per graph node (a profile)
+    python native_runner.py train --runtime pytrain --nodes [--cpu] ...   # time per graph node (a profile)
 
 Prints one JSON object on its last stdout line.  Runs under the main interpreter
 (pytrain, torch) and under bench/.venv-ort (onnxruntime-training 1.19.2, numpy<2),
@@ -197,13 +197,17 @@ def session_torch(workload: str, threads: int):
     return step
 
 
-def node_times(step, x, y, warmup: int, steps: int, top: int = 25) -> dict:
+def node_times(step, x, y, warmup: int, steps: int, top: int = 25, cpu: bool = False) -> dict:
     """pytrain only: wall time per graph node (ms per step, summed over ``steps`` timed steps) and
     per op type, every Plan's compiled step rebuilt with each kernel wrapped in a timer (what
-    pages/pytrain.html?nodes=1 does in Pyodide)."""
+    pages/pytrain.html?nodes=1 does in Pyodide). ``cpu``: this thread's CPU time instead, steadier
+    on a shared machine (Plan.time_nodes reads time.perf_counter, so this process's clock is swapped)."""
     import gc
 
     from pytrain.executor import Plan
+
+    if cpu:
+        time.perf_counter = time.thread_time
 
     acc: dict = {}
     for plan in [o for o in gc.get_objects() if isinstance(o, Plan)]:
@@ -231,7 +235,7 @@ def train(args) -> dict:
     if args.runtime == "pytrain" and args.nodes:
         step = session_pytrain(Path(args.dir), args.threads)
         step(x, y)
-        return node_times(step, x, y, args.warmup, args.steps)
+        return node_times(step, x, y, args.warmup, args.steps, cpu=args.cpu)
     if args.runtime == "pytrain":
         step = session_pytrain(Path(args.dir), args.threads)
     elif args.runtime == "ort":
@@ -275,6 +279,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--nodes", action="store_true",
                     help="train, pytrain only: time every graph node instead (a profile, not a row)")
+    ap.add_argument("--cpu", action="store_true", help="with --nodes: CPU time (time.thread_time), not wall time")
     args = ap.parse_args()
     if args.mode == "gen":
         fn = gen_ort if args.runtime == "ort" else gen_pytrain

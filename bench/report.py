@@ -423,15 +423,23 @@ def _why(app_runs: List[list]) -> dict:
         "0.07 ms for everything but the products, which per-call numpy cannot reach.",
         "native cnn": "CNN natively: convolution columns and products in numpy; within noise of "
         "onnxruntime-training's on this machine.",
-        "native mobilenet": "MobileNetV2 natively (issue 24, 1 thread; `native_runner.py train --nodes`): every "
-        "Conv -> BatchNorm (inference) -> Clip chain runs as one fused node; the depthwise convolutions are numpy "
-        "multiply-adds, two passes per tap (the three forms measured per shape: shifted phase grids from 24x24 on, "
-        "im2col below; a tap loop in the batch-last layout is slower at every shape), where onnxruntime-training's "
-        "MLAS runs NCHWc depthwise kernels; the 1x1 convolutions are OpenBLAS products; per-node Python ~20 µs "
-        "x 52 fused nodes. Part of the gap is the BLAS kernel: numpy's OpenBLAS 0.3.31 does not recognise this "
-        "CPU (AMD family 26) and runs its Haswell (AVX2) kernels; with its AVX-512 kernels "
-        "(`OPENBLAS_CORETYPE=SkylakeX`) the same alternating passes (load 4.6–5.1) gave x1.07–1.15 where the "
-        "default kernels gave x1.22–1.24 (pytrain 19.2–19.3 ms, ORT 15.5–15.9 ms).",
+        "native mobilenet": "MobileNetV2 natively (issue 24, 1 thread, CPU time: `native_runner.py train --nodes --cpu`; every Conv "
+        "timed alone in both runtimes: `python bench/conv_layers.py`): every Conv -> BatchNorm (inference) -> Clip chain is one fused "
+        "node, the BatchNorm folded into the weights. In the step (16.5-18 ms CPU) the convolutions take 14-15 ms, "
+        "the in-place Clips 0.8 ms, the folding 0.3 ms, every other node 0.6 ms (since issue 24's second pass "
+        "GlobalAveragePool takes 0.06 ms in the step, 0.034 ms a call alone against 0.29 before: numpy's mean over "
+        "3x3 rows paid per row, now one product with a ones vector; and the 24x24 stride-2 depthwise conv takes the "
+        "shifted grids, 0.54 instead of 0.74 ms a call in the step). "
+        "Against onnxruntime's Conv at the level its training session runs (ORT_ENABLE_EXTENDED: no NCHWc, its "
+        "per-node profile agrees): depthwise 9.2-9.5 vs 9.6-9.8 ms (pytrain's shifted grids lose 2x on 48x48 and "
+        "24x24 inputs, e.g. 1.76 vs 0.72 ms, even at 12x12, and its im2col wins 1.9-3.5x on 6x6 and 3x3), 1x1 4.4 vs 2.3 ms "
+        "(OpenBLAS's Haswell kernels; 3.0 ms with `OPENBLAS_CORETYPE=SkylakeX`), the first 3x3 conv 0.9 ms in the "
+        "step vs 0.55 ms; onnxruntime-training pays a BatchNormalization and a Clip pass per chain instead. The gap "
+        "left is the 1x1 products' BLAS kernel (~2 ms) and ~1 ms of per-node work; the depthwise taps are at "
+        "numpy's floor (17 passes per output, a multiply and an add per tap, ~0.14 ns an element a pass; a "
+        "channel-major grid measured no faster, other chunk sizes slower). Numpy's OpenBLAS 0.3.31 does not "
+        "recognise this CPU (AMD family 26); with its AVX-512 kernels (`OPENBLAS_CORETYPE=SkylakeX`) earlier "
+        "alternating passes (load 4.6-5.1) gave x1.07-1.15 where the default kernels gave x1.22-1.24.",
         "browser mobilenet": "MobileNetV2 in the browser: depthwise and 1x1 convolutions, the frozen "
         "BatchNorm and ReLU6 run in wasm (fused per Conv -> BatchNorm -> Clip chain).",
         "browser bert": "Tiny BERT in the browser (per node in Pyodide, 78.8 ms a step while profiled): MatMul "
@@ -440,18 +448,19 @@ def _why(app_runs: List[list]) -> dict:
         "numpy's kernels), Mul 2.4 ms over 24 nodes, LayerNorm and its gradient 3.0 ms, the other ~330 nodes "
         "(reshapes, transposes, element-wise) about 12 ms. pytrain is faster than onnxruntime-web on one "
         "thread (87 ms); its 2-thread build (62 ms) runs the products on both cores, which Pyodide 0.17 cannot.",
-        "native bert": "Tiny BERT natively (issue 24, per node, 1 thread): the products are numpy's OpenBLAS "
-        "0.3.31, which does not recognise this CPU (AMD family 26) and runs its Haswell (AVX2) kernels: a "
-        "1024x128 @ 128x128 product takes 0.263 ms (128 GFLOP/s), 0.140 ms (240 GFLOP/s) with its own AVX-512 "
-        "kernels (`OPENBLAS_CORETYPE=SkylakeX`); onnxruntime-training's MLAS uses AVX-512. In alternating passes "
-        "(load 5.3–5.9, 1 thread) pytrain took 44–46 ms with the default kernels (x1.68–1.69 of ORT's 26–27 ms) and "
-        "31 ms with SkylakeX's (x1.15–1.18). Profiled with SkylakeX's kernels (31.0 ms a step): MatMul + "
-        "MatMulGrad 13.9 ms; what is pytrain's own: GELU's Erf 3.8 ms (two calls over 524,288 activations, a "
-        "float64 rational in cache-sized chunks, ~25 passes; float32 arithmetic misses the 1e-7 accuracy the "
-        "tests hold; stacking the two polynomials measured no faster), LayerNorm and its gradient 3.0 ms before "
-        "issue 24 and 25% less since (rows summed with einsum, results built in place), AdamW 1.0 ms, Gather's "
-        "gradient 1.0 ms; the executor's own overhead is small (201 of the 385 nodes take under 5 µs, 0.46 ms "
-        "together).",
+        "native bert": "Tiny BERT natively (issue 24, 1 thread, CPU time per op type: `native_runner.py train --nodes --cpu`): the "
+        "products are numpy's OpenBLAS 0.3.31, which does not recognise this CPU (AMD family 26) and runs its "
+        "Haswell (AVX2) kernels: a 1024x128 @ 128x512 product takes 1.10 ms, 0.59 ms with its AVX-512 kernels "
+        "(`OPENBLAS_CORETYPE=SkylakeX`); onnxruntime-training's MLAS uses AVX-512. Step 42.1 ms CPU (33.3 with "
+        "SkylakeX's kernels) against onnxruntime-training's 24-26 ms: MatMul + MatMulGrad 23.5 ms (14.4), and "
+        "the rest 16.4 ms, where onnxruntime-training needs about 10 (its step less products at the AVX-512 rate): GELU's Erf 3.9 ms (two calls over 524,288 "
+        "activations, a float64 rational in cache-sized chunks, ~25 passes; onnxruntime fuses Gelu and "
+        "GeluGrad), LayerNorm's gradient 1.8, Mul 1.7, Add 1.1, Gather's gradient 1.1, LayerNorm 1.1, AdamW "
+        "1.1, SumToShape 0.6, Softmax 0.5 ms. Tried in issue 24's second pass and not kept: a table-lookup "
+        "erf (float32 correction on a 1/256 grid, max error 4.3e-8) was only 5-16% faster than the rational; "
+        "AdamW in cache-sized chunks was slower (0.89 vs 0.75 ms); Gather's gradient by sorted add.reduceat "
+        "slower; Softmax's max over 32-wide rows (0.11 ms a call) could save at most 0.15 ms a step. The "
+        "executor's own overhead is small (201 of the 385 nodes take under 5 µs, 0.46 ms together).",
     }
 
 
