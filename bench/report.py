@@ -11,28 +11,10 @@ import sys
 from typing import List, Optional
 
 import network
+from report_app import app_section, gemm_section
+from report_format import fmt, fmt_range, with_ratio
 
 MB = 2 ** 20
-
-
-def _fmt(v: Optional[float], digits: int = 2) -> str:
-    if v is None:
-        return "–"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    if abs(v) >= 10:
-        return f"{v:.1f}"
-    return f"{v:.{digits}f}"
-
-
-def _with_ratio(v: Optional[float], best: Optional[float], digits: int = 2) -> str:
-    if v is None:
-        return "–"
-    if not best:
-        return _fmt(v, digits)
-    r = v / best
-    cell = f"{_fmt(v, digits)} (×{r:.1f})"
-    return f"**{cell}**" if r < 1.005 else cell
 
 
 def _best(rows: List[dict], key: str) -> Optional[float]:
@@ -56,7 +38,7 @@ def _table(rows: List[dict], cols: List[tuple]) -> List[str]:
             if isinstance(v, str):
                 cells.append(v)
             else:
-                cells.append(_with_ratio(v, bests.get(header), digits) if ratio else _fmt(v, digits))
+                cells.append(with_ratio(v, bests.get(header), digits) if ratio else fmt(v, digits))
         lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
     return lines
 
@@ -66,7 +48,7 @@ def _spread(r: dict) -> str:
     lo, hi = r.get("step_ms_lo"), r.get("step_ms_hi")
     if lo is None or hi is None:
         return "–"
-    cell = f"{_fmt(lo, 3)} – {_fmt(hi, 3)}"
+    cell = f"{fmt(lo, 3)} – {fmt(hi, 3)}"
     return cell + (f" **noisy ({100 * r['spread']:.0f}%)**" if r.get("noisy") else "")
 
 
@@ -158,17 +140,17 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
             by = {g["runtime"]: g for g in gens if g["workload"] == w}
             p, o, b = (by.get(k, {}).get("gen_ms") for k in ("pytrain", "ort", "pytrain-pyodide"))
             ratio = f"×{p / o:.2f}" if p and o else "–"
-            out.append(f"| {w} | {_fmt(p, 1)} | {_fmt(o, 1)} | {ratio} | {_fmt(b, 1)} |")
+            out.append(f"| {w} | {fmt(p, 1)} | {fmt(o, 1)} | {ratio} | {fmt(b, 1)} |")
         out += ["", "Generation time excludes interpreter start and imports (those are in cold start).", ""]
     app_runs = res.get("app_runs") or ([res["app"]] if res.get("app") else [])
     out += _real_section(res["rows"])
     out += _targets_section(res["rows"], app_runs)
     out += _history_section(history or [])
-    out += _app_section(app_runs, res.get("app_transfer"))
-    out += network.section(res, _range)
+    out += app_section(app_runs, res.get("app_transfer"))
+    out += network.section(res, fmt_range)
     for err in res.get("app_errors") or ([res["app_error"]] if res.get("app_error") else []):
         out += ["Web app start-up: " + _error_line(err), ""]
-    out += _gemm_section(res.get("gemm") or {})
+    out += gemm_section(res.get("gemm") or {})
     from threads_bench import section as threads_section   # bench/threads.json, written by threads_bench.py
     out += threads_section()
     from gpt2_memory import section as gpt2_memory_section   # bench/gpt2_memory.json, written by gpt2_memory.py
@@ -286,8 +268,8 @@ def _real_section(rows: List[dict]) -> List[str]:
                 ratio = [a / b for a, b in zip(mine, theirs) if a and b]
                 if pg != g and ratio:   # another group's passes (another run): the medians' ratio alone
                     ratio = [statistics.median([a for a in mine if a]) / statistics.median([b for b in theirs if b])]
-                lines.append(f"| {w} | {g} | {_range([v for v in mine if v], '%.2f')} | {name} | "
-                             f"{_range([v for v in theirs if v], '%.2f')} | {_range(ratio)} |")
+                lines.append(f"| {w} | {g} | {fmt_range([v for v in mine if v], '%.2f')} | {name} | "
+                             f"{fmt_range([v for v in theirs if v], '%.2f')} | {fmt_range(ratio)} |")
                 if w in TOKENS_PER_STEP and ratio:
                     tps = [TOKENS_PER_STEP[w] * 1e3 / statistics.median([x for x in v if x]) for v in (mine, theirs)]
                     lines.append(f"| {w} | {g} | {tps[0]:.0f} tokens/s | {name} | {tps[1]:.0f} tokens/s | |")
@@ -333,15 +315,6 @@ def target_ratios(rows: List[dict], app_runs: List[list]) -> dict:
     return out
 
 
-def _range(vals: List[float], fmt: str = "×%.2f") -> str:
-    if not vals:
-        return "not measured"
-    med = sorted(vals)[len(vals) // 2] if len(vals) % 2 else 0.5 * sum(sorted(vals)[len(vals) // 2 - 1:len(vals) // 2 + 1])
-    if len(vals) == 1:
-        return fmt % med
-    return (fmt % med) + " [" + (fmt % min(vals)) + " – " + (fmt % max(vals)) + "]"
-
-
 def _verdict(vals: List[float], limit: float) -> str:
     if not vals:
         return "–"
@@ -358,14 +331,14 @@ def _targets_section(rows: List[dict], app_runs: List[list]) -> List[str]:
     ratios = target_ratios(rows, app_runs)
     out = ["## Targets", "", "| target | this run: median [min – max] over passes | met? |", "|---|---|---|"]
     for key, title, _, _, limit in STEP_TARGETS:
-        out.append(f"| {title} | {_range(ratios[key])} | {_verdict(ratios[key], limit)} |")
+        out.append(f"| {title} | {fmt_range(ratios[key])} | {_verdict(ratios[key], limit)} |")
     for key, title, _, limit in APP_TARGETS:
-        out.append(f"| {title} | {_range(ratios[key], '%.2f s')} | {_verdict(ratios[key], limit / 1000)} |")
+        out.append(f"| {title} | {fmt_range(ratios[key], '%.2f s')} | {_verdict(ratios[key], limit / 1000)} |")
     mem = (_pick(rows, "cnn", "native", "pytrain", "peak_rss_mb"), _pick(rows, "cnn", "native", "onnxruntime", "peak_rss_mb"))
     if all(mem):
         r = mem[0] / mem[1]
         out.append("| native CNN peak memory ≤ 1.2× onnxruntime-training | ×%.2f (%s vs %s MB) | %s |"
-                   % (r, _fmt(mem[0]), _fmt(mem[1]), "met" if r <= 1.2 else "**not met**"))
+                   % (r, fmt(mem[0]), fmt(mem[1]), "met" if r <= 1.2 else "**not met**"))
     gz = _pick(rows, "mlp", "browser", "pytrain", "bytes_gzip")
     if gz:
         out.append("| page transfer ≤ 13 MB compressed (bench page) | %.1f MB | %s |"
@@ -383,7 +356,7 @@ def _why(app_runs: List[list]) -> dict:
     def stage(visit: int, name: str, prev: Optional[str]) -> str:
         vals = [run[visit]["stages"][name] - (run[visit]["stages"][prev] if prev else 0) for run in app_runs
                 if len(run) > visit and name in run[visit].get("stages", {}) and (not prev or prev in run[visit]["stages"])]
-        return _range(vals, "%.0f") if vals else "?"
+        return fmt_range(vals, "%.0f") if vals else "?"
 
     return {
         "first visit|second visit": (
@@ -482,75 +455,9 @@ def _history_section(history: List[dict], last: int = 10) -> List[str]:
         cells = []
         for k in keys:
             vals = (h.get("targets") or {}).get(k) or []
-            cells.append(_range(vals, "%.2f") if vals else "–")
+            cells.append(fmt_range(vals, "%.2f") if vals else "–")
         out.append(f"| {h.get('date', '?')} | {h.get('commit', '?')} | {h.get('repeat', '?')} | " + " | ".join(cells) + " |")
     return out + [""]
-
-
-def _app_section(app_runs: List[list], transfer: Optional[dict] = None) -> List[str]:
-    """The web app's start-up stage by stage (ms since navigation), per visit, over the runs."""
-    if not app_runs:
-        return []
-    out = ["## Web app start-up (build.py's site; each run: a fresh browser context, two visits)", "",
-           "ms since navigation at the end of each stage (the worker's marks moved to the page's clock), "
-           f"median [min – max] over {len(app_runs)} run(s), and the stage's own duration (median). "
-           "The harness builds the digits MLP and starts training as soon as Python is ready.", ""]
-    if transfer:
-        extra = "; ".join(f"{name} {v['sent'] / MB:.2f} MB ({v['raw'] / MB:.2f} MB raw)"
-                          for name, v in transfer.items() if isinstance(v, dict))
-        out += [f"A first visit downloads {transfer['sent'] / MB:.1f} MB as sent (gzip where build.py "
-                f"wrote a .gz; {transfer['raw'] / MB:.1f} MB raw) up to the first digits step; of it {extra}.", ""]
-    for visit, title in ((0, "First visit (empty cache)"), (1, "Second visit (Service Worker cache)")):
-        visits = [run[visit] for run in app_runs if len(run) > visit and run[visit].get("stages")]
-        if not visits:
-            continue
-        names = list(dict.fromkeys(k for v in visits for k in v["stages"]))
-        out += [f"### {title}", "", "| stage ends | ms since navigation | stage ms (median) |", "|---|---|---|"]
-        prev = None
-        for name in names:
-            vals = [v["stages"][name] for v in visits if name in v["stages"]]
-            durs = [v["stages"][name] - v["stages"][prev] for v in visits
-                    if prev is not None and name in v["stages"] and prev in v["stages"]]
-            out.append(f"| {name} | {_range(vals, '%.0f')} | {_range(durs, '%.0f').split(' [')[0] if durs else '–'} |")
-            prev = name
-        out.append("")
-    return out
-
-
-def _gemm_section(g: dict) -> List[str]:
-    if not g:
-        return []
-    out = ["## WebAssembly SIMD GEMM (web/kernels/kernels.wasm)", ""]
-    node, raw = g.get("node") or [], g.get("chromium_raw") or []
-    if node or raw:
-        by_raw = {r["case"]: r for r in raw}
-        out += ["Raw kernel (operands already in wasm memory), median ms and GFLOP/s:", "",
-                "| case | Node ms | Node GFLOP/s | Chromium ms | Chromium GFLOP/s |",
-                "|---|---|---|---|---|"]
-        for r in node or raw:
-            c = by_raw.get(r["case"], {})
-            n = r if node else {}
-            out.append(f"| {r['case']} | {_fmt(n.get('ms'), 3)} | {_fmt(n.get('gflops'), 1)} | "
-                       f"{_fmt(c.get('ms'), 3)} | {_fmt(c.get('gflops'), 1)} |")
-        out.append("")
-    py = g.get("pyodide")
-    if py:
-        out += ["Inside Pyodide 0.17.1 (numpy arrays -> Python call -> JS -> wasm, in place; "
-                "pytrain/ops/wasm/linalg.py), median ms per product:", "",
-                "| product | views | wasm sgemm ms | numpy-in-Pyodide ms | speed-up | max rel. error |",
-                "|---|---|---|---|---|---|"]
-        for c in py["cases"]:
-            out.append(f"| {c['case']} | {c['trans']} | {_fmt(c['wasm_ms'], 3)} | "
-                       f"{_fmt(c['numpy_ms'], 3)} | ×{c['speedup']:.1f} | {c['max_rel_err']:.1e} |")
-        ov = py.get("overhead", {})
-        if ov:
-            out += ["", "Per-call costs in Pyodide (µs): " + ", ".join(
-                f"{k.replace('_us', '')} {v:.1f}" for k, v in ov.items())]
-        out.append("")
-    for k in ("node_error", "pyodide_error"):
-        if g.get(k):
-            out += [f"{k}: `{g[k][:300]}`", ""]
-    return out
 
 
 if __name__ == "__main__":  # re-render: python bench/report.py bench/results.json > bench/RESULTS.md
