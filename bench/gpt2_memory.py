@@ -70,13 +70,7 @@ def artifacts(layers: int):
 
     stub_torchvision_ops()
 
-    class Logits(torch.nn.Module):
-        def __init__(self, hf):
-            super().__init__()
-            self.hf = hf
-
-        def forward(self, input_ids):
-            return self.hf(input_ids=input_ids).logits.transpose(1, 2)
+    from hf_families import Logits
 
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=VOCAB, n_embd=768, n_layer=layers, n_head=12, n_positions=1024,
@@ -84,7 +78,8 @@ def artifacts(layers: int):
     ids = torch.zeros((1, TOKENS), dtype=torch.int64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        source = pytrain.torch_export(Logits(transformers.GPT2LMHeadModel(cfg)).eval(), (ids,),
+        model = Logits(transformers.GPT2LMHeadModel(cfg), ["input_ids"], transpose=True).eval()
+        source = pytrain.torch_export(model, (ids,),
                                       input_names=["input_ids"])
     return A.generate_artifacts(source, lora=LoRA(8, 16, ["c_attn"]), optimizer=A.AdamW())
 

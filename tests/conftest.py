@@ -14,6 +14,17 @@ for _folder in sorted(p for p in _HERE.iterdir() if p.is_dir() and not p.name.st
         sys.path.insert(0, str(_folder))
 
 
+@pytest.fixture(scope="session")
+def lm():
+    """A tiny GPT-2 and its tokenizer.json, exported at ``tiny_lm.LENGTH`` tokens (tests/helpers/tiny_lm.py), made
+    once for the text tests (they deep-copy its torch model before training it)."""
+    for needed in ("torch", "transformers", "tokenizers"):
+        pytest.importorskip(needed)
+    from tiny_lm import LENGTH, tiny_gpt2
+
+    return tiny_gpt2(length=LENGTH)
+
+
 @pytest.fixture(autouse=True)
 def _reseed_grad_harness(request):
     """Each test draws the same data from grad_harness.RNG whatever ran before it (or was deselected)."""

@@ -42,13 +42,7 @@ def _gpt2_lora(batch: int, vocab: int = 2000, n_embd: int = 128, tokens: int = 6
     transformers = pytest.importorskip("transformers")
     import pytrain
 
-    class Logits(torch.nn.Module):
-        def __init__(self, hf):
-            super().__init__()
-            self.hf = hf
-
-        def forward(self, input_ids):
-            return self.hf(input_ids=input_ids).logits.transpose(1, 2)
+    from hf_families import Logits
 
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=vocab, n_embd=n_embd, n_layer=2, n_head=2, n_positions=64, resid_pdrop=0.0,
@@ -57,7 +51,8 @@ def _gpt2_lora(batch: int, vocab: int = 2000, n_embd: int = 128, tokens: int = 6
     ids = np.random.default_rng(0).integers(0, vocab, (batch, tokens)).astype(np.int64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        source = pytrain.torch_export(Logits(transformers.GPT2LMHeadModel(cfg)).eval(), (torch.from_numpy(ids),),
+        model = Logits(transformers.GPT2LMHeadModel(cfg), ["input_ids"], transpose=True).eval()
+        source = pytrain.torch_export(model, (torch.from_numpy(ids),),
                                       input_names=["input_ids"])
     arts = artifacts.generate_artifacts(source, lora=LoRA(8, 16, ["c_attn"]), optimizer=artifacts.AdamW())
     return arts, (ids, (ids * 7 + 3) % vocab)

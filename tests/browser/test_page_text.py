@@ -21,17 +21,16 @@ from onnx import numpy_helper  # noqa: E402
 
 from pytrain.lora import read_adapters  # noqa: E402
 from test_page_a11y import axe_violations  # noqa: E402
-from tiny_lm import TEXT, tiny_gpt2  # noqa: E402
+from tiny_lm import LENGTH, TEXT  # noqa: E402
 
-LENGTH, RANK, ALPHA = 16, 8, 16.0
+RANK, ALPHA = 8, 16.0
 
 
 def _weights(blob: bytes) -> dict:
     return {t.name: numpy_helper.to_array(t) for t in onnx.load_from_string(blob).graph.initializer}
 
 
-def test_a_tiny_gpt2_fine_tunes_with_lora_in_the_tab_and_downloads_as_the_tab_predicts(context, site_url, tmp_path):
-    lm = tiny_gpt2(length=LENGTH)
+def test_a_tiny_gpt2_fine_tunes_with_lora_in_the_tab_and_downloads_as_the_tab_predicts(context, site_url, tmp_path, lm):
     (tmp_path / "tiny-gpt2.onnx").write_bytes(lm.onnx)
     (tmp_path / "tokenizer.json").write_text(lm.tokenizer_json)
     (tmp_path / "corpus.txt").write_text(TEXT)

@@ -13,9 +13,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from pytrain.lora import read_adapters  # noqa: E402
-from tiny_lm import TEXT, tiny_gpt2  # noqa: E402
+from tiny_lm import TEXT  # noqa: E402
 
-LENGTH = 16
 HOST = """<!doctype html>
 <meta charset="utf-8">
 <script type="module">
@@ -39,8 +38,7 @@ import { createTrainer } from "/pytrain-widget.js";
 """
 
 
-def test_the_widget_fine_tunes_a_language_model_on_text_and_exports_it_merged(context, site_url):
-    lm = tiny_gpt2(length=LENGTH)
+def test_the_widget_fine_tunes_a_language_model_on_text_and_exports_it_merged(context, site_url, lm):
     ctx, rec = context
     serve_files(ctx, {"/ort-test/host.html": HOST.encode(), "/ort-test/lm.onnx": lm.onnx,
                       "/ort-test/tokenizer.json": lm.tokenizer_json.encode(), "/ort-test/corpus.txt": TEXT.encode()})

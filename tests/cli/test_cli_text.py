@@ -19,19 +19,9 @@ tokenizers = pytest.importorskip("tokenizers")
 from pytrain.api import CheckpointState  # noqa: E402
 from pytrain.cli import main  # noqa: E402
 from pytrain.run.loop import epoch_batches  # noqa: E402
-from tiny_lm import TEXT, tiny_bert_classifier, tiny_gpt2  # noqa: E402
+from tiny_lm import CSV, LENGTH, TEXT, tiny_bert_classifier  # noqa: E402
 
-LENGTH = 16
 TRAIN = ["--batch-size", "4", "--lr", "0.02", "--quiet"]
-CSV = "text,label\n" + "".join("%s,%s\n" % (t, l) for t, l in [
-    ("the cat sat on the mat", "cat"), ("a cat and a mat", "cat"), ("the cat saw the bird", "cat"),
-    ("the dog sat on the log", "dog"), ("a dog met a dog", "dog"), ("the dog saw the cat", "dog"),
-    ("the bird sang in the tree", "bird"), ("a bird in a tree", "bird"), ("the bird sang", "bird")] * 3)
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return tiny_gpt2(length=LENGTH)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,12 @@ import numpy as np
 TEXT = ("the cat sat on the mat. the dog sat on the log. a cat and a dog met on the mat and sat. "
         "the bird sang in the tree, the cat saw the bird, the dog saw the cat. ") * 6
 VOCAB = 300   # the 256 bytes, <|endoftext|> and some merges
+LENGTH = 16   # the sequence length the text tests export at (tests/conftest.py's ``lm``)
+#: a CSV of texts and labels (three classes, 27 rows) for the text classifiers
+CSV = "text,label\n" + "".join("%s,%s\n" % (t, l) for t, l in [
+    ("the cat sat on the mat", "cat"), ("a cat and a mat", "cat"), ("the cat saw the bird", "cat"),
+    ("the dog sat on the log", "dog"), ("a dog met a dog", "dog"), ("the dog saw the cat", "dog"),
+    ("the bird sang in the tree", "bird"), ("a bird in a tree", "bird"), ("the bird sang", "bird")] * 3)
 
 
 class TinyLM(NamedTuple):
@@ -43,6 +49,8 @@ def tiny_gpt2(text: str = TEXT, length: int = 16, positions: int = 64, seed: int
     stub_torchvision_ops()   # transformers imports torchvision, whose compiled ops this torch may lack
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    from hf_families import Logits
+
     import pytrain
 
     tj = tokenizer_json(text)
@@ -54,18 +62,10 @@ def tiny_gpt2(text: str = TEXT, length: int = 16, positions: int = 64, seed: int
                      bos_token_id=0, eos_token_id=0)
     hf = GPT2LMHeadModel(cfg).eval()
 
-    class Logits(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.hf = hf
-
-        def forward(self, input_ids):
-            return self.hf(input_ids=input_ids).logits
-
     example = torch.from_numpy(np.arange(length, dtype=np.int64).reshape(1, length) % vocab)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        blob = pytrain.torch_export(Logits().eval(), (example,), None, input_names=["input_ids"],
+        blob = pytrain.torch_export(Logits(hf, ["input_ids"]).eval(), (example,), None, input_names=["input_ids"],
                                     output_names=["logits"])
     return TinyLM(bytes(blob), tj, hf, vocab)
 
@@ -79,6 +79,8 @@ def tiny_bert_classifier(vocab: int, classes: int = 3, length: int = 16, seed: i
     stub_torchvision_ops()
     from transformers import BertConfig, BertForSequenceClassification
 
+    from hf_families import Logits
+
     import pytrain
 
     torch.manual_seed(seed)
@@ -87,17 +89,9 @@ def tiny_bert_classifier(vocab: int, classes: int = 3, length: int = 16, seed: i
                      num_labels=classes, attn_implementation="eager")
     hf = BertForSequenceClassification(cfg).eval()
 
-    class Logits(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.hf = hf
-
-        def forward(self, input_ids, attention_mask):
-            return self.hf(input_ids=input_ids, attention_mask=attention_mask).logits
-
     ids = torch.from_numpy(np.arange(length, dtype=np.int64).reshape(1, length) % vocab)
     mask = torch.ones((1, length), dtype=torch.int64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return bytes(pytrain.torch_export(Logits().eval(), (ids, mask), None, input_names=["input_ids", "attention_mask"],
+        return bytes(pytrain.torch_export(Logits(hf, ["input_ids", "attention_mask"]).eval(), (ids, mask), None, input_names=["input_ids", "attention_mask"],
                                           output_names=["logits"]))

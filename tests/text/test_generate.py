@@ -13,16 +13,14 @@ pytest.importorskip("transformers")
 
 from pytrain.errors import DataError  # noqa: E402
 from pytrain.text.generate import continue_ids  # noqa: E402
-from tiny_lm import tiny_gpt2  # noqa: E402
-
-LENGTH = 16
+from tiny_lm import LENGTH  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def lm():
-    m = tiny_gpt2(length=LENGTH)
-    sess = ort.InferenceSession(m.onnx, providers=["CPUExecutionProvider"])
-    return m, lambda ids: sess.run(None, {"input_ids": ids})[0]
+def lm(lm):
+    """The session's tiny GPT-2 with a function running its export in onnxruntime."""
+    sess = ort.InferenceSession(lm.onnx, providers=["CPUExecutionProvider"])
+    return lm, lambda ids: sess.run(None, {"input_ids": ids})[0]
 
 
 def _torch_greedy(hf, prompt, n):

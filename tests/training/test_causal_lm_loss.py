@@ -14,14 +14,7 @@ pytest.importorskip("tokenizers")
 from pytrain import artifacts  # noqa: E402
 from pytrain.api import CheckpointState, Module, Optimizer  # noqa: E402
 from pytrain.errors import ArtifactError  # noqa: E402
-from tiny_lm import tiny_gpt2  # noqa: E402
-
-LENGTH = 16
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return tiny_gpt2(length=LENGTH)
+from tiny_lm import LENGTH  # noqa: E402
 
 
 def _ids(vocab: int, n: int = 3, seed: int = 0) -> np.ndarray:

@@ -18,18 +18,7 @@ from pytrain.errors import DataError  # noqa: E402
 from pytrain.lora import read_adapters  # noqa: E402
 from pytrain.text.generate import continue_ids  # noqa: E402
 from pytrain.webapp import Session, WebappError  # noqa: E402
-from tiny_lm import TEXT, tiny_bert_classifier, tiny_gpt2  # noqa: E402
-
-LENGTH = 16
-CSV = "text,label\n" + "".join("%s,%s\n" % (t, l) for t, l in [
-    ("the cat sat on the mat", "cat"), ("a cat and a mat", "cat"), ("the cat saw the bird", "cat"),
-    ("the dog sat on the log", "dog"), ("a dog met a dog", "dog"), ("the dog saw the cat", "dog"),
-    ("the bird sang in the tree", "bird"), ("a bird in a tree", "bird"), ("the bird sang", "bird")] * 3)
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return tiny_gpt2(length=LENGTH)
+from tiny_lm import CSV, LENGTH, TEXT, tiny_bert_classifier, tiny_gpt2  # noqa: E402
 
 
 def _session(lm, **kw):
