@@ -59,14 +59,14 @@ def section(path: Path = RESULTS) -> list:
     return out + [""] + res.get("notes", []) + [""]
 
 
-def artifacts(layers: int):
+def source(layers: int, vocab_last: bool = False):
+    """The GPT-2-shaped inference model with ``layers`` layers: input_ids (N, 128) -> logits (N, vocab, 128), or
+    with ``vocab_last`` (N, 128, vocab) as the page's "Your text" takes a causal LM."""
     import torch
     import transformers
     from torch_zoo import stub_torchvision_ops
 
     import pytrain
-    from pytrain import artifacts as A
-    from pytrain.lora import LoRA
 
     stub_torchvision_ops()
 
@@ -76,7 +76,8 @@ def artifacts(layers: int):
             self.hf = hf
 
         def forward(self, input_ids):
-            return self.hf(input_ids=input_ids).logits.transpose(1, 2)
+            logits = self.hf(input_ids=input_ids).logits
+            return logits if vocab_last else logits.transpose(1, 2)
 
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=VOCAB, n_embd=768, n_layer=layers, n_head=12, n_positions=1024,
@@ -84,9 +85,15 @@ def artifacts(layers: int):
     ids = torch.zeros((1, TOKENS), dtype=torch.int64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        source = pytrain.torch_export(Logits(transformers.GPT2LMHeadModel(cfg)).eval(), (ids,),
-                                      input_names=["input_ids"])
-    return A.generate_artifacts(source, lora=LoRA(8, 16, ["c_attn"]), optimizer=A.AdamW())
+        return pytrain.torch_export(Logits(transformers.GPT2LMHeadModel(cfg)).eval(), (ids,),
+                                    input_names=["input_ids"])
+
+
+def artifacts(layers: int):
+    from pytrain import artifacts as A
+    from pytrain.lora import LoRA
+
+    return A.generate_artifacts(source(layers), lora=LoRA(8, 16, ["c_attn"]), optimizer=A.AdamW())
 
 
 def main() -> None:
