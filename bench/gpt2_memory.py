@@ -59,14 +59,14 @@ def section(path: Path = RESULTS) -> list:
     return out + [""] + res.get("notes", []) + [""]
 
 
-def artifacts(layers: int):
+def source(layers: int, vocab_last: bool = False):
+    """The GPT-2-shaped inference model with ``layers`` layers: input_ids (N, 128) -> logits (N, vocab, 128), or
+    with ``vocab_last`` (N, 128, vocab) as the page's "Your text" takes a causal LM."""
     import torch
     import transformers
     from torch_zoo import stub_torchvision_ops
 
     import pytrain
-    from pytrain import artifacts as A
-    from pytrain.lora import LoRA
 
     stub_torchvision_ops()
 
@@ -78,10 +78,15 @@ def artifacts(layers: int):
     ids = torch.zeros((1, TOKENS), dtype=torch.int64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = Logits(transformers.GPT2LMHeadModel(cfg), ["input_ids"], transpose=True).eval()
-        source = pytrain.torch_export(model, (ids,),
-                                      input_names=["input_ids"])
-    return A.generate_artifacts(source, lora=LoRA(8, 16, ["c_attn"]), optimizer=A.AdamW())
+        model = Logits(transformers.GPT2LMHeadModel(cfg), ["input_ids"], transpose=not vocab_last).eval()
+        return pytrain.torch_export(model, (ids,), input_names=["input_ids"])
+
+
+def artifacts(layers: int):
+    from pytrain import artifacts as A
+    from pytrain.lora import LoRA
+
+    return A.generate_artifacts(source(layers), lora=LoRA(8, 16, ["c_attn"]), optimizer=A.AdamW())
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ from pytrain.optim import SGD, Adam, AdamW, OptimType, OptimizerSpec, build_opti
 from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, make_graph, make_model,
                            make_opsetid, make_value_info, opset_version, to_array, value_info_type,
                            write_atomic)
+from pytrain.proto.message import sharing
 from pytrain.validate import load_model
 
 __all__ = ["Artifacts", "LoRA", "LossType", "OptimType", "SGD", "Adam", "AdamW", "generate_artifacts"]
@@ -161,7 +162,9 @@ class _ParameterPlan:
 def _source(model: Any, external_data: Optional[Dict[str, bytes]]) -> _ParameterPlan:
     """The model read, checked for kernels, its nodes in topological order."""
     src = load_model(model, external_data=external_data)
-    src = ModelProto.FromString(src.SerializeToString())  # work on a private copy
+    # work on a private copy, whose weights are the source's very bytes (immutable): not held twice
+    with sharing(t.raw_data for t in src.graph.initializer if t.HasField("raw_data")):
+        src = ModelProto.FromString(src.SerializeToString())
     g = src.graph
     opset = opset_version(src)
     if opset == 0:

@@ -86,14 +86,15 @@ def heap_budget(held: int = 0) -> Tuple[int, int]:
     return limit, limit - max(0, int(used) - int(held))
 
 
-def check_heap(size: int, what: str, held: int = 0) -> None:
+def check_heap(size: int, what: str, held: int = 0,
+               advice: str = "train with a smaller batch or fewer trainable parameters (LoRA)") -> None:
     """Raise LimitError when ``what`` needs ``size`` bytes, over what is left of the limit (:func:`heap_budget`,
-    ``held`` of them already in the heap)."""
+    ``held`` of them already in the heap); ``advice``: what to do instead."""
     limit, left = heap_budget(held)
     if size > left:
         other = "" if left == limit else (" less the %d bytes (%.1f MiB) the heap already holds besides this model"
                                           % (limit - left, (limit - left) / 2.0 ** 20))
         raise LimitError("%s (%d bytes), over pytrain's memory limit of %d bytes (%.1f MiB%s; Pyodide's WebAssembly "
-                         "heap is 2 GiB in all); train with a smaller batch or fewer trainable parameters (LoRA), or "
-                         "raise the limit with pytrain.limits.set_limits(max_heap_bytes=...) or PYTRAIN_MAX_HEAP_BYTES"
-                         % (what, size, limit, limit / 2.0 ** 20, other))
+                         "heap is 2 GiB in all); %s, or raise the limit with "
+                         "pytrain.limits.set_limits(max_heap_bytes=...) or PYTRAIN_MAX_HEAP_BYTES"
+                         % (what, size, limit, limit / 2.0 ** 20, other, advice))

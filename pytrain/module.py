@@ -194,6 +194,16 @@ class Module:
         return self._state
 
     @property
+    def models(self) -> Dict[str, ModelProto]:
+        """The models this module runs by role ("training", and "eval" when given): a pytrain artifact as it
+        was read (it serializes to the very bytes read), an ORT one as converted. Another Module built on
+        them holds no second copy (they are read as they are, not copied)."""
+        out = {"training": self._train_model}
+        if self._eval_model is not None:
+            out["eval"] = self._eval_model
+        return out
+
+    @property
     def trainable_names(self) -> List[str]:
         """Names of the parameters that train, in the training model's order."""
         return list(self._trainable)

@@ -156,11 +156,11 @@ class Message:
 
     # -- encoding -------------------------------------------------------------------------
     def SerializeToString(self) -> bytes:
-        out = bytearray()
+        out = Pieces()
         self._encode(out)
-        return bytes(out)
+        return out.join()
 
-    def _encode(self, out: bytearray) -> None:
+    def _encode(self, out: "Pieces") -> None:
         for f in self.FIELDS:
             value = getattr(self, f.name)
             if f.repeated:
@@ -168,7 +168,7 @@ class Message:
                     _encode_repeated(out, f, value)
             elif f.kind == MESSAGE:
                 if value is not None:
-                    wire.write_len(out, f.number, value.SerializeToString())
+                    _encode_message(out, f.number, value)
             elif f.name in self._has:
                 _encode_scalar(out, f, value)
         for number, wt, value in self._unknown:
@@ -248,7 +248,64 @@ def _unpack(f: Field, buf: bytes, start: int, end: int) -> List[Any]:
     return values
 
 
-def _encode_scalar(out: bytearray, f: Field, value: Any) -> None:
+class Pieces:
+    """A message's encoding in pieces: small writes go into a bytearray, payloads of ``BIG`` bytes or more (weights)
+    are kept as the very objects they are, and :meth:`join` makes the bytes once. Serializing a model so holds its
+    weights once more (the result), not three times (each nesting level's copy and the final one)."""
+
+    BIG = 1 << 16
+    __slots__ = ("parts", "buf", "done")
+
+    def __init__(self) -> None:
+        self.parts: List[Any] = []
+        self.buf = bytearray()
+        self.done = 0   # bytes in ``parts``
+
+    def append(self, byte: int) -> None:
+        self.buf.append(byte)
+
+    def __iadd__(self, data: Any) -> "Pieces":
+        if len(data) >= self.BIG:
+            self._flush()
+            self.parts.append(data)
+            self.done += len(data)
+        else:
+            self.buf += data
+        return self
+
+    def __len__(self) -> int:
+        return self.done + len(self.buf)
+
+    def _flush(self) -> None:
+        if self.buf:
+            self.parts.append(bytes(self.buf))
+            self.done += len(self.buf)
+            self.buf = bytearray()
+
+    def add(self, other: "Pieces") -> None:
+        """Append ``other``'s encoding."""
+        if other.parts:
+            self._flush()
+            self.parts.extend(other.parts)
+            self.done += other.done
+        self.buf += other.buf
+
+    def join(self) -> bytes:
+        if not self.parts:
+            return bytes(self.buf)
+        self._flush()
+        return b"".join(self.parts)
+
+
+def _encode_message(out: Pieces, number: int, msg: Message) -> None:
+    sub = Pieces()
+    msg._encode(sub)
+    wire.write_tag(out, number, wire.LEN)
+    wire.write_varint(out, len(sub))
+    out.add(sub)
+
+
+def _encode_scalar(out: Pieces, f: Field, value: Any) -> None:
     kind = f.kind
     if kind in _VARINT_KINDS:
         wire.write_tag(out, f.number, wire.VARINT)
@@ -265,10 +322,10 @@ def _encode_scalar(out: bytearray, f: Field, value: Any) -> None:
         wire.write_len(out, f.number, bytes(value))
 
 
-def _encode_repeated(out: bytearray, f: Field, values: List[Any]) -> None:
+def _encode_repeated(out: Pieces, f: Field, values: List[Any]) -> None:
     if f.kind == MESSAGE:
         for v in values:
-            wire.write_len(out, f.number, v.SerializeToString())
+            _encode_message(out, f.number, v)
     elif f.packed:
         if f.kind == FLOAT:
             payload = wire.pack_f32(values)

@@ -33,6 +33,23 @@ def install() -> bool:
     return True
 
 
+#: the most that reading an uploaded model and generating its artifacts holds at once, over the model's size (the
+#: upload itself not counted): natively (tracemalloc) 3.02x-3.08x for GPT-2-shaped models of 1 to 4 layers
+#: (bench/gpt2_tab_memory.py --generation, bench/RESULTS.md)
+GENERATION_FACTOR = 3.1
+
+
+def check_generation(model: bytes, name: str, extra_files: Optional[Dict[str, bytes]] = None) -> None:
+    """Refuse (LimitError, naming the size and the limit) an upload whose artifacts would not fit what is left of
+    the limit, before generating them, instead of the tab running out of memory while it does."""
+    size = len(model) + sum(len(v) for v in (extra_files or {}).values())
+    need = int(GENERATION_FACTOR * size)
+    limits.check_heap(need, "generating training artifacts for %s (%.1f MiB) needs about %.1f MiB more (%.1fx its size)"
+                      % (name, size / 2.0 ** 20, need / 2.0 ** 20, GENERATION_FACTOR),
+                      advice="choose a smaller model, or generate its artifacts outside the browser (pytrain "
+                      "generate) and upload those")
+
+
 _last: List[Any] = [None, None]   # (key, estimate) of the last summary
 
 

@@ -15,6 +15,7 @@ from pytrain.run import scaling
 from pytrain.webapp.common import OPTIMIZERS, WebappError, core_api, load_upload
 from pytrain.webapp.demo import generate_bytes, digits_artifacts
 from pytrain.webapp.inspect_model import _label_consumer_output, describe_model, refuse_unsupported
+from pytrain.webapp.memory import check_generation
 
 #: (artifacts by role, model description)
 Model = Tuple[Dict[str, bytes], Dict[str, Any]]
@@ -77,6 +78,7 @@ def upload(blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW"
            extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None,
            lora: Optional[Dict[str, Any]] = None) -> Model:
     """Artifacts generated for an uploaded inference model (see ``Session.generate``)."""
+    check_generation(blob, name, extra_files)
     model = load_upload(blob, name, extra_files)
     refuse_unsupported(model, name)
     desc = describe_model(model)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from pytrain.run.loop import LossExploded, LossWatch, Position, steps
 from pytrain.webapp import feature_head, memory, model_source, predictions, runfile, saved_run
 from pytrain.webapp.common import WebappError, core_api, _inference_session
 from pytrain.webapp.data_source import DataSource
+from pytrain.webapp.held_artifacts import Artifacts
 from pytrain.webapp.inspect_model import inspect_upload
 
 
@@ -44,7 +45,7 @@ class Session:
         self.seed, self.batch_size, self.lr = 0, 32, 1e-3
         self.source = DataSource()
         self.model: Dict[str, Any] = {}
-        self.artifacts: Dict[str, bytes] = {}
+        self.artifacts = Artifacts({})
         self.artifacts_version = 0
         self.state: Any = None
         self.module: Any = None
@@ -181,12 +182,20 @@ class Session:
         """Use ready-made artifacts (e.g. from ORT's or pytrain's generate_artifacts)."""
         return self._use(*model_source.ready_made(training, eval, optimizer, checkpoint, output))
 
-    def _use(self, arts: Dict[str, bytes], info: Dict[str, Any]) -> Dict[str, Any]:
+    def _use(self, arts: Mapping[str, bytes], info: Dict[str, Any]) -> Dict[str, Any]:
         _, _, api = core_api()
         state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
-        module = api.Module(arts["training"], state, arts["eval"])
+        # the models of the artifacts in use when going back (restore_good): read again, not copied
+        models = arts.models if isinstance(arts, Artifacts) else {}
+        module = api.Module(models.get("training") or arts["training"], state, models.get("eval") or arts["eval"])
         optimizer = api.Optimizer(arts["optimizer"], module)
-        self.artifacts, self.model = dict(arts), dict(info)
+        # The training and eval models pytrain made are serialized again from the module when saved, not held
+        # twice more; artifacts uploaded as they are (ORT's ones, which the module converts) keep their bytes.
+        self.artifacts = Artifacts(arts, module.models if info.get("origin") != "artifacts" else None)
+        if isinstance(arts, dict):   # the caller's bytes of those models go too (the generator's fresh dict)
+            for role in self.artifacts.models:
+                arts.pop(role, None)
+        self.model = dict(info)
         self.backbone = feature_head.attach(arts, info, self.backbone)
         self.state, self.module, self.optimizer = state, module, optimizer
         self.artifacts_version += 1
@@ -376,7 +385,7 @@ class Session:
         if self._good is None:
             raise WebappError("there is no earlier checkpoint to go back to")
         g, lr = self._good, self.lr
-        arts = dict(self.artifacts)
+        arts = self.artifacts.copy()
         arts["checkpoint"] = g.checkpoint
         self._use(arts, self.model)
         self.lr = lr

@@ -18,6 +18,7 @@ from pytrain.text.generate import continue_ids
 from pytrain.webapp.common import WebappError, _inference_session, load_upload
 from pytrain.webapp.demo import generate_bytes
 from pytrain.webapp.inspect_model import describe_model, refuse_unsupported
+from pytrain.webapp.memory import check_generation
 from pytrain.webapp.model_source import lora_info, lora_spec
 
 def dispatch(session: Any, op: str, args: Dict[str, Any]) -> Any:
@@ -38,6 +39,7 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
     from pytrain.losses import CausalLMLoss, CrossEntropyLoss
 
     tok = Tokenizer.from_json(tokenizer if isinstance(tokenizer, str) else bytes(tokenizer))
+    check_generation(model, name, extra_files)
     m = load_upload(model, name, extra_files)
     refuse_unsupported(m, name)
     desc = describe_model(m)
@@ -69,6 +71,7 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
             "optimizer": optimizer, "sample_shape": [int(d) for d in x.shape[1:]], "lora": lora_info(m, spec),
             "text": {"kind": kind, "block_size": length, "vocab": vocab, "tokenizer_vocab": tok.vocab_size,
                      "pad": pad_id(tok), "inputs": [i["name"] for i in desc["inputs"]]}}
+    del m   # its weights are in the artifacts now: not held while the module is built on them
     summary = session._use(arts, info)
     return {"model": summary, "data": session.data_summary(), "memory": summary.get("memory"), "notes": notes}
 

@@ -1,7 +1,9 @@
 """Memory in the tab (issue 21, item 6): building the digits MLP shows its memory estimate by part against what is
 left of the limit; with the site's limit (config.json ``maxHeapBytes``, set here in the running worker's config)
 below what the tab already holds, Start is refused before the first step, the error box naming the estimate and
-the limit; with the limit back, training reports the WebAssembly heap's peak in the status line."""
+the limit; with the limit back, training reports the WebAssembly heap's peak in the status line; and an uploaded
+model whose artifact generation would not fit what is left is refused before generating, naming its size and the
+limit, and generated once the limit is back."""
 from __future__ import annotations
 
 import re
@@ -11,7 +13,8 @@ from browser_helpers import app_state, app_worker, build_digits, open_ready, tra
 MIB = r"[\d,]+ MiB"
 
 
-def test_estimate_shown_run_over_the_limit_refused_before_a_step_peak_memory_reported(context, site_url):
+def test_estimate_shown_run_over_the_limit_refused_before_a_step_peak_memory_reported_an_upload_refused(context,
+                                                                                                       site_url):
     page, rec = open_ready(context, site_url)
     build_digits(page)
     setup = page.inner_text("#setup-status")
@@ -39,6 +42,28 @@ def test_estimate_shown_run_over_the_limit_refused_before_a_step_peak_memory_rep
     peak = app_state(page, "a.peakMemory")
     assert memory["limit"] - memory["left"] < peak <= memory["limit"]
     assert re.search(r"Peak memory %s\." % MIB, page.inner_text("#train-status"))
+
+    # "Your model": generating artifacts for an upload over what is left is refused before it starts
+    from pytrain import models
+    blob = models.to_bytes(models.mlp(64, [256], 10, seed=0))
+    page.click("button[data-tab=model]")
+    page.set_input_files("#onnx-file", files=[{"name": "wide.onnx", "mimeType": "application/octet-stream",
+                                               "buffer": blob}])
+    page.wait_for_function("() => document.querySelectorAll('#onnx-params input').length > 0", timeout=wait_ms(30_000))
+    worker.evaluate("() => { runtime.config.maxHeapBytes = 1 << 20; }")
+    page.evaluate("window.pytrainApp.model.old = true")
+    page.click("#onnx-generate")
+    page.wait_for_function("""() => { const b = document.getElementById('error');
+        return b && !b.hidden && b.textContent.includes('generating training artifacts'); }""", timeout=wait_ms(60_000))
+    error = page.inner_text("#error")
+    assert re.search(r"generating training artifacts for wide\.onnx \(0\.1 MiB\) needs about 0\.2 MiB more \(3\.1x its "
+                     r"size\) \(\d+ bytes\), over pytrain's memory limit of 1048576 bytes", error), error
+    assert app_state(page, "a.model.old")   # nothing was generated
+    page.click("#error-close")
+    worker.evaluate("() => { runtime.config.maxHeapBytes = 0; }")
+    page.click("#onnx-generate")
+    page.wait_for_function("() => window.pytrainApp.model && !window.pytrainApp.model.old && window.pytrainApp.model.ready",
+                           timeout=wait_ms(60_000))
     assert not rec.console_errors, rec.console_errors
     print("\ndigits MLP in the tab: estimate %s, heap besides the model %.1f MiB, peak %.1f MiB"
           % (memory, (memory["limit"] - memory["left"]) / 2 ** 20, peak / 2 ** 20))

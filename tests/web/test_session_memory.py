@@ -37,3 +37,20 @@ def test_model_summary_shows_the_estimate_by_part_against_what_is_left(monkeypat
     with pytest.raises(LimitError, match="less the 31457280 bytes"):
         s.train_for(budget_ms=1e9, max_steps=1)
     assert s.step == 0
+
+
+def test_an_upload_whose_generation_would_not_fit_is_refused_before_generating(monkeypatch):
+    from pytrain import models
+    from pytrain.webapp import memory as webapp_memory
+
+    blob = models.to_bytes(models.mlp(6, [16], 2, seed=0))
+    need = int(webapp_memory.GENERATION_FACTOR * len(blob))
+    monkeypatch.setattr(limits, "heap_now", lambda: (50 << 20, (50 << 20) + need - 1))   # one byte short
+    s = webapp.Session()
+    with pytest.raises(LimitError, match=r"generating training artifacts for m\.onnx \(0\.0 MiB\) needs about 0\.0 MiB "
+                                         r"more \(3\.1x its size\) \(%d bytes\), over pytrain's memory limit of %d bytes"
+                                         r".*choose a smaller model" % (need, (50 << 20) + need - 1)):
+        s.generate(blob, name="m.onnx")
+    assert s.module is None and s.model_summary() == {"ready": False}
+    monkeypatch.setattr(limits, "heap_now", lambda: (50 << 20, (50 << 20) + need))     # just enough
+    assert s.generate(blob, name="m.onnx")["ready"]
