@@ -121,7 +121,8 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
               "emb": "Embedding(1000, 64) x 32 tokens + LayerNorm + mean + Linear 10, batch 64",
               **REAL_TITLES}
     for m in res.get("merged") or []:
-        out += [f"Rows of {', '.join(m['workloads'])} ({', '.join(m['groups'])}) come from a later run merged in "
+        which = f"The rows matching \"{m['rows_only']}\" of " if m.get("rows_only") else "Rows of "
+        out += [f"{which}{', '.join(m['workloads'])} ({', '.join(m['groups'])}) come from a later run merged in "
                 f"(`--merge`): {m.get('started', '?')}, commit {m.get('commit', '?')}, {m.get('repeat')} passes, "
                 f"load average {_loads(m.get('load_avg'))}.", ""]
     for w in workloads:

@@ -505,6 +505,9 @@ def merge_results(base: dict, new: dict, names: List[str]) -> dict:
     workload and group), and a note of the merged run under "merged" (the report names it)."""
     groups = {r["group"] for r in new["rows"]}
     keep = [r for r in base.get("rows", []) if not (r["workload"] in names and r["group"] in groups)]
+    if new.get("rows_only"):   # a --rows run replaces those rows alone (the workloads' other rows stay)
+        measured = {(r["workload"], r["group"], r["label"]) for r in new["rows"]}
+        keep = [r for r in base.get("rows", []) if (r["workload"], r["group"], r["label"]) not in measured]
     base["rows"] = keep + new["rows"]
     gens = {(g["workload"], g["runtime"]) for g in new.get("gen", [])}
     base["gen"] = [g for g in base.get("gen", []) if (g["workload"], g["runtime"]) not in gens] + new.get("gen", [])
@@ -516,7 +519,8 @@ def merge_results(base: dict, new: dict, names: List[str]) -> dict:
         names = ["the first step over a network" if k == "network" else "the app's start-up"
                  for k in sections if k != "app_transfer"]
         groups = set(sections)
-    base.setdefault("merged", []).append({k: new.get(k) for k in ("started", "commit", "wall_s", "repeat", "steps")}
+    base.setdefault("merged", []).append({k: new.get(k) for k in ("started", "commit", "wall_s", "repeat", "steps",
+                                                                  "rows_only")}
                                          | {"workloads": names, "groups": sorted(groups),
                                             "load_avg": [new["env"].get("load_avg_start"),
                                                          new["env"].get("load_avg_end")]})
@@ -550,7 +554,7 @@ def main(argv: Optional[list] = None) -> None:
     t0 = time.time()
     results = {"env": environment(), "steps": steps, "quick": args.quick, "repeat": args.repeat, "rows": [], "gen": [],
                "steps_real": {n: workload_steps(n, steps) for n in names if n in REAL_MODEL_STEPS},
-               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+               "started": time.strftime("%Y-%m-%d %H:%M:%S"), "rows_only": args.rows}
     log(f"machine: {results['env']['cpu']} x{results['env']['cores']}, "
         f"load {results['env']['load_avg_start']}")
     try:

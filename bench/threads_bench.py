@@ -7,7 +7,8 @@ bench/server.py, so kernels.js starts one helper thread (two threads in all). Ea
 every case with the threads off, then on (pytrain.ops.wasm.linalg.THREADS_MIN_MACS None / 0), so a
 busy spell of the shared machine hits both; a case's ratio is on/off per pass, shown as median
 [min - max] with the load average (uptime) before and after. The products go through
-pytrain.ops.wasm.linalg.matmul2d, the path every 2-D product of a model takes; the smallest
+pytrain.ops.wasm.linalg.matmul2d, the path every 2-D product of a model takes (stacks: matmul_batched,
+attention's per-head products); the smallest
 product whose median ratio stays under 1 is the crossover, which THREADS_MIN_MACS is set from.
 """
 from __future__ import annotations
@@ -23,8 +24,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "threads.json"
 
-# (name, m, k, n): the bench workloads' products (pytrain's models.mlp / models.cnn shapes,
-# the tiny BERT's projections) and a size sweep for the crossover
+# (name, m, k, n[, stack]): the bench workloads' products (pytrain's models.mlp / models.cnn shapes,
+# the tiny BERT's at batch 32 x 32 tokens: projections and FFN on 1024 rows, attention's per-head
+# products as stacks of 64) and a size sweep for the crossover; a stack goes through matmul_batched
 CASES = [
     ("mlp fwd 64x784 @ 784x128", 64, 784, 128),
     ("mlp dW 128x64 @ 64x784", 128, 64, 784),
@@ -33,9 +35,14 @@ CASES = [
     ("cnn conv2 16x72 @ 72x6272", 16, 72, 6272),
     ("cnn conv2 dW 16x6272 @ 6272x72", 16, 6272, 72),
     ("cnn conv2 dcols 72x16 @ 16x6272", 72, 16, 6272),
-    ("bert qkv 256x128 @ 128x128", 256, 128, 128),
-    ("bert ffn 256x128 @ 128x512", 256, 128, 512),
-] + [("square %d" % s, s, s, s) for s in (64, 128, 192, 256, 320, 384, 512)]
+    ("bert qkv 1024x128 @ 128x128", 1024, 128, 128),
+    ("bert qkv dW 128x1024 @ 1024x128", 128, 1024, 128),
+    ("bert ffn 1024x128 @ 128x512", 1024, 128, 512),
+    ("bert ffn2 1024x512 @ 512x128", 1024, 512, 128),
+    ("bert attention 64 x (32x64 @ 64x32)", 32, 64, 32, 64),
+    ("bert attention 64 x (32x32 @ 32x64)", 32, 32, 64, 64),
+] + [("square %d" % s, s, s, s) for s in (64, 128, 192, 256, 320, 384, 512)] \
+  + [("stack 8 x square %d" % s, s, s, s, 8) for s in (64, 128)]
 
 CODE = r"""
 import json, time
@@ -45,17 +52,18 @@ from pytrain.ops.wasm import linalg as wl
 assert wasm.install()
 rng = np.random.RandomState(0)
 
-def time_case(m, k, n, threshold, budget=0.25):
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    b = rng.standard_normal((k, n)).astype(np.float32)
+def time_case(m, k, n, threshold, stack=0, budget=0.25):
+    a = rng.standard_normal(((stack,) if stack else ()) + (m, k)).astype(np.float32)
+    b = rng.standard_normal(((stack,) if stack else ()) + (k, n)).astype(np.float32)
+    product = wl.matmul_batched if stack else wl.matmul2d
     wl.THREADS_MIN_MACS = threshold
     for _ in range(3):
-        wl.matmul2d(a, b)
+        product(a, b)
     times = []
     t_end = time.perf_counter() + budget
     while time.perf_counter() < t_end or len(times) < 5:
         t0 = time.perf_counter()
-        wl.matmul2d(a, b)
+        product(a, b)
         times.append(time.perf_counter() - t0)
     times.sort()
     return times[len(times) // 2] * 1e3
@@ -123,10 +131,11 @@ def run(passes: int, threshold: int) -> dict:
         py(CODE)
         py(STEPS)
         for p in range(passes):
-            for name, m, k, n in CASES:
-                r = out["cases"].setdefault(name, {"macs": m * k * n, "off": [], "on": []})
-                r["off"].append(py("time_case(%d, %d, %d, None)" % (m, k, n)))
-                r["on"].append(py("time_case(%d, %d, %d, 0)" % (m, k, n)))
+            for name, m, k, n, *stack in CASES:
+                stack = stack[0] if stack else 0
+                r = out["cases"].setdefault(name, {"macs": m * k * n * max(stack, 1), "off": [], "on": []})
+                r["off"].append(py("time_case(%d, %d, %d, None, %d)" % (m, k, n, stack)))
+                r["on"].append(py("time_case(%d, %d, %d, 0, %d)" % (m, k, n, stack)))
             for name in ("mlp step (64x784, 128 hidden)", "cnn step (32x1x28x28, 8/16 ch)"):
                 r = out["steps"].setdefault(name, {"off": [], "on": []})
                 off, on = json.loads(py("json.dumps(time_steps(%r, %d))" % (name, threshold)))

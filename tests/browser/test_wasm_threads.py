@@ -49,7 +49,25 @@ for m, n, kk in ((63, 129, 785), (200, 9, 300), (8, 4000, 50), (6, 25, 3000), (5
                             "err": float(np.max(np.abs(c1[:, :n].astype(np.float64) - c2[:, :n]) / scale)),
                             "exact": bool(np.array_equal(c1[:, :n], c2[:, :n])),
                             "padding_kept": bool(np.array_equal(c2[:, n:], c0[:, n:]))})
-json.dumps(out)
+stacks = []
+for count, m, n, kk, ta, tb in ((64, 32, 32, 64, 0, 1), (64, 32, 64, 32, 0, 0), (5, 7, 9, 11, 1, 0),
+                                (3, 30, 20, 10, 1, 1), (1, 8, 8, 8, 0, 0)):
+    # operands as transposed views with padded rows and gaps between the products (the strides
+    # MatMulGrad's swapaxes hands matmul_batched); C likewise padded
+    a = rng.standard_normal((count, (kk if ta else m) + 1, (m if ta else kk) + 3)).astype(np.float32)
+    b = rng.standard_normal((count, (n if tb else kk) + 2, (kk if tb else n) + 1)).astype(np.float32)
+    a = a[:, :kk, :m] if ta else a[:, :m, :kk]
+    b = b[:, :n, :kk] if tb else b[:, :kk, :n]
+    c0 = rng.standard_normal((count, m + 1, n + 2)).astype(np.float32)
+    c1, c2 = c0.copy(), c0.copy()
+    args = (count, ta, tb, m, n, kk, ptr(a), a.strides[0] // 4, a.strides[1] // 4,
+            ptr(b), b.strides[0] // 4, b.strides[1] // 4)
+    k.sgemm_batched(*args, ptr(c1), c1.strides[0] // 4, n + 2)
+    k.sgemm_batched_threads(*args, ptr(c2), c2.strides[0] // 4, n + 2)
+    want = np.matmul(np.swapaxes(a, 1, 2) if ta else a, np.swapaxes(b, 1, 2) if tb else b)
+    stacks.append({"case": [count, m, n, kk, ta, tb], "exact": bool(np.array_equal(c1, c2)),
+                   "err": float(np.max(np.abs(c2[:, :m, :n] - want)))})
+json.dumps({"products": out, "stacks": stacks})
 """
 
 # the training run, executed as it is by CPython (python_losses) and by Pyodide (+ ROUTED)
@@ -86,7 +104,22 @@ assert wasm.install()
 def run(name, threshold):
     wl.THREADS_MIN_MACS = threshold
     return json.dumps(losses(name))
+
+def attention(threshold):
+    # attention's per-head products and MatMulGrad's, through pytrain's kernels as a graph runs them
+    from pytrain.ops import linalg
+    from pytrain.ops.train.op_matmul_grad import matmul_grad
+    from pytrain.ops.registry import OpContext
+    wl.THREADS_MIN_MACS = threshold
+    r = np.random.RandomState(7)
+    q, kt, v = (r.standard_normal(s).astype(np.float32) for s in ((4, 2, 32, 64), (4, 2, 64, 32), (4, 2, 32, 64)))
+    p = linalg.matmul(q, kt)
+    ctx = OpContext(training=True, output_mask=(True, True))
+    dy = r.standard_normal((4, 2, 32, 32)).astype(np.float32)
+    return [p, linalg.matmul(p, v)] + list(matmul_grad(ctx, dy, q, kt))
 """
+
+SAME_BITS = "json.dumps([bool(np.array_equal(x, y)) for x, y in zip(_on, attention(None))])"
 
 
 def _run_checks(browser, isolated: bool):
@@ -97,13 +130,17 @@ def _run_checks(browser, isolated: bool):
         out = {"threads": call("ready"), "train": {}}
         call("sources", pytrain_sources())
         if out["threads"] > 1:
-            out["kernels"] = json.loads(call("py", KERNELS))
+            out.update(json.loads(call("py", KERNELS)))
         call("py", LOSSES + ROUTED)
         for name in ("mlp", "cnn"):
             for label, threshold in (("on", "0"), ("off", "None")):
                 before = call("calls")
                 out["train"][name + "_" + label] = json.loads(call("py", "run(%r, %s)" % (name, threshold)))
                 out["train"][name + "_" + label + "_threaded"] = call("calls") - before
+        if out["threads"] > 1:
+            before = call("calls")
+            call("py", "_on = attention(0)")
+            out["attention"] = {"threaded": call("calls") - before, "exact": json.loads(call("py", SAME_BITS))}
         return out
 
 
@@ -131,10 +168,25 @@ def test_isolated_worker_starts_helper_threads(isolated):
 def test_threaded_sgemm_equals_the_single_thread_kernel(isolated):
     """C is split by rows or columns, never along K: equal, or (where a thin part takes gemm.c's
     dot-product path) within float32 reassociation; C's padding between rows is left alone."""
-    for r in isolated["kernels"]:
+    for r in isolated["products"]:
         assert r["err"] <= 1e-6, r
         assert r["padding_kept"], r
-    assert sum(r["exact"] for r in isolated["kernels"]) >= len(isolated["kernels"]) // 2
+    assert sum(r["exact"] for r in isolated["products"]) >= len(isolated["products"]) // 2
+
+
+def test_threaded_stacks_of_products_equal_the_single_thread_kernel(isolated):
+    """sgemm_batched splits a stack by whole products: every product and C's padding bit for bit the
+    single-thread kernel's, and numpy's product within float32 rounding."""
+    for r in isolated["stacks"]:
+        assert r["exact"], r
+        assert r["err"] < 1e-4, r
+
+
+def test_attention_products_and_gradients_split_with_the_same_bits(isolated):
+    """pytrain.ops.linalg.matmul's stacks (attention's heads) and MatMulGrad's go to the helper threads
+    from THREADS_MIN_MACS on, with the results of the calling thread alone."""
+    assert isolated["attention"]["threaded"] >= 4
+    assert all(isolated["attention"]["exact"])
 
 
 @pytest.mark.parametrize("workload", ["mlp", "cnn"])

@@ -149,10 +149,18 @@
    * helper's done word (Atomics.wait) and copies the helpers' results out. Products are split
    * by rows or by columns of C, never along K: every element of C is summed as the single-thread
    * kernel sums it (but where a thin part takes gemm.c's dot-product path: float32 reassociation).
-   * Needs SharedArrayBuffer, i.e. a cross-origin isolated page. */
-  const THREAD_LAYOUT = { seq: 0, stop: 1, slot0: 16, slotWords: 16 };  // Int32 words; a slot: done, active, 14 args
+   * Stacks of products (sgemm_batched: attention's heads) are split by whole products: each is the
+   * single-thread kernel's. Needs SharedArrayBuffer, i.e. a cross-origin isolated page. */
+  // Int32 words; a slot: done, what to run (THREAD_OP), then its arguments (sgemm's 14, sgemm_batched's 16)
+  const THREAD_LAYOUT = { seq: 0, stop: 1, slot0: 16, slotWords: 20 };
+  const THREAD_OP = { idle: 0, sgemm: 1, sgemm_batched: 2 };
   const THREAD_MAX_PAGES = 16384;   // build.sh's --max-memory (1 GiB)
   const WAIT_MS = 60000;          // a helper silent this long is dead: fail instead of hanging
+  // The calling thread spins this long for its helpers before Atomics.wait: waking from it costs about as
+  // much as a small product's half. Helpers do not spin (they sleep between products): measured in the tab,
+  // a helper spinning 1 ms after each product won on a quiet machine (MLP products x0.60-0.67 against
+  // x0.80-0.86) but cost ~2 ms a product once another process wanted the core (bench/RESULTS.md).
+  const SPIN_MS = 1;
 
   function spawnThread(url) {
     if (typeof Worker === "undefined") {  // Node
@@ -190,7 +198,7 @@
         workers.push(w);
         w.fail(reject);
         w.once((m) => (m && m.ready ? resolve() : reject(new Error("helper thread: " + JSON.stringify(m)))));
-        w.post({ memory, bytes, slot, layout: Object.assign({ words }, L) });
+        w.post({ memory, bytes, slot, layout: Object.assign({ words, op: THREAD_OP, maxPages: THREAD_MAX_PAGES }, L) });
       })));
     } catch (err) {
       workers.forEach((w) => w.stop());
@@ -212,12 +220,12 @@
     };
     const spanBytes = (rows, cols, ld) => ((rows - 1) * ld + cols) * 4;
     /* the rows x cols block at ptr (leading dimension ld) of the caller's heap, copied as one span */
-    const copyIn = (heap, ptr, rows, cols, ld) => {
-      const n = spanBytes(rows, cols, ld);
+    const copyBytes = (heap, ptr, n) => {
       const at = alloc(n);
       mem.set(heap.subarray(ptr, ptr + n), at);
       return at;
     };
+    const copyIn = (heap, ptr, rows, cols, ld) => copyBytes(heap, ptr, spanBytes(rows, cols, ld));
     /* rows x cols between a block with leading dimension ld and a compact one (row by row unless both are) */
     const copyRows = (dst, dstLd, src, srcLd, rows, cols, to, from) => {
       if (dstLd === cols && srcLd === cols) { to.set(from.subarray(src, src + rows * cols * 4), dst); return; }
@@ -250,7 +258,7 @@
       for (let h = 0; h < helpers; h++) {
         const lo = cut[h + 1], n = cut[h + 2] - lo;
         const a = L.slot0 + h * L.slotWords + 1;
-        i32[a] = n > 0 ? 1 : 0;
+        i32[a] = n > 0 ? THREAD_OP.sgemm : THREAD_OP.idle;
         if (n <= 0) continue;
         const rows = byRows ? n : M, cols = byRows ? N : n;
         let pa = whole, pb = whole;
@@ -265,19 +273,64 @@
         f32[a + 11] = beta; i32[a + 12] = pc; i32[a + 13] = cols;
         i32[a + 14] = Math.ceil((words * 4) / 64) * 64 + h * workStride;
       }
+      run(() => {
+        if (byRows) single.sgemm(transA, transB, cut[1], N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        else single.sgemm(transA, transB, M, cut[1], K, alpha, A, lda, B, ldb, beta, C, ldc);
+      });
+      const out = single.heap();   // the same heap: nothing allocates during the call
+      for (const [dst, pc, rows, cols] of outs) copyRows(dst, ldc, pc, cols, rows, cols, out, mem);
+    }
+
+    /* Wake the helpers (their slots written), run the calling thread's part, wait for every helper. */
+    function run(own) {
       seq = (seq + 1) | 0;
       Atomics.store(i32, L.seq, seq);
       Atomics.notify(i32, L.seq);
-      if (byRows) single.sgemm(transA, transB, cut[1], N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-      else single.sgemm(transA, transB, M, cut[1], K, alpha, A, lda, B, ldb, beta, C, ldc);
+      own();
       for (let h = 0; h < helpers; h++) {
         const done = L.slot0 + h * L.slotWords;
+        const until = performance.now() + SPIN_MS;
+        while (Atomics.load(i32, done) !== seq && performance.now() < until) { /* spin */ }
         for (let v = Atomics.load(i32, done); v !== seq; v = Atomics.load(i32, done)) {
           if (Atomics.wait(i32, done, v, WAIT_MS) === "timed-out") throw new Error("kernels.js: a helper thread stopped answering");
         }
       }
-      const out = single.heap();   // the same heap: nothing allocates during the call
-      for (const [dst, pc, rows, cols] of outs) copyRows(dst, ldc, pc, cols, rows, cols, out, mem);
+    }
+
+    /* single.sgemm_batched's stack of count products split by whole products: each helper copies
+     * its products' operands (one span each: stride_a, stride_b >= 0) and writes its results
+     * compactly, copied back into C. */
+    function sgemmBatched(nb, transA, transB, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc) {
+      if (nb < count || K === 0 || sa < 0 || sb < 0) {
+        single.sgemm_batched(nb, transA, transB, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc);
+        return;
+      }
+      const heap = single.heap();
+      top = arena0;
+      team.calls += 1;
+      const cut = cuts(nb, 1);
+      const spanA = spanBytes(transA ? K : M, transA ? M : K, lda);
+      const spanB = spanBytes(transB ? N : K, transB ? K : N, ldb);
+      const outs = [];
+      for (let h = 0; h < helpers; h++) {
+        const lo = cut[h + 1], n = cut[h + 2] - lo;
+        const a = L.slot0 + h * L.slotWords + 1;
+        i32[a] = n > 0 ? THREAD_OP.sgemm_batched : THREAD_OP.idle;
+        if (n <= 0) continue;
+        const pa = copyBytes(heap, A + lo * sa * 4, (n - 1) * sa * 4 + spanA);
+        const pb = copyBytes(heap, B + lo * sb * 4, (n - 1) * sb * 4 + spanB);
+        const pc = alloc(n * M * N * 4);
+        outs.push([C + lo * sc * 4, pc, n]);
+        const args = [n, transA, transB, M, N, K, pa, sa, lda, pb, sb, ldb, pc, M * N, N,
+                      Math.ceil((words * 4) / 64) * 64 + h * workStride];
+        for (let i = 0; i < args.length; i++) i32[a + 1 + i] = args[i];
+      }
+      run(() => single.sgemm_batched(cut[1], transA, transB, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc));
+      const out = single.heap();
+      for (const [dst, pc, n] of outs) {
+        if (sc === M * N && ldc === N) { out.set(mem.subarray(pc, pc + n * M * N * 4), dst); continue; }
+        for (let i = 0; i < n; i++) copyRows(dst + i * sc * 4, ldc, pc + i * M * N * 4, N, M, N, out, mem);
+      }
     }
 
     function stop() {
@@ -288,7 +341,8 @@
       workers.forEach((w) => w.stop());
     }
 
-    const team = { count, sgemm, stop, memory, calls: 0 };   // calls: products split so far
+    const team = { count, sgemm, sgemm_batched: single.sgemm_batched ? sgemmBatched : undefined, stop, memory,
+                   calls: 0 };   // calls: products (and stacks of them) split so far
     return team;
   }
 
@@ -323,6 +377,7 @@
       gemm: gemm.gemm,
       work_bytes: gemm.workBytes,
       sgemm_threads: gemm.threads ? gemm.threads.sgemm : undefined,
+      sgemm_batched_threads: gemm.threads ? gemm.threads.sgemm_batched : undefined,
       threads: gemm.threads ? gemm.threads.count : 1,
     };
   }

@@ -14,14 +14,14 @@ from pytrain.ops.wasm import _F32, _plain, _ptr, _wasm
 # than it saves; bench/pages/gemm.html measures the crossover.
 MIN_MACS = 65536
 
-#: From this many multiply-adds a 2-D product is split across the page's helper threads (web/kernels/
-#: kernels.js startThreads: only in a cross-origin isolated page); below it the hand-over and the
-#: copies into their shared memory cost more than the second core saves. The crossover measured in
-#: the tab by bench/threads_bench.py (bench/RESULTS.md, "Helper threads"): threads slower at 32.8M
-#: multiply-adds and below, faster at 56.6M and above, on a 2-core machine whose other core was
-#: busy (load average 15-26); an idle second core should move it down (re-measure there). None
-#: keeps every product on the calling thread.
-THREADS_MIN_MACS: Optional[int] = 1 << 25
+#: From this many multiply-adds a product (or a stack of them) is split across the page's helper threads
+#: (web/kernels/kernels.js startThreads: only in a cross-origin isolated page); below it the hand-over and
+#: the copies into their shared memory cost more than the second core saves. Measured in the tab by
+#: bench/threads_bench.py (bench/RESULTS.md, "Helper threads"), quiet 2-core machine, helpers sleeping
+#: between products: 2.1M multiply-adds lost in every pass (x1.11-1.17), 4.2M (attention's stacks) won in
+#: 7 of 8 (x0.87-0.93, once x1.40), 6.4M and up in every pass but one. With no idle core the threads lose
+#: at every size. None keeps every product on the calling thread.
+THREADS_MIN_MACS: Optional[int] = 1 << 22
 
 #: What runs when the kernel does not (small or non-float32 products): pytrain's
 #: previous linalg backend when installed through install(), else numpy.
@@ -69,17 +69,17 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return c
     # Arguments are plain ints/floats: Pyodide passes them to JS as numbers, and
     # the wasm function reads the operands straight from the shared heap.
-    _sgemm(m * n * k)(la[0], lb[0], m, n, k, 1.0, _ptr(a), la[1], _ptr(b), lb[1], 0.0, _ptr(c), n)
+    _threaded("sgemm", m * n * k)(la[0], lb[0], m, n, k, 1.0, _ptr(a), la[1], _ptr(b), lb[1], 0.0, _ptr(c), n)
     return c
 
 
-def _sgemm(macs: int):
-    """The page's sgemm for a product of ``macs`` multiply-adds: split across the helper threads from
-    THREADS_MIN_MACS on when the page started them, else the calling thread's."""
-    threaded = getattr(_wasm, "sgemm_threads", None)
+def _threaded(name: str, macs: int):
+    """The page's kernel ``name`` (sgemm, sgemm_batched) for ``macs`` multiply-adds: its helper threads'
+    form (``name``_threads) from THREADS_MIN_MACS on when the page started them, else the calling thread's."""
+    threaded = getattr(_wasm, name + "_threads", None)
     if threaded is not None and THREADS_MIN_MACS is not None and macs >= THREADS_MIN_MACS:
         return threaded
-    return _wasm.sgemm
+    return getattr(_wasm, name)
 
 
 def matmul_batched(a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:
@@ -99,8 +99,10 @@ def matmul_batched(a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:
     if la is None or lb is None or a3.strides[0] % 4 or b3.strides[0] % 4:
         return None
     c = np.empty(a.shape[:-2] + (m, n), dtype=np.float32)
-    _wasm.sgemm_batched(count, la[0], lb[0], m, n, k, _ptr(a3), a3.strides[0] // 4, la[1],
-                        _ptr(b3), b3.strides[0] // 4, lb[1], _ptr(c), m * n, n)
+    # split by whole products across the helper threads from THREADS_MIN_MACS on (each product the
+    # calling thread's bits)
+    _threaded("sgemm_batched", count * m * n * k)(count, la[0], lb[0], m, n, k, _ptr(a3), a3.strides[0] // 4,
+                                                  la[1], _ptr(b3), b3.strides[0] // 4, lb[1], _ptr(c), m * n, n)
     return c
 
 
@@ -130,7 +132,7 @@ def gemm(ctx, A: np.ndarray, B: np.ndarray, C: Optional[np.ndarray] = None, *, a
     if la is None or lb is None:
         return None
     y = np.empty((m, n), dtype=np.float32)
-    sgemm = _sgemm(m * n * k)
+    sgemm = _threaded("sgemm", m * n * k)
     if sgemm is not _wasm.sgemm:  # the helper threads' sgemm: the bias first, then C = A @ B + C
         if c_kind:
             y[...] = C.reshape((n,)) if c_kind == 1 else C
