@@ -19,9 +19,12 @@ MIN_MACS = 65536
 #: the copies into their shared memory cost more than the second core saves. Measured in the tab by
 #: bench/threads_bench.py (bench/RESULTS.md, "Helper threads"), quiet 2-core machine, helpers sleeping
 #: between products: 2.1M multiply-adds lost in every pass (x1.11-1.17), 4.2M (attention's stacks) won in
-#: 7 of 8 (x0.87-0.93, once x1.40), 6.4M and up in every pass but one. With no idle core the threads lose
-#: at every size. None keeps every product on the calling thread.
-THREADS_MIN_MACS: Optional[int] = 1 << 22
+#: 7 of 8 (x0.87-0.93, once x1.40), 6.4M and up in every pass but one. In whole training steps (bench/run.py,
+#: quiet, 3 passes) splitting from 4.2M made the MLP's step slower (1.26-1.33 against 1.05-1.10 ms: its 6.4M
+#: Gemms pay a helper's wake-up twice a step) and did not move BERT's, so products split from 16.8M (BERT's
+#: projections and FFN: 74-77 -> 60 ms a step). With no idle core the threads lose at every size. None keeps
+#: every product on the calling thread.
+THREADS_MIN_MACS: Optional[int] = 1 << 24
 
 #: What runs when the kernel does not (small or non-float32 products): pytrain's
 #: previous linalg backend when installed through install(), else numpy.
