@@ -381,13 +381,17 @@ def _why(app_runs: List[list]) -> dict:
         "1.29 ms a step while profiled): the five Gemm nodes take 0.74 ms, of which the two 64 x 784 x 128 "
         "products are about 0.6 ms at the SIMD GEMM's single-thread rate (~44 GFLOP/s); AdamW 0.13 ms, the other "
         "ten nodes 0.17 ms and the step's Python around the graph (feeds, the finite-gradient check, the "
-        "optimizer call) 0.24 ms. Against onnxruntime-web on one thread (1.10 ms) that is about x1.1; its "
-        "2-thread build splits the products over both cores, which Pyodide 0.17 cannot (no threads, and its "
-        "heap is not a SharedArrayBuffer a second worker could compute in).",
+        "optimizer call) 0.24 ms. Against onnxruntime-web on one thread (1.10 ms) that is about x1.0. With "
+        "isolation pytrain's helper thread could take half of each product (web/kernels/threads-worker.js), but "
+        "split from 4.2M multiply-adds the step got slower (1.26-1.33 against 1.05-1.10 ms, quiet): a sleeping "
+        "helper's wake-up and the copies into shared memory cost more than half of a 0.3 ms product saves; "
+        "so the MLP's products stay on one thread (THREADS_MIN_MACS = 16.8M) and onnxruntime-web's 2-thread "
+        "build (0.75-0.91 ms) keeps the lead.",
         "browser cnn": "CNN in the browser (same profile, 6.1 ms a step): Conv and ConvGrad 4.1 ms (im2col and "
         "the SIMD GEMM on one thread), the classifier's Gemm nodes 0.6 ms, MaxPool 0.3 ms, AdamW 0.24 ms. "
-        "pytrain is faster than onnxruntime-web on one thread (7.1 ms); the 2-thread build (5.2 ms) "
-        "parallelises the convolutions, which Pyodide 0.17 cannot.",
+        "pytrain is faster than onnxruntime-web on one thread (7.1 ms); the 2-thread build (5.1-5.3 ms) "
+        "parallelises the convolutions; pytrain's 7.2M products split over its helper thread were no faster "
+        "(6.1-6.6 ms), so they stay on one thread below THREADS_MIN_MACS.",
         "browser emb": "Embedding + LayerNorm in the browser: LayerNorm, its gradient and Gather's gradient "
         "run in wasm; what remains is a step of small nodes, each a Python call in Pyodide.",
         "native mlp": "MLP natively (per node, 1 thread: `native_runner.py train --nodes`): the two "
@@ -424,7 +428,9 @@ def _why(app_runs: List[list]) -> dict:
         "2-D ones, the attention heads as one batched call); Exp 3.9 ms and Erf 3.8 ms (float64 inside, as "
         "numpy's kernels), Mul 2.4 ms over 24 nodes, LayerNorm and its gradient 3.0 ms, the other ~330 nodes "
         "(reshapes, transposes, element-wise) about 12 ms. pytrain is faster than onnxruntime-web on one "
-        "thread (87 ms); its 2-thread build (62 ms) runs the products on both cores, which Pyodide 0.17 cannot.",
+        "thread (82-83 ms); with isolation the products from 16.8M multiply-adds (projections, FFN) and their "
+        "gradients run on both cores (60-65 ms a step against onnxruntime-web's 2-thread 60 ms); what stays on one "
+        "thread is the rest: Erf, Exp, Adam, LayerNorm and ~330 small nodes.",
         "native bert": "Tiny BERT natively (issue 24, 1 thread, CPU time per op type: `native_runner.py train --nodes --cpu`): the "
         "products are numpy's OpenBLAS 0.3.31, which does not recognise this CPU (AMD family 26) and runs its "
         "Haswell (AVX2) kernels: a 1024x128 @ 128x512 product takes 1.10 ms, 0.59 ms with its AVX-512 kernels "
