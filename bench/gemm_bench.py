@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import List, Optional
 
+from report_format import log
+
 HERE = Path(__file__).resolve().parent
 WASM = HERE.parent / "web" / "kernels" / "kernels.wasm"
 
@@ -32,6 +34,35 @@ def chromium_raw_gemm(session) -> List[dict]:
 def pyodide_gemm(session) -> dict:
     """Run bench/pages/gemm.html in an open browser.BrowserSession."""
     return session.run_page("/bench/pages/gemm.html")
+
+
+def run_gemm(results: dict, session=None) -> None:
+    g = results.setdefault("gemm", {})
+    try:
+        g["node"] = node_gemm(reps=30)
+        log("  gemm in Node: " + ", ".join(f"{r['case']} {r['ms']:.3f} ms" for r in g["node"][:4]))
+    except Exception as e:
+        g["node_error"] = str(e)
+    if session is None:
+        from browser import BrowserSession
+
+        with BrowserSession() as s:
+            results["env"]["chromium"] = s.version
+            run_gemm_pages(g, s)
+    else:
+        run_gemm_pages(g, session)
+
+
+def run_gemm_pages(g: dict, s) -> None:
+    try:
+        g["chromium_raw"] = chromium_raw_gemm(s)
+        g["pyodide"] = pyodide_gemm(s)
+        c = g["pyodide"]["cases"][0]
+        log(f"  gemm in Pyodide: {c['case']} wasm {c['wasm_ms']:.3f} ms vs numpy "
+            f"{c['numpy_ms']:.3f} ms")
+    except Exception as e:
+        g["pyodide_error"] = str(e)
+        log(f"  gemm pages: ERROR {str(e)[:300]}")
 
 
 def main(argv: Optional[list] = None) -> None:

@@ -19,7 +19,6 @@ a pass whose first visit came faster than its bytes can at the profile's through
 """
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
@@ -206,7 +205,8 @@ def run(results: dict, repeat: int, verbose: bool = False) -> None:
     sys.path.insert(0, str(ROOT))
     from browser import BrowserSession
     from buildsite.server import make_server
-    from run import AppSite, log
+    from app_start import AppSite
+    from report_format import log
 
     net = results.setdefault("network", {"profiles": PROFILES, "runs": []})
     with BrowserSession(verbose=verbose) as s, AppSite() as site, tempfile.TemporaryDirectory() as tmp:

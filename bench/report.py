@@ -169,7 +169,11 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
             "Natively each step is timed; "
             "in the browser steps are timed in blocks of about 5 ms (performance.now() is coarsened "
             "to 0.1 ms) and the block means are the samples. onnxruntime-web gets >= 2,000 warm-up "
-            "steps because it keeps speeding up for its first ~1,500.",
+            "steps because it keeps speeding up for its first ~1,500; every browser row also warms up "
+            "for at least `browser_warmup_ms` (the steps line above; run.py's BROWSER_WARMUP_MS) "
+            "whatever its step count, because V8 optimizes a wasm function only after it has run a "
+            "while (runs before 2026-11-26 22:00 UTC had no time floor: pytrain's rows then had 10 "
+            "warm-up steps, 3 for the real models).",
             "- cold start: natively from interpreter start (imports included) to the end of the first "
             "step, artifacts read from disk; in the browser from navigation start in a fresh context "
             "(empty cache, `Cache-Control: no-store`) to the end of the first step.",

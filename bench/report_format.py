@@ -1,4 +1,5 @@
-"""Number formatting shared by bench/report.py's sections: values, ratios to the best row, median [min – max]."""
+"""Shared by the bench's scripts: number formatting for bench/report.py's sections (values, ratios to the best
+row, median [min – max]) and the progress line every script prints."""
 from __future__ import annotations
 
 from typing import List, Optional
@@ -31,3 +32,8 @@ def fmt_range(vals: List[float], fmt: str = "×%.2f") -> str:
     if len(vals) == 1:
         return fmt % med
     return (fmt % med) + " [" + (fmt % min(vals)) + " – " + (fmt % max(vals)) + "]"
+
+
+def log(msg: str) -> None:
+    """One progress line, flushed at once (the runs take minutes)."""
+    print(msg, flush=True)

@@ -36,10 +36,9 @@ RUNNER = HERE / "native_runner.py"
 sys.path.insert(0, str(HERE))
 
 import report  # noqa: E402
-
-
-def log(msg: str) -> None:
-    print(msg, flush=True)
+from app_start import AppSite, run_app_only, run_app_start  # noqa: E402
+from gemm_bench import run_gemm  # noqa: E402
+from report_format import log  # noqa: E402
 
 
 # --- preparation ---------------------------------------------------------------------------
@@ -217,6 +216,13 @@ REAL_MODEL_STEPS = {"mobilenet": dict(ort_web_warmup=200, ort_web_steps=50, pyod
                     "gpt2_lora": dict(pyodide_warmup=3, pyodide_steps=15)}
 
 
+#: every browser row warms up for at least this long as well as for its step count: V8 runs a fresh
+#: wasm module from its baseline compiler and optimizes a function only after it has run a while
+#: (pytrain's helper threads reached their optimized code only after hundreds of MLP steps), so
+#: equal step counts would not be equal warm-ups; onnxruntime-web's 2,000 steps take 1.5 s on the MLP.
+BROWSER_WARMUP_MS = 3000
+
+
 def workload_steps(n: str, steps: dict) -> dict:
     """The step counts for workload ``n``: the run's, capped by REAL_MODEL_STEPS for the real models."""
     caps = REAL_MODEL_STEPS.get(n, {})
@@ -252,7 +258,8 @@ def browser_rows() -> List[dict]:
 def page_url(row: dict, n: str, steps: dict) -> str:
     st = workload_steps(n, steps)
     warmup, count = row["counts"]
-    return f"/bench/pages/{row['page']}?workload={n}&warmup={st[warmup]}&steps={st[count]}{row['extra']}"
+    return (f"/bench/pages/{row['page']}?workload={n}&warmup={st[warmup]}&warmup_ms={st.get('browser_warmup_ms', 0)}"
+            f"&steps={st[count]}{row['extra']}")
 
 
 def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
@@ -285,124 +292,6 @@ def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
             results["gen"].append(rec)
         if with_gemm:
             run_gemm(results, s)
-
-
-class AppSite:
-    """build.py's site, built once and served on a free port for the web app's start-up runs."""
-
-    def __enter__(self) -> "AppSite":
-        sys.path.insert(0, str(ROOT))
-        import build
-
-        self.error = None
-        self.server = None
-        try:
-            build.build()
-            self.server, self.url = build.serve_in_thread(build.SITE)
-        except Exception as e:  # the start-up rows show the error
-            self.error = str(e)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-
-
-#: what Chromium 156 sends, also to http://127.0.0.1
-CHROMIUM_ACCEPT_ENCODING = "gzip, deflate, br, zstd"
-
-
-def app_transfer(site: Path) -> dict:
-    """Bytes a first visit downloads on the way to the first digits-MLP step (build.py's server
-    sends the .br or .gz twin Chromium accepts when there is one): raw and as sent, in total and for the items the
-    start-up work added (pytrain's bytecode zip, the stdlib + numpy bytecode bundle)."""
-    config = json.loads((site / "config.json").read_text())
-    index = config["pyodide"]["indexURL"]
-    rels = ["index.html", "config.json", "sw.js", "worker.js", "kernels/kernels.js", "kernels/kernels.wasm",
-            config["mnist"]["file"]] + [str(p.relative_to(site)) for p in (site / "js").glob("*.js")]
-    rels += [str(p.relative_to(site)) for p in (site / "worker").glob("*.js")]   # worker.js's rooms
-    rels += [index + n for n in ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data",
-                                 "packages.json")]
-    rels += [index + f"{pkg}.{ext}" for pkg in config["pyodide"].get("packages", ["numpy"]) for ext in ("js", "data")]
-    rels += list((config.get("artifacts") or {}).get("digits-mlp", {}).values())
-    parts = {"pytrain": (config.get("python") or {}).get("zip", config["wheel"]),
-             "bytecode": (config.get("bytecode") or {}).get("file")}
-    rels += [r for r in parts.values() if r]
-
-    from buildsite.compress import pick
-
-    def sizes(rel: str) -> tuple:
-        path = site / rel
-        raw = path.stat().st_size if path.is_file() else 0
-        return raw, pick(path, CHROMIUM_ACCEPT_ENCODING)[0].stat().st_size if raw else 0
-
-    total = [sum(x) for x in zip(*(sizes(r) for r in rels))]
-    return {"raw": total[0], "sent": total[1],
-            **{k: dict(zip(("raw", "sent"), sizes(r))) for k, r in parts.items() if r}}
-
-
-def run_app_start(results: dict, session, site: AppSite) -> None:
-    """One start-up run of the web app (a fresh browser context, first visit then second visit
-    from the Service Worker cache), appended to results["app_runs"]."""
-    try:
-        if site.error:
-            raise RuntimeError(site.error)
-        visits = session.app_start(site.url)
-        if "app_transfer" not in results:
-            import build
-
-            results["app_transfer"] = app_transfer(build.SITE)
-        results.setdefault("app_runs", []).append(visits)
-        for i, t in enumerate(visits):
-            stages = ", ".join(f"{k} {v:.0f}" for k, v in t["stages"].items())
-            log(f"  app visit {i + 1}: first step {t['firstStep']:.0f} ms after navigation ({stages})")
-    except Exception as e:  # the row shows the error
-        results.setdefault("app_errors", []).append(str(e))
-        log(f"  app start-up: ERROR {str(e)[:400]}")
-
-
-def run_app_only(results: dict, repeat: int, verbose: bool) -> None:
-    """Only the web app's start-up, ``repeat`` times (``--only app``)."""
-    from browser import BrowserSession
-
-    with BrowserSession(verbose=verbose) as s, AppSite() as site:
-        results["env"]["chromium"] = s.version
-        for _ in range(repeat):
-            run_app_start(results, s, site)
-
-
-def run_gemm(results: dict, session=None) -> None:
-    import gemm_bench
-
-    g = results.setdefault("gemm", {})
-    try:
-        g["node"] = gemm_bench.node_gemm(reps=30)
-        log("  gemm in Node: " + ", ".join(f"{r['case']} {r['ms']:.3f} ms" for r in g["node"][:4]))
-    except Exception as e:
-        g["node_error"] = str(e)
-    if session is None:
-        from browser import BrowserSession
-
-        with BrowserSession() as s:
-            results["env"]["chromium"] = s.version
-            run_gemm_pages(g, s)
-    else:
-        run_gemm_pages(g, session)
-
-
-def run_gemm_pages(g: dict, s) -> None:
-    import gemm_bench
-
-    try:
-        g["chromium_raw"] = gemm_bench.chromium_raw_gemm(s)
-        g["pyodide"] = gemm_bench.pyodide_gemm(s)
-        c = g["pyodide"]["cases"][0]
-        log(f"  gemm in Pyodide: {c['case']} wasm {c['wasm_ms']:.3f} ms vs numpy "
-            f"{c['numpy_ms']:.3f} ms")
-    except Exception as e:
-        g["pyodide_error"] = str(e)
-        log(f"  gemm pages: ERROR {str(e)[:300]}")
 
 
 # --- environment ---------------------------------------------------------------------------
@@ -489,10 +378,11 @@ def environment() -> dict:
 def step_counts(args) -> dict:
     if args.quick:
         base = dict(native_warmup=3, native_steps=10, pyodide_warmup=1, pyodide_steps=3,
-                    ort_web_warmup=20, ort_web_steps=20, tfjs_warmup=3, tfjs_steps=10)
+                    ort_web_warmup=20, ort_web_steps=20, tfjs_warmup=3, tfjs_steps=10, browser_warmup_ms=0)
     else:
         base = dict(native_warmup=20, native_steps=200, pyodide_warmup=10, pyodide_steps=60,
-                    ort_web_warmup=2000, ort_web_steps=300, tfjs_warmup=30, tfjs_steps=100)
+                    ort_web_warmup=2000, ort_web_steps=300, tfjs_warmup=30, tfjs_steps=100,
+                    browser_warmup_ms=BROWSER_WARMUP_MS)
     for k in base:
         v = getattr(args, k.replace("-", "_"), None)
         if v is not None:
@@ -545,7 +435,7 @@ def main(argv: Optional[list] = None) -> None:
                     help="measure every row this many times, alternating with its peers; the report "
                          "gives min / median / max (default 3; 1 with --quick)")
     for k in ("native_warmup", "native_steps", "pyodide_warmup", "pyodide_steps",
-              "ort_web_warmup", "ort_web_steps", "tfjs_warmup", "tfjs_steps"):
+              "ort_web_warmup", "ort_web_steps", "tfjs_warmup", "tfjs_steps", "browser_warmup_ms"):
         ap.add_argument("--" + k.replace("_", "-"), dest=k, type=int)
     args = ap.parse_args(argv)
     names = [w for w in args.workloads.split(",") if w]

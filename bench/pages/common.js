@@ -56,6 +56,7 @@
     return {
       workload: get("workload", "mlp"),
       warmup: Number(get("warmup", 20)),
+      warmupMs: Number(get("warmup_ms", 0)),
       steps: Number(get("steps", 50)),
       threads: Number(get("threads", 1)),
       gemm: get("gemm", "0") === "1",
@@ -97,12 +98,13 @@
   const PARITY_STEP = 21;
 
   /**
-   * Time `step` (sync or async, returns the loss): the first call, `warmup`
-   * more, then `steps` timed calls.  performance.now() is coarsened to 100 us
-   * on pages that are not cross-origin isolated, so steps are timed in blocks
-   * of about 5 ms and the block mean is the sample.
+   * Time `step` (sync or async, returns the loss): the first call, warm-up calls (at least
+   * `warmup` of them and for at least `warmupMs` ms: every runtime gets the same wall time for
+   * V8 to tier its wasm up, whatever its step count), then `steps` timed calls.
+   * performance.now() is coarsened to 100 us on pages that are not cross-origin isolated, so
+   * steps are timed in blocks of about 5 ms and the block mean is the sample.
    */
-  async function timeSteps(step, warmup, steps) {
+  async function timeSteps(step, warmup, steps, warmupMs = 0) {
     let done = 0, parityLoss = null;
     const counted = async () => {
       const loss = await step();
@@ -112,8 +114,13 @@
     const firstLoss = await counted();
     const coldMs = performance.now(); // since navigation start
     const tw = performance.now();
-    for (let i = 0; i < warmup; i++) await counted();
-    const perStep = warmup > 0 ? (performance.now() - tw) / warmup : 1;
+    let warmed = 0;
+    while (warmed < warmup || performance.now() - tw < warmupMs) {
+      await counted();
+      warmed++;
+    }
+    const warmupMsDone = performance.now() - tw;
+    const perStep = warmed > 0 ? warmupMsDone / warmed : 1;
     const block = Math.max(1, Math.min(steps, Math.round(5 / Math.max(perStep, 1e-3))));
     const samples = [];
     let lastLoss = firstLoss;
@@ -134,7 +141,8 @@
       first_loss: Number(firstLoss),
       last_loss: Number(lastLoss),
       loss_step21: parityLoss,
-      warmup,
+      warmup: warmed,
+      warmup_ms: Math.round(warmupMsDone),
       steps,
       block,
       // for telling a busy machine from the page's own pauses: every block's mean, and whether

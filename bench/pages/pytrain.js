@@ -141,7 +141,7 @@ _total = (time.perf_counter() - _t0) * 1e3 / ${p.steps}
 json.dumps({'step_ms': _total, 'nodes': sorted(((k, v * 1e3 / ${p.steps}) for k, v in _acc.items()), key=lambda kv: -kv[1])})
 `)) };
   }
-  const res = await benchLib.timeSteps(() => step(), p.warmup, p.steps);
+  const res = await benchLib.timeSteps(() => step(), p.warmup, p.steps, p.warmupMs);
   res.gemm = p.gemm;
   if (gemmCalls) res.gemm_calls = gemmCalls.n;
   res.threads = p.threads;
