@@ -9,11 +9,13 @@
 "use strict";
 self.importScripts("/node_modules/@pyodide/pyodide/dist/pyodide.js", "/web/kernels/kernels.js");
 
+const spin = new URLSearchParams(self.location.search).get("spin");   // the page's ?spin=ms, if any
 const pyodideReady = (async () => {
   const pyodide = await loadPyodide({ indexURL: "/node_modules/@pyodide/pyodide/dist/" });
   await pyodide.loadPackage(["numpy"]);
   const threads = self.crossOriginIsolated
-    ? { source: "/web/kernels/kernels-shared.wasm", workerURL: "/web/kernels/threads-worker.js", count: 2 }
+    ? { source: "/web/kernels/kernels-shared.wasm", workerURL: "/web/kernels/threads-worker.js", count: 2,
+        helperSpinMs: spin === null ? undefined : Number(spin) }
     : null;
   const gemm = await pytrainKernels.registerWithPyodide(pyodide, "/web/kernels/kernels.wasm", undefined, threads);
   return { pyodide, threads: gemm.threads };

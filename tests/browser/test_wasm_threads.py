@@ -119,6 +119,69 @@ def attention(threshold):
     return [p, linalg.matmul(p, v)] + list(matmul_grad(ctx, dy, q, kt))
 """
 
+# every split element-wise / row kernel through pytrain's routing, the threads off (None) and at the shipped
+# crossover: sizes just under and just over it, counts no multiple of the thread count (odd rows, odd element
+# counts, Adam's parameters cut inside one), and a small case split from 0; returns (cases, splits expected)
+ELEMENTWISE = r"""
+from pytrain.ops import OpContext
+from pytrain.ops.wasm import THREADS_MIN_ELEMENTS as T
+from pytrain.ops.wasm import elementwise as welem, normalization as wnorm, optimizer as wopt, softmax as wsoftmax
+
+shipped = dict(T)
+r = np.random.RandomState(11)
+f32 = lambda *s: r.standard_normal(s).astype(np.float32)  # noqa: E731
+all3 = OpContext(output_mask=(True, True, True))
+
+def adam_run(sizes):
+    def run(ctx):
+        groups = [(f32(n), f32(n), f32(n) * 0.1, np.abs(f32(n))) for n in sizes]
+        assert wopt.adam(groups, 0.01, 3, 0.9, 0.999, 1e-8, 0.01, 1)
+        return [a for g in groups for a in (g[0], g[2], g[3])]
+    return run
+
+def seeded(fn):
+    # the same inputs for the off and the on run
+    def run(ctx):
+        r.seed(3)
+        return fn(ctx)
+    return run
+
+def rows(fn, n):  # (rows, n) inputs of about `size` elements, an odd count of rows
+    return lambda size: seeded(lambda ctx: fn(ctx, (size // n) | 1, n))
+
+kernels = {
+    "exp": lambda size: seeded(lambda ctx: welem._unary("exp")(ctx, -np.abs(f32(size)))),
+    "erf": lambda size: seeded(lambda ctx: welem._unary("erf")(ctx, f32(size) * 2)),
+    "softmax": rows(lambda ctx, m, n: wsoftmax.softmax(ctx, f32(m, n) * 3), 32),
+    "layernorm": rows(lambda ctx, m, n: wnorm.layer_normalization(all3, f32(m, n), f32(n), f32(n)), 128),
+    "layernorm_grad": rows(lambda ctx, m, n: wnorm.layer_normalization_grad(
+        all3, f32(m, n), f32(m, n), f32(n), f32(m, 1), np.abs(f32(m, 1)) + 0.5), 128),
+    "adam": lambda size: seeded(adam_run([size // 3 - 5, 7, size - size // 3 - 2 + (size & 1 ^ 1)])),
+}
+cases, splits = [], 0
+for name, make in kernels.items():
+    t = shipped[name] or 1 << 15   # (a kernel shipped unsplit, None: its split checked from 32k)
+    for size, threshold in ((t - 129, t), (t + 129, t), (1031, 0)):
+        run = make(size)
+        T[name] = None
+        off = run(OpContext())
+        T[name] = threshold
+        on = run(OpContext())
+        splits += size >= threshold   # (rows x n and Adam's total fall on the same side of it as size)
+        cases.append({"kernel": name, "size": size, "threshold": threshold,
+                      "exact": all((a is None and b is None) or np.array_equal(a, b) for a, b in zip(off, on))})
+    T[name] = shipped[name]
+# a NaN in the last row (a helper's part): the kernel declines the node (numpy's NaN row), split or not
+x = f32(1031, 32)
+x[-1, 3] = np.nan
+T["softmax"] = 0
+y = wsoftmax.softmax(OpContext(), x)
+T["softmax"] = shipped["softmax"]
+splits += 1
+cases.append({"kernel": "softmax", "size": x.size, "threshold": 0, "exact": y is None})
+json.dumps([cases, int(splits)])
+"""
+
 SAME_BITS = "json.dumps([bool(np.array_equal(x, y)) for x, y in zip(_on, attention(None))])"
 
 
@@ -141,6 +204,9 @@ def _run_checks(browser, isolated: bool):
             before = call("calls")
             call("py", "_on = attention(0)")
             out["attention"] = {"threaded": call("calls") - before, "exact": json.loads(call("py", SAME_BITS))}
+            before = call("calls")
+            out["elementwise"], splits = json.loads(call("py", ELEMENTWISE))
+            out["elementwise_splits"] = [splits, call("calls") - before]
         return out
 
 
@@ -187,6 +253,19 @@ def test_attention_products_and_gradients_split_with_the_same_bits(isolated):
     from THREADS_MIN_MACS on, with the results of the calling thread alone."""
     assert isolated["attention"]["threaded"] >= 4
     assert all(isolated["attention"]["exact"])
+
+
+def test_split_elementwise_and_row_kernels_give_the_single_thread_bits(isolated):
+    """Exp, Erf, Softmax, LayerNorm, LayerNorm's gradient and Adam cut into contiguous ranges of elements or
+    rows across the helper threads from THREADS_MIN_ELEMENTS on: every output bit for bit the calling thread's
+    alone, just under and just over each crossover and for counts no multiple of the thread count; a NaN in a
+    helper's rows of Softmax hands the node to numpy as on one thread."""
+    cases = isolated["elementwise"]
+    assert {c["kernel"] for c in cases} == {"exp", "erf", "softmax", "layernorm", "layernorm_grad", "adam"}
+    for c in cases:
+        assert c["exact"], c
+    expected, split = isolated["elementwise_splits"]
+    assert expected == 2 * 6 + 1 and split == expected   # over the crossover and from 0: split; under: not
 
 
 @pytest.mark.parametrize("workload", ["mlp", "cnn"])

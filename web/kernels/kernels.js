@@ -57,9 +57,14 @@
     return out;
   }
 
+  // the kernels a wrap() object and Python's module hand on as they are: kernels.wasm's pytrain_<name>
+  const PLAIN_KERNELS = ["adam", "im2col", "col2im", "maxpool2d", "maxpool_grad", "relu", "relu_grad", "transpose", "sum_rows", "softmax_ce", "softmax_ce_grad", "clip", "channel_affine", "depthwise_conv2d", "exp", "erf", "layernorm", "layernorm_grad", "softmax", "gather_grad", "first_non_finite", "binary"];
+  // those the helper threads split (startThreads), which Python sees as <name>_threads
+  const THREADED_KERNELS = ["sgemm", "sgemm_batched", "exp", "erf", "adam", "layernorm", "layernorm_grad", "softmax"];
+
   function wrap(exports, workPtr, heap) {
     const raw = exports.pytrain_sgemm;
-    return {
+    const out = {
       exports,
       workPtr,
       heap,         // () => a Uint8Array over the whole memory the kernels run in (now: it may grow)
@@ -67,40 +72,20 @@
       sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) {
         raw(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, workPtr);
       },
-      adam: exports.pytrain_adam,
-      im2col: exports.pytrain_im2col,
-      col2im: exports.pytrain_col2im,
-      maxpool2d: exports.pytrain_maxpool2d,
-      maxpool_grad: exports.pytrain_maxpool_grad,
-      relu: exports.pytrain_relu,
-      relu_grad: exports.pytrain_relu_grad,
-      transpose: exports.pytrain_transpose,
-      sum_rows: exports.pytrain_sum_rows,
-      softmax_ce: exports.pytrain_softmax_ce,
-      softmax_ce_grad: exports.pytrain_softmax_ce_grad,
-      clip: exports.pytrain_clip,
-      channel_affine: exports.pytrain_channel_affine,
-      depthwise_conv2d: exports.pytrain_depthwise_conv2d,
       conv1x1: exports.pytrain_conv1x1
         ? (x, w, bias, y, n, c, m, s, tmp) => exports.pytrain_conv1x1(x, w, bias, y, n, c, m, s, tmp, workPtr)
         : undefined,
-      exp: exports.pytrain_exp,
-      erf: exports.pytrain_erf,
       sgemm_batched: exports.pytrain_sgemm_batched
         ? (count, ta, tb, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc) =>
           exports.pytrain_sgemm_batched(count, ta, tb, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc, workPtr)
         : undefined,
-      layernorm: exports.pytrain_layernorm,
-      layernorm_grad: exports.pytrain_layernorm_grad,
-      softmax: exports.pytrain_softmax,
-      gather_grad: exports.pytrain_gather_grad,
-      first_non_finite: exports.pytrain_first_non_finite,
-      binary: exports.pytrain_binary,
       gemm: exports.pytrain_gemm
         ? (ta, tb, M, N, K, A, lda, B, ldb, C, cKind, Y) =>
           exports.pytrain_gemm(ta, tb, M, N, K, A, lda, B, ldb, C, cKind, Y, workPtr)
         : undefined,
     };
+    for (const name of PLAIN_KERNELS) out[name] = exports["pytrain_" + name];
+    return out;
   }
 
   /* Instantiate against a WebAssembly.Memory the caller owns. */
@@ -141,7 +126,7 @@
     return gemm;
   }
 
-  /* ---- Helper threads: big products split across workers sharing one memory ----
+  /* ---- Helper threads: big products and element-wise/row kernels split across workers sharing one memory ----
    * The calling thread's memory (Pyodide 0.17's heap) cannot be shared, so the helpers run
    * kernels-shared.wasm (build.sh's second build) on a shared WebAssembly.Memory of their own:
    * the calling thread copies in the operands of the helpers' parts, bumps the call counter
@@ -150,10 +135,15 @@
    * by rows or by columns of C, never along K: every element of C is summed as the single-thread
    * kernel sums it (but where a thin part takes gemm.c's dot-product path: float32 reassociation).
    * Stacks of products (sgemm_batched: attention's heads) are split by whole products: each is the
-   * single-thread kernel's. Needs SharedArrayBuffer, i.e. a cross-origin isolated page. */
-  // Int32 words; a slot: done, what to run (THREAD_OP), then its arguments (sgemm's 14, sgemm_batched's 16)
-  const THREAD_LAYOUT = { seq: 0, stop: 1, slot0: 16, slotWords: 20 };
-  const THREAD_OP = { idle: 0, sgemm: 1, sgemm_batched: 2 };
+   * single-thread kernel's. Exp, Erf, Adam, Softmax, LayerNorm and LayerNorm's dx are split by contiguous
+   * ranges of elements or rows (split()), each element or row the single-thread code's. Every hand-over
+   * writes a helper's slot through post(). Needs SharedArrayBuffer, i.e. a cross-origin isolated page. */
+  // Int32 words; a slot: done, the kernel to run (an index into THREAD_KERNELS, -1: none), its result, then
+  // its arguments as float64 from word 4 (sgemm_batched's 16 at most): a float64 holds every i32 pointer and
+  // every JS number exactly, so the helper's call converts them to the wasm types as the calling thread's does
+  const THREAD_LAYOUT = { seq: 0, stop: 1, slot0: 16, slotWords: 40, args: 4, maxArgs: 16 };
+  // what a helper can run: kernels-shared.wasm's exports of these names
+  const THREAD_KERNELS = THREADED_KERNELS.map((name) => "pytrain_" + name);
   const THREAD_MAX_PAGES = 16384;   // build.sh's --max-memory (1 GiB)
   const WAIT_MS = 60000;          // a helper silent this long is dead: fail instead of hanging
   // The calling thread spins this long for its helpers before Atomics.wait: waking from it costs about as
@@ -161,6 +151,11 @@
   // a helper spinning 1 ms after each product won on a quiet machine (MLP products x0.60-0.67 against
   // x0.80-0.86) but cost ~2 ms a product once another process wanted the core (bench/RESULTS.md).
   const SPIN_MS = 1;
+  // A helper spins this long after its part before it sleeps (options.helperSpinMs), so that the next
+  // hand-over of the same step could find it awake. Measured (bench/threads_bench.py --only steps --spin,
+  // products split from 4.2M): 0.1 and 0.2 ms made the MLP step slower than none, quiet (x1.32-1.54 against
+  // x1.02-1.13) and loaded: off.
+  const HELPER_SPIN_MS = 0;
 
   function spawnThread(url) {
     if (typeof Worker === "undefined") {  // Node
@@ -175,9 +170,10 @@
   }
 
   /* Start count - 1 helper threads for `single` (a wrap() object: the kernels of the calling
-   * thread). options: {count, workerURL (threads-worker.js; Node: next to this file)}.
-   * Resolves to {count, sgemm(...same arguments as single.sgemm...), stop(), memory, calls}, or null
-   * for count < 2. */
+   * thread). options: {count, workerURL (threads-worker.js; Node: next to this file), helperSpinMs}.
+   * Resolves to {count, sgemm(...same arguments as single.sgemm...), sgemm_batched, exp, erf, adam,
+   * layernorm, layernorm_grad, softmax (each with its single-thread kernel's arguments), stop(), memory,
+   * calls}, or null for count < 2. */
   async function startThreads(source, single, options = {}) {
     const count = Math.min(Math.max(1, options.count || 2), 8);
     const helpers = count - 1;
@@ -186,7 +182,8 @@
     const L = THREAD_LAYOUT;
     const words = L.slot0 + helpers * L.slotWords;
     const workStride = Math.ceil((single.workBytes + 16) / 64) * 64;
-    const arena0 = Math.ceil((words * 4) / 64) * 64 + helpers * workStride;
+    const work0 = Math.ceil((words * 4) / 64) * 64;
+    const arena0 = work0 + helpers * workStride;
     const memory = new WebAssembly.Memory({ initial: Math.ceil((arena0 + (4 << 20)) / 65536),
                                             maximum: THREAD_MAX_PAGES, shared: true });
     const url = options.workerURL || (typeof __dirname === "string" ? __dirname + "/threads-worker.js" : null);
@@ -198,14 +195,16 @@
         workers.push(w);
         w.fail(reject);
         w.once((m) => (m && m.ready ? resolve() : reject(new Error("helper thread: " + JSON.stringify(m)))));
-        w.post({ memory, bytes, slot, layout: Object.assign({ words, op: THREAD_OP, maxPages: THREAD_MAX_PAGES }, L) });
+        const spinMs = options.helperSpinMs === undefined ? HELPER_SPIN_MS : options.helperSpinMs;
+        w.post({ memory, bytes, slot,
+                 layout: Object.assign({ words, kernels: THREAD_KERNELS, maxPages: THREAD_MAX_PAGES, spinMs }, L) });
       })));
     } catch (err) {
       workers.forEach((w) => w.stop());
       throw err;
     }
     const i32 = new Int32Array(memory.buffer, 0, words);
-    const f32 = new Float32Array(memory.buffer, 0, words);
+    const f64 = new Float64Array(memory.buffer, 0, words >> 1);
     let seq = 0;
     let mem = new Uint8Array(memory.buffer);
     let top = arena0;
@@ -234,12 +233,25 @@
         to.set(from.subarray(s, s + cols * 4), dst + r * dstLd * 4);
       }
     };
-    const cuts = (n, grain) => {
-      const out = [0];
-      for (let p = 1; p < count; p++) out.push(Math.min(n, Math.round((n * p) / count / grain) * grain));
+    /* where the count parts of [0, n) start, multiples of grain; the calling thread's (the first) is
+     * `own` of the whole (default an equal share) */
+    const cuts = (n, grain, own = 1 / count) => {
+      const out = [0], rest = (1 - own) / helpers;
+      for (let p = 1; p < count; p++) out.push(Math.min(n, Math.round((n * (own + (p - 1) * rest)) / grain) * grain));
       out.push(n);
       return out;
     };
+    const work = (h) => work0 + h * workStride;   // helper h's gemm workspace
+
+    /* Helper h's slot: run THREAD_KERNELS' `kernel` with `args` (null: nothing this call). */
+    function post(h, kernel, args) {
+      const a = L.slot0 + h * L.slotWords;
+      if (kernel === null) { i32[a + 1] = -1; return; }
+      i32[a + 1] = THREAD_KERNELS.indexOf(kernel);
+      i32[a + 2] = args.length;
+      const f = (a + L.args) >> 1;
+      for (let i = 0; i < args.length; i++) f64[f + i] = args[i];
+    }
 
     function sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) {
       // Split C by rows (each helper copies its rows of op(A), all of op(B)) or by columns (its
@@ -257,9 +269,7 @@
       const outs = [];
       for (let h = 0; h < helpers; h++) {
         const lo = cut[h + 1], n = cut[h + 2] - lo;
-        const a = L.slot0 + h * L.slotWords + 1;
-        i32[a] = n > 0 ? THREAD_OP.sgemm : THREAD_OP.idle;
-        if (n <= 0) continue;
+        if (n <= 0) { post(h, null); continue; }
         const rows = byRows ? n : M, cols = byRows ? N : n;
         let pa = whole, pb = whole;
         if (byRows) pa = transA ? copyIn(heap, A + lo * 4, K, n, lda) : copyIn(heap, A + lo * lda * 4, n, K, lda);
@@ -268,10 +278,7 @@
         const pc = alloc(rows * cols * 4);
         if (beta !== 0) copyRows(pc, cols, src, ldc, rows, cols, mem, heap);
         outs.push([src, pc, rows, cols]);
-        i32[a + 1] = transA; i32[a + 2] = transB; i32[a + 3] = rows; i32[a + 4] = cols; i32[a + 5] = K;
-        f32[a + 6] = alpha; i32[a + 7] = pa; i32[a + 8] = lda; i32[a + 9] = pb; i32[a + 10] = ldb;
-        f32[a + 11] = beta; i32[a + 12] = pc; i32[a + 13] = cols;
-        i32[a + 14] = Math.ceil((words * 4) / 64) * 64 + h * workStride;
+        post(h, "pytrain_sgemm", [transA, transB, rows, cols, K, alpha, pa, lda, pb, ldb, beta, pc, cols, work(h)]);
       }
       run(() => {
         if (byRows) single.sgemm(transA, transB, cut[1], N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -281,12 +288,14 @@
       for (const [dst, pc, rows, cols] of outs) copyRows(dst, ldc, pc, cols, rows, cols, out, mem);
     }
 
-    /* Wake the helpers (their slots written), run the calling thread's part, wait for every helper. */
+    /* Wake the helpers (their slots written), run the calling thread's part, wait for every helper;
+     * returns the helpers' results (the kernels' return values). */
     function run(own) {
       seq = (seq + 1) | 0;
       Atomics.store(i32, L.seq, seq);
       Atomics.notify(i32, L.seq);
       own();
+      const results = [];
       for (let h = 0; h < helpers; h++) {
         const done = L.slot0 + h * L.slotWords;
         const until = performance.now() + SPIN_MS;
@@ -294,7 +303,9 @@
         for (let v = Atomics.load(i32, done); v !== seq; v = Atomics.load(i32, done)) {
           if (Atomics.wait(i32, done, v, WAIT_MS) === "timed-out") throw new Error("kernels.js: a helper thread stopped answering");
         }
+        results.push(i32[done + 2]);
       }
+      return results;
     }
 
     /* single.sgemm_batched's stack of count products split by whole products: each helper copies
@@ -314,16 +325,12 @@
       const outs = [];
       for (let h = 0; h < helpers; h++) {
         const lo = cut[h + 1], n = cut[h + 2] - lo;
-        const a = L.slot0 + h * L.slotWords + 1;
-        i32[a] = n > 0 ? THREAD_OP.sgemm_batched : THREAD_OP.idle;
-        if (n <= 0) continue;
+        if (n <= 0) { post(h, null); continue; }
         const pa = copyBytes(heap, A + lo * sa * 4, (n - 1) * sa * 4 + spanA);
         const pb = copyBytes(heap, B + lo * sb * 4, (n - 1) * sb * 4 + spanB);
         const pc = alloc(n * M * N * 4);
         outs.push([C + lo * sc * 4, pc, n]);
-        const args = [n, transA, transB, M, N, K, pa, sa, lda, pb, sb, ldb, pc, M * N, N,
-                      Math.ceil((words * 4) / 64) * 64 + h * workStride];
-        for (let i = 0; i < args.length; i++) i32[a + 1 + i] = args[i];
+        post(h, "pytrain_sgemm_batched", [n, transA, transB, M, N, K, pa, sa, lda, pb, sb, ldb, pc, M * N, N, work(h)]);
       }
       run(() => single.sgemm_batched(cut[1], transA, transB, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc));
       const out = single.heap();
@@ -331,6 +338,114 @@
         if (sc === M * N && ldc === N) { out.set(mem.subarray(pc, pc + n * M * N * 4), dst); continue; }
         for (let i = 0; i < n; i++) copyRows(dst + i * sc * 4, ldc, pc + i * M * N * 4, N, M, N, out, mem);
       }
+    }
+
+    /* Run `kernel` on contiguous ranges of n units (elements, rows), cut at multiples of grain: the calling
+     * thread on [0, cut) in place (`own` of the whole, default an equal share; `also`, if given, is more
+     * work for it while the helpers run), each helper on its range with its arrays' parts copied into the
+     * shared memory. arrays: [ptr, kind, bytes] per pointer argument: "in"/"out"/"inout" are `bytes` a unit
+     * and split with the range (outputs copied back), "whole" is `bytes` read whole by every part (copied
+     * once); ptr 0 stays 0. args(ptrs, n): the kernel's arguments for n units at those pointers (each at
+     * its part's first unit). Every unit is computed by the code that computes it on one thread, so the
+     * results are the single-thread kernel's bits. Returns the parts' results, ORed. */
+    function split(kernel, n, grain, arrays, args, own, also) {
+      const heap = single.heap();
+      top = arena0;
+      team.calls += 1;
+      const cut = cuts(n, grain, own);
+      const wholes = arrays.map(([ptr, kind, bytes]) => (kind === "whole" && ptr ? copyBytes(heap, ptr, bytes) : 0));
+      const outs = [];
+      for (let h = 0; h < helpers; h++) {
+        const lo = cut[h + 1], m = cut[h + 2] - lo;
+        if (m <= 0) { post(h, null); continue; }
+        const ptrs = arrays.map(([ptr, kind, bytes], i) => {
+          if (!ptr || kind === "whole") return wholes[i];
+          const src = ptr + lo * bytes;
+          const at = kind === "out" ? alloc(m * bytes) : copyBytes(heap, src, m * bytes);
+          if (kind !== "in") outs.push([src, at, m * bytes]);
+          return at;
+        });
+        post(h, kernel, args(ptrs, m));
+      }
+      let mine = 0;
+      const results = run(() => {
+        if (cut[1] > 0) mine = single.exports[kernel](...args(arrays.map(([ptr]) => ptr), cut[1]));
+        if (also) also();
+      });
+      const out = single.heap();
+      for (const [dst, at, nbytes] of outs) out.set(mem.subarray(at, at + nbytes), dst);
+      return results.reduce((r, x) => r | x, mine | 0);
+    }
+
+    const unary = (kernel) => (x, y, n) => {
+      split(kernel, n, 4, [[x, "in", 4], [y, "out", 4]], ([px, py], m) => [px, py, m]);
+    };
+
+    /* softmax.c's rows; 1 when a row holds a NaN or an infinity (as the kernel) */
+    const softmax = (x, y, rows, n) => split("pytrain_softmax", rows, 1, [[x, "in", 4 * n], [y, "out", 4 * n]],
+                                             ([px, py], m) => [px, py, m, n]);
+
+    const layernorm = (x, scale, bias, y, mean, invStd, rows, n, eps) => {
+      split("pytrain_layernorm", rows, 1, [[x, "in", 4 * n], [scale, "whole", 4 * n], [bias, "whole", 4 * n],
+                                           [y, "out", 4 * n], [mean, "out", 4], [invStd, "out", 4]],
+            ([px, ps, pb, py, pm, pi], m) => [px, ps, pb, py, pm, pi, m, n, eps]);
+    };
+
+    /* dx's rows split; dscale and dbias (sums over every row, in row order) stay with the calling thread,
+     * which therefore takes fewer rows of dx: the sums take as long as dx (Node, 1024 rows of 128: 0.11 and
+     * 0.12 ms), so its share of dx's rows is 2 / count - 1 (none with 2 threads) */
+    const layernormGrad = (dy, x, scale, mean, invStd, dx, dscale, dbias, rows, n) => {
+      const sums = dscale || dbias;
+      if (!dx) { single.layernorm_grad(dy, x, scale, mean, invStd, dx, dscale, dbias, rows, n); return; }
+      split("pytrain_layernorm_grad", rows, 1,
+            [[dy, "in", 4 * n], [x, "in", 4 * n], [scale, "whole", 4 * n], [mean, "in", 4], [invStd, "in", 4],
+             [dx, "out", 4 * n]],
+            ([pdy, px, ps, pm, pi, pdx], m) => [pdy, px, ps, pm, pi, pdx, 0, 0, m, n],
+            sums ? Math.max(0, 2 / count - 1) : undefined,
+            sums ? () => single.layernorm_grad(dy, x, scale, mean, invStd, 0, dscale, dbias, rows, n) : undefined);
+    };
+
+    /* optim.c's Adam over a table of `groups` (n, p, g, m, v) rows, split over all the parameters'
+     * elements taken in order: each part gets a table of its pieces (the calling thread's table is
+     * rewritten in place: the caller's scratch), p, m and v copied back. Each element's update is the
+     * same IEEE operations on any path, so the bits are the single thread's. */
+    function adam(table, groups, ...scalars) {
+      const heap = single.heap();
+      const rows = Array.from(new Int32Array(heap.buffer, heap.byteOffset + table, groups * 5));
+      let total = 0;
+      for (let k = 0; k < groups; k++) total += rows[5 * k];
+      if (total < 4 * count) { single.adam(table, groups, ...scalars); return; }
+      top = arena0;
+      team.calls += 1;
+      const cut = cuts(total, 4);
+      const pieces = (lo, hi) => {   // [n, p, g, m, v, offset in elements] of every parameter overlapping [lo, hi)
+        const out = [];
+        for (let k = 0, start = 0; k < groups && start < hi; start += rows[5 * k], k++) {
+          const a = Math.max(lo, start), b = Math.min(hi, start + rows[5 * k]);
+          if (b > a) out.push([b - a, ...rows.slice(5 * k + 1, 5 * k + 5), a - start]);
+        }
+        return out;
+      };
+      const outs = [];
+      for (let h = 0; h < helpers; h++) {
+        const parts = pieces(cut[h + 1], cut[h + 2]);
+        if (!parts.length) { post(h, null); continue; }
+        const t = alloc(parts.length * 20);
+        const words = [];
+        for (const [m, ...ptrs] of parts) {
+          const off = ptrs.pop() * 4;
+          const copies = ptrs.map((ptr) => copyBytes(heap, ptr + off, m * 4));
+          words.push(m, ...copies);
+          for (const i of [0, 2, 3]) outs.push([ptrs[i] + off, copies[i], m * 4]);   // p, m, v
+        }
+        new Int32Array(memory.buffer, t, words.length).set(words);
+        post(h, "pytrain_adam", [t, parts.length, ...scalars]);
+      }
+      const mine = pieces(0, cut[1]).map(([m, p, g, mm, v]) => [m, p, g, mm, v]);
+      new Int32Array(heap.buffer, heap.byteOffset + table, mine.length * 5).set([].concat(...mine));
+      run(() => { if (mine.length) single.adam(table, mine.length, ...scalars); });
+      const out = single.heap();
+      for (const [dst, at, nbytes] of outs) out.set(mem.subarray(at, at + nbytes), dst);
     }
 
     function stop() {
@@ -342,44 +457,18 @@
     }
 
     const team = { count, sgemm, sgemm_batched: single.sgemm_batched ? sgemmBatched : undefined, stop, memory,
-                   calls: 0 };   // calls: products (and stacks of them) split so far
+                   exp: unary("pytrain_exp"), erf: unary("pytrain_erf"), adam, layernorm,
+                   layernorm_grad: layernormGrad, softmax,
+                   calls: 0 };   // calls: kernel calls split so far
     return team;
   }
 
   /* What pytrain.ops.wasm imports as pytrain_wasm_kernels. */
   function pythonModule(gemm) {
-    return {
-      sgemm: gemm.sgemm,
-      adam: gemm.adam,
-      im2col: gemm.im2col,
-      col2im: gemm.col2im,
-      maxpool2d: gemm.maxpool2d,
-      maxpool_grad: gemm.maxpool_grad,
-      relu: gemm.relu,
-      relu_grad: gemm.relu_grad,
-      transpose: gemm.transpose,
-      sum_rows: gemm.sum_rows,
-      softmax_ce: gemm.softmax_ce,
-      softmax_ce_grad: gemm.softmax_ce_grad,
-      clip: gemm.clip,
-      channel_affine: gemm.channel_affine,
-      depthwise_conv2d: gemm.depthwise_conv2d,
-      conv1x1: gemm.conv1x1,
-      exp: gemm.exp,
-      erf: gemm.erf,
-      sgemm_batched: gemm.sgemm_batched,
-      layernorm: gemm.layernorm,
-      layernorm_grad: gemm.layernorm_grad,
-      softmax: gemm.softmax,
-      gather_grad: gemm.gather_grad,
-      first_non_finite: gemm.first_non_finite,
-      binary: gemm.binary,
-      gemm: gemm.gemm,
-      work_bytes: gemm.workBytes,
-      sgemm_threads: gemm.threads ? gemm.threads.sgemm : undefined,
-      sgemm_batched_threads: gemm.threads ? gemm.threads.sgemm_batched : undefined,
-      threads: gemm.threads ? gemm.threads.count : 1,
-    };
+    const out = { work_bytes: gemm.workBytes, threads: gemm.threads ? gemm.threads.count : 1 };
+    for (const name of PLAIN_KERNELS.concat(["sgemm", "conv1x1", "sgemm_batched", "gemm"])) out[name] = gemm[name];
+    for (const name of THREADED_KERNELS) out[name + "_threads"] = gemm.threads ? gemm.threads[name] : undefined;
+    return out;
   }
 
   const api = { instantiateWithMemory, instantiateInPyodide, registerWithPyodide, pythonModule, withDylinkSection,

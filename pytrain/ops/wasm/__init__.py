@@ -21,6 +21,8 @@ shares; the routing itself is one module per family:
 """
 from __future__ import annotations
 
+from typing import Dict, Optional
+
 import numpy as np
 
 try:  # only present in a page that registered the kernel
@@ -46,6 +48,32 @@ _F32 = np.dtype(np.float32)
 
 #: Below this many elements numpy's own pass is as quick as the call into wasm.
 MIN_ELEMENTS = 1024
+
+
+#: From this many elements (Exp, Erf; Adam: every parameter's together; LayerNorm, its gradient and Softmax:
+#: all rows') a kernel is split across the page's helper threads (web/kernels/kernels.js startThreads' split:
+#: only in a cross-origin isolated page); below it the hand-over and the copies into their shared memory cost
+#: more than the second core saves. Measured in the tab by bench/threads_bench.py --only kernels,bert (2-core
+#: AMD EPYC, quiet, 5 passes, median [min - max]): Erf x0.87 [0.87 - 1.00] at 16k elements, x0.71 [0.68 - 0.81]
+#: at 32k, x0.52 at GELU's 524k; Exp x0.92 [0.92 - 1.08] at 16k, x0.76 [0.76 - 0.88] at 32k, x0.55 at 524k;
+#: Softmax (rows of 32) x0.68 at 16k, x0.52 at 262k; the tiny BERT's step x0.94. With a busy second core
+#: (another process spinning) the split cost 2-8%. None keeps a kernel on the calling thread: LayerNorm (x0.78
+#: alone at 1024 rows of 128, but no faster in the tiny BERT's step: x0.99-1.03), its gradient (x0.93 at 131k:
+#: its sums over all rows stay on the calling thread) and Adam (x1.14-1.55 at every size: 28 bytes to copy an
+#: element for a dozen float32 operations).
+THREADS_MIN_ELEMENTS: Dict[str, Optional[int]] = {
+    "exp": 1 << 15, "erf": 1 << 15, "softmax": 1 << 15, "layernorm": None, "layernorm_grad": None, "adam": None,
+}
+
+
+def threaded(name: str, size: int, minimum: Optional[int]):
+    """The page's kernel ``name`` for a call of ``size`` (elements, multiply-adds): its helper threads' form
+    (``name``_threads, the same arguments and bits) from ``minimum`` on when the page started them, else the
+    calling thread's."""
+    fn = getattr(_wasm, name + "_threads", None)
+    if fn is not None and minimum is not None and size >= minimum:
+        return fn
+    return getattr(_wasm, name)
 
 
 def available() -> bool:
@@ -123,9 +151,9 @@ def install() -> bool:
     if getattr(_wasm, "depthwise_conv2d", None) is not None and getattr(_wasm, "conv1x1", None) is not None:
         registry.accelerate("Conv", conv.conv)
     if getattr(_wasm, "exp", None) is not None:
-        registry.accelerate("Exp", elementwise._unary(_wasm.exp))
+        registry.accelerate("Exp", elementwise._unary("exp"))
     if getattr(_wasm, "erf", None) is not None:
-        registry.accelerate("Erf", elementwise._unary(_wasm.erf))
+        registry.accelerate("Erf", elementwise._unary("erf"))
     if getattr(_wasm, "first_non_finite", None) is not None:
         backend.use("finite", optimizer.first_non_finite)
     if getattr(_wasm, "layernorm", None) is not None and getattr(_wasm, "layernorm_grad", None) is not None:

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain.ops.wasm import _F32, _plain, _ptr, _wasm
+from pytrain.ops.wasm import _F32, THREADS_MIN_ELEMENTS, _plain, _ptr, _wasm, threaded
 
 
 def relu(ctx, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
@@ -106,12 +106,13 @@ def clip(ctx, input: np.ndarray, min: Optional[np.ndarray] = None,
     return (y,)
 
 
-def _unary(fn):
-    """An element-wise float32 kernel ``fn(x, y, n)`` (Exp, Erf) as a registry.accelerate kernel."""
+def _unary(name: str):
+    """The element-wise float32 kernel ``name(x, y, n)`` (exp, erf) as a registry.accelerate kernel, on the
+    helper threads from THREADS_MIN_ELEMENTS[name] elements."""
     def run(ctx, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
         if not _plain(X):
             return None
         y = np.empty_like(X)
-        fn(_ptr(X), _ptr(y), X.size)
+        threaded(name, X.size, THREADS_MIN_ELEMENTS[name])(_ptr(X), _ptr(y), X.size)
         return (y,)
     return run

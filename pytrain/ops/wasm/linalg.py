@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain.ops.wasm import _F32, _plain, _ptr, _wasm
+from pytrain.ops.wasm import _F32, _plain, _ptr, _wasm, threaded
 
 
 # Below this many multiply-adds the Python -> JS -> wasm call (~10 us) costs more
@@ -79,10 +79,7 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _threaded(name: str, macs: int):
     """The page's kernel ``name`` (sgemm, sgemm_batched) for ``macs`` multiply-adds: its helper threads'
     form (``name``_threads) from THREADS_MIN_MACS on when the page started them, else the calling thread's."""
-    threaded = getattr(_wasm, name + "_threads", None)
-    if threaded is not None and THREADS_MIN_MACS is not None and macs >= THREADS_MIN_MACS:
-        return threaded
-    return getattr(_wasm, name)
+    return threaded(name, macs, THREADS_MIN_MACS)
 
 
 def matmul_batched(a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain.ops.wasm import _plain, _ptr, _wasm
+from pytrain.ops.wasm import THREADS_MIN_ELEMENTS, _plain, _ptr, _wasm, threaded
 
 
 def batch_normalization(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, input_mean: np.ndarray,
@@ -54,9 +54,10 @@ def layer_normalization(ctx, X: np.ndarray, Scale: np.ndarray, B: Optional[np.nd
     stat_shape = X.shape[:a] + (1,) * (X.ndim - a)
     mean = np.empty(stat_shape, dtype=np.float32) if ctx.wants(1) else None
     inv_std = np.empty(stat_shape, dtype=np.float32) if ctx.wants(2) else None
-    _wasm.layernorm(_ptr(X), _ptr(scale), _ptr(bias) if bias is not None else 0, _ptr(y),
-                    _ptr(mean) if mean is not None else 0, _ptr(inv_std) if inv_std is not None else 0,
-                    rows, n, float(np.float32(epsilon)))
+    layernorm = threaded("layernorm", X.size, THREADS_MIN_ELEMENTS["layernorm"])
+    layernorm(_ptr(X), _ptr(scale), _ptr(bias) if bias is not None else 0, _ptr(y),
+              _ptr(mean) if mean is not None else 0, _ptr(inv_std) if inv_std is not None else 0,
+              rows, n, float(np.float32(epsilon)))
     return (y, mean, inv_std)
 
 
@@ -78,7 +79,8 @@ def layer_normalization_grad(ctx, dY: np.ndarray, X: np.ndarray, Scale: np.ndarr
     dx = np.empty_like(X) if ctx.wants(0) else None
     dscale = np.empty(Scale.shape, dtype=np.float32) if ctx.wants(1) else None
     dbias = np.empty(Scale.shape, dtype=np.float32) if ctx.wants(2) else None
-    _wasm.layernorm_grad(_ptr(dY), _ptr(X), _ptr(scale), _ptr(Mean), _ptr(InvStdDev),
-                         _ptr(dx) if dx is not None else 0, _ptr(dscale) if dscale is not None else 0,
-                         _ptr(dbias) if dbias is not None else 0, rows, n)
+    layernorm_grad = threaded("layernorm_grad", X.size, THREADS_MIN_ELEMENTS["layernorm_grad"])
+    layernorm_grad(_ptr(dY), _ptr(X), _ptr(scale), _ptr(Mean), _ptr(InvStdDev),
+                   _ptr(dx) if dx is not None else 0, _ptr(dscale) if dscale is not None else 0,
+                   _ptr(dbias) if dbias is not None else 0, rows, n)
     return (dx, dscale, dbias)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import numpy as np
 
-from pytrain.ops.wasm import _F32, _ptr, _wasm
+from pytrain.ops.wasm import _F32, THREADS_MIN_ELEMENTS, _ptr, _wasm, threaded
 
 
 def adam(groups, lr: float, step: int, beta1: float, beta2: float, epsilon: float, weight_decay: float,
@@ -19,17 +19,20 @@ def adam(groups, lr: float, step: int, beta1: float, beta2: float, epsilon: floa
     if _wasm is None:
         return False
     table = []
+    total = 0
     for group in groups:
         n = group[0].size
         for a in group:
             if a.dtype != np.float32 or not a.flags.c_contiguous or a.size != n:
                 return False
         table += [n] + [_ptr(a) for a in group]
-    table = np.array(table, dtype=np.int32)
+        total += n
+    table = np.array(table, dtype=np.int32)   # (the helper threads' form rewrites it: scratch)
     # the same float32 constants the numpy path multiplies by (op_optimizers._adam_update)
-    _wasm.adam(_ptr(table), len(groups), 1.0 - beta1, beta1, 1.0 - beta2, beta2,
-               1.0 / math.sqrt(1.0 - beta2 ** step), epsilon, lr / (1.0 - beta1 ** step), weight_decay,
-               int(decoupled), 1.0 - lr * weight_decay)
+    update = threaded("adam", total, THREADS_MIN_ELEMENTS["adam"])
+    update(_ptr(table), len(groups), 1.0 - beta1, beta1, 1.0 - beta2, beta2,
+           1.0 / math.sqrt(1.0 - beta2 ** step), epsilon, lr / (1.0 - beta1 ** step), weight_decay,
+           int(decoupled), 1.0 - lr * weight_decay)
     return True
 
 

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain.ops.wasm import _plain, _ptr, _wasm
+from pytrain.ops.wasm import THREADS_MIN_ELEMENTS, _plain, _ptr, _wasm, threaded
 
 
 def _labels_ok(labels: np.ndarray, n: int) -> bool:
@@ -62,6 +62,7 @@ def softmax(ctx, input: np.ndarray, *, axis: int = -1) -> Optional[Tuple[np.ndar
         return None
     y = np.empty_like(input)
     n = input.shape[-1]
-    if _wasm.softmax(_ptr(input), _ptr(y), input.size // n, n):
+    softmax_rows = threaded("softmax", input.size, THREADS_MIN_ELEMENTS["softmax"])
+    if softmax_rows(_ptr(input), _ptr(y), input.size // n, n):
         return None
     return (y,)
