@@ -51,7 +51,28 @@ def cached_mnist(site: Path) -> Dict[str, object]:
     (site / "data").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(cache, site / "data" / cache.name)
     meta["file"] = "data/" + cache.name
+    meta["first"] = mnist_first_part(cache, site / "data" / (cache.stem + "-first.bin"))
     return meta
+
+
+#: the page's default digits run (web/index.html: 8,000 training digits, batch size 64; the Session's
+#: seed 0): the first part holds the samples of its first FIRST_PART_BATCHES batches
+FIRST_PART_RUN = {"n_train": 8000, "seed": 0, "batch_size": 64}
+FIRST_PART_BATCHES = 4
+
+
+def mnist_first_part(whole: Path, target: Path) -> Dict[str, object]:
+    """The digits' first part (pytrain.webapp.demo.mnist_part): the samples the page's default run
+    draws first, so its first steps start before the whole file is in (the page fetches it next).
+    Another run (other digits, seed or a bigger batch) waits for the whole file, as before."""
+    sys.path.insert(0, str(ROOT))
+    from pytrain.data import epoch_order
+    from pytrain.webapp.demo import mnist_part
+
+    run = FIRST_PART_RUN
+    order = epoch_order(run["n_train"], run["seed"], 0)[:run["batch_size"] * FIRST_PART_BATCHES]
+    target.write_bytes(mnist_part(whole.read_bytes(), order))
+    return {"file": "data/" + target.name, "samples": len(order), "run": dict(run)}
 
 
 # ---------------------------------------------------------------- demo artifacts

@@ -88,6 +88,8 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
             raise SystemExit("--pyodide %s: no pyodide.js in that folder" % pyodide)
         index_url, pyodide_files = copy_pyodide(source, site)
 
+    if pyodide_files:
+        _warm_first_visit(site, index_url)
     _npm_package(site)
     config = {
         "version": pytrain_version(),
@@ -146,6 +148,23 @@ def _preload_modules(site: Path) -> None:
     links = "".join('<link rel="modulepreload" href="js/%s">\n  ' % p.name
                     for p in sorted((site / "js").glob("*.js")) if p.name != "app.js")
     page.write_text(text.replace(entry, links + entry), encoding="utf-8")
+
+
+#: Pyodide's files the worker fetches first (immutable: the server lets browsers keep them a year)
+WARM_FILES = ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data")
+
+
+def _warm_first_visit(site: Path, index_url: str) -> None:
+    """index.html names the Pyodide files a first visit downloads from its start (js/client.js
+    warmFirstVisit), not after the service worker, the worker and config.json."""
+    page = site / "index.html"
+    text = page.read_text(encoding="utf-8")
+    stamp = '<meta name="pytrain-site"'
+    if text.count(stamp) != 1:
+        raise SystemExit("build: index.html has no <meta name=\"pytrain-site\"> to put the warm-up list after")
+    names = " ".join(index_url + n for n in WARM_FILES if (site / index_url / n).is_file())
+    page.write_text(text.replace(stamp, '<meta name="pytrain-warm" content="%s">\n  %s' % (names, stamp)),
+                    encoding="utf-8")
 
 
 def _startup_bytecode(site: Path, index_url: str, pyodide_files: List[Dict[str, object]]) -> Optional[Dict[str, object]]:

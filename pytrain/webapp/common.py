@@ -8,6 +8,7 @@ from pytrain.validate import load_model as _load_model
 from pytrain.errors import ModelFormatError, PytrainError
 
 MNIST_MAGIC = b"PTMNIST1"
+MNIST_PART_MAGIC = b"PTMNPART"   # the digits' first part (pytrain.webapp.demo.mnist_part)
 LOSSES = ("CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "L1Loss", "CausalLMLoss")
 OPTIMIZERS = ("AdamW", "Adam", "SGD")
 _FLOAT_TYPES = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16

@@ -11,8 +11,8 @@ import numpy as np
 from pytrain import data as _data
 from pytrain.errors import DataError
 from pytrain.run.text import split as text_split
-from pytrain.webapp.common import WebappError
-from pytrain.webapp.demo import read_mnist
+from pytrain.webapp.common import MNIST_PART_MAGIC, WebappError
+from pytrain.webapp.demo import read_mnist, read_mnist_part
 
 
 class DataSource:
@@ -27,6 +27,10 @@ class DataSource:
         self.arrays: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self.added: List[Tuple[np.ndarray, np.ndarray]] = []
         self.encoded: Dict[str, np.ndarray] = {}   # "Your text": ids, labels and the tokenizer, as a resume needs them
+        # The digits loaded from their first part: which rows are in (the others are zeros until the
+        # whole file completes them, use_digits(rest=True)) and the array train_x and val_x view.
+        self.loaded: Optional[np.ndarray] = None
+        self._digits_x: Optional[np.ndarray] = None
 
     def _set(self, train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray,
              task: str, classes: Optional[List[str]], feature_names: Optional[List[str]],
@@ -46,6 +50,7 @@ class DataSource:
         self.source = source
         self.added = []
         self.encoded = {}
+        self.loaded = self._digits_x = None
         self.version += 1
         return self.summary()
 
@@ -58,7 +63,7 @@ class DataSource:
                 "val": int(len(d["val_x"])), "task": d["task"], "classes": d["classes"],
                 "num_classes": d["num_classes"], "features": d["feature_names"],
                 "sample_shape": [int(s) for s in d["train_x"].shape[1:]], "added": d["added"],
-                "task_reason": d.get("task_reason"), "notes": d.get("notes") or [],
+                "task_reason": d.get("task_reason"), "notes": d.get("notes") or [], "loading": self.loaded is not None,
                 "columns": [{"name": c["name"], "kind": c["kind"], "values": c.get("values")}
                             for c in d.get("columns") or []] or None}
 
@@ -68,16 +73,57 @@ class DataSource:
             raise WebappError("no data loaded yet: choose digits, a CSV table or images first")
         return self.data
 
-    def use_digits(self, blob: bytes, n_train: int = 8000, n_val: int = 1000) -> Dict[str, Any]:
-        """The bundled MNIST digits: the first ``n_train`` for training, the last ``n_val`` held out."""
-        images, labels = read_mnist(blob)
+    def use_digits(self, blob: bytes, n_train: int = 8000, n_val: int = 1000, rest: bool = False) -> Dict[str, Any]:
+        """The bundled MNIST digits: the first ``n_train`` for training, the last ``n_val`` held out.
+
+        ``blob`` may be the site's first part (:func:`pytrain.webapp.demo.mnist_part`): the samples it
+        lacks are zeros, not ``loaded``, and :meth:`ready_batches` holds training back from them until
+        the whole file comes with ``rest``, which fills them in place (a no-op once no part waits)."""
+        if rest:
+            return self._complete_digits(blob)
+        part = bytes(blob[:8]) == MNIST_PART_MAGIC
+        images, labels, rows = read_mnist_part(blob) if part else read_mnist(blob) + (None,)
         n = len(labels)
         n_val = max(1, min(int(n_val), n - 1))
         n_train = max(1, min(int(n_train), n - n_val))
-        x = images.reshape(n, -1).astype(np.float32) / np.float32(255.0)
+        if rows is None:
+            x = _pixels(images)
+        else:
+            x = np.zeros((n, int(np.prod(images.shape[1:]))), dtype=np.float32)
+            x[rows] = _pixels(images)
         source = {"kind": "digits", "n_train": n_train, "n_val": n_val}
-        return self._set(x[:n_train], labels[:n_train], x[n - n_val:], labels[n - n_val:],
-                         "classification", [str(i) for i in range(10)], None, source)
+        self._set(x[:n_train], labels[:n_train], x[n - n_val:], labels[n - n_val:],
+                  "classification", [str(i) for i in range(10)], None, source)
+        if rows is not None:
+            self.loaded, self._digits_x = np.zeros(n, dtype=bool), x
+            self.loaded[rows] = True
+        return self.summary()
+
+    def _complete_digits(self, blob: bytes) -> Dict[str, Any]:
+        if self.loaded is None or self._digits_x is None:
+            return self.summary()
+        images, labels = read_mnist(blob)
+        d, x = self.data, self._digits_x
+        n, n_train, n_val = len(labels), len(d["train_y"]), len(d["val_y"])
+        if (n != len(x) or not np.array_equal(labels[:n_train], d["train_y"])
+                or not np.array_equal(labels[n - n_val:], d["val_y"])):
+            raise DataError("the digits file does not match their first part (two builds of the site?)")
+        for a in range(0, n, 1000):   # in place, in slices: no second copy of every sample at once
+            x[a:a + 1000] = _pixels(images[a:a + 1000])
+        self.loaded = self._digits_x = None
+        return self.summary()
+
+    def ready_batches(self, batches: Sequence[np.ndarray], start: int) -> int:
+        """How many of ``batches`` from ``start`` on draw loaded samples only (all of them but while
+        the digits' first part waits for the rest)."""
+        if self.loaded is None:
+            return max(0, len(batches) - start)
+        count = 0
+        for idx in batches[start:]:
+            if not self.loaded[idx].all():
+                break
+            count += 1
+        return count
 
     def use_csv(self, text: str, label: str, task: Optional[str] = None, val_fraction: float = 0.2,
                 seed: int = 0, exclude: Sequence[str] = (), missing: str = "error",
@@ -131,6 +177,8 @@ class DataSource:
     def add_samples(self, x: np.ndarray, y: Sequence[int]) -> Dict[str, Any]:
         """Append labelled samples (e.g. drawn digits) to the training set (personalization)."""
         d = self.need()
+        if self.loaded is not None:
+            raise WebappError("the digits are still loading: add samples once they are in")
         x = np.asarray(x, dtype=np.float32).reshape((-1,) + d["train_x"].shape[1:])
         y = np.asarray(y, dtype=d["train_y"].dtype).reshape(-1)
         if len(x) != len(y):
@@ -210,6 +258,11 @@ class DataSource:
             raise WebappError("the saved run has unknown data kind %r" % kind)
         if "added_y" in arrays:
             self.add_samples(arrays["added_x"], arrays["added_y"])
+
+
+def _pixels(images: np.ndarray) -> np.ndarray:
+    """uint8 images [N, ...] as the float32 rows [N, features] in [0, 1] the digits train on."""
+    return images.reshape(len(images), -1).astype(np.float32) / np.float32(255.0)
 
 
 def pack_arrays(arrays: Dict[str, np.ndarray]) -> bytes:

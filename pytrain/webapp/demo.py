@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from pytrain.errors import DataError
-from pytrain.webapp.common import LOSSES, MNIST_MAGIC, OPTIMIZERS, WebappError, core_api
+from pytrain.webapp.common import LOSSES, MNIST_MAGIC, MNIST_PART_MAGIC, OPTIMIZERS, WebappError, core_api
 
 
 def read_mnist(blob: bytes) -> Tuple[np.ndarray, np.ndarray]:
@@ -23,6 +23,44 @@ def read_mnist(blob: bytes) -> Tuple[np.ndarray, np.ndarray]:
     labels = np.frombuffer(blob, dtype=np.uint8, count=count, offset=16).astype(np.int64)
     pixels = np.frombuffer(blob, dtype=np.uint8, count=count * rows * cols, offset=16 + count)
     return pixels.reshape(count, rows, cols), labels
+
+
+def mnist_part(blob: bytes, indices: Sequence[int]) -> bytes:
+    """The first part of the site's digits (build.py writes it beside the whole file, which the page
+    fetches after it): every label, and the pixels of the samples ``indices`` only, the ones the
+    page's default run draws first, so its first steps need not wait for the whole file.
+
+    Layout (little endian): magic b"PTMNPART", uint32 count, uint16 rows, uint16 cols, uint32 k,
+    count uint8 labels, k uint32 sample indices, k*rows*cols uint8 pixels.
+    """
+    images, labels = read_mnist(blob)
+    idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+    if len(idx) and (idx.min() < 0 or idx.max() >= len(labels) or len(np.unique(idx)) != len(idx)):
+        raise DataError("the digits' first part needs distinct sample indices below %d" % len(labels))
+    head = bytes(blob[8:16]) + len(idx).to_bytes(4, "little")
+    return (MNIST_PART_MAGIC + head + labels.astype(np.uint8).tobytes() + idx.astype("<u4").tobytes()
+            + np.ascontiguousarray(images[idx]).tobytes())
+
+
+def read_mnist_part(blob: bytes) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parse :func:`mnist_part`'s bytes: (uint8 images [k, rows, cols] of the samples ``indices``,
+    int64 labels [count] of every sample, int64 indices [k])."""
+    blob = bytes(blob)
+    if len(blob) < 20 or blob[:8] != MNIST_PART_MAGIC:
+        raise DataError("the digits' first part is not a pytrain MNIST part (bad magic)")
+    count = int.from_bytes(blob[8:12], "little")
+    rows = int.from_bytes(blob[12:14], "little")
+    cols = int.from_bytes(blob[14:16], "little")
+    k = int.from_bytes(blob[16:20], "little")
+    if len(blob) != 20 + count + 4 * k + k * rows * cols:
+        raise DataError("the digits' first part is truncated or too long: %d bytes, expected %d"
+                        % (len(blob), 20 + count + 4 * k + k * rows * cols))
+    labels = np.frombuffer(blob, dtype=np.uint8, count=count, offset=20).astype(np.int64)
+    idx = np.frombuffer(blob, dtype="<u4", count=k, offset=20 + count).astype(np.int64)
+    if k and (idx.max() >= count or len(np.unique(idx)) != k):
+        raise DataError("the digits' first part names samples that are not in the file")
+    pixels = np.frombuffer(blob, dtype=np.uint8, count=k * rows * cols, offset=20 + count + 4 * k)
+    return pixels.reshape(k, rows, cols), labels, idx
 
 
 def digits_model(kind: str = "mlp", seed: int = 0) -> Any:

@@ -88,9 +88,10 @@ class Session:
         """Sizes, task and label names of the loaded data."""
         return self.source.summary()
 
-    def use_digits(self, blob: bytes, n_train: int = 8000, n_val: int = 1000) -> Dict[str, Any]:
-        """Load the bundled MNIST digits: the first ``n_train`` for training, the last ``n_val`` held out."""
-        return self._loaded(self.source.use_digits(blob, n_train, n_val))
+    def use_digits(self, blob: bytes, n_train: int = 8000, n_val: int = 1000, rest: bool = False) -> Dict[str, Any]:
+        """Load the bundled MNIST digits: the first ``n_train`` for training, the last ``n_val`` held out
+        (``blob`` may be their first part, then ``rest`` the whole file: see DataSource.use_digits)."""
+        return self._loaded(self.source.use_digits(blob, n_train, n_val, rest))
 
     @staticmethod
     def inspect_csv(text: str) -> Dict[str, Any]:
@@ -117,11 +118,10 @@ class Session:
         return self.source.add_samples(x, y)
 
     def examples(self) -> Dict[str, Any]:
-        """The samples of a run on decoded examples as the page's "By example" gallery shows them
-        (after a resume or a run file): ``x`` float32 bytes of shape ``shape`` (the samples in the
-        order given, then those added), ``y`` their class ids, ``classes`` the names; with a
-        backbone, its extractor's bytes (``backbone``) and description (``backbone_info``), so a
-        rebuild from the gallery trains on what the run trained on."""
+        """The samples of a run on decoded examples as the page's "By example" gallery shows them (after a
+        resume or a run file): ``x`` float32 bytes of shape ``shape`` (the samples in the order given, then those
+        added), ``y`` their class ids, ``classes`` the names; with a backbone, its extractor's bytes (``backbone``)
+        and description (``backbone_info``), so a rebuild from the gallery trains on what the run trained on."""
         return self.source.examples(self.backbone)
 
     def _need_data(self) -> Dict[str, Any]:
@@ -338,12 +338,13 @@ class Session:
         diverged = None
         ended = False
         at = self.at
-        if at.epoch_step < len(batches) and int(max_steps) > 0:
+        max_steps = min(int(max_steps), self.source.ready_batches(batches, at.epoch_step))   # the digits' first part
+        if at.epoch_step < len(batches) and max_steps > 0:
             try:
                 for st in steps(self.module, self.optimizer, at, lambda epoch: batches, self.batch, watch=self._watch):
                     losses.append(st.loss)
                     ended = st.epoch_end
-                    if ended or len(losses) >= int(max_steps) or (time.perf_counter() - start) * 1000.0 >= budget_ms:
+                    if ended or len(losses) >= max_steps or (time.perf_counter() - start) * 1000.0 >= budget_ms:
                         break
             except LossExploded as e:   # finite but far above where the run started: stopped before the update
                 diverged = self._divergence(str(e), e.loss)
@@ -358,7 +359,7 @@ class Session:
         self._save_progress()
         return {"losses": losses, "step": self.step, "epoch": self.epoch, "epoch_step": self.epoch_step,
                 "steps_per_epoch": len(batches), "epoch_end": ended, "seconds": elapsed,
-                "diverged": diverged}
+                "diverged": diverged, "loading": self.source.loaded is not None}
 
     def _remember_good(self) -> None:
         """Keep the checkpoint of this step (model built, epoch ends) to go back to after a divergence."""

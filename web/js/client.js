@@ -8,6 +8,8 @@ export const { COMMANDS, EVENTS, RUN_EVENTS } = globalThis.pytrainProtocol;
 const KNOWN_COMMANDS = new Set(COMMANDS);
 
 const DEFAULT_WORKER = new URL("../worker.js", import.meta.url);
+// the worker's events that happen once: a listener added after one still hears it (see on)
+const ONCE = new Set(["ready", "startup", "fatal"]);
 const SERVICE_WORKER = new URL("../sw.js", import.meta.url);
 
 /**
@@ -41,6 +43,23 @@ export async function registerServiceWorker(waitMs = 3000) {
   }
 }
 
+/**
+ * On a first visit (no service worker controls the page yet), start downloading the runtime files the
+ * worker fetches first (build.py lists them in the page's <meta name="pytrain-warm">: Pyodide's own,
+ * immutable, cached by the browser for a year) as the page starts, instead of after the service
+ * worker's registration, the worker's start and config.json: the worker's requests for them (through
+ * the service worker, which keeps them for the next visit) then find them in the browser's HTTP cache.
+ */
+export function warmFirstVisit(doc) {
+  const sw = navigator.serviceWorker;
+  const meta = doc.querySelector('meta[name="pytrain-warm"]');
+  if ((sw && sw.controller) || !meta) return;
+  for (const rel of meta.content.split(/\s+/).filter(Boolean)) {
+    // read to the end (a body left unread stops its download), and dropped: the HTTP cache keeps it
+    fetch(new URL(rel, doc.baseURI)).then((r) => r.body && r.body.pipeTo(new WritableStream())).catch(() => {});
+  }
+}
+
 /* The page's own scripts and styles loaded before the service worker controlled it (a first visit):
  * handed to it once Python is ready (the network is quiet then), so the next visit's page comes
  * from its cache too (../sw.js keeps only its site's code files). */
@@ -63,6 +82,7 @@ export class WorkerClient extends EventTarget {
     this._nextId = 1;
     this._pending = new Map();
     this._queued = [];
+    this._once = new Map();   // ONCE event -> its data, once it happened
     this.versions = null;
     this.worker = null;
     const start = () => {
@@ -100,10 +120,12 @@ export class WorkerClient extends EventTarget {
   /** How many commands await their reply (the tests wait for none). */
   get pendingCalls() { return this._pending.size; }
 
-  /** Listen to one event type; the handler gets the event's data. Returns an unsubscribe function. */
+  /** Listen to one event type; the handler gets the event's data (at once for a boot event that
+   * already happened: the worker may start before the page's modules listen). Returns an unsubscribe function. */
   on(type, handler) {
     const fn = (e) => handler(e.detail);
     this.addEventListener(type, fn);
+    if (this._once.has(type)) queueMicrotask(() => handler(this._once.get(type)));
     return () => this.removeEventListener(type, fn);
   }
 
@@ -114,7 +136,10 @@ export class WorkerClient extends EventTarget {
     this._pending.clear();
   }
 
-  _emit(type, detail) { this.dispatchEvent(new CustomEvent(type, { detail })); }
+  _emit(type, detail) {
+    if (ONCE.has(type)) this._once.set(type, detail);
+    this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
 
   _onMessage(msg) {
     if (msg.id !== undefined) {

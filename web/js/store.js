@@ -3,14 +3,9 @@
 // here (setModel, setData, emit); the panels that show something of it subscribe (on).
 // The state is window.pytrainApp too: the browser tests (and curious users) read it.
 
-import { WorkerClient, registerServiceWorker } from "./client.js";
+import { client } from "./start.js";   // the page's worker, started before the panels load
 
-// The service worker (../sw.js) caches the runtime so the next visit starts fast; on a first
-// visit the Web Worker waits (briefly) for it so the downloads go through it and get cached.
-// "?prefetch=digits": the page's first run trains on the site's digits, so its worker downloads them
-// while Python starts (worker/data.js prefetchSiteData); the widget's and pytrain-ort.js's do not.
-export const client = new WorkerClient({ workerURL: new URL("../worker.js?prefetch=digits", import.meta.url),
-                                         startAfter: registerServiceWorker() });
+export { client };
 
 export const app = {
   client,

@@ -2,6 +2,8 @@
  * written out as a wrapper each. An entry says
  *   early: true     answered before Python is ready (IndexedDB, config, the loop's own state);
  *                   otherwise the command waits for the boot (`ready`)
+ *   onFirstPart     runs while the data is the digits' first part (what a run starts with); every
+ *                   other command waits for the whole digits first (data.js completeDigits)
  *   idle: "what"    refused as Busy ("stop training before <what>") while training or federating
  *   newRun: true    starts a new run (empty history, the next save writes everything)
  *   py, args        the Session method it calls and its arguments from the command's
@@ -21,9 +23,9 @@ const COMMAND_TABLE = {
   clearSaved: { early: true, run: async () => { await dbPut({}, true); return true; } },
   config: { early: true, run: async () => runtime.config },
 
-  status: { py: "status" },
-  useDigits: { idle: "changing the data", newRun: true, py: "use_digits",
-               args: async ({ nTrain = 8000, nVal = 1000 }) => ({ blob: await getDigits(), n_train: nTrain, n_val: nVal }) },
+  status: { onFirstPart: true, py: "status" },
+  useDigits: { idle: "changing the data", newRun: true, onFirstPart: true, args: ({ nTrain = 8000, nVal = 1000 }) => digitsArgs(nTrain, nVal),
+               run: (_, pyArgs) => digitsLoaded(py("use_digits", pyArgs)) },
   inspectCSV: { py: "inspect_csv", args: ({ text }) => ({ text }) },
   useCSV: { idle: "changing the data", newRun: true, py: "use_csv",
             args: ({ text, label, task = null, valFraction = 0.2, seed = 0, exclude = [], missing = "error", onehot = false }) =>
@@ -35,7 +37,7 @@ const COMMAND_TABLE = {
   addSamples: { py: "add_samples", args: ({ x, shape, y }) => ({ x: { $array: x, shape }, y: Array.from(y) }) },
 
   inspectModel: { py: "inspect_model", args: ({ bytes, name, extraFiles = null }) => ({ blob: bytes, name, extra_files: extraFiles }) },
-  buildDigits: { idle: "changing the model", newRun: true, py: "build_digits",
+  buildDigits: { idle: "changing the model", newRun: true, onFirstPart: true, py: "build_digits",
                  args: async ({ kind = "mlp", optimizer = "AdamW" }) =>
                    ({ kind, optimizer, prebuilt: optimizer === "AdamW" ? await prebuiltArtifacts(kind) : null }) },
   buildMLP: { idle: "changing the model", newRun: true, py: "build_mlp",
@@ -63,7 +65,7 @@ const COMMAND_TABLE = {
                   args: ({ training, eval: evalModel, optimizer, checkpoint, output = null }) =>
                     ({ training, eval: evalModel, optimizer, checkpoint, output }) },
   useArtifactFiles: { idle: "changing the model", newRun: true, run: useArtifactFiles },
-  changeOptimizer: { idle: "changing the optimizer", py: "change_optimizer", args: ({ optimizer }) => ({ optimizer }) },
+  changeOptimizer: { idle: "changing the optimizer", onFirstPart: true, py: "change_optimizer", args: ({ optimizer }) => ({ optimizer }) },
   setScaling: { py: "set_scaling", args: ({ features = false, targets = null }) => ({ features, targets }) },
   /* backbone: {bytes, name, extraFiles, size, normalize}, a pretrained feature extractor (only a head trains);
    * with `info`, the bytes are the extractor a restored run came back with, used as they are */
@@ -78,11 +80,11 @@ const COMMAND_TABLE = {
   insights: { py: "insights" },
   runFile: { py: "run_file", args: ({ epochs }) => ({ epochs, history: runHistory() }) },
 
-  train: { run: startTraining },
+  train: { onFirstPart: true, run: startTraining },
   pause: { early: true, run: async () => pauseTraining() },
   resume: { early: true, run: async () => resumeTraining() },
   stop: { early: true, run: async () => resumeTraining(true) },
-  configure: { py: "configure", args: ({ batchSize, learningRate }) => {
+  configure: { onFirstPart: true, py: "configure", args: ({ batchSize, learningRate }) => {
     configureTraining({ batchSize, learningRate });
     return { batch_size: batchSize, lr: learningRate };
   } },
@@ -130,7 +132,7 @@ async function useArtifactFiles({ files }) {
   for (const f of files) byName[f.name] = f.data instanceof Uint8Array ? f.data : new Uint8Array(f.data);
   const res = py("use_artifact_files", { files: byName });
   const src = res.data_source || {};
-  if (src.kind === "digits") res.data = py("use_digits", { blob: await getDigits(), n_train: src.n_train, n_val: src.n_val });
+  if (src.kind === "digits") res.data = digitsLoaded(py("use_digits", { blob: await getDigits(), n_train: src.n_train, n_val: src.n_val }));
   res.history = adoptHistory(res.history);   // the run file's plots: later saves and run files carry them on
   return res;
 }
@@ -159,11 +161,12 @@ async function resumeSaved() {
 /** One command, as its entry says. */
 async function runCommand(spec, args) {
   if (!spec.early) await ready;
+  if (!spec.early && !spec.onFirstPart) await completeDigits();
   if (spec.idle) needIdle(spec.idle);
   if (spec.run && !spec.newRun) return spec.run(args);
   const pyArgs = spec.args ? await spec.args(args) : undefined;
   if (spec.newRun) startNewRun();
-  return spec.run ? spec.run(args) : py(spec.py, pyArgs);
+  return spec.run ? spec.run(args, pyArgs) : py(spec.py, pyArgs);
 }
 
 self.onmessage = async (e) => {

@@ -2,7 +2,10 @@
  * decoded to float32 [N, C, H, W] (no Pillow in the browser). */
 "use strict";
 
-let digitsBlob = null;      // the MNIST binary, fetched once
+let digitsBlob = null;      // the MNIST binary, once fetched
+let digitsWhole = null;     // Promise<Uint8Array> of it, fetched once
+let digitsLoading = false;  // Python's data is the digits' first part (config.mnist.first): the whole file completes it
+let digitsMerge = null;     // the merge under way (completeDigits)
 const prefetched = new Map();   // absolute URL -> Promise<Uint8Array> started by prefetchSiteData, taken once
 
 async function download(url) {
@@ -21,26 +24,70 @@ async function fetchBytes(url) {
   return early.catch(() => download(url));
 }
 
-/* Start downloading the digits and the default (first-listed) digits model's artifacts, which the
- * page's first training run needs: called by the boot once Pyodide's own files are in, so these
- * bytes arrive while CPython and numpy start (CPU work) instead of after "ready". */
+/* Start downloading what the page's first training run needs, the digits' first part (or the whole
+ * file when the site has no part) and the default (first-listed) digits model's artifacts: called by
+ * the boot once Pyodide's own files are in, so these bytes arrive while CPython and numpy start (CPU
+ * work) instead of after "ready". The whole digits file follows once those are in: it does not share
+ * the network with what the first step waits for. */
 function prefetchSiteData() {
   const config = runtime.config || {};
-  const urls = [(config.mnist || {}).file].concat(Object.values((config.artifacts || {})["digits-mlp"] || {}));
-  for (const url of urls) {
-    if (!url || prefetched.has(new URL(url, BASE).href)) continue;
-    const p = download(url);
+  const mnist = config.mnist || {};
+  const first = [(mnist.first || mnist).file].concat(Object.values((config.artifacts || {})["digits-mlp"] || {}));
+  const started = [];
+  const start = (url, get) => {
+    if (!url || prefetched.has(new URL(url, BASE).href)) return;
+    const p = get();
     p.catch(() => {});   // (reported, if it matters, when fetchBytes downloads it again)
     prefetched.set(new URL(url, BASE).href, p);
+    started.push(p);
+  };
+  for (const url of first) start(url, () => download(url));
+  if (mnist.first) {
+    const before = Promise.all(started.map((p) => p.catch(() => null)));
+    start(mnist.file, () => before.then(() => download(mnist.file)));
   }
 }
 
 /** True for the digits' buffer, which stays here (never transferred to the page). */
 function isDigitsBuffer(buffer) { return !!digitsBlob && buffer === digitsBlob.buffer; }
 
-async function getDigits() {
-  if (!digitsBlob) digitsBlob = await fetchBytes(runtime.config.mnist.file);
-  return digitsBlob;
+/** The whole digits file. */
+function getDigits() {
+  if (!digitsWhole) {
+    digitsWhole = fetchBytes(runtime.config.mnist.file).then((blob) => { digitsBlob = blob; return blob; });
+    digitsWhole.catch(() => { digitsWhole = null; });   // a later call tries again
+  }
+  return digitsWhole;
+}
+
+/* The digits a new run loads (Session.use_digits): their first part when the site has one (its first
+ * batches train at once; the whole file, fetched meanwhile, completes it: completeDigits), else the
+ * whole file. */
+async function digitsArgs(nTrain, nVal) {
+  const first = runtime.config.mnist.first;
+  if (!first) return { blob: await getDigits(), n_train: nTrain, n_val: nVal };
+  getDigits().catch(() => {});   // (started already when the boot prefetched it)
+  return { blob: await fetchBytes(first.file), n_train: nTrain, n_val: nVal };
+}
+
+/** Note what a use_digits call answered: whether the data waits for the rest of the digits. */
+function digitsLoaded(summary) {
+  digitsLoading = !!(summary && summary.loading);
+  return summary;
+}
+
+/* Complete digits loaded from their first part with the whole file (a no-op in Python when nothing
+ * waits): what training waits for before drawing past the part, and every command but the ones a run
+ * starts with (COMMAND_TABLE's `onFirstPart`), so nothing else ever sees the part. */
+function completeDigits() {
+  if (!digitsLoading) return Promise.resolve();
+  if (!digitsMerge) {
+    digitsMerge = getDigits().then((blob) => {
+      digitsMerge = null;
+      digitsLoaded(py("use_digits", { blob, rest: true }));
+    }, (e) => { digitsMerge = null; throw e; });
+  }
+  return digitsMerge;
 }
 
 async function prebuiltArtifacts(kind) {

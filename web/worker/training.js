@@ -32,6 +32,7 @@ async function trainLoop(options) {
   let recent = [];   // (time, steps, seconds) over the last few seconds, for steps/s
   try {
     let status = py("status");
+    const startStep = status.step;
     while (status.epoch < opts.epochs) {
       if (t.stopRequested) { reason = "stopped"; break; }
       if (t.paused) {
@@ -42,7 +43,12 @@ async function trainLoop(options) {
         recent = [];
         continue;
       }
-      const r = py("train_for", { budget_ms: opts.budgetMs });
+      // (a run's first slice is its first step alone: the page shows it as soon as it is done)
+      const r = py("train_for", { budget_ms: opts.budgetMs, max_steps: status.step === startStep ? 1 : undefined });
+      if (r.loading && !r.losses.length) {   // trained on all of the digits' first part: the rest joins now
+        await completeDigits();
+        continue;
+      }
       const now = performance.now();
       recent.push([now, r.losses.length, r.seconds]);
       while (recent.length > 1 && now - recent[0][0] > 3000) recent.shift();
@@ -58,6 +64,7 @@ async function trainLoop(options) {
       // A diverged run is an outcome to show with the training, not an error banner.
       if (r.diverged) { reason = "diverged"; divergence = r.diverged; break; }
       if (r.epoch_end) {
+        await completeDigits();   // (the held-out digits may not be in yet)
         const ev = py("evaluate");
         const rec = { epoch: r.epoch, step: r.step, loss: ev.loss, metric: ev.metric, metricName: ev.metric_name, mae: ev.mae };
         recordEpoch(rec);
