@@ -65,6 +65,18 @@ def build_python_zip(site: Path, zip_path: str = "/lib/pytrain.zip") -> Optional
 PYC_BUNDLE_MAGIC = b"PTPYC001"
 
 
+def file_bundle(files: Iterable[Tuple[str, bytes]]) -> bytes:
+    """Files as one bundle the worker writes into Pyodide's file system (worker/boot.js writeBundle):
+    magic b"PTPYC001", uint32 little-endian length of a JSON index ``[[path, offset, length], ...]``,
+    the index, then the files' bytes (offsets from the end of the index)."""
+    index, body = [], bytearray()
+    for path, data in files:
+        index.append([path, len(body), len(data)])
+        body += data
+    head = json.dumps(index, separators=(",", ":")).encode()
+    return PYC_BUNDLE_MAGIC + len(head).to_bytes(4, "little") + head + bytes(body)
+
+
 def _lz4_length(src: bytes, i: int, length: int) -> Tuple[int, int]:
     """A token's 4-bit length, extended by bytes while it is saturated (15, then 255s): (length, next i)."""
     if length == 15:
@@ -168,9 +180,7 @@ def build_startup_bytecode(site: Path, pyodide_dir: Path, packages: Iterable[str
     ``sourceless`` in place of their sources (``json/decoder.pyc``: Python's sourceless loader
     imports it, and the site need not ship ``json/decoder.py``: buildsite.strip.drop_sources).
 
-    Bundle: magic b"PTPYC001", uint32 little-endian length of a JSON index
-    ``[[pyc path, offset, length], ...]``, the index, then the .pyc bytes (offsets from the end
-    of the index). Returns None (the page compiles the sources itself) without CPython 3.8, the
+    The bundle is a :func:`file_bundle` of the .pyc files. Returns None (the page compiles the sources itself) without CPython 3.8, the
     module list or a local Pyodide; else {"file", "size", "sources": the compiled sources' paths,
     "sourceless"}.
     """
@@ -192,16 +202,13 @@ def build_startup_bytecode(site: Path, pyodide_dir: Path, packages: Iterable[str
         log("startup bytecode skipped: %s failed: %s" % (exe, res.stderr.strip()[-300:]))
         return None
     compiled = json.loads(res.stdout)
-    index, body = [], bytearray()
+    files = []
     for path in sorted(compiled):
         folder, fname = path.rsplit("/", 1)
         pyc = path[:-3] + ".pyc" if sourceless else "%s/__pycache__/%s.cpython-38.pyc" % (folder, fname[:-3])
-        data = compiled[path].encode("latin-1")
-        index.append([pyc, len(body), len(data)])
-        body += data
-    head = json.dumps(index, separators=(",", ":")).encode()
+        files.append((pyc, compiled[path].encode("latin-1")))
     target = site / "wheels" / "pyodide-startup-py38.bin"
-    target.write_bytes(PYC_BUNDLE_MAGIC + len(head).to_bytes(4, "little") + head + bytes(body))
+    target.write_bytes(file_bundle(files))
     log("startup bytecode: %d of %d listed modules, %.0f KB" % (len(compiled), len(wanted), target.stat().st_size / 1024))
     return {"file": "wheels/" + target.name, "size": target.stat().st_size, "sources": sorted(compiled),
             "sourceless": sourceless}

@@ -16,7 +16,7 @@ from buildsite.bytecode import build_python_zip, build_startup_bytecode
 from buildsite.compress import TWIN_SUFFIXES, compressors, precompress
 from buildsite.paths import PYODIDE_NPM, ROOT, SITE, STARTUP_MODULES, log
 from buildsite.pyodide import PYODIDE_START_PACKAGES, copy_pyodide, ensure_node_modules
-from buildsite.strip import drop_sources
+from buildsite.strip import drop_sources, split_rest
 from buildsite.wheel import build_wheel, pytrain_version
 
 
@@ -169,7 +169,8 @@ def _warm_first_visit(site: Path, index_url: str) -> None:
 
 def _startup_bytecode(site: Path, index_url: str, pyodide_files: List[Dict[str, object]]) -> Optional[Dict[str, object]]:
     """The start-up modules' bytecode bundle, sourceless: their .py files leave the site's Pyodide
-    packages (the page reads the .pyc alone), and ``pyodide_files``' sizes are brought up to date."""
+    packages (the page reads the .pyc alone); the rest of the stdlib but FIRST's (buildsite.strip)
+    moves to a second bundle, ``rest``; ``pyodide_files``' sizes are brought up to date."""
     if not pyodide_files:
         return None
     folder = site / index_url
@@ -178,6 +179,12 @@ def _startup_bytecode(site: Path, index_url: str, pyodide_files: List[Dict[str, 
         return None
     n = drop_sources(folder, PYODIDE_START_PACKAGES, entry.pop("sources"))
     log("pyodide: %d start-up sources left out (the bundle's bytecode replaces them)" % n)
+    # what is left of the stdlib but the codecs and Pyodide's own packages loads after the first step
+    rest = site / "wheels" / "pyodide-stdlib-rest.bin"
+    entry["rest"] = {"file": "wheels/" + rest.name, "size": 0, "modules": split_rest(folder, rest)}
+    entry["rest"]["size"] = rest.stat().st_size
+    log("pyodide: %d stdlib modules moved to %s (%.0f KB), fetched after the first step"
+        % (len(entry["rest"]["modules"]), rest.name, rest.stat().st_size / 1024))
     for f in pyodide_files:
         f["size"] = (folder / str(f["name"])).stat().st_size
     return entry

@@ -11,6 +11,10 @@ module imports at its top level.
 The stdlib's LZ4 package keeps its loader: it is rewritten with every 2048-byte chunk stored
 plain (emscripten's ``successes`` 0), which its LZ4 reader copies instead of decompressing, so
 brotli sees the plain bytes (an LZ4-compressed package hides the redundancy brotli would find).
+
+Once the start-up modules' sources are left out (their bytecode bundle replaces them:
+:func:`drop_sources`), :func:`split_rest` moves what neither the start nor the first training step
+imports out of the stdlib's package into a second bundle the worker fetches after that step.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from buildsite.bytecode import package_data
+from buildsite.bytecode import file_bundle, package_data
 from buildsite.paths import ROOT, STARTUP_MODULES, log
 
 #: imported by name at run time, which no import statement shows: the codecs
@@ -237,3 +241,23 @@ def drop_sources(folder: Path, packages: Iterable[str], sources: Iterable[str]) 
     if removed != len(gone):
         raise SystemExit("buildsite.strip: %d sources compiled, %d found to drop" % (len(gone), removed))
     return removed
+
+
+#: what stays in the stdlib's package a first visit waits for once :func:`drop_sources` has left out
+#: the start-up sources: the codecs (looked up by name anywhere, a training step too), Pyodide's own
+#: packages, and lzma, which pytrain's start imports (pytrain.checkpoint.zip_format) although it
+#: fails there (no _lzma in Pyodide 0.17), so pyodide-startup-modules.txt does not list it
+FIRST = ("/lib/python3.8/encodings/", "/lib/python3.8/site-packages/", "/lib/python3.8/lzma.py")
+
+
+def split_rest(folder: Path, target: Path) -> List[str]:
+    """Move every file of the stdlib's package in ``folder`` but FIRST's into a file bundle at ``target``
+    (buildsite.bytecode.file_bundle, the worker writes it into the file system after the first step);
+    returns the names of the modules moved (the worker's import guard fetches them at once if imported before)."""
+    js_path, data_path = folder / "pyodide.asm.js", folder / "pyodide.asm.data"
+    files, data = read_package(js_path.read_text(encoding="utf-8"), data_path.read_bytes())
+    rest = [(path, data[a:b]) for path, a, b in files if not path.startswith(FIRST)]
+    gone = {path for path, _ in rest}
+    target.write_bytes(file_bundle(rest))
+    rewrite_package(js_path, data_path, lambda path: path not in gone)
+    return sorted(m for m in (module_name(path) for path in gone) if m)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import build
-from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, stop_training, wait_ready
+from browser_helpers import LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, new_context, open_app, stop_training, wait_ready
 
 HEAVY = ("pyodide.asm.wasm", "pyodide.asm.data", "pyodide.asm.js", "numpy.data")
 #: the page's code, cache-first for a page of the service worker's own build (the site's worker.js
@@ -66,6 +66,8 @@ def _visit_and_train_one_step(ctx, url, rec):
     page.click("#start")
     page.wait_for_function("() => window.pytrainApp.timing.firstStep !== null", timeout=LOAD_TIMEOUT_MS)
     stop_training(page)
+    # the stdlib's second part, fetched after the first step (worker/data.js loadStdlibRest), is in
+    assert app_worker(page).evaluate("() => loadStdlibRest().then(() => restWritten)") is True
     return page, app_state(page, "a.timing")
 
 
@@ -89,6 +91,8 @@ def test_second_visit_loads_the_runtime_from_the_service_worker_cache(browser, c
             assert url.rstrip("/") + pyodide_path + name in cached, name
         pytrain_zip = (config.get("python") or {}).get("zip", config["wheel"])   # what the worker imports
         assert url.rstrip("/") + "/" + pytrain_zip in cached
+        rest = config["bytecode"]["rest"]["file"]
+        assert url.rstrip("/") + "/" + rest in cached and hits["/" + rest] == 1
         assert url.rstrip("/") + "/" + config["mnist"]["file"] in cached
         first_versions = app_state(first, "a.versions")
         first_hits = dict(hits)
@@ -100,7 +104,7 @@ def test_second_visit_loads_the_runtime_from_the_service_worker_cache(browser, c
         second, second_timing = _visit_and_train_one_step(ctx, url, rec)
         assert second.evaluate("navigator.serviceWorker.controller !== null")
         # No network hit for the runtime, the wheel or the digits; the Web Worker was served by sw.js.
-        for path in [pyodide_path + n for n in HEAVY] + ["/" + pytrain_zip, "/" + config["mnist"]["file"]]:
+        for path in [pyodide_path + n for n in HEAVY] + ["/" + p for p in (pytrain_zip, config["mnist"]["file"], rest)]:
             assert hits.get(path, 0) == 0, (path, dict(hits))
         for name in HEAVY:
             served = [sw for u, sw in responses if u.endswith(pyodide_path + name)]

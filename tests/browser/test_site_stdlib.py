@@ -1,7 +1,8 @@
 """The site ships only the Pyodide modules an import reaches (buildsite/strip.py), and the start-up
 modules as bytecode alone: in the tab, every pytrain module still imports (an ImportError may only
 name a package Pyodide never had: pytrain imports onnx, torch, flwr... lazily), and numpy's
-subpackages, the stdlib the page's flows use and the kept codecs work."""
+subpackages, the stdlib the page's flows use and the kept codecs work, the stdlib's second part
+(fetched after the first step) included."""
 from __future__ import annotations
 
 import codecs
@@ -29,7 +30,7 @@ checks = [float(np.linalg.norm(np.eye(3))), float(np.ma.masked_array([1.0, 5.0, 
           int(np.random.RandomState(0).randint(10)), hmac.new(b"k", b"m", hashlib.sha256).hexdigest()[:8],
           "\u00e9\u20ac".encode("cp1252").hex(), "b\u00fccher.de".encode("idna").decode(),
           codecs.lookup("utf-8-sig").name, unicodedata.category("\u00e9")]
-json.dumps({"failed": failed, "checks": checks})
+json.dumps({"failed": failed, "checks": checks, "early": _pt_rest_guard.early})
 """
 
 
@@ -56,4 +57,8 @@ def test_every_pytrain_module_and_the_kept_stdlib_import_in_the_tab(context, sit
     ours = _shipped_by_pyodide()
     lost = {mod: name for mod, name in out["failed"].items() if name in ours}
     assert lost == {}, lost
+    # no training step ran, so the stdlib's second part came when an import first needed it (the
+    # worker's guard fetched and wrote it then: worker/data.js fetchStdlibRestNow)
+    rest = json.loads((build.SITE / "config.json").read_text())["bytecode"]["rest"]["modules"]
+    assert out["early"] and set(out["early"]) <= set(rest), out["early"]
     assert rec.console_errors == []

@@ -126,3 +126,18 @@ def test_sourceless_bundle_replaces_the_sources_it_compiles(tmp_path):
     assert after == {p: b for p, b in before.items() if p not in set(entry["sources"])}
     with pytest.raises(SystemExit, match="found to drop"):   # a source no package holds (any more)
         strip.drop_sources(folder, ["numpy"], entry["sources"][:1])
+    # the stdlib's files left but FIRST's move to the second part, byte for byte
+    stdlib = {p for p, _, _ in strip.read_package((folder / "pyodide.asm.js").read_text(encoding="utf-8"),
+                                                  (folder / "pyodide.asm.data").read_bytes())[0]}
+    modules = strip.split_rest(folder, tmp_path / "rest.bin")
+    listed, data = strip.read_package((folder / "pyodide.asm.js").read_text(encoding="utf-8"),
+                                      (folder / "pyodide.asm.data").read_bytes())
+    first = {p: data[a:b] for p, a, b in listed}
+    blob = (tmp_path / "rest.bin").read_bytes()
+    n = int.from_bytes(blob[8:12], "little")
+    moved = {p: blob[12 + n + o:12 + n + o + k] for p, o, k in json.loads(blob[12:12 + n])}
+    assert blob[:8] == build.PYC_BUNDLE_MAGIC and first and moved and not set(first) & set(moved)
+    assert all(p.startswith(strip.FIRST) for p in first) and not [p for p in moved if p.startswith(strip.FIRST)]
+    assert dict(first, **moved) == {p: b for p, b in after.items() if p in stdlib}
+    assert modules == sorted(m for m in map(strip.module_name, moved) if m)
+    assert "email.parser" in modules and "lzma" not in modules and not [m for m in modules if m.startswith("encodings")]

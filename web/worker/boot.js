@@ -147,13 +147,15 @@ function prefetch(url) {
   return p;
 }
 
-/* The stdlib and numpy modules the start imports, precompiled for Python 3.8 by build.py
+/* Write a file bundle of the site (buildsite/bytecode.py file_bundle) into Pyodide's file system:
+ * the stdlib and numpy modules the start imports, precompiled for Python 3.8 by build.py
  * (build_startup_bytecode): unchecked-hash .pyc files written in place of their sources, which
  * the site leaves out (config.bytecode.sourceless; else into __pycache__ beside them), so
- * importing numpy unmarshals them instead of compiling every .py on every visit. */
-function writeBytecode(FS, bundle) {
+ * importing numpy unmarshals them instead of compiling every .py on every visit; and after the
+ * first step, the rest of the stdlib (config.bytecode.rest, worker/data.js loadStdlibRest). */
+function writeBundle(FS, bundle) {
   const magic = new TextDecoder().decode(bundle.subarray(0, 8));
-  if (magic !== "PTPYC001") throw new Error("the bytecode bundle has an unknown format");
+  if (magic !== "PTPYC001") throw new Error("a file bundle of the site has an unknown format");
   const headLength = new DataView(bundle.buffer, bundle.byteOffset + 8, 4).getUint32(0, true);
   const index = JSON.parse(new TextDecoder().decode(bundle.subarray(12, 12 + headLength)));
   const body = 12 + headLength;
@@ -183,7 +185,7 @@ function beforePythonStarts(bundle, sourceless, failed, started) {
         (bundle || Promise.resolve()).catch(() => {}).then(started);
         if (!bundle) return;
         Module.addRunDependency("pytrain-bytecode");
-        bundle.then((bytes) => writeBytecode(Module.FS, new Uint8Array(bytes)))
+        bundle.then((bytes) => writeBundle(Module.FS, new Uint8Array(bytes)))
           .catch((e) => {
             // without their sources, Python cannot start: loadRuntime reports this, not CPython's own failure
             if (sourceless) failed.error = e;
@@ -245,6 +247,7 @@ async function loadRuntime() {
     } finally {
       unhook();
     }
+    guardStdlibRest(pyodide);   // (before any Python but Pyodide's own start runs)
     progress.setStage("Loading numpy");
     const fetched = new Map();
     const { packages: early, zip: zipBytes } = startLater();   // (started already, unless the hook missed)

@@ -3,7 +3,8 @@
  *   early: true     answered before Python is ready (IndexedDB, config, the loop's own state);
  *                   otherwise the command waits for the boot (`ready`)
  *   onFirstPart     runs while the data is the digits' first part (what a run starts with); every
- *                   other command waits for the whole digits first (data.js completeDigits)
+ *                   other command waits for the whole digits and the stdlib's second part first
+ *                   (data.js completeFirstPart)
  *   idle: "what"    refused as Busy ("stop training before <what>") while training or federating
  *   newRun: true    starts a new run (empty history, the next save writes everything)
  *   py, args        the Session method it calls and its arguments from the command's
@@ -161,7 +162,7 @@ async function resumeSaved() {
 /** One command, as its entry says. */
 async function runCommand(spec, args) {
   if (!spec.early) await ready;
-  if (!spec.early && !spec.onFirstPart) await completeDigits();
+  if (!spec.early && !spec.onFirstPart) await completeFirstPart();
   if (spec.idle) needIdle(spec.idle);
   if (spec.run && !spec.newRun) return spec.run(args);
   const pyArgs = spec.args ? await spec.args(args) : undefined;

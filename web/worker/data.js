@@ -90,6 +90,85 @@ function completeDigits() {
   return digitsMerge;
 }
 
+/* What every command but the ones a run starts with (COMMAND_TABLE's `onFirstPart`) waits for, and
+ * the training loop before it evaluates: the whole digits and the stdlib's second part. */
+function completeFirstPart() {
+  return Promise.all([completeDigits(), loadStdlibRest()]);
+}
+
+/* The stdlib's second part (config.bytecode.rest, buildsite/strip.py split_rest): what neither
+ * Python's start nor the first training step imports, a file bundle fetched once that step is done
+ * (or by the first command that waits for it: completeFirstPart) and written into Pyodide's file
+ * system. Python's import guard (guardStdlibRest) covers an import of it before that. */
+let restWritten = false;
+let restLoading = null;     // Promise of the fetch and write under way
+
+function stdlibRest() {
+  return (runtime.config && runtime.config.bytecode && runtime.config.bytecode.rest) || null;
+}
+
+function writeStdlibRest(bytes) {
+  writeBundle(runtime.pyodide._module.FS, new Uint8Array(bytes));
+  restWritten = true;
+}
+
+/** Fetch and write the stdlib's second part, once (a failed fetch is tried again by the next call). */
+function loadStdlibRest() {
+  const rest = stdlibRest();
+  if (!rest || restWritten) return Promise.resolve();
+  if (!restLoading) {
+    restLoading = fetchBytes(rest.file).then((bytes) => {
+      restLoading = null;
+      if (restWritten) return;   // (the guard wrote it meanwhile)
+      writeStdlibRest(bytes);
+      runtime.pyodide.runPython("_pt_rest_guard.written()");
+    }, (e) => { restLoading = null; throw e; });
+  }
+  return restLoading;
+}
+
+/* The guard's way: an import cannot wait for a promise, so the import of a module of the second
+ * part before it is written fetches it synchronously (allowed in a worker) and writes it at once. */
+function fetchStdlibRestNow() {
+  const rest = stdlibRest();
+  if (restWritten) return;
+  const xhr = new XMLHttpRequest();
+  xhr.open("GET", new URL(rest.file, BASE).href, false);
+  xhr.responseType = "arraybuffer";
+  xhr.send();
+  if (xhr.status !== 200) throw new Error(`${rest.file}: HTTP ${xhr.status}`);
+  writeStdlibRest(xhr.response);
+}
+
+/* Python's import guard (first on sys.meta_path): a module of the second part imported before it is
+ * written is written first (fetchStdlibRestNow), then imported as any other; `early` names the
+ * modules that needed it (the default run's first step needs none: test_site_stdlib_rest.py). */
+const STDLIB_REST_GUARD = `
+import importlib, sys
+class _PtRestGuard:
+    def __init__(self, names, fetch):
+        self.names, self.fetch, self.early = set(names), fetch, []
+    def find_spec(self, name, path=None, target=None):
+        if name in self.names:
+            self.early.append(name)
+            self.fetch()
+            self.written()
+        return None
+    def written(self):
+        self.names.clear()
+        importlib.invalidate_caches()   # (the path finders' listings predate the new files)
+_pt_rest_guard = _PtRestGuard(MODULES, _pt_rest_fetch)
+sys.meta_path.insert(0, _pt_rest_guard)
+del _pt_rest_fetch
+`;
+
+function guardStdlibRest(pyodide) {
+  const rest = stdlibRest();
+  if (!rest) return;
+  pyodide.globals.set("_pt_rest_fetch", fetchStdlibRestNow);
+  pyodide.runPython(STDLIB_REST_GUARD.replace("MODULES", JSON.stringify(rest.modules)));
+}
+
 async function prebuiltArtifacts(kind) {
   const entry = (runtime.config.artifacts || {})["digits-" + kind];
   if (!entry) return null;
