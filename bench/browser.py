@@ -111,6 +111,8 @@ class BrowserSession:
                 if reached is not None:
                     reached(page, t)
                 out.append(t)
+                if len(out) < visits:
+                    wait_rest_cached(page, ms)
                 # (one epoch of the digits may already be over: Stop is then disabled)
                 page.evaluate("() => { const b = document.querySelector('#stop'); if (!b.disabled) b.click(); }")
                 page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
@@ -118,6 +120,27 @@ class BrowserSession:
         finally:
             ctx.close()
         return out
+
+
+#: the files the web app fetches after its first step (worker/data.js loadRest), by config.json's keys
+_REST = """async () => {
+  const config = await (await fetch("config.json")).json();
+  const urls = [config.mnist && config.mnist.first && config.mnist.file,
+                config.bytecode && config.bytecode.rest && config.bytecode.rest.file].filter(Boolean);
+  for (const u of urls) if (!(await caches.match(new URL(u, location.href).href))) return false;
+  return true;
+}"""
+
+
+def wait_rest_cached(page, timeout_ms: float) -> None:
+    """Until the Service Worker has cached what the app fetches after its first step (the whole digits,
+    the stdlib's second part): a later visit is one that comes back after the first finished loading,
+    not one that interrupted it."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not page.evaluate(_REST):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the app's files after its first step were not cached in time")
+        time.sleep(0.1)
 
 
 def app_stages(t: dict) -> dict:

@@ -27,8 +27,8 @@ async function fetchBytes(url) {
 /* Start downloading what the page's first training run needs, the digits' first part (or the whole
  * file when the site has no part) and the default (first-listed) digits model's artifacts: called by
  * the boot once Pyodide's own files are in, so these bytes arrive while CPython and numpy start (CPU
- * work) instead of after "ready". The whole digits file follows once those are in: it does not share
- * the network with what the first step waits for. */
+ * work) instead of after "ready". The whole digits file waits for the first step (loadRest): on a
+ * slow network it would share the bandwidth with Pyodide's and numpy's files, which the step waits for. */
 function prefetchSiteData() {
   const config = runtime.config || {};
   const mnist = config.mnist || {};
@@ -42,10 +42,6 @@ function prefetchSiteData() {
     started.push(p);
   };
   for (const url of first) start(url, () => download(url));
-  if (mnist.first) {
-    const before = Promise.all(started.map((p) => p.catch(() => null)));
-    start(mnist.file, () => before.then(() => download(mnist.file)));
-  }
 }
 
 /** True for the digits' buffer, which stays here (never transferred to the page). */
@@ -61,12 +57,11 @@ function getDigits() {
 }
 
 /* The digits a new run loads (Session.use_digits): their first part when the site has one (its first
- * batches train at once; the whole file, fetched meanwhile, completes it: completeDigits), else the
- * whole file. */
+ * batches train at once; the whole file, fetched after the first step or by the first command that
+ * needs it, completes it: completeDigits), else the whole file. */
 async function digitsArgs(nTrain, nVal) {
   const first = runtime.config.mnist.first;
   if (!first) return { blob: await getDigits(), n_train: nTrain, n_val: nVal };
-  getDigits().catch(() => {});   // (started already when the boot prefetched it)
   return { blob: await fetchBytes(first.file), n_train: nTrain, n_val: nVal };
 }
 
@@ -88,6 +83,13 @@ function completeDigits() {
     }, (e) => { digitsMerge = null; throw e; });
   }
   return digitsMerge;
+}
+
+/* After a run's first step: the rest of what the page loads, the whole digits (training draws past
+ * their first part a few steps later) and then the stdlib's second part; failures are reported by
+ * what waits for them (the training loop, completeFirstPart). */
+function loadRest() {
+  completeDigits().catch(() => {}).then(() => loadStdlibRest()).catch(() => {});
 }
 
 /* What every command but the ones a run starts with (COMMAND_TABLE's `onFirstPart`) waits for, and

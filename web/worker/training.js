@@ -49,7 +49,7 @@ async function trainLoop(options) {
         await completeDigits();
         continue;
       }
-      loadStdlibRest().catch(() => {});   // after the first step (a command waiting for it reports a failure)
+      loadRest();   // after the first step: what it did not need (the whole digits, the stdlib's second part)
       const now = performance.now();
       recent.push([now, r.losses.length, r.seconds]);
       while (recent.length > 1 && now - recent[0][0] > 3000) recent.shift();
@@ -65,7 +65,7 @@ async function trainLoop(options) {
       // A diverged run is an outcome to show with the training, not an error banner.
       if (r.diverged) { reason = "diverged"; divergence = r.diverged; break; }
       if (r.epoch_end) {
-        await completeFirstPart();   // (the held-out digits may not be in yet)
+        await completeDigits();   // (the held-out digits may not be in yet; a stdlib import fetches its part: the guard)
         const ev = py("evaluate");
         const rec = { epoch: r.epoch, step: r.step, loss: ev.loss, metric: ev.metric, metricName: ev.metric_name, mae: ev.mae };
         recordEpoch(rec);
