@@ -43,23 +43,6 @@ export async function registerServiceWorker(waitMs = 3000) {
   }
 }
 
-/**
- * On a first visit (no service worker controls the page yet), start downloading the runtime files the
- * worker fetches first (build.py lists them in the page's <meta name="pytrain-warm">: Pyodide's own,
- * immutable, cached by the browser for a year) as the page starts, instead of after the service
- * worker's registration, the worker's start and config.json: the worker's requests for them (through
- * the service worker, which keeps them for the next visit) then find them in the browser's HTTP cache.
- */
-export function warmFirstVisit(doc) {
-  const sw = navigator.serviceWorker;
-  const meta = doc.querySelector('meta[name="pytrain-warm"]');
-  if ((sw && sw.controller) || !meta) return;
-  for (const rel of meta.content.split(/\s+/).filter(Boolean)) {
-    // read to the end (a body left unread stops its download), and dropped: the HTTP cache keeps it
-    fetch(new URL(rel, doc.baseURI)).then((r) => r.body && r.body.pipeTo(new WritableStream())).catch(() => {});
-  }
-}
-
 /* The page's own scripts and styles loaded before the service worker controlled it (a first visit):
  * handed to it once Python is ready (the network is quiet then), so the next visit's page comes
  * from its cache too (../sw.js keeps only its site's code files). */

@@ -3,7 +3,7 @@
 // same client to the panels, which listen to it once they load (its boot events, ready and startup,
 // reach a listener added late too: WorkerClient.on).
 
-import { WorkerClient, registerServiceWorker, warmFirstVisit } from "./client.js";
+import { WorkerClient, registerServiceWorker } from "./client.js";
 
 // The service worker (../sw.js) caches the runtime so the next visit starts fast; on a first
 // visit the Web Worker waits (briefly) for it so the downloads go through it and get cached.
@@ -11,4 +11,3 @@ import { WorkerClient, registerServiceWorker, warmFirstVisit } from "./client.js
 // while Python starts (worker/data.js prefetchSiteData); the widget's and pytrain-ort.js's do not.
 export const client = new WorkerClient({ workerURL: new URL("../worker.js?prefetch=digits", import.meta.url),
                                          startAfter: registerServiceWorker() });
-warmFirstVisit(document);
