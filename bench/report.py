@@ -381,21 +381,22 @@ def _why(app_runs: List[list]) -> dict:
                stage(1, "worker started", None), stage(1, "numpy loaded", "Pyodide started"),
                stage(1, "numpy imported + kernels linked", "wasm kernels loaded"),
                stage(1, "model built", "page ready"), stage(1, "first step", "model built"))),
-        "browser mlp": "MLP in the browser (per node in Pyodide: `pages/pytrain.html?workload=mlp&gemm=1&nodes=1`, "
-        "1.29 ms a step while profiled): the five Gemm nodes take 0.74 ms, of which the two 64 x 784 x 128 "
-        "products are about 0.6 ms at the SIMD GEMM's single-thread rate (~44 GFLOP/s); AdamW 0.13 ms, the other "
-        "ten nodes 0.17 ms and the step's Python around the graph (feeds, the finite-gradient check, the "
-        "optimizer call) 0.24 ms. Against onnxruntime-web on one thread (1.10 ms) that is about x1.0. With "
-        "isolation pytrain's helper thread could take half of each product (web/kernels/threads-worker.js), but "
-        "split from 4.2M multiply-adds the step got slower (1.26-1.33 against 1.05-1.10 ms, quiet): a sleeping "
-        "helper's wake-up and the copies into shared memory cost more than half of a 0.3 ms product saves; "
-        "so the MLP's products stay on one thread (THREADS_MIN_MACS = 16.8M) and onnxruntime-web's 2-thread "
-        "build (0.75-0.91 ms) keeps the lead.",
-        "browser cnn": "CNN in the browser (same profile, 6.1 ms a step): Conv and ConvGrad 4.1 ms (im2col and "
-        "the SIMD GEMM on one thread), the classifier's Gemm nodes 0.6 ms, MaxPool 0.3 ms, AdamW 0.24 ms. "
-        "pytrain is faster than onnxruntime-web on one thread (7.1 ms); the 2-thread build (5.1-5.3 ms) "
-        "parallelises the convolutions; pytrain's 7.2M products split over its helper thread were no faster "
-        "(6.1-6.6 ms), so they stay on one thread below THREADS_MIN_MACS.",
+        "browser mlp|browser mlp 2 threads": "MLP in the browser (per node in Pyodide: `pages/pytrain.html?workload=mlp&gemm=1&nodes=1`, "
+        "1.04 ms a step while timed, issue 24's third pass): the two 64 x 784 x 128 products 0.29 + 0.25 ms at the SIMD "
+        "GEMM's single-thread rate, AdamStep 0.14 ms, the loss and its gradient 0.08, the other 11 nodes 0.14 ms and "
+        "~0.15 ms of Python around the graph (the feeds, two finite-gradient checks, the optimizer's call; 46 numpy "
+        "data-pointer reads a step at ~1.9 us each in Pyodide, by cProfile in the tab, after the optimizer's pointer "
+        "table was kept between steps). pytrain is x0.84-0.90 of onnxruntime-web on one thread; its 2-thread row is "
+        "its 1-thread row, because split MLP products made the whole step slower (1.26-1.33 against 1.05-1.10 ms: a "
+        "sleeping helper's wake-up and copying ~600 KB of operands into the shared memory cost about what half of a "
+        "0.29 ms product saves; a helper spinning 0.1-0.2 ms after its piece did not help either, see \"Helper "
+        "threads\"), and onnxruntime-web's 2-thread build (0.75-0.91 ms a step over the passes, its threads in one "
+        "shared heap without copies) is level with it or ahead.",
+        "browser cnn|browser cnn 2 threads": "CNN in the browser (same profile, ~5 ms a step): Conv and ConvGrad "
+        "(im2col and the SIMD GEMM on one thread) most of it, the classifier's Gemm nodes 0.6 ms, MaxPool 0.3 ms, "
+        "AdamW 0.24 ms. pytrain is x0.74-0.78 of onnxruntime-web on one thread; its 7.2M-multiply-add products stay "
+        "on one thread below THREADS_MIN_MACS (split, the step was no faster), and with the same 3 s warm-up for both "
+        "its 2-thread row is level with onnxruntime-web's 2-thread build (x0.97-1.01 over the passes).",
         "browser emb": "Embedding + LayerNorm in the browser: LayerNorm, its gradient and Gather's gradient "
         "run in wasm; what remains is a step of small nodes, each a Python call in Pyodide.",
         "native mlp": "MLP natively (per node, 1 thread: `native_runner.py train --nodes`): the two "
@@ -427,14 +428,12 @@ def _why(app_runs: List[list]) -> dict:
         "alternating passes (load 4.6-5.1) gave x1.07-1.15 where the default kernels gave x1.22-1.24.",
         "browser mobilenet": "MobileNetV2 in the browser: depthwise and 1x1 convolutions, the frozen "
         "BatchNorm and ReLU6 run in wasm (fused per Conv -> BatchNorm -> Clip chain).",
-        "browser bert": "Tiny BERT in the browser (per node in Pyodide, 78.8 ms a step while profiled): MatMul "
-        "and MatMulGrad 50.6 ms, the wasm GEMM at its single-thread rate (the sequence products folded into "
-        "2-D ones, the attention heads as one batched call); Exp 3.9 ms and Erf 3.8 ms (float64 inside, as "
-        "numpy's kernels), Mul 2.4 ms over 24 nodes, LayerNorm and its gradient 3.0 ms, the other ~330 nodes "
-        "(reshapes, transposes, element-wise) about 12 ms. pytrain is faster than onnxruntime-web on one "
-        "thread (82-83 ms); with isolation the products from 16.8M multiply-adds (projections, FFN) and their "
-        "gradients run on both cores (60-65 ms a step against onnxruntime-web's 2-thread 60 ms); what stays on one "
-        "thread is the rest: Erf, Exp, Adam, LayerNorm and ~330 small nodes.",
+        "browser bert|browser bert 2 threads": "Tiny BERT in the browser (per node in Pyodide, one thread): MatMul "
+        "and MatMulGrad about two thirds of the step at the wasm GEMM's single-thread rate (the sequence products "
+        "folded into 2-D ones, the attention heads as one batched call), Exp and Erf ~4 ms each, LayerNorm and its "
+        "gradient ~3 ms, the other ~330 nodes (reshapes, transposes, element-wise) about 12 ms. With isolation the "
+        "products from 16.8M multiply-adds and their gradients, and Exp, Erf and Softmax from 32,768 elements, run "
+        "on both cores (\"Helper threads\").",
         "native bert": "Tiny BERT natively (issue 24, 1 thread, CPU time per op type: `native_runner.py train --nodes --cpu`): the "
         "products are numpy's OpenBLAS 0.3.31, which does not recognise this CPU (AMD family 26) and runs its "
         "Haswell (AVX2) kernels: a 1024x128 @ 128x512 product takes 1.10 ms, 0.59 ms with its AVX-512 kernels "
