@@ -8,17 +8,7 @@ import pytest
 
 from pytrain import webapp
 from pytrain.webapp import bridge
-
-
-def _digits_blob(n: int = 600) -> bytes:
-    """A small synthetic digits binary in the site's format: class k lights up row band k."""
-    rng = np.random.RandomState(0)
-    labels = rng.randint(0, 10, size=n).astype(np.uint8)
-    images = (rng.rand(n, 28, 28) * 40).astype(np.uint8)
-    for i, k in enumerate(labels):
-        images[i, 2 + 2 * k:4 + 2 * k, 4:24] = 255
-    return (webapp.MNIST_MAGIC + n.to_bytes(4, "little") + (28).to_bytes(2, "little") + (28).to_bytes(2, "little")
-            + labels.tobytes() + images.tobytes())
+from synthetic_digits import digits_blob
 
 
 def _iris_text() -> str:
@@ -31,7 +21,7 @@ def _iris_text() -> str:
 
 def _trained_digits(steps: int = 30) -> webapp.Session:
     s = webapp.Session()
-    s.use_digits(_digits_blob(), n_train=500, n_val=100)
+    s.use_digits(digits_blob(), n_train=500, n_val=100)
     s.build_digits("mlp", "AdamW")
     s.configure(batch_size=32, lr=0.003)
     while s.step < steps:               # train_for stops at each epoch's end
@@ -55,7 +45,7 @@ def test_snapshot_restore_continues_identically():
     snap = json.loads(json.dumps(bridge._encode(s.snapshot(), [])))  # meta must survive JSON
     full = s.snapshot()
     r = webapp.Session()
-    res = r.restore(snap["meta"], full["artifacts"], full["checkpoint"], full["data"], _digits_blob())
+    res = r.restore(snap["meta"], full["artifacts"], full["checkpoint"], full["data"], digits_blob())
     assert res["digest"] == s.digest() and res["step"] == 20 and r.data_summary()["added"] == 2
     a = s.train_for(budget_ms=1e9, max_steps=10)["losses"]
     b = r.train_for(budget_ms=1e9, max_steps=10)["losses"]
@@ -129,7 +119,7 @@ def test_call_bridge_moves_arrays_and_bytes():
 def test_ready_made_artifacts_are_usable():
     arts = webapp.digits_artifacts("mlp")
     s = webapp.Session()
-    s.use_digits(_digits_blob(), 500, 100)
+    s.use_digits(digits_blob(), 500, 100)
     info = s.use_artifacts(arts["training"], arts["eval"], arts["optimizer"], arts["checkpoint"])
     assert info["input"] == "input" and info["output"] == "output" and info["loss"] == "CrossEntropyLoss"
     s.train_for(budget_ms=1e9, max_steps=3)

@@ -9,16 +9,7 @@ from pytrain import data as _data
 from pytrain import webapp
 from pytrain.errors import DataError
 from pytrain.webapp.demo import mnist_part, read_mnist_part
-
-
-def _digits_blob(n: int = 600) -> bytes:
-    rng = np.random.RandomState(1)
-    labels = rng.randint(0, 10, size=n).astype(np.uint8)
-    images = (rng.rand(n, 28, 28) * 60).astype(np.uint8)
-    for i, k in enumerate(labels):
-        images[i, 2 + 2 * k:4 + 2 * k, 4:24] = 255
-    return (webapp.MNIST_MAGIC + n.to_bytes(4, "little") + (28).to_bytes(2, "little") + (28).to_bytes(2, "little")
-            + labels.tobytes() + images.tobytes())
+from synthetic_digits import digits_blob
 
 
 def _session(blob: bytes) -> webapp.Session:
@@ -30,7 +21,7 @@ def _session(blob: bytes) -> webapp.Session:
 
 
 def test_part_round_trip_and_bad_bytes():
-    blob = _digits_blob()
+    blob = digits_blob(seed=1, noise=60)
     images, labels = webapp.read_mnist(blob)
     part = mnist_part(blob, [5, 0, 77])
     got, all_labels, idx = read_mnist_part(part)
@@ -45,7 +36,7 @@ def test_part_round_trip_and_bad_bytes():
 
 
 def test_run_on_first_part_then_rest_matches_whole_file():
-    blob = _digits_blob()
+    blob = digits_blob(seed=1, noise=60)
     first = _data.epoch_order(500, 0, 0)[:64]          # the first two batches of 32 of the default run
     part = mnist_part(blob, first)
 
@@ -71,7 +62,7 @@ def test_run_on_first_part_then_rest_matches_whole_file():
 
 
 def test_rest_from_another_file_is_refused():
-    blob = _digits_blob()
+    blob = digits_blob(seed=1, noise=60)
     s = _session(mnist_part(blob, [0, 1]))
     other = bytearray(blob)
     other[16] = (other[16] + 1) % 10                      # another label for sample 0
