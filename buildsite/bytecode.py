@@ -37,7 +37,7 @@ def empty_docstrings(tree):
 # pytrain's docstrings emptied as the stdlib's are (_PY38_COMPILE_FILES): 441 -> 361 KB of brotli a
 # first visit waits for; nothing in pytrain reads a docstring (blocks.py sets its ops' __doc__ itself).
 _PY38_COMPILE = _EMPTY_DOCSTRINGS + r"""
-import ast, importlib.util, json, marshal, sys, zipfile
+import importlib.util, json, marshal, sys, zipfile
 from importlib._bootstrap_external import _code_to_hash_pyc
 root, out, prefix = sys.argv[1:4]
 names = json.loads(sys.stdin.read())
@@ -166,10 +166,9 @@ def pyodide_package_files(js_path: Path, data_path: Path) -> Dict[str, bytes]:
 # The stdlib's and numpy's docstrings were a third of the bundle a first visit waits for (1.16 MB sent,
 # 0.78 MB with them emptied). Emptied, not removed as python -OO does: numpy 1.17 hands its dispatchers'
 # docstrings to add_docstring, which takes a str only, and code that edits a __doc__ keeps working.
-# Asserts stay; Pyodide's own packages keep their docstrings (_pyodide/docstring.py reads them), and
-# pytrain's zip is compiled as it is (build_python_zip).
+# Asserts stay; Pyodide's own packages keep their docstrings (_pyodide/docstring.py reads them).
 _PY38_COMPILE_FILES = _EMPTY_DOCSTRINGS + r"""
-import ast, importlib.util, json, sys
+import importlib.util, json, sys
 from importlib._bootstrap_external import _code_to_hash_pyc
 out = {}
 for path, src in json.loads(sys.stdin.read()).items():
@@ -191,8 +190,8 @@ def build_startup_bytecode(site: Path, pyodide_dir: Path, packages: Iterable[str
     ``sourceless`` in place of their sources (``json/decoder.pyc``: Python's sourceless loader
     imports it, and the site need not ship ``json/decoder.py``: buildsite.strip.drop_sources).
 
-    The bundle is a :func:`file_bundle` of the .pyc files. Returns None (the page compiles the sources itself) without CPython 3.8, the
-    module list or a local Pyodide; else {"file", "size", "sources": the compiled sources' paths,
+    The bundle is a :func:`file_bundle` of the .pyc files. Returns None (the page compiles the sources
+    itself) without CPython 3.8, the module list or a local Pyodide; else {"file", "size", "sources": the compiled sources' paths,
     "sourceless"}.
     """
     exe = next((c for c in PY38_CANDIDATES if c and shutil.which(c)), None)

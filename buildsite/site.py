@@ -184,8 +184,8 @@ def _startup_bytecode(site: Path, index_url: str, pyodide_files: List[Dict[str, 
     log("pyodide: %d start-up sources left out (the bundle's bytecode replaces them)" % n)
     # what is left of the stdlib but the codecs and Pyodide's own packages loads after the first step
     rest = site / "wheels" / "pyodide-stdlib-rest.bin"
-    entry["rest"] = {"file": "wheels/" + rest.name, "size": 0, "modules": split_rest(folder, rest)}
-    entry["rest"]["size"] = rest.stat().st_size
+    modules = split_rest(folder, rest)
+    entry["rest"] = {"file": "wheels/" + rest.name, "size": rest.stat().st_size, "modules": modules}
     log("pyodide: %d stdlib modules moved to %s (%.0f KB), fetched after the first step"
         % (len(entry["rest"]["modules"]), rest.name, rest.stat().st_size / 1024))
     for f in pyodide_files:

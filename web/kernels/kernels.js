@@ -242,6 +242,11 @@
       return out;
     };
     const work = (h) => work0 + h * workStride;   // helper h's gemm workspace
+    /* the helpers' outputs, [caller's ptr, shared ptr, bytes] each, back into the caller's heap */
+    const copyBack = (outs) => {
+      const out = single.heap();   // the same heap as before the call: nothing allocates during it
+      for (const [dst, at, nbytes] of outs) out.set(mem.subarray(at, at + nbytes), dst);
+    };
 
     /* Helper h's slot: run THREAD_KERNELS' `kernel` with `args` (null: nothing this call). */
     function post(h, kernel, args) {
@@ -372,8 +377,7 @@
         if (cut[1] > 0) mine = single.exports[kernel](...args(arrays.map(([ptr]) => ptr), cut[1]));
         if (also) also();
       });
-      const out = single.heap();
-      for (const [dst, at, nbytes] of outs) out.set(mem.subarray(at, at + nbytes), dst);
+      copyBack(outs);
       return results.reduce((r, x) => r | x, mine | 0);
     }
 
@@ -444,8 +448,7 @@
       const mine = pieces(0, cut[1]).map(([m, p, g, mm, v]) => [m, p, g, mm, v]);
       new Int32Array(heap.buffer, heap.byteOffset + table, mine.length * 5).set([].concat(...mine));
       run(() => { if (mine.length) single.adam(table, mine.length, ...scalars); });
-      const out = single.heap();
-      for (const [dst, at, nbytes] of outs) out.set(mem.subarray(at, at + nbytes), dst);
+      copyBack(outs);
     }
 
     function stop() {

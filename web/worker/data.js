@@ -32,16 +32,13 @@ async function fetchBytes(url) {
 function prefetchSiteData() {
   const config = runtime.config || {};
   const mnist = config.mnist || {};
-  const first = [(mnist.first || mnist).file].concat(Object.values((config.artifacts || {})["digits-mlp"] || {}));
-  const started = [];
-  const start = (url, get) => {
-    if (!url || prefetched.has(new URL(url, BASE).href)) return;
-    const p = get();
+  const urls = [(mnist.first || mnist).file].concat(Object.values((config.artifacts || {})["digits-mlp"] || {}));
+  for (const url of urls) {
+    if (!url || prefetched.has(new URL(url, BASE).href)) continue;
+    const p = download(url);
     p.catch(() => {});   // (reported, if it matters, when fetchBytes downloads it again)
     prefetched.set(new URL(url, BASE).href, p);
-    started.push(p);
-  };
-  for (const url of first) start(url, () => download(url));
+  }
 }
 
 /** True for the digits' buffer, which stays here (never transferred to the page). */
@@ -92,8 +89,8 @@ function loadRest() {
   completeDigits().catch(() => {}).then(() => loadStdlibRest()).catch(() => {});
 }
 
-/* What every command but the ones a run starts with (COMMAND_TABLE's `onFirstPart`) waits for, and
- * the training loop before it evaluates: the whole digits and the stdlib's second part. */
+/* What every command but the ones a run starts with (COMMAND_TABLE's `onFirstPart`) waits for: the
+ * whole digits and the stdlib's second part (the training loop waits for the digits alone). */
 function completeFirstPart() {
   return Promise.all([completeDigits(), loadStdlibRest()]);
 }
