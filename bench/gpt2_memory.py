@@ -1,5 +1,5 @@
 """The largest GPT-2-shaped model that LoRA fine-tunes within pytrain's memory limit, by
-``Module.memory_estimate`` (not part of the suite; numbers in README "Memory" and bench/RESULTS.md).
+``Module.memory_estimate`` (not part of the suite; numbers in docs/lora.md "Memory" and bench/RESULTS.md).
 
 A GPT-2 of GPT-2's shape (vocabulary 50,257, n_embd 768, 12 heads, 1,024 positions, random init,
 eager attention, dropout 0) with ``--layers`` layers, exported by ``pytrain.torch_export`` with logits

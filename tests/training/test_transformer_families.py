@@ -7,7 +7,7 @@ Each export is a plain ``torch.onnx.export(model, args, "m.onnx")`` with the exp
 ``pytrain.torch_export`` where the plain export cannot train as PyTorch does (ROUTE says which and
 why). From identical weights, 10 steps of SGD and of AdamW give PyTorch's losses (within 1e-3), and
 onnxruntime runs the exported inference model with PyTorch's output after the steps. What a plain
-export folded into constants does not train (README, "What trains by default"): NOT_TRAINED lists it,
+export folded into constants does not train (docs/models.md, "What trains by default"): NOT_TRAINED lists it,
 and PyTorch trains the rest for the comparison.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``onnxruntime.training`` and its submodules become ``pytrain.ort``'s, while the real
 ``onnxruntime`` (the inference package) stays the tests' oracle. Tests that cannot apply to a
-numpy runtime are skipped by name, with the reason (README, "Coming from ONNX Runtime").
+numpy runtime are skipped by name, with the reason (docs/ort.md, "Coming from ONNX Runtime").
 Use: ``pytest -p ort_swap ...`` with this folder on PYTHONPATH.
 """
 import sys
