@@ -30,3 +30,6 @@ def add_text_options(p: argparse.ArgumentParser) -> None:
                    help="tokens per sample (default: the model's fixed sequence length, else 64)")
     p.add_argument("--text-column", metavar="COL", help="text column of --text-csv (default: the first)")
     p.add_argument("--label-column", metavar="COL", help="label column of --text-csv (default: the last)")
+    p.add_argument("--model-config", metavar="FILE", help="the model's config.json (Hugging Face), read for the heads "
+                                                          "and head size of an empty past when the model's shapes do "
+                                                          "not fix them")

@@ -28,7 +28,8 @@ from pytrain.run.dataset import DataRequest, digest, prepare_data
 from pytrain.run.evaluate import METRICS, batch_loss_weight, check_metric, default_metric, evaluate_dataset
 from pytrain.run.loop import Position, epoch_batches, steps
 from pytrain.run.scaling import TargetScaledModule
-from pytrain.run.text import INT_TYPES, TextRequest, prepare_text
+from pytrain.run.text import TextRequest, prepare_text
+from pytrain.text.hub_inputs import INT_TYPES
 
 DEFAULTS = {"epochs": 10, "batch_size": 32, "lr": None, "scheduler": "none", "warmup": 0, "seed": 0,
             "validation_split": None, "standardize": False}
@@ -160,8 +161,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("{} holds a causal language model (loss {}, no label input): it trains on text; give --text "
                        "FILE --tokenizer tokenizer.json{}".format(args.dir, art.loss_kind(state),
                                                                   ", not --data" if args.data else ""))
-    if text is None and (args.tokenizer or args.block_size or args.text_column or args.label_column):
-        raise CliError("--tokenizer, --block-size, --text-column and --label-column go with --text or --text-csv")
+    if text is None and (args.tokenizer or args.block_size or args.text_column or args.label_column
+                         or args.model_config):
+        raise CliError("--tokenizer, --block-size, --text-column, --label-column and --model-config go with --text or "
+                       "--text-csv")
     if text is None and args.data is None:
         raise CliError("give --data FILE (or --text/--text-csv FILE with --tokenizer tokenizer.json for a text model)")
     loss_kind = art.loss_kind(state)

@@ -1,22 +1,21 @@
 """The text data of a run, fitted to its model: a text file cut into blocks of token ids for a causal LM, or a
 CSV of texts and labels as ids (and attention mask) for a classifier (both through
 :mod:`pytrain.text.datasets`), split for validation, and what the training model takes for a batch of them
-(:func:`feeder`). ``pytrain train --text/--text-csv``, the page's "Your text" and its run file all encode
-with :func:`encode` and split with :func:`split`, so a run goes from one to the other with the same ids."""
+(:func:`pytrain.text.hub_inputs.plan`). ``pytrain train --text/--text-csv``, the page's "Your text" and its
+run file all encode with :func:`encode` and split with :func:`split`, so a run goes from one to the other with the same ids."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pytrain import data, dtypes
+from pytrain import data
 from pytrain.data._source import read_text
 from pytrain.errors import DataError
 from pytrain.text import Tokenizer
 from pytrain.text.datasets import classification_rows, lm_blocks, read_text_csv
+from pytrain.text.hub_inputs import plan, read_config
 
-INT_TYPES = (dtypes.INT32, dtypes.INT64)
-MASK_NAMES = ("attention_mask",)
 #: the block size of a causal LM whose sequence length is not fixed, when none is given
 DEFAULT_BLOCK = 64
 #: the source kinds of a text run (the page's data_source "kind")
@@ -32,19 +31,6 @@ class TextData(NamedTuple):
     task: str
     classes: Optional[List[str]]
     notes: List[str]
-
-
-def ids_input(inputs: Sequence[Tuple[str, int]], where: str) -> str:
-    """The input taking token ids among (name, ONNX element type) pairs: ``input_ids``, else the first
-    integer input that is not a mask."""
-    ints = [n for n, t in inputs if t in INT_TYPES and n not in MASK_NAMES]
-    if not ints:
-        raise DataError("%s takes no integer input for token ids (inputs: %s); a language model takes input_ids"
-                        % (where, ", ".join("%s (%s)" % (n, dtypes.NAMES.get(t, t)) for n, t in inputs)))
-    for n, t in inputs:
-        if n not in ints and t not in INT_TYPES:
-            raise DataError("%s also takes %r (%s), which a text does not give" % (where, n, dtypes.NAMES.get(t, t)))
-    return "input_ids" if "input_ids" in ints else ints[0]
 
 
 def vocab_size(graph: Any, ids: str, dims: Dict[str, Sequence[int]]) -> Optional[int]:
@@ -111,20 +97,6 @@ def split(y: np.ndarray, task: str, val_fraction: float, seed: int) -> Tuple[np.
     return np.arange(n), np.arange(0)
 
 
-def feeder(names: Sequence[str], ids: str, labelled: bool) -> Callable[..., Tuple[np.ndarray, ...]]:
-    """What the training model takes for a batch (x, y): the model's inputs ``names`` in order (ids; a mask
-    of ones, or x's second row; zeros for other integer inputs such as token_type_ids), then the labels
-    (a classifier's; a causal LM's loss reads them from its ids)."""
-    names = list(names)
-
-    def feeds(xb: np.ndarray, yb: Optional[np.ndarray] = None) -> Tuple[np.ndarray, ...]:
-        tokens, mask = (xb[:, 0], xb[:, 1]) if xb.ndim == 3 else (xb, np.ones_like(xb))
-        by = {n: (tokens if n == ids else mask if n in MASK_NAMES else np.zeros_like(tokens)) for n in names}
-        out = tuple(np.ascontiguousarray(by[n], dtype=np.int64) for n in names)
-        return out + (np.ascontiguousarray(yb, dtype=np.int64),) if labelled and yb is not None else out
-    return feeds
-
-
 class TextRequest(NamedTuple):
     """Where a text run's data comes from (the CLI's text options): a text file (a causal LM) or a CSV of
     texts and labels (a classifier), each a path or its content (str), and the tokenizer.json (a path or bytes)."""
@@ -134,6 +106,7 @@ class TextRequest(NamedTuple):
     block_size: Optional[int] = None
     text_column: Optional[str] = None
     label_column: Optional[str] = None
+    model_config: Any = None   # the model's config.json (a path, its text or a dict): an empty past's heads, size
 
     @classmethod
     def of(cls, args: Any) -> Optional["TextRequest"]:
@@ -162,6 +135,13 @@ def _read(src: Any, what: str) -> str:
     return read_text(src, None, what)[0]
 
 
+def _config(src: Any) -> Optional[Dict[str, Any]]:
+    """The model's config.json: a path, its text or bytes, or the dict."""
+    if isinstance(src, str) and not src.lstrip().startswith("{"):
+        src = _read(src, "config.json")
+    return read_config(src)
+
+
 def prepare_text(req: TextRequest, art: Any, state: Any, settings: Dict[str, Any],
                  classes: Optional[Sequence[str]] = None) -> PreparedText:
     """``req``'s text encoded for the model of ``art`` (a :class:`~pytrain.run.artifact_dir.ArtifactDir`) and
@@ -185,7 +165,8 @@ def prepare_text(req: TextRequest, art: Any, state: Any, settings: Dict[str, Any
                         "was trained with)")
     raw = req.tokenizer if isinstance(req.tokenizer, (bytes, bytearray)) else _read(req.tokenizer, "tokenizer file")
     tok = Tokenizer.from_json(raw)
-    ids = ids_input([(s.name, s.elem_type) for s in specs], where)
+    feed = plan([(s.name, s.elem_type, s.shape) for s in specs], _config(req.model_config), where)
+    ids = feed.ids
     length, notes = block_length(next(s.shape for s in specs if s.name == ids), req.block_size, where)
     graph = art.training_proto().graph
     dims: Dict[str, Sequence[int]] = {t.name: list(t.dims) for t in graph.initializer}
@@ -194,7 +175,7 @@ def prepare_text(req: TextRequest, art: Any, state: Any, settings: Dict[str, Any
     if not outs or outs[0].shape is None:
         raise DataError("{} records no output shape; text needs (batch, length, vocabulary) or (batch, classes)"
                         .format(where))
-    enc = encode(tok, outs[0].shape, length, vocab_size(graph, ids, dims), any(s.name in MASK_NAMES for s in specs),
+    enc = encode(tok, outs[0].shape, length, vocab_size(graph, ids, dims), feed.masked,
                  None if req.text is None else _read(req.text, "text file"),
                  None if req.text_csv is None else _read(req.text_csv, "CSV file"),
                  req.text_column, req.label_column, classes, where)
@@ -202,4 +183,4 @@ def prepare_text(req: TextRequest, art: Any, state: Any, settings: Dict[str, Any
     src = req.text if req.text is not None else req.text_csv
     full = data.Dataset(enc.x, enc.y, enc.classes, None, enc.task, src if isinstance(src, str) else "the text")
     return PreparedText(full.subset(tr), full.subset(va) if len(va) else None,
-                        feeder([s.name for s in specs], ids, labelled), length, notes + enc.notes)
+                        feed.feeder(labelled), length, notes + enc.notes)

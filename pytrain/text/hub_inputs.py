@@ -228,6 +228,6 @@ def plan(inputs: Sequence[Spec], config: Optional[Dict[str, Any]] = None, where:
     ``config`` its ``config.json`` (read for an empty past's heads and head size when the shapes do not fix them).
     Raises :class:`~pytrain.errors.DataError` naming the first input it cannot fill."""
     inputs = [(str(n), int(t), s) for n, t, s in inputs]
-    text = any(t in INT_TYPES for _, t, _ in inputs) and not any(n in PIXEL_NAMES for n, _, _ in inputs)
-    ids = ids_input([(n, t) for n, t, _ in inputs], where) if text else None
+    image = any(n in PIXEL_NAMES for n, _, _ in inputs)
+    ids = None if image else ids_input([(n, t) for n, t, _ in inputs], where)
     return FeedPlan([_role(n, t, s, ids, config, where) for n, t, s in inputs])

@@ -11,8 +11,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from pytrain.dtypes import INT64
 from pytrain.text import Tokenizer
-from pytrain.run.text import MASK_NAMES, block_length, encode, feeder, ids_input, vocab_size
+from pytrain.run.text import block_length, encode, vocab_size
+from pytrain.text.hub_inputs import plan, read_config
 from pytrain.text.datasets import pad_id
 from pytrain.text.generate import continue_ids
 from pytrain.webapp.common import WebappError, _inference_session, load_upload
@@ -32,26 +34,30 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
         block_size: int = 64, lora: Optional[Dict[str, Any]] = None, optimizer: str = "AdamW",
         text_column: Optional[str] = None, label_column: Optional[str] = None, val_fraction: float = 0.1,
         seed: int = 0, name: str = "the uploaded model", output: Optional[str] = None,
-        extra_files: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
+        extra_files: Optional[Dict[str, bytes]] = None, config: Any = None) -> Dict[str, Any]:
     """Encode ``text`` (a causal LM) or ``csv`` (texts and labels) with ``tokenizer`` (a tokenizer.json's text
     or bytes), generate artifacts for ``model`` with LoRA (``lora``: {rank, alpha, targets}; None or
-    {"rank": 0}: every parameter trains) and use them. A model of a fixed sequence length sets the block size."""
+    {"rank": 0}: every parameter trains) and use them. A model of a fixed sequence length sets the block size;
+    ``config``: the model's config.json (text, bytes or a dict), read for an empty past's heads and head size
+    (:mod:`pytrain.text.hub_inputs`)."""
     from pytrain.losses import CausalLMLoss, CrossEntropyLoss
 
     tok = Tokenizer.from_json(tokenizer if isinstance(tokenizer, str) else bytes(tokenizer))
+    if config is None and extra_files and "config.json" in extra_files:   # chosen with the model, as the Hub has it
+        config = extra_files["config.json"]
     check_generation(model, name, extra_files)
     m = load_upload(model, name, extra_files)
     refuse_unsupported(m, name)
     desc = describe_model(m)
-    ids = ids_input([(i["name"], i["elem_type"]) for i in desc["inputs"]], name)
+    feed = plan([(i["name"], i["elem_type"], i["shape"]) for i in desc["inputs"]], read_config(config), name)
+    ids = feed.ids
     out = output or desc["outputs"][0]["name"]
     out_shape = next((o["shape"] for o in desc["outputs"] if o["name"] == out), None)
     if out_shape is None:
         raise WebappError("%s has no output %r" % (name, out))
     length, notes = block_length(next(i["shape"] for i in desc["inputs"] if i["name"] == ids), block_size, name)
     vocab = vocab_size(m.graph, ids, {t.name: list(t.dims) for t in m.graph.initializer})
-    masked = any(i["name"] in MASK_NAMES for i in desc["inputs"])
-    enc = encode(tok, out_shape, length, vocab, masked, text, csv, text_column, label_column, where=name)
+    enc = encode(tok, out_shape, length, vocab, feed.masked, text, csv, text_column, label_column, where=name)
     x, y, task, classes = enc.x, enc.y, enc.task, enc.classes
     notes += enc.notes
     loss = CausalLMLoss(ids_name=ids) if task == "lm" else CrossEntropyLoss()
@@ -65,20 +71,27 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
     raw = tokenizer.encode("utf-8") if isinstance(tokenizer, str) else bytes(tokenizer)
     source = {"kind": kind, "task": task, "classes": classes, "val_fraction": float(val_fraction), "seed": int(seed),
               "text_column": text_column, "label_column": label_column}
-    _use_data(session, x, y, source, tok, raw, [i["name"] for i in desc["inputs"]], ids,
-              str(text if text is not None else csv))
+    _use_data(session, x, y, source, tok, raw, feed.specs(), str(text if text is not None else csv))
     info = {"origin": "text", "input": ids, "output": out, "loss": "CausalLMLoss" if task == "lm" else "CrossEntropyLoss",
             "optimizer": optimizer, "sample_shape": [int(d) for d in x.shape[1:]], "lora": lora_info(m, spec),
             "text": {"kind": kind, "block_size": length, "vocab": vocab, "tokenizer_vocab": tok.vocab_size,
-                     "pad": pad_id(tok), "inputs": [i["name"] for i in desc["inputs"]]}}
+                     "pad": pad_id(tok), "inputs": feed.names,
+                     "input_specs": [list(sp) for sp in feed.specs()]}}
     del m   # its weights are in the artifacts now: not held while the module is built on them
     summary = session._use(arts, info)
     return {"model": summary, "data": session.data_summary(), "memory": summary.get("memory"), "notes": notes}
 
 
+def _specs(info: Dict[str, Any]) -> List[Any]:
+    """The kept inputs of a run's model (a run saved before they were kept: their names, integer inputs)."""
+    if info.get("input_specs"):
+        return [tuple(sp) for sp in info["input_specs"]]
+    return [(n, INT64, None) for n in info["inputs"]]
+
+
 def _use_data(session: Any, x: np.ndarray, y: np.ndarray, source: Dict[str, Any], tok: Tokenizer, raw: bytes,
-              inputs: List[str], ids: str, text: str) -> None:
-    feeds = feeder(inputs, ids, source["task"] != "lm")
+              specs: List[Any], text: str) -> None:
+    feeds = plan(specs, None, "the run's model").feeder(source["task"] != "lm")
     extra = {"feeds": feeds, "tokenizer": tok,
              "outputs": None if source["task"] == "lm" else (lambda xb: _logits(session, feeds(xb)))}
     keep = {"tokenizer": np.frombuffer(raw, dtype=np.uint8),
@@ -92,8 +105,7 @@ def restore_data(session: Any, meta: Dict[str, Any], arrays: Dict[str, np.ndarra
     raw = arrays["tokenizer"].tobytes()
     model = meta["model"]
     _use_data(session, arrays["x"], arrays["y"], meta["data_source"], Tokenizer.from_json(raw), raw,
-              model["text"]["inputs"], model["input"],
-              arrays["text"].tobytes().decode("utf-8") if "text" in arrays else "")
+              _specs(model["text"]), arrays["text"].tobytes().decode("utf-8") if "text" in arrays else "")
 
 
 def kept_text(session: Any) -> Tuple[bytes, str]:
@@ -118,11 +130,11 @@ def use_run_file(session: Any, texts: Dict[str, Any], run: Dict[str, Any]) -> Di
     tok = Tokenizer.from_json(raw)
     classes = src.get("classes")
     out_shape = [None, None, None] if kind == "text" else [None, len(classes or ())]   # checked when the run began
-    masked = any(n in MASK_NAMES for n in info["inputs"])
-    enc = encode(tok, out_shape, int(info["block_size"]), info.get("vocab"), masked, body if kind == "text" else None,
+    feed = plan(_specs(info), None, "the run's model")
+    enc = encode(tok, out_shape, int(info["block_size"]), info.get("vocab"), feed.masked, body if kind == "text" else None,
                  body if kind == "text_csv" else None, src.get("text_column"), src.get("label_column"), classes,
                  where="the run's model")
-    _use_data(session, enc.x, enc.y, src, tok, raw, info["inputs"], model["input"], body)
+    _use_data(session, enc.x, enc.y, src, tok, raw, feed.specs(), body)
     return session.data_summary()
 
 
