@@ -2,7 +2,8 @@
 CSV of texts and labels as ids (and attention mask) for a classifier (both through
 :mod:`pytrain.text.datasets`), split for validation, and what the training model takes for a batch of them
 (:func:`pytrain.text.hub_inputs.plan`). ``pytrain train --text/--text-csv``, the page's "Your text" and its
-run file all encode with :func:`encode` and split with :func:`split`, so a run goes from one to the other with the same ids."""
+run file all encode with :func:`encode` and split with :func:`split`, so a run goes from one to the other with the
+same ids."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple

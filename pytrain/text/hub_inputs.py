@@ -93,7 +93,8 @@ def past_dims(config: Optional[Dict[str, Any]]) -> Tuple[Optional[int], Optional
 def _past_role(name: str, et: int, shape: Optional[Sequence[Any]], config: Optional[Dict[str, Any]],
                where: str) -> Role:
     if et not in FLOAT_TYPES:
-        raise DataError("%s's input %r is %s; a past of keys or values is floating point" % (where, name, _type_name(et)))
+        raise DataError("%s's input %r is %s; a past of keys or values is floating point"
+                        % (where, name, _type_name(et)))
     if shape is not None and len(shape) != 4:
         raise DataError("%s's input %r has %d axes; pytrain feeds an empty past as (batch, heads, 0, head size) "
                         "and cannot tell this layout's axes" % (where, name, len(shape)))

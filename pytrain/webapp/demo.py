@@ -90,6 +90,8 @@ def generate_bytes(model: Any, loss: str, optimizer: str, requires_grad: Optiona
         loss=getattr(artifacts.LossType, loss) if isinstance(loss, str) else loss,
         optimizer=getattr(artifacts.OptimType, optimizer), lora=lora,
         additional_output_names=[output_name] if output_name else None, batchnorm=batchnorm,
+        # a loss Block reads the output the page trains on, not every output (a with-past LM's present.*)
+        loss_input_names=[output_name] if output_name and not isinstance(loss, str) else None,
         trainable_ops=int(trainable_ops) if trainable_ops is not None else None)
     return {"training": bytes(arts.training_model), "eval": bytes(arts.eval_model),
             "optimizer": bytes(arts.optimizer_model), "checkpoint": bytes(arts.checkpoint)}

@@ -438,7 +438,7 @@ class Session:
         """The inference model with the current parameters, serialized; a table's takes its rows as
         typed (:mod:`pytrain.run.rows`), or with ``raw_rows`` False the features as they train."""
         self._need_model()
-        raw = bytes(self.module.export_model_for_inferencing(None, [self.model["output"]]))
+        raw = bytes(self.module.export_model_for_inferencing(None, self.model.get("outputs", [self.model["output"]])))
         if self.backbone is not None:   # one graph: the frozen backbone, then the trained head
             raw = self.backbone.compose(raw)
         raw = scaling.bake(raw, self.model.get("scaling"), self.model["output"])

@@ -34,22 +34,21 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
         block_size: int = 64, lora: Optional[Dict[str, Any]] = None, optimizer: str = "AdamW",
         text_column: Optional[str] = None, label_column: Optional[str] = None, val_fraction: float = 0.1,
         seed: int = 0, name: str = "the uploaded model", output: Optional[str] = None,
-        extra_files: Optional[Dict[str, bytes]] = None, config: Any = None) -> Dict[str, Any]:
+        extra_files: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
     """Encode ``text`` (a causal LM) or ``csv`` (texts and labels) with ``tokenizer`` (a tokenizer.json's text
     or bytes), generate artifacts for ``model`` with LoRA (``lora``: {rank, alpha, targets}; None or
     {"rank": 0}: every parameter trains) and use them. A model of a fixed sequence length sets the block size;
-    ``config``: the model's config.json (text, bytes or a dict), read for an empty past's heads and head size
-    (:mod:`pytrain.text.hub_inputs`)."""
+    a ``config.json`` among ``extra_files`` (chosen with the model, as the Hub has it) says an empty past's heads
+    and head size where the model's shapes do not (:mod:`pytrain.text.hub_inputs`)."""
     from pytrain.losses import CausalLMLoss, CrossEntropyLoss
 
     tok = Tokenizer.from_json(tokenizer if isinstance(tokenizer, str) else bytes(tokenizer))
-    if config is None and extra_files and "config.json" in extra_files:   # chosen with the model, as the Hub has it
-        config = extra_files["config.json"]
     check_generation(model, name, extra_files)
     m = load_upload(model, name, extra_files)
     refuse_unsupported(m, name)
     desc = describe_model(m)
-    feed = plan([(i["name"], i["elem_type"], i["shape"]) for i in desc["inputs"]], read_config(config), name)
+    config = read_config((extra_files or {}).get("config.json"))
+    feed = plan([(i["name"], i["elem_type"], i["shape"]) for i in desc["inputs"]], config, name)
     ids = feed.ids
     out = output or desc["outputs"][0]["name"]
     out_shape = next((o["shape"] for o in desc["outputs"] if o["name"] == out), None)
@@ -72,11 +71,14 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
     source = {"kind": kind, "task": task, "classes": classes, "val_fraction": float(val_fraction), "seed": int(seed),
               "text_column": text_column, "label_column": label_column}
     _use_data(session, x, y, source, tok, raw, feed.specs(), str(text if text is not None else csv))
-    info = {"origin": "text", "input": ids, "output": out, "loss": "CausalLMLoss" if task == "lm" else "CrossEntropyLoss",
-            "optimizer": optimizer, "sample_shape": [int(d) for d in x.shape[1:]], "lora": lora_info(m, spec),
+    info = {"origin": "text", "input": ids, "output": out,
+            "loss": "CausalLMLoss" if task == "lm" else "CrossEntropyLoss", "optimizer": optimizer,
+            "sample_shape": [int(d) for d in x.shape[1:]], "lora": lora_info(m, spec),
             "text": {"kind": kind, "block_size": length, "vocab": vocab, "tokenizer_vocab": tok.vocab_size,
                      "pad": pad_id(tok), "inputs": feed.names,
                      "input_specs": [list(sp) for sp in feed.specs()]}}
+    if feed.past:   # the export keeps present.*, the next step's past (transformers.js generates with it)
+        info["outputs"] = [o["name"] for o in desc["outputs"]]
     del m   # its weights are in the artifacts now: not held while the module is built on them
     summary = session._use(arts, info)
     return {"model": summary, "data": session.data_summary(), "memory": summary.get("memory"), "notes": notes}
@@ -131,7 +133,8 @@ def use_run_file(session: Any, texts: Dict[str, Any], run: Dict[str, Any]) -> Di
     classes = src.get("classes")
     out_shape = [None, None, None] if kind == "text" else [None, len(classes or ())]   # checked when the run began
     feed = plan(_specs(info), None, "the run's model")
-    enc = encode(tok, out_shape, int(info["block_size"]), info.get("vocab"), feed.masked, body if kind == "text" else None,
+    enc = encode(tok, out_shape, int(info["block_size"]), info.get("vocab"), feed.masked,
+                 body if kind == "text" else None,
                  body if kind == "text_csv" else None, src.get("text_column"), src.get("label_column"), classes,
                  where="the run's model")
     _use_data(session, enc.x, enc.y, src, tok, raw, feed.specs(), body)
