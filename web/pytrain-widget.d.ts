@@ -14,9 +14,12 @@ export type TrainerData =
   | { x: Float32Array | ArrayLike<number>; shape: number[]; y: ArrayLike<number>; task?: Task; classes?: string[] }
   /** "Your text": a text file a causal LM (`model`) learns to continue, in blocks of `blockSize` tokens (default 64;
    * a model of a fixed length uses its own); the last partial block is left out. */
-  | { text: Source; tokenizer: Source; blockSize?: number }
-  /** "Your text": a CSV of texts and labels (default: the first column and the last) for a classifier (`model`). */
-  | { textCsv: Source; tokenizer: Source; textColumn?: string; labelColumn?: string; blockSize?: number };
+  | { text: Source; tokenizer: Source; blockSize?: number; config?: Source }
+  /** "Your text": a CSV of texts and labels (default: the first column and the last) for a classifier (`model`).
+   * `config`: a Hugging Face model's config.json (read for the heads and head size of a with-past model's empty past
+   * when its input shapes leave them open; docs/text.md). */
+  | { textCsv: Source; tokenizer: Source; textColumn?: string; labelColumn?: string; blockSize?: number;
+      config?: Source };
 
 /** LoRA adapters (peft's y = x W + alpha/rank * x A^T B^T) beside the weights `targets` names (globs over node or
  * weight names; default: the attention's MatMul/Gemm weights). */

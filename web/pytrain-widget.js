@@ -148,11 +148,14 @@ export class Trainer extends EventTarget {
     if (!data.tokenizer) throw new Error("data.tokenizer: give the model's tokenizer.json");
     const csv = data.textCsv !== undefined;
     const text = await toText(csv ? data.textCsv : data.text, csv ? "data.textCsv" : "data.text");
+    // a Hub model's config.json: the heads and head size of the empty past a with-past model takes
+    const extraFiles = data.config ? { "config.json": await toBytes(data.config, "data.config") } : null;
     return this.client.call("useText", {
       bytes: await toBytes(o.model, "model"), name: "model", tokenizer: await toText(data.tokenizer, "data.tokenizer"),
       text: csv ? null : text, csv: csv ? text : null, blockSize: data.blockSize || 64,
       lora: o.lora === undefined ? { rank: 8, alpha: 16 } : o.lora, optimizer: o.optimizer,
-      textColumn: data.textColumn || null, labelColumn: data.labelColumn || null, valFraction: o.valFraction });
+      textColumn: data.textColumn || null, labelColumn: data.labelColumn || null, valFraction: o.valFraction,
+      extraFiles });
   }
 
   async _loadModel() {

@@ -232,3 +232,18 @@ def plan(inputs: Sequence[Spec], config: Optional[Dict[str, Any]] = None, where:
     image = any(n in PIXEL_NAMES for n, _, _ in inputs)
     ids = None if image else ids_input([(n, t) for n, t, _ in inputs], where)
     return FeedPlan([_role(n, t, s, ids, config, where) for n, t, s in inputs])
+
+
+def plan_model(model: Any, config: Any = None, where: str = "the model") -> FeedPlan:
+    """:func:`plan` for an ONNX model (a pytrain or ``onnx`` ModelProto, or its bytes) and its ``config.json``
+    (text, bytes or a dict): its graph inputs that are not initializers, in order. The Python API's way to feed a
+    Hub export what the CLI and the page feed it: ``module(*plan_model(m).feeds(ids))``."""
+    from pytrain.proto import ModelProto, value_info_type
+
+    if isinstance(model, (bytes, bytearray)):
+        model = ModelProto.FromString(bytes(model))
+    elif not isinstance(model, ModelProto):   # onnx's own ModelProto
+        model = ModelProto.FromString(model.SerializeToString())
+    init = {t.name for t in model.graph.initializer}
+    specs = [(vi.name,) + tuple(value_info_type(vi)) for vi in model.graph.input if vi.name not in init]
+    return plan(specs, read_config(config), where)

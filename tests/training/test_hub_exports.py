@@ -24,7 +24,7 @@ TEXT_FAMILIES = CAUSAL + NO_PAST + CLASSIFIERS
 
 
 def _plan(h):
-    return hub_inputs.plan(specs(h.model), h.config, h.name)
+    return hub_inputs.plan_model(h.model, h.config, h.name)   # the Python API's way
 
 
 def _batch(h):
