@@ -1,0 +1,68 @@
+""""Your text" in the page on a model as the Hugging Face Hub has it: the tiny GPT-2 of tests/fixtures/hub, exported
+by Optimum with the Hub's default task (text-generation-with-past), chosen with its config.json: the tab takes it
+(no input refused), its first loss is transformers' on the same blocks, and the downloaded model keeps
+``past_key_values.*`` and ``present.*``, so onnxruntime's greedy loop with the cache (as transformers.js generates)
+gives the tokens it gives without the cache and the tab's own logits."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+
+ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+from hub_fixtures import CORPUS, greedy, hub, ort_session, specs  # noqa: E402
+
+from pytrain.run.loop import epoch_batches  # noqa: E402
+from pytrain.run.text import split  # noqa: E402
+from pytrain.text.hub_inputs import plan_model  # noqa: E402
+
+
+def test_a_with_past_hub_export_trains_in_the_tab_and_downloads_with_its_cache(context, site_url, tmp_path):
+    h = hub("gpt2")
+    (tmp_path / "corpus.txt").write_text(CORPUS, encoding="utf-8")
+    ctx, rec = context
+    page = open_app(ctx, site_url, rec)
+    wait_ready(page)
+    page.click("button[data-tab=text]")
+    page.set_input_files("#text-model", [str(h.path), str(h.folder / "config.json")])
+    page.set_input_files("#text-tokenizer", str(h.tokenizer))
+    page.set_input_files("#text-data", str(tmp_path / "corpus.txt"))
+    page.fill("#text-block", "16")
+    page.fill("#text-lora-targets", "c_attn")
+    page.click("#text-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'text'",
+                           timeout=LOAD_TIMEOUT_MS)
+    model = app_state(page, "a.model")
+    assert model["text"]["inputs"] == [n for n, _, _ in specs(h.model)]
+
+    train_epochs(page, 1, 300_000, batch_size=4, lr=0.01)
+    first = app_state(page, "a.lossPoints()")[0][1]
+    blocks = np.asarray(h.oracle["corpus_blocks"]["losses"])
+    train, _ = split(blocks, "lm", 0.1, 0)   # the tab holds out 10% (text_source.use), seed 0
+    want = blocks[train[epoch_batches(len(train), 0, 0, 4)[0]]].mean()
+    np.testing.assert_allclose(first, want, rtol=1e-4)
+
+    with page.expect_download() as info:
+        page.click("#download-model")
+    merged = tmp_path / "merged.onnx"
+    info.value.save_as(str(merged))
+    blob = merged.read_bytes()
+    assert specs(blob) == specs(h.model)
+    sess = ort_session(blob)
+    assert [o.name for o in sess.get_outputs()] == [o.name for o in ort_session(h.model).get_outputs()]
+    feed = plan_model(blob)
+    prompt = h.oracle["greedy"]["prompt"]
+    cached = greedy(sess, feed, prompt, 8, cached=True)
+    assert cached == greedy(sess, feed, prompt, 8, cached=False)
+    ids = np.asarray([prompt + cached[:-1]], dtype=np.int64)
+    tab = page.evaluate("""async (ids) => {
+        const r = await window.pytrainApp.client.call('textLogits', {ids});
+        return {shape: r.shape, values: Array.from(new Float32Array(r.logits.slice().buffer))};
+    }""", ids.tolist())
+    tab_logits = np.asarray(tab["values"], dtype=np.float32).reshape(tab["shape"])
+    np.testing.assert_allclose(sess.run(["logits"], feed.arrays(ids))[0], tab_logits, atol=1e-4, rtol=1e-4)
+    assert list(tab_logits[0, len(prompt) - 1:].argmax(-1)) == cached
+    assert not rec.console_errors, rec.console_errors
