@@ -41,6 +41,38 @@ def test_the_tabs_first_loss_logits_and_samples_are_transformers_and_onnxruntime
 
     prompt = h.oracle["greedy"]["prompt"]
     sample = s.text("samples", prompt=None, new_tokens=6)
-    window = [int(i) for i in np.asarray(s._need_data()["train_x"])[0][:8]]
+    window = [int(i) for i in np.asarray(s.data["train_x"])[0][:8]]
     assert sample["ids"] == greedy(ort_session(export), feed, window, 6, cached=bool(feed.past))
     assert prompt == window[:len(prompt)]
+
+
+def test_a_past_whose_heads_the_shapes_leave_open_needs_the_config_json_chosen_with_the_model():
+    import onnx
+
+    from pytrain.errors import DataError
+
+    h = hub("qwen2")
+    m = onnx.load_from_string(h.model)
+    for i in m.graph.input:   # as an exporter that leaves every axis symbolic writes it
+        if i.name.startswith("past_key_values."):
+            for axis, d in enumerate(i.type.tensor_type.shape.dim):
+                d.dim_param = "d%d" % axis
+    blob = m.SerializeToString()
+    args = dict(model=blob, tokenizer=h.tokenizer.read_text(encoding="utf-8"), text=CORPUS, block_size=16, name="q.onnx",
+                lora={"rank": 4, "alpha": 8, "targets": ["q_proj"]})
+    with pytest.raises(DataError, match="'past_key_values.0.key' does not fix its heads.*config.json"):
+        Session().text("use", **args)
+    s = Session()
+    s.configure(batch_size=4)
+    s.text("use", extra_files={"config.json": (h.folder / "config.json").read_bytes()}, **args)
+    s.train_for(max_steps=1)
+    kept = s.model["text"]["input_specs"]
+    assert [sp[1:] for sp in kept if sp[0] == "past_key_values.1.value"] == [[1, ["batch", 2, "past", 8]]]
+    # the saved run (the page's snapshot) and the run file feed the past again without the config.json
+    snap = s.snapshot()
+    again = Session()
+    again.restore(snap["meta"], snap["artifacts"], snap["checkpoint"], snap["data"])
+    file = Session()
+    file.use_artifact_files({"run.zip": s.run_file(epochs=2)})
+    want = s.train_for(max_steps=2, budget_ms=60000)["losses"]
+    assert again.train_for(max_steps=2, budget_ms=60000)["losses"] == want == file.train_for(max_steps=2, budget_ms=60000)["losses"]
