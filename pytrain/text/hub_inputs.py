@@ -127,7 +127,7 @@ def _role(name: str, et: int, shape: Optional[Sequence[Any]], ids: Optional[str]
             return Role(name, kind, et)
     if name == ids:
         return Role(name, "ids", et)
-    raise DataError("%s also takes %r (%s), which pytrain does not know how to fill from a text; it feeds %s"
+    raise DataError("%s also takes %r (%s), which pytrain does not know how to fill from a text or images; it feeds %s"
                     % (where, name, _type_name(et), ", ".join(IDS_NAMES[:1] + MASK_NAMES + POSITION_NAMES
                                                               + TOKEN_TYPE_NAMES + CACHE_POSITION_NAMES
                                                               + ("past_key_values.N.key/value",))))
@@ -196,10 +196,14 @@ class FeedPlan:
         return lambda xb, yb=None: self.feeds(xb, yb if labelled else None)
 
     def feeds(self, xb: np.ndarray, yb: Optional[np.ndarray] = None) -> Tuple[np.ndarray, ...]:
-        """The inputs in order for a batch ``xb``: ids (N, L), or ids and mask (N, 2, L); then the labels ``yb``
-        when given (a classifier's; a causal LM's loss reads them from its ids)."""
+        """The inputs in order for a batch ``xb``: ids (N, L), or ids and mask (N, 2, L), or an image model's
+        pixels as they are; then the labels ``yb`` when given (a classifier's; a causal LM's loss reads them from
+        its ids)."""
         xb = np.asarray(xb)
-        by = self.arrays(xb[:, 0], xb[:, 1]) if xb.ndim == 3 else self.arrays(xb)
+        if self.ids is None:   # an image model: pixel_values alone (plan refuses any other input)
+            by = {r.name: np.ascontiguousarray(xb, dtype=r.dtype) for r in self.roles}
+        else:
+            by = self.arrays(xb[:, 0], xb[:, 1]) if xb.ndim == 3 else self.arrays(xb)
         out = tuple(by[n] for n in self.names)
         return out + (np.ascontiguousarray(yb, dtype=np.int64),) if yb is not None else out
 
@@ -231,6 +235,11 @@ def plan(inputs: Sequence[Spec], config: Optional[Dict[str, Any]] = None, where:
     inputs = [(str(n), int(t), s) for n, t, s in inputs]
     image = any(n in PIXEL_NAMES for n, _, _ in inputs)
     ids = None if image else ids_input([(n, t) for n, t, _ in inputs], where)
+    if image:   # an image model's other inputs (pixel_mask, ...) are not filled from the images alone
+        for n, t, _ in inputs:
+            if n not in PIXEL_NAMES:
+                raise DataError("%s takes %r (%s) beside pixel_values, which pytrain does not fill from images"
+                                % (where, n, _type_name(t)))
     return FeedPlan([_role(n, t, s, ids, config, where) for n, t, s in inputs])
 
 

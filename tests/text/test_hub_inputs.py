@@ -74,6 +74,7 @@ def test_the_past_heads_and_size_come_from_config_json_when_the_shape_leaves_the
     ([IDS, ("past_key_values.0.key", FLOAT, ["b", "p", "d"])], None, "3 axes"),
     ([IDS, ("position_ids", FLOAT, None)], None, "'position_ids' is float"),
     ([("x", FLOAT, None)], None, "no integer input for token ids"),
+    ([("pixel_values", FLOAT, None), ("pixel_mask", INT64, None)], None, "'pixel_mask' \\(int64\\) beside pixel_values"),
 ])
 def test_what_no_flow_can_fill_is_refused_by_name(inputs, config, message):
     with pytest.raises(DataError, match=message):

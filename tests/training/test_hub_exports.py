@@ -70,10 +70,8 @@ def test_three_sgd_steps_equal_pytorchs(name):
     h = hub(name)
     module, opt = _sgd_module(h)
     labels = None if h.oracle["family"] in CAUSAL else np.asarray(h.oracle["labels"], dtype=np.int64)
-    if name == "vit":
-        feeds = (np.random.RandomState(0).standard_normal((2, 3, 16, 16)).astype(np.float32), labels)
-    else:
-        feeds = _plan(h).feeds(_batch(h), labels)
+    x = np.random.RandomState(0).standard_normal((2, 3, 16, 16)) if name == "vit" else _batch(h)
+    feeds = _plan(h).feeds(x, labels)
     ours = []
     for _ in range(3):
         module.train()
