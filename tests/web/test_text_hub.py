@@ -10,7 +10,7 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-from hub_fixtures import CORPUS, first_batch_loss, greedy, hub, ort_session, specs  # noqa: E402
+from hub_fixtures import CORPUS, first_batch_loss, greedy, hub, open_past_heads, ort_session, specs  # noqa: E402
 
 from pytrain.text import hub_inputs  # noqa: E402
 from pytrain.webapp import Session  # noqa: E402
@@ -47,17 +47,10 @@ def test_the_tabs_first_loss_logits_and_samples_are_transformers_and_onnxruntime
 
 
 def test_a_past_whose_heads_the_shapes_leave_open_needs_the_config_json_chosen_with_the_model():
-    import onnx
-
     from pytrain.errors import DataError
 
     h = hub("qwen2")
-    m = onnx.load_from_string(h.model)
-    for i in m.graph.input:   # as an exporter that leaves every axis symbolic writes it
-        if i.name.startswith("past_key_values."):
-            for axis, d in enumerate(i.type.tensor_type.shape.dim):
-                d.dim_param = "d%d" % axis
-    blob = m.SerializeToString()
+    blob = open_past_heads(h.model)
     args = dict(model=blob, tokenizer=h.tokenizer.read_text(encoding="utf-8"), text=CORPUS, block_size=16, name="q.onnx",
                 lora={"rank": 4, "alpha": 8, "targets": ["q_proj"]})
     with pytest.raises(DataError, match="'past_key_values.0.key' does not fix its heads.*config.json"):
