@@ -77,13 +77,8 @@ def optional_component(obj: Dict[str, Any], key: str) -> Optional[Dict[str, Any]
     return field(obj, key, key, dict, None)
 
 
-def is_letter(c: str) -> bool:
-    """Oniguruma's ``\\p{L}``."""
-    return unicodedata.category(c)[0] == "L"
-
-
 def is_number(c: str) -> bool:
-    """Oniguruma's ``\\p{N}`` and Rust's ``char::is_numeric``."""
+    """Rust's ``char::is_numeric`` (the Digits pre-tokenizer)."""
     return unicodedata.category(c)[0] == "N"
 
 
