@@ -129,9 +129,11 @@ class _Parser:
         if c == "(":
             return self.group(folded)
         if c == "[":
-            if folded:
-                raise self.refuse("a character class inside a case-insensitive group")
-            return _class_source(self.char_class())
+            negated = self.peek() == "^"
+            ranges = self.char_class()
+            if folded and (negated or ranges[-1][1] > 0x7F or any(a <= ord(x) <= b for a, b in ranges for x in "iI")):
+                raise self.refuse("a case-insensitive class beyond ASCII letters other than i")
+            return _class_source(ranges)
         if c == ".":
             return "[^\\n]"
         if c == "^":

@@ -11,6 +11,7 @@ from pytrain.errors import DataError
 from pytrain.data._source import read_text
 from pytrain.text._common import WHITESPACE, fail, field, optional_component
 from pytrain.text.decoders import Decoder, build_decoder
+from pytrain.text.hub_config import TokenizerConfig
 from pytrain.text.models import Model, build_model
 from pytrain.text.normalizers import Normalizer, build_normalizer
 from pytrain.text.pretokenizers import Piece, PreTokenizer, build_pre_tokenizer
@@ -111,9 +112,65 @@ class Tokenizer:
             if known is not None and known != token.id:
                 raise fail("added_tokens[{}]".format(i), "{!r} has id {} but the model's vocabulary gives it {}"
                            .format(token.content, token.id, known))
+        self.config: Optional[TokenizerConfig] = None
+        self._index_added()
+
+    def _index_added(self) -> None:
         self.added_ids = {t.id: t for t in self.added}
         self._raw = _Matcher([(t.content, t) for t in self.added if not t.normalized])
         self._normalized = _Matcher([(self.normalize(t.content), t) for t in self.added if t.normalized])
+
+    def with_config(self, config: Union["TokenizerConfig", str, bytes, bytearray]) -> "Tokenizer":
+        """This tokenizer with its ``tokenizer_config.json`` (a :class:`TokenizerConfig` or the file's text):
+        the special tokens (:attr:`bos_token`, :attr:`eos_token`, ...) and :attr:`chat_template` come from it;
+        ``added_tokens_decoder`` entries tokenizer.json lacks are added, as transformers adds them, and one
+        giving an id another token is refused. Returns self."""
+        if not isinstance(config, TokenizerConfig):
+            config = TokenizerConfig.from_json(config)
+        for i, entry in sorted(config.added_tokens.items()):
+            where = "tokenizer_config.json: added_tokens_decoder.{}".format(i)
+            if i in self.added_ids:
+                if self.added_ids[i].content != entry["content"]:
+                    raise DataError("{}: {!r} but tokenizer.json's added token {} is {!r}".format(
+                        where, entry["content"], i, self.added_ids[i].content))
+                continue
+            known = self.model.vocab.get(entry["content"])
+            if known is not None and known != i:
+                raise DataError("{}: {!r} has id {} in tokenizer.json's vocabulary".format(where, entry["content"], known))
+            self.added.append(_Added(dict(entry, id=i), where))
+        self._index_added()
+        for name, text in config.special.items():
+            if text is not None and self.token_to_id(text) is None:
+                raise DataError("tokenizer_config.json: {} {!r} is not a token of tokenizer.json".format(name, text))
+        self.config = config
+        return self
+
+    def special_token(self, name: str) -> Optional[str]:
+        """The text of ``bos_token``, ``eos_token``, ``pad_token``, ``unk_token``, ... from tokenizer_config.json
+        (None without one, or when unset there)."""
+        return None if self.config is None else self.config.special.get(name)
+
+    def special_token_id(self, name: str) -> Optional[int]:
+        """The id of :meth:`special_token`'s token (None when it has none)."""
+        text = self.special_token(name)
+        return None if text is None else self.token_to_id(text)
+
+    @property
+    def bos_token_id(self) -> Optional[int]:
+        return self.special_token_id("bos_token")
+
+    @property
+    def eos_token_id(self) -> Optional[int]:
+        return self.special_token_id("eos_token")
+
+    @property
+    def pad_token_id(self) -> Optional[int]:
+        return self.special_token_id("pad_token")
+
+    @property
+    def chat_template(self) -> Optional[str]:
+        """tokenizer_config.json's default Jinja chat template, as a string: pytrain does not render it."""
+        return None if self.config is None else self.config.chat_template
 
     @classmethod
     def from_json(cls, text: Union[str, bytes, bytearray]) -> "Tokenizer":
@@ -165,6 +222,7 @@ class Tokenizer:
         return added.content if added is not None else self.model.tokens.get(i)
 
     def token_to_id(self, token: str) -> Optional[int]:
+        """The id of ``token`` (an added token first, as tokenizers looks it up), None when there is none."""
         for t in self.added:
             if t.content == token:
                 return t.id

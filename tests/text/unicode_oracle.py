@@ -59,3 +59,10 @@ def write_module(path: Path) -> None:
 
 if __name__ == "__main__":
     write_module(Path(__file__).resolve().parents[2] / "pytrain" / "text" / "_unicode_gc.py")
+
+
+def oracle_members(pattern: str, code_points: List[int]) -> List[int]:
+    """Which of ``code_points`` (no surrogates) ``pattern`` (one character class) matches under ``tokenizers``."""
+    from tokenizers import Regex, pre_tokenizers
+    split = pre_tokenizers.Split(Regex(pattern), "removed", invert=True)
+    return [code_points[a] for _, (a, _) in split.pre_tokenize_str("".join(map(chr, code_points)))]
