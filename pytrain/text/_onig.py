@@ -24,7 +24,7 @@ _CATEGORIES: Dict[str, Ranges] = {}
 _MULTI_FOLDS = ("ss", "st", "ff", "fi", "fl")
 
 
-def _categories() -> Dict[str, Ranges]:
+def categories() -> Dict[str, Ranges]:
     if not _CATEGORIES:
         cp = 0
         for name, count in re.findall(r"([A-Z][a-z])(\d*)", "".join(RUNS)):
@@ -191,7 +191,7 @@ class _Parser:
         if c in ("p", "P"):
             m = re.match(r"\{(\^?)([A-Za-z]{1,2})\}", self.p[self.i:])
             name = m.group(2).capitalize() if m else None
-            table = _categories()
+            table = categories()
             if m is None or name not in table:
                 raise self.refuse("the property \\{}{}".format(c, self.p[self.i:self.i + 12].split("}")[0] + "}"))
             self.i += len(m.group(0))

@@ -12,7 +12,7 @@ import pytest
 
 from pytrain.errors import DataError
 from pytrain.text import Tokenizer, TokenizerConfig
-from pytrain.text._onig import _categories, compile_onig, find_iter
+from pytrain.text._onig import categories, compile_onig, find_iter
 
 tokenizers = pytest.importorskip("tokenizers")
 import hub_tokenizers as hub  # noqa: E402
@@ -91,7 +91,7 @@ def test_unicode_tables_are_the_oracles():
     import unicodedata
     from unicode_oracle import CATEGORIES, oracle_members
     from pytrain.text._onig import SPACE_RANGES
-    table = _categories()
+    table = categories()
     points = {c for ranges in table.values() for a, b in ranges for c in (a - 1, a, b, b + 1)}
     rng = random.Random(2)
     points |= {rng.randrange(0x110000) for _ in range(5000)}
@@ -156,3 +156,38 @@ def test_patterns_outside_the_translation_are_refused(pattern, what):
     with pytest.raises(DataError) as e:
         compile_onig(pattern, "pre_tokenizer.pretokenizers[0].pattern")
     assert what in str(e.value) and repr(pattern) in str(e.value) and "pre_tokenizer.pretokenizers[0]" in str(e.value)
+
+
+_ON_PY38 = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from pytrain.text import Tokenizer
+out = {}
+for family, case in json.load(open(sys.argv[2], encoding="utf-8")).items():
+    tok = Tokenizer.from_json(case["json"])
+    out[family] = [[tok.encode(s), tok.decode(ids)] for s, ids in case["texts"]]
+json.dump(out, open(sys.argv[3], "w", encoding="utf-8"))
+"""
+
+
+def test_same_ids_on_python38(py38, tmp_path):
+    """The browser's Python (3.8, whose unicodedata is Unicode 12.1) splits and tokenizes as the oracle does."""
+    import subprocess
+    from pathlib import Path
+    cases = {}
+    for name in hub.FAMILIES:
+        reference = hub.build(name, CORPUS)
+        texts = _family_strings(name, 160)
+        cases[name] = {"json": reference.to_str(), "texts": [(s, reference.encode(s).ids) for s in texts]}
+    (tmp_path / "in.json").write_text(json.dumps(cases), encoding="utf-8")
+    (tmp_path / "run.py").write_text(_ON_PY38, encoding="utf-8")
+    subprocess.run([str(py38), str(tmp_path / "run.py"), str(Path(__file__).resolve().parents[2]),
+                    str(tmp_path / "in.json"), str(tmp_path / "out.json")], check=True)
+    got = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    for name in hub.FAMILIES:
+        reference = tokenizers.Tokenizer.from_str(cases[name]["json"])
+        for (s, ids), (ours, text) in zip(cases[name]["texts"], got[name]):
+            assert ours == ids and text == reference.decode(ids), (name, s)
+
+
+from test_python38_numpy117 import py38  # noqa: E402,F401  (the 3.8 + numpy 1.17 venv fixture)
