@@ -58,11 +58,21 @@ def _complement(ranges: Ranges) -> Ranges:
     return out
 
 
+def _set_source(ranges: Ranges) -> str:
+    return "[" + "".join("\\U%08x" % a if a == b else "\\U%08x-\\U%08x" % (a, b) for a, b in ranges) + "]"
+
+
 def _class_source(ranges: Ranges) -> str:
+    """A class as ``re`` source. sre tests a class reaching past U+FFFF range by range, so the BMP part
+    goes in a class of its own (a bitmap: one lookup) and the rest behind a one-range guard."""
+    ranges = _merge(ranges)
+    bmp = [(a, min(b, 0xFFFF)) for a, b in ranges if a <= 0xFFFF]
+    astral = [(max(a, 0x10000), b) for a, b in ranges if b > 0xFFFF]
     if not ranges:
         return "(?!)"
-    parts = ["\\U%08x" % a if a == b else "\\U%08x-\\U%08x" % (a, b) for a, b in _merge(ranges)]
-    return "[" + "".join(parts) + "]"
+    if not astral or not bmp:
+        return _set_source(ranges)
+    return "(?:%s|(?=[\\U00010000-\\U0010ffff])%s)" % (_set_source(bmp), _set_source(astral))
 
 
 class _Parser:
