@@ -108,7 +108,15 @@ def _members(ranges, points):
     return [c for c in points if bisect.bisect_right(starts, c) and c <= ranges[bisect.bisect_right(starts, c) - 1][1]]
 
 
-def test_tokenizer_config_special_tokens_and_template(family):
+def _transformers_tokenizer(reference, config, folder):
+    transformers = pytest.importorskip("transformers")
+    reference.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return transformers.AutoTokenizer.from_pretrained(str(folder))   # a local folder: nothing downloaded
+
+
+def test_tokenizer_config_special_tokens_and_template(family, tmp_path):
+    """The special tokens' ids, the template and the ids of a text as transformers reads the same two files."""
     name, reference = family
     ours = Tokenizer.from_json(reference.to_str())
     assert ours.eos_token_id is None and ours.chat_template is None
@@ -120,6 +128,12 @@ def test_tokenizer_config_special_tokens_and_template(family):
         assert ours.special_token_id(key) == (None if text is None else reference.token_to_id(text))
     assert ours.eos_token_id == reference.token_to_id(ours.special_token("eos_token")) is not None
     assert ours.chat_template == config["chat_template"] and ours.pad_token_id is None
+    hf = _transformers_tokenizer(reference, dict(config, add_eos_token=True), tmp_path)   # (which it ignores)
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        assert getattr(ours, key) == getattr(hf, key), key
+    assert ours.chat_template == hf.chat_template
+    for s in ("Hello 'S world", "  12 东京\n"):
+        assert ours.encode(s) == hf(s)["input_ids"]
     named = TokenizerConfig(dict(config, chat_template=[{"name": "default", "template": "A"},
                                                         {"name": "tool_use", "template": "B"}]))
     assert named.chat_template == "A" and named.chat_templates["tool_use"] == "B"
