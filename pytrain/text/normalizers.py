@@ -74,8 +74,8 @@ class Pattern:
         self.regex = re.compile(re.escape(pattern)) if kind == "String" else compile_onig(pattern, where)
 
     def spans(self, text: str) -> List[Tuple[int, int]]:
-        """(start, end) of every match, empty ones included."""
-        return [] if self.empty else list(find_iter(self.regex, text))
+        """(start, end) of every match, empty ones included (none in an empty text, as in tokenizers)."""
+        return [] if self.empty or not text else list(find_iter(self.regex, text))
 
     def replace(self, text: str, content: str) -> str:
         out, done = [], 0

@@ -113,7 +113,7 @@ def _byte_level(obj: Dict[str, Any], where: str) -> PreTokenizer:
     def run(pieces: List[Piece]) -> List[Piece]:
         out = []
         for text, at_start in pieces:
-            if prefix and not text.startswith(" "):
+            if prefix and text and not text.startswith(" "):
                 text = " " + text
             parts = gpt2_split(text) if use_regex else [text]
             out.extend((byte_level_map(p), at_start and k == 0) for k, p in enumerate(parts) if p)
@@ -142,7 +142,7 @@ def _metaspace(obj: Dict[str, Any], where: str) -> PreTokenizer:
         out: List[Piece] = []
         for text, at_start in pieces:
             text = text.replace(" ", rep)
-            if not text.startswith(rep) and (scheme == "always" or (scheme == "first" and at_start)):
+            if text and not text.startswith(rep) and (scheme == "always" or (scheme == "first" and at_start)):
                 text = rep + text
             if split:
                 spans = _char_spans(text, rep.__eq__)

@@ -205,3 +205,45 @@ def test_same_ids_on_python38(py38, tmp_path):
 
 
 from test_python38_numpy117 import py38  # noqa: E402,F401  (the 3.8 + numpy 1.17 venv fixture)
+
+
+def _components():
+    from tokenizers import Regex, decoders as d, normalizers as n, pre_tokenizers as p
+    pre = [p.Metaspace(prepend_scheme=s, split=split) for s in ("first", "always", "never") for split in (True, False)]
+    pre += [p.Split(pattern, b, invert=inv) for pattern in ("▁", Regex(r"\s+|\p{N}{1,2}"), Regex("x?"))
+            for b in ("removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous")
+            for inv in (False, True)]
+    pre += [p.Digits(individual_digits=True), p.Digits(individual_digits=False),
+            p.ByteLevel(add_prefix_space=True, use_regex=False), p.ByteLevel(add_prefix_space=False, use_regex=True),
+            p.Sequence([p.Split(Regex(hub.LLAMA3), "isolated"), p.ByteLevel(add_prefix_space=False, use_regex=False)])]
+    norm = [n.Prepend("▁"), n.Replace(" ", "▁"), n.Replace(Regex(r"\s{2,}|^\s|\s$"), "_"), n.Replace(Regex("x?"), "-"),
+            n.Sequence([n.Prepend("▁"), n.Replace(" ", "▁")]), n.NFC()]
+    dec = [d.Sequence([d.Replace("▁", " "), d.ByteFallback(), d.Fuse(), d.Strip(" ", 1, 0)]), d.Strip(" ", 0, 1),
+           d.ByteFallback(), d.Fuse(), d.Metaspace(prepend_scheme="first"), d.Metaspace(prepend_scheme="never"),
+           d.Replace(Regex(r"▁+"), " "), d.ByteLevel()]
+    return pre, norm, dec
+
+
+def test_components_one_by_one():
+    """Each pre-tokenizer, normalizer and decoder these families use, in every mode, on its own."""
+    from pytrain.text.decoders import build_decoder
+    from pytrain.text.normalizers import build_normalizer
+    from pytrain.text.pretokenizers import build_pre_tokenizer
+    pre, norm, dec = _components()
+    texts = _pattern_strings(300, 13) + ["▁a▁▁b", " x ", "xx", "▁", "1234 56"]
+    for ref in pre:
+        ours = build_pre_tokenizer(json.loads(ref.__getstate__()))
+        for s in texts:
+            assert [t for t, _ in ours([(s, True)])] == [t for t, _ in ref.pre_tokenize_str(s)], (ref, s)
+    for ref in norm:
+        ours = build_normalizer(json.loads(ref.__getstate__()))
+        for s in texts:
+            assert ours(s) == ref.normalize_str(s), (ref, s)
+    rng = random.Random(6)
+    pieces = ["▁", "▁a", "a", " ", "  ", "<0xE2>", "<0x82>", "<0xAC>", "<0x41>", "<0xff>", "<0x+F>", "<0xZZ>", "▁▁b",
+              "x▁y", "<0x0A>", "Ġhi", "Ċ"]
+    for ref in dec:
+        ours = build_decoder(json.loads(ref.__getstate__()))
+        for _ in range(300):
+            tokens = [rng.choice(pieces) for _ in range(rng.randint(1, 6))]
+            assert "".join(ours(tokens)) == ref.decode(tokens), (ref, tokens)
