@@ -230,7 +230,7 @@ def test_components_one_by_one():
     from pytrain.text.normalizers import build_normalizer
     from pytrain.text.pretokenizers import build_pre_tokenizer
     pre, norm, dec = _components()
-    texts = _pattern_strings(300, 13) + ["▁a▁▁b", " x ", "xx", "▁", "1234 56"]
+    texts = _pattern_strings(300, 13) + ["▁a▁▁b", " x ", "xx", "▁", "1234 56", "a\U0001e4f1\U00010d41b٣²"]
     for ref in pre:
         ours = build_pre_tokenizer(json.loads(ref.__getstate__()))
         for s in texts:
