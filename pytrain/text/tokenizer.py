@@ -4,6 +4,7 @@ post-processor. A component this reader does not implement is refused when the f
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -185,6 +186,20 @@ class Tokenizer:
     def from_file(cls, path: Any) -> "Tokenizer":
         """A tokenizer from a tokenizer.json file."""
         return cls.from_json(read_text(path, None, "tokenizer.json")[0])
+
+    @classmethod
+    def from_folder(cls, path: Any) -> "Tokenizer":
+        """A Hub model folder's tokenizer: its tokenizer.json, with its tokenizer_config.json and
+        chat_template.jinja when there (:meth:`with_config`)."""
+        folder = os.fspath(path)
+        tok = cls.from_file(os.path.join(folder, "tokenizer.json"))
+        config = os.path.join(folder, "tokenizer_config.json")
+        jinja = os.path.join(folder, "chat_template.jinja")
+        template = read_text(jinja, None, "chat_template.jinja")[0] if os.path.isfile(jinja) else None
+        if os.path.isfile(config) or template is not None:
+            text = read_text(config, None, "tokenizer_config.json")[0] if os.path.isfile(config) else "{}"
+            tok.with_config(TokenizerConfig.from_json(text, template))
+        return tok
 
     def normalize(self, text: str) -> str:
         """The text after the normalizer."""

@@ -138,6 +138,10 @@ def test_tokenizer_config_special_tokens_and_template(family, tmp_path):
                                                         {"name": "tool_use", "template": "B"}]))
     assert named.chat_template == "A" and named.chat_templates["tool_use"] == "B"
     assert TokenizerConfig(config, chat_template="C").chat_template == "C"   # chat_template.jinja wins
+    (tmp_path / "chat_template.jinja").write_text("{{ messages }}", encoding="utf-8")
+    folder = Tokenizer.from_folder(tmp_path)
+    assert folder.eos_token_id == ours.eos_token_id and folder.chat_template == "{{ messages }}"
+    assert folder.encode("Hello 'S world") == ours.encode("Hello 'S world")
 
 
 def test_tokenizer_config_added_tokens(family):
