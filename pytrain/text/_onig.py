@@ -2,9 +2,9 @@
 the same spans, on Python 3.8 as on 3.11+, without the ``regex`` package: ``\\p{..}`` and ``\\s`` become
 explicit character classes from the Unicode tables Oniguruma uses (:mod:`pytrain.text._unicode_gc`, which
 ``unicodedata``'s older Unicode would get wrong on recent characters), possessive quantifiers and atomic
-groups become a lookahead and a backreference (``(?=(X))\\1``: what the lookahead matched, never given
-back), ``^``/``$`` mean a line's start and end as in Ruby. A construct outside this subset (``\\d``, ``\\w``,
-``\\b``, back-references, scripts, POSIX brackets, class intersections, case-insensitive classes) is refused
+groups become a lookahead and a backreference (``(?=(?P<a>X))(?P=a)``: what the lookahead matched, never
+given back), ``^``/``$`` mean a line's start and end as in Ruby. A construct outside this subset (``\\d``, ``\\w``,
+``\\b``, back-references, scripts, POSIX brackets, class intersections, case folding beyond ASCII) is refused
 naming the pattern, never translated approximately."""
 from __future__ import annotations
 
@@ -130,8 +130,9 @@ class _Parser:
                 return atom
 
     def atomic(self, body: str) -> str:
+        # named, not numbered: an enclosing atomic group is written after its body but opens before it
         self.groups += 1
-        return "(?=(%s))\\%d" % (body, self.groups)
+        return "(?=(?P<_a%d>%s))(?P=_a%d)" % (self.groups, body, self.groups)
 
     def atom(self, folded: bool) -> Optional[str]:
         c = self.peek()

@@ -43,20 +43,23 @@ def _family_strings(family: str, n: int):
     return out + _pattern_strings(n // (len(KINDS) + 2), 11)
 
 
+def _splits(regex, s):
+    """``s`` cut at ``regex``'s matches as an Isolated Split cuts it: (start, end) of the non-empty pieces."""
+    got, done = [], 0
+    for start, end in find_iter(regex, s):
+        got += [(done, start)] if done < start else []
+        got += [(start, end)] if end > start else []
+        done = end
+    return got + ([(done, len(s))] if done < len(s) else [])
+
+
 @pytest.mark.parametrize("name", sorted(hub.PATTERNS))
 def test_pattern_splits_as_oniguruma(name):
     pattern = hub.PATTERNS[name]
     ours = compile_onig(pattern, "pattern")
     reference = tokenizers.pre_tokenizers.Split(tokenizers.Regex(pattern), "isolated")
     for s in _pattern_strings(3000, 5) + [t for kind in KINDS for t in strings(kind, 100, 40)]:
-        want = [offsets for _, offsets in reference.pre_tokenize_str(s)]
-        got, done = [], 0
-        for start, end in find_iter(ours, s):
-            got += [(done, start)] if done < start else []
-            got += [(start, end)] if end > start else []
-            done = end
-        got += [(done, len(s))] if done < len(s) else []
-        assert got == want, (name, s)
+        assert _splits(ours, s) == [offsets for _, offsets in reference.pre_tokenize_str(s)], (name, s)
 
 
 _BUILT = {}
@@ -67,6 +70,26 @@ def _built(name: str):
     if name not in _BUILT:
         _BUILT[name] = hub.build(name, CORPUS).to_str()
     return tokenizers.Tokenizer.from_str(_BUILT[name])
+
+
+CONSTRUCTS = [r"(?i:'s|'t|'re|'ve|'m|'ll|'d|k)", r"'(?i:[sdmt]|ll)", r"\p{N}{1,3}+", r"a++b|a", r"(?>a(?>b+)c)|(?:ab++)++c",
+              r"(?>x|xy)y", r"^a|b$", r"a\Z|\Ab|c\z", r"[^\s\p{L}\p{N}]+", r"\P{L}+|\p{^N}+", r"x{2,}|y{,2}|z{2}?",
+              r"z{1,2}?", r"y*|b", r"(?<=a)b|(?<!x)y", r"(a|b)(?:c)(?<n>d)(?#note)", r"[[a-c]x\x{1F600}-\x{1F64F}]+",
+              r"\p{P}\p{S}+|\p{Zs}|\p{Cc}", r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+", r".\.\t"]
+ALPHABET = ["a", "b", "c", "d", "abc", "abbc", "xy", "xyy", "'s", "'S", "'ſ", "'K", "'k", "'İ", "ß", "\n", "\r\n", " ",
+            "  ", "1", "123456", "x", "yyy", "zzz", "😀", "É", "ǅ", "ʰ", "中", "\u0301", "\x1c", "\u2028", "!", "$", ".",
+            "\t", "\x85"]
+
+
+@pytest.mark.parametrize("pattern", CONSTRUCTS)
+def test_constructs_split_as_oniguruma(pattern):
+    """Possessive and atomic forms (nested too), Ruby's anchors and {n}?, empty matches, folding, lookarounds."""
+    ours = compile_onig(pattern, "pattern")
+    reference = tokenizers.pre_tokenizers.Split(tokenizers.Regex(pattern), "isolated")
+    rng = random.Random(pattern)
+    for _ in range(600):
+        s = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 8)))
+        assert _splits(ours, s) == [offsets for _, offsets in reference.pre_tokenize_str(s)], (pattern, s)
 
 
 @pytest.fixture(scope="module", params=hub.FAMILIES)
