@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 from pytrain.errors import DataError
 from pytrain.text import _unicode_diff as diff
+from pytrain.text._onig import categories
 
 #: Unicode's White_Space property: Rust's ``char::is_whitespace`` and Oniguruma's ``\s``. Python's
 #: ``str.isspace`` also accepts U+001C..U+001F, which would split words the Rust side keeps whole.
@@ -77,14 +78,15 @@ def optional_component(obj: Dict[str, Any], key: str) -> Optional[Dict[str, Any]
     return field(obj, key, key, dict, None)
 
 
-def is_letter(c: str) -> bool:
-    """Oniguruma's ``\\p{L}``."""
-    return unicodedata.category(c)[0] == "L"
+_NUMBER: List[Any] = []
 
 
 def is_number(c: str) -> bool:
-    """Oniguruma's ``\\p{N}`` and Rust's ``char::is_numeric``."""
-    return unicodedata.category(c)[0] == "N"
+    """Rust's ``char::is_numeric`` (the Digits pre-tokenizer): N*, from the Unicode 16 tables Rust and
+    tokenizers' Oniguruma share (``unicodedata`` is older)."""
+    if not _NUMBER:
+        _NUMBER.append(_within(tuple(categories()["N"])))
+    return bool(_NUMBER[0](c))
 
 
 def _within(ranges: diff.Ranges) -> "Any":

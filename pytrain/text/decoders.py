@@ -1,9 +1,11 @@
 """tokenizer.json decoders: tokens back to text, as ``tokenizers``' ``decode``."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+import re
+from typing import Any, Callable, Dict, List, Optional
 
-from pytrain.text._common import chain, dispatch, field
+from pytrain.text._common import chain, dispatch, fail, field
+from pytrain.text.normalizers import Pattern
 from pytrain.text.pretokenizers import CHAR_BYTE
 
 Decoder = Callable[[List[str]], List[str]]
@@ -54,8 +56,64 @@ def _metaspace(obj: Dict[str, Any], where: str) -> Decoder:
     return run
 
 
+def _replace(obj: Dict[str, Any], where: str) -> Decoder:
+    pattern = Pattern(field(obj, "pattern", where, dict), where + ".pattern")
+    content = field(obj, "content", where, str)
+    return lambda tokens: [pattern.replace(t, content) for t in tokens]
+
+
+def _byte_of(token: str) -> Optional[int]:
+    """The byte a ``<0xAB>`` token stands for (Rust's ``u8::from_str_radix`` also takes ``+F``)."""
+    if len(token.encode("utf-8")) == 6 and token.startswith("<0x") and token.endswith(">"):
+        if re.match(r"\+?[0-9A-Fa-f]+\Z", token[3:5]):
+            return int(token[3:5], 16)
+    return None
+
+
+def _byte_fallback(obj: Dict[str, Any], where: str) -> Decoder:
+    def flush(data: bytearray, out: List[str]) -> None:
+        if data:
+            try:
+                out.append(data.decode("utf-8"))
+            except UnicodeDecodeError:   # tokenizers writes one U+FFFD per byte of an invalid run
+                out.extend("\ufffd" * len(data))
+            data.clear()
+
+    def run(tokens: List[str]) -> List[str]:
+        out: List[str] = []
+        data = bytearray()
+        for t in tokens:
+            b = _byte_of(t)
+            if b is not None:
+                data.append(b)
+                continue
+            flush(data, out)
+            out.append(t)
+        flush(data, out)
+        return out
+    return run
+
+
+def _strip(obj: Dict[str, Any], where: str) -> Decoder:
+    content = field(obj, "content", where, str)
+    start, stop = field(obj, "start", where, int, 0), field(obj, "stop", where, int, 0)
+    if len(content) != 1:
+        raise fail(where + ".content", "expected one character, got {!r}".format(content))
+
+    def one(token: str) -> str:
+        head = 0
+        while head < min(start, len(token)) and token[head] == content:
+            head += 1
+        tail = len(token)
+        while len(token) - tail < stop and tail > head and token[tail - 1] == content:
+            tail -= 1
+        return token[head:tail]
+    return lambda tokens: [one(t) for t in tokens]
+
+
 _BUILT: Dict[str, Callable[[Dict[str, Any], str], Decoder]] = {
-    "ByteLevel": _byte_level, "WordPiece": _wordpiece, "Metaspace": _metaspace,
+    "ByteLevel": _byte_level, "WordPiece": _wordpiece, "Metaspace": _metaspace, "Replace": _replace,
+    "ByteFallback": _byte_fallback, "Strip": _strip, "Fuse": lambda obj, where: lambda tokens: ["".join(tokens)],
     "Sequence": lambda obj, where: chain(build_decoder, obj, where, "decoders"),
 }
 

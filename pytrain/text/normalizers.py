@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 from pytrain.text._common import (WHITESPACE, chain, fail, field, is_control, is_mark, is_nonspacing_mark,
                                   type_of, unsupported)
+from pytrain.text._onig import compile_onig, find_iter
 
 Normalizer = Callable[[str], str]
 
@@ -18,8 +19,6 @@ _CHINESE = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x
 _NMT_DROP = frozenset(list(range(0x01, 0x09)) + [0x0B] + list(range(0x0E, 0x20)) + [0x7F, 0x8F, 0x9F])
 _NMT_SPACE = frozenset([0x09, 0x0A, 0x0C, 0x0D, 0x1680, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2028, 0x2029,
                         0x2581, 0xFEFF, 0xFFFD])
-# Escapes that mean the same in Oniguruma and Python's ``re``: an escaped ASCII symbol, \t \n \r.
-_SAFE_ESCAPE = re.compile(r"\\(?:[^0-9A-Za-z]|[tnr])")
 
 
 def _is_chinese(c: str) -> bool:
@@ -61,32 +60,35 @@ def _nmt(text: str) -> str:
     return "".join(" " if ord(c) in _NMT_SPACE else c for c in text if ord(c) not in _NMT_DROP)
 
 
-def safe_regex(obj: Dict[str, Any], where: str) -> "re.Pattern[str]":
-    """A ``{"String": s}`` or ``{"Regex": r}`` pattern as a compiled ``re`` pattern. A regex is accepted
-    only in the subset where Oniguruma and Python's ``re`` agree (no ``\\p``, ``\\s``, ``\\w``, no
-    lookbehind or inline flags); anything else is refused, naming the pattern."""
-    if not isinstance(obj, dict) or len(obj) != 1 or not isinstance(next(iter(obj.values())), str):
-        raise fail(where, 'expected {"String": ...} or {"Regex": ...}, got %r' % (obj,))
-    kind, pattern = next(iter(obj.items()))
-    if kind == "String":
-        return re.compile(re.escape(pattern))
-    if kind != "Regex":
-        raise fail(where, "unknown pattern kind {!r} (expected String or Regex)".format(kind))
-    rest = _SAFE_ESCAPE.sub("", pattern)
-    if "\\" in rest or "(?" in pattern.replace("(?:", "") or "[[" in pattern or "[:" in pattern:
-        raise fail(where, "regex {!r} uses Oniguruma features pytrain does not reproduce exactly with Python's re "
-                          "(only literal characters, escaped symbols, classes, groups and quantifiers are "
-                          "supported)".format(pattern))
-    try:
-        return re.compile(pattern)
-    except re.error as e:
-        raise fail(where, "regex {!r} does not compile: {}".format(pattern, e)) from None
+class Pattern:
+    """A tokenizer.json ``{"String": s}`` or ``{"Regex": r}`` pattern: ``spans(text)`` are its matches as the
+    ``tokenizers`` package finds them (a regex through :mod:`pytrain.text._onig`)."""
+
+    def __init__(self, obj: Dict[str, Any], where: str) -> None:
+        if not isinstance(obj, dict) or len(obj) != 1 or not isinstance(next(iter(obj.values())), str):
+            raise fail(where, 'expected {"String": ...} or {"Regex": ...}, got %r' % (obj,))
+        kind, pattern = next(iter(obj.items()))
+        if kind not in ("String", "Regex"):
+            raise fail(where, "unknown pattern kind {!r} (expected String or Regex)".format(kind))
+        self.empty = pattern == ""   # an empty String matches nothing
+        self.regex = re.compile(re.escape(pattern)) if kind == "String" else compile_onig(pattern, where)
+
+    def spans(self, text: str) -> List[Tuple[int, int]]:
+        """(start, end) of every match, empty ones included (none in an empty text, as in tokenizers)."""
+        return [] if self.empty or not text else list(find_iter(self.regex, text))
+
+    def replace(self, text: str, content: str) -> str:
+        out, done = [], 0
+        for start, end in self.spans(text):
+            out.append(text[done:start] + content)
+            done = end
+        return "".join(out) + text[done:]
 
 
 def _replace(obj: Dict[str, Any], where: str) -> Normalizer:
-    pattern = safe_regex(field(obj, "pattern", where, dict), where + ".pattern")
+    pattern = Pattern(field(obj, "pattern", where, dict), where + ".pattern")
     content = field(obj, "content", where, str)
-    return lambda text: pattern.sub(lambda m: content, text)
+    return lambda text: pattern.replace(text, content)
 
 
 def _strip(obj: Dict[str, Any], where: str) -> Normalizer:

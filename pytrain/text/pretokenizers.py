@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Tuple
 
-from pytrain.text._common import WHITESPACE, chain, dispatch, fail, field, is_letter, is_number, is_punctuation
-from pytrain.text.normalizers import safe_regex
+from pytrain.text._common import WHITESPACE, chain, dispatch, fail, field, is_number, is_punctuation
+from pytrain.text._onig import compile_onig, find_iter
+from pytrain.text.normalizers import Pattern
 
 Piece = Tuple[str, bool]
 PreTokenizer = Callable[[List[Piece]], List[Piece]]
 Span = Tuple[int, int, bool]   # (start, end, is a match of the pattern)
 
 _BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
-_CONTRACTIONS = ("'s", "'t", "'m", "'d", "'re", "'ve", "'ll")
 
 
 def _bytes_to_unicode() -> Dict[int, str]:
@@ -32,43 +32,15 @@ BYTE_CHAR = _bytes_to_unicode()
 CHAR_BYTE = {c: b for b, c in BYTE_CHAR.items()}
 
 
-def _kind(c: str) -> int:
-    """0 whitespace, 1 letter, 2 number, 3 anything else: the classes GPT-2's pattern tells apart."""
-    if c in WHITESPACE:
-        return 0
-    if is_letter(c):
-        return 1
-    return 2 if is_number(c) else 3
+#: ByteLevel's own pattern (GPT-2's), under the same Unicode tables as every other tokenizer.json regex
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 
 
 def gpt2_split(text: str) -> List[str]:
-    """``text`` split as ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``
-    splits it under Oniguruma (leftmost alternative first, greedy with backtracking); the pattern
-    matches every character, so the matches are the pieces."""
-    out, i, n = [], 0, len(text)
-    kinds = [_kind(c) for c in text]
-    while i < n:
-        if text[i] == "'":
-            hit = next((c for c in _CONTRACTIONS if text.startswith(c, i)), None)
-            if hit is not None:
-                out.append(hit)
-                i += len(hit)
-                continue
-        k = i + 1 if text[i] == " " and i + 1 < n else i
-        kind = kinds[k]
-        if kind:   # ` ?X+`: the optional space, then the longest run of one class
-            j = k + 1
-            while j < n and kinds[j] == kind:
-                j += 1
-        else:      # whitespace: `\s+(?!\S)` leaves the last one to a following word, else `\s+`
-            j = i + 1
-            while j < n and kinds[j] == 0:
-                j += 1
-            if j < n and j - i > 1:
-                j -= 1
-        out.append(text[i:j])
-        i = j
-    return out
+    """``text`` split by :data:`GPT2_PATTERN` as ``tokenizers``' ByteLevel splits it (the pattern matches
+    every character, so the matches are the pieces)."""
+    regex = compile_onig(GPT2_PATTERN, "pre_tokenizer.ByteLevel")
+    return [text[s:e] for s, e in find_iter(regex, text) if e > s]
 
 
 def _split(text: str, spans: List[Span], behavior: str) -> List[Tuple[int, int]]:
@@ -141,7 +113,7 @@ def _byte_level(obj: Dict[str, Any], where: str) -> PreTokenizer:
     def run(pieces: List[Piece]) -> List[Piece]:
         out = []
         for text, at_start in pieces:
-            if prefix and not text.startswith(" "):
+            if prefix and text and not text.startswith(" "):
                 text = " " + text
             parts = gpt2_split(text) if use_regex else [text]
             out.extend((byte_level_map(p), at_start and k == 0) for k, p in enumerate(parts) if p)
@@ -170,7 +142,7 @@ def _metaspace(obj: Dict[str, Any], where: str) -> PreTokenizer:
         out: List[Piece] = []
         for text, at_start in pieces:
             text = text.replace(" ", rep)
-            if not text.startswith(rep) and (scheme == "always" or (scheme == "first" and at_start)):
+            if text and not text.startswith(rep) and (scheme == "always" or (scheme == "first" and at_start)):
                 text = rep + text
             if split:
                 spans = _char_spans(text, rep.__eq__)
@@ -183,17 +155,17 @@ def _metaspace(obj: Dict[str, Any], where: str) -> PreTokenizer:
 
 
 def _split_pattern(obj: Dict[str, Any], where: str) -> PreTokenizer:
-    pattern = safe_regex(field(obj, "pattern", where, dict), where + ".pattern")
+    pattern = Pattern(field(obj, "pattern", where, dict), where + ".pattern")
     behavior = _behavior(obj, where, "Isolated")
     invert = field(obj, "invert", where, bool, False)
 
     def spans(text: str) -> List[Span]:
         out, prev = [], 0
-        for m in pattern.finditer(text) if pattern.pattern else ():
-            if prev != m.start():
-                out.append((prev, m.start(), invert))
-            out.append((m.start(), m.end(), not invert))
-            prev = m.end()
+        for start, end in pattern.spans(text):
+            if prev != start:
+                out.append((prev, start, invert))
+            out.append((start, end, not invert))
+            prev = end
         if prev != len(text) or not text:
             out.append((prev, len(text), invert))
         return out

@@ -4,6 +4,7 @@ post-processor. A component this reader does not implement is refused when the f
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -11,6 +12,7 @@ from pytrain.errors import DataError
 from pytrain.data._source import read_text
 from pytrain.text._common import WHITESPACE, fail, field, optional_component
 from pytrain.text.decoders import Decoder, build_decoder
+from pytrain.text.hub_config import TokenizerConfig
 from pytrain.text.models import Model, build_model
 from pytrain.text.normalizers import Normalizer, build_normalizer
 from pytrain.text.pretokenizers import Piece, PreTokenizer, build_pre_tokenizer
@@ -111,9 +113,65 @@ class Tokenizer:
             if known is not None and known != token.id:
                 raise fail("added_tokens[{}]".format(i), "{!r} has id {} but the model's vocabulary gives it {}"
                            .format(token.content, token.id, known))
+        self.config: Optional[TokenizerConfig] = None
+        self._index_added()
+
+    def _index_added(self) -> None:
         self.added_ids = {t.id: t for t in self.added}
         self._raw = _Matcher([(t.content, t) for t in self.added if not t.normalized])
         self._normalized = _Matcher([(self.normalize(t.content), t) for t in self.added if t.normalized])
+
+    def with_config(self, config: Union["TokenizerConfig", str, bytes, bytearray]) -> "Tokenizer":
+        """This tokenizer with its ``tokenizer_config.json`` (a :class:`TokenizerConfig` or the file's text):
+        the special tokens (:attr:`bos_token`, :attr:`eos_token`, ...) and :attr:`chat_template` come from it;
+        ``added_tokens_decoder`` entries tokenizer.json lacks are added, as transformers adds them, and one
+        giving an id another token is refused. Returns self."""
+        if not isinstance(config, TokenizerConfig):
+            config = TokenizerConfig.from_json(config)
+        for i, entry in sorted(config.added_tokens.items()):
+            where = "tokenizer_config.json: added_tokens_decoder.{}".format(i)
+            if i in self.added_ids:
+                if self.added_ids[i].content != entry["content"]:
+                    raise DataError("{}: {!r} but tokenizer.json's added token {} is {!r}".format(
+                        where, entry["content"], i, self.added_ids[i].content))
+                continue
+            known = self.model.vocab.get(entry["content"])
+            if known is not None and known != i:
+                raise DataError("{}: {!r} has id {} in tokenizer.json's vocabulary".format(where, entry["content"], known))
+            self.added.append(_Added(dict(entry, id=i), where))
+        self._index_added()
+        for name, text in config.special.items():
+            if text is not None and self.token_to_id(text) is None:
+                raise DataError("tokenizer_config.json: {} {!r} is not a token of tokenizer.json".format(name, text))
+        self.config = config
+        return self
+
+    def special_token(self, name: str) -> Optional[str]:
+        """The text of ``bos_token``, ``eos_token``, ``pad_token``, ``unk_token``, ... from tokenizer_config.json
+        (None without one, or when unset there)."""
+        return None if self.config is None else self.config.special.get(name)
+
+    def special_token_id(self, name: str) -> Optional[int]:
+        """The id of :meth:`special_token`'s token (None when it has none)."""
+        text = self.special_token(name)
+        return None if text is None else self.token_to_id(text)
+
+    @property
+    def bos_token_id(self) -> Optional[int]:
+        return self.special_token_id("bos_token")
+
+    @property
+    def eos_token_id(self) -> Optional[int]:
+        return self.special_token_id("eos_token")
+
+    @property
+    def pad_token_id(self) -> Optional[int]:
+        return self.special_token_id("pad_token")
+
+    @property
+    def chat_template(self) -> Optional[str]:
+        """tokenizer_config.json's default Jinja chat template, as a string: pytrain does not render it."""
+        return None if self.config is None else self.config.chat_template
 
     @classmethod
     def from_json(cls, text: Union[str, bytes, bytearray]) -> "Tokenizer":
@@ -128,6 +186,20 @@ class Tokenizer:
     def from_file(cls, path: Any) -> "Tokenizer":
         """A tokenizer from a tokenizer.json file."""
         return cls.from_json(read_text(path, None, "tokenizer.json")[0])
+
+    @classmethod
+    def from_folder(cls, path: Any) -> "Tokenizer":
+        """A Hub model folder's tokenizer: its tokenizer.json, with its tokenizer_config.json and
+        chat_template.jinja when there (:meth:`with_config`)."""
+        folder = os.fspath(path)
+        tok = cls.from_file(os.path.join(folder, "tokenizer.json"))
+        config = os.path.join(folder, "tokenizer_config.json")
+        jinja = os.path.join(folder, "chat_template.jinja")
+        template = read_text(jinja, None, "chat_template.jinja")[0] if os.path.isfile(jinja) else None
+        if os.path.isfile(config) or template is not None:
+            text = read_text(config, None, "tokenizer_config.json")[0] if os.path.isfile(config) else "{}"
+            tok.with_config(TokenizerConfig.from_json(text, template))
+        return tok
 
     def normalize(self, text: str) -> str:
         """The text after the normalizer."""
@@ -165,6 +237,7 @@ class Tokenizer:
         return added.content if added is not None else self.model.tokens.get(i)
 
     def token_to_id(self, token: str) -> Optional[int]:
+        """The id of ``token`` (an added token first, as tokenizers looks it up), None when there is none."""
         for t in self.added:
             if t.content == token:
                 return t.id

@@ -183,8 +183,8 @@ def test_refuses_what_it_does_not_implement(gpt2_like, t5_like):
     refused(lambda c: c.update(pre_tokenizer={"type": "Whitespace"}), "pre_tokenizer", "'Whitespace'")
     refused(lambda c: c["model"].update(type="WordLevel"), "model", "'WordLevel'")
     refused(lambda c: c.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": "\\p{L}+"}, "behavior": "Isolated", "invert": False}]}),
-        "pre_tokenizer.pretokenizers[0].pattern", "\\p{L}+")
+        {"type": "Split", "pattern": {"Regex": "\\p{Han}+"}, "behavior": "Isolated", "invert": False}]}),
+        "pre_tokenizer.pretokenizers[0].pattern", "\\p{Han}")
     refused(lambda c: c.update(post_processor={"type": "Nope"}), "post_processor", "'Nope'")
     refused(lambda c: c.update(normalizer={"type": "NFC"}, pre_tokenizer={
         "type": "Metaspace", "replacement": "_", "prepend_scheme": "first", "split": True}), "prepend_scheme 'first'")
