@@ -125,6 +125,7 @@ def test_q8_inference_equals_onnxruntime(models):
         np.testing.assert_allclose(got, ort_run(exact, feeds), rtol=1e-5, atol=1e-5)
         plain = ort_run(models["q8"], feeds)
         worst = max(worst, float(np.abs(got - plain).max() / np.ptp(plain)))
+    print("q8 logits against plain onnxruntime: %.2g of their range" % worst)
     assert worst < 0.02, worst
 
 
@@ -168,6 +169,7 @@ def trained(request, models):
 
 def test_lora_on_the_quantized_base_lowers_the_loss(trained):
     losses = trained["losses"]
+    print("%s losses: %s" % (trained["kind"], " ".join("%.4f" % x for x in losses)))
     assert losses[-1] < losses[0] - 0.05, losses
     adapters = {n for a in trained["arts"].summary["lora"]["adapters"] for n in (a["lora_A"], a["lora_B"])}
     assert set(trained["arts"].summary["trainable"]) == adapters
