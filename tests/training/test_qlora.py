@@ -275,3 +275,17 @@ def test_memory_of_a_quantized_base(models):
         est = module.memory_estimate(_ids(0, models["vocab"])[:1], optimizer=Optimizer(arts.optimizer_model, module))
         sizes[kind] = est.parameters
     assert sizes["q8"] < 0.5 * sizes["f32"] and sizes["q4"] < 0.65 * sizes["f32"], sizes
+
+
+def test_adapters_alone_and_default_targets(trained):
+    from pytrain.lora import default_targets, read_adapters, save_adapters
+
+    got = read_adapters(save_adapters(trained["state"], format="onnx"))
+    table = trained["arts"].summary["lora"]["adapters"]
+    assert sorted(got) == sorted(n for a in table for n in (a["lora_A"], a["lora_B"]))
+    assert all(".weight" not in n and "quantized" not in n and "_Q4" not in n for n in got)   # the layer's name
+    for a in table:
+        np.testing.assert_array_equal(got[a["lora_B"]], trained["state"].parameters[a["lora_B"]].data)
+    # with no targets named, LoRA takes the attention's quantized layers
+    chosen = default_targets(onnx.load_from_string(trained["source"]))
+    assert len(chosen) == 4 and all("attn" in w for w in chosen), chosen
