@@ -289,3 +289,51 @@ def test_adapters_alone_and_default_targets(trained):
     # with no targets named, LoRA takes the attention's quantized layers
     chosen = default_targets(onnx.load_from_string(trained["source"]))
     assert len(chosen) == 4 and all("attn" in w for w in chosen), chosen
+
+
+def fold_transposed_weights(model: "onnx.ModelProto") -> "onnx.ModelProto":
+    """MatMul(x, Transpose(W)) of an initializer W (pytrain.torch_export's Linear) as MatMul(x, W^T), the transposed
+    initializer torch.onnx.export writes and onnxruntime's quantizers take."""
+    inits = {t.name: t for t in model.graph.initializer}
+    keep = []
+    for n in model.graph.node:
+        if n.op_type == "Transpose" and n.input[0] in inits:
+            w = numpy_helper.to_array(inits[n.input[0]])
+            model.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w.T), n.output[0]))
+            continue
+        keep.append(n)
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    return model
+
+
+@pytest.fixture(scope="module")
+def bert(lm, tmp_path_factory):
+    """A tiny BERT classifier (tests/helpers/tiny_lm.py), its Linear weights as transposed initializers, q8 and q4."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    from tiny_lm import tiny_bert_classifier
+
+    model = fold_transposed_weights(onnx.load_from_string(tiny_bert_classifier(lm.vocab_size)))
+    path = os.path.join(str(tmp_path_factory.mktemp("bert")), "model.onnx")
+    onnx.save(model, path)
+    quantize_dynamic(path, path + ".q8", weight_type=QuantType.QInt8, extra_options={"MatMulConstBOnly": True})
+    q = MatMulNBitsQuantizer(onnx.load(path), algo_config=DefaultWeightOnlyQuantConfig(block_size=16, is_symmetric=False))
+    q.process()
+    with open(path + ".q8", "rb") as f:
+        q8 = f.read()
+    ids = np.random.default_rng(3).integers(3, lm.vocab_size, (3, 16)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1, 12:] = 0
+    return {"q8": q8, "q4": q.model.model.SerializeToString(), "feeds": {"input_ids": ids, "attention_mask": mask}}
+
+
+def test_bert_quantized_inference_equals_onnxruntime(bert):
+    assert ("", "MatMulInteger") in _ops(bert["q8"]) and ("com.microsoft", "MatMulNBits") in _ops(bert["q4"])
+    feeds = bert["feeds"]
+    np.testing.assert_allclose(InferenceSession(bert["q8"]).run(None, feeds)[0],
+                               ort_run(exact_integer_matmuls(onnx.load_from_string(bert["q8"])), feeds),
+                               rtol=1e-5, atol=1e-5)
+    # asymmetric 4-bit blocks: packed uint8 zero points
+    np.testing.assert_allclose(InferenceSession(bert["q4"]).run(None, feeds)[0], ort_run(bert["q4"], feeds),
+                               rtol=1e-5, atol=1e-5)
