@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Sequence
 import numpy as np
 
 from pytrain.autodiff.engine import differentiable_inputs
-from pytrain.autodiff.quant_forms import fuse_int8_blocks
+from pytrain.autodiff.quant_forms import fuse_dequantized_weights, fuse_int8_blocks
 from pytrain.errors import ArtifactError
 from pytrain.export import inference_rewrite
 from pytrain.graph import NameScope
@@ -114,4 +114,5 @@ def training_rewrite(nodes: List[NodeProto], scope: NameScope, params: Sequence[
             n.input.extend(ins)
     nodes.extend(passthrough)
     fuse_int8_blocks(nodes)  # q8 matmul blocks: one node the gradient passes (QLoRA, docs/quantized.md)
+    fuse_dequantized_weights(nodes)  # MatMul by a dequantized weight: recomputed in the backward pass
     return updates

@@ -9,7 +9,7 @@ from typing import Callable, Dict, List
 import numpy as np
 from onnx import TensorProto
 
-from grad_harness import Case, node, rand
+from grad_harness import Case, node, rand, with_loss
 
 from pytrain.ops.quant.blocks import MS_DOMAIN, NBitsLayout, nbits_dequantize, nbits_quantize
 from pytrain.ops.quant.op_quantized_matmul_training import int8_dequantize
@@ -52,3 +52,35 @@ CASES: Dict[str, Callable[[], List[Case]]] = {
     "ai.pytrain.DynamicQuantMatMul": _int8_block,
     "com.microsoft.MatMulNBits": _matmul_nbits,
 }
+
+
+def _dequant_matmul() -> List[Case]:
+    w = np.random.default_rng(7).integers(0, 256, size=(4, 3)).astype(np.uint8)
+    s, zp = np.asarray(0.01), np.asarray(128, np.uint8)
+    deq = (w.astype(np.float64) - 128) * 0.01
+    plain = [node("DequantizeLinear", ["W", "S", "Z"], ["w"]), node("MatMul", ["X", "w"])]
+    tied = [node("Transpose", ["W"], ["wt"], perm=[1, 0]), node("DequantizeLinear", ["wt", "S", "Z"], ["w"]),
+            node("MatMul", ["X", "w"])]
+    return [Case("MatMul by DequantizeLinear(W)", plain, {"X": rand(2, 3, 4), "W": w, "S": s, "Z": zp}, ["Y"],
+                 params=["X"], oracle=lambda v: _weighted_sum(v["X"] @ deq)),
+            Case("MatMul by DequantizeLinear(Transpose(W)) (a tied lm_head)", tied,
+                 {"X": rand(2, 3), "W": w, "S": s, "Z": zp}, ["Y"], params=["X"],
+                 oracle=lambda v: _weighted_sum(v["X"] @ deq.T))]
+
+
+CASES["ai.pytrain.DequantMatMul"] = _dequant_matmul
+
+
+def test_training_model_holds_no_float_copy_of_a_dequantized_weight():
+    """The fused forms are what the training model runs: no DequantizeLinear output lives until the backward pass,
+    and a q8 block has no integer tensor on the gradient's path."""
+    import onnx
+
+    from pytrain import artifacts
+
+    for case in _dequant_matmul() + _int8_block():
+        arts = artifacts.generate_artifacts(with_loss(case).SerializeToString(), requires_grad=["X"], loss=None,
+                                            optimizer=artifacts.OptimType.SGD)
+        ops = {n.op_type for n in onnx.load_from_string(arts.training_model).graph.node}
+        assert "DequantizeLinear" not in ops and "MatMulInteger" not in ops, (case.name, sorted(ops))
+        assert ops & {"DequantMatMul", "DynamicQuantMatMul"}, case.name

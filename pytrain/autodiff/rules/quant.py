@@ -23,3 +23,9 @@ def _matmul_nbits(b: B, n: N, dy: G) -> G:
 @gradient("DynamicQuantMatMul", domain=PYTRAIN_DOMAIN, inputs=(0,))
 def _dynamic_quant_matmul(b: B, n: N, dy: G) -> G:
     return [b.pt("DynamicQuantMatMulGrad", dy[0], n.x(1), n.x(2), n.x(3))]
+
+
+@gradient("DequantMatMul", domain=PYTRAIN_DOMAIN, inputs=(0,))
+def _dequant_matmul(b: B, n: N, dy: G) -> G:
+    attrs = {k: int(n.attr(k, d)) for k, d in (("transB", 0), ("axis", 1), ("block_size", 0))}
+    return [b.pt("DequantMatMulGrad", dy[0], n.x(1), n.x(2), n.x(3), **attrs)]
