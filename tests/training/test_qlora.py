@@ -337,3 +337,29 @@ def test_bert_quantized_inference_equals_onnxruntime(bert):
     # asymmetric 4-bit blocks: packed uint8 zero points
     np.testing.assert_allclose(InferenceSession(bert["q4"]).run(None, feeds)[0], ort_run(bert["q4"], feeds),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_requantization_is_the_files_own_scheme(models):
+    """pytrain's requantizer, given the float weights, writes the q8 file's own int8 weights and scales (the scheme
+    "requantize" merges with), and the q4 file's 4-bit blocks up to rounding ties."""
+    from pytrain.ops.quant.blocks import NBitsLayout, nbits_quantize
+    from pytrain.ops.quant.merge import int8_quantize
+
+    floats = {t.name: numpy_helper.to_array(t) for t in onnx.load_from_string(models["f32"]).graph.initializer}
+    q8 = {t.name: numpy_helper.to_array(t) for t in onnx.load_from_string(models["q8"]).graph.initializer}
+    layers = [n[:-len("_quantized")] for n in q8 if n.endswith("weight_quantized") and n[:-len("_quantized")] in floats]
+    assert len(layers) == 10   # the 8 layers' matrices, the token and position tables
+    for w in layers:
+        want = q8[w + "_quantized"]
+        symmetric = want.dtype == np.int8 and not q8[w + "_zero_point"].any()
+        q, scale, zp = int8_quantize(floats[w], want.dtype, per_column=False, symmetric=symmetric)
+        np.testing.assert_allclose(scale, q8[w + "_scale"], rtol=1e-6)
+        assert np.mean(q == want) > 0.999 and zp == q8[w + "_zero_point"], w
+    q4 = onnx.load_from_string(models["q4"])
+    inits = {t.name: numpy_helper.to_array(t) for t in q4.graph.initializer}
+    for n in (n for n in q4.graph.node if n.op_type == "MatMulNBits"):
+        attrs = {a.name: a.i for a in n.attribute}
+        w = floats[n.input[1][:-len("_Q4")]]
+        B, s, _ = nbits_quantize(w.T, NBitsLayout(attrs["K"], attrs["N"], 4, attrs["block_size"]), symmetric=True)
+        np.testing.assert_allclose(s.reshape(-1), inits[n.input[2]].reshape(-1), rtol=1e-6)
+        assert np.mean(B == inits[n.input[1]]) > 0.99
