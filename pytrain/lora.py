@@ -8,7 +8,9 @@ adapters train. The eval model's layout records each adapter (key ``"lora"``), w
 export folds back into ``W`` (:func:`pytrain.export.export_inference_model`); :func:`save_adapters`
 writes the adapters alone (``.npz``, or an ONNX file of initializers) and :func:`load_adapters` reads either.
 A weight read through a Transpose (``x @ Transpose(W)``, as ``pytrain.torch_export`` writes a Linear on a
-3-D input) takes an adapter in W's own (out, in) layout."""
+3-D input) takes an adapter in W's own (out, in) layout. A quantized matmul block (onnxruntime's q8
+DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul, or MatMulNBits) takes a float32 adapter on its float input and
+output while its weight stays quantized (QLoRA, docs/quantized.md)."""
 from __future__ import annotations
 
 import io
@@ -307,12 +309,13 @@ def insert_adapters(model: ModelProto, spec: LoRA) -> List[Dict[str, Any]]:
                       "layout": "out_in" if out_in else "in_out", "node": node.name, "base_output": base,
                       "output": y, "nodes": [n.name for n in new]})
         if block is not None:
-            table[-1]["quantized"] = _block_record(block, base, scope)
+            table[-1]["quantized"] = _block_record(block, scope)
     return table
 
 
-def _block_record(block: QuantBlock, base: str, scope: NameScope) -> Dict[str, Any]:
-    """What the export needs to merge an adapter into a quantized block (pytrain.ops.quant.merge)."""
+def _block_record(block: QuantBlock, scope: NameScope) -> Dict[str, Any]:
+    """What the export needs to merge an adapter into a quantized block (pytrain.ops.quant.merge); its nodes' names,
+    the MatMulInteger / MatMulNBits first."""
     for n in block.nodes:   # the merge names the block's nodes
         if not n.name:
             n.name = scope.fresh("quantized/" + n.op_type)

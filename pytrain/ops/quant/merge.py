@@ -55,7 +55,7 @@ def merge_quantized(nodes: List[NodeProto], merged: Dict[str, np.ndarray], value
     w, s = value(a["weight"]), value(q["scale"])
     zp = value(q["zero_point"]) if q["zero_point"] else None
     block = [n for n in nodes if n.name in set(q["nodes"])]
-    anchor = block[0]
+    anchor = next(n for n in block if n.name == q["nodes"][0])   # the MatMulInteger / MatMulNBits
     if q["kind"] == "int8":
         new_w = int8_dequantize(w, s, zp) + _delta(a, value).T            # (K, N)
         if mode == "requantize":
