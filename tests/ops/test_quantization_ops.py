@@ -122,7 +122,8 @@ def test_matmul_integer(sa, sb):
 
 def test_matmul_integer_per_row_and_column_zero_points():
     # onnxruntime's CPU kernel takes per-tensor zero points only; the spec's per-row/per-column ones against numpy
-    a, b, za, zb = ints(np.uint8, 4, 9), ints(np.uint8, 9, 6, seed=1), ints(np.uint8, 4, seed=2), ints(np.uint8, 6, seed=3)
+    a, b = ints(np.uint8, 4, 9), ints(np.uint8, 9, 6, seed=1)
+    za, zb = ints(np.uint8, 4, seed=2), ints(np.uint8, 6, seed=3)
     got = run_pytrain("MatMulInteger", [a, b, za, zb], {}, 1, 10)[0]
     want = (a.astype(np.int64) - za[:, None]) @ (b.astype(np.int64) - zb[None, :])
     assert got.dtype == np.int32 and np.array_equal(got, want)

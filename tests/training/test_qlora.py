@@ -141,7 +141,8 @@ STEPS, LR = 6, 0.5
 
 
 def _generate(blob: bytes):
-    return artifacts.generate_artifacts(blob, lora=LoRA(4, 8.0, TARGETS), loss=CausalLMLoss(), optimizer=artifacts.SGD())
+    return artifacts.generate_artifacts(blob, lora=LoRA(4, 8.0, TARGETS), loss=CausalLMLoss(),
+                                        optimizer=artifacts.SGD())
 
 
 def _train(arts, batches, state=None):
@@ -318,7 +319,8 @@ def bert(lm, tmp_path_factory):
     path = os.path.join(str(tmp_path_factory.mktemp("bert")), "model.onnx")
     onnx.save(model, path)
     quantize_dynamic(path, path + ".q8", weight_type=QuantType.QInt8, extra_options={"MatMulConstBOnly": True})
-    q = MatMulNBitsQuantizer(onnx.load(path), algo_config=DefaultWeightOnlyQuantConfig(block_size=16, is_symmetric=False))
+    q = MatMulNBitsQuantizer(onnx.load(path),
+                             algo_config=DefaultWeightOnlyQuantConfig(block_size=16, is_symmetric=False))
     q.process()
     with open(path + ".q8", "rb") as f:
         q8 = f.read()

@@ -61,7 +61,8 @@ def dequantize_linear(ctx, x, x_scale, x_zero_point=None, *, axis=1, block_size=
     if x.dtype.kind not in "iu":
         raise InputError("%s: x must be an integer tensor, got %s" % (op, x.dtype))
     if x_zero_point is not None and x_zero_point.dtype != x.dtype:
-        raise InputError("%s: x_zero_point is %s, x is %s: they must be of one type" % (op, x_zero_point.dtype, x.dtype))
+        raise InputError("%s: x_zero_point is %s, x is %s: they must be of one type"
+                         % (op, x_zero_point.dtype, x.dtype))
     out = dtypes.to_numpy(int(output_dtype)) if output_dtype else x_scale.dtype
     ft = _float_of(x_scale)
     s = broadcast_param(op, "x_scale", x_scale.astype(ft), x.shape, axis, int(block_size), ctx.opset)
