@@ -3,7 +3,7 @@ running statistics, trained weights baked in) that declares the oldest IR versio
 that still mean what the model means, so onnxruntime releases from 2023 on load it."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -12,6 +12,8 @@ from pytrain.errors import ArtifactError, PytrainError
 from pytrain.layout import parse_layout
 from pytrain.executor import Plan, live_nodes
 from pytrain.opset_versions import SCHEMA_VERSIONS
+from pytrain.ops.quant.blocks import MS_DOMAIN
+from pytrain.ops.quant.merge import merge_quantized
 from pytrain.proto import (ModelProto, NodeProto, TensorProto, ValueInfoProto, from_array, make_graph,
                            make_model, make_node, make_opsetid, make_value_info, model_metadata, opset_version,
                            to_array, value_info_type)
@@ -20,6 +22,9 @@ from pytrain.proto.helper import ir_version_for_opset
 
 #: the eval model's layout key listing LoRA adapters (written by pytrain.lora), which the export folds back
 LORA_LAYOUT_KEY = "lora"
+
+#: onnxruntime's quantized contrib ops an inference model may keep (a q4 file's MatMulNBits, GatherBlockQuantized)
+QUANT_OPS = frozenset([(MS_DOMAIN, "MatMulNBits"), (MS_DOMAIN, "GatherBlockQuantized")])
 
 #: never declared lower: before opset 7 many ops required legacy attributes (consumed_inputs, broadcast)
 #: that pytrain does not write, and onnxruntime releases from 2023 on all read opset 7
@@ -67,10 +72,12 @@ def inference_rewrite(n: NodeProto) -> None:
 
 
 def merge_lora(nodes: List[NodeProto], parameters: Mapping[str, np.ndarray], initializers: Sequence[TensorProto],
-               adapters: Sequence[Mapping[str, Any]]) -> Tuple[List[NodeProto], Dict[str, np.ndarray]]:
+               adapters: Sequence[Mapping[str, Any]], quantized: str = "float"
+               ) -> Tuple[List[NodeProto], Dict[str, np.ndarray]]:
     """Fold each LoRA adapter into its weight as peft's ``merge_and_unload`` does (``W + scale * (B A)``,
     transposed for a weight stored (in, out)): the adapter's nodes go, the layer writes its own output
-    again, and the merged weights join ``parameters``."""
+    again, and the merged weights join ``parameters``. An adapter on a quantized block merges as
+    ``quantized`` says (pytrain.ops.quant.merge: "float" or "requantize")."""
     stored = {t.name: t for t in initializers}
     merged = dict(parameters)
 
@@ -80,6 +87,9 @@ def merge_lora(nodes: List[NodeProto], parameters: Mapping[str, np.ndarray], ini
     drop = {n for a in adapters for n in a["nodes"]}
     back = {a["base_output"]: a["output"] for a in adapters}
     for a in adapters:
+        if a.get("quantized"):
+            nodes = merge_quantized(nodes, merged, value, a, quantized)
+            continue
         w, lora_a, lora_b = value(a["weight"]), value(a["lora_A"]), value(a["lora_B"])
         delta = lora_b @ lora_a
         delta = (delta if a["layout"] == "out_in" else delta.T) * np.asarray(a["scale"], w.dtype)
@@ -91,9 +101,11 @@ def merge_lora(nodes: List[NodeProto], parameters: Mapping[str, np.ndarray], ini
 
 
 def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.ndarray],
-                           graph_output_names: Sequence[str], merge_adapters: bool = True) -> ModelProto:
+                           graph_output_names: Sequence[str], merge_adapters: Union[bool, str] = True) -> ModelProto:
     """The inference model computing ``graph_output_names`` with ``parameters`` baked in; LoRA adapters
-    folded into their weights (the original graph), or kept as nodes with ``merge_adapters=False``."""
+    folded into their weights (the original graph), or kept as nodes with ``merge_adapters=False``. An adapter
+    on a quantized block (docs/quantized.md) merges into a float layer (True or "float") or requantized in the
+    file's scheme ("requantize")."""
     meta = model_metadata(eval_model)
     layout = parse_layout(meta, "eval model")
     g = eval_model.graph
@@ -103,7 +115,8 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
                             % layout.get("model_outputs", []))
     nodes = [NodeProto.FromString(n.SerializeToString()) for n in g.node]
     if merge_adapters and layout.get(LORA_LAYOUT_KEY):
-        nodes, parameters = merge_lora(nodes, parameters, g.initializer, layout[LORA_LAYOUT_KEY])
+        nodes, parameters = merge_lora(nodes, parameters, g.initializer, layout[LORA_LAYOUT_KEY],
+                                       "float" if merge_adapters is True else str(merge_adapters))
     produced = {o for n in nodes for o in n.output if o}
     for o in outputs:
         if o not in produced:
@@ -112,7 +125,7 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
     nodes = _drop_dropout(live_nodes(nodes, outputs), outputs)
     nodes = live_nodes(nodes, outputs)
     for n in nodes:
-        if n.domain not in ("", "ai.onnx"):
+        if n.domain not in ("", "ai.onnx") and (n.domain, n.op_type) not in QUANT_OPS:
             raise ArtifactError("node %r uses domain %r; an inference model keeps standard ops only"
                                 % (n.name, n.domain))
         inference_rewrite(n)
@@ -136,7 +149,9 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
     source_opset = opset_version(eval_model)
     opset = minimal_opset(nodes, source_opset)
     graph = make_graph(nodes, g.name.replace("_eval", "") or "model", inputs, out_vis, inits)
-    return make_model(graph, [make_opsetid("", opset)], ir_version=ir_version_for_opset(opset))
+    imports = [make_opsetid("", opset)] + ([make_opsetid(MS_DOMAIN, 1)] if any(n.domain == MS_DOMAIN for n in nodes)
+                                           else [])
+    return make_model(graph, imports, ir_version=ir_version_for_opset(opset))
 
 
 def _infer_output_types(g, nodes, inputs, inits, outputs, out_vis, opset) -> List[ValueInfoProto]:

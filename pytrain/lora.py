@@ -8,7 +8,9 @@ adapters train. The eval model's layout records each adapter (key ``"lora"``), w
 export folds back into ``W`` (:func:`pytrain.export.export_inference_model`); :func:`save_adapters`
 writes the adapters alone (``.npz``, or an ONNX file of initializers) and :func:`load_adapters` reads either.
 A weight read through a Transpose (``x @ Transpose(W)``, as ``pytrain.torch_export`` writes a Linear on a
-3-D input) takes an adapter in W's own (out, in) layout."""
+3-D input) takes an adapter in W's own (out, in) layout. A quantized matmul block (onnxruntime's q8
+DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul, or MatMulNBits) takes a float32 adapter on its float input and
+output while its weight stays quantized (QLoRA, docs/quantized.md)."""
 from __future__ import annotations
 
 import io
@@ -28,6 +30,7 @@ from pytrain.export import LORA_LAYOUT_KEY as LAYOUT_KEY, OLDEST_EXPORT_OPSET
 from pytrain.files import write_atomic
 from pytrain.graph import NameScope, all_names, node_label
 from pytrain.limits import check_file
+from pytrain.ops.quant.patterns import QuantBlock, find_blocks
 from pytrain.proto import (ModelProto, NodeProto, from_array, make_graph, make_model, make_node, make_opsetid,
                            make_value_info, to_array)
 from pytrain.validate import load_model
@@ -148,26 +151,53 @@ def _graph_maps(model: ModelProto) -> Tuple[Dict[str, Any], Dict[str, List[NodeP
     return {t.name: t for t in g.initializer}, readers, {o: n for n in g.node for o in n.output if o}
 
 
-def _select(model: ModelProto, spec: LoRA) -> List[Tuple[NodeProto, str, bool]]:
-    """(node, weight, weight stored as (out, in)) for every MatMul/Gemm the patterns select, in graph order."""
+Site = Tuple[NodeProto, str, bool, Optional[QuantBlock]]
+
+
+def _quant_site(block: QuantBlock, inits: Dict[str, Any], readers: Dict[str, List[NodeProto]]) -> Site:
+    """A quantized matmul block (QLoRA, docs/quantized.md) as an adapter site: the weight stays quantized and
+    frozen; the adapter reads the block's float input and adds to its float output."""
+    others = [r for r in readers.get(block.w, []) if r is not block.anchor]
+    if block.w not in inits or others:
+        raise ArtifactError("LoRA target %s: its quantized weight %r is %s" % (
+            node_label(block.anchor), block.w, "computed by the graph" if block.w not in inits else
+            "also read by " + ", ".join(node_label(r) for r in others)))
+    if block.kind == "int8":
+        dims = list(inits[block.w].dims)
+        if len(dims) != 2:
+            raise ArtifactError("LoRA target %s: quantized weight %r is %d-D; only 2-D weights take an adapter"
+                                % (node_label(block.anchor), block.w, len(dims)))
+        block.k, block.n = int(dims[0]), int(dims[1])
+    return block.anchor, block.w, block.kind == "nbits", block
+
+
+def _select(model: ModelProto, spec: LoRA) -> List[Site]:
+    """(node, weight, weight stored as (out, in), quantized block or None) for every MatMul/Gemm and quantized
+    matmul block the patterns select, in graph order."""
     g = model.graph
     inits, readers, producers = _graph_maps(model)
     layers = [n for n in g.node if n.op_type in ("MatMul", "Gemm") and n.domain in ("", "ai.onnx")]
+    blocks = {id(b.anchor): b for b in find_blocks(list(g.node))}
+    order = {id(n): k for k, n in enumerate(g.node)}
+    layers += [b.anchor for b in blocks.values()]
 
     def weight_of(n: NodeProto) -> str:
+        if id(n) in blocks:
+            return blocks[id(n)].w
         w = n.input[1] if len(n.input) > 1 else ""
         via = _transposed_weight(w, inits, producers, readers)
         return w if via is None else via.input[0]
 
-    chosen: Dict[int, Tuple[NodeProto, str, bool]] = {}
+    chosen: Dict[int, Site] = {}
     for pattern in spec.targets:
         hit = False
-        for k, n in enumerate(layers):
+        for n in layers:
             by_node = matches(pattern, n.name)
             w = weight_of(n)
             if by_node or (w in inits and matches(pattern, w)):
                 why = "node name matches %r" % pattern if by_node else "weight name matches %r" % pattern
-                chosen[k] = (n,) + _weight_site(n, inits, readers, producers, why)
+                chosen[order[id(n)]] = (_quant_site(blocks[id(n)], inits, readers) if id(n) in blocks else
+                                        (n,) + _weight_site(n, inits, readers, producers, why) + (None,))
                 hit = True
         if not hit:
             named = [t for t in inits if matches(pattern, t)]
@@ -199,6 +229,12 @@ def adaptable_weights(model: ModelProto) -> List[Tuple[str, str]]:
             except ArtifactError:
                 continue
             out.append((n.name or n.output[0], w))
+    for b in find_blocks(list(g.node)):   # quantized matmuls (QLoRA)
+        try:
+            _quant_site(b, inits, readers)
+        except ArtifactError:
+            continue
+        out.append((b.anchor.name or b.y, b.w))
     return out
 
 
@@ -213,7 +249,7 @@ def default_targets(model: ModelProto) -> List[str]:
 
 def selected_weights(model: ModelProto, spec: LoRA) -> List[str]:
     """The weights ``spec``'s targets select in ``model`` (what takes an adapter), in graph order."""
-    return [w for _, w, _ in _select(model, spec)]
+    return [site[1] for site in _select(model, spec)]
 
 
 def kaiming_uniform(rank: int, fan_in: int, rng: np.random.RandomState, dtype: Any) -> np.ndarray:
@@ -231,20 +267,25 @@ def insert_adapters(model: ModelProto, spec: LoRA) -> List[Dict[str, Any]]:
     scope = NameScope(all_names(g))
     rng = np.random.RandomState(spec.seed)
     table = []
-    for node, w, out_in in sites:
-        t = next(i for i in g.initializer if i.name == w)
-        dtype = dtypes.to_numpy(t.data_type)
-        rows, cols = int(t.dims[0]), int(t.dims[1])
-        fan_in, fan_out = (cols, rows) if out_in else (rows, cols)
-        stem = w[:-len(".weight")] if w.endswith(".weight") else w
+    for node, w, out_in, block in sites:
+        if block is None:
+            t = next(i for i in g.initializer if i.name == w)
+            dtype = dtypes.to_numpy(t.data_type)
+            rows, cols = int(t.dims[0]), int(t.dims[1])
+            fan_in, fan_out = (cols, rows) if out_in else (rows, cols)
+        else:   # a quantized block: a float32 adapter on its float input and output (QLoRA)
+            dtype, fan_in, fan_out = np.dtype(np.float32), block.k, block.n
+        stem = re.sub(r"_(quantized|Q[248])$", "", w)   # a quantized weight's adapters take the layer's name
+        stem = stem[:-len(".weight")] if stem.endswith(".weight") else stem
         a_name, b_name = scope.fresh(stem + ".lora_A"), scope.fresh(stem + ".lora_B")
         alpha = next((a.f for a in node.attribute if a.name == "alpha"), 1.0) if node.op_type == "Gemm" else 1.0
         consts = {a_name: kaiming_uniform(spec.rank, fan_in, rng, dtype),
                   b_name: np.zeros((fan_out, spec.rank), dtype)}
         prefix = (node.name or node.output[0]) + "/lora/"
-        y = node.output[0]
+        last = node if block is None else block.last
+        y = last.output[0]
         base = scope.fresh(prefix + "base")
-        node.output[0] = base
+        last.output[0] = base
         new: List[NodeProto] = []
 
         def op(op_type: str, inputs: List[str], output: str = "", **attrs: Any) -> str:
@@ -252,7 +293,7 @@ def insert_adapters(model: ModelProto, spec: LoRA) -> List[Dict[str, Any]]:
             new.append(make_node(op_type, inputs, [out], name=scope.fresh(prefix + op_type), **attrs))
             return out
 
-        x = node.input[0]
+        x = node.input[0] if block is None else block.x
         if spec.dropout:
             ratio = scope.fresh(prefix + "dropout_ratio")
             consts[ratio] = np.asarray(spec.dropout, np.float32)
@@ -267,7 +308,19 @@ def insert_adapters(model: ModelProto, spec: LoRA) -> List[Dict[str, Any]]:
         table.append({"weight": w, "lora_A": a_name, "lora_B": b_name, "scale": spec.scale / alpha,
                       "layout": "out_in" if out_in else "in_out", "node": node.name, "base_output": base,
                       "output": y, "nodes": [n.name for n in new]})
+        if block is not None:
+            table[-1]["quantized"] = _block_record(block, scope)
     return table
+
+
+def _block_record(block: QuantBlock, scope: NameScope) -> Dict[str, Any]:
+    """What the export needs to merge an adapter into a quantized block (pytrain.ops.quant.merge); its nodes' names,
+    the MatMulInteger / MatMulNBits first."""
+    for n in block.nodes:   # the merge names the block's nodes
+        if not n.name:
+            n.name = scope.fresh("quantized/" + n.op_type)
+    return {"kind": block.kind, "x": block.x, "scale": block.scale, "zero_point": block.zero_point,
+            "nodes": [n.name for n in block.nodes], "K": block.k, "N": block.n}
 
 
 def _adapter_names(table: Sequence[Dict[str, Any]]) -> List[str]:

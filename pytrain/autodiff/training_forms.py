@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Sequence
 import numpy as np
 
 from pytrain.autodiff.engine import differentiable_inputs
+from pytrain.autodiff.quant_forms import fuse_dequantized_weights, fuse_int8_blocks
 from pytrain.errors import ArtifactError
 from pytrain.export import inference_rewrite
 from pytrain.graph import NameScope
@@ -77,7 +78,8 @@ def training_rewrite(nodes: List[NodeProto], scope: NameScope, params: Sequence[
     A BatchNormalization in 'train' mode becomes BatchNormTraining (batch statistics, running
     stats updated as torch does); one in 'eval' mode runs on its running statistics (the
     training_mode attribute of the source is dropped; running-stat outputs a training-mode export
-    declared pass the statistics through unchanged). Dropout gets training_mode = true.
+    declared pass the statistics through unchanged). Dropout gets training_mode = true. A q8 matmul block
+    becomes DynamicQuantMatMul (pytrain.autodiff.quant_forms).
     """
     updates: Dict[str, str] = {}
     passthrough: List[NodeProto] = []
@@ -111,4 +113,6 @@ def training_rewrite(nodes: List[NodeProto], scope: NameScope, params: Sequence[
             del n.input[:]
             n.input.extend(ins)
     nodes.extend(passthrough)
+    fuse_int8_blocks(nodes)  # q8 matmul blocks: one node the gradient passes (QLoRA, docs/quantized.md)
+    fuse_dequantized_weights(nodes)  # MatMul by a dequantized weight: recomputed in the backward pass
     return updates

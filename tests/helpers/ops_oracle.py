@@ -15,6 +15,7 @@ _NP_TO_ONNX = {
     np.dtype(np.float16): onnx.TensorProto.FLOAT16,
     np.dtype(np.int64): onnx.TensorProto.INT64, np.dtype(np.int32): onnx.TensorProto.INT32,
     np.dtype(np.int8): onnx.TensorProto.INT8, np.dtype(np.uint8): onnx.TensorProto.UINT8,
+    np.dtype(np.int16): onnx.TensorProto.INT16, np.dtype(np.uint16): onnx.TensorProto.UINT16,
     np.dtype(np.bool_): onnx.TensorProto.BOOL, np.dtype(object): onnx.TensorProto.STRING,
 }
 

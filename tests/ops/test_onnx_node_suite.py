@@ -237,6 +237,9 @@ def test_suite_is_covered():
     assert len(ALL_CASES) > 1000
     assert len(CASES) > 900
     assert {"test_abs", "test_gemm_default_no_bias", "test_cast_FLOAT_to_FLOAT8E4M3FN"} <= set(CASES)
+    # the quantization ops (pytrain/ops/quant): per-axis, blocked, dynamic, integer products
+    assert {"test_quantizelinear_blocked_asymmetric", "test_dequantizelinear_blocked", "test_dequantizelinear_axis",
+            "test_dynamicquantizelinear_min_adjusted", "test_matmulinteger", "test_convinteger_with_padding"} <= set(CASES)
 
 
 def test_refusals_name_float8_int4_and_attributes():
