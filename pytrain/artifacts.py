@@ -33,6 +33,7 @@ from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, ma
                            write_atomic)
 from pytrain.proto.message import sharing
 from pytrain.validate import load_model
+from pytrain.normalize import normalize_for_training
 
 __all__ = ["Artifacts", "LoRA", "LossType", "OptimType", "SGD", "Adam", "AdamW", "generate_artifacts"]
 
@@ -169,6 +170,7 @@ def _source(model: Any, external_data: Optional[Dict[str, bytes]]) -> _Parameter
     opset = opset_version(src)
     if opset == 0:
         raise ArtifactError("the model imports no default-domain (ai.onnx) opset")
+    normalize_for_training(src)  # what converters write, as pytrain's rules mean it (pytrain/normalize)
     for n in g.node:
         if get_kernel(n.op_type, n.domain or "") is None:
             raise unsupported_op_error(n)

@@ -18,7 +18,7 @@ LAYERS = [
     ("graph", "checkpoint", "data", "text"),
     ("ops",),
     ("executor", "fusion", "validate"),
-    ("autodiff", "runtime", "export"),
+    ("autodiff", "runtime", "export", "normalize"),   # normalize: the generator's load-time rewrites
     ("module", "api", "ort_made"),           # the runtime API: what a device needs (ORT-made files too)
     ("losses", "blocks", "optim", "trainable", "models", "lora", "artifacts", "torch_export"),   # the offline generator
     ("run",),

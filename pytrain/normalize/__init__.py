@@ -1,0 +1,19 @@
+"""Graph rewrites the generator runs on a model before it plans what trains: what converters write,
+said the way pytrain's gradient rules and exporters mean it. Each pass keeps the model's meaning.
+
+* :mod:`.softmax`: Softmax/LogSoftmax before opset 13 (coerce to 2-D) as Flatten -> op -> Reshape.
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+from pytrain.proto import ModelProto, opset_version
+from pytrain.normalize.softmax import coerce_softmax
+
+__all__ = ["normalize_for_training"]
+
+
+def normalize_for_training(model: ModelProto) -> Dict[str, int]:
+    """Rewrite ``model`` in place for the generator; returns how many nodes each pass rewrote."""
+    opset = opset_version(model)
+    return {"softmax": coerce_softmax(model.graph, opset)}
