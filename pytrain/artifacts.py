@@ -26,7 +26,7 @@ from pytrain.losses import BCEWithLogitsLoss, CausalLMLoss, CrossEntropyLoss, L1
 from pytrain.ops import get_kernel
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.layout import ARTIFACT_FILES, ARTIFACT_KEY, LAYOUT_KEY, LOSS_OUTPUT, grad_name
-from pytrain.trainable import classify_initializers, tie_exporter_copies
+from pytrain.trainable import classify_initializers, tie_exporter_copies, why_nothing_trains
 from pytrain.optim import SGD, Adam, AdamW, OptimType, OptimizerSpec, build_optimizer_model, resolve
 from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, make_graph, make_model,
                            make_opsetid, make_value_info, opset_version, to_array, value_info_type,
@@ -241,8 +241,7 @@ def _plan_parameters(plan: _ParameterPlan, requires_grad: Optional[Sequence[str]
         frozen = frozen + [p for p in trainable if p not in last]
         trainable = last
     if not trainable and not allow_no_trainable:
-        raise ArtifactError("no parameter would train: the model has no float initializer feeding a "
-                            "differentiable input%s" % (" among requires_grad" if requires_grad is not None else ""))
+        raise ArtifactError(why_nothing_trains(report, requires_grad is not None, frozen))
     buffers = []
     for n in nodes:
         if n.op_type == "BatchNormalization" and not n.domain:

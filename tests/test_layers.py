@@ -18,9 +18,9 @@ LAYERS = [
     ("graph", "checkpoint", "data", "text"),
     ("ops",),
     ("executor", "fusion", "validate"),
-    ("autodiff", "runtime", "export", "normalize"),   # normalize: the generator's load-time rewrites
+    ("autodiff", "runtime", "export"),
     ("module", "api", "ort_made"),           # the runtime API: what a device needs (ORT-made files too)
-    ("losses", "blocks", "optim", "trainable", "models", "lora", "artifacts", "torch_export"),   # the offline generator
+    ("losses", "blocks", "optim", "trainable", "models", "lora", "artifacts", "torch_export", "normalize"),   # the offline generator
     ("run",),
     ("ort", "flower", "cli", "webapp", "__main__"),
 ]

@@ -35,9 +35,11 @@ def ort_run(m: "onnx.ModelProto | bytes", feeds: Dict[str, np.ndarray]) -> List[
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
-def batches(n_in: int, n_classes: int, batch: int = 4, seed: int = 1, steps: int = STEPS):
+def batches(n_in, n_classes: int, batch: int = 4, seed: int = 1, steps: int = STEPS):
+    """``steps`` (x, label) batches; ``n_in`` an int (x is (batch, n_in)) or a shape after the batch."""
     rng = np.random.default_rng(seed)
-    return [(rng.standard_normal((batch, n_in)).astype(np.float32),
+    shape = (batch,) + (tuple(n_in) if isinstance(n_in, (tuple, list)) else (n_in,))
+    return [(rng.standard_normal(shape).astype(np.float32),
              rng.integers(0, n_classes, batch).astype(np.int64)) for _ in range(steps)]
 
 
@@ -56,9 +58,9 @@ def torch_sgd(forward: Callable, params: Dict[str, np.ndarray], data) -> tuple:
 
 
 def check_wild(m: onnx.ModelProto, forward: Callable, params: Dict[str, np.ndarray], data,
-               output: str = "logits", input_name: str = "x", rtol: float = 1e-4) -> artifacts.Artifacts:
+               output: str = "logits", input_name: str = "x", rtol: float = 1e-4) -> onnx.ModelProto:
     """Inference equals onnxruntime; 5 SGD steps equal torch (losses and the ``params`` weights, by
-    name); the exported inference model runs in onnxruntime and gives pytrain's outputs."""
+    name); the exported inference model runs in onnxruntime and gives pytrain's outputs (returned)."""
     blob = m.SerializeToString()
     x0 = data[0][0]
     got = InferenceSession(blob).run([output], {input_name: x0})[0]
@@ -88,7 +90,7 @@ def check_wild(m: onnx.ModelProto, forward: Callable, params: Dict[str, np.ndarr
     with torch.no_grad():
         ref = forward({k: torch.from_numpy(v) for k, v in ref_params.items()}, torch.from_numpy(x0)).numpy()
     np.testing.assert_allclose(ours, ref, rtol=1e-3, atol=1e-4)
-    return arts
+    return onnx.load_from_string(exported)
 
 
 def weights(shapes: Dict[str, Sequence[int]], seed: int = 0) -> Dict[str, np.ndarray]:

@@ -48,3 +48,46 @@ def _softmax_model(opset: int):
 def test_softmax_family_on_non_last_axes_trains_with_its_opsets_meaning(opset):
     m, forward, p = _softmax_model(opset)
     check_wild(m, forward, p, batches(N_IN, N_CLS))
+
+
+def _converter_model(opset: int = 11):
+    """As paddle2onnx / older tf2onnx write a CNN: batch ``-1``, height and width both ``?``, the conv
+    weight a Constant node, the classifier's weight behind Identity and its bias a float64 initializer
+    behind Cast."""
+    p = weights({"conv.w": (4, 1, 3, 3), "fc.w": (4, N_CLS)})
+    p["fc.b"] = np.random.default_rng(3).standard_normal(N_CLS)  # float64, cast to float in the graph
+    w = helper.make_tensor("conv.w", FLOAT, p["conv.w"].shape, p["conv.w"].ravel())
+    nodes = [helper.make_node("Constant", [], ["conv.w"], value=w),
+             helper.make_node("Conv", ["x", "conv.w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Identity", ["fc.w"], ["fc.w_copy"]),
+             helper.make_node("Cast", ["fc.b"], ["fc.b_f"], to=FLOAT),
+             helper.make_node("Gemm", ["f", "fc.w_copy", "fc.b_f"], ["logits"])]
+    m = model(nodes, [("x", FLOAT, [-1, 1, "?", "?"])], [("logits", FLOAT, [-1, N_CLS])],
+              {"fc.w": p["fc.w"], "fc.b": p["fc.b"]}, opset)
+
+    def forward(ps, x):
+        h = torch.relu(torch.nn.functional.conv2d(x, ps["conv.w"], padding=1)).mean(dim=(2, 3))
+        return h @ ps["fc.w"] + ps["fc.b"].float()
+
+    return m, forward, p
+
+
+def test_converter_dims_and_weights_stored_as_nodes_train():
+    m, forward, p = _converter_model()
+    exported = check_wild(m, forward, p, batches((1, 6, 9), N_CLS))  # height 6 and width 9, both named '?'
+    assert "conv.w" in [t.name for t in exported.graph.initializer]  # the Constant node exports as an initializer
+    assert "Constant" not in [n.op_type for n in exported.graph.node]
+
+
+def test_nothing_trains_says_why():
+    from pytrain import artifacts
+    from pytrain.errors import ArtifactError
+
+    m = model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Reshape", ["y", "s"], ["logits"])],
+              [("x", FLOAT, ["N", N_IN])], [("logits", FLOAT, ["N", N_IN])],
+              {"s": np.array([-1, N_IN], np.int64)}, 13)
+    with pytest.raises(ArtifactError, match=r"no parameter would train.*'s': not a float tensor"):
+        artifacts.generate_artifacts(m.SerializeToString())
