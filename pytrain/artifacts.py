@@ -33,7 +33,7 @@ from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, ma
                            write_atomic)
 from pytrain.proto.message import sharing
 from pytrain.validate import load_model
-from pytrain.normalize import normalize_for_training
+from pytrain.normalize import normalize_for_training, refuse_gradient_through
 
 __all__ = ["Artifacts", "LoRA", "LossType", "OptimType", "SGD", "Adam", "AdamW", "generate_artifacts"]
 
@@ -250,6 +250,7 @@ def _plan_parameters(plan: _ParameterPlan, requires_grad: Optional[Sequence[str]
     plan.params = trainable + [p for p in frozen if p not in trainable] + [b for b in buffers if b not in frozen]
     plan.constants = [t for name, t in inits.items() if name not in plan.params]
     plan.bn_modes = batchnorm_modes(nodes, batchnorm, trainable)
+    refuse_gradient_through(nodes, trainable)  # control flow the generator could not unroll (pytrain/normalize)
 
 
 class _Loss:

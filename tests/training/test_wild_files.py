@@ -91,3 +91,69 @@ def test_nothing_trains_says_why():
               {"s": np.array([-1, N_IN], np.int64)}, 13)
     with pytest.raises(ArtifactError, match=r"no parameter would train.*'s': not a float tensor"):
         artifacts.generate_artifacts(m.SerializeToString())
+
+
+def _control_model(opset: int):
+    """If (its condition from a declared dim: inlined), Loop with a trip count of 3 (unrolled), Scan over
+    a declared length of 2 (unrolled); every body reads weights of the outer graph."""
+    p = weights({"W1": (N_IN, 8), "b1": (8,), "W2": (8, 8), "b2": (8,), "Ws": (4,), "W3": (12, N_CLS)})
+    V, B, I = helper.make_tensor_value_info, helper.make_graph, helper.make_node
+    then = B([I("MatMul", ["x", "W1"], ["t0"]), I("Add", ["t0", "b1"], ["t1"])], "then", [], [V("t1", FLOAT, None)])
+    other = B([I("MatMul", ["x", "W1"], ["e0"]), I("Sub", ["e0", "b1"], ["e1"])], "else", [], [V("e1", FLOAT, None)])
+    loop = B([I("MatMul", ["h", "W2"], ["l0"]), I("Add", ["l0", "b2"], ["l1"]), I("Tanh", ["l1"], ["h2"]),
+              I("Identity", ["c"], ["c2"]), I("Identity", ["h2"], ["seen"])], "loop",
+             [V("i", INT64, []), V("c", 9, []), V("h", FLOAT, None)],
+             [V("c2", 9, []), V("h2", FLOAT, None), V("seen", FLOAT, None)])
+    scan = B([I("Mul", ["xt", "Ws"], ["s0"]), I("Add", ["s", "s0"], ["s2"]), I("Sigmoid", ["s2"], ["o"])], "scan",
+             [V("s", FLOAT, None), V("xt", FLOAT, None)], [V("s2", FLOAT, None), V("o", FLOAT, None)])
+    axes = {"axes": [0]} if opset < 18 else {}
+    nodes = [I("Shape", ["x"], ["shape"]), I("Gather", ["shape", "one"], ["width"]),
+             I("Equal", ["width", "six"], ["cond"]),
+             I("If", ["cond"], ["h0"], then_branch=then, else_branch=other),
+             I("Loop", ["three", "true", "h0"], ["hl", "seen_all"], body=loop),
+             I("ReduceMean", ["seen_all"], ["seen_mean"], keepdims=0, **axes),
+             I("Add", ["hl", "seen_mean"], ["h"]), I("Reshape", ["h", "s3"], ["h3"]),
+             I("ReduceMean", ["h3"], ["s_init"], keepdims=0, axes=[1]),
+             I("Scan", ["s_init", "h3"], ["s_fin", "outs"], body=scan, num_scan_inputs=1,
+               scan_input_axes=[1], scan_output_axes=[1]),
+             I("Reshape", ["outs", "shape8"], ["outs2"]), I("Concat", ["s_fin", "outs2"], ["feat"], axis=1),
+             I("MatMul", ["feat", "W3"], ["logits"])]
+    consts = {"one": np.array(1, np.int64), "six": np.array(N_IN, np.int64), "three": np.array(3, np.int64),
+              "true": np.array(True), "s3": np.array([-1, 2, 4], np.int64), "shape8": np.array([-1, 8], np.int64)}
+    m = model(nodes, [("x", FLOAT, ["N", N_IN])], [("logits", FLOAT, ["N", N_CLS])], dict(p, **consts), opset)
+    m.graph.value_info.append(V("h3", FLOAT, ["N", 2, 4]))
+
+    def forward(ps, x):
+        h = x @ ps["W1"] + ps["b1"]
+        seen = []
+        for _ in range(3):
+            h = torch.tanh(h @ ps["W2"] + ps["b2"])
+            seen.append(h)
+        h3 = (h + torch.stack(seen).mean(0)).reshape(-1, 2, 4)
+        s, outs = h3.mean(1), []
+        for t in range(2):
+            s = s + h3[:, t] * ps["Ws"]
+            outs.append(torch.sigmoid(s))
+        return torch.cat([s, torch.stack(outs, 1).reshape(-1, 8)], 1) @ ps["W3"]
+
+    return m, forward, p
+
+
+@pytest.mark.parametrize("opset", [11, 17])
+def test_control_flow_decided_at_generation_trains(opset):
+    m, forward, p = _control_model(opset)
+    exported = check_wild(m, forward, p, batches(N_IN, N_CLS))
+    assert not {"If", "Loop", "Scan"} & {n.op_type for n in exported.graph.node}  # inlined and unrolled
+
+
+def test_data_dependent_trip_count_is_refused_by_name():
+    from pytrain import artifacts
+    from pytrain.errors import UnsupportedOpError
+
+    m, _, _ = _control_model(17)
+    for n in m.graph.node:
+        if n.op_type == "Loop":
+            n.input[0] = "trips"
+    m.graph.node.insert(0, helper.make_node("Size", ["x"], ["trips"]))  # the batch decides it
+    with pytest.raises(UnsupportedOpError, match=r"'hl' \(Loop\) reads .*trip count is decided by the data"):
+        artifacts.generate_artifacts(m.SerializeToString())
