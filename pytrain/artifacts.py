@@ -24,6 +24,7 @@ from pytrain.graph import NameScope, all_names, topological_order
 from pytrain.lora import PROPERTY as LORA_PROPERTY, LAYOUT_KEY as LORA_LAYOUT_KEY, LoRA, insert_adapters
 from pytrain.losses import BCEWithLogitsLoss, CausalLMLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
+from pytrain.ops.control.subgraph import all_nodes
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.layout import ARTIFACT_FILES, ARTIFACT_KEY, LAYOUT_KEY, LOSS_OUTPUT, grad_name
 from pytrain.trainable import classify_initializers, tie_exporter_copies, why_nothing_trains
@@ -171,7 +172,7 @@ def _source(model: Any, external_data: Optional[Dict[str, bytes]]) -> _Parameter
     if opset == 0:
         raise ArtifactError("the model imports no default-domain (ai.onnx) opset")
     normalize_for_training(src)  # what converters write, as pytrain's rules mean it (pytrain/normalize)
-    for n in g.node:
+    for n in all_nodes(g):  # the bodies of If/Loop/Scan too
         if get_kernel(n.op_type, n.domain or "") is None:
             raise unsupported_op_error(n)
     inits = OrderedDict((t.name, t) for t in g.initializer)

@@ -32,3 +32,18 @@ def test_old_opset_file_loads_and_runs(opset):
     model = make_model("Softmax", [X], {"axis": 1}, opset=opset)
     got = InferenceSession(model.SerializeToString()).run(None, {"in0": X})[0]
     assert_same(got, run_ort("Softmax", [X], {"axis": 1}, opset=opset)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_docs_say_for_every_op_which_opsets_pytrain_implements():
+    """docs/ops.md has a row for every standard op pytrain runs, with its ONNX schema versions."""
+    from pathlib import Path
+
+    from pytrain.opset_versions import SCHEMA_VERSIONS
+    from pytrain.ops import supported_ops
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "ops.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in text.splitlines()
+            if line.startswith("| ") and line.count("|") >= 5}
+    for op in supported_ops():
+        assert op in rows, op
+        assert rows[op] == ", ".join(str(v) for v in SCHEMA_VERSIONS[op]), op

@@ -157,3 +157,14 @@ def test_data_dependent_trip_count_is_refused_by_name():
     m.graph.node.insert(0, helper.make_node("Size", ["x"], ["trips"]))  # the batch decides it
     with pytest.raises(UnsupportedOpError, match=r"'hl' \(Loop\) reads .*trip count is decided by the data"):
         artifacts.generate_artifacts(m.SerializeToString())
+
+
+def test_unsupported_op_inside_a_body_is_named_at_generation():
+    from pytrain import artifacts
+    from pytrain.errors import UnsupportedOpError
+
+    m, _, _ = _control_model(17)
+    loop = next(n for n in m.graph.node if n.op_type == "Loop")
+    loop.attribute[0].g.node[2].op_type = "Det"  # the Tanh of its body
+    with pytest.raises(UnsupportedOpError, match=r"\(Det\)"):
+        artifacts.generate_artifacts(m.SerializeToString())

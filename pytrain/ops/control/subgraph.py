@@ -83,3 +83,11 @@ class Subgraph:
 
     def run(self, formals: Sequence[Any], outer: Sequence[Any]) -> List[Any]:
         return self.plan.run(list(formals) + list(outer))
+
+
+def all_nodes(graph: GraphProto) -> Iterable[NodeProto]:
+    """The graph's nodes and, after each control-flow node, those of its bodies (nested ones too)."""
+    for n in graph.node:
+        yield n
+        for g in subgraphs(n):
+            yield from all_nodes(g)
