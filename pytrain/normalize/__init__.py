@@ -5,6 +5,7 @@ said the way pytrain's gradient rules and exporters mean it. Each pass keeps the
   unrolled (:mod:`.static` folds conditions and trip counts); what is left may not carry a gradient;
 * :mod:`.weights`: float Constant nodes (weights some converters store as nodes) lifted to initializers,
   so they train under the same rule as initializers and export back as initializers;
+* :mod:`.legacy`: Dropout's ``ratio`` attribute (before opset 12) as its input;
 * :mod:`.softmax`: Softmax/LogSoftmax before opset 13 (coerce to 2-D) as Flatten -> op -> Reshape.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Dict
 
 from pytrain.proto import ModelProto, opset_version
 from pytrain.normalize.control import flatten_control, refuse_gradient_through
+from pytrain.normalize.legacy import dropout_ratio_inputs
 from pytrain.normalize.softmax import coerce_softmax
 from pytrain.normalize.weights import lift_constant_weights
 
@@ -24,4 +26,5 @@ def normalize_for_training(model: ModelProto) -> Dict[str, int]:
     opset = opset_version(model)
     return {"control_flow": flatten_control(model.graph, opset),
             "constant_weights": lift_constant_weights(model.graph),
-            "softmax": coerce_softmax(model.graph, opset)}
+            "softmax": coerce_softmax(model.graph, opset),
+            "dropout_ratio": dropout_ratio_inputs(model.graph)}

@@ -168,3 +168,36 @@ def test_unsupported_op_inside_a_body_is_named_at_generation():
     loop.attribute[0].g.node[2].op_type = "Det"  # the Tanh of its body
     with pytest.raises(UnsupportedOpError, match=r"\(Det\)"):
         artifacts.generate_artifacts(m.SerializeToString())
+
+
+def _clip6_model(ratio: float):
+    """Opset 10, as older converters write a ReLU6 head: Clip's bounds and Dropout's ratio are attributes."""
+    p = weights({"W1": (N_IN, 8), "W2": (8, N_CLS)})
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]),
+             helper.make_node("Clip", ["h"], ["r6"], min=0.0, max=0.6),
+             helper.make_node("Dropout", ["r6"], ["d"], ratio=ratio),
+             helper.make_node("MatMul", ["d", "W2"], ["logits"])]
+    m = model(nodes, [("x", FLOAT, ["N", N_IN])], [("logits", FLOAT, ["N", N_CLS])], p, 10)
+
+    def forward(ps, x):
+        return torch.clamp(x @ ps["W1"], 0.0, 0.6) @ ps["W2"]
+
+    return m, forward, p
+
+
+def test_clip_6_and_dropout_10_attributes_train():
+    m, forward, p = _clip6_model(0.0)
+    check_wild(m, forward, p, batches(N_IN, N_CLS))
+
+
+def test_dropout_10_ratio_attribute_is_the_training_ratio():
+    import onnx
+
+    from pytrain import artifacts
+
+    m, _, _ = _clip6_model(0.3)
+    arts = artifacts.generate_artifacts(m.SerializeToString(), optimizer=artifacts.SGD())
+    g = onnx.load_from_string(arts.training_model).graph
+    drop = next(n for n in g.node if n.op_type == "Dropout")
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in g.initializer}
+    assert float(inits[drop.input[1]]) == pytest.approx(0.3)
