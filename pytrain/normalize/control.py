@@ -90,9 +90,10 @@ def _passes_condition(body: GraphProto, static: StaticValues) -> bool:
     seen = 0
     while cond_out != cond_in and seen < 16:
         n = producers.get(cond_out)
-        if n is None:
+        if n is None:  # a body initializer, or a value of the scope around (a Constant true)
             inits = {t.name: t for t in body.initializer}
-            return cond_out in inits and bool(np.all(to_array(inits[cond_out], "a body's condition")))
+            v = to_array(inits[cond_out], "a body's condition") if cond_out in inits else static.value(cond_out)
+            return v is not None and bool(np.all(v))
         if n.op_type == "Identity":
             cond_out = n.input[0]
         elif n.op_type == "Constant":
@@ -226,14 +227,16 @@ def _body_names(graph: GraphProto) -> Set[str]:
     return names
 
 
-def refuse_gradient_through(nodes: Sequence[NodeProto], trainable: Sequence[str]) -> None:
+def refuse_gradient_through(nodes: Sequence[NodeProto], trainable: Sequence[str], weights: Sequence[str] = ()) -> None:
     """Raise UnsupportedOpError naming a control-flow node left in ``nodes`` (in order) that reads a
-    trainable parameter or a value computed from one, in its inputs or its bodies: no gradient is
-    defined through it, and its bodies' reads are not inputs the gradient builder would follow."""
-    carries = set(trainable)
+    trainable parameter or a value computed from one, or whose bodies read one of ``weights`` (float
+    initializers the caller did not freeze, which the trainable rule cannot see read there): no
+    gradient is defined through it, and its bodies' reads are not inputs the gradient builder follows."""
+    carries, hidden = set(trainable), set(weights) | set(trainable)
     for n in nodes:
         control = n.op_type in CONTROL and n.domain in ("", "ai.onnx")
-        hit = [r for r in list(n.input) + (outer_names(n) if control else []) if r in carries]
+        inner = outer_names(n) if control else []
+        hit = [r for r in n.input if r in carries] + [r for r in inner if r in carries or r in hidden]
         if not hit:
             continue
         if control:
@@ -241,7 +244,7 @@ def refuse_gradient_through(nodes: Sequence[NodeProto], trainable: Sequence[str]
                    "Loop": "its trip count is decided by the data at run time (or its body may stop it early)",
                    "Scan": "its sequence length is not declared with a number"}[n.op_type]
             raise UnsupportedOpError(
-                "node %s reads %s, which trains, but %s: pytrain trains through control flow it can inline "
+                "node %s reads %s, which would train, but %s: pytrain trains through control flow it can inline "
                 "or unroll when the training model is generated (a condition or trip count computed from "
                 "initializers and static shapes); no gradient is defined through the rest. Freeze what it "
                 "reads (frozen_params) or export the model with that branch or length fixed"

@@ -99,3 +99,18 @@ def weights(shapes: Dict[str, Sequence[int]], seed: int = 0) -> Dict[str, np.nda
 
 
 FLOAT, INT64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def script_export(module: "torch.nn.Module", example: np.ndarray, opset: int) -> onnx.ModelProto:
+    """``torch.jit.script(module)`` exported by TorchScript's exporter (its If/Loop come from Python's
+    if/for), input ``x`` with a dynamic batch, output ``logits``."""
+    import io
+    import warnings
+
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(torch.jit.script(module), (torch.from_numpy(example),), f, input_names=["x"],
+                          output_names=["logits"], opset_version=opset, dynamo=False,
+                          dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+    return onnx.load_from_string(f.getvalue())

@@ -201,3 +201,61 @@ def test_dropout_10_ratio_attribute_is_the_training_ratio():
     drop = next(n for n in g.node if n.op_type == "Dropout")
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in g.initializer}
     assert float(inits[drop.input[1]]) == pytest.approx(0.3)
+
+
+class _Scripted(torch.nn.Module):
+    """Python control flow torch.jit.script keeps: a loop over a count from the input's shape, an if on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.out = torch.nn.Linear(N_IN, N_IN), torch.nn.Linear(N_IN, N_CLS)
+
+    def forward(self, x):
+        h = x
+        for _ in range(x.shape[1] // 2):
+            h = torch.tanh(self.fc(h))
+        if x.shape[1] == 6:  # N_IN (script reads no globals)
+            h = h + 1
+        return self.out(h)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 17])
+def test_torch_script_loop_and_if_train(opset):
+    from wild_models import script_export
+
+    torch.manual_seed(0)
+    data = batches(N_IN, N_CLS)
+    m = script_export(_Scripted(), data[0][0], opset)
+    ops = {n.op_type for n in m.graph.node}
+    assert {"Loop", "If"} <= ops, ops
+    p = {t.name: __import__("onnx").numpy_helper.to_array(t).copy() for t in m.graph.initializer
+         if t.name.startswith(("fc.", "out."))}
+
+    def forward(ps, x):
+        h = x
+        for _ in range(N_IN // 2):
+            h = torch.tanh(h @ ps["fc.weight"].T + ps["fc.bias"])
+        return (h + 1) @ ps["out.weight"].T + ps["out.bias"]
+
+    check_wild(m, forward, p, data)
+
+
+def test_weights_read_only_in_a_body_left_as_control_flow_are_refused():
+    """A Loop the generator cannot unroll whose body reads weights: not silently frozen, refused by name."""
+    from pytrain import artifacts
+    from pytrain.errors import UnsupportedOpError
+    from wild_models import script_export
+
+    class Dynamic(_Scripted):
+        def forward(self, x):
+            h = x
+            for _ in range(x.shape[0]):  # the batch decides the trip count
+                h = torch.tanh(self.fc(h))
+            return self.out(h)
+
+    m = script_export(Dynamic(), batches(N_IN, N_CLS)[0][0], 13)
+    with pytest.raises(UnsupportedOpError, match=r"\(Loop\) reads 'fc\..*trip count is decided by the data"):
+        artifacts.generate_artifacts(m.SerializeToString())
+    frozen = [t.name for t in m.graph.initializer if t.name.startswith("fc.")]
+    arts = artifacts.generate_artifacts(m.SerializeToString(), frozen_params=frozen)  # frozen: it runs
+    assert arts.summary["trainable"] == ["out.weight", "out.bias"]
