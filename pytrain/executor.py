@@ -1,7 +1,8 @@
 """Runs an ONNX graph with the numpy kernels. The graph is planned once: nodes put in
 topological order, kernels and attributes bound, every tensor given a slot, and each slot freed
 after its last reader; the plan is then compiled into one straight-line Python function, so a
-step is a sequence of kernel calls with no graph interpretation."""
+step is a sequence of kernel calls with no graph interpretation. If/Loop/Scan bodies are planned the
+same way, once, and the node passes them the outer-scope values they read (pytrain/ops/control)."""
 from __future__ import annotations
 
 import inspect

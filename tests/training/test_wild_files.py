@@ -259,3 +259,38 @@ def test_weights_read_only_in_a_body_left_as_control_flow_are_refused():
     frozen = [t.name for t in m.graph.initializer if t.name.startswith("fc.")]
     arts = artifacts.generate_artifacts(m.SerializeToString(), frozen_params=frozen)  # frozen: it runs
     assert arts.summary["trainable"] == ["out.weight", "out.bias"]
+
+
+class _SoftmaxNet(torch.nn.Module):
+    """Softmax and LogSoftmax on non-last axes, as torch exports them at each opset."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(N_IN, 24), torch.nn.Linear(24, N_CLS)
+
+    def forward(self, x):
+        h = torch.softmax(self.fc1(x).reshape(-1, 4, 6), dim=1)
+        h = torch.log_softmax(h.reshape(-1, 2, 3, 4), dim=1)
+        return self.fc2(h.reshape(-1, 24))
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13, 17])
+def test_torch_exported_softmax_on_non_last_axes_trains(opset):
+    import onnx
+    from torch_models import export
+
+    torch.manual_seed(0)
+    net = _SoftmaxNet()
+    data = batches(N_IN, N_CLS)
+    m = onnx.load_from_string(export(net, torch.from_numpy(data[0][0]), opset))
+    m.graph.input[0].name = "x"
+    for n in m.graph.node:
+        n.input[:] = ["x" if i == "input" else i for i in n.input]
+        n.output[:] = ["logits" if o == "output" else o for o in n.output]
+    m.graph.output[0].name = "logits"
+    p = {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
+
+    def forward(ps, x):
+        return torch.func.functional_call(net, ps, (x,))
+
+    check_wild(m, forward, p, data)
