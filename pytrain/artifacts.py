@@ -25,15 +25,17 @@ from pytrain.graph import NameScope, all_names, topological_order
 from pytrain.lora import PROPERTY as LORA_PROPERTY, LAYOUT_KEY as LORA_LAYOUT_KEY, LoRA, insert_adapters
 from pytrain.losses import BCEWithLogitsLoss, CausalLMLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
+from pytrain.ops.control.subgraph import all_nodes
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.layout import ARTIFACT_FILES, ARTIFACT_KEY, LAYOUT_KEY, LOSS_OUTPUT, grad_name
-from pytrain.trainable import classify_initializers, tie_exporter_copies
+from pytrain.trainable import classify_initializers, tie_exporter_copies, why_nothing_trains
 from pytrain.optim import SGD, Adam, AdamW, OptimType, OptimizerSpec, build_optimizer_model, resolve
 from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, make_graph, make_model,
                            make_opsetid, make_value_info, opset_version, to_array, value_info_type,
                            write_atomic)
 from pytrain.proto.message import sharing
 from pytrain.validate import load_model
+from pytrain.normalize import normalize_for_training, refuse_gradient_through
 
 __all__ = ["Artifacts", "LoRA", "LossType", "OptimType", "SGD", "Adam", "AdamW", "generate_artifacts"]
 
@@ -170,7 +172,8 @@ def _source(model: Any, external_data: Optional[Dict[str, bytes]]) -> _Parameter
     opset = opset_version(src)
     if opset == 0:
         raise ArtifactError("the model imports no default-domain (ai.onnx) opset")
-    for n in g.node:
+    normalize_for_training(src)  # what converters write, as pytrain's rules mean it (pytrain/normalize)
+    for n in all_nodes(g):  # the bodies of If/Loop/Scan too
         if get_kernel(n.op_type, n.domain or "") is None:
             raise unsupported_op_error(n)
     inits = OrderedDict((t.name, t) for t in g.initializer)
@@ -240,8 +243,7 @@ def _plan_parameters(plan: _ParameterPlan, requires_grad: Optional[Sequence[str]
         frozen = frozen + [p for p in trainable if p not in last]
         trainable = last
     if not trainable and not allow_no_trainable:
-        raise ArtifactError("no parameter would train: the model has no float initializer feeding a "
-                            "differentiable input%s" % (" among requires_grad" if requires_grad is not None else ""))
+        raise ArtifactError(why_nothing_trains(report, requires_grad is not None, frozen))
     buffers = []
     for n in nodes:
         if n.op_type == "BatchNormalization" and not n.domain:
@@ -250,6 +252,9 @@ def _plan_parameters(plan: _ParameterPlan, requires_grad: Optional[Sequence[str]
     plan.params = trainable + [p for p in frozen if p not in trainable] + [b for b in buffers if b not in frozen]
     plan.constants = [t for name, t in inits.items() if name not in plan.params]
     plan.bn_modes = batchnorm_modes(nodes, batchnorm, trainable)
+    # control flow the generator could not unroll (pytrain/normalize) reading what would train
+    refuse_gradient_through(nodes, trainable, [t for t, i in inits.items() if dtypes.is_float(i.data_type)
+                                               and t not in (frozen_params or ()) and requires_grad is None])
 
 
 class _Loss:

@@ -1,7 +1,8 @@
 """Runs an ONNX graph with the numpy kernels. The graph is planned once: nodes put in
 topological order, kernels and attributes bound, every tensor given a slot, and each slot freed
 after its last reader; the plan is then compiled into one straight-line Python function, so a
-step is a sequence of kernel calls with no graph interpretation."""
+step is a sequence of kernel calls with no graph interpretation. If/Loop/Scan bodies are planned the
+same way, once, and the node passes them the outer-scope values they read (pytrain/ops/control)."""
 from __future__ import annotations
 
 import inspect
@@ -13,6 +14,7 @@ from pytrain import fusion
 from pytrain.errors import KernelError, PytrainError, UnsupportedOpError
 from pytrain.graph import node_label, topological_order
 from pytrain.ops import OpContext, get_kernel, supported_ops
+from pytrain.ops.control.subgraph import Subgraph, outer_names, with_outer_inputs
 from pytrain.proto import GraphProto, NodeProto, node_attributes, to_array
 
 _RANDOM_OPS = frozenset(["Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -75,7 +77,8 @@ class Plan:
                 # read-only views of the model's bytes: the values are held once, and a kernel can never
                 # write into a constant another run or another plan sharing it reads
                 consts[t.name] = to_array(t, "the graph's initializers", view=True)
-        nodes = topological_order(graph.node, list(fed) + list(consts))
+        # a control-flow node reads its bodies' outer-scope values as trailing inputs (pytrain/ops/control)
+        nodes = topological_order([with_outer_inputs(n) for n in graph.node], list(fed) + list(consts))
         nodes = live_nodes(nodes, self.output_names)
         nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/fusion.py
         produced = {o for n in nodes for o in n.output if o}
@@ -117,7 +120,13 @@ class Plan:
                             node_name=n.name or (n.output[0] if n.output else ""), output_mask=mask)
             ins = tuple(slot_of(i) if i else 0 for i in n.input)
             outs = tuple(slot_of(o) if (o and o in read) else 1 for o in n.output)
-            steps.append((info.fn, ctx, ins, outs, kernel_attributes(n, info), tuple(frees[idx]), n))
+            attrs = kernel_attributes(n, info)
+            for k, body in attrs.items():
+                if isinstance(body, GraphProto):
+                    attrs[k] = Subgraph(Plan(body, [v.name for v in body.input] + outer_names(n),
+                                             [o.name for o in body.output], opset=opset, training=training,
+                                             seed=seed), len(body.input), body)
+            steps.append((info.fn, ctx, ins, outs, attrs, tuple(frees[idx]), n))
         self._steps = steps
         #: whether a node draws random numbers (the caller may reseed ``rng`` per run)
         self.random = any(n.op_type in _RANDOM_OPS and not n.domain for n in nodes)

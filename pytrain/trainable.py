@@ -52,7 +52,8 @@ from pytrain import dtypes
 from pytrain.autodiff.engine import differentiable_inputs
 from pytrain.proto import NodeProto
 
-__all__ = ["WEIGHT_INPUTS", "LAYOUT_OPS", "classify_initializers", "is_exporter_constant", "tie_exporter_copies"]
+__all__ = ["WEIGHT_INPUTS", "LAYOUT_OPS", "classify_initializers", "is_exporter_constant", "tie_exporter_copies",
+           "why_nothing_trains"]
 
 #: op -> input positions that hold a layer's weights (None: every input)
 WEIGHT_INPUTS: Dict[str, Optional[Sequence[int]]] = {
@@ -276,3 +277,15 @@ def tie_exporter_copies(graph: Any, keep: Sequence[str] = ()) -> List[Dict[str, 
         graph.node.extend(make_node("Transpose", [d["parameter"]], [d["copy"]], perm=[1, 0],
                                     name=scope.fresh(d["copy"] + "/tied")) for d in tied)
     return tied
+
+
+def why_nothing_trains(report: Sequence[Dict[str, Any]], named: bool, frozen: Sequence[str]) -> str:
+    """Why nothing would train: each initializer's reason (the first few), or that there are none."""
+    head = "no parameter would train: the model has no float initializer feeding a differentiable input%s" % (
+        " among requires_grad" if named else "")
+    if not report:
+        return head + " (it has no initializers: are its weights graph inputs, or nodes pytrain does not lift?)"
+    why = ["%r: %s" % (r["name"], "frozen" if r["name"] in frozen else r["why"]) for r in report[:6]]
+    more = " and %d more" % (len(report) - 6) if len(report) > 6 else ""
+    return "%s; its %d initializer%s: %s%s" % (head, len(report), "s" if len(report) > 1 else "",
+                                               "; ".join(why), more)

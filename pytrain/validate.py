@@ -20,7 +20,7 @@ from pytrain.opset_versions import SCHEMA_VERSIONS
 from pytrain.layout import ARTIFACT_KEY
 from pytrain.proto.external_data import external_tensors, load_external_data
 from pytrain.proto.helper import attribute_type, check_attribute_value
-from pytrain.proto.onnx_pb import AttributeType, GraphProto, ModelProto, NodeProto, ValueInfoProto
+from pytrain.proto.onnx_pb import AttributeType, Dimension, GraphProto, ModelProto, NodeProto, ValueInfoProto
 from pytrain.proto.value_types import refuse_non_tensor_values
 
 #: what :func:`load_model` reads: a path, bytes, or a ModelProto (pytrain's or ``onnx``'s)
@@ -127,15 +127,24 @@ def _value_type(v: ValueInfoProto, label: str) -> None:
                                    % (label, v.name, tensor.elem_type))
     shape = tensor.shape
     if shape is not None:
+        unknown_dims(shape)
         dims = [d.dim_value if d.HasField("dim_value") else None for d in shape.dim]
-        if any(d is not None and d < 0 for d in dims):
-            raise ModelFormatError("%s: %r is declared with a negative dimension %s" % (label, v.name, dims))
         if all(d is not None for d in dims) and tensor.elem_type in dtypes.NAMES and tensor.elem_type:
             try:
                 itemsize = dtypes.to_numpy(tensor.elem_type).itemsize
             except GraphError:
                 itemsize = 1
             limits.check_tensor(dims, itemsize, "%s: %r as declared" % (label, v.name))
+
+
+def unknown_dims(shape: Any) -> None:
+    """Dims a converter wrote to mean "unknown", made unknown in place, as onnxruntime reads them: a
+    negative size (``-1``), and a symbol that names nothing (``?``, empty), which would otherwise be one
+    shared symbol every dim so named must agree on (an image's height and width both ``?``)."""
+    for k, d in enumerate(shape.dim):
+        vague = d.HasField("dim_param") and not d.dim_param.strip("?_- ")
+        if (d.HasField("dim_value") and d.dim_value < 0) or vague:
+            shape.dim[k] = Dimension()
 
 
 def validate_graph(graph: GraphProto, label: str = "the model") -> None:

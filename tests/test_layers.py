@@ -20,7 +20,7 @@ LAYERS = [
     ("executor", "fusion", "validate"),
     ("autodiff", "runtime", "export"),
     ("module", "api", "ort_made"),           # the runtime API: what a device needs (ORT-made files too)
-    ("losses", "blocks", "optim", "trainable", "models", "lora", "artifacts", "torch_export"),   # the offline generator
+    ("losses", "blocks", "optim", "trainable", "models", "lora", "artifacts", "torch_export", "normalize"),   # the offline generator
     ("run",),
     ("ort", "flower", "cli", "webapp", "__main__"),
 ]

@@ -44,7 +44,7 @@ NON_DIFFERENTIABLE = frozenset([
     "Shape", "Size", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or",
     "Xor", "ArgMax", "ArgMin", "ConstantOfShape", "Range", "Constant", "Floor", "Ceil", "Round", "Sign",
     "NonZero", "IsNaN", "IsInf", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-    "EyeLike", "OneHot",
+    "EyeLike", "OneHot", "Hardmax",
 ])
 
 #: Ops the training graph replaces by a training form (whose rule then says what is differentiable).

@@ -136,6 +136,9 @@ def _clip(b: B, n: N, dy: G) -> G:
     # dy flows to X inside [min, max] and to the bound X was clipped to outside it (torch.clamp)
     x, lo, hi = n.x(0), n.x(1), n.x(2)
     zero = b.scalar(0.0, dy[0])
+    # Clip-6 holds its bounds in attributes
+    lo = lo if lo is not None or n.attr("min") is None else b.scalar(float(n.attr("min")), x)
+    hi = hi if hi is not None or n.attr("max") is None else b.scalar(float(n.attr("max")), x)
     return [b.pt("ClipGrad", dy[0], x, lo, hi) if n.needs(0) else None,
             b.unbroadcast(b.op("Where", b.op("Less", x, lo), dy[0], zero), lo) if n.needs(1) else None,
             b.unbroadcast(b.op("Where", b.op("Greater", x, hi), dy[0], zero), hi) if n.needs(2) else None]

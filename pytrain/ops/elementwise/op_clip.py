@@ -1,11 +1,12 @@
-"""Clip: min/max as optional inputs (opset >= 11); when min > max everything becomes max."""
+"""Clip: min/max as optional inputs (opset >= 11) or, in Clip-6, as attributes (floats, defaulting to the
+float range: the kernel receives them under the same names); when min > max everything becomes max."""
 from __future__ import annotations
 
 from typing import Optional
 
 import numpy as np
 
-from pytrain.errors import InputError
+from pytrain.errors import InputError, UnsupportedOpError
 from pytrain.ops.registry import kernel
 
 
@@ -29,6 +30,7 @@ _FAST_CLIP = _clip_is_min_of_max()
 def clip_bound(name: str, v: Optional[np.ndarray], dtype: np.dtype):
     if v is None:
         return None
+    v = np.asarray(v)
     if v.size != 1:
         raise InputError("Clip: input %s must be a scalar, got shape %s" % (name, v.shape))
     return v.reshape(()).astype(dtype)[()]
@@ -52,7 +54,18 @@ def clip_into(y: np.ndarray, x: np.ndarray, lo, hi) -> np.ndarray:
 
 
 @kernel("Clip")
-def clip(ctx, input, min=None, max=None):
+def clip(ctx, input, min=None, max=None, **legacy):
+    refuse_legacy("Clip", ctx, legacy)
     lo = clip_bound("min", min, input.dtype)
     hi = clip_bound("max", max, input.dtype)
     return (clip_into(np.empty_like(input), input, lo, hi),)
+
+
+def refuse_legacy(op: str, ctx, attrs, ignored=("consumed_inputs",)) -> None:
+    """A kernel taking an older version's attributes under its inputs' names (``**legacy`` holds the
+    rest) refuses any other attribute, naming it: never run while ignoring one. ``consumed_inputs``
+    (opset 1) was an in-place hint with no meaning."""
+    unknown = sorted(a for a in attrs if a not in ignored)
+    if unknown:
+        raise UnsupportedOpError("%s %r has attribute%s %s, which pytrain's kernel does not support"
+                                 % (op, ctx.node_name, "s" if len(unknown) > 1 else "", ", ".join(repr(a) for a in unknown)))

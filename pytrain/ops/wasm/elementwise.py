@@ -93,9 +93,10 @@ def _scalar_bound(v: Optional[np.ndarray], dtype, default: float) -> Optional[fl
 
 
 def clip(ctx, input: np.ndarray, min: Optional[np.ndarray] = None,
-         max: Optional[np.ndarray] = None) -> Optional[Tuple[np.ndarray]]:
-    """Clip of a float32 tensor with scalar bounds in one pass (elementwise.c), for registry.accelerate."""
-    if not _plain(input):
+         max: Optional[np.ndarray] = None, **legacy) -> Optional[Tuple[np.ndarray]]:
+    """Clip of a float32 tensor with scalar bounds in one pass (elementwise.c), for registry.accelerate
+    (bounds as inputs or as Clip-6's float attributes; other attributes go to the numpy kernel)."""
+    if not _plain(input) or legacy:
         return None
     lo = _scalar_bound(min, np.float32, -math.inf)
     hi = _scalar_bound(max, np.float32, math.inf)

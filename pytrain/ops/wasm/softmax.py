@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from pytrain.ops.nn.op_softmax import softmax_axis
 from pytrain.ops.wasm import THREADS_MIN_ELEMENTS, _plain, _ptr, _wasm, threaded
 
 
@@ -54,10 +55,11 @@ def softmax_cross_entropy_grad(ctx, dLoss: np.ndarray, log_prob: np.ndarray, lab
     return (dx,)
 
 
-def softmax(ctx, input: np.ndarray, *, axis: int = -1) -> Optional[Tuple[np.ndarray]]:
+def softmax(ctx, input: np.ndarray, *, axis: Optional[int] = None) -> Optional[Tuple[np.ndarray]]:
     """Softmax over the last axis of a float32 tensor (softmax.c), for registry.accelerate; rows
-    with NaN or infinities hand the node to numpy."""
-    if input.ndim == 0 or axis not in (-1, input.ndim - 1) or not _plain(input, min_size=1) \
+    with NaN or infinities hand the node to numpy. (On the last axis every opset's meaning agrees.)"""
+    if input.ndim == 0 or softmax_axis(ctx, "Softmax", axis, input.ndim) != input.ndim - 1 \
+            or not _plain(input, min_size=1) \
             or input.shape[-1] == 0:
         return None
     y = np.empty_like(input)
