@@ -30,29 +30,24 @@ from pytrain.flower import objects as ob
 from pytrain.flower.transport import EcdsaSigner
 from waits import wait_s
 
+from buildsite.installs import FLWR_VENV as VENV, FLWR_VERSION  # noqa: E402,F401  (bench/flower_scale.py reads VENV)
+
 ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / "build" / "venv-flwr"
 APP = Path(__file__).resolve().parent / "flower_app"
-FLWR_VERSION = "1.42.0"
 ROUNDS = 5
 RECIPE = {"lr": 0.2, "local-epochs": 4, "batch-size": 32}  # 3 non-IID nodes reach ~94% in 5 rounds
 
 
 # -- the flwr venv -------------------------------------------------------------------------------------
 def ensure_flwr_venv() -> Path:
-    """build/venv-flwr with flwr[simulation] 1.42.0 (flwr and Ray, for the Simulation Engine; made or
-    completed on first use: a minute or two)."""
-    py = VENV / "bin" / "python"
-    check = "import flwr, ray; assert flwr.__version__ == %r" % FLWR_VERSION
-    if py.exists() and subprocess.run([str(py), "-c", check], capture_output=True, timeout=120).returncode == 0:
-        return VENV
-    if sys.version_info < (3, 11):
+    """build/venv-flwr with flwr[simulation] 1.42.0 (buildsite/installs.py; python build.py test makes it
+    before the suite runs)."""
+    from buildsite.installs import ensure_flwr_venv as ensure
+
+    venv = ensure()
+    if venv is None:
         pytest.skip("flwr %s needs Python >= 3.11 for its venv" % FLWR_VERSION)
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(VENV)], check=True, timeout=300)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "flwr[simulation]==" + FLWR_VERSION], check=True,
-                   timeout=1200)
-    return VENV
+    return venv
 
 
 @pytest.fixture(scope="module")
