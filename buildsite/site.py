@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 from buildsite.assets import build_demo_artifacts, cached_mnist
 from buildsite.bytecode import build_python_zip, build_startup_bytecode
 from buildsite.compress import TWIN_SUFFIXES, compressors, precompress
+from buildsite.favicon import favicon_ico
 from buildsite.paths import PYODIDE_NPM, ROOT, SITE, STARTUP_MODULES, log
 from buildsite.pyodide import PYODIDE_START_PACKAGES, copy_pyodide, ensure_node_modules
 from buildsite.strip import drop_sources, split_rest
@@ -74,6 +75,8 @@ def build(pyodide: Optional[str] = None, site: Path = SITE, artifacts: bool = Tr
     _preload_modules(site)
     if (ROOT / "static").is_dir():
         _copy_tree(ROOT / "static", site / "static")
+    # browsers ask for /favicon.ico by themselves on a page without an icon link (a 404 is a console error)
+    (site / "favicon.ico").write_bytes(favicon_ico())
     (site / "wheels").mkdir()
     shutil.copyfile(wheel, site / "wheels" / wheel.name)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,7 +14,6 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / "build" / "py38-numpy117"
 
 SCRIPT = r"""
 import sys, numpy as np
@@ -43,23 +41,18 @@ np.savez(sys.argv[3], numpy_version=np.__version__, **out)
 
 
 def _python38():
-    pyenv = Path(os.path.expanduser("~/.pyenv/versions"))
-    candidates = sorted(pyenv.glob("3.8*/bin/python3.8")) if pyenv.is_dir() else []
-    on_path = shutil.which("python3.8")
-    if on_path and "shims" not in on_path:  # pyenv's shim refuses unless 3.8 is selected
-        candidates.append(Path(on_path))
-    return str(candidates[0]) if candidates else None
+    from buildsite.installs import python38
+
+    return python38()
 
 
 @pytest.fixture(scope="module")
 def py38():
-    exe = _python38()
-    if exe is None:
+    from buildsite.installs import ensure_py38_venv
+
+    py = ensure_py38_venv()   # (python build.py test makes it before the suite runs)
+    if py is None:
         pytest.skip("no python3.8 on this machine")
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([exe, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "numpy==1.17.5"], check=True)
     version = subprocess.run([str(py), "-c", "import numpy, sys; print(sys.version_info[:2], numpy.__version__)"],
                              check=True, capture_output=True, text=True).stdout
     assert "(3, 8)" in version and "1.17.5" in version

@@ -14,12 +14,42 @@ from waits import wait_ms  # noqa: F401  (every browser wait goes through the te
 LOAD_TIMEOUT_MS = wait_ms(60_000)
 
 
+#: what Chromium requests by itself, not for the page: the icon of a page without <link rel="icon">
+#: (the README's host pages). It asks for it when it gets round to it, so whether that request (or an
+#: error about it) falls inside a test depends on how long the test ran: the Recorder leaves it out.
+#: Nothing else belongs here without a comment saying why the browser makes it on its own.
+BROWSER_OWN_PATHS = ("/favicon.ico",)
+
+
+def browser_own(url: str) -> bool:
+    """Whether ``url`` is a request the browser makes by itself (BROWSER_OWN_PATHS), whatever the page does."""
+    return urlsplit(url).path in BROWSER_OWN_PATHS
+
+
 class Recorder:
-    """Every request a browser context makes (pages and workers), plus console errors."""
+    """Every request a browser context makes (pages and workers), plus console errors and page errors;
+    the browser's own requests (``browser_own``) and console messages about them are left out, so a
+    test's assertions on all of them hold however long it runs."""
 
     def __init__(self) -> None:
         self.urls: List[str] = []
         self.console_errors: List[str] = []
+
+    def request(self, req) -> None:
+        if not browser_own(req.url):
+            self.urls.append(req.url)
+
+    def console(self, msg) -> None:
+        if msg.type == "error" and not browser_own((msg.location or {}).get("url") or ""):
+            self.console_errors.append(msg.text)
+
+    def page_error(self, err) -> None:
+        self.console_errors.append(str(err))
+
+    def watch(self, page) -> None:
+        """Record ``page``'s console errors and uncaught errors (its requests come through the context)."""
+        page.on("console", self.console)
+        page.on("pageerror", self.page_error)
 
     def foreign(self, base_url: str) -> List[str]:
         """Requests to anything but the site's own origin (blob:/data: of the page itself are fine)."""
@@ -38,7 +68,7 @@ def new_context(browser, recorder: Recorder, longtasks: bool = False):
     """A fresh browser context that records requests (and, optionally, long tasks from page start)."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
     ctx.set_default_timeout(wait_ms(30_000))    # clicks, fills, selectors without a timeout of their own
-    ctx.on("request", lambda req: recorder.urls.append(req.url))
+    ctx.on("request", recorder.request)
     if longtasks:
         # Installed before any page script runs, so no long task escapes it.
         ctx.add_init_script("""
@@ -55,8 +85,7 @@ def new_context(browser, recorder: Recorder, longtasks: bool = False):
 
 def open_app(ctx, url: str, recorder: Recorder, path: str = ""):
     page = ctx.new_page()
-    page.on("console", lambda m: recorder.console_errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: recorder.console_errors.append(str(e)))
+    recorder.watch(page)
     page.goto(url + path)
     return page
 

@@ -48,7 +48,8 @@ def test_site_has_what_the_page_needs_and_no_more(site_url):
     for kind in ("digits-mlp", "digits-cnn"):
         for rel in config["artifacts"][kind].values():
             assert (build.SITE / rel).is_file()
-    for rel in ("index.html", "worker.js", "pytrain-widget.js", "examples/widget.html", "static/favicon.svg"):
+    for rel in ("index.html", "worker.js", "pytrain-widget.js", "examples/widget.html", "static/favicon.svg",
+                "favicon.ico"):
         assert (build.SITE / rel).is_file(), rel
 
 
@@ -108,6 +109,11 @@ def test_server_types_gzip_caching_and_safety(site_url):
     assert resp.getheader("Cache-Control") == "no-cache" and etag
     resp, body = _get(site_url, "/config.json", {"If-None-Match": etag})
     assert resp.status == 304 and body == b""
+
+    # the icon a browser asks for by itself on a page without <link rel="icon">: a 32x32 PNG in an ICO
+    resp, body = _get(site_url, "/favicon.ico")
+    assert resp.status == 200 and resp.getheader("Content-Type") == "image/x-icon"
+    assert body[:6] == b"\0\0\1\0\1\0" and body[6:8] == b"\x20\x20" and body[22:30] == b"\x89PNG\r\n\x1a\n"
 
     resp, _ = _get(site_url, "/no/such/file.js")
     assert resp.status == 404

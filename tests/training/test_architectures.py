@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from pathlib import Path
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -347,11 +348,23 @@ def test_lost_parameters_are_visible(case, exporter, export_dir):
     np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-5)
 
 
+#: chaos() of every case and optimizer as torch measured it (fixtures/chaos/make_fixture.py writes it)
+CHAOS = json.loads((Path(__file__).resolve().parent / "fixtures" / "chaos" / "drift.json").read_text(encoding="utf-8"))
+
+
+def measured_chaos(case: str, optim: str) -> float:
+    """chaos(case, optim): the committed measurement when this torch made it and it covers the case (the
+    oracle is the same, so is its number), measured again otherwise."""
+    if CHAOS["torch"] == torch.__version__ and optim in CHAOS["drift"].get(case, {}):
+        return CHAOS["drift"][case][optim]
+    return chaos(case, optim)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_chaotic_flag_is_measured(case):
     """A case is compared one step at a time exactly when PyTorch's own float32 run drifts past 1e-3
     once the weights move by 1e-7."""
-    drift = max(chaos(case, optim) for optim in OPTIMS)
+    drift = max(measured_chaos(case, optim) for optim in OPTIMS)
     assert CASES[case].chaotic == (drift > 1e-3), drift
 
 
