@@ -119,11 +119,13 @@ client.on("progress", (p) => {
   addLosses(p.firstStep, p.losses);
   const frac = p.stepsPerEpoch ? p.epochStep / p.stepsPerEpoch : 0;
   $("epoch-bar").style.width = `${Math.round(100 * frac)}%`;
+  // a slice with no step, or a refused step's non-finite loss (the divergence box says what happened): no "NaN"
   const loss = p.losses.length ? p.losses[p.losses.length - 1] : NaN;
+  const lossText = Number.isFinite(loss) ? loss.toFixed(4) : "–";
   const last = app.epochs[app.epochs.length - 1];
   // shown, not announced: this changes several times a second
   $("train-status").textContent = `Epoch ${Math.min(p.epoch + 1, p.epochs)} of ${p.epochs} · step ${nf.format(p.step)} · ` +
-    `${p.stepsPerSecond.toFixed(1)} steps/s · loss ${loss.toFixed(4)}` + (last ? ` · ${metricText(last)}` : "") +
+    `${p.stepsPerSecond.toFixed(1)} steps/s · loss ${lossText}` + (last ? ` · ${metricText(last)}` : "") +
     (p.wasmHeap ? ` · memory ${mib(p.wasmHeap)} (peak)` : "");
   if (p.wasmHeap) app.peakMemory = p.wasmHeap;
   $("train-status").classList.remove("ok", "bad");
