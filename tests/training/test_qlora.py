@@ -26,6 +26,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from quant_oracle import exact_integer_matmuls, ort_run  # noqa: E402
+
 from pytrain import artifacts  # noqa: E402
 from pytrain.api import CheckpointState, Module, Optimizer  # noqa: E402
 from pytrain.lora import LoRA  # noqa: E402
@@ -56,30 +58,6 @@ def gemm_as_matmul(model: "onnx.ModelProto") -> "onnx.ModelProto":
     return model
 
 
-def exact_integer_matmuls(model: "onnx.ModelProto") -> bytes:
-    """The model with each MatMulInteger as Cast-to-int32, Sub of the zero points, int32 MatMul: what the spec
-    computes, which onnxruntime then runs without its saturating kernel."""
-    nodes = []
-    for n in model.graph.node:
-        if n.op_type != "MatMulInteger":
-            nodes.append(n)
-            continue
-        sides = []
-        for k in (0, 1):
-            c = n.output[0] + "_i%d" % k
-            nodes.append(helper.make_node("Cast", [n.input[k]], [c], to=TensorProto.INT32))
-            if len(n.input) > k + 2 and n.input[k + 2]:
-                z = c + "_zp"
-                nodes.append(helper.make_node("Cast", [n.input[k + 2]], [z], to=TensorProto.INT32))
-                nodes.append(helper.make_node("Sub", [c, z], [c + "_c"]))
-                c += "_c"
-            sides.append(c)
-        nodes.append(helper.make_node("MatMul", sides, [n.output[0]], name=n.name))
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
-    return model.SerializeToString()
-
-
 @pytest.fixture(scope="module")
 def models(lm, tmp_path_factory):
     """{"f32", "q8", "q4"}: the tiny GPT-2's bytes, float and quantized as transformers.js' files are."""
@@ -98,12 +76,6 @@ def models(lm, tmp_path_factory):
     with open(os.path.join(d, "q8.onnx"), "rb") as f:
         q8 = f.read()
     return {"f32": lm.onnx, "q8": q8, "q4": q.model.model.SerializeToString(), "vocab": lm.vocab_size}
-
-
-def ort_run(blob: bytes, feeds):
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    return ort.InferenceSession(blob, opts, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _ops(blob: bytes):
