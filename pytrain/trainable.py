@@ -262,45 +262,65 @@ def _folded_parameter(name: str, folded_from: str, parameters: Set[str], inits: 
     return found[0] if len(found) == 1 and found[0] not in inits else None
 
 
-def _ties_are_structural(values: np.ndarray) -> bool:
-    """Whether equal entries of a folded copy can be read as one parameter entry repeated: finite values,
-    more than two of them (not a mask), not all representable at half precision (where unrelated
-    entries are often equal, a float16 / bfloat16 checkpoint's)."""
+def _may_repeat(values: np.ndarray, distinct: int) -> bool:
+    """Whether equal entries of a folded copy can be one parameter entry read repeatedly: finite values, more
+    than two distinct ones (not a mask, not a constant start such as Swin's all-zero table)."""
     v = values.astype(np.float32).ravel()
-    if not np.all(np.isfinite(v)) or np.abs(v).max() >= 1e30 or np.unique(v).size <= 2:
-        return False
-    fp16 = np.array_equal(v.astype(np.float16).astype(np.float32), v)
-    bf16 = not np.any(v.view(np.uint32) & np.uint32(0xFFFF))
-    return not (fp16 or bf16)
+    return distinct > 2 and bool(np.all(np.isfinite(v))) and float(np.abs(v).max()) < 1e30
+
+
+def _half_precision(values: np.ndarray) -> bool:
+    """Every value a float16 or bfloat16 holds (a half-precision checkpoint's, where unrelated entries are often equal)."""
+    v = values.astype(np.float32).ravel()
+    return np.array_equal(v.astype(np.float16).astype(np.float32), v) or not np.any(v.view(np.uint32) & np.uint32(0xFFFF))
 
 
 def _broadcast_source(values: np.ndarray) -> Optional[np.ndarray]:
-    """``values`` reduced along every axis it only repeats (an expand's source), when that has distinct entries."""
+    """``values`` reduced along every axis it only repeats (an expand's source), or None."""
     index = []
     for d in range(values.ndim):
         first = np.take(values, [0], axis=d)
         index.append(slice(0, 1) if values.shape[d] > 1 and np.all(values == first) else slice(None))
     source = values[tuple(index)]
-    return source if source.size < values.size and np.unique(source).size == source.size else None
+    return source if source.size < values.size else None
+
+
+def _rows_repeat(values: np.ndarray, distinct: int) -> bool:
+    """A gather of whole rows with repeated indices: along some axis, the vectors repeat, and equal entries are
+    exactly the same entry of equal vectors (two entries equal by chance are not)."""
+    for d in range(values.ndim):
+        size = values.shape[d]
+        if size < 2:
+            continue
+        rows = np.moveaxis(values, d, -1).reshape(-1, size)
+        unique = np.unique(rows, axis=0).shape[0]
+        if unique < rows.shape[0] and distinct == unique * size:
+            return True
+    return False
 
 
 def _re_express(graph: Any, t: Any, param: Optional[str], scope: Any) -> Optional[Dict[str, Any]]:
     """Replace initializer ``t`` (a folded copy of ``param``) by the parameter's distinct entries and the
-    node that re-makes ``t`` from them (Expand for a broadcast, Gather for repeated indices), in place; with
-    distinct entries throughout, ``t`` stays (it is all of the parameter the model uses)."""
+    node that re-makes ``t`` from them (Expand for a broadcast, Gather for repeated rows), in place; with
+    distinct rows throughout, ``t`` stays (it is all of the parameter the model uses)."""
     from pytrain.proto import from_array, make_node, to_array
 
     values = to_array(t)
     entry = {"copy": t.name, "parameter": param or t.name, "trains_as": t.name}
     flat = values.ravel()
     _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+    selection = dict(entry, how="selection", shape=list(values.shape))
     if first.size == flat.size:
-        return dict(entry, how="selection", shape=list(values.shape))
-    if not _ties_are_structural(values):
+        return selection
+    if not _may_repeat(values, first.size):
         return None
+    source = _broadcast_source(values)
+    gather = source is None and _rows_repeat(values, first.size) and not _half_precision(values)
+    if source is None and not gather:
+        # a few entries equal by chance in distinct rows: a selection; many, without a row structure: unknown
+        return selection if first.size >= 0.99 * flat.size else None
     name = param if param and param not in scope.taken else scope.fresh((param or t.name) + "/entries")
     scope.taken.add(name)
-    source = _broadcast_source(values)
     if source is not None:
         shape = scope.fresh(t.name + "/shape")
         consts = [from_array(source, name), from_array(np.array(values.shape, np.int64), shape)]
