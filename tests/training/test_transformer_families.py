@@ -58,6 +58,7 @@ FOLDED = {
     ("distilbert", "dynamo"): {"hf.distilbert.embeddings.position_embeddings.weight": ("selection", [1, 8, 32])},
     ("vit", "dynamo"): {"hf.vit.embeddings.cls_token": ("expand", [1, 1, 32])},
     ("swin", "dynamo"): {_SWIN_TABLE: ("gather", [18])},
+    ("whisper_encoder", "dynamo"): {"hf.encoder.embed_positions.weight": ("selection", [8, 32])},
     ("swin", "torchscript"): {_SWIN_TABLE: ("gather", [18])},
     ("clip", "dynamo"): {"hf.vision_model.embeddings.class_embedding": ("expand", [1, 1, 32]),
                          "hf.vision_model.embeddings.position_embedding.weight": ("selection", [1, 17, 32]),
@@ -67,8 +68,10 @@ FOLDED = {
 }
 #: models whose default attention one exporter cannot export: built with eager attention
 EAGER = {"swin"}
-#: a TorchScript file cannot tell CLIP's rank-0 logit_scale from a constant: requires_grad names what trains
-NAME_PARAMETERS = {("clip", "torchscript")}
+#: a TorchScript file cannot tell CLIP's rank-0 logit_scale from a constant, and no plain export records that
+#: Whisper freezes its position table (requires_grad=False; the dynamo file holds the rows it reads, folded,
+#: which train by default as any parameter's): requires_grad names what trains
+NAME_PARAMETERS = {("clip", "torchscript"), ("whisper_encoder", "dynamo")}
 #: T5's lm_head is its shared embedding: TorchScript writes the lm_head's transposed use as a second
 #: initializer, which generate_artifacts ties to the embedding again (test_tied_lm_head_trains_tied)
 TIED = {("t5", "torchscript"): "hf.shared.weight"}
