@@ -318,7 +318,7 @@ def _re_express(graph: Any, t: Any, param: Optional[str], scope: Any) -> Optiona
     gather = source is None and _rows_repeat(values, first.size) and not _half_precision(values)
     if source is None and not gather:
         # a few entries equal by chance in distinct rows: a selection; many, without a row structure: unknown
-        return selection if first.size >= 0.99 * flat.size else None
+        return selection if flat.size - first.size <= max(2, flat.size // 100) else None
     name = param if param and param not in scope.taken else scope.fresh((param or t.name) + "/entries")
     scope.taken.add(name)
     if source is not None:
