@@ -10,9 +10,9 @@ TorchScript exporter, one-element ``val_68`` constants from the dynamo exporter)
 2. the dynamo exporter's graph signature says so (value-info metadata
    ``pkg.torch.export.graph_signature.InputSpec.kind``): ``PARAMETER`` trains, ``BUFFER`` and
    ``CONSTANT_TENSOR`` do not; where a model has a signature, a tensor it does not list is one the
-   exporter computed: it trains only as a parameter's layout copy (rule 4) or a decomposed
-   normalization's affine (5b), never otherwise (ViT's folded all-zero ``where`` mask, BERT's
-   folded slice of its position table);
+   exporter computed: it trains only as a parameter's layout copy (rule 4), a decomposed
+   normalization's affine (5b) or a folded selection of a parameter (:func:`refold_parameter_copies`,
+   which marks it), never otherwise (ViT's folded all-zero ``where`` mask, a causal mask folded from buffers);
 3. feeds no input a gradient flows through (BatchNorm's running mean/var, a Shape's input):
    does not train;
 4. a weight: it feeds a weight position of a parameter-holding op (Conv/ConvTranspose W and B,
