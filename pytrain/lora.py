@@ -214,37 +214,64 @@ def _select(model: ModelProto, spec: LoRA) -> List[Site]:
 
 
 ATTENTION_WORDS = ("attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "query", "key", "value")
+#: peft's default LoRA targets (``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``) by module name: the
+#: attention's query and value projections (Llama, Qwen2, Gemma, Mistral ``q_proj``/``v_proj``, BERT ``query``/
+#: ``value``, T5 ``q``/``v``, DeBERTa-v2 ``query_proj``/``value_proj``, DistilBERT ``q_lin``/``v_lin``) ...
+QUERY_VALUE = ("q_proj", "v_proj", "query", "value", "q", "v", "q_lin", "v_lin", "query_proj", "value_proj")
+#: ... or the one projection computing query, key and value together (GPT-2 ``c_attn``, Falcon / GPT-NeoX
+#: ``query_key_value``, CodeGen's and Phi-3's ``qkv_proj``, MPT ``Wqkv``, Baichuan ``W_pack``, DeBERTa ``in_proj``)
+FUSED_QKV = ("c_attn", "query_key_value", "qkv_proj", "Wqkv", "W_pack", "in_proj", "qkv")
+_NAME_SCOPES = "pkg.torch.onnx.name_scopes"   # the dynamo exporter's module path of a node
+_FOLDED_FROM = "pkg.onnxscript.optimizer.folded_from"   # the parameter a dynamo initializer was folded from
 
 
 def adaptable_weights(model: ModelProto) -> List[Tuple[str, str]]:
     """(node name, weight) of every MatMul/Gemm whose weight can take an adapter (a 2-D float initializer
     read by that node alone), in graph order."""
-    g = model.graph
+    return [(n.name or n.output[0], w) for n, w in _adaptable(model)]
+
+
+def _adaptable(model: ModelProto) -> List[Tuple[NodeProto, str]]:
     inits, readers, producers = _graph_maps(model)
     out = []
-    for n in g.node:
+    for n in model.graph.node:
         if n.op_type in ("MatMul", "Gemm") and n.domain in ("", "ai.onnx"):
             try:
                 w, _ = _weight_site(n, inits, readers, producers, "candidate")
             except ArtifactError:
                 continue
-            out.append((n.name or n.output[0], w))
-    for b in find_blocks(list(g.node)):   # quantized matmuls (QLoRA)
+            out.append((n, w))
+    for b in find_blocks(list(model.graph.node)):   # quantized matmuls (QLoRA)
         try:
             _quant_site(b, inits, readers)
         except ArtifactError:
             continue
-        out.append((b.anchor.name or b.y, b.w))
+        out.append((b.anchor, b.w))
     return out
 
 
+def _module_parts(node: NodeProto, weight: str, folded: Dict[str, str]) -> List[str]:
+    """The path components naming the module of a weight: the node's and the weight's names (TorchScript:
+    ``/model/layers.0/self_attn/q_proj/MatMul``), and where the dynamo exporter renamed both (``node_linear``,
+    ``val_26``), the node's module path and the parameter the weight was folded from (their metadata)."""
+    names = [node.name or node.output[0], weight]
+    for p in node.metadata_props:
+        if p.key == _NAME_SCOPES:
+            names.extend(re.findall(r"'([^']*)'", p.value))
+    names.extend(re.findall(r"'([^']*)'", folded.get(weight, "")))
+    return [part for name in names for part in _parts(name)]
+
+
 def default_targets(model: ModelProto) -> List[str]:
-    """The weights LoRA takes when none are named: those of attention (a node or weight name with one of
-    :data:`ATTENTION_WORDS` as a path component), else every weight that can take an adapter."""
-    found = adaptable_weights(model)
-    attention = [w for node, w in found
-                 if any(p.lower() in ATTENTION_WORDS for p in _parts(node) + _parts(w))]
-    return attention or [w for _, w in found]
+    """The weights LoRA takes when none are named, as peft's defaults per model type choose them: the
+    attention's query and value projections, or its fused query-key-value projection (a node, weight or module
+    name with a :data:`QUERY_VALUE` or :data:`FUSED_QKV` component); else any attention weight (one of
+    :data:`ATTENTION_WORDS`); else every weight that can take an adapter."""
+    folded = {v.name: p.value for v in model.graph.value_info for p in v.metadata_props if p.key == _FOLDED_FROM}
+    found = [(w, set(_module_parts(n, w, folded))) for n, w in _adaptable(model)]
+    peft_like = [w for w, parts in found if parts & set(QUERY_VALUE + FUSED_QKV)]
+    attention = [w for w, parts in found if {p.lower() for p in parts} & set(ATTENTION_WORDS)]
+    return peft_like or attention or [w for w, _ in found]
 
 
 def selected_weights(model: ModelProto, spec: LoRA) -> List[str]:

@@ -10,9 +10,9 @@ TorchScript exporter, one-element ``val_68`` constants from the dynamo exporter)
 2. the dynamo exporter's graph signature says so (value-info metadata
    ``pkg.torch.export.graph_signature.InputSpec.kind``): ``PARAMETER`` trains, ``BUFFER`` and
    ``CONSTANT_TENSOR`` do not; where a model has a signature, a tensor it does not list is one the
-   exporter computed: it trains only as a parameter's layout copy (rule 4) or a decomposed
-   normalization's affine (5b), never otherwise (ViT's folded all-zero ``where`` mask, BERT's
-   folded slice of its position table);
+   exporter computed: it trains only as a parameter's layout copy (rule 4), a decomposed
+   normalization's affine (5b) or a folded selection of a parameter (:func:`refold_parameter_copies`,
+   which marks it), never otherwise (ViT's folded all-zero ``where`` mask, a causal mask folded from buffers);
 3. feeds no input a gradient flows through (BatchNorm's running mean/var, a Shape's input):
    does not train;
 4. a weight: it feeds a weight position of a parameter-holding op (Conv/ConvTranspose W and B,
@@ -52,8 +52,8 @@ from pytrain import dtypes
 from pytrain.autodiff.engine import differentiable_inputs
 from pytrain.proto import NodeProto
 
-__all__ = ["WEIGHT_INPUTS", "LAYOUT_OPS", "classify_initializers", "is_exporter_constant", "tie_exporter_copies",
-           "why_nothing_trains"]
+__all__ = ["WEIGHT_INPUTS", "LAYOUT_OPS", "REFOLDED_KEY", "classify_initializers", "is_exporter_constant",
+           "refold_parameter_copies", "tie_exporter_copies", "why_nothing_trains"]
 
 #: op -> input positions that hold a layer's weights (None: every input)
 WEIGHT_INPUTS: Dict[str, Optional[Sequence[int]]] = {
@@ -73,6 +73,16 @@ LAYOUT_OPS: Dict[str, Optional[Sequence[int]]] = {
 _SIGNATURE_KEY = "pkg.torch.export.graph_signature.InputSpec.kind"
 _EXPORTER_NAMES = (re.compile(r"^val_\d+$"), re.compile(r"_output_\d+$"), re.compile(r"^_onnx_const"))
 _ONNX_ANON = re.compile(r"^onnx::\w+_\d+$")
+#: value-info metadata pytrain writes on a parameter it re-expressed from an exporter's folded copy (the why)
+REFOLDED_KEY = "pytrain.folded_copy_of"
+_FOLDED_FROM_KEY = "pkg.onnxscript.optimizer.folded_from"
+_PROGRAM_SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
+_PROGRAM_SPEC = re.compile(r"^\s*\w+: (PARAMETER|BUFFER|CONSTANT_TENSOR)\b[^\n]*?target='([^']*)'", re.M)
+#: aten ops that only select, repeat or move values: the dynamo exporter names a folded value after the
+#: op that made it (``embedding_1``, ``expand``, ``unsqueeze``); a copy made by arithmetic is no parameter
+_SELECTING = frozenset(("embedding", "expand", "unsqueeze", "squeeze", "slice", "index", "select", "view",
+                        "reshape", "permute", "transpose", "t", "clone", "contiguous", "alias", "repeat", "cat",
+                        "_unsafe_view", "narrow", "index_select", "gather", "flatten"))
 
 
 def is_exporter_constant(name: str, size: int) -> bool:
@@ -82,11 +92,11 @@ def is_exporter_constant(name: str, size: int) -> bool:
     return size == 1 and bool(_ONNX_ANON.match(name))
 
 
-def _signature_kinds(value_infos: Sequence[Any]) -> Dict[str, str]:
+def _signature_kinds(value_infos: Sequence[Any], key: str = _SIGNATURE_KEY) -> Dict[str, str]:
     kinds: Dict[str, str] = {}
     for vi in value_infos:
         for p in getattr(vi, "metadata_props", None) or []:
-            if p.key == _SIGNATURE_KEY:
+            if p.key == key:
                 kinds[vi.name] = p.value
     return kinds
 
@@ -183,13 +193,16 @@ def classify_initializers(nodes: Sequence[NodeProto], initializers: Sequence[Any
             if pos in diff:
                 differentiable.setdefault(i, []).append(n.op_type)
     kinds = _signature_kinds(value_infos)
+    folded = _signature_kinds(value_infos, REFOLDED_KEY)
     report = []
     for t in initializers:
         size = 1
         for d in t.dims:
             size *= int(d)
         kind = kinds.get(t.name, "")
-        if not dtypes.is_float(t.data_type):
+        if t.name in folded and dtypes.is_float(t.data_type):
+            trains, why = True, "an exporter's folded copy of a parameter, trains as it: %s" % folded[t.name]
+        elif not dtypes.is_float(t.data_type):
             trains, why = False, "not a float tensor (%s)" % dtypes.NAMES.get(t.data_type, t.data_type)
         elif kind == "PARAMETER":
             trains, why = True, "a PyTorch parameter (the exporter's graph signature)"
@@ -231,7 +244,163 @@ def classify_initializers(nodes: Sequence[NodeProto], initializers: Sequence[Any
     return report
 
 
-def tie_exporter_copies(graph: Any, keep: Sequence[str] = ()) -> List[Dict[str, str]]:
+def _program_parameters(graph: Any) -> Set[str]:
+    """The PARAMETER targets of the dynamo exporter's whole-program graph signature (graph metadata)."""
+    for p in getattr(graph, "metadata_props", None) or []:
+        if p.key == _PROGRAM_SIGNATURE_KEY:
+            return {m.group(2) for m in _PROGRAM_SPEC.finditer(p.value) if m.group(1) == "PARAMETER"}
+    return set()
+
+
+def _folded_parameter(name: str, folded_from: str, parameters: Set[str], inits: Set[str]) -> Optional[str]:
+    """The one PyTorch parameter a dynamo initializer ``name`` is a selection of (its value-info metadata
+    ``folded_from`` names it and the op that made ``name`` only selects or repeats), or None. A parameter
+    the file still holds is left alone: a second, separately trained copy of it would be wrong."""
+    if re.sub(r"_\d+$", "", name) not in _SELECTING:
+        return None
+    found = [v for v in re.findall(r"'([^']*)'", folded_from) if v in parameters]
+    return found[0] if len(found) == 1 and found[0] not in inits else None
+
+
+def _may_repeat(values: np.ndarray, distinct: int) -> bool:
+    """Whether equal entries of a folded copy can be one parameter entry read repeatedly: finite values, more
+    than two distinct ones (not a mask, not a constant start such as Swin's all-zero table)."""
+    v = values.astype(np.float32).ravel()
+    return distinct > 2 and bool(np.all(np.isfinite(v))) and float(np.abs(v).max()) < 1e30
+
+
+def _half_precision(values: np.ndarray) -> bool:
+    """Every value a float16 or bfloat16 holds (a half-precision checkpoint's, where unrelated entries are often equal)."""
+    v = values.astype(np.float32).ravel()
+    return np.array_equal(v.astype(np.float16).astype(np.float32), v) or not np.any(v.view(np.uint32) & np.uint32(0xFFFF))
+
+
+def _broadcast_source(values: np.ndarray) -> Optional[np.ndarray]:
+    """``values`` reduced along every axis it only repeats (an expand's source), or None."""
+    index = []
+    for d in range(values.ndim):
+        first = np.take(values, [0], axis=d)
+        index.append(slice(0, 1) if values.shape[d] > 1 and np.all(values == first) else slice(None))
+    source = values[tuple(index)]
+    return source if source.size < values.size else None
+
+
+def _rows_repeat(values: np.ndarray, distinct: int) -> bool:
+    """A gather of whole rows with repeated indices: along some axis, the vectors repeat, and equal entries are
+    exactly the same entry of equal vectors (two entries equal by chance are not)."""
+    for d in range(values.ndim):
+        size = values.shape[d]
+        if size < 2:
+            continue
+        rows = np.moveaxis(values, d, -1).reshape(-1, size)
+        unique = np.unique(rows, axis=0).shape[0]
+        if unique < rows.shape[0] and distinct == unique * size:
+            return True
+    return False
+
+
+def _re_express(graph: Any, t: Any, param: Optional[str], scope: Any) -> Optional[Dict[str, Any]]:
+    """Replace initializer ``t`` (a folded copy of ``param``) by the parameter's distinct entries and the
+    node that re-makes ``t`` from them (Expand for a broadcast, Gather for repeated rows), in place; with
+    distinct rows throughout, ``t`` stays (it is all of the parameter the model uses)."""
+    from pytrain.proto import from_array, make_node, to_array
+
+    values = to_array(t)
+    entry = {"copy": t.name, "parameter": param or t.name, "trains_as": t.name}
+    flat = values.ravel()
+    _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+    selection = dict(entry, how="selection", shape=list(values.shape))
+    if first.size == flat.size:
+        return selection
+    if not _may_repeat(values, first.size):
+        return None
+    source = _broadcast_source(values)
+    gather = source is None and _rows_repeat(values, first.size) and not _half_precision(values)
+    if source is None and not gather:
+        # a few entries equal by chance in distinct rows: a selection; many, without a row structure: unknown
+        return selection if flat.size - first.size <= max(2, flat.size // 100) else None
+    name = param if param and param not in scope.taken else scope.fresh((param or t.name) + "/entries")
+    scope.taken.add(name)
+    if source is not None:
+        shape = scope.fresh(t.name + "/shape")
+        consts = [from_array(source, name), from_array(np.array(values.shape, np.int64), shape)]
+        node = make_node("Expand", [name, shape], [t.name], name=scope.fresh(t.name + "/expand"))
+        how = "expand"
+    else:
+        order = np.argsort(first, kind="stable")  # the entries in the order the copy first reads them
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        source = flat[first[order]]
+        index = scope.fresh(t.name + "/index")
+        consts = [from_array(source, name), from_array(rank[inverse].reshape(values.shape).astype(np.int64), index)]
+        node = make_node("Gather", [name, index], [t.name], axis=0, name=scope.fresh(t.name + "/gather"))
+        how = "gather"
+    kept = [i for i in graph.initializer if i.name != t.name]
+    del graph.initializer[:]
+    graph.initializer.extend(kept + consts)
+    inputs = [v for v in graph.input if v.name != t.name]
+    del graph.input[:]
+    graph.input.extend(inputs)
+    graph.node.extend([node])
+    return dict(entry, trains_as=name, how=how, shape=list(source.shape))
+
+
+def refold_parameter_copies(graph: Any, keep: Sequence[str] = ()) -> List[Dict[str, Any]]:
+    """Make the copies of a parameter an exporter folded into new initializers train as that parameter, in place.
+
+    The dynamo exporter's optimizer folds a selection of a parameter whose indices are constants into a new
+    initializer and drops the parameter: GPT-2's ``wpe(position_ids)`` becomes ``embedding_1`` (1, T, C), ViT's
+    ``cls_token.expand(batch, ...)`` becomes ``expand`` (batch, 1, C), Swin's ``relative_position_bias_table
+    [index]`` becomes ``unsqueeze`` (1, heads, N, N); the value's metadata ``folded_from`` names the parameter.
+    TorchScript's constant folding writes the same Swin bias as ``onnx::Add_<n>``. Such a copy holds all of the
+    parameter the model can use, and trains as it: a copy whose entries are distinct trains as it is (PyTorch's
+    update of the rows used; rows the file never reads do not change its outputs); repeated entries are one
+    entry read several times, so the copy becomes Expand (a broadcast) or Gather (repeated indices) of the
+    distinct entries, which train summing their uses' gradients as PyTorch does, under the parameter's name
+    where the file does not hold it (the export writes ``cls_token`` itself). Entries that may be equal by
+    chance (half-precision values, masks, non-finite values) are left alone, as are buffers, copies made by
+    arithmetic, and copies of a parameter the file still holds. Returns ``[{"copy", "parameter", "how",
+    "trains_as", "shape"}]``."""
+    from pytrain.graph import NameScope, all_names
+    from pytrain.proto import make_value_info
+    from pytrain.proto.onnx_pb import StringStringEntryProto
+
+    infos = list(graph.value_info) + list(graph.input)
+    kinds = _signature_kinds(infos)
+    folded_from = _signature_kinds(infos, _FOLDED_FROM_KEY)
+    parameters = _program_parameters(graph)
+    inits = {t.name for t in graph.initializer}
+    trains = {r["name"]: r["trains"] for r in classify_initializers(list(graph.node), list(graph.initializer), infos)}
+    scope = NameScope(all_names(graph))
+    done: List[Dict[str, Any]] = []
+    for t in list(graph.initializer):
+        if t.name in keep or not dtypes.is_float(t.data_type) or t.name in kinds:
+            continue
+        if parameters:
+            param = _folded_parameter(t.name, folded_from.get(t.name, ""), parameters, inits)
+            if param is None:
+                continue
+        elif not (_ONNX_ANON.match(t.name) and trains[t.name] and len(t.dims) > 0):
+            continue  # TorchScript: only a folded constant that trains already, for its repeated entries
+        else:
+            param = None
+        entry = _re_express(graph, t, param, scope)
+        if entry is None or (param is None and entry["trains_as"] == t.name):
+            continue
+        why = StringStringEntryProto(key=REFOLDED_KEY, value="%s of %s (exported as %r)" % (
+            entry["how"], entry["parameter"], t.name))
+        info = next((v for v in graph.value_info if v.name == entry["trains_as"]), None)
+        if info is None:
+            info = make_value_info(entry["trains_as"], t.data_type, entry["shape"])
+            info.metadata_props.append(why)
+            graph.value_info.extend([info])
+        else:
+            info.metadata_props.append(why)
+        done.append(entry)
+    return done
+
+
+def tie_exporter_copies(graph: Any, keep: Sequence[str] = ()) -> List[Dict[str, Any]]:
     """Tie the transposed copies of a parameter that an exporter wrote for a second use of it, in place.
 
     A tied weight is one PyTorch parameter read twice: GPT-2's and T5's token embedding, read by
@@ -242,9 +411,12 @@ def tie_exporter_copies(graph: Any, keep: Sequence[str] = ()) -> List[Dict[str, 
     transpose of a 2-D parameter that trains (and not one value throughout) is such a copy: it is
     replaced by a Transpose node of the parameter, so both uses train one tensor, as in PyTorch.
     ``keep``: initializers to leave alone (named by the caller's requires_grad / frozen_params).
-    Returns ``[{"copy", "parameter"}]`` in the model's order."""
+    The folded copies of :func:`refold_parameter_copies` are re-expressed first.
+    Returns ``[{"copy", "parameter", "how"}]``: the refolded copies, then the transposed ones in the model's order."""
     from pytrain.graph import NameScope, all_names
     from pytrain.proto import make_node, to_array
+
+    refolded = refold_parameter_copies(graph, keep)
 
     inits = list(graph.initializer)
     infos = list(graph.value_info) + list(graph.input)
@@ -263,7 +435,7 @@ def tie_exporter_copies(graph: Any, keep: Sequence[str] = ()) -> List[Dict[str, 
         for s in sources:
             if list(s.dims) == list(t.dims)[::-1] and s.data_type == t.data_type and \
                     np.array_equal(value, to_array(s).T):
-                tied.append({"copy": t.name, "parameter": s.name})
+                tied.append({"copy": t.name, "parameter": s.name, "how": "transpose"})
                 break
     if tied:
         copies = {d["copy"] for d in tied}
@@ -276,7 +448,7 @@ def tie_exporter_copies(graph: Any, keep: Sequence[str] = ()) -> List[Dict[str, 
         graph.input.extend(inputs)
         graph.node.extend(make_node("Transpose", [d["parameter"]], [d["copy"]], perm=[1, 0],
                                     name=scope.fresh(d["copy"] + "/tied")) for d in tied)
-    return tied
+    return refolded + tied
 
 
 def why_nothing_trains(report: Sequence[Dict[str, Any]], named: bool, frozen: Sequence[str]) -> str:

@@ -109,7 +109,7 @@ def tied_lines(tied: List[Dict[str, str]]) -> List[str]:
         return []
     lines = ["tied: {} exporter {} of a tied weight, read from the weight (one tensor trains):".format(
         len(tied), "copy" if len(tied) == 1 else "copies")]
-    return lines + table([(d["copy"], "= transpose of", d["parameter"]) for d in tied], "  ")
+    return lines + table([(d["copy"], "= %s of" % d.get("how", "transpose"), d["parameter"]) for d in tied], "  ")
 
 
 def checkpoint_lines(path: str, state, kind: str = "checkpoint") -> List[str]:

@@ -263,9 +263,122 @@ def test_tied_copy_is_read_from_its_parameter():
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     summary = artifacts.generate_artifacts(model, loss=artifacts.LossType.MSELoss).summary
-    assert summary["tied"] == [{"copy": "onnx::MatMul_9", "parameter": "table"}]
+    assert summary["tied"] == [{"copy": "onnx::MatMul_9", "parameter": "table", "how": "transpose"}]
     assert "onnx::MatMul_9" not in {r["name"] for r in summary["initializers"]}
     assert summary["trainable_count"] == 3 * 24 and summary["ops"]["Transpose"] == 1
     named = artifacts.generate_artifacts(model, loss=artifacts.LossType.MSELoss,
                                          requires_grad=["table", "onnx::MatMul_9"]).summary
     assert named["tied"] == [] and named["trainable_count"] == 48
+
+
+# ---- folded copies of a parameter (pytrain.trainable.refold_parameter_copies) ---------------------------------
+
+_FOLDED_FROM, _KIND = "pkg.onnxscript.optimizer.folded_from", "pkg.torch.export.graph_signature.InputSpec.kind"
+
+
+def _dynamo_like(inits, folded_from, parameters, buffers=(), signed=()):
+    """y = x + each initializer (x of shape (2, 3, 4)), written as the dynamo exporter writes folded values:
+    each with its ``folded_from`` and the whole program's signature in the graph metadata (no signature: a
+    TorchScript-like file)."""
+    names = list(inits)
+    nodes = [helper.make_node("Add", ["x" if i == 0 else "s%d" % i, n], ["y" if i == len(names) - 1 else "s%d" % (i + 1)])
+             for i, n in enumerate(names)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])],
+                          [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    for name, sources in folded_from.items():
+        vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, list(np.shape(inits[name])))
+        entry = vi.metadata_props.add()
+        entry.key, entry.value = _FOLDED_FROM, repr(sorted(sources))
+        g.value_info.append(vi)
+    for name in signed:
+        vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, list(np.shape(inits[name])))
+        entry = vi.metadata_props.add()
+        entry.key, entry.value = _KIND, "PARAMETER"
+        g.value_info.append(vi)
+    if parameters or buffers:
+        entry = g.metadata_props.add()
+        entry.key = "pkg.torch.export.ExportedProgram.graph_signature"
+        entry.value = "\n# inputs\n" + "".join("p_%d: PARAMETER target='%s'\n" % (i, p) for i, p in enumerate(parameters)) + \
+            "".join("b_%d: BUFFER target='%s' persistent=False\n" % (i, b) for i, b in enumerate(buffers)) + \
+            "x: USER_INPUT\n\n# outputs\ny: USER_OUTPUT\n"
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8).SerializeToString()
+
+
+def _folded_case():
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((5, 4)).astype(np.float32)
+    inits = {"embedding_1": rng.standard_normal((1, 3, 4)),            # position rows 0..2 of a (16, 4) table
+             "expand": np.repeat(rng.standard_normal((1, 1, 4)), 2, axis=0),   # a class token expanded to the batch
+             "unsqueeze": table[[0, 2, 0]][None],                         # a table gathered with a repeated index
+             "val_9": np.where(np.tril(np.ones((3, 4))) > 0, 0.0, -3.4e38)[None],   # a causal mask from buffers
+             "add_3": 1.0 + rng.standard_normal((1, 1, 4)),               # 1 + weight: arithmetic, no selection
+             "b": rng.standard_normal(4)}                                 # a parameter the file holds
+    inits = {k: np.asarray(v, np.float32) for k, v in inits.items()}
+    folded_from = {"embedding_1": ["pos.weight", "arange", "val_1"], "expand": ["cls", "val_6"],
+                   "unsqueeze": ["table", "rel_index", "index", "permute"], "val_9": ["arange_2", "mask", "le"],
+                   "add_3": ["norm.weight", "val_2"]}
+    model = _dynamo_like(inits, folded_from, ["pos.weight", "cls", "table", "norm.weight", "b"], ["rel_index", "mask"],
+                         signed=["b"])
+    return model, inits
+
+
+def test_folded_copies_of_a_parameter_train_as_it():
+    """The dynamo exporter's folded selections of a parameter train as it: distinct rows as they are (all of
+    the table the model reads), a broadcast as the parameter under its own name (Expand of it), a gather with a
+    repeated index as the table's distinct entries (Gather of them, so that each entry's uses sum their
+    gradients); a mask folded from buffers and a copy made by arithmetic do not train."""
+    model, inits = _folded_case()
+    arts = artifacts.generate_artifacts(model, loss=artifacts.LossType.MSELoss)
+    copies = {t["copy"]: t for t in arts.summary["tied"]}
+    assert {c: (t["parameter"], t["how"], t["trains_as"], t["shape"]) for c, t in copies.items()} == {
+        "embedding_1": ("pos.weight", "selection", "embedding_1", [1, 3, 4]),
+        "expand": ("cls", "expand", "cls", [1, 1, 4]),
+        "unsqueeze": ("table", "gather", "table", [8])}
+    assert sorted(arts.summary["trainable"]) == ["b", "cls", "embedding_1", "table"]
+    assert arts.summary["trainable_count"] == 12 + 4 + 8 + 4
+    report = {r["name"]: r for r in arts.summary["initializers"]}
+    assert "folded copy of a parameter" in report["cls"]["why"] and "expand of cls" in report["cls"]["why"]
+    assert not report["val_9"]["trains"] and not report["add_3"]["trains"]
+    assert arts.summary["ops"]["Expand"] == 1 and arts.summary["ops"]["Gather"] == 1
+
+
+def test_the_export_writes_the_parameter_and_computes_what_the_file_did():
+    """Exported for inference before any step, the refolded model holds ``cls`` and ``table`` themselves and
+    gives the original file's output in onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    import onnx
+    from pytrain.api import CheckpointState, Module
+
+    model, inits = _folded_case()
+    arts = artifacts.generate_artifacts(model, loss=artifacts.LossType.MSELoss)
+    state = CheckpointState.load_checkpoint(arts.checkpoint)
+    out = Module(arts.training_model, state, arts.eval_model).export_model_for_inferencing(None, ["y"])
+    exported = {t.name: numpy_helper.to_array(t) for t in onnx.load_from_string(out).graph.initializer}
+    np.testing.assert_array_equal(exported["cls"], inits["expand"][:1])
+    assert exported["table"].shape == (8,) and "unsqueeze" not in exported and "expand" not in exported
+    x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
+    run = [ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0] for m in (model, out)]
+    np.testing.assert_array_equal(run[1], run[0])
+
+
+def test_equal_entries_tie_only_when_they_repeat_as_rows():
+    """Entries equal by chance in distinct rows stay a selection; ties among half-precision values, an all-zero
+    table (Swin's before training) and a TorchScript folded copy whose rows are distinct are left as the file
+    has them; TorchScript's folded gather (``onnx::Add_<n>``, no metadata) becomes a Gather of its entries."""
+    rng = np.random.default_rng(2)
+    chance = rng.standard_normal((1, 3, 4))
+    chance[0, 2, 1] = chance[0, 0, 3]
+    half = rng.standard_normal((5, 4)).astype(np.float16).astype(np.float32)[[0, 2, 0]][None]
+    inits = {"embedding_1": chance, "unsqueeze": half, "unsqueeze_1": np.zeros((1, 3, 4)), "b": np.ones(4)}
+    folded_from = {"embedding_1": ["pos.weight"], "unsqueeze": ["t1", "index"], "unsqueeze_1": ["t2", "index"]}
+    summary = artifacts.generate_artifacts(_dynamo_like(inits, folded_from, ["pos.weight", "t1", "t2", "b"],
+                                                        signed=["b"]), loss=artifacts.LossType.MSELoss).summary
+    assert [(t["copy"], t["how"]) for t in summary["tied"]] == [("embedding_1", "selection")]
+    assert summary["trainable"] == ["embedding_1", "b"]
+    table = rng.standard_normal((5, 4))
+    ts = {"onnx::Add_7": table[[1, 1, 3]][None], "onnx::Add_8": rng.standard_normal((1, 3, 4))}
+    summary = artifacts.generate_artifacts(_dynamo_like(ts, {}, []), loss=artifacts.LossType.MSELoss).summary
+    assert [(t["copy"], t["how"], t["trains_as"], t["shape"]) for t in summary["tied"]] == [
+        ("onnx::Add_7", "gather", "onnx::Add_7/entries", [8])]
+    assert sorted(summary["trainable"]) == ["onnx::Add_7/entries", "onnx::Add_8"]

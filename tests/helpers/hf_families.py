@@ -84,6 +84,19 @@ def vit() -> nn.Module:
     return ViTForImageClassification(cfg)
 
 
+def swin() -> nn.Module:
+    """Swin with eager attention: the dynamo exporter cannot export its sdpa call (torch 2.13 views sdpa's
+    transposed output, as for T5)."""
+    from transformers import SwinConfig, SwinForImageClassification
+
+    cfg = SwinConfig(image_size=IMAGE, patch_size=4, num_channels=3, embed_dim=16, depths=[1], num_heads=[2],
+                     window_size=2, mlp_ratio=2.0, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                     drop_path_rate=0.0, num_labels=3)
+    model = SwinForImageClassification(cfg)
+    model.set_attn_implementation("eager")
+    return model
+
+
 def clip() -> nn.Module:
     from transformers import CLIPConfig, CLIPModel
 
@@ -153,6 +166,7 @@ FAMILIES: Dict[str, Family] = {
     "gpt2": Family(gpt2, {"dynamo": ("input_ids",), "torchscript": ("input_ids", "attention_mask")}, "lm"),
     "distilbert": Family(distilbert, _same("input_ids", "attention_mask"), "cls"),
     "vit": Family(vit, _same("pixel_values"), "image"),
+    "swin": Family(swin, _same("pixel_values"), "image"),
 }
 
 

@@ -30,7 +30,8 @@ STEPS, LR = 5, 0.05
 def test_vit_eager_folded_mask_does_not_train(tmp_path):
     """Issue 21, item 3: ViT with eager attention through the default exporter carries an all-zero
     initializer ``where`` (the attention mask the exporter computed) added to the scores; the graph
-    signature does not list it, so it does not train, and what trains is the parameters the file kept."""
+    signature does not list it, so it does not train; the ``cls_token`` the exporter folded (expanded to the
+    batch) trains as itself, so what trains is every parameter."""
     model, names = build("vit", "dynamo")
     model.hf.config._attn_implementation = "eager"
     path = export(model, "vit", names, "dynamo", str(tmp_path))
@@ -39,7 +40,8 @@ def test_vit_eager_folded_mask_does_not_train(tmp_path):
     summary = artifacts.generate_artifacts(path, loss=artifacts.LossType.CrossEntropyLoss).summary
     report = {r["name"]: r for r in summary["initializers"]}
     assert not report["where"]["trains"] and "not in its graph signature" in report["where"]["why"]
-    assert summary["trainable_count"] == sum(p.numel() for n, p in model.named_parameters() if n not in lost)
+    assert [(t["parameter"], t["how"]) for t in summary["tied"]] == [("hf.vit.embeddings.cls_token", "expand")]
+    assert summary["trainable_count"] == sum(p.numel() for p in model.parameters())
 
 
 # ---- pytrain.torch_export when TorchScript cannot export (issue 21, item 2) ---------------------------

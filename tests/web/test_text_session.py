@@ -68,13 +68,13 @@ def test_a_causal_lm_trains_on_a_text_file_and_samples_greedily_from_its_export(
 def test_a_text_classifier_trains_on_a_csv_with_its_attention_mask(lm):
     model = tiny_bert_classifier(lm.vocab_size, classes=3, length=LENGTH)
     s = Session()
-    s.configure(batch_size=8, lr=0.01)
+    s.configure(batch_size=8, lr=0.03)   # adapters on query and value alone (peft's default) move slower
     res = s.text("use", model=model, tokenizer=lm.tokenizer_json, csv=CSV, val_fraction=0.25,
                  lora={"rank": 4, "alpha": 8})
     assert res["model"]["loss"] == "CrossEntropyLoss" and res["data"]["classes"] == ["bird", "cat", "dog"]
     assert res["model"]["sample_shape"] == res["data"]["sample_shape"] == [2, LENGTH]   # ids and mask: the page's Start
-    assert res["model"]["lora"]["weights"] == ["hf.bert.encoder.layer.0.attention.%s.weight" % w
-                                              for w in ("self.query", "self.key", "self.value", "output.dense")]
+    assert res["model"]["lora"]["weights"] == ["hf.bert.encoder.layer.0.attention.self.%s.weight" % w
+                                              for w in ("query", "value")]   # peft's default for BERT
     trains = sorted(n for n, p in s.state.parameters.items() if p.requires_grad)
     assert [n for n in trains if ".lora_" not in n] == ["hf.classifier.bias", "hf.classifier.weight"]
     losses = []
