@@ -14,7 +14,7 @@ from pytrain.layout import ARTIFACT_FILES
 from pytrain.run import scaling
 from pytrain.webapp.common import OPTIMIZERS, WebappError, core_api, load_upload
 from pytrain.webapp.demo import generate_bytes, digits_artifacts
-from pytrain.webapp.inspect_model import _label_consumer_output, describe_model, refuse_unsupported
+from pytrain.webapp.inspect_model import label_consumer_output, describe_model, refuse_unsupported
 from pytrain.webapp.memory import check_generation
 
 #: (artifacts by role, model description)
@@ -126,7 +126,7 @@ def ready_made(training: bytes, eval: bytes, optimizer: bytes, checkpoint: bytes
     data_in, label_in = tdesc["inputs"][0], tdesc["inputs"][1]
     eval_outs = [o["name"] for o in describe_model(models_["eval"])["outputs"]]
     out = output or (eval_outs[1] if len(eval_outs) > 1 else
-                     _label_consumer_output(models_["training"], label_in["name"]))
+                     label_consumer_output(models_["training"], label_in["name"]))
     loss = "CrossEntropyLoss" if label_in["elem_type"] == 7 else "MSELoss"  # 7 = INT64
     info = {"origin": "artifacts", "input": data_in["name"], "output": out, "loss": loss,
             "optimizer": "as uploaded",

@@ -41,12 +41,12 @@ def test_generated_models_are_held_once_and_saved_byte_for_byte_and_restore_good
             assert z.read(ARTIFACT_FILES[role]) == made[role], role
 
     good = s.digest()
-    held = s.module.models
+    held = s.run.module.models
     s.train_for(budget_ms=1e9, max_steps=3)
-    assert s.step == 3 and s.digest() != good
+    assert s.run.at.step == 3 and s.digest() != good
     back = s.restore_good()
-    assert back["digest"] == good and s.step == 0
-    assert all(s.module.models[role] is held[role] for role in ("training", "eval"))   # read again, not copied
+    assert back["digest"] == good and s.run.at.step == 0
+    assert all(s.run.module.models[role] is held[role] for role in ("training", "eval"))   # read again, not copied
     assert all(s.artifacts[role] == made[role] for role in ("training", "eval", "optimizer"))
     assert s.train_for(budget_ms=1e9, max_steps=3)["losses"] == _session(blob).train_for(budget_ms=1e9, max_steps=3)["losses"]
 
