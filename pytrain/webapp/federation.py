@@ -13,7 +13,8 @@ from pytrain.flower.node import HEARTBEAT_MAX, HEARTBEAT_MIN, FlowerNode
 from pytrain.flower.privacy import LocalDp
 from pytrain.flower.secagg_crypto import provider as crypto_provider
 from pytrain.flower.steps import PemSigner, StepDriver
-from pytrain.flower.trainer import PytrainTrainer, parameter_names
+from pytrain.flower.mods import privacy_mods
+from pytrain.flower.trainer import LocalTraining, PytrainTrainer, parameter_names
 from pytrain.run.properties import LOSS_KINDS
 from pytrain.webapp.common import WebappError
 
@@ -73,12 +74,12 @@ class FederationFlow:
         dp = local_dp_of(local_dp)
         run = self.run
         trainer = PytrainTrainer(run.module, run.optimizer, samples.x, samples.y, samples.eval_x, samples.eval_y,
-                                 epochs=int(epochs), batch_size=run.batch_size, lr=run.lr, seed=run.seed,
-                                 loss_kind=_loss_kind(loss), local_dp=dp, require_clipping=bool(require_clipping))
+                                 LocalTraining(int(epochs), run.batch_size, run.lr, run.seed, _loss_kind(loss)))
         # a stepping driver cannot heartbeat in the middle of fit(): a round's local training must
         # fit in the SuperLink's patience (2 heartbeat intervals)
         node = FlowerNode(url, trainer, signer=PemSigner(public_key.encode("ascii")),
-                          heartbeat_interval=float(heartbeat), poll_interval=float(poll), beat_during_training=False)
+                          heartbeat_interval=float(heartbeat), poll_interval=float(poll), beat_during_training=False,
+                          mods=privacy_mods(dp, bool(require_clipping)))
         self.driver = StepDriver(node, int(node_id) if node_id else None, crypto_outside=bool(webcrypto))
         params = run.module.state.parameters
         privacy = {"require_clipping": bool(require_clipping), "local_dp": None if dp is None else {
