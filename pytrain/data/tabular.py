@@ -188,6 +188,55 @@ def read_rows(text: str, label: str, delimiter: str) -> Tuple[List[str], List[Li
     return header, rows, lines
 
 
+def _columns(header: List[str], label: Union[str, Sequence[str], None], drop: Sequence[str],
+             where: str) -> Tuple[List[str], List[int], List[int]]:
+    """(label names, label column indices, feature column indices) of a table's header, or DataError naming
+    the column that is not there."""
+    available = ", ".join(repr(h) for h in header)
+    if label is None:
+        raise DataError("{}: no label column given; name one of the columns: {}".format(where, available))
+    label_names = [label] if isinstance(label, str) else list(label)
+    if not label_names:
+        raise DataError("{}: label names no column; name one of: {}".format(where, available))
+    for lab in label_names:
+        if lab not in header:
+            raise DataError("{}: label column {!r} not found; available columns: {}".format(
+                where, lab, available))
+    for d in drop:
+        if d not in header:
+            raise DataError("{}: column {!r} to drop not found; available columns: {}".format(
+                where, d, available))
+    label_cols = [header.index(lab) for lab in label_names]
+    feature_cols = [i for i, h in enumerate(header) if h not in label_names and h not in drop]
+    if not feature_cols:
+        raise DataError("{}: no feature columns left besides the label column(s) {}".format(
+            where, ", ".join(repr(n) for n in label_names)))
+    return label_names, label_cols, feature_cols
+
+
+def _csv_labels(rows: List[List[str]], lines: List[int], header: List[str], label_cols: List[int], task: str,
+                classes: Optional[Sequence[str]], where: str) -> Tuple[np.ndarray, Optional[List[str]]]:
+    """(labels, class names or None) of the label columns: class ids for classification (numbers as they
+    are, text as ids of its sorted values or of ``classes``), float32 targets for regression."""
+    def locate(i: int) -> str:
+        return "line {}".format(lines[i])
+
+    what = "{} column {!r}".format(where, header[label_cols[0]])
+    raw = [r[label_cols[0]].strip() for r in rows]
+    if task != "classification":
+        y = _numeric_block(rows, label_cols, header, lines, where, "regression target")
+        return (y[:, 0] if len(label_cols) == 1 else y), None
+    if len(label_cols) > 1:
+        raise DataError("{}: classification takes one label column, got {}".format(where, len(label_cols)))
+    numeric = [_parse_float(c) for c in raw]
+    if classes is None and all(v is not None for v in numeric):
+        return _labels.class_ids(np.array(numeric, dtype=np.float64), what, locate), None
+    if any(not c for c in raw):
+        i = raw.index("")
+        raise DataError("{} {}: the label is an empty cell".format(what, locate(i)))
+    return _labels.encode_strings(raw, classes, what, locate)
+
+
 def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
              task: Optional[str] = None, classes: Optional[Sequence[str]] = None,
              drop: Sequence[str] = (), delimiter: Optional[str] = ",", name: Optional[str] = None,
@@ -212,25 +261,7 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
         raise DataError("missing={!r}: expected one of {}".format(missing, ", ".join(MISSING_MODES)))
     text, where = read_text(src, name, "data file")
     header, rows, lines = read_rows(text, where, delimiter or sniff_delimiter(text))
-    available = ", ".join(repr(h) for h in header)
-    if label is None:
-        raise DataError("{}: no label column given; name one of the columns: {}".format(where, available))
-    label_names = [label] if isinstance(label, str) else list(label)
-    if not label_names:
-        raise DataError("{}: label names no column; name one of: {}".format(where, available))
-    for lab in label_names:
-        if lab not in header:
-            raise DataError("{}: label column {!r} not found; available columns: {}".format(
-                where, lab, available))
-    for d in drop:
-        if d not in header:
-            raise DataError("{}: column {!r} to drop not found; available columns: {}".format(
-                where, d, available))
-    label_cols = [header.index(lab) for lab in label_names]
-    feature_cols = [i for i, h in enumerate(header) if h not in label_names and h not in drop]
-    if not feature_cols:
-        raise DataError("{}: no feature columns left besides the label column(s) {}".format(
-            where, ", ".join(repr(n) for n in label_names)))
+    label_names, label_cols, feature_cols = _columns(header, label, drop, where)
     notes: List[str] = []
     typed: Optional[List[Dict[str, Any]]] = None
     try:
@@ -242,32 +273,10 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
         x, feature_names, rows, lines, typed = _mixed_block(rows, lines, feature_cols, label_cols, header, where,
                                                      missing, onehot, notes)
 
-    def locate(i: int) -> str:
-        return "line {}".format(lines[i])
-
-    what = "{} column {!r}".format(where, label_names[0])
-    raw = [r[label_cols[0]].strip() for r in rows]
-    reason = "chosen"
-    if task is None:
-        task, reason = ("regression", "there are several label columns") if len(label_cols) > 1 \
-            else _infer_csv_task(raw)
-    out_classes: Optional[List[str]] = None
-    if task == "classification":
-        if len(label_cols) > 1:
-            raise DataError("{}: classification takes one label column, got {}".format(
-                where, len(label_cols)))
-        numeric = [_parse_float(c) for c in raw]
-        if classes is None and all(v is not None for v in numeric):
-            y = _labels.class_ids(np.array(numeric, dtype=np.float64), what, locate)
-        else:
-            if any(not c for c in raw):
-                i = raw.index("")
-                raise DataError("{} {}: the label is an empty cell".format(what, locate(i)))
-            y, out_classes = _labels.encode_strings(raw, classes, what, locate)
-    else:
-        y = _numeric_block(rows, label_cols, header, lines, where, "regression target")
-        if len(label_cols) == 1:
-            y = y[:, 0]
+    task, reason = (task, "chosen") if task is not None else \
+        ("regression", "there are several label columns") if len(label_cols) > 1 else \
+        _infer_csv_task([r[label_cols[0]].strip() for r in rows])
+    y, out_classes = _csv_labels(rows, lines, header, label_cols, task, classes, where)
     ds = Dataset(x, y, out_classes, feature_names, task, where)
     ds.task_reason = reason  # why this task, when it was inferred (pages show it)
     ds.notes = notes         # rows dropped, values filled, columns one-hot encoded
