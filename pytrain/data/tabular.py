@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -76,11 +76,20 @@ def sniff_delimiter(text: str) -> str:
     return best[2] if best[0] > 0 else ","
 
 
-def _mixed_block(rows: List[List[str]], lines: List[int], feature_cols: List[int], label_cols: List[int],
-                 header: List[str], where: str, missing: str, onehot: bool, notes: List[str]
-                 ) -> Tuple[np.ndarray, List[str], List[List[str]], List[int], List[Dict[str, Any]]]:
+class _Table(NamedTuple):
+    """A table as read: its header, rows of cells, each row's line number in the file, and the file's name."""
+    header: List[str]
+    rows: List[List[str]]
+    lines: List[int]
+    where: str
+
+
+def _mixed_block(table: _Table, feature_cols: List[int], label_cols: List[int], options: "CsvOptions",
+                 notes: List[str]) -> Tuple[np.ndarray, List[str], List[List[str]], List[int], List[Dict[str, Any]]]:
     """Features of a table with missing values and/or text columns (the slow, careful path), and
     the columns as typed (see ``Dataset.columns`` in :func:`load_csv`)."""
+    header, rows, lines, where = table
+    missing, onehot = options.missing, options.onehot
     def bad_cell(r: int, c: int) -> DataError:
         return DataError("{} line {}, column {!r}: {} is not a number (expected a finite number)".format(
             where, lines[r], header[c], _describe_cell(rows[r][c])))
@@ -237,11 +246,22 @@ def _csv_labels(rows: List[List[str]], lines: List[int], header: List[str], labe
     return _labels.encode_strings(raw, classes, what, locate)
 
 
-def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
-             task: Optional[str] = None, classes: Optional[Sequence[str]] = None,
-             drop: Sequence[str] = (), delimiter: Optional[str] = ",", name: Optional[str] = None,
-             missing: str = "error", onehot: bool = False) -> Dataset:
-    """Load a CSV table (a path, bytes, or text holding a newline) into a :class:`Dataset`.
+class CsvOptions(NamedTuple):
+    """How :func:`load_csv` reads a table (see there): ``task``, ``classes``, columns to ``drop``, the
+    ``delimiter`` (None: sniffed), the file's ``name``, what to do with ``missing`` values, ``onehot``."""
+    task: Optional[str] = None
+    classes: Optional[Sequence[str]] = None
+    drop: Sequence[str] = ()
+    delimiter: Optional[str] = ","
+    name: Optional[str] = None
+    missing: str = "error"
+    onehot: bool = False
+
+
+def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, options: Optional[CsvOptions] = None,
+             **fields: Any) -> Dataset:
+    """Load a CSV table (a path, bytes, or text holding a newline) into a :class:`Dataset`, as ``options``
+    say (a :class:`CsvOptions`, or its ``fields`` by name).
 
     ``label`` names the label column (or several, for multi-output regression); every other
     column not in ``drop`` is a float32 feature. ``task`` is "classification" (int64 class ids;
@@ -256,6 +276,8 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
     as one 0/1 column per value (named ``column=value``). What was done is listed in
     ``dataset.notes``.
     """
+    opts = options if options is not None else CsvOptions(**fields)
+    task, classes, drop, delimiter, name, missing, onehot = opts
     _labels.check_task(task)
     if missing not in MISSING_MODES:
         raise DataError("missing={!r}: expected one of {}".format(missing, ", ".join(MISSING_MODES)))
@@ -270,8 +292,8 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
     except DataError:
         if missing == "error" and not onehot:
             raise   # the first bad cell, as it always was
-        x, feature_names, rows, lines, typed = _mixed_block(rows, lines, feature_cols, label_cols, header, where,
-                                                     missing, onehot, notes)
+        x, feature_names, rows, lines, typed = _mixed_block(_Table(header, rows, lines, where), feature_cols,
+                                                            label_cols, opts, notes)
 
     task, reason = (task, "chosen") if task is not None else \
         ("regression", "there are several label columns") if len(label_cols) > 1 else \

@@ -70,6 +70,18 @@ def read_content(mtype: str, content: Mapping[str, Any]) -> Incoming:
     return Incoming(mtype, content, None if secure else array_recs[0], config, server_round, secure)
 
 
+class NodeOptions(NamedTuple):
+    """How a :class:`FlowerNode` keeps in touch: its heartbeat and poll intervals (seconds), a ``log`` of lines,
+    whether it keeps its replies (tests, the page), whether a blocking node heartbeats between the batches of a
+    long round, and how long it waits at most for the ServerApp to take its last replies when leaving."""
+    heartbeat_interval: float = 30.0
+    poll_interval: float = 0.5
+    log: Optional[Callable[[str], None]] = None
+    keep_replies: bool = False
+    beat_during_training: bool = True
+    claim_wait: float = 60.0
+
+
 class FlowerNode:
     """Joins the SuperLink at ``url`` (its Fleet API, e.g. ``http://127.0.0.1:9092``) and answers its
     ``train`` and ``evaluate`` messages with ``trainer`` (a :class:`~pytrain.flower.trainer.Trainer`)
@@ -77,9 +89,9 @@ class FlowerNode:
     server's fixed clipping is always among them); a SecAgg+ stage wraps the whole handler."""
 
     def __init__(self, url: str, trainer: Trainer, signer=None, transport: Optional[Transport] = None,
-                 heartbeat_interval: float = 30.0, poll_interval: float = 0.5,
-                 log: Optional[Callable[[str], None]] = None, keep_replies: bool = False,
-                 beat_during_training: bool = True, claim_wait: float = 60.0, mods: Sequence[Mod] = ()) -> None:
+                 mods: Sequence[Mod] = (), options: Optional[NodeOptions] = None, **fields: Any) -> None:
+        opts = options if options is not None else NodeOptions(**fields)
+        heartbeat_interval, beat_during_training = float(opts.heartbeat_interval), opts.beat_during_training
         if not HEARTBEAT_MIN <= heartbeat_interval <= HEARTBEAT_MAX:
             raise FederationError("heartbeat_interval must be within [%g, %g] seconds (the SuperLink's "
                                   "limits), got %g" % (HEARTBEAT_MIN, HEARTBEAT_MAX, heartbeat_interval))
@@ -90,17 +102,17 @@ class FlowerNode:
         self.trainer = trainer
         #: the trainer wrapped in the node's mods: Task -> Answer
         self.handler = make_handler(trainer, with_fixed_clipping(mods))
-        self.heartbeat_interval = float(heartbeat_interval)
-        self.poll_interval = float(poll_interval)
-        self.log = log or (lambda s: None)
+        self.heartbeat_interval = heartbeat_interval
+        self.poll_interval = float(opts.poll_interval)
+        self.log = opts.log or (lambda s: None)
         self.replies: List[Reply] = []
-        self.keep_replies = keep_replies
+        self.keep_replies = opts.keep_replies
         self._next_beat = 0.0
         self.joined = False
         #: (run id, message id, give up at) of pushed replies the SuperLink has not handed on yet
         self._unclaimed: "List[Tuple[int, str, float]]" = []
         #: seconds leave() waits at most for the ServerApp to take the node's last replies
-        self.claim_wait = float(claim_wait)
+        self.claim_wait = float(opts.claim_wait)
         #: a list to collect what happens (joined, received, answered, refused, left) as dicts, or None
         self.events: Optional[List[Dict[str, Any]]] = None
         #: run id -> this node's SecAgg+ state (pytrain.flower.secagg), made when a run uses it

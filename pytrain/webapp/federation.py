@@ -33,6 +33,22 @@ class TrainerData(NamedTuple):
     eval_y: np.ndarray
 
 
+class JoinOptions(NamedTuple):
+    """The page's "Join a federation": the SuperLink's ``url``, the tab's ``public_key`` (PEM), the node id of an
+    earlier session, heartbeat and poll intervals (s), local epochs per round (the server may set them), the
+    privacy setting (``local_dp``: {clipping_norm, epsilon, delta} or None; ``require_clipping``), and whether
+    the worker performs SecAgg+'s public-key crypto (``webcrypto``, else Python does)."""
+    url: str
+    public_key: str
+    node_id: Optional[str] = None
+    heartbeat: float = 30.0
+    poll: float = 1.0
+    epochs: int = 1
+    local_dp: Optional[Dict[str, Any]] = None
+    require_clipping: bool = False
+    webcrypto: bool = False
+
+
 class FederationFlow:
     """The tab's Flower node while it is in a federation: the run it trains (``run``) and the exported model
     it makes stale (``exports``) are given; the samples come from the session when the node starts."""
@@ -59,13 +75,10 @@ class FederationFlow:
             return True
         raise WebappError("unknown federation operation %r" % op)
 
-    def start(self, data: Callable[[], TrainerData], loss: Any, url: str, public_key: str,
-              node_id: Optional[str] = None, heartbeat: float = 30.0, poll: float = 1.0, epochs: int = 1,
-              local_dp: Optional[Dict[str, Any]] = None, require_clipping: bool = False,
-              webcrypto: bool = False) -> Dict[str, Any]:
+    def start(self, data: Callable[[], TrainerData], loss: Any, options: JoinOptions) -> Dict[str, Any]:
         """A node for this tab's model and ``data()`` (the server's ConfigRecord sets the rounds' recipe);
-        ``loss``: the model's loss; ``local_dp`` and ``require_clipping``: the page's privacy setting
-        (PytrainTrainer's); ``webcrypto``: the worker performs SecAgg+'s public-key crypto (else Python does)."""
+        ``loss``: the model's loss; ``options``: the page's choices (:class:`JoinOptions`)."""
+        url, public_key, node_id, heartbeat, poll, epochs, local_dp, require_clipping, webcrypto = options
         if self.driver is not None:
             raise WebappError("this tab is already in a federation: leave it first")
         samples = data()

@@ -4,7 +4,7 @@ a table, a small CNN, an uploaded inference model or ready-made artifacts, and a
 model for the same parameters. The :class:`~pytrain.webapp.session.Session` takes them in."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -72,12 +72,27 @@ def cnn(d: Dict[str, Any], optimizer: str = "AdamW", seed: int = 0) -> Model:
     return arts, info
 
 
-def upload(blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
-           requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
-           name: str = "the uploaded model", batchnorm: Any = "auto",
-           extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None,
-           lora: Optional[Dict[str, Any]] = None) -> Model:
+class GenerateOptions(NamedTuple):
+    """The page's choices for an uploaded inference model (``Session.generate``): its loss and optimizer; what
+    trains (``requires_grad``: parameter names; ``trainable_ops``: only the last that many layers holding weights;
+    ``lora``: {rank, alpha?, targets?}, LoRA adapters instead, by default on attention's weights); the output the
+    loss reads; the file's ``name``; ``batchnorm``: 'auto' (BatchNorm whose scale/bias train uses batch
+    statistics, a frozen one its running statistics), 'train', 'eval' or {node or scale name: mode};
+    ``extra_files``: {file name: bytes} uploaded with it (its ``.onnx.data`` external data)."""
+    loss: str = "CrossEntropyLoss"
+    optimizer: str = "AdamW"
+    requires_grad: Optional[Sequence[str]] = None
+    output: Optional[str] = None
+    name: str = "the uploaded model"
+    batchnorm: Any = "auto"
+    extra_files: Optional[Dict[str, bytes]] = None
+    trainable_ops: Optional[int] = None
+    lora: Optional[Dict[str, Any]] = None
+
+
+def upload(blob: bytes, options: GenerateOptions) -> Model:
     """Artifacts generated for an uploaded inference model (see ``Session.generate``)."""
+    loss, optimizer, requires_grad, output, name, batchnorm, extra_files, trainable_ops, lora = options
     check_generation(blob, name, extra_files)
     model = load_upload(blob, name, extra_files)
     refuse_unsupported(model, name)

@@ -72,6 +72,7 @@ from pytrain.run.runfile import (BACKBONE_ONNX, DATA_CSV, EXAMPLE_FILES, TEXT_FI
 from pytrain.run.text import KINDS as TEXT_KINDS, TextRequest, prepare_text
 from pytrain.webapp import feature_head
 from pytrain.webapp.common import WebappError
+from pytrain.webapp.data_source import VAL_FRACTION
 
 
 def _examples(session: Any) -> Dict[str, bytes]:
@@ -138,7 +139,7 @@ def use_examples(session: Any, arrays: Dict[str, np.ndarray], run: Dict[str, Any
             " and ".join(m for m, k in EXAMPLE_FILES.items() if k in ("x", "y") and k not in arrays)))
     task = src.get("task") or "classification"
     summary = session.use_arrays(arrays["x"], arrays["y"], task, run.get("classes"),
-                                 float(src.get("val_fraction", 0.2)), int(src.get("seed", 0)))
+                                 float(src.get("val_fraction", VAL_FRACTION)), int(src.get("seed", 0)))
     if "added_x" in arrays and "added_y" in arrays:
         summary = session.add_samples(arrays["added_x"], arrays["added_y"])
     if backbone is not None:

@@ -12,7 +12,7 @@ from pytrain.run.loop import Position
 from pytrain.run.runfile import RunFileError, sort_files
 from pytrain.webapp import feature_head, runfile
 from pytrain.webapp.common import WebappError, core_api
-from pytrain.webapp.data_source import pack_arrays, unpack_arrays
+from pytrain.webapp.data_source import VAL_FRACTION, pack_arrays, unpack_arrays
 
 
 def snapshot(session: Any, data_version: int = -1, artifacts_version: int = -1) -> Dict[str, Any]:
@@ -88,7 +88,7 @@ def use_artifact_files(session: Any, files: Dict[str, bytes]) -> Dict[str, Any]:
     data = None
     src = run.get("data_source") or {}
     if table is not None and src.get("kind") == "csv":
-        data = session.use_csv(table, src["label"], src.get("task"), src.get("val_fraction", 0.2), src.get("seed", 0),
+        data = session.use_csv(table, src["label"], src.get("task"), src.get("val_fraction", VAL_FRACTION), src.get("seed", 0),
                             src.get("exclude", ()), src.get("missing", "error"), src.get("onehot", False))
         if P.P_ROWS in props:   # the table as typed before the page prepared it: the export keeps taking its rows
             session.source.data["columns"] = json.loads(str(props[P.P_ROWS]))

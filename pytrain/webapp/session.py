@@ -15,8 +15,8 @@ from pytrain.run import rows, scaling
 from pytrain.run.loop import Position, steps
 from pytrain.webapp import feature_head, memory, model_source, predictions, runfile, saved_run
 from pytrain.webapp.common import WebappError, core_api
-from pytrain.webapp.data_source import DataSource
-from pytrain.webapp.federation import FederationFlow, TrainerData
+from pytrain.webapp.data_source import VAL_FRACTION, DataSource
+from pytrain.webapp.federation import FederationFlow, JoinOptions, TrainerData
 from pytrain.webapp.ort_session import OrtSessions
 from pytrain.webapp.predictions import ExportCache
 from pytrain.webapp.run_state import TrainingRun
@@ -63,7 +63,7 @@ class Session:
         label column (the last), read with the parser use_csv uses."""
         return DataSource.inspect_csv(text)
 
-    def use_csv(self, text: str, label: str, task: Optional[str] = None, val_fraction: float = 0.2,
+    def use_csv(self, text: str, label: str, task: Optional[str] = None, val_fraction: float = VAL_FRACTION,
                 seed: int = 0, exclude: Sequence[str] = (), missing: str = "error",
                 onehot: bool = False) -> Dict[str, Any]:
         """Load a CSV table (text) with ``label`` as target; split off a stratified validation set.
@@ -71,7 +71,7 @@ class Session:
         return self._loaded(self.source.use_csv(text, label, task, val_fraction, seed, exclude, missing, onehot))
 
     def use_arrays(self, x: np.ndarray, y: np.ndarray, task: str = "classification",
-                   classes: Optional[List[str]] = None, val_fraction: float = 0.2,
+                   classes: Optional[List[str]] = None, val_fraction: float = VAL_FRACTION,
                    seed: int = 0) -> Dict[str, Any]:
         """Load decoded samples (e.g. images the page decoded) with labels; split off validation."""
         return self._loaded(self.source.use_arrays(x, y, task, classes, val_fraction, seed))
@@ -126,21 +126,10 @@ class Session:
             return self.use_model(*feature_head.build(self, backbone, optimizer, seed))
         return self.use_model(*model_source.cnn(self.need_data(), optimizer, seed))
 
-    def generate(self, blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
-                 requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
-                 name: str = "the uploaded model", batchnorm: Any = "auto",
-                 extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None,
-                 lora: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-        """Generate artifacts for an uploaded inference model, then use them.
-
-        batchnorm: 'auto' (BatchNorm whose scale/bias train uses batch statistics, a frozen one its
-        running statistics), 'train', 'eval', or {node or scale name: mode} (generate_artifacts).
-        extra_files: {file name: bytes} uploaded with the model (its ``.onnx.data`` external data).
-        trainable_ops: instead of requires_grad, only the last that many layers holding weights train.
-        lora: {rank, alpha?, targets?}: LoRA adapters train instead (default targets: attention's weights).
-        """
-        return self.use_model(*model_source.upload(blob, loss, optimizer, requires_grad, output, name, batchnorm,
-                                                   extra_files, trainable_ops, lora))
+    def generate(self, blob: bytes, **options: Any) -> Dict[str, Any]:
+        """Generate artifacts for an uploaded inference model, then use them; ``options``: the fields of
+        :class:`~pytrain.webapp.model_source.GenerateOptions` the page chose (the others keep their defaults)."""
+        return self.use_model(*model_source.upload(blob, model_source.GenerateOptions(**options)))
 
     def use_artifacts(self, training: bytes, eval: bytes, optimizer: bytes, checkpoint: bytes,
                       output: Optional[str] = None) -> Dict[str, Any]:
@@ -416,7 +405,7 @@ class Session:
     def federation(self, op: str, **args: Any) -> Any:
         """"Join a federation": this tab's model and data as a Flower node (see pytrain.webapp.federation)."""
         if op == "start":
-            return self.flow.start(self._trainer_data, self.model.get("loss"), **args)
+            return self.flow.start(self._trainer_data, self.model.get("loss"), JoinOptions(**args))
         return self.flow.dispatch(op, args)
 
     def _trainer_data(self) -> TrainerData:

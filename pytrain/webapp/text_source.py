@@ -83,8 +83,7 @@ def _use_data(session: Any, x: np.ndarray, y: np.ndarray, source: Dict[str, Any]
              "outputs": None if source["task"] == "lm" else (lambda xb: _logits(session, feeds(xb)))}
     keep = {"tokenizer": np.frombuffer(raw, dtype=np.uint8),
             "text": np.frombuffer(text.encode("utf-8"), dtype=np.uint8)}
-    session.source.use_encoded(x, y, source["task"], source["classes"], source["val_fraction"], source["seed"], source,
-                               extra, keep)
+    session.source.use_encoded(x, y, source, extra, keep)
 
 
 def restore_data(session: Any, meta: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> None:

@@ -30,7 +30,7 @@ def _session(blob: bytes) -> webapp.Session:
 
 def test_generated_models_are_held_once_and_saved_byte_for_byte_and_restore_good_shares_them():
     blob = _upload()
-    made, _ = model_source.upload(blob, lora={"rank": 2})   # the generator's bytes, the oracle
+    made, _ = model_source.upload(blob, model_source.GenerateOptions(lora={"rank": 2}))   # the generator's bytes, the oracle
     s = _session(blob)
     assert sorted(s.artifacts.models) == ["eval", "training"]
     assert s.artifacts.held_bytes() == len(made["optimizer"]) + len(made["checkpoint"])
@@ -52,7 +52,7 @@ def test_generated_models_are_held_once_and_saved_byte_for_byte_and_restore_good
 
 
 def test_ready_made_artifacts_keep_their_bytes():
-    made, _ = model_source.upload(_upload(), lora={"rank": 2})
+    made, _ = model_source.upload(_upload(), model_source.GenerateOptions(lora={"rank": 2}))
     s = webapp.Session()
     s.use_artifacts(made["training"], made["eval"], made["optimizer"], made["checkpoint"])
     assert s.artifacts.models == {} and s.artifacts.held_bytes() == sum(len(v) for v in made.values())
