@@ -11,6 +11,7 @@ from pytrain import dtypes
 from pytrain.errors import ArtifactError, PytrainError
 from pytrain.layout import parse_layout
 from pytrain.executor import Plan, live_nodes
+from pytrain.graph import consumers, producers
 from pytrain.opset_versions import SCHEMA_VERSIONS
 from pytrain.proto import (ModelProto, NodeProto, TensorProto, ValueInfoProto, from_array, make_graph,
                            make_model, make_node, make_opsetid, make_value_info, model_metadata, opset_version,
@@ -104,7 +105,7 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
     nodes = [NodeProto.FromString(n.SerializeToString()) for n in g.node]
     if merge_adapters and layout.get(LORA_LAYOUT_KEY):
         nodes, parameters = merge_lora(nodes, parameters, g.initializer, layout[LORA_LAYOUT_KEY])
-    produced = {o for n in nodes for o in n.output if o}
+    produced = producers(nodes)
     for o in outputs:
         if o not in produced:
             raise ArtifactError("cannot export output %r: the model computes no such tensor (its outputs: %s)"
@@ -116,7 +117,7 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
             raise ArtifactError("node %r uses domain %r; an inference model keeps standard ops only"
                                 % (n.name, n.domain))
         inference_rewrite(n)
-    used = {i for n in nodes for i in n.input if i} | set(outputs)
+    used = set(consumers(nodes)) | set(outputs)
     labels = set(layout.get("labels", []))
     inputs = [v for v in g.input if v.name in used and v.name not in parameters and v.name not in labels]
     missing = [v.name for v in g.input if v.name in labels and v.name in used]
