@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -16,10 +16,12 @@ from pytrain.run.loop import Position, steps
 from pytrain.webapp import feature_head, memory, model_source, predictions, runfile, saved_run
 from pytrain.webapp.common import WebappError, core_api
 from pytrain.webapp.data_source import VAL_FRACTION, DataSource
-from pytrain.webapp.federation import FederationFlow, JoinOptions, TrainerData
-from pytrain.webapp.ort_session import OrtSessions
 from pytrain.webapp.predictions import ExportCache
 from pytrain.webapp.run_state import TrainingRun
+
+if TYPE_CHECKING:   # imported when first used: the worker starts answering sooner, its import chain stays short
+    from pytrain.webapp.federation import FederationFlow, TrainerData
+    from pytrain.webapp.ort_session import OrtSessions
 from pytrain.webapp.held_artifacts import Artifacts
 from pytrain.webapp.inspect_model import inspect_upload
 
@@ -35,8 +37,8 @@ class Session:
         self.source = DataSource()
         self.run = TrainingRun()
         self.exports = ExportCache()
-        self.flow = FederationFlow(self.run, self.exports)
-        self.ort_sessions = OrtSessions()
+        self.flow: Optional[FederationFlow] = None          # made when the tab first joins a federation
+        self.ort_sessions: Optional[OrtSessions] = None     # made at onnxruntime-web's first call
         self.model: Dict[str, Any] = {}
         self.artifacts = Artifacts({})
         self.artifacts_version = 0
@@ -394,7 +396,9 @@ class Session:
 
     def ort(self, op: str, **args: Any) -> Any:
         """onnxruntime-web's TrainingSession calls (web/pytrain-ort.js), independent of this tab's run."""
-        from pytrain.webapp.ort_session import dispatch
+        from pytrain.webapp.ort_session import OrtSessions, dispatch
+        if self.ort_sessions is None:
+            self.ort_sessions = OrtSessions()
         return dispatch(self.ort_sessions, op, args)
 
     def text(self, op: str, **args: Any) -> Any:
@@ -404,12 +408,16 @@ class Session:
 
     def federation(self, op: str, **args: Any) -> Any:
         """"Join a federation": this tab's model and data as a Flower node (see pytrain.webapp.federation)."""
+        from pytrain.webapp.federation import FederationFlow, JoinOptions
+        if self.flow is None:
+            self.flow = FederationFlow(self.run, self.exports)
         if op == "start":
             return self.flow.start(self._trainer_data, self.model.get("loss"), JoinOptions(**args))
         return self.flow.dispatch(op, args)
 
-    def _trainer_data(self) -> TrainerData:
+    def _trainer_data(self) -> "TrainerData":
         """The training and evaluation samples as the graph takes them, for a Flower trainer."""
+        from pytrain.webapp.federation import TrainerData
         self.need_model()
         d = self.need_data()
         if "feeds" in d:   # Flower's trainer takes (x, y) arrays; a text model's feeds are the text room's
