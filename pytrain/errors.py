@@ -1,6 +1,8 @@
 """The exceptions pytrain raises. Every message names the thing that is wrong and what was expected."""
 from __future__ import annotations
 
+from typing import Optional
+
 
 class PytrainError(Exception):
     """Base class of every error pytrain raises on purpose."""
@@ -49,7 +51,13 @@ class LimitError(PytrainError, MemoryError):
 
 class DivergenceError(PytrainError, FloatingPointError):
     """A training step produced a non-finite loss or gradient; the step was refused before any update,
-    so the parameters and optimizer state are those of the last good step."""
+    so the parameters and optimizer state are those of the last good step. ``reason``: what diverged, in
+    a few words (the message without its advice); ``loss``: the refused step's loss when it was finite."""
+
+    def __init__(self, message: str, reason: Optional[str] = None, loss: Optional[float] = None) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
+        self.loss = loss
 
 
 class SaveError(PytrainError, OSError):

@@ -12,7 +12,7 @@ import numpy as np
 
 from pytrain import fusion
 from pytrain.errors import KernelError, PytrainError, UnsupportedOpError
-from pytrain.graph import node_label, topological_order
+from pytrain.graph import consumers, node_label, producers, topological_order
 from pytrain.ops import OpContext, get_kernel, supported_ops
 from pytrain.ops.control.subgraph import Subgraph, outer_names, with_outer_inputs
 from pytrain.proto import GraphProto, NodeProto, node_attributes, to_array
@@ -81,7 +81,7 @@ class Plan:
         nodes = topological_order([with_outer_inputs(n) for n in graph.node], list(fed) + list(consts))
         nodes = live_nodes(nodes, self.output_names)
         nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/fusion.py
-        produced = {o for n in nodes for o in n.output if o}
+        produced = producers(nodes)
         for o in self.output_names:
             if o not in produced and o not in fed and o not in consts:
                 raise PytrainError("output %r is produced by no node, input or initializer" % o)
@@ -98,7 +98,7 @@ class Plan:
         self._feed_slots = [slot_of(n) for n in self.feed_names]
         self._const_slots = [(slot_of(k), v) for k, v in consts.items()]
         self._const_names = list(consts)
-        read = {i for n in nodes for i in n.input if i} | set(self.output_names)
+        read = set(consumers(nodes)) | set(self.output_names)
         last_use: Dict[str, int] = {}
         for idx, n in enumerate(nodes):
             for i in n.input:

@@ -11,6 +11,7 @@ from pytrain import dtypes
 from pytrain.errors import ArtifactError, PytrainError
 from pytrain.layout import parse_layout
 from pytrain.executor import Plan, live_nodes
+from pytrain.graph import consumers, producers
 from pytrain.opset_versions import SCHEMA_VERSIONS
 from pytrain.ops.quant.blocks import MS_DOMAIN
 from pytrain.ops.quant.merge import merge_quantized
@@ -117,7 +118,7 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
     if merge_adapters and layout.get(LORA_LAYOUT_KEY):
         nodes, parameters = merge_lora(nodes, parameters, g.initializer, layout[LORA_LAYOUT_KEY],
                                        "float" if merge_adapters is True else str(merge_adapters))
-    produced = {o for n in nodes for o in n.output if o}
+    produced = producers(nodes)
     for o in outputs:
         if o not in produced:
             raise ArtifactError("cannot export output %r: the model computes no such tensor (its outputs: %s)"
@@ -129,7 +130,7 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
             raise ArtifactError("node %r uses domain %r; an inference model keeps standard ops only"
                                 % (n.name, n.domain))
         inference_rewrite(n)
-    used = {i for n in nodes for i in n.input if i} | set(outputs)
+    used = set(consumers(nodes)) | set(outputs)
     labels = set(layout.get("labels", []))
     inputs = [v for v in g.input if v.name in used and v.name not in parameters and v.name not in labels]
     missing = [v.name for v in g.input if v.name in labels and v.name in used]

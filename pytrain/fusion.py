@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Set
 
+from pytrain.graph import consumers
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.proto import NodeProto, node_attributes
 from pytrain.proto.helper import make_node
@@ -28,25 +29,17 @@ _CONV_ATTRS = frozenset(["auto_pad", "dilations", "group", "kernel_shape", "pads
 _BN_ATTRS = frozenset(["epsilon", "momentum", "training_mode", "spatial"])
 
 
-def _readers(nodes: Sequence[NodeProto], outputs: Sequence[str]) -> Dict[str, int]:
-    """How many times each tensor is read (a graph output counts as a reader)."""
-    count: Dict[str, int] = {}
-    for n in nodes:
-        for i in n.input:
-            if i:
-                count[i] = count.get(i, 0) + 1
-    for o in outputs:
-        count[o] = count.get(o, 0) + 1
-    return count
-
-
 def _standard(n: NodeProto, op_type: str) -> bool:
     return n.op_type == op_type and (n.domain or "") in ("", "ai.onnx")
 
 
-def _sole_reader(name: str, readers: Dict[str, int], consumer: Dict[str, NodeProto], op_type: str):
-    n = consumer.get(name)
-    if readers.get(name, 0) != 1 or n is None or not _standard(n, op_type) or not n.input or n.input[0] != name:
+def _sole_reader(name: str, readers: Dict[str, List[NodeProto]], outputs: Set[str], op_type: str):
+    """The one node reading ``name`` (a graph output counts as a reader) when it is an ``op_type`` taking it first."""
+    found = readers.get(name, [])
+    if len(found) != 1 or name in outputs:
+        return None
+    n = found[0]
+    if not _standard(n, op_type) or not n.input or n.input[0] != name:
         return None
     return n
 
@@ -55,12 +48,7 @@ def fuse(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto]:
     """``nodes`` (in topological order) with every fusable Conv -> BatchNormalization [-> Clip]
     chain replaced by one FusedConv node, placed where the chain's last node was (all of the
     chain's inputs exist by then). Returns ``nodes`` itself when nothing fuses."""
-    readers = _readers(nodes, outputs)
-    consumer: Dict[str, NodeProto] = {}
-    for n in nodes:
-        for i in n.input:
-            if i:
-                consumer[i] = n  # only looked at for tensors with exactly one reader
+    readers, outs = consumers(nodes), set(outputs)
     pos = {id(n): k for k, n in enumerate(nodes)}
     replace: Dict[int, NodeProto] = {}
     drop: Set[int] = set()
@@ -70,7 +58,7 @@ def fuse(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto]:
         conv_attrs = node_attributes(conv)
         if not set(conv_attrs) <= _CONV_ATTRS:
             continue  # an attribute Conv's kernel refuses: let the unfused node say so
-        bn = _sole_reader(conv.output[0], readers, consumer, "BatchNormalization")
+        bn = _sole_reader(conv.output[0], readers, outs, "BatchNormalization")
         if bn is None or len(bn.input) != 5 or not all(bn.input) or [o for o in bn.output if o] != [bn.output[0]]:
             continue
         bn_attrs = node_attributes(bn)
@@ -78,7 +66,7 @@ def fuse(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto]:
                 or not bn_attrs.get("spatial", 1)):
             continue
         chain = [conv, bn]
-        clip = _sole_reader(bn.output[0], readers, consumer, "Clip")
+        clip = _sole_reader(bn.output[0], readers, outs, "Clip")
         if clip is not None and (len(clip.output) != 1 or len(clip.input) > 3 or node_attributes(clip)):
             clip = None  # (opset < 11 Clip has min/max attributes)
         if clip is not None:

@@ -44,6 +44,22 @@ def topological_order(nodes: Sequence[NodeProto], available: Iterable[str]) -> L
     return ordered
 
 
+def producers(nodes: Iterable[NodeProto]) -> Dict[str, NodeProto]:
+    """The node producing each tensor, by name (empty names, ONNX's omitted optional outputs, left out)."""
+    return {o: n for n in nodes for o in n.output if o}
+
+
+def consumers(nodes: Iterable[NodeProto]) -> Dict[str, List[NodeProto]]:
+    """The nodes reading each tensor, by name, in node order; a node reading a tensor in two of its inputs is
+    listed twice (so the list's length is the number of reads). Empty names (omitted inputs) are left out."""
+    out: Dict[str, List[NodeProto]] = {}
+    for n in nodes:
+        for i in n.input:
+            if i:
+                out.setdefault(i, []).append(n)
+    return out
+
+
 def all_names(graph: GraphProto) -> Set[str]:
     names = {v.name for v in graph.input} | {v.name for v in graph.output}
     names |= {t.name for t in graph.initializer} | {v.name for v in graph.value_info}

@@ -26,6 +26,12 @@ STATE_NAMES_KEY = "pytrain.state_names"
 LOSS_OUTPUT = "loss"
 #: the optimizer model's scalar inputs
 LR_INPUT, STEP_INPUT = "learning_rate", "step"
+#: onnxruntime-training's training-model conventions, which pytrain reads (pytrain.ort_made) and writes
+#: (pytrain.ort): a parameter's gradient accumulation buffer (input) and its new value (output), and the
+#: boolean input that says whether to start the accumulation again
+ACC_BUFFER = "%s_grad.accumulation.buffer"
+ACC_OUT = "%s_grad.accumulation.out"
+LAZY_RESET = "lazy_reset_grad"
 
 
 class LayoutError(ValueError):

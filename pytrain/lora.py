@@ -28,7 +28,7 @@ from pytrain import dtypes
 from pytrain.errors import ArtifactError, CheckpointError
 from pytrain.export import LORA_LAYOUT_KEY as LAYOUT_KEY, OLDEST_EXPORT_OPSET
 from pytrain.files import write_atomic
-from pytrain.graph import NameScope, all_names, node_label
+from pytrain.graph import NameScope, all_names, consumers, node_label, producers
 from pytrain.limits import check_file
 from pytrain.ops.quant.patterns import QuantBlock, find_blocks
 from pytrain.proto import (ModelProto, NodeProto, from_array, make_graph, make_model, make_node, make_opsetid,
@@ -144,11 +144,7 @@ def _weight_site(node: NodeProto, inits: Dict[str, Any], readers: Dict[str, List
 def _graph_maps(model: ModelProto) -> Tuple[Dict[str, Any], Dict[str, List[NodeProto]], Dict[str, NodeProto]]:
     """(initializers, the nodes reading each tensor, the node producing each tensor) by name."""
     g = model.graph
-    readers: Dict[str, List[NodeProto]] = {}
-    for n in g.node:
-        for i in n.input:
-            readers.setdefault(i, []).append(n)
-    return {t.name: t for t in g.initializer}, readers, {o: n for n in g.node for o in n.output if o}
+    return {t.name: t for t in g.initializer}, consumers(g.node), producers(g.node)
 
 
 Site = Tuple[NodeProto, str, bool, Optional[QuantBlock]]

@@ -319,7 +319,7 @@ class Module:
                 self._trainable[k], int(np.size(grads[k]) - np.count_nonzero(np.isfinite(grads[k]))))
         raise DivergenceError("train step refused: %s%s; no gradient, statistic or parameter was changed "
                               "(lower the learning rate, check the data, or restore the last checkpoint)"
-                              % (what, culprit))
+                              % (what, culprit), reason=what + culprit)
 
     def _reseed(self) -> None:
         # Dropout's masks come from (seed, train step), with the step kept in the checkpoint, so a

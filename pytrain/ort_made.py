@@ -28,8 +28,9 @@ import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytrain.errors import ModelFormatError
+from pytrain.graph import producers as graph_producers
 from pytrain.opset_versions import SCHEMA_VERSIONS
-from pytrain.layout import ARTIFACT_KEY, LAYOUT_KEY, read_layout
+from pytrain.layout import ACC_BUFFER, ACC_OUT, ARTIFACT_KEY, LAYOUT_KEY, LAZY_RESET, read_layout
 from pytrain.ops.registry import PYTRAIN_DOMAIN, get_kernel
 from pytrain.proto import ModelProto, NodeProto, make_node, make_opsetid, make_value_info, model_metadata, \
     node_attributes, value_info_type
@@ -43,9 +44,7 @@ ORT_DOMAINS = ("com.microsoft", "ai.onnx.preview.training")
 MS = "com.microsoft"
 WAY_OUT = ("regenerate the artifacts from the inference model with pytrain.ort.artifacts.generate_artifacts "
            "(ORT's arguments; a checkpoint ORT wrote still loads and goes on training)")
-ACC_SUFFIX = "_grad.accumulation.buffer"
-ACC_OUT = "%s_grad.accumulation.out"
-LAZY_RESET = "lazy_reset_grad"
+ACC_SUFFIX = ACC_BUFFER % ""
 #: AdamWOptimizer's attributes and their defaults in ORT's schema (training_op_defs.cc)
 ADAMW_DEFAULTS = {"alpha": 0.9, "beta": 0.999, "epsilon": 1e-8, "weight_decay": 1e-2, "correct_bias": 1,
                   "adam_mode": 0}
@@ -187,7 +186,7 @@ def from_ort_training(model: ModelProto, params: Sequence[str], what: str = "tra
         raise _refuse(what, "it accumulates gradients of %s, which %s no parameter of the checkpoint"
                       % (", ".join(repr(p) for p in stray), "is" if len(stray) == 1 else "are"))
     interface = set(buffers.values()) | {LAZY_RESET}
-    producers = {o: n for n in g.node for o in n.output if o}
+    producers = graph_producers(g.node)
     grads: Dict[str, str] = {}
     nodes: List[NodeProto] = []
     for n in g.node:

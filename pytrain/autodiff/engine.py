@@ -26,6 +26,22 @@ def differentiable_inputs(node: NodeProto) -> List[int]:
     return [i for i in range(len(node.input)) if rule.input_differentiable(i)]
 
 
+def carried(nodes: Sequence[NodeProto], params: Iterable[str],
+            diff: Optional[Dict[int, List[int]]] = None) -> Set[str]:
+    """The tensors that depend differentiably on ``params`` (``nodes`` in topological order): a node's
+    differentiable outputs carry a gradient when one of its differentiable inputs does; its other outputs
+    (MaxPool's or TopK's indices, BatchNormalization's running statistics, Dropout's mask) do not.
+    ``diff``: each node's :func:`differentiable_inputs` by ``id``, when the caller has them already."""
+    carries: Set[str] = set(params)
+    for n in nodes:
+        ins = diff[id(n)] if diff is not None else differentiable_inputs(n)
+        if any(n.input[i] in carries for i in ins if i < len(n.input) and n.input[i]):
+            rule = get_rule(n.op_type, n.domain or "")
+            outs = n.output if rule is None else [o for i, o in enumerate(n.output) if rule.output_differentiable(i)]
+            carries.update(o for o in outs if o)
+    return carries
+
+
 def build_gradients(nodes: Sequence[NodeProto], available: Iterable[str], loss: str,
                     params: Sequence[str], scope: NameScope) -> GradBuilder:
     """Append to a GradBuilder the nodes computing ``<param>_grad`` for every name in ``params``.
@@ -35,13 +51,7 @@ def build_gradients(nodes: Sequence[NodeProto], available: Iterable[str], loss: 
     """
     order = topological_order(nodes, available)
     diff = {id(n): differentiable_inputs(n) for n in order}  # each rule (and attribute) read once
-    # forward sweep: which tensors depend differentiably on a parameter
-    carries: Set[str] = set(params)
-    for n in order:
-        if any(n.input[i] in carries for i in diff[id(n)] if n.input[i]):
-            rule = get_rule(n.op_type, n.domain or "")
-            outs = n.output if rule is None else [o for i, o in enumerate(n.output) if rule.output_differentiable(i)]
-            carries.update(o for o in outs if o)
+    carries = carried(order, params, diff)   # forward sweep: which tensors depend differentiably on a parameter
     # backward sweep: which of those reach the loss
     reaches: Set[str] = {loss}
     relevant: List[NodeProto] = []

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
-from pytrain.autodiff.engine import differentiable_inputs
+from pytrain.autodiff.engine import carried
 from pytrain.autodiff.quant_forms import fuse_dequantized_weights, fuse_int8_blocks
 from pytrain.errors import ArtifactError
 from pytrain.export import inference_rewrite
@@ -19,15 +19,6 @@ from pytrain.proto import NodeProto, make_node, node_attributes
 
 #: how a BatchNormalization may run in the training model (``generate_artifacts(batchnorm=...)``)
 BATCHNORM_MODES = ("auto", "train", "eval")
-
-
-def _carried(nodes: Sequence[NodeProto], trainable: Sequence[str]) -> set:
-    """Tensors a gradient reaches from the trainable parameters (differentiable paths only)."""
-    carries = set(trainable)
-    for n in nodes:
-        if any(n.input[i] in carries for i in differentiable_inputs(n) if i < len(n.input) and n.input[i]):
-            carries.update(o for o in n.output if o)
-    return carries
 
 
 def batchnorm_modes(nodes: Sequence[NodeProto], option: Any, trainable: Sequence[str]) -> Dict[int, str]:
@@ -60,7 +51,7 @@ def batchnorm_modes(nodes: Sequence[NodeProto], option: Any, trainable: Sequence
     for mode in [default] + list(per.values()):
         if mode not in BATCHNORM_MODES:
             raise ArtifactError("batchnorm mode %r is not one of %s" % (mode, ", ".join(BATCHNORM_MODES)))
-    carries = _carried(nodes, trainable)
+    carries = carried(nodes, trainable)
     modes: Dict[int, str] = {}
     for i, n in bns:
         mode = per.get(n.name, per.get(n.input[1], default)) if n.name or len(n.input) > 1 else default

@@ -14,7 +14,7 @@ import struct
 import zipfile
 import zlib
 from collections import OrderedDict
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -212,6 +212,33 @@ def decode(data: bytes, label: str) -> "tuple[OrderedDict[str, Parameter], Prope
 
     limits.check_file(len(data), "checkpoint %s" % label)
     z = _Archive(data, bad)
+    manifest = _manifest(z, label, bad)
+
+    def get(path: Any, sha: Any, what: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        if not isinstance(path, str) or not isinstance(sha, str):
+            raise bad("%s: 'file' and 'sha256' must be strings" % what)
+        raw = z.read(path, what, limits.max_file_bytes)
+        if hashlib.sha256(raw).hexdigest() != sha:
+            raise bad("%s: checksum mismatch" % what)
+        arr = _read_npy(raw, what, bad)
+        if arr.shape != shape or arr.dtype != dtype:
+            raise bad("%s: the array is %s %s but the manifest says %s %s"
+                      % (what, list(arr.shape), arr.dtype, list(shape), dtype))
+        return arr
+
+    params = _parameters(manifest, get, bad)
+    o = manifest.get("optimizer")
+    opt = _optimizer_state(o, params, get, bad) if o is not None else None
+    props = _field(manifest, "properties", dict, "the manifest", bad, optional=True) or {}
+    try:
+        properties = Properties(props)
+    except CheckpointError as e:
+        raise bad(str(e)) from None
+    return params, properties, opt
+
+
+def _manifest(z: "_Archive", label: str, bad: Callable[[str], CheckpointError]) -> Dict[str, Any]:
+    """The archive's manifest, its checksum, format and version checked."""
     body = z.read(_MANIFEST, "the manifest", _MANIFEST_MAX_BYTES)
     try:
         expected = z.read(_MANIFEST_SUM, "the manifest checksum", 256).decode("ascii").strip()
@@ -230,19 +257,12 @@ def decode(data: bytes, label: str) -> "tuple[OrderedDict[str, Parameter], Prope
     if manifest.get("version") != VERSION:
         raise CheckpointError("checkpoint %s has format version %r; this pytrain reads version %d"
                               % (label, manifest.get("version"), VERSION))
+    return manifest
 
-    def get(path: Any, sha: Any, what: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
-        if not isinstance(path, str) or not isinstance(sha, str):
-            raise bad("%s: 'file' and 'sha256' must be strings" % what)
-        raw = z.read(path, what, limits.max_file_bytes)
-        if hashlib.sha256(raw).hexdigest() != sha:
-            raise bad("%s: checksum mismatch" % what)
-        arr = _read_npy(raw, what, bad)
-        if arr.shape != shape or arr.dtype != dtype:
-            raise bad("%s: the array is %s %s but the manifest says %s %s"
-                      % (what, list(arr.shape), arr.dtype, list(shape), dtype))
-        return arr
 
+def _parameters(manifest: Dict[str, Any], get: Callable[..., np.ndarray],
+                bad: Callable[[str], CheckpointError]) -> "OrderedDict[str, Parameter]":
+    """The manifest's parameters, each array read by ``get`` (checked against the entry's shape and dtype)."""
     params: "OrderedDict[str, Parameter]" = OrderedDict()
     entries = _field(manifest, "parameters", list, "the manifest", bad)
     for k, e in enumerate(entries):
@@ -256,30 +276,27 @@ def decode(data: bytes, label: str) -> "tuple[OrderedDict[str, Parameter], Prope
         file = _field(e, "file", str, what, bad, optional=True)
         arr = get(file, e.get("sha256"), what, shape, dtype) if file is not None else None
         params[name] = Parameter(name, arr, requires_grad, shape, dtype)
-    opt = None
-    o = manifest.get("optimizer")
-    if o is not None:
-        step = _field(o, "step", int, "the optimizer state", bad)
-        if step < 0:
-            raise bad("the optimizer step is %d, expected 0 or more" % step)
-        lr = _field(o, "learning_rate", (int, float), "the optimizer state", bad, optional=True)
-        if lr is not None and not (np.isfinite(lr) and lr >= 0):
-            raise bad("the optimizer's learning rate is %r, expected a finite number >= 0" % (lr,))
-        slots: Dict[str, Dict[str, np.ndarray]] = {}
-        for k, s in enumerate(_field(o, "state", list, "the optimizer state", bad)):
-            pname = _field(s, "param", str, "optimizer state entry %d" % k, bad)
-            slot = _field(s, "slot", str, "optimizer state entry %d" % k, bad)
-            what = "optimizer state %s of %r" % (slot, pname)
-            p = params.get(pname)
-            if p is None:
-                raise bad("%s belongs to no parameter of the checkpoint" % what)
-            if slot in slots.get(pname, {}):
-                raise bad("%s is listed twice" % what)
-            slots.setdefault(pname, {})[slot] = get(s.get("file"), s.get("sha256"), what, p.shape, p.dtype)
-        opt = OptimizerState(step, None if lr is None else float(lr), slots)
-    props = _field(manifest, "properties", dict, "the manifest", bad, optional=True) or {}
-    try:
-        properties = Properties(props)
-    except CheckpointError as e:
-        raise bad(str(e)) from None
-    return params, properties, opt
+    return params
+
+
+def _optimizer_state(o: Any, params: "OrderedDict[str, Parameter]", get: Callable[..., np.ndarray],
+                     bad: Callable[[str], CheckpointError]) -> OptimizerState:
+    """The manifest's optimizer state ``o``, each slot checked against the parameter it belongs to."""
+    step = _field(o, "step", int, "the optimizer state", bad)
+    if step < 0:
+        raise bad("the optimizer step is %d, expected 0 or more" % step)
+    lr = _field(o, "learning_rate", (int, float), "the optimizer state", bad, optional=True)
+    if lr is not None and not (np.isfinite(lr) and lr >= 0):
+        raise bad("the optimizer's learning rate is %r, expected a finite number >= 0" % (lr,))
+    slots: Dict[str, Dict[str, np.ndarray]] = {}
+    for k, s in enumerate(_field(o, "state", list, "the optimizer state", bad)):
+        pname = _field(s, "param", str, "optimizer state entry %d" % k, bad)
+        slot = _field(s, "slot", str, "optimizer state entry %d" % k, bad)
+        what = "optimizer state %s of %r" % (slot, pname)
+        p = params.get(pname)
+        if p is None:
+            raise bad("%s belongs to no parameter of the checkpoint" % what)
+        if slot in slots.get(pname, {}):
+            raise bad("%s is listed twice" % what)
+        slots.setdefault(pname, {})[slot] = get(s.get("file"), s.get("sha256"), what, p.shape, p.dtype)
+    return OptimizerState(step, None if lr is None else float(lr), slots)

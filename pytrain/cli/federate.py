@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from pytrain.api import CheckpointState
     from pytrain.cli.evaluate import prepared_data
     from pytrain.flower import FlowerNode, PytrainTrainer
+    from pytrain.flower.mods import Answer, Handler, Task, privacy_mods
+    from pytrain.flower.trainer import LocalTraining
 
     for name in ("epochs", "batch_size"):
         if getattr(args, name) < 1:
@@ -79,30 +81,25 @@ def run(args: argparse.Namespace) -> int:
     module, optimizer = art.open(state, seed=args.seed)
     lr = args.lr if args.lr is not None else art.default_lr()
     optimizer.set_learning_rate(lr)
-    trainer = PytrainTrainer(module, optimizer, train.x, train.y, val.x, val.y, epochs=args.epochs,
-                             batch_size=args.batch_size, lr=lr, seed=args.seed, loss_kind=art.loss_kind(state),
-                             local_dp=local_dp, require_clipping=args.require_clipping)
+    trainer = PytrainTrainer(module, optimizer, train.x, train.y, val.x, val.y,
+                             LocalTraining(args.epochs, args.batch_size, lr, args.seed, art.loss_kind(state)))
     log = (lambda s: None) if args.quiet else say
-    node = FlowerNode(args.superlink, trainer, heartbeat_interval=args.heartbeat, poll_interval=args.poll,
-                      log=log)
     trained, evaluated, evaluated_before_last, last = [0], [0], [0], [time.monotonic()]
-    fit, evaluate = trainer.fit, trainer.evaluate
 
-    def fit_and_save(arrays, config):
-        out = fit(arrays, config)
-        trained[0] += 1
-        evaluated_before_last[0] = evaluated[0]
-        last[0] = time.monotonic()
-        if not args.no_save:
-            CheckpointState.save_checkpoint(state, art.checkpoint_path, include_optimizer_state=True)
-        return out
-
-    def evaluate_and_count(arrays, config):
-        out = evaluate(arrays, config)
-        evaluated[0] += 1
+    def count_and_save(task: Task, call_next: Handler) -> Answer:
+        # outermost: the checkpoint saved holds what was sent (after privacy)
+        out = call_next(task)
+        if task.message_type == "train":
+            trained[0] += 1
+            evaluated_before_last[0] = evaluated[0]
+            if not args.no_save:
+                CheckpointState.save_checkpoint(state, art.checkpoint_path, include_optimizer_state=True)
+        else:
+            evaluated[0] += 1
         last[0] = time.monotonic()
         return out
-    trainer.fit, trainer.evaluate = fit_and_save, evaluate_and_count  # type: ignore[assignment]
+    node = FlowerNode(args.superlink, trainer, heartbeat_interval=args.heartbeat, poll_interval=args.poll,
+                      log=log, mods=[count_and_save] + privacy_mods(local_dp, args.require_clipping))
 
     def done() -> bool:
         # after the Nth training round, stay for its evaluate message (or EVALUATE_WAIT s without one);

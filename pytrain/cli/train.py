@@ -11,7 +11,7 @@ import json
 import math
 import sys
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -144,9 +144,18 @@ class _StopFlag:
             self._installed = False
 
 
-def run(args: argparse.Namespace) -> int:
-    from pytrain.api import CheckpointState, LinearLRScheduler
+class _Data(NamedTuple):
+    """A run's data: training and validation sets, the standardizer and target scaling fitted on them, the
+    validation metric, and a text model's feeds (None: a batch is (x, y))."""
+    train: Any
+    val: Any
+    std: Any
+    scaling: Any
+    metric: Optional[str]
+    feeds: Any
 
+
+def run(args: argparse.Namespace) -> int:
     art = ArtifactDir(args.dir)
     state = art.load_state()
     if getattr(state, "nominal", False):
@@ -155,6 +164,27 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args, state, art.checkpoint_path)
     _check(settings, args.log)
     text = TextRequest.of(args)
+    _check_data_options(args, art, state, text)
+    got = _run_data(args, art, state, settings, text)
+    _check_same_data(args, state, got.train)
+    already = state.properties.get(P.P_EPOCH) if not args.resume else None
+    settings["samples"] = len(got.train)
+    settings["data_digest"] = digest(got.train.x, got.train.y)
+    job = _Training(args, art, state, settings, got)
+    if args.resume and job.at.epoch >= job.epochs:
+        say("{} already trained {} epoch(s) of {}; nothing to do (raise --epochs to train more)"
+            .format(art.checkpoint_path, job.at.epoch, job.epochs))
+        return 0
+    _record_run(state.properties, settings, got)
+    if already:
+        note("{} already holds {} trained epoch(s); starting a new run from its weights with a "
+             "fresh optimizer state (--resume continues that run instead)".format(
+                 art.checkpoint_path, already))
+    return job.run()
+
+
+def _check_data_options(args: argparse.Namespace, art: ArtifactDir, state: Any, text: Optional[TextRequest]) -> None:
+    """The data options fit the model: --data for a table's, --text/--text-csv with a tokenizer for a text model's."""
     if text is not None and args.data is not None:
         raise CliError("give --data (a table, arrays or images) or --text/--text-csv (text), not both")
     if text is None and art.text_inputs() is not None:
@@ -167,128 +197,169 @@ def run(args: argparse.Namespace) -> int:
                        "--text-csv")
     if text is None and args.data is None:
         raise CliError("give --data FILE (or --text/--text-csv FILE with --tokenizer tokenizer.json for a text model)")
+
+
+def _run_data(args: argparse.Namespace, art: ArtifactDir, state: Any, settings: Dict[str, Any],
+              text: Optional[TextRequest]) -> _Data:
+    """The run's data: a table's (:func:`_table_data`) or a text's, encoded by the model's tokenizer."""
     loss_kind = art.loss_kind(state)
-    reduction = str(state.properties.get(P.P_REDUCTION, "mean"))
-    feeds = None
-    if text is not None:
-        if args.validation is not None or settings["standardize"]:
-            raise CliError("--validation and --standardize take a table; hold out part of the text with "
-                           "--validation-split F")
-        prepared = prepare_text(text._replace(block_size=text.block_size or settings.get("block_size")), art, state,
-                                settings, P.json_property(state, P.P_CLASSES) if args.resume else None)
-        train, val, std, scaling, feeds = prepared.train, prepared.val, None, None, prepared.feeds
-        settings["block_size"] = prepared.length
-        for line in prepared.notes:
-            note(line)
-        metric = None if loss_kind == "clm" else check_metric(args.metric or default_metric(loss_kind), loss_kind)
-    else:
-        train, val, std, scaling, metric = _table_data(args, art, state, settings, loss_kind)
-    data_digest = digest(train.x, train.y)
-    if args.resume:
-        stored = P.read_settings(state)
-        if stored.get("samples") not in (None, len(train)):
-            raise CliError("the training data differs from the interrupted run's ({} training samples now, "
-                           "{} then); resume with the same --data and options".format(
-                               len(train), stored.get("samples")))
-        if stored.get("data_digest") not in (None, data_digest):
-            raise CliError("the training data differs from the interrupted run's ({} samples now, "
-                           "{} then); resume with the same --data and options".format(
-                               len(train), stored.get("samples", "?")))
-    already = state.properties.get(P.P_EPOCH) if not args.resume else None
-    settings["samples"] = len(train)
-    settings["data_digest"] = data_digest
+    if text is None:
+        return _Data(*_table_data(args, art, state, settings, loss_kind), None)
+    if args.validation is not None or settings["standardize"]:
+        raise CliError("--validation and --standardize take a table; hold out part of the text with "
+                       "--validation-split F")
+    prepared = prepare_text(text._replace(block_size=text.block_size or settings.get("block_size")), art, state,
+                            settings, P.json_property(state, P.P_CLASSES) if args.resume else None)
+    settings["block_size"] = prepared.length
+    for line in prepared.notes:
+        note(line)
+    metric = None if loss_kind == "clm" else check_metric(args.metric or default_metric(loss_kind), loss_kind)
+    return _Data(prepared.train, prepared.val, None, None, metric, prepared.feeds)
 
+
+def _check_same_data(args: argparse.Namespace, state: Any, train: Any) -> None:
+    """A resumed run trains on the interrupted run's data (its sample count and digest)."""
     if not args.resume:
-        state.optimizer_state = None  # a new run starts with fresh moments and step count
-    module, optimizer = art.open(state, seed=int(settings["seed"]))
-    if settings["lr"] is None:
-        # the optimizer's default, not the checkpoint's current rate (a schedule may have moved it)
-        settings["lr"] = art.default_lr()
-    base_lr = float(settings["lr"])
-    optimizer.set_learning_rate(base_lr)
-    bs = int(settings["batch_size"])
-    epochs = int(settings["epochs"])
-    per_epoch = data.num_batches(len(train), bs)
-    props = state.properties
-    at = Position(props.get(P.P_EPOCH, 0), props.get(P.P_EPOCH_STEP, 0), props.get(P.P_STEP, 0)) \
-        if args.resume else Position()
-    scheduler = None
-    if settings["scheduler"] == "linear":
-        if int(settings["warmup"]) > epochs * per_epoch:
-            raise CliError("--warmup {} is longer than the whole run ({} epochs x {} steps = {} "
-                           "steps)".format(settings["warmup"], epochs, per_epoch, epochs * per_epoch))
-        scheduler = LinearLRScheduler(optimizer, warmup_step_count=int(settings["warmup"]),
-                                      total_step_count=epochs * per_epoch, initial_lr=base_lr)
-        for _ in range(at.step):  # replay: the schedule is a function of the step count
-            scheduler.step()
-    if args.resume and at.epoch >= epochs:
-        say("{} already trained {} epoch(s) of {}; nothing to do (raise --epochs to train more)"
-            .format(art.checkpoint_path, at.epoch, epochs))
-        return 0
+        return
+    stored = P.read_settings(state)
+    if stored.get("samples") not in (None, len(train)):
+        raise CliError("the training data differs from the interrupted run's ({} training samples now, "
+                       "{} then); resume with the same --data and options".format(len(train), stored.get("samples")))
+    if stored.get("data_digest") not in (None, digest(train.x, train.y)):
+        raise CliError("the training data differs from the interrupted run's ({} samples now, "
+                       "{} then); resume with the same --data and options".format(
+                           len(train), stored.get("samples", "?")))
 
-    # everything the checkpoint needs besides parameters and optimizer state
+
+def _record_run(props: Any, settings: Dict[str, Any], got: _Data) -> None:
+    """Everything the checkpoint needs besides parameters and optimizer state."""
     props[P.P_SEED] = int(settings["seed"])
     props[P.P_TRAIN] = json.dumps(settings, sort_keys=True)
     props.pop(P.P_NO_RESUME, None)  # this run, made here, the CLI continues
     # a new run must not inherit the previous run's label mapping or standardisation
-    if train.classes is not None:
-        props[P.P_CLASSES] = json.dumps(train.classes)
+    if got.train.classes is not None:
+        props[P.P_CLASSES] = json.dumps(got.train.classes)
     else:
         props.pop(P.P_CLASSES, None)
-    if std is not None:
-        props[P.P_STANDARDIZER] = std.to_json()
+    if got.std is not None:
+        props[P.P_STANDARDIZER] = got.std.to_json()
     else:
         props.pop(P.P_STANDARDIZER, None)
 
-    sums = _EpochLoss()
-    if args.resume and at.epoch_step:
-        sums.loss, sums.seen = float(props.get(P.P_EPOCH_LOSS, 0.0)), int(props.get(P.P_EPOCH_SEEN, 0))
 
-    def save() -> None:
-        broken = [n for n, p in state.parameters.items()
+class _Training:
+    """One ``pytrain train`` run from its position: the steps, each epoch's validation and checkpoint, the log,
+    and what Ctrl-C leaves behind."""
+
+    def __init__(self, args: argparse.Namespace, art: ArtifactDir, state: Any, settings: Dict[str, Any],
+                 got: _Data) -> None:
+        from pytrain.api import LinearLRScheduler
+
+        self.args, self.art, self.state, self.settings, self.data = args, art, state, settings, got
+        if not args.resume:
+            state.optimizer_state = None  # a new run starts with fresh moments and step count
+        self.module, self.optimizer = art.open(state, seed=int(settings["seed"]))
+        if settings["lr"] is None:
+            # the optimizer's default, not the checkpoint's current rate (a schedule may have moved it)
+            settings["lr"] = art.default_lr()
+        base_lr = float(settings["lr"])
+        self.optimizer.set_learning_rate(base_lr)
+        self.bs, self.epochs = int(settings["batch_size"]), int(settings["epochs"])
+        self.per_epoch = data.num_batches(len(got.train), self.bs)
+        props = state.properties
+        self.at = Position(props.get(P.P_EPOCH, 0), props.get(P.P_EPOCH_STEP, 0), props.get(P.P_STEP, 0)) \
+            if args.resume else Position()
+        self.scheduler = None
+        if settings["scheduler"] == "linear":
+            total = self.epochs * self.per_epoch
+            if int(settings["warmup"]) > total:
+                raise CliError("--warmup {} is longer than the whole run ({} epochs x {} steps = {} "
+                               "steps)".format(settings["warmup"], self.epochs, self.per_epoch, total))
+            self.scheduler = LinearLRScheduler(self.optimizer, warmup_step_count=int(settings["warmup"]),
+                                               total_step_count=total, initial_lr=base_lr)
+            for _ in range(self.at.step):  # replay: the schedule is a function of the step count
+                self.scheduler.step()
+        self.reduction = str(props.get(P.P_REDUCTION, "mean"))
+        self.loss_kind = art.loss_kind(state)
+        self.sums = _EpochLoss()
+        if args.resume and self.at.epoch_step:
+            self.sums.loss, self.sums.seen = float(props.get(P.P_EPOCH_LOSS, 0.0)), int(props.get(P.P_EPOCH_SEEN, 0))
+        self.log: Optional[RunLog] = None
+        self.progress = Progress(enabled=not args.quiet)
+
+    def save(self) -> None:
+        """The checkpoint at this position (refused when a parameter is not finite)."""
+        from pytrain.api import CheckpointState
+
+        at, props = self.at, self.state.properties
+        broken = [n for n, p in self.state.parameters.items()
                   if p.data is not None and p.data.dtype.kind == "f" and not np.isfinite(p.data).all()]
         if broken:  # never replace a good checkpoint with NaN weights
             raise CliError("training diverged: {} holds NaN or infinite values after step {}; {} keeps the last "
                            "good state; try a lower --lr".format(", ".join(broken[:3]) + (" ..." if len(broken) > 3
                                                                                            else ""), at.step,
-                                                                 art.checkpoint_path))
+                                                                 self.art.checkpoint_path))
         props[P.P_EPOCH] = at.epoch
         props[P.P_EPOCH_STEP] = at.epoch_step
         props[P.P_STEP] = at.step
-        props[P.P_EPOCH_LOSS] = sums.loss if at.epoch_step else 0.0
-        props[P.P_EPOCH_SEEN] = sums.seen if at.epoch_step else 0
-        CheckpointState.save_checkpoint(state, art.checkpoint_path, include_optimizer_state=True)
+        props[P.P_EPOCH_LOSS] = self.sums.loss if at.epoch_step else 0.0
+        props[P.P_EPOCH_SEEN] = self.sums.seen if at.epoch_step else 0
+        CheckpointState.save_checkpoint(self.state, self.art.checkpoint_path, include_optimizer_state=True)
 
-    def interrupted() -> int:
+    def interrupted(self) -> int:
+        at = self.at
         say("pytrain: interrupted; saved {} at epoch {} + {} of {} batches (step {}). Continue with "
-            "--resume.".format(art.checkpoint_path, at.epoch, at.epoch_step, per_epoch, at.step), sys.stderr)
+            "--resume.".format(self.art.checkpoint_path, at.epoch, at.epoch_step, self.per_epoch, at.step), sys.stderr)
         return EXIT_INTERRUPTED
 
-    log = RunLog(args.log, append=args.resume) if args.log else None
-    if already:
-        note("{} already holds {} trained epoch(s); starting a new run from its weights with a "
-             "fresh optimizer state (--resume continues that run instead)".format(
-                 art.checkpoint_path, already))
-    progress = Progress(enabled=not args.quiet)
-    stop = _StopFlag()
-    stop.install()
-    def fetch(idx: np.ndarray) -> Tuple[np.ndarray, ...]:
+    def fetch(self, idx: np.ndarray) -> Tuple[np.ndarray, ...]:
+        train, feeds = self.data.train, self.data.feeds
         return feeds(train.x[idx], train.y[idx]) if feeds is not None else (train.x[idx], train.y[idx])
 
-    plan = steps(module, optimizer, at, lambda epoch: epoch_batches(len(train), int(settings["seed"]), epoch, bs),
-                 fetch, epochs, scheduler)
-    epoch_started = False
-    t0 = time.monotonic()
-    try:
-        while at.epoch < epochs:
+    def run(self) -> int:
+        """Train to the last epoch; returns the exit code (0, or EXIT_INTERRUPTED after Ctrl-C)."""
+        args, at = self.args, self.at
+        self.log = RunLog(args.log, append=args.resume) if args.log else None
+        stop = _StopFlag()
+        stop.install()
+        n, seed = len(self.data.train), int(self.settings["seed"])
+        plan = steps(self.module, self.optimizer, at, lambda epoch: epoch_batches(n, seed, epoch, self.bs),
+                     self.fetch, self.epochs, self.scheduler)
+        try:
+            code = self._epochs(plan, stop)
+            if code is not None:
+                return code
+        except KeyboardInterrupt:
+            self.progress.finish()
+            if at.phase == "step":
+                # parameters may be half-updated: keep the last checkpoint on disk as it is
+                say("pytrain: interrupted during an optimizer step; {} keeps the last saved state. "
+                    "Continue with --resume.".format(self.art.checkpoint_path), sys.stderr)
+                return EXIT_INTERRUPTED
+            self.module.lazy_reset_grad()
+            self.save()
+            return self.interrupted()
+        finally:
+            stop.uninstall()
+            if self.log is not None:
+                self.log.close()
+        say("saved {} (epoch {}, step {})".format(self.art.checkpoint_path, self.epochs, at.step))
+        return 0
+
+    def _epochs(self, plan: Any, stop: _StopFlag) -> Optional[int]:
+        """The steps until the last epoch ends; an exit code when Ctrl-C stopped them, else None."""
+        at, sums, progress = self.at, self.sums, self.progress
+        epoch_started = False
+        t0 = time.monotonic()
+        while at.epoch < self.epochs:
             if stop.requested:
                 progress.finish()
-                save()
-                return interrupted()
+                self.save()
+                return self.interrupted()
             if not epoch_started:
                 if at.epoch_step == 0:
                     sums.loss, sums.seen = 0.0, 0
-                progress.start("epoch {}/{}".format(at.epoch + 1, epochs), per_epoch, at.epoch_step)
+                progress.start("epoch {}/{}".format(at.epoch + 1, self.epochs), self.per_epoch, at.epoch_step)
                 t0 = time.monotonic()
                 epoch_started = True
             try:
@@ -296,56 +367,47 @@ def run(args: argparse.Namespace) -> int:
             except DivergenceError as e:
                 progress.finish()
                 raise CliError("training diverged at epoch {}, step {}: {}; {} keeps the last epoch's "
-                               "weights".format(at.epoch + 1, at.step + 1, e, art.checkpoint_path)) from None
+                               "weights".format(at.epoch + 1, at.step + 1, e, self.art.checkpoint_path)) from None
             if st is None:   # no batch at all (an empty training set)
                 break
-            sums.loss += st.loss * batch_loss_weight(reduction, st.samples)
+            sums.loss += st.loss * batch_loss_weight(self.reduction, st.samples)
             sums.seen += st.samples
-            if log is not None:
-                log.write({"kind": "step", "epoch": st.epoch + 1, "step": st.step, "loss": st.loss, "lr": st.lr})
+            if self.log is not None:
+                self.log.write({"kind": "step", "epoch": st.epoch + 1, "step": st.step, "loss": st.loss, "lr": st.lr})
             progress.update(st.batch + 1, st.loss)
             if not st.epoch_end:
                 continue
             epoch_started = False
             progress.finish()
-            train_loss = sums.loss / max(1, sums.seen)
-            result = None
-            if val is not None:
-                judged = module if scaling is None else TargetScaledModule(module, scaling)
-                result = evaluate_dataset(judged, val, max(bs, 256), loss_kind, reduction, metric, prepare=feeds)
-            save()
-            seconds = time.monotonic() - t0
-            line = "epoch {}/{}  loss {:.4f}".format(st.epoch + 1, epochs, train_loss)
+            self._epoch_end(st, t0)
+            if stop.requested and at.epoch < self.epochs:
+                return self.interrupted()
+        return None
+
+    def _epoch_end(self, st: Any, t0: float) -> None:
+        """Validate, save the checkpoint, say and log the epoch's numbers (``t0``: when the epoch started)."""
+        got = self.data
+        train_loss = self.sums.loss / max(1, self.sums.seen)
+        result = None
+        if got.val is not None:
+            judged = self.module if got.scaling is None else TargetScaledModule(self.module, got.scaling)
+            result = evaluate_dataset(judged, got.val, max(self.bs, 256), self.loss_kind, self.reduction, got.metric,
+                                      prepare=got.feeds)
+        self.save()
+        seconds = time.monotonic() - t0
+        line = "epoch {}/{}  loss {:.4f}".format(st.epoch + 1, self.epochs, train_loss)
+        if result is not None:
+            line += "  " + describe(result, "val ")
+        say(line + "  ({:.1f} s)".format(seconds))
+        if self.log is not None:
+            row: Dict[str, Any] = {"kind": "epoch", "epoch": st.epoch + 1, "step": st.step,
+                                   "train_loss": train_loss, "seconds": round(seconds, 3)}
             if result is not None:
-                line += "  " + describe(result, "val ")
-            say(line + "  ({:.1f} s)".format(seconds))
-            if log is not None:
-                row: Dict[str, Any] = {"kind": "epoch", "epoch": st.epoch + 1, "step": st.step,
-                                       "train_loss": train_loss, "seconds": round(seconds, 3)}
-                if result is not None:
-                    row["val_loss"] = result["loss"]
-                    for m in METRICS:
-                        if m in result:
-                            row["val_" + m] = result[m]
-                log.write(row)
-            if stop.requested and at.epoch < epochs:
-                return interrupted()
-    except KeyboardInterrupt:
-        progress.finish()
-        if at.phase == "step":
-            # parameters may be half-updated: keep the last checkpoint on disk as it is
-            say("pytrain: interrupted during an optimizer step; {} keeps the last saved state. "
-                "Continue with --resume.".format(art.checkpoint_path), sys.stderr)
-            return EXIT_INTERRUPTED
-        module.lazy_reset_grad()
-        save()
-        return interrupted()
-    finally:
-        stop.uninstall()
-        if log is not None:
-            log.close()
-    say("saved {} (epoch {}, step {})".format(art.checkpoint_path, epochs, at.step))
-    return 0
+                row["val_loss"] = result["loss"]
+                for m in METRICS:
+                    if m in result:
+                        row["val_" + m] = result[m]
+            self.log.write(row)
 
 
 def _table_data(args: argparse.Namespace, art: ArtifactDir, state: Any, settings: Dict[str, Any],

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
 from pytrain.data._source import Source, extension, is_pathlike
 from pytrain.data.arrays import load_npz, load_raw
@@ -15,18 +15,31 @@ CSV_EXTENSIONS = (".csv", ".tsv", ".txt")
 RAW_EXTENSIONS = (".bin", ".raw", ".dat")
 
 
-def load_dataset(src: Source, *, name: Optional[str] = None,
-                 label: Union[str, Sequence[str], None] = None, task: Optional[str] = None,
-                 classes: Optional[Sequence[str]] = None,
-                 expected: Optional[Source] = None, input_shape: Optional[Sequence[int]] = None,
-                 expected_shape: Optional[Sequence[int]] = None,
-                 image_size: Optional[Tuple[int, int]] = None, color: str = "L") -> Dataset:
-    """Load ``src`` with the loader its kind calls for.
+class LoadOptions(NamedTuple):
+    """What :func:`load_dataset` needs besides the source: the file's ``name`` (its kind when ``src`` is
+    bytes), the ``label`` column(s) of a table, the ``task`` and ``classes``, an ``expected`` raw file with
+    the per-sample ``input_shape`` and ``expected_shape``, an image folder's ``image_size`` and ``color``."""
+    name: Optional[str] = None
+    label: Union[str, Sequence[str], None] = None
+    task: Optional[str] = None
+    classes: Optional[Sequence[str]] = None
+    expected: Optional[Source] = None
+    input_shape: Optional[Sequence[int]] = None
+    expected_shape: Optional[Sequence[int]] = None
+    image_size: Optional[Tuple[int, int]] = None
+    color: str = "L"
+
+
+def load_dataset(src: Source, options: Optional[LoadOptions] = None, **fields: Any) -> Dataset:
+    """Load ``src`` with the loader its kind calls for, as ``options`` say (a :class:`LoadOptions`, or its
+    ``fields`` by name).
 
     A directory is an image folder; ``.npz`` an array archive; ``.csv``/``.tsv`` a table (needs
     ``label``); with ``expected`` given, ``src`` and ``expected`` are raw float32 files (needs
     ``input_shape``). Bytes without a ``name`` are sniffed: a zip header means ``.npz``, else CSV.
     """
+    name, label, task, classes, expected, input_shape, expected_shape, image_size, color = \
+        options if options is not None else LoadOptions(**fields)
     if expected is not None:
         if input_shape is None:
             raise DataError("raw input files need the per-sample input shape (e.g. --input-shape 64)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -76,11 +76,20 @@ def sniff_delimiter(text: str) -> str:
     return best[2] if best[0] > 0 else ","
 
 
-def _mixed_block(rows: List[List[str]], lines: List[int], feature_cols: List[int], label_cols: List[int],
-                 header: List[str], where: str, missing: str, onehot: bool, notes: List[str]
-                 ) -> Tuple[np.ndarray, List[str], List[List[str]], List[int], List[Dict[str, Any]]]:
+class _Table(NamedTuple):
+    """A table as read: its header, rows of cells, each row's line number in the file, and the file's name."""
+    header: List[str]
+    rows: List[List[str]]
+    lines: List[int]
+    where: str
+
+
+def _mixed_block(table: _Table, feature_cols: List[int], label_cols: List[int], options: "CsvOptions",
+                 notes: List[str]) -> Tuple[np.ndarray, List[str], List[List[str]], List[int], List[Dict[str, Any]]]:
     """Features of a table with missing values and/or text columns (the slow, careful path), and
     the columns as typed (see ``Dataset.columns`` in :func:`load_csv`)."""
+    header, rows, lines, where = table
+    missing, onehot = options.missing, options.onehot
     def bad_cell(r: int, c: int) -> DataError:
         return DataError("{} line {}, column {!r}: {} is not a number (expected a finite number)".format(
             where, lines[r], header[c], _describe_cell(rows[r][c])))
@@ -188,30 +197,10 @@ def read_rows(text: str, label: str, delimiter: str) -> Tuple[List[str], List[Li
     return header, rows, lines
 
 
-def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
-             task: Optional[str] = None, classes: Optional[Sequence[str]] = None,
-             drop: Sequence[str] = (), delimiter: Optional[str] = ",", name: Optional[str] = None,
-             missing: str = "error", onehot: bool = False) -> Dataset:
-    """Load a CSV table (a path, bytes, or text holding a newline) into a :class:`Dataset`.
-
-    ``label`` names the label column (or several, for multi-output regression); every other
-    column not in ``drop`` is a float32 feature. ``task`` is "classification" (int64 class ids;
-    string labels become ids of their sorted distinct values, returned as ``dataset.classes``),
-    "regression" (float32) or None to infer it from the labels. Pass the training set's
-    ``classes`` when loading its validation set so that ids agree.
-
-    ``delimiter`` None sniffs ``,`` ``;`` tab or ``|`` from the header line. Missing values (an
-    empty cell, NA, N/A, NaN, null, ?) are an error with ``missing="error"``; ``"drop"`` drops
-    their rows, ``"fill"`` fills features with the column mean (a row missing its label is
-    dropped). ``onehot`` encodes text feature columns of at most :data:`MAX_CATEGORIES` values
-    as one 0/1 column per value (named ``column=value``). What was done is listed in
-    ``dataset.notes``.
-    """
-    _labels.check_task(task)
-    if missing not in MISSING_MODES:
-        raise DataError("missing={!r}: expected one of {}".format(missing, ", ".join(MISSING_MODES)))
-    text, where = read_text(src, name, "data file")
-    header, rows, lines = read_rows(text, where, delimiter or sniff_delimiter(text))
+def _columns(header: List[str], label: Union[str, Sequence[str], None], drop: Sequence[str],
+             where: str) -> Tuple[List[str], List[int], List[int]]:
+    """(label names, label column indices, feature column indices) of a table's header, or DataError naming
+    the column that is not there."""
     available = ", ".join(repr(h) for h in header)
     if label is None:
         raise DataError("{}: no label column given; name one of the columns: {}".format(where, available))
@@ -231,6 +220,70 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
     if not feature_cols:
         raise DataError("{}: no feature columns left besides the label column(s) {}".format(
             where, ", ".join(repr(n) for n in label_names)))
+    return label_names, label_cols, feature_cols
+
+
+def _csv_labels(rows: List[List[str]], lines: List[int], header: List[str], label_cols: List[int], task: str,
+                classes: Optional[Sequence[str]], where: str) -> Tuple[np.ndarray, Optional[List[str]]]:
+    """(labels, class names or None) of the label columns: class ids for classification (numbers as they
+    are, text as ids of its sorted values or of ``classes``), float32 targets for regression."""
+    def locate(i: int) -> str:
+        return "line {}".format(lines[i])
+
+    what = "{} column {!r}".format(where, header[label_cols[0]])
+    raw = [r[label_cols[0]].strip() for r in rows]
+    if task != "classification":
+        y = _numeric_block(rows, label_cols, header, lines, where, "regression target")
+        return (y[:, 0] if len(label_cols) == 1 else y), None
+    if len(label_cols) > 1:
+        raise DataError("{}: classification takes one label column, got {}".format(where, len(label_cols)))
+    numeric = [_parse_float(c) for c in raw]
+    if classes is None and all(v is not None for v in numeric):
+        return _labels.class_ids(np.array(numeric, dtype=np.float64), what, locate), None
+    if any(not c for c in raw):
+        i = raw.index("")
+        raise DataError("{} {}: the label is an empty cell".format(what, locate(i)))
+    return _labels.encode_strings(raw, classes, what, locate)
+
+
+class CsvOptions(NamedTuple):
+    """How :func:`load_csv` reads a table (see there): ``task``, ``classes``, columns to ``drop``, the
+    ``delimiter`` (None: sniffed), the file's ``name``, what to do with ``missing`` values, ``onehot``."""
+    task: Optional[str] = None
+    classes: Optional[Sequence[str]] = None
+    drop: Sequence[str] = ()
+    delimiter: Optional[str] = ","
+    name: Optional[str] = None
+    missing: str = "error"
+    onehot: bool = False
+
+
+def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, options: Optional[CsvOptions] = None,
+             **fields: Any) -> Dataset:
+    """Load a CSV table (a path, bytes, or text holding a newline) into a :class:`Dataset`, as ``options``
+    say (a :class:`CsvOptions`, or its ``fields`` by name).
+
+    ``label`` names the label column (or several, for multi-output regression); every other
+    column not in ``drop`` is a float32 feature. ``task`` is "classification" (int64 class ids;
+    string labels become ids of their sorted distinct values, returned as ``dataset.classes``),
+    "regression" (float32) or None to infer it from the labels. Pass the training set's
+    ``classes`` when loading its validation set so that ids agree.
+
+    ``delimiter`` None sniffs ``,`` ``;`` tab or ``|`` from the header line. Missing values (an
+    empty cell, NA, N/A, NaN, null, ?) are an error with ``missing="error"``; ``"drop"`` drops
+    their rows, ``"fill"`` fills features with the column mean (a row missing its label is
+    dropped). ``onehot`` encodes text feature columns of at most :data:`MAX_CATEGORIES` values
+    as one 0/1 column per value (named ``column=value``). What was done is listed in
+    ``dataset.notes``.
+    """
+    opts = options if options is not None else CsvOptions(**fields)
+    task, classes, drop, delimiter, name, missing, onehot = opts
+    _labels.check_task(task)
+    if missing not in MISSING_MODES:
+        raise DataError("missing={!r}: expected one of {}".format(missing, ", ".join(MISSING_MODES)))
+    text, where = read_text(src, name, "data file")
+    header, rows, lines = read_rows(text, where, delimiter or sniff_delimiter(text))
+    label_names, label_cols, feature_cols = _columns(header, label, drop, where)
     notes: List[str] = []
     typed: Optional[List[Dict[str, Any]]] = None
     try:
@@ -239,35 +292,13 @@ def load_csv(src: Source, label: Union[str, Sequence[str], None] = None, *,
     except DataError:
         if missing == "error" and not onehot:
             raise   # the first bad cell, as it always was
-        x, feature_names, rows, lines, typed = _mixed_block(rows, lines, feature_cols, label_cols, header, where,
-                                                     missing, onehot, notes)
+        x, feature_names, rows, lines, typed = _mixed_block(_Table(header, rows, lines, where), feature_cols,
+                                                            label_cols, opts, notes)
 
-    def locate(i: int) -> str:
-        return "line {}".format(lines[i])
-
-    what = "{} column {!r}".format(where, label_names[0])
-    raw = [r[label_cols[0]].strip() for r in rows]
-    reason = "chosen"
-    if task is None:
-        task, reason = ("regression", "there are several label columns") if len(label_cols) > 1 \
-            else _infer_csv_task(raw)
-    out_classes: Optional[List[str]] = None
-    if task == "classification":
-        if len(label_cols) > 1:
-            raise DataError("{}: classification takes one label column, got {}".format(
-                where, len(label_cols)))
-        numeric = [_parse_float(c) for c in raw]
-        if classes is None and all(v is not None for v in numeric):
-            y = _labels.class_ids(np.array(numeric, dtype=np.float64), what, locate)
-        else:
-            if any(not c for c in raw):
-                i = raw.index("")
-                raise DataError("{} {}: the label is an empty cell".format(what, locate(i)))
-            y, out_classes = _labels.encode_strings(raw, classes, what, locate)
-    else:
-        y = _numeric_block(rows, label_cols, header, lines, where, "regression target")
-        if len(label_cols) == 1:
-            y = y[:, 0]
+    task, reason = (task, "chosen") if task is not None else \
+        ("regression", "there are several label columns") if len(label_cols) > 1 else \
+        _infer_csv_task([r[label_cols[0]].strip() for r in rows])
+    y, out_classes = _csv_labels(rows, lines, header, label_cols, task, classes, where)
     ds = Dataset(x, y, out_classes, feature_names, task, where)
     ds.task_reason = reason  # why this task, when it was inferred (pages show it)
     ds.notes = notes         # rows dropped, values filled, columns one-hot encoded

@@ -17,10 +17,12 @@ flwr is imported only when the app is made.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
+from pytrain.flower.mods import Handler, Mod, Task, make_handler, with_fixed_clipping
+from pytrain.flower.trainer import LocalTraining
 from pytrain.layout import ARTIFACT_FILES
 
 
@@ -49,34 +51,33 @@ def _open(artifacts: Any, context: Any):
     return module, Optimizer(files[2], module), state
 
 
-def client_app(artifacts: Any, data: Any, epochs: int = 1, batch_size: int = 32, lr: Optional[float] = None,
-               seed: int = 0, loss_kind: str = "ce", eval_data: Any = None, mods: Optional[list] = None,
-               local_dp: Any = None, require_clipping: bool = False):
-    """A ``flwr.clientapp.ClientApp`` training ``artifacts`` on ``data`` (see the module docstring);
-    ``mods`` are Flower ClientApp mods (e.g. ``secaggplus_mod``). Differential privacy is pytrain's, as
-    in :class:`PytrainTrainer`: the update is clipped to the ``clipping_norm`` a
-    ``DifferentialPrivacyClientSideFixedClipping`` server sends (``require_clipping``: refuse train
-    messages without it), and ``local_dp`` (a :class:`pytrain.flower.privacy.LocalDp`) adds local DP."""
+def client_app(artifacts: Any, data: Any, settings: Optional[LocalTraining] = None, eval_data: Any = None,
+               mods: Optional[list] = None, privacy: Sequence[Mod] = ()):
+    """A ``flwr.clientapp.ClientApp`` training ``artifacts`` on ``data`` (see the module docstring) with the
+    rounds' defaults ``settings`` (:class:`~pytrain.flower.trainer.LocalTraining`); ``mods`` are Flower
+    ClientApp mods (e.g. ``secaggplus_mod``). Differential privacy is pytrain's, as on a
+    :class:`~pytrain.flower.node.FlowerNode`: ``privacy`` (e.g. :func:`pytrain.flower.mods.privacy_mods`) wraps
+    the trainer; the update is always clipped to the ``clipping_norm`` a
+    ``DifferentialPrivacyClientSideFixedClipping`` server sends."""
     from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
 
     from pytrain.flower.trainer import PytrainTrainer
 
     app = ClientApp(mods=mods)
-    trainers: dict = {}  # node id -> its PytrainTrainer: its own model, optimizer state and data
+    handlers: dict = {}  # node id -> its trainer's handler: its own model, optimizer state and data
 
-    def trainer(context) -> PytrainTrainer:
+    def handler(context) -> Handler:
         node = getattr(context, "node_id", None)
-        if node not in trainers:
+        if node not in handlers:
             module, optimizer, _ = _open(artifacts, context)
             x, y = _load_data(data, context)
             ex, ey = _load_data(eval_data, context) if eval_data is not None else (None, None)
-            trainers[node] = PytrainTrainer(module, optimizer, x, y, ex, ey, epochs=epochs, batch_size=batch_size,
-                                            lr=lr, seed=seed, loss_kind=loss_kind, local_dp=local_dp,
-                                            require_clipping=require_clipping)
-        return trainers[node]
+            trainer = PytrainTrainer(module, optimizer, x, y, ex, ey, settings)
+            handlers[node] = make_handler(trainer, with_fixed_clipping(privacy))
+        return handlers[node]
 
-    def inputs(msg: Message):
+    def task(msg: Message, kind: str) -> Task:
         arrays = [r for r in msg.content.array_records.values()]
         if len(arrays) != 1:
             raise ValueError("a %s message must carry exactly one ArrayRecord, got %d"
@@ -84,20 +85,18 @@ def client_app(artifacts: Any, data: Any, epochs: int = 1, batch_size: int = 32,
         config = {}
         for rec in msg.content.config_records.values():
             config.update(dict(rec))
-        return {k: v.numpy() for k, v in arrays[0].items()}, config
+        return Task(kind, {k: v.numpy() for k, v in arrays[0].items()}, config)
 
     @app.train()
     def train(msg: Message, context) -> Message:
-        params, config = inputs(msg)
-        out, _, metrics = trainer(context).fit(params, config)
-        content = RecordDict({"arrays": ArrayRecord({k: Array(np.asarray(v)) for k, v in out.items()}),
-                              "metrics": MetricRecord(dict(metrics))})
+        answer = handler(context)(task(msg, "train"))
+        content = RecordDict({"arrays": ArrayRecord({k: Array(np.asarray(v)) for k, v in answer.arrays.items()}),
+                              "metrics": MetricRecord(dict(answer.metrics))})
         return Message(content=content, reply_to=msg)
 
     @app.evaluate()
     def evaluate(msg: Message, context) -> Message:
-        params, config = inputs(msg)
-        _, metrics = trainer(context).evaluate(params, config)
-        return Message(content=RecordDict({"metrics": MetricRecord(dict(metrics))}), reply_to=msg)
+        answer = handler(context)(task(msg, "evaluate"))
+        return Message(content=RecordDict({"metrics": MetricRecord(dict(answer.metrics))}), reply_to=msg)
 
     return app

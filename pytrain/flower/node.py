@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from pytrain.errors import PytrainError
 from pytrain.flower import messages as pb
 from pytrain.flower import intake, privacy, secagg
 from pytrain.flower import objects as ob
 from pytrain.flower.fleet import FleetClient, HttpStatusError, SleepStep, Steps
+from pytrain.flower.mods import Answer, Mod, Task, make_handler, with_fixed_clipping
+from pytrain.flower.trainer import Trainer
 from pytrain.flower.transport import AnswerTooLarge, FederationError, Transport
 
 #: flwr's ErrorCode.CLIENT_APP_RAISED_EXCEPTION
@@ -38,15 +40,58 @@ class Reply:
                                            "error=%r" % self.error if self.error else self.metrics)
 
 
+class Incoming(NamedTuple):
+    """A message's content as the node reads it: its type, the ArrayRecord it trains or evaluates (None
+    for a SecAgg+ stage), its config, server round, and whether it is a SecAgg+ stage (``secure``)."""
+    message_type: str
+    content: Mapping[str, Any]
+    arrays: Optional[ob.ArrayRecord]
+    config: Dict[str, Any]
+    server_round: Optional[int]
+    secure: bool
+
+
+def read_content(mtype: str, content: Mapping[str, Any]) -> Incoming:
+    """What a ``train`` or ``evaluate`` message asks (FederationError for any other type; ObjectError
+    unless it carries exactly one ArrayRecord, or is a SecAgg+ stage)."""
+    array_recs = [r for r in content.values() if isinstance(r, ob.ArrayRecord)]
+    config: Dict[str, Any] = {}
+    for r in content.values():
+        if isinstance(r, ob.ConfigRecord):
+            config.update(r)
+    sr = config.get("server-round")
+    server_round = sr if isinstance(sr, int) and not isinstance(sr, bool) else None
+    secure = mtype == "train" and secagg.is_secagg(content)
+    if mtype not in ("train", "evaluate"):
+        raise FederationError("message type %r is not handled (this node answers 'train' and "
+                              "'evaluate')" % mtype)
+    if len(array_recs) != 1 and not secure:
+        raise ob.ObjectError("a %s message must carry exactly one ArrayRecord, got %d" % (mtype, len(array_recs)))
+    return Incoming(mtype, content, None if secure else array_recs[0], config, server_round, secure)
+
+
+class NodeOptions(NamedTuple):
+    """How a :class:`FlowerNode` keeps in touch: its heartbeat and poll intervals (seconds), a ``log`` of lines,
+    whether it keeps its replies (tests, the page), whether a blocking node heartbeats between the batches of a
+    long round, and how long it waits at most for the ServerApp to take its last replies when leaving."""
+    heartbeat_interval: float = 30.0
+    poll_interval: float = 0.5
+    log: Optional[Callable[[str], None]] = None
+    keep_replies: bool = False
+    beat_during_training: bool = True
+    claim_wait: float = 60.0
+
+
 class FlowerNode:
     """Joins the SuperLink at ``url`` (its Fleet API, e.g. ``http://127.0.0.1:9092``) and answers its
-    ``train`` and ``evaluate`` messages with ``trainer`` (a :class:`PytrainTrainer` or any object
-    with ``fit(arrays, config)`` and ``evaluate(arrays, config)``)."""
+    ``train`` and ``evaluate`` messages with ``trainer`` (a :class:`~pytrain.flower.trainer.Trainer`)
+    wrapped in ``mods`` (:mod:`pytrain.flower.mods`, e.g. :func:`~pytrain.flower.mods.privacy_mods`; the
+    server's fixed clipping is always among them); a SecAgg+ stage wraps the whole handler."""
 
-    def __init__(self, url: str, trainer, signer=None, transport: Optional[Transport] = None,
-                 heartbeat_interval: float = 30.0, poll_interval: float = 0.5,
-                 log: Optional[Callable[[str], None]] = None, keep_replies: bool = False,
-                 beat_during_training: bool = True, claim_wait: float = 60.0) -> None:
+    def __init__(self, url: str, trainer: Trainer, signer=None, transport: Optional[Transport] = None,
+                 mods: Sequence[Mod] = (), options: Optional[NodeOptions] = None, **fields: Any) -> None:
+        opts = options if options is not None else NodeOptions(**fields)
+        heartbeat_interval, beat_during_training = float(opts.heartbeat_interval), opts.beat_during_training
         if not HEARTBEAT_MIN <= heartbeat_interval <= HEARTBEAT_MAX:
             raise FederationError("heartbeat_interval must be within [%g, %g] seconds (the SuperLink's "
                                   "limits), got %g" % (HEARTBEAT_MIN, HEARTBEAT_MAX, heartbeat_interval))
@@ -55,17 +100,19 @@ class FlowerNode:
             signer = EcdsaSigner()
         self.fleet = FleetClient(url, signer, transport)
         self.trainer = trainer
-        self.heartbeat_interval = float(heartbeat_interval)
-        self.poll_interval = float(poll_interval)
-        self.log = log or (lambda s: None)
+        #: the trainer wrapped in the node's mods: Task -> Answer
+        self.handler = make_handler(trainer, with_fixed_clipping(mods))
+        self.heartbeat_interval = heartbeat_interval
+        self.poll_interval = float(opts.poll_interval)
+        self.log = opts.log or (lambda s: None)
         self.replies: List[Reply] = []
-        self.keep_replies = keep_replies
+        self.keep_replies = opts.keep_replies
         self._next_beat = 0.0
         self.joined = False
         #: (run id, message id, give up at) of pushed replies the SuperLink has not handed on yet
         self._unclaimed: "List[Tuple[int, str, float]]" = []
         #: seconds leave() waits at most for the ServerApp to take the node's last replies
-        self.claim_wait = float(claim_wait)
+        self.claim_wait = float(opts.claim_wait)
         #: a list to collect what happens (joined, received, answered, refused, left) as dicts, or None
         self.events: Optional[List[Dict[str, Any]]] = None
         #: run id -> this node's SecAgg+ state (pytrain.flower.secagg), made when a run uses it
@@ -78,7 +125,7 @@ class FlowerNode:
         #: objects pulled from the SuperLink and objects taken from ``last_objects``, for measurements
         self.objects_pulled = self.objects_reused = 0
         # between batches of a long round; only a blocking driver can (a stepping one beats between steps)
-        if hasattr(trainer, "on_batch") and beat_during_training:
+        if beat_during_training:
             trainer.on_batch = self.beat_if_due
 
     @property
@@ -261,84 +308,79 @@ class FlowerNode:
 
     # -- one message ----------------------------------------------------------------------------------
     def handle_steps(self, msg: pb.FlwrMessage, tree: pb.ObjectTree) -> Steps:
+        """Fetch one message's objects, read it, answer it (through the mods), reply; returns its Reply."""
         md = msg.metadata if msg.metadata is not None else pb.Metadata()
-        run_id = int(md.run_id)
-        mid = tree.object_id
-        mtype = md.message_type
-        t0 = time.monotonic()
-        server_round = None
-        arrays = metrics = dp = None
-        error = None
+        mid, mtype, t0 = tree.object_id, md.message_type, time.monotonic()
+        server_round = answer = error = reply = None
         stopped = False
         try:
-            ob.tree_ids(tree)  # its depth, before walking it
-            # top down, every declared size checked against the model before what it declares is fetched
-            cache = yield from intake.fetch_message(tree, lambda oid: self.object_steps(run_id, oid),
-                                                    secagg.declared_check(getattr(self.trainer, "check_declared", None),
-                                                                          getattr(self.trainer, "names", ())))
-            self.last_objects = cache
-
-            def fetch(oid: str) -> bytes:
-                if oid not in cache:
-                    raise ob.ObjectError("object %s is not in the message's object tree" % oid)
-                return cache[oid]
-            yield from self.fleet.confirm_received(run_id, mid)
+            fetch = yield from self._fetch_steps(int(md.run_id), tree)
             body, content = ob.inflate_message(mid, fetch)
             if body.metadata is not None and body.metadata.message_type:
                 md = body.metadata
-            content = content or OrderedDict()
-            array_recs = [r for r in content.values() if isinstance(r, ob.ArrayRecord)]
-            config: Dict[str, Any] = {}
-            for r in content.values():
-                if isinstance(r, ob.ConfigRecord):
-                    config.update(r)
-            sr = config.get("server-round")
-            server_round = sr if isinstance(sr, int) and not isinstance(sr, bool) else None
-            secure = mtype == "train" and secagg.is_secagg(content)
-            if mtype not in ("train", "evaluate"):
-                raise FederationError("message type %r is not handled (this node answers 'train' and "
-                                      "'evaluate')" % mtype)
-            if len(array_recs) != 1 and not secure:
-                raise ob.ObjectError("a %s message must carry exactly one ArrayRecord, got %d"
-                                     % (mtype, len(array_recs)))
+            incoming = read_content(mtype, content or OrderedDict())
+            server_round = incoming.server_round
             if self.events is not None:  # a step between, so that a stepping driver shows it first
                 self._emit("received", message_type=mtype, round=server_round,
-                           config={k: v for k, v in config.items() if isinstance(v, (int, float, str))})
+                           config={k: v for k, v in incoming.config.items() if isinstance(v, (int, float, str))})
                 yield SleepStep(0.0)
-            if secure:  # a SecAgg+ stage: only masked, quantized parameters leave (pytrain.flower.secagg)
-                reply, metrics = yield from secagg.answer_steps(self.secagg, run_id, int(md.dst_node_id), content,
-                                                                self.trainer, self.crypto_outside)
-            elif mtype == "train":
-                params, num, metrics = self.trainer.fit(array_recs[0], config)
-                arrays = params
-                reply = OrderedDict([("arrays", ob.ArrayRecord(params)), ("metrics", ob.MetricRecord(metrics))])
-            else:
-                num, metrics = self.trainer.evaluate(array_recs[0], config)
-                reply = OrderedDict([("metrics", ob.MetricRecord(metrics))])
-            dp = getattr(self.trainer, "last_privacy", None) if mtype == "train" else None
-            self.log("round %s: %s answered (%s)%s" % (server_round, mtype, _short(metrics),
-                                                       "; " + privacy.describe(dp) if dp else ""))
+            reply, answer = yield from self._answer_steps(int(md.run_id), int(md.dst_node_id), incoming)
+            self.log("round %s: %s answered (%s)%s" % (server_round, mtype, _short(answer.metrics),
+                                                       "; " + privacy.describe(answer.privacy) if answer.privacy else ""))
         except (PytrainError, ValueError, MemoryError) as e:
             error = "pytrain refused the %s message: %s" % (mtype or "server's", e)
             self.log(error)
-            reply = None
         except KeyboardInterrupt:  # Ctrl-C mid-message: say so, so the round need not wait for us
-            error, reply, stopped = "the node was stopped while handling the %s message" % mtype, None, True
+            error, stopped = "the node was stopped while handling the %s message" % mtype, True
             self.log(error)
-        nbytes = yield from self._reply(md, mid, reply, error, time.monotonic() - t0)
+        nbytes = yield from self._reply(md, mid, reply if error is None else None, error, time.monotonic() - t0)
         if stopped:
             raise KeyboardInterrupt
+        return self._record(mtype, server_round, answer, error, nbytes, time.monotonic() - t0)
+
+    def _fetch_steps(self, run_id: int, tree: pb.ObjectTree) -> Steps:
+        """The message's objects, top down, every declared size checked against the model before what it
+        declares is fetched; confirms the message received. Returns fetch(object id) -> bytes."""
+        ob.tree_ids(tree)  # its depth, before walking it
+        check = secagg.declared_check(self.trainer.check_declared, self.trainer.names)
+        cache = yield from intake.fetch_message(tree, lambda oid: self.object_steps(run_id, oid), check)
+        self.last_objects = cache
+
+        def fetch(oid: str) -> bytes:
+            if oid not in cache:
+                raise ob.ObjectError("object %s is not in the message's object tree" % oid)
+            return cache[oid]
+        yield from self.fleet.confirm_received(run_id, tree.object_id)
+        return fetch
+
+    def _answer_steps(self, run_id: int, node_id: int, incoming: Incoming) -> Steps:
+        """(reply content, Answer): a SecAgg+ stage through its mod around the handler, else the handler."""
+        if incoming.secure:  # a SecAgg+ stage: only masked, quantized parameters leave (pytrain.flower.secagg)
+            return (yield from secagg.mod_steps(self.secagg, run_id, node_id, incoming.content, self.handler,
+                                                self.trainer.names, self.crypto_outside))
+        answer = self.handler(Task(incoming.message_type, incoming.arrays, incoming.config, incoming.server_round))
+        reply: "OrderedDict[str, Any]" = OrderedDict()
+        if answer.arrays is not None:
+            reply["arrays"] = ob.ArrayRecord(answer.arrays)
+        reply["metrics"] = ob.MetricRecord(answer.metrics)
+        return reply, answer
+
+    def _record(self, mtype: str, server_round: Optional[int], answer: Optional[Answer], error: Optional[str],
+                nbytes: int, seconds: float) -> Reply:
+        """The Reply kept (``keep_replies``) and the event emitted for one answered or refused message."""
+        arrays = answer.arrays if answer is not None else None
+        metrics = answer.metrics if answer is not None else None
         rec = Reply(mtype, server_round, arrays if self.keep_replies else None, metrics, error, nbytes)
         if self.keep_replies:
             self.replies.append(rec)
         if error is not None:
             self._emit("refused", message_type=mtype, round=server_round, error=error)
         else:
+            dp = answer.privacy if answer is not None else None
             sent = [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype), "bytes": int(v.nbytes)}
                     for k, v in (arrays or {}).items()]
             self._emit("answered", message_type=mtype, round=server_round, metrics=dict(metrics or {}),
-                       sent=sent, nbytes=nbytes, seconds=time.monotonic() - t0,
-                       privacy=dict(dp) if mtype == "train" and dp else None)
+                       sent=sent, nbytes=nbytes, seconds=seconds, privacy=dict(dp) if mtype == "train" and dp else None)
         return rec
 
     def object_steps(self, run_id: int, oid: str) -> Steps:

@@ -119,28 +119,6 @@ class LocalDp:
         return out, norm, scale
 
 
-def private_update(received: Mapping[str, np.ndarray], trained: Mapping[str, np.ndarray],
-                   clipping_norm: Optional[float], local_dp: Optional[LocalDp]
-                   ) -> Tuple["OrderedDict[str, np.ndarray]", Optional[Dict[str, Any]]]:
-    """What a node sends after training: ``trained`` with local DP (if any), then clipped to the
-    server's ``clipping_norm`` (if it sent one). Returns (parameters, report or None when neither
-    applies); the report says what was done (``update_norm``, ``clipping_norm``, ``scale``,
-    ``noise_std``, ``local_dp_*``) and never leaves the node."""
-    out = OrderedDict((n, np.asarray(v)) for n, v in trained.items())
-    if clipping_norm is None and local_dp is None:
-        return out, None
-    report: Dict[str, Any] = OrderedDict()
-    if local_dp is not None:
-        out, norm, scale = local_dp.apply(received, out)
-        report.update([("update_norm", norm), ("local_dp_clipping_norm", local_dp.clipping_norm),
-                       ("local_dp_scale", scale), ("noise_std", float(local_dp.noise_std))])
-    if clipping_norm is not None:
-        out, norm, scale = clip_update(received, out, clipping_norm)
-        report.setdefault("update_norm", norm)
-        report.update([("clipping_norm", clipping_norm), ("scale", scale)])
-    return out, report
-
-
 def describe(report: Optional[Mapping[str, Any]]) -> str:
     """One line for the node's log: what privacy did to the update (empty when nothing)."""
     if not report:

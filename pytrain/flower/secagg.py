@@ -21,7 +21,7 @@ Anything malformed (a stage out of order, a config of the wrong type, a key that
 share for or from an unknown node) raises :class:`SecAggError`: the node answers with an error reply.
 
 The public-key work (key pairs, key agreement, Fernet) is yielded as
-:class:`~pytrain.flower.secagg_crypto.CryptoStep`: :func:`answer_steps` performs it in Python or
+:class:`~pytrain.flower.secagg_crypto.CryptoStep`: :func:`mod_steps` performs it in Python or
 hands it out to the node's driver (a browser tab's worker does it with WebCrypto).
 """
 from __future__ import annotations
@@ -36,6 +36,7 @@ import numpy as np
 from pytrain.flower import objects as ob
 from pytrain.flower import secagg_crypto as sc
 from pytrain.flower.fleet import Steps
+from pytrain.flower.mods import Answer, Handler, Task
 from pytrain.flower.secagg_crypto import CryptoStep, SecAggError
 
 CONFIGS = "secaggplus_configs"
@@ -252,22 +253,22 @@ def declared_check(check: Optional[Callable[[Any], Any]], names: Sequence[str]) 
     return run
 
 
-def answer_steps(clients: "Dict[int, SecAggPlusClient]", run_id: int, node_id: int, content: Mapping[str, Any],
-                 trainer: Any, crypto_outside: bool = False) -> Steps:
-    """Returns (reply content, what to log) for a SecAgg+ stage message of run ``run_id``, trained by
-    ``trainer`` (a :class:`~pytrain.flower.trainer.PytrainTrainer`: parameters go by position, in
-    the model's order). Its CryptoSteps are yielded when ``crypto_outside`` (the driver answers
+def mod_steps(clients: "Dict[int, SecAggPlusClient]", run_id: int, node_id: int, content: Mapping[str, Any],
+              call_next: Handler, names: Sequence[str], crypto_outside: bool = False) -> Steps:
+    """flwr's ``secaggplus_mod`` around the node's handler: returns (reply content, Answer) for a SecAgg+ stage
+    message of run ``run_id``; the collect stage trains through ``call_next`` (parameters go by position, in
+    the model's order ``names``). Its CryptoSteps are yielded when ``crypto_outside`` (the driver answers
     each), else performed here (:func:`pytrain.flower.secagg_crypto.perform`)."""
     client = clients.setdefault(int(run_id), SecAggPlusClient())
-    names = list(getattr(trainer, "names", ()))
-    got: Dict[str, Any] = OrderedDict()
+    names = list(names)
+    got: List[Answer] = []
 
     def train(arrays: List[np.ndarray], config: Dict[str, Any]):
         if len(arrays) != len(names):
             raise SecAggError("the server sent %d parameters, the model has %d" % (len(arrays), len(names)))
-        out, num, metrics = trainer.fit(OrderedDict(zip(names, arrays)), config)
-        got.update(metrics)
-        return [out[n] for n in names], num, metrics
+        answer = call_next(Task("train", OrderedDict(zip(names, arrays)), config))
+        got.append(answer)
+        return [answer.arrays[n] for n in names], answer.num_examples, answer.metrics
 
     steps = client.handle_steps(node_id, content, train)
     result: Any = None
@@ -278,4 +279,6 @@ def answer_steps(clients: "Dict[int, SecAggPlusClient]", run_id: int, node_id: i
             reply = done.value
             break
         result = (yield step) if crypto_outside else sc.perform(step)
-    return reply, OrderedDict([("secagg", client.stage)] + list(got.items()))
+    trained = got[-1] if got else Answer(None, 0, OrderedDict())
+    metrics = OrderedDict([("secagg", client.stage)] + list(trained.metrics.items()))
+    return reply, Answer(None, trained.num_examples, metrics, trained.privacy)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Protocol, Tuple
 
 import numpy as np
 
 from pytrain import data
 from pytrain.errors import DivergenceError, InputError
-from pytrain.flower import privacy
 from pytrain.run.evaluate import batch_metric, evaluate
 from pytrain.run.loop import Position, steps
 
@@ -37,35 +36,60 @@ def _config_number(config: Mapping[str, Any], keys: Tuple[str, ...], default: An
     return default
 
 
+class LocalTraining(NamedTuple):
+    """A trainer's defaults for each round, which the server's ConfigRecord overrides per round
+    (``local-epochs``, ``batch-size``, ``lr``/``learning-rate``); ``seed`` draws each round's shuffle;
+    ``loss_kind`` ("ce", "bce", else no accuracy) says how evaluation judges accuracy."""
+    epochs: int = 1
+    batch_size: int = 32
+    lr: Optional[float] = None
+    seed: int = 0
+    loss_kind: str = "ce"
+
+    def for_round(self, config: Mapping[str, Any]) -> "LocalTraining":
+        """These defaults with what the server's ``config`` sets for this round (checked: positive numbers)."""
+        return self._replace(epochs=_config_number(config, ("local-epochs", "epochs"), self.epochs, int),
+                             batch_size=_config_number(config, ("batch-size", "batch_size"), self.batch_size, int),
+                             lr=_config_number(config, ("lr", "learning-rate"), self.lr, float))
+
+
+class Trainer(Protocol):
+    """What a :class:`~pytrain.flower.node.FlowerNode` needs of its trainer (:class:`PytrainTrainer` is one)."""
+
+    #: the model's parameters by name, in order (flwr's legacy messages send them by position)
+    names: List[str]
+    #: called between batches of a long round, when set (a blocking node heartbeats from there)
+    on_batch: Optional[Callable[[], None]]
+
+    def fit(self, arrays: Mapping[str, Any], config: Mapping[str, Any]
+            ) -> Tuple["OrderedDict[str, np.ndarray]", int, Metrics]: ...
+
+    def evaluate(self, arrays: Mapping[str, Any], config: Mapping[str, Any]) -> Tuple[int, Metrics]: ...
+
+    def check_declared(self, declared: Mapping[str, Tuple[Tuple[int, ...], Any]]) -> None: ...
+
+    def check_parameters(self, arrays: Mapping[str, Any]) -> "Dict[str, np.ndarray]": ...
+
+    def set_parameters(self, arrays: Mapping[str, Any]) -> None: ...
+
+
 class PytrainTrainer:
-    """Local training and evaluation for a federation.
+    """Local training and evaluation for a federation (a :class:`Trainer`).
 
     ``x, y``: the local training data; ``eval_x, eval_y``: local evaluation data (default: the
-    training data). ``epochs``, ``batch_size`` and ``lr`` are defaults that the server's
-    ConfigRecord overrides per round (``local-epochs``, ``batch-size``, ``lr``/``learning-rate``).
-
-    Differential privacy (:mod:`pytrain.flower.privacy`): when the server's train config carries
-    ``clipping_norm`` (``DifferentialPrivacyClientSideFixedClipping``), the update sent is clipped to it
-    as flwr's ``fixedclipping_mod`` does; ``require_clipping=True`` refuses train messages without it.
-    ``local_dp`` (a :class:`~pytrain.flower.privacy.LocalDp`) clips and noises every update as flwr's
-    ``LocalDpMod``. The local model then holds what was sent; ``last_privacy`` says what was done.
+    training data); ``settings``: the rounds' defaults (:class:`LocalTraining`). Differential privacy
+    and secure aggregation wrap the trainer as the node's mods (:mod:`pytrain.flower.mods`).
     """
 
-    def __init__(self, module, optimizer, x: np.ndarray, y: np.ndarray, eval_x: Optional[np.ndarray] = None,
-                 eval_y: Optional[np.ndarray] = None, epochs: int = 1, batch_size: int = 32,
-                 lr: Optional[float] = None, seed: int = 0, loss_kind: str = "ce",
-                 local_dp: Optional[privacy.LocalDp] = None, require_clipping: bool = False) -> None:
+    def __init__(self, module: Any, optimizer: Any, x: np.ndarray, y: np.ndarray, eval_x: Optional[np.ndarray] = None,
+                 eval_y: Optional[np.ndarray] = None, settings: Optional[LocalTraining] = None) -> None:
         if len(x) != len(y) or len(x) == 0:
             raise InputError("local data: %d samples but %d labels (need at least one of each)" % (len(x), len(y)))
         self.module, self.optimizer = module, optimizer
         self.x, self.y = x, y
         self.eval_x = x if eval_x is None else eval_x
         self.eval_y = y if eval_y is None else eval_y
-        self.epochs, self.batch_size, self.lr, self.seed = int(epochs), int(batch_size), lr, int(seed)
-        self.loss_kind = loss_kind
-        self.local_dp, self.require_clipping = local_dp, bool(require_clipping)
-        #: what differential privacy did to the last update sent (None: nothing), for the node's log
-        self.last_privacy: Optional[Dict[str, Any]] = None
+        self.settings = settings if settings is not None else LocalTraining()
         self.names = parameter_names(module)
         self._params = module.state.parameters
         #: called between batches (the node heartbeats from here during long rounds)
@@ -116,23 +140,28 @@ class PytrainTrainer:
 
     # -- the two tasks -----------------------------------------------------------------------------
     def fit(self, arrays: Mapping[str, Any], config: Mapping[str, Any]) -> Tuple["OrderedDict[str, np.ndarray]", int, Metrics]:
-        epochs = _config_number(config, ("local-epochs", "epochs"), self.epochs, int)
-        bs = _config_number(config, ("batch-size", "batch_size"), self.batch_size, int)
-        lr = _config_number(config, ("lr", "learning-rate"), self.lr, float)
-        clipping_norm = privacy.server_clipping_norm(config, self.require_clipping)  # before any work
-        self.last_privacy = None
+        """Train from the server's ``arrays`` with this round's ``config``: (parameters, examples, metrics)."""
+        settings = self.settings.for_round(config)
         self.set_parameters(arrays)
+        sr = config.get("server-round", 0)
+        loss = self.train(settings, int(sr) if isinstance(sr, int) else 0)
+        # FedAvg aggregates only when every reply has the same metric names: flwr's own templates'
+        metrics: Metrics = OrderedDict([("train_loss", loss), ("num-examples", len(self.x))])
+        return self.get_parameters(), len(self.x), metrics
+
+    def train(self, settings: LocalTraining, server_round: int = 0) -> float:
+        """The local epochs of one round from the current parameters; returns the mean loss. A diverged
+        round leaves the parameters as they were and raises."""
         before = self.get_parameters()
-        if lr is not None:
-            self.optimizer.set_learning_rate(lr)
-        rnd = int(config.get("server-round", 0)) if isinstance(config.get("server-round", 0), int) else 0
-        rng = np.random.RandomState((self.seed * 100003 + rnd) % (2 ** 32))
-        n = len(self.x)
+        if settings.lr is not None:
+            self.optimizer.set_learning_rate(settings.lr)
+        rng = np.random.RandomState((settings.seed * 100003 + server_round) % (2 ** 32))
+        n, bs = len(self.x), settings.batch_size
         total, seen = 0.0, 0
         t0 = time.monotonic()
         # a round's own shuffle per epoch (drawn in order from the round's generator)
         plan = steps(self.module, self.optimizer, Position(), lambda epoch: data.batch_indices(rng.permutation(n), bs),
-                     lambda idx: (self.x[idx], self.y[idx]), epochs)
+                     lambda idx: (self.x[idx], self.y[idx]), settings.epochs)
         try:
             for st in plan:
                 total += st.loss * st.samples
@@ -143,14 +172,8 @@ class PytrainTrainer:
             self.set_parameters(before)  # never send, nor keep, a diverged model
             self.module.lazy_reset_grad()
             raise
-        # FedAvg aggregates only when every reply has the same metric names: flwr's own templates'
-        metrics: Metrics = OrderedDict([("train_loss", total / max(seen, 1)), ("num-examples", len(self.x))])
         self.last_train_seconds = time.monotonic() - t0
-        sent, self.last_privacy = privacy.private_update(before, self.get_parameters(), clipping_norm,
-                                                         self.local_dp)
-        if self.last_privacy is not None:
-            self.set_parameters(sent)  # the local model (and DIR/checkpoint) is what was sent
-        return sent, len(self.x), metrics
+        return total / max(seen, 1)
 
     def evaluate(self, arrays: Mapping[str, Any], config: Mapping[str, Any]) -> Tuple[int, Metrics]:
         self.set_parameters(arrays)
@@ -162,6 +185,7 @@ class PytrainTrainer:
 
     def local_metrics(self, x: np.ndarray, y: np.ndarray, batch_size: int = 256) -> Tuple[float, Optional[float]]:
         """(mean loss, accuracy or None) of the current parameters on ``x, y``."""
-        metric = batch_metric("accuracy", self.loss_kind) if self.loss_kind in ("ce", "bce") else None
+        kind = self.settings.loss_kind
+        metric = batch_metric("accuracy", kind) if kind in ("ce", "bce") else None
         ev = evaluate(self.module, x, y, batch_size, metric=metric)
         return ev.loss, ev.metric

@@ -17,7 +17,7 @@ import numpy as np
 from pytrain import dtypes
 from pytrain.errors import UnsupportedOpError
 from pytrain.graph import NameScope, NodeBuilder, all_names
-from pytrain.layout import grad_name, read_layout
+from pytrain.layout import ACC_BUFFER, ACC_OUT, LAZY_RESET, grad_name, read_layout
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.proto.onnx_pb import StringStringEntryProto
 from pytrain.proto import ModelProto, NodeProto, make_value_info, model_metadata, node_attributes, \
@@ -25,9 +25,6 @@ from pytrain.proto import ModelProto, NodeProto, make_value_info, model_metadata
 
 #: metadata key marking a training model that carries ORT's accumulation interface
 INTERFACE_KEY = "pytrain.ort.interface"
-ACC_BUFFER = "%s_grad.accumulation.buffer"
-ACC_OUT = "%s_grad.accumulation.out"
-LAZY_RESET = "lazy_reset_grad"
 
 Shape = Optional[List[Any]]
 

@@ -67,15 +67,23 @@ def batch_metric(metric: Optional[str], loss_kind: str) -> Optional[BatchMetric]
     return lambda out, y: metric_value(metric, loss_kind, out, y)
 
 
-def evaluate(module: Any, x: np.ndarray, y: np.ndarray, batch_size: int, reduction: str = "mean",
-             metric: Optional[BatchMetric] = None, keep_outputs: bool = False,
-             prepare: Optional[Callable[[np.ndarray, np.ndarray], Tuple[np.ndarray, ...]]] = None,
-             outputs: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> Evaluation:
-    """Run the eval model over ``x, y`` in order, ``batch_size`` samples at a time.
+class EvalOptions(NamedTuple):
+    """How :func:`evaluate` judges: the loss's ``reduction``, the ``metric`` of each batch, whether to
+    ``keep_outputs``; ``prepare(xb, yb)`` gives what the module takes (default: the batch as it is);
+    ``outputs(xb)`` the outputs the metric judges (default: the eval model's first output after the loss)."""
+    reduction: str = "mean"
+    metric: Optional[BatchMetric] = None
+    keep_outputs: bool = False
+    prepare: Optional[Callable[[np.ndarray, np.ndarray], Tuple[np.ndarray, ...]]] = None
+    outputs: Optional[Callable[[np.ndarray], np.ndarray]] = None
 
-    ``prepare(xb, yb)`` gives what the module takes (default: the batch as it is); ``outputs(xb)``
-    gives the outputs the metric judges (default: the eval model's first output after the loss).
-    The module is left in training mode."""
+
+def evaluate(module: Any, x: np.ndarray, y: np.ndarray, batch_size: int, options: Optional[EvalOptions] = None,
+             **fields: Any) -> Evaluation:
+    """Run the eval model over ``x, y`` in order, ``batch_size`` samples at a time, as ``options`` say
+    (an :class:`EvalOptions`, or its ``fields`` by name). The module is left in training mode."""
+    opts = options if options is not None else EvalOptions(**fields)
+    reduction, metric, keep_outputs, prepare, outputs = opts
     module.eval()
     total_loss, total_metric = 0.0, 0.0
     have_outputs = True
@@ -110,7 +118,8 @@ def evaluate_dataset(module: Any, ds: Any, batch_size: int, loss_kind: str, redu
                      prepare: Optional[Callable[..., Tuple[np.ndarray, ...]]] = None) -> Dict[str, object]:
     """:func:`evaluate` over a Dataset with a named metric: {"loss", metric name -> value,
     "samples", "outputs"?, "perplexity" for a causal LM} (what the CLI reports and logs)."""
-    ev = evaluate(module, ds.x, ds.y, batch_size, reduction, batch_metric(metric, loss_kind), keep_outputs, prepare)
+    ev = evaluate(module, ds.x, ds.y, batch_size,
+                  EvalOptions(reduction, batch_metric(metric, loss_kind), keep_outputs, prepare))
     result: Dict[str, object] = {"loss": ev.loss, "samples": ev.samples}
     if loss_kind == "clm":
         result["perplexity"] = perplexity(ev.loss)

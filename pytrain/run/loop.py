@@ -55,8 +55,7 @@ class LossExploded(DivergenceError):
     """A finite loss far above where the run started: refused before the update."""
 
     def __init__(self, message: str, loss: float) -> None:
-        super().__init__(message)
-        self.loss = loss
+        super().__init__(message, reason=message, loss=loss)
 
 
 class LossWatch:

@@ -11,7 +11,7 @@ MNIST_MAGIC = b"PTMNIST1"
 MNIST_PART_MAGIC = b"PTMNPART"   # the digits' first part (pytrain.webapp.demo.mnist_part)
 LOSSES = ("CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "L1Loss", "CausalLMLoss")
 OPTIMIZERS = ("AdamW", "Adam", "SGD")
-_FLOAT_TYPES = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+FLOAT_TYPES = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 
 class WebappError(PytrainError, ValueError):
@@ -59,7 +59,8 @@ def _missing_data_files(blob: bytes, files: Dict[str, bytes]) -> List[str]:
     return missing
 
 
-def _inference_session(model_bytes: bytes) -> Any:
+def inference_session(model_bytes: bytes) -> Any:
+    """pytrain's InferenceSession over ``model_bytes`` (imported on first use)."""
     from pytrain.runtime import InferenceSession
     return InferenceSession(model_bytes)
 

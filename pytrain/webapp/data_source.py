@@ -4,7 +4,7 @@ it again."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -13,6 +13,18 @@ from pytrain.errors import DataError
 from pytrain.run.text import split as text_split
 from pytrain.webapp.common import MNIST_PART_MAGIC, WebappError
 from pytrain.webapp.demo import read_mnist, read_mnist_part
+
+
+#: the fraction of a table or of decoded samples held out for validation when the page says none
+VAL_FRACTION = 0.2
+
+
+class Split(NamedTuple):
+    """Training and validation samples with their labels."""
+    train_x: np.ndarray
+    train_y: np.ndarray
+    val_x: np.ndarray
+    val_y: np.ndarray
 
 
 class DataSource:
@@ -32,9 +44,9 @@ class DataSource:
         self.loaded: Optional[np.ndarray] = None
         self._digits_x: Optional[np.ndarray] = None
 
-    def _set(self, train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray,
-             task: str, classes: Optional[List[str]], feature_names: Optional[List[str]],
+    def _set(self, split: Split, task: str, classes: Optional[List[str]], feature_names: Optional[List[str]],
              source: Dict[str, Any], extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        train_x, train_y, val_x, val_y = split
         if len(train_x) == 0:
             raise DataError("no training samples left after the validation split")
         num_classes = 0
@@ -92,7 +104,7 @@ class DataSource:
             x = np.zeros((n, int(np.prod(images.shape[1:]))), dtype=np.float32)
             x[rows] = _pixels(images)
         source = {"kind": "digits", "n_train": n_train, "n_val": n_val}
-        self._set(x[:n_train], labels[:n_train], x[n - n_val:], labels[n - n_val:],
+        self._set(Split(x[:n_train], labels[:n_train], x[n - n_val:], labels[n - n_val:]),
                   "classification", [str(i) for i in range(10)], None, source)
         if rows is not None:
             self.loaded, self._digits_x = np.zeros(n, dtype=bool), x
@@ -125,7 +137,7 @@ class DataSource:
             count += 1
         return count
 
-    def use_csv(self, text: str, label: str, task: Optional[str] = None, val_fraction: float = 0.2,
+    def use_csv(self, text: str, label: str, task: Optional[str] = None, val_fraction: float = VAL_FRACTION,
                 seed: int = 0, exclude: Sequence[str] = (), missing: str = "error",
                 onehot: bool = False) -> Dict[str, Any]:
         """A CSV table (text) with ``label`` as target; a stratified validation set split off."""
@@ -142,12 +154,12 @@ class DataSource:
                   "seed": int(seed), "exclude": list(exclude), "missing": missing, "onehot": bool(onehot)}
         self.csv_text = str(text)
         why = getattr(ds, "task_reason", "chosen")
-        return self._set(train.x, train.y, val.x, val.y, ds.task, classes, ds.feature_names, source,
+        return self._set(Split(train.x, train.y, val.x, val.y), ds.task, classes, ds.feature_names, source,
                          {"task_reason": None if why == "chosen" else why, "columns": ds.columns,
                           "text_classes": ds.classes, "notes": getattr(ds, "notes", [])})
 
     def use_arrays(self, x: np.ndarray, y: np.ndarray, task: str = "classification",
-                   classes: Optional[List[str]] = None, val_fraction: float = 0.2,
+                   classes: Optional[List[str]] = None, val_fraction: float = VAL_FRACTION,
                    seed: int = 0) -> Dict[str, Any]:
         """Decoded samples (e.g. images the page decoded) with labels; validation split off."""
         x = np.asarray(x, dtype=np.float32)
@@ -159,18 +171,20 @@ class DataSource:
         idx_train, idx_val = _data.split_indices(len(x), float(val_fraction), int(seed),
                                                  stratify=y if task == "classification" else None)
         source = {"kind": "arrays", "task": task, "val_fraction": float(val_fraction), "seed": int(seed)}
-        summary = self._set(x[idx_train], y[idx_train], x[idx_val], y[idx_val], task, classes, None, source)
+        summary = self._set(Split(x[idx_train], y[idx_train], x[idx_val], y[idx_val]), task, classes, None, source)
         self.arrays = (x, y)
         return summary
 
-    def use_encoded(self, x: np.ndarray, y: np.ndarray, task: str, classes: Optional[List[str]], val_fraction: float,
-                    seed: int, source: Dict[str, Any], extra: Dict[str, Any],
+    def use_encoded(self, x: np.ndarray, y: np.ndarray, source: Dict[str, Any], extra: Dict[str, Any],
                     keep: Optional[Dict[str, np.ndarray]] = None) -> Dict[str, Any]:
         """Samples encoded elsewhere (token ids of "Your text", kept as they are: int64) with labels; a
-        validation split (stratified for classification) when there are at least 2 samples. ``keep``: more
-        arrays a saved run needs (the tokenizer), saved with ``x`` and ``y``."""
-        idx_train, idx_val = text_split(y, task, val_fraction, seed)
-        summary = self._set(x[idx_train], y[idx_train], x[idx_val], y[idx_val], task, classes, None, source, extra)
+        validation split (stratified for classification) when there are at least 2 samples, as ``source``
+        says (its task, classes, val_fraction and seed). ``keep``: more arrays a saved run needs (the
+        tokenizer), saved with ``x`` and ``y``."""
+        task = source["task"]
+        idx_train, idx_val = text_split(y, task, source["val_fraction"], source["seed"])
+        summary = self._set(Split(x[idx_train], y[idx_train], x[idx_val], y[idx_val]), task, source["classes"], None,
+                            source, extra)
         self.encoded = dict(keep or {}, x=x, y=y)
         return summary
 

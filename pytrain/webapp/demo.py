@@ -1,7 +1,7 @@
 """The demo data and models: the site's MNIST binary and the digits MLP/CNN artifacts."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -73,12 +73,23 @@ def digits_model(kind: str = "mlp", seed: int = 0) -> Any:
     raise WebappError("unknown digits model %r: expected 'mlp' or 'cnn'" % kind)
 
 
-def generate_bytes(model: Any, loss: str, optimizer: str, requires_grad: Optional[Sequence[str]] = None,
-                   frozen: Optional[Sequence[str]] = None, output_name: Optional[str] = None,
-                   batchnorm: Any = "auto", trainable_ops: Optional[int] = None, lora: Any = None) -> Dict[str, bytes]:
+class Trains(NamedTuple):
+    """What trains and what the eval model reports, for :func:`generate_bytes`: ``requires_grad`` (parameter
+    names) or ``frozen`` ones, ``output_name`` (the eval model's extra output), ``batchnorm`` (see
+    generate_artifacts), ``trainable_ops`` (only the last that many layers holding weights train: "Last N
+    layers"), ``lora`` (a :class:`pytrain.lora.LoRA`: only its adapters train)."""
+    requires_grad: Optional[Sequence[str]] = None
+    frozen: Optional[Sequence[str]] = None
+    output_name: Optional[str] = None
+    batchnorm: Any = "auto"
+    trainable_ops: Optional[int] = None
+    lora: Any = None
+
+
+def generate_bytes(model: Any, loss: str, optimizer: str, **trains: Any) -> Dict[str, bytes]:
     """The page's four artifacts (by role) for ``model`` with one of its loss names (or a loss Block) and
-    optimizer names; ``trainable_ops``: only the last that many layers holding weights train ("Last N
-    layers"); ``lora``: a :class:`pytrain.lora.LoRA` (only its adapters train)."""
+    optimizer names; ``trains``: the fields of :class:`Trains` chosen (the others keep their defaults)."""
+    requires_grad, frozen, output_name, batchnorm, trainable_ops, lora = Trains(**trains)
     artifacts, _, _ = core_api()
     if isinstance(loss, str) and loss not in LOSSES:
         raise WebappError("unknown loss %r: expected one of %s" % (loss, ", ".join(LOSSES)))

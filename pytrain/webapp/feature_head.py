@@ -254,6 +254,19 @@ class Backbone:
                 self._cache[k] = v
         return np.stack([self._cache[k] if k in self._cache else fresh[k] for k in keys])
 
+    def first_features(self, x: np.ndarray) -> np.ndarray:
+        """The extractor's features of the first image of ``x``, computed now (not from the cache)."""
+        return self._session.run(None, {INPUT: x[:1]})[0][0]
+
+    def remember(self, x: np.ndarray, features: np.ndarray) -> None:
+        """Keep ``features`` as the features of the images ``x`` (as a run computed them), up to the cache's limit."""
+        for image, f in zip(x[:CACHE_LIMIT], features):
+            self._cache[_key(image)] = np.array(f, dtype=np.float32)
+
+    def same_extractor(self, blob: bytes) -> "Backbone":
+        """A Backbone of ``blob`` (this extractor's bytes) keeping this one's description and cached features."""
+        return Backbone(blob, self.info, self._cache)
+
     def head_outputs(self, module: Any, output: str, step: int, x: np.ndarray) -> np.ndarray:
         """The head's outputs on the images' features (what :meth:`compose` computes in one graph)."""
         from pytrain.runtime import InferenceSession
@@ -310,12 +323,11 @@ def with_features(blob: bytes, info: Dict[str, Any], x: np.ndarray, features: Op
     if features.dtype != np.float32 or features.shape != (len(x), int(info["features"])):
         raise WebappError("the run file's features.npy is %s %s; its %d examples need float32 [%d, %d]"
                           % (features.dtype, list(features.shape), len(x), len(x), int(info["features"])))
-    fresh = bb._session.run(None, {INPUT: x[:1]})[0][0]
+    fresh = bb.first_features(x)
     if not np.allclose(fresh, features[0], rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(fresh).max()))):
         raise WebappError("the run file's features.npy is not what its backbone.onnx computes for the first "
                           "example; choose one run's files")
-    for image, f in zip(x[:CACHE_LIMIT], features):
-        bb._cache[_key(image)] = np.array(f, dtype=np.float32)
+    bb.remember(x, features)
     return bb
 
 
@@ -349,7 +361,7 @@ def build(session: Any, spec: Dict[str, Any], optimizer: str, seed: int = 0) -> 
     from pytrain.webapp.demo import generate_bytes
 
     _, models, _ = core_api()
-    d = session._need_data()
+    d = session.need_data()
     if spec.get("info"):   # the extractor a run came back with (resumed, or from its run file)
         blob, info = reuse(spec["bytes"], spec["info"])
     else:
@@ -407,5 +419,5 @@ def attach(arts: Dict[str, bytes], model: Dict[str, Any], previous: Optional[Bac
         return None
     blob = bytes(blob)
     if previous is not None and previous.blob == blob:
-        return Backbone(blob, previous.info, previous._cache)
+        return previous.same_extractor(blob)
     return Backbone(blob, model.get("backbone") or {})

@@ -17,12 +17,14 @@ class Artifacts(MutableMapping):
     made when asked (each time: the caller holds the bytes only as long as it needs them)."""
 
     def __init__(self, arts: Mapping[str, Any], models: Optional[Mapping[str, Any]] = None) -> None:
-        if isinstance(arts, Artifacts):   # a copy: no model is serialized to make it
-            self._bytes: Dict[str, bytes] = dict(arts._bytes)
-            self.models: Dict[str, Any] = dict(arts.models)
-            self._order = list(arts._order)
-        else:
-            self._bytes, self.models, self._order = {k: bytes(v) for k, v in arts.items()}, {}, list(arts)
+        self.models: Dict[str, Any] = {}
+        self._bytes: Dict[str, bytes] = {}
+        self._order = list(arts)
+        for role in self._order:
+            if isinstance(arts, Artifacts) and role in arts.models:   # a copy: no model is serialized to make it
+                self.models[role] = arts.models[role]
+            else:
+                self._bytes[role] = bytes(arts[role])
         for role, model in (models or {}).items():
             if role in MODEL_ROLES and role in self._order:
                 self.models[role] = model

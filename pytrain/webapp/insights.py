@@ -14,15 +14,16 @@ MAX_POINTS = 500   # predicted-vs-true pairs sent to the page (a scatter needs n
 
 def describe(session: Any) -> Dict[str, Any]:
     """Validation results and the parameter table of ``session``'s current model."""
-    session._need_model()
-    d = session._need_data()
+    session.need_model()
+    d = session.need_data()
     x, y = d["val_x"], d["val_y"]
-    out: Dict[str, Any] = {"task": d["task"], "n": int(len(x)), "epoch": session.epoch, "step": session.step,
-                           "layers": layers(session), "lr": session.lr,
-                           "schedule": "constant learning rate %g (no schedule)" % session.lr}
+    run = session.run
+    out: Dict[str, Any] = {"task": d["task"], "n": int(len(x)), "epoch": run.at.epoch, "step": run.at.step,
+                           "layers": layers(session), "lr": run.lr,
+                           "schedule": "constant learning rate %g (no schedule)" % run.lr}
     if len(x) == 0 or d["task"] == "lm":   # a causal LM's validation is its loss (the training panel's)
         return out
-    outputs = d.get("outputs") or session._outputs   # "Your text" classifiers: ids and mask, see text_source
+    outputs = d.get("outputs") or session.outputs   # "Your text" classifiers: ids and mask, see text_source
     pred = np.concatenate([outputs(x[i:i + 500]) for i in range(0, len(x), 500)])
     if d["task"] == "classification":
         k = max(int(d["num_classes"]), 2)
@@ -48,10 +49,10 @@ def describe(session: Any) -> Dict[str, Any]:
 def layers(session: Any) -> List[Dict[str, Any]]:
     """The model's parameters in graph order: name, shape, size, and whether the optimizer trains it."""
     rows = []
-    for name, p in session.state.parameters.items():
+    for name, p in session.run.state.parameters.items():
         size = int(np.prod(p.shape)) if len(p.shape) else 1
         rows.append({"name": name, "shape": [int(s) for s in p.shape], "size": size, "trains": bool(p.requires_grad)})
-    bb = getattr(session, "backbone", None)
+    bb = session.backbone
     if bb is not None:   # a pretrained feature extractor in front of the head: frozen, all its weights in one row
         rows.insert(0, {"name": "backbone %s (frozen)" % bb.info.get("name", ""), "shape": [],
                         "note": "the whole extractor", "size": int(bb.info.get("params", 0)), "trains": False})

@@ -9,7 +9,7 @@ from pytrain import proto as _proto
 from pytrain.errors import ModelFormatError, UnsupportedOpError
 from pytrain.ops import get_kernel
 from pytrain.trainable import classify_initializers
-from pytrain.webapp.common import _FLOAT_TYPES, load_upload
+from pytrain.webapp.common import FLOAT_TYPES, load_upload
 
 
 def _dims(vi: Any) -> Tuple[int, List[Any]]:
@@ -46,7 +46,7 @@ def describe_model(model: Any) -> Dict[str, Any]:
     for t in graph.initializer:
         size = int(np.prod(list(t.dims))) if len(t.dims) else 1
         params.append({"name": t.name, "shape": [int(d) for d in t.dims], "size": size,
-                       "float": int(t.data_type) in _FLOAT_TYPES, "trains": verdict[t.name]["trains"],
+                       "float": int(t.data_type) in FLOAT_TYPES, "trains": verdict[t.name]["trains"],
                        "why": verdict[t.name]["why"], "layer": from_end.get(t.name)})
     ops = sorted({n.op_type for n in graph.node})
     if not inputs:
@@ -75,7 +75,7 @@ def inspect_upload(blob: bytes, name: str, extra_files: Optional[Dict[str, bytes
     return describe_model(model)
 
 
-def _label_consumer_output(training: Any, label_name: str) -> Optional[str]:
+def label_consumer_output(training: Any, label_name: str) -> Optional[str]:
     """Guess the forward output of ready-made artifacts: the other input of the node reading the labels."""
     for node in training.graph.node:
         if label_name in node.input:

@@ -57,15 +57,15 @@ def summary(session: Any) -> Optional[Dict[str, Any]]:
     """The estimate of training the session's model at its batch size, by part, in bytes, with the limit and
     what is left of it (``left``: the limit less what the heap holds besides this model); None without a model
     or data, and ``{"error": message}`` when the estimate cannot be made."""
-    module, data = session.module, session.data
+    run, data = session.run, session.source.data
+    module = run.module
     if module is None or not data or not len(data.get("train_x", ())):
         return None
-    key = (id(module), id(session.optimizer), session.artifacts_version, session.batch_size, session.data_version)
+    key = (id(module), id(run.optimizer), session.artifacts_version, run.batch_size, session.source.version)
     try:
         if _last[0] != key:   # status() asks often: the estimate is made once per model, optimizer, batch size, data
             batch = session.batch(np.arange(min(2, len(data["train_x"]))))
-            _last[:] = [key, module.memory_estimate(*batch, optimizer=session.optimizer,
-                                                    batch_size=session.batch_size)]
+            _last[:] = [key, module.memory_estimate(*batch, optimizer=run.optimizer, batch_size=run.batch_size)]
         est = _last[1]
         limit, left = limits.heap_budget(module.held_bytes(est))
     except PytrainError as e:

@@ -4,7 +4,7 @@ a table, a small CNN, an uploaded inference model or ready-made artifacts, and a
 model for the same parameters. The :class:`~pytrain.webapp.session.Session` takes them in."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -14,7 +14,7 @@ from pytrain.layout import ARTIFACT_FILES
 from pytrain.run import scaling
 from pytrain.webapp.common import OPTIMIZERS, WebappError, core_api, load_upload
 from pytrain.webapp.demo import generate_bytes, digits_artifacts
-from pytrain.webapp.inspect_model import _label_consumer_output, describe_model, refuse_unsupported
+from pytrain.webapp.inspect_model import label_consumer_output, describe_model, refuse_unsupported
 from pytrain.webapp.memory import check_generation
 
 #: (artifacts by role, model description)
@@ -72,12 +72,27 @@ def cnn(d: Dict[str, Any], optimizer: str = "AdamW", seed: int = 0) -> Model:
     return arts, info
 
 
-def upload(blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
-           requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
-           name: str = "the uploaded model", batchnorm: Any = "auto",
-           extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None,
-           lora: Optional[Dict[str, Any]] = None) -> Model:
+class GenerateOptions(NamedTuple):
+    """The page's choices for an uploaded inference model (``Session.generate``): its loss and optimizer; what
+    trains (``requires_grad``: parameter names; ``trainable_ops``: only the last that many layers holding weights;
+    ``lora``: {rank, alpha?, targets?}, LoRA adapters instead, by default on attention's weights); the output the
+    loss reads; the file's ``name``; ``batchnorm``: 'auto' (BatchNorm whose scale/bias train uses batch
+    statistics, a frozen one its running statistics), 'train', 'eval' or {node or scale name: mode};
+    ``extra_files``: {file name: bytes} uploaded with it (its ``.onnx.data`` external data)."""
+    loss: str = "CrossEntropyLoss"
+    optimizer: str = "AdamW"
+    requires_grad: Optional[Sequence[str]] = None
+    output: Optional[str] = None
+    name: str = "the uploaded model"
+    batchnorm: Any = "auto"
+    extra_files: Optional[Dict[str, bytes]] = None
+    trainable_ops: Optional[int] = None
+    lora: Optional[Dict[str, Any]] = None
+
+
+def upload(blob: bytes, options: GenerateOptions) -> Model:
     """Artifacts generated for an uploaded inference model (see ``Session.generate``)."""
+    loss, optimizer, requires_grad, output, name, batchnorm, extra_files, trainable_ops, lora = options
     check_generation(blob, name, extra_files)
     model = load_upload(blob, name, extra_files)
     refuse_unsupported(model, name)
@@ -126,7 +141,7 @@ def ready_made(training: bytes, eval: bytes, optimizer: bytes, checkpoint: bytes
     data_in, label_in = tdesc["inputs"][0], tdesc["inputs"][1]
     eval_outs = [o["name"] for o in describe_model(models_["eval"])["outputs"]]
     out = output or (eval_outs[1] if len(eval_outs) > 1 else
-                     _label_consumer_output(models_["training"], label_in["name"]))
+                     label_consumer_output(models_["training"], label_in["name"]))
     loss = "CrossEntropyLoss" if label_in["elem_type"] == 7 else "MSELoss"  # 7 = INT64
     info = {"origin": "artifacts", "input": data_in["name"], "output": out, "loss": loss,
             "optimizer": "as uploaded",

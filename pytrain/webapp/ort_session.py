@@ -185,28 +185,31 @@ def _check_declared(info: Any, arr: np.ndarray) -> None:
                          % (info.name, shown, list(arr.shape)))
 
 
-def _sessions(owner: Any) -> Dict[int, Any]:
-    table = getattr(owner, "_ort_sessions", None)
-    if table is None:
-        table = {}
-        owner._ort_sessions = table
-        owner._ort_next_id = 1
-    return table
+class OrtSessions:
+    """The worker's TrainingSessions and InferenceSessions, by the ids it was given for them."""
+
+    def __init__(self) -> None:
+        self.table: Dict[int, Any] = {}
+        self._next_id = 1
+
+    def add(self, sess: Any) -> int:
+        """Keep ``sess`` under a new id (ids are never reused)."""
+        sid = self._next_id
+        self._next_id += 1
+        self.table[sid] = sess
+        return sid
 
 
-def dispatch(owner: Any, op: str, args: Dict[str, Any]) -> Any:
+def dispatch(owner: OrtSessions, op: str, args: Dict[str, Any]) -> Any:
     """Run one TrainingSession or InferenceSession operation for the worker (``owner`` keeps the sessions
     by id)."""
-    table = _sessions(owner)
+    table = owner.table
     if op in ("create", "inference_create"):
         sess = OrtInferenceSession(args["model"]) if op == "inference_create" else \
             OrtTrainingSession(args["checkpoint"], args["train_model"], args.get("eval_model"),
                                args.get("optimizer_model"))
-        sid = owner._ort_next_id
-        owner._ort_next_id += 1
-        table[sid] = sess
         out = sess.names()
-        out["session"] = sid
+        out["session"] = owner.add(sess)
         return out
     sid = int(args.get("session", 0))
     if sid not in table:

@@ -72,6 +72,7 @@ from pytrain.run.runfile import (BACKBONE_ONNX, DATA_CSV, EXAMPLE_FILES, TEXT_FI
 from pytrain.run.text import KINDS as TEXT_KINDS, TextRequest, prepare_text
 from pytrain.webapp import feature_head
 from pytrain.webapp.common import WebappError
+from pytrain.webapp.data_source import VAL_FRACTION
 
 
 def _examples(session: Any) -> Dict[str, bytes]:
@@ -81,23 +82,23 @@ def _examples(session: Any) -> Dict[str, bytes]:
         # The features the head trains on, exactly: recomputed elsewhere in other batches they could
         # differ in the last bits (the backbone's sums in another order), and so would the run.
         rows = np.concatenate([arrays["x"]] + ([arrays["added_x"]] if "added_x" in arrays else []))
-        arrays["features"] = session.backbone.features(session._shape_x(rows))
+        arrays["features"] = session.backbone.features(session.shape_x(rows))
     return example_members(arrays)
 
 
 def run_file(session: Any, epochs: Optional[int] = None, history: Optional[Dict[str, Any]] = None) -> bytes:
     """The zip of ``session``'s run (see the module docstring): what ``Session.run_file`` returns; the
     plots' ``history`` ({losses, epochs}, as the page keeps it) goes back into the plots when it is taken back."""
-    session._need_model()
-    session._save_progress()
-    d, src = session.data or {}, session.data_source or {}
+    session.need_model()
+    session.run.save_progress()
+    d, src = session.source.data or {}, session.source.source or {}
     settings: Dict[str, Any] = {
-        "epochs": int(epochs or max(1, session.epoch)), "batch_size": session.batch_size, "lr": session.lr,
-        "scheduler": "none", "warmup": 0, "seed": session.seed, "standardize": False,
+        "epochs": int(epochs or max(1, session.run.at.epoch)), "batch_size": session.run.batch_size, "lr": session.run.lr,
+        "scheduler": "none", "warmup": 0, "seed": session.run.seed, "standardize": False,
         "validation_split": src.get("val_fraction") if src.get("kind") in ("csv",) + TEXT_KINDS else None}
     if d:
         settings["samples"] = int(len(d["train_x"]))
-    props = session.state.properties
+    props = session.run.state.properties
     cli_properties(props, session.model.get("loss", ""), session.model["output"], settings, d.get("text_classes"))
     props.pop(P.P_NO_RESUME, None)
     if d.get("columns"):   # the rows as typed, which the page's and the CLI's exports take
@@ -105,7 +106,7 @@ def run_file(session: Any, epochs: Optional[int] = None, history: Optional[Dict[
     else:
         props.pop(P.P_ROWS, None)
     meta = {"model": session.model, "data_source": src, "classes": d.get("classes"),
-            "epoch": session.epoch, "step": session.step, "digest": session.digest(), "history": history}
+            "epoch": session.run.at.epoch, "step": session.run.at.step, "digest": session.digest(), "history": history}
     csv_text = None
     extra: Dict[str, bytes] = _examples(session) if src.get("kind") == "arrays" else {}
     if session.backbone is not None:   # the page takes it back with its backbone; the CLI cannot run it
@@ -138,7 +139,7 @@ def use_examples(session: Any, arrays: Dict[str, np.ndarray], run: Dict[str, Any
             " and ".join(m for m, k in EXAMPLE_FILES.items() if k in ("x", "y") and k not in arrays)))
     task = src.get("task") or "classification"
     summary = session.use_arrays(arrays["x"], arrays["y"], task, run.get("classes"),
-                                 float(src.get("val_fraction", 0.2)), int(src.get("seed", 0)))
+                                 float(src.get("val_fraction", VAL_FRACTION)), int(src.get("seed", 0)))
     if "added_x" in arrays and "added_y" in arrays:
         summary = session.add_samples(arrays["added_x"], arrays["added_y"])
     if backbone is not None:
@@ -153,7 +154,7 @@ def _text_members(session: Any, settings: Dict[str, Any]) -> Dict[str, bytes]:
     ``pytrain train --resume`` to the ids the page trains on (else the checkpoint records why it cannot)."""
     from pytrain.webapp.text_source import kept_text
 
-    d, src, props = session.data, session.data_source, session.state.properties
+    d, src, props = session.source.data, session.source.source, session.run.state.properties
     tok, body = kept_text(session)
     kind = src["kind"]
     names = {v: k for k, v in TEXT_FILES.items()}
@@ -162,14 +163,14 @@ def _text_members(session: Any, settings: Dict[str, Any]) -> Dict[str, bytes]:
         props[P.P_CLASSES] = json.dumps(list(d["classes"]))
     props[P.P_TRAIN] = json.dumps(settings)
     try:
-        if int(src.get("seed", 0)) != int(session.seed):
+        if int(src.get("seed", 0)) != int(session.run.seed):
             raise NotForCli("the validation split used seed %s and the shuffling seed %s; the CLI uses one seed for "
-                            "both" % (src.get("seed", 0), session.seed))
+                            "both" % (src.get("seed", 0), session.run.seed))
         art = ArtifactDir.from_bytes({ARTIFACT_FILES[k]: session.artifacts.get(k, b"")
                                       for k in ("training", "eval", "optimizer", "checkpoint")}, "the page's artifacts")
         req = TextRequest(**{kind: body.encode("utf-8")}, tokenizer=tok, block_size=settings["block_size"],
                           text_column=src.get("text_column"), label_column=src.get("label_column"))
-        got = prepare_text(req, art, session.state, settings, d.get("classes"))
+        got = prepare_text(req, art, session.run.state, settings, d.get("classes"))
         val = got.val.x if got.val is not None else got.train.x[:0]
         if not (_same(got.train.x, d["train_x"]) and _same(got.train.y, d["train_y"]) and _same(val, d["val_x"])):
             raise NotForCli("the CLI would encode other ids from the text than the page trains on")
@@ -203,7 +204,7 @@ def _cells(a: np.ndarray) -> np.ndarray:
 
 def _record_scaling(session: Any, inp: Any, settings: Dict[str, Any]) -> None:
     """Scaling the page applies outside the graph, as the checkpoint properties the CLI reads."""
-    props, sc = session.state.properties, session.model.get("scaling") or {}
+    props, sc = session.run.state.properties, session.model.get("scaling") or {}
     if "x_mean" in sc:
         props[P.P_STANDARDIZER] = scaling.standardizer(sc, inp.sample_shape()).to_json()
         settings["standardize"] = True
@@ -223,26 +224,26 @@ def _model_table(session: Any, settings: Dict[str, Any]) -> Tuple[str, Dict[str,
     :class:`NotForCli` saying what the CLI could not reproduce."""
     from pytrain import data as _data
 
-    d, src, model = session.data, session.data_source, session.model
-    props = session.state.properties
+    d, src, model = session.source.data, session.source.source, session.model
+    props = session.run.state.properties
     art = ArtifactDir.from_bytes({ARTIFACT_FILES[k]: session.artifacts.get(k, b"")
                                   for k in ("training", "eval", "optimizer", "checkpoint")}, "the page's artifacts")
-    data_inputs, label_spec = art.inputs(session.state)
+    data_inputs, label_spec = art.inputs(session.run.state)
     if len(data_inputs) != 1:
         raise NotForCli("the model takes %d data inputs; the CLI trains models with one" % len(data_inputs))
     inp = data_inputs[0]
     _record_scaling(session, inp, settings)
-    task = art.task(session.state)
+    task = art.task(session.run.state)
     if task != d["task"]:
         raise NotForCli("the page trains %s on this table with %s, but the CLI reads a %s loss's targets as %s"
-                        % (d["task"], model.get("loss"), art.loss_kind(session.state),
+                        % (d["task"], model.get("loss"), art.loss_kind(session.run.state),
                            "class ids" if task == "classification" else "float values of the label column"))
     if session.source.added:
         raise NotForCli("%d sample(s) were added to the table in the page; data.csv cannot place them where "
                         "the run has them" % sum(len(y) for _, y in session.source.added))
-    if int(src.get("seed", 0)) != int(session.seed):
+    if int(src.get("seed", 0)) != int(session.run.seed):
         raise NotForCli("the validation split used seed %s and the shuffling seed %s; the CLI uses one seed for "
-                        "both" % (src.get("seed", 0), session.seed))
+                        "both" % (src.get("seed", 0), session.run.seed))
     # The full table in its original row order, exactly as use_csv read it (the split is re-made from it).
     ds = _data.load_csv(str(session.source.csv_text), label=src["label"], task=src.get("task") or None,
                         name="the CSV file", delimiter=None,
@@ -273,13 +274,13 @@ def _model_table(session: Any, settings: Dict[str, Any]) -> Tuple[str, Dict[str,
     # Read data.csv back as `pytrain train DIR --data DIR/data.csv --label COL --resume` will.
     req = DataRequest(data=text.encode("utf-8"), label=label, resume=True)
     try:
-        train, val, _, _ = prepare_data(req, art, session.state, settings, inp, label_spec, task)
+        train, val, _, _ = prepare_data(req, art, session.run.state, settings, inp, label_spec, task)
     except PytrainError as e:
         raise NotForCli("its data.csv does not load in the CLI (%s)" % e) from None
     cli_val = (val.x, val.y) if val is not None else (train.x[:0], train.y[:0])
-    for what, a, b in (("training features", session._model_x(d["train_x"]), train.x),
-                       ("training targets", session._targets(d["train_y"]), train.y),
-                       ("validation features", session._model_x(d["val_x"]), cli_val[0]),
+    for what, a, b in (("training features", session.model_x(d["train_x"]), train.x),
+                       ("training targets", session.targets(d["train_y"]), train.y),
+                       ("validation features", session.model_x(d["val_x"]), cli_val[0]),
                        ("validation targets", d["val_y"], cli_val[1])):
         if not _same(a, b):
             raise NotForCli("the CLI would read other %s from data.csv than the page trains on" % what)

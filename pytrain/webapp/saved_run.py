@@ -12,23 +12,23 @@ from pytrain.run.loop import Position
 from pytrain.run.runfile import RunFileError, sort_files
 from pytrain.webapp import feature_head, runfile
 from pytrain.webapp.common import WebappError, core_api
-from pytrain.webapp.data_source import pack_arrays, unpack_arrays
+from pytrain.webapp.data_source import VAL_FRACTION, pack_arrays, unpack_arrays
 
 
 def snapshot(session: Any, data_version: int = -1, artifacts_version: int = -1) -> Dict[str, Any]:
     """Everything needed to resume this run; data/artifacts only when newer than the given versions."""
-    session._need_model()
-    session._need_data()
-    meta = {"model": session.model, "data_source": session.data_source, "epoch": session.epoch,
-            "epoch_step": session.epoch_step, "step": session.step, "batch_size": session.batch_size,
-            "lr": session.lr, "seed": session.seed, "data_version": session.data_version,
+    session.need_model()
+    session.need_data()
+    run, source = session.run, session.source
+    meta = {"model": session.model, "data_source": source.source, "epoch": run.at.epoch,
+            "epoch_step": run.at.epoch_step, "step": run.at.step, "batch_size": run.batch_size,
+            "lr": run.lr, "seed": run.seed, "data_version": source.version,
             "artifacts_version": session.artifacts_version, "digest": session.digest(),
-            "classes": session.data.get("classes"),
-            "epoch_n": session._epoch_n if session._epoch_n_for == session.epoch else None}
+            "classes": source.data.get("classes"), "epoch_n": run.epoch_n()}
     out: Dict[str, Any] = {"meta": meta, "checkpoint": session.checkpoint()}
     if int(artifacts_version) != session.artifacts_version:
         out["artifacts"] = dict(session.artifacts)
-    if int(data_version) != session.data_version:
+    if int(data_version) != source.version:
         out["data"] = data_blob(session)
     return out
 
@@ -40,7 +40,7 @@ def data_blob(session: Any) -> bytes:
         # The features the head trains on, as this run computed them: recomputed after a reload
         # in other batches they could differ in the last bits, and the resumed run with them.
         rows = np.concatenate([arrays["x"]] + ([arrays["added_x"]] if "added_x" in arrays else []))
-        arrays["features"] = session.backbone.features(session._shape_x(rows))
+        arrays["features"] = session.backbone.features(session.shape_x(rows))
     return pack_arrays(arrays)
 
 
@@ -53,23 +53,22 @@ def restore(session: Any, meta: Dict[str, Any], artifacts: Dict[str, bytes], che
         restore_data(session, meta, arrays)
     else:
         session.source.load_saved(meta["data_source"], arrays, meta.get("classes"), digits)
-    session._order_epoch = session._epoch_n_for = -1   # a new data set: no epoch order drawn for it yet
+    session.run.new_data()   # a new data set: no epoch order drawn for it yet
     arts = dict(artifacts)
     arts["checkpoint"] = bytes(checkpoint)
-    session._use(arts, meta["model"])
+    session.use_model(arts, meta["model"])
     if session.backbone is not None and "features" in arrays and "x" in arrays:   # the features as saved
         rows = np.concatenate([arrays["x"]] + ([arrays["added_x"]] if "added_x" in arrays else []))
         session.backbone = feature_head.with_features(session.backbone.blob, session.backbone.info, rows,
                                                       arrays["features"])
-    session.batch_size, session.lr, session.seed = int(meta["batch_size"]), float(meta["lr"]), int(meta["seed"])
-    session._apply_lr()
-    session.at = Position(meta["epoch"], meta["epoch_step"], meta["step"])
-    session._order_epoch = -1
-    if meta.get("epoch_n"):
-        session._epoch_n, session._epoch_n_for = int(meta["epoch_n"]), session.epoch
-    session._remember_good()
-    return {"model": session.model_summary(), "data": session.data_summary(), "digest": session.digest(),
-            "epoch": session.epoch, "step": session.step, "epoch_step": session.epoch_step}
+    run = session.run
+    run.batch_size, run.lr, run.seed = int(meta["batch_size"]), float(meta["lr"]), int(meta["seed"])
+    run.apply_lr()
+    run.resume(Position(meta["epoch"], meta["epoch_step"], meta["step"]), meta.get("epoch_n"))
+    run.remember_good()
+    out = {"model": session.model_summary(), "data": session.data_summary(), "digest": session.digest()}
+    out.update(run.position())
+    return out
 
 
 def use_artifact_files(session: Any, files: Dict[str, bytes]) -> Dict[str, Any]:
@@ -89,7 +88,7 @@ def use_artifact_files(session: Any, files: Dict[str, bytes]) -> Dict[str, Any]:
     data = None
     src = run.get("data_source") or {}
     if table is not None and src.get("kind") == "csv":
-        data = session.use_csv(table, src["label"], src.get("task"), src.get("val_fraction", 0.2), src.get("seed", 0),
+        data = session.use_csv(table, src["label"], src.get("task"), src.get("val_fraction", VAL_FRACTION), src.get("seed", 0),
                             src.get("exclude", ()), src.get("missing", "error"), src.get("onehot", False))
         if P.P_ROWS in props:   # the table as typed before the page prepared it: the export keeps taking its rows
             session.source.data["columns"] = json.loads(str(props[P.P_ROWS]))
@@ -100,21 +99,21 @@ def use_artifact_files(session: Any, files: Dict[str, bytes]) -> Dict[str, Any]:
     elif isinstance(table, dict) and src.get("kind") == "arrays":   # examples (and a backbone) of "By example"
         data = runfile.use_examples(session, table, run, found.get(feature_head.ARTIFACT_KEY))
     if run.get("model"):
-        model = session._use(found, run["model"])
+        model = session.use_model(found, run["model"])
     else:
         model = session.use_artifacts(found["training"], found["eval"], found["optimizer"], found["checkpoint"])
-    session.at = Position(*(int(props.get(k, 0)) for k in (P.P_EPOCH, P.P_EPOCH_STEP, P.P_STEP)))
+    tr = session.run
     if P.P_BATCH_SIZE in props:
-        session.batch_size = int(props[P.P_BATCH_SIZE])
+        tr.batch_size = int(props[P.P_BATCH_SIZE])
     if P.P_LR in props:
-        session.lr = float(props[P.P_LR])
-        session._apply_lr()
-    session.seed = int(props.get(P.P_SEED, session.seed))
-    session._order_epoch = -1
-    session._remember_good()
-    model.update({"epoch": session.epoch, "step": session.step})
-    return {"model": model, "data": data or session.data_summary(), "files": seen, "epoch": session.epoch,
-            "step": session.step, "batch_size": session.batch_size, "lr": session.lr,
+        tr.lr = float(props[P.P_LR])
+        tr.apply_lr()
+    tr.seed = int(props.get(P.P_SEED, tr.seed))
+    tr.resume(Position(*(int(props.get(k, 0)) for k in (P.P_EPOCH, P.P_EPOCH_STEP, P.P_STEP))))
+    tr.remember_good()
+    model.update({"epoch": tr.at.epoch, "step": tr.at.step})
+    return {"model": model, "data": data or session.data_summary(), "files": seen, "epoch": tr.at.epoch,
+            "step": tr.at.step, "batch_size": tr.batch_size, "lr": tr.lr,
             "epochs": _settings(props).get("epochs"),
             "history": run.get("history"), "data_source": src or None}
 

@@ -6,82 +6,48 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pytrain import data as _data
 from pytrain.errors import DivergenceError
-from pytrain.run import properties as P
 from pytrain.run import rows, scaling
-from pytrain.run.loop import LossExploded, LossWatch, Position, steps
+from pytrain.run.loop import Position, steps
 from pytrain.webapp import feature_head, memory, model_source, predictions, runfile, saved_run
-from pytrain.webapp.common import WebappError, core_api, _inference_session
-from pytrain.webapp.data_source import DataSource
+from pytrain.webapp.common import WebappError, core_api
+from pytrain.webapp.data_source import VAL_FRACTION, DataSource
+from pytrain.webapp.predictions import ExportCache
+from pytrain.webapp.run_state import TrainingRun
+
+if TYPE_CHECKING:   # imported when first used: the worker starts answering sooner, its import chain stays short
+    from pytrain.webapp.federation import FederationFlow, TrainerData
+    from pytrain.webapp.ort_session import OrtSessions
 from pytrain.webapp.held_artifacts import Artifacts
 from pytrain.webapp.inspect_model import inspect_upload
 
 
-class Good(NamedTuple):
-    """The last good checkpoint (taken when the model was built and after each epoch) and its position."""
-    checkpoint: bytes
-    epoch: int
-    epoch_step: int
-    step: int
-
-    def position(self) -> Dict[str, int]:
-        return {"epoch": self.epoch, "step": self.step, "epoch_step": self.epoch_step}
-
-
-def _position_field(name: str) -> property:
-    """A field of ``Session.at`` (a :class:`~pytrain.run.loop.Position`) under its old name, set as an int."""
-    return property(lambda self: getattr(self.at, name), lambda self, value: setattr(self.at, name, int(value)))
-
-
 class Session:
-    """Everything one browser tab trains: data, model artifacts, the training state and progress."""
+    """Everything one browser tab trains: the facade the worker calls. Its jobs are rooms of their own: the
+    data (:attr:`source`, a DataSource), the run (:attr:`run`, a TrainingRun: module, optimizer, settings,
+    position, epoch order, last good checkpoint), the exported model kept for predictions (:attr:`exports`),
+    the federation flow (:attr:`flow`) and onnxruntime-web's sessions (:attr:`ort_sessions`); the session
+    itself holds the model's description and artifacts."""
 
     def __init__(self) -> None:
-        self.seed, self.batch_size, self.lr = 0, 32, 1e-3
         self.source = DataSource()
+        self.run = TrainingRun()
+        self.exports = ExportCache()
+        self.flow: Optional[FederationFlow] = None          # made when the tab first joins a federation
+        self.ort_sessions: Optional[OrtSessions] = None     # made at onnxruntime-web's first call
         self.model: Dict[str, Any] = {}
         self.artifacts = Artifacts({})
         self.artifacts_version = 0
-        self.state: Any = None
-        self.module: Any = None
-        self.optimizer: Any = None
-        self.at = Position()    # completed epochs, batches done in the current epoch, batches in total
-        self._order: Optional[np.ndarray] = None
-        self._order_epoch = -1
-        self._epoch_n = 0       # training-set size the current epoch's order was drawn for
-        self._epoch_n_for = -1
-        self._infer, self._infer_step = None, -1   # the exported model of step _infer_step (an InferenceSession)
-        self._good: Optional[Good] = None     # what restore_good goes back to, see train_for
-        self._watch = LossWatch()             # the run's first losses: what "exploding" is relative to
         self.backbone: Optional[feature_head.Backbone] = None   # a frozen pretrained feature extractor
-
-    # ------------------------------------------------------------ position and data, by their old names
-
-    epoch = _position_field("epoch")              # completed epochs
-    epoch_step = _position_field("epoch_step")    # batches done in the current epoch
-    step = _position_field("step")                # batches done in total
-
-    @property
-    def data(self) -> Dict[str, Any]:
-        return self.source.data
-
-    @property
-    def data_source(self) -> Dict[str, Any]:
-        return self.source.source
-
-    @property
-    def data_version(self) -> int:
-        return self.source.version
 
     # ------------------------------------------------------------ data
 
     def _loaded(self, summary: Dict[str, Any]) -> Dict[str, Any]:
-        self._order_epoch = self._epoch_n_for = -1
+        self.run.new_data()
         return summary
 
     def data_summary(self) -> Dict[str, Any]:
@@ -99,7 +65,7 @@ class Session:
         label column (the last), read with the parser use_csv uses."""
         return DataSource.inspect_csv(text)
 
-    def use_csv(self, text: str, label: str, task: Optional[str] = None, val_fraction: float = 0.2,
+    def use_csv(self, text: str, label: str, task: Optional[str] = None, val_fraction: float = VAL_FRACTION,
                 seed: int = 0, exclude: Sequence[str] = (), missing: str = "error",
                 onehot: bool = False) -> Dict[str, Any]:
         """Load a CSV table (text) with ``label`` as target; split off a stratified validation set.
@@ -107,7 +73,7 @@ class Session:
         return self._loaded(self.source.use_csv(text, label, task, val_fraction, seed, exclude, missing, onehot))
 
     def use_arrays(self, x: np.ndarray, y: np.ndarray, task: str = "classification",
-                   classes: Optional[List[str]] = None, val_fraction: float = 0.2,
+                   classes: Optional[List[str]] = None, val_fraction: float = VAL_FRACTION,
                    seed: int = 0) -> Dict[str, Any]:
         """Load decoded samples (e.g. images the page decoded) with labels; split off validation."""
         return self._loaded(self.source.use_arrays(x, y, task, classes, val_fraction, seed))
@@ -124,7 +90,8 @@ class Session:
         and description (``backbone_info``), so a rebuild from the gallery trains on what the run trained on."""
         return self.source.examples(self.backbone)
 
-    def _need_data(self) -> Dict[str, Any]:
+    def need_data(self) -> Dict[str, Any]:
+        """The loaded data (raises the page's error when none is)."""
         return self.source.need()
 
     # ------------------------------------------------------------ models and artifacts
@@ -145,12 +112,12 @@ class Session:
     def build_digits(self, kind: str = "mlp", optimizer: str = "AdamW",
                      prebuilt: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
         """Use the digits MLP/CNN: the site's prebuilt artifacts when given, else generate them here."""
-        return self._use(*model_source.digits(kind, optimizer, prebuilt))
+        return self.use_model(*model_source.digits(kind, optimizer, prebuilt))
 
     def build_mlp(self, hidden: Sequence[int] = (64,), activation: str = "relu", optimizer: str = "AdamW",
                   standardize: bool = True, seed: int = 0) -> Dict[str, Any]:
         """An MLP sized for the loaded table (classification: cross-entropy; regression: MSE)."""
-        return self._use(*model_source.mlp(self._need_data(), hidden, activation, optimizer, standardize, seed))
+        return self.use_model(*model_source.mlp(self.need_data(), hidden, activation, optimizer, standardize, seed))
 
     def build_cnn(self, optimizer: str = "AdamW", seed: int = 0,
                   backbone: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
@@ -158,31 +125,21 @@ class Session:
         ``backbone`` ({bytes, name, extra_files, size, normalize}) only a new head trains on its
         features (see :mod:`pytrain.webapp.feature_head`)."""
         if backbone:
-            return self._use(*feature_head.build(self, backbone, optimizer, seed))
-        return self._use(*model_source.cnn(self._need_data(), optimizer, seed))
+            return self.use_model(*feature_head.build(self, backbone, optimizer, seed))
+        return self.use_model(*model_source.cnn(self.need_data(), optimizer, seed))
 
-    def generate(self, blob: bytes, loss: str = "CrossEntropyLoss", optimizer: str = "AdamW",
-                 requires_grad: Optional[Sequence[str]] = None, output: Optional[str] = None,
-                 name: str = "the uploaded model", batchnorm: Any = "auto",
-                 extra_files: Optional[Dict[str, bytes]] = None, trainable_ops: Optional[int] = None,
-                 lora: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-        """Generate artifacts for an uploaded inference model, then use them.
-
-        batchnorm: 'auto' (BatchNorm whose scale/bias train uses batch statistics, a frozen one its
-        running statistics), 'train', 'eval', or {node or scale name: mode} (generate_artifacts).
-        extra_files: {file name: bytes} uploaded with the model (its ``.onnx.data`` external data).
-        trainable_ops: instead of requires_grad, only the last that many layers holding weights train.
-        lora: {rank, alpha?, targets?}: LoRA adapters train instead (default targets: attention's weights).
-        """
-        return self._use(*model_source.upload(blob, loss, optimizer, requires_grad, output, name, batchnorm,
-                                              extra_files, trainable_ops, lora))
+    def generate(self, blob: bytes, **options: Any) -> Dict[str, Any]:
+        """Generate artifacts for an uploaded inference model, then use them; ``options``: the fields of
+        :class:`~pytrain.webapp.model_source.GenerateOptions` the page chose (the others keep their defaults)."""
+        return self.use_model(*model_source.upload(blob, model_source.GenerateOptions(**options)))
 
     def use_artifacts(self, training: bytes, eval: bytes, optimizer: bytes, checkpoint: bytes,
                       output: Optional[str] = None) -> Dict[str, Any]:
         """Use ready-made artifacts (e.g. from ORT's or pytrain's generate_artifacts)."""
-        return self._use(*model_source.ready_made(training, eval, optimizer, checkpoint, output))
+        return self.use_model(*model_source.ready_made(training, eval, optimizer, checkpoint, output))
 
-    def _use(self, arts: Mapping[str, bytes], info: Dict[str, Any]) -> Dict[str, Any]:
+    def use_model(self, arts: Mapping[str, bytes], info: Dict[str, Any]) -> Dict[str, Any]:
+        """Train ``arts`` (artifacts by role) from their checkpoint; ``info``: the model's description."""
         _, _, api = core_api()
         state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
         # the models of the artifacts in use when going back (restore_good): read again, not copied
@@ -197,14 +154,9 @@ class Session:
                 arts.pop(role, None)
         self.model = dict(info)
         self.backbone = feature_head.attach(arts, info, self.backbone)
-        self.state, self.module, self.optimizer = state, module, optimizer
         self.artifacts_version += 1
-        self.at = Position()
-        self._order_epoch = self._epoch_n_for = -1
-        self._infer = None
-        self._apply_lr()
-        self._watch = LossWatch()
-        self._remember_good()
+        self.exports.forget()
+        self.run.start(state, module, optimizer)
         return self.model_summary()
 
     def model_summary(self) -> Dict[str, Any]:
@@ -212,104 +164,81 @@ class Session:
         if not self.model:
             return {"ready": False}
         out = dict(self.model)
-        params = int(self.module.get_parameters_size(trainable_only=True)) if self.module is not None else 0
-        out.update({"ready": True, "params": params, "epoch": self.epoch, "step": self.step})
+        module = self.run.module
+        params = int(module.get_parameters_size(trainable_only=True)) if module is not None else 0
+        out.update({"ready": True, "params": params, "epoch": self.run.at.epoch, "step": self.run.at.step})
         out["memory"] = memory.summary(self)   # the estimate against what the tab has left
         return out
 
-    def _need_model(self) -> None:
-        if self.module is None:
-            raise WebappError("no model yet: build or upload a model first")
+    def need_model(self) -> None:
+        """Raise the page's error when no model was built or uploaded yet."""
+        self.run.need_model()
 
     # ------------------------------------------------------------ training
 
     def configure(self, batch_size: Optional[int] = None, lr: Optional[float] = None,
                   seed: Optional[int] = None) -> Dict[str, Any]:
         """Set batch size, learning rate and shuffling seed (applies from the next step)."""
-        if batch_size is not None:
-            if int(batch_size) < 1:
-                raise WebappError("batch size must be at least 1, got %s" % batch_size)
-            if int(batch_size) != self.batch_size:
-                self.batch_size = int(batch_size)
-                self._order_epoch = -1
-        if lr is not None:
-            if not float(lr) > 0:
-                raise WebappError("learning rate must be positive, got %s" % lr)
-            self.lr = float(lr)
-            self._apply_lr()
-        if seed is not None:
-            self.seed = int(seed)
-        return {"batch_size": self.batch_size, "lr": self.lr, "seed": self.seed}
+        return self.run.configure(batch_size, lr, seed)
 
     def change_optimizer(self, optimizer: str) -> Dict[str, Any]:
         """Switch to another optimizer keeping the weights (its moments start fresh), also after
         training has started: only the optimizer model is made again."""
-        self._need_model()
+        self.need_model()
         if optimizer == self.model.get("optimizer") and optimizer in model_source.OPTIMIZERS:
             return self.model_summary()
         _, _, api = core_api()
+        run = self.run
         # the parameters the current optimizer model updates (api.Optimizer keeps them privately)
-        self.artifacts["optimizer"] = model_source.optimizer_model(optimizer, self.optimizer.parameter_names, self.state,
+        self.artifacts["optimizer"] = model_source.optimizer_model(optimizer, run.optimizer.parameter_names, run.state,
                                                                    self.artifacts["optimizer"])
         self.artifacts_version += 1
-        self.state.optimizer_state = None
-        self.optimizer = api.Optimizer(self.artifacts["optimizer"], self.module)
+        run.use_optimizer(api.Optimizer(self.artifacts["optimizer"], run.module))
         self.model["optimizer"] = optimizer
-        self._apply_lr()
         return self.model_summary()
-
-    def _apply_lr(self) -> None:
-        if self.optimizer is not None and hasattr(self.optimizer, "set_learning_rate"):
-            self.optimizer.set_learning_rate(self.lr)
 
     def steps_per_epoch(self) -> int:
         """Batches in the current epoch."""
-        self._need_data()
         return len(self._batches())
 
     def _batches(self) -> List[np.ndarray]:
-        if self._order_epoch != self.epoch or self._order is None:
-            # Samples added mid-epoch join at the next epoch: the running epoch keeps the size it
-            # started with (saved with the run, so a resumed run replays the same batches).
-            n = self._epoch_n if self._epoch_n_for == self.epoch else len(self.data["train_x"])
-            self._order = _data.epoch_order(n, self.seed, self.epoch)
-            self._order_epoch = self.epoch
-            self._epoch_n, self._epoch_n_for = n, self.epoch
-        return _data.batch_indices(self._order, self.batch_size)
+        return self.run.batches(len(self.need_data()["train_x"]))
 
-    def _shape_x(self, x: np.ndarray) -> np.ndarray:
+    def shape_x(self, x: np.ndarray) -> np.ndarray:
+        """Samples in the model's sample shape (as the page sends them flat), float32."""
         shape = self.model.get("sample_shape") or []
         if shape and all(isinstance(s, int) for s in shape) and int(np.prod(shape)) == int(np.prod(x.shape[1:])):
             return np.ascontiguousarray(x.reshape([len(x)] + list(shape)), dtype=np.float32)
         return np.ascontiguousarray(x, dtype=np.float32)
 
-    def _model_x(self, x: np.ndarray) -> np.ndarray:
+    def model_x(self, x: np.ndarray) -> np.ndarray:
         """Samples as the training graph takes them (standardised when the page scales features;
         the exported model does that itself)."""
         if self.backbone is not None:   # the head trains on the frozen backbone's (cached) features
-            return self.backbone.features(self._shape_x(x))
-        return scaling.features(self._shape_x(x), self.model.get("scaling"))
+            return self.backbone.features(self.shape_x(x))
+        return scaling.features(self.shape_x(x), self.model.get("scaling"))
 
     def set_scaling(self, features: bool = False, targets: Optional[bool] = None) -> Dict[str, Any]:
         """Standardise features and/or scale regression targets (from the training rows) while
         training; both are built into the exported model. Only before the first step."""
-        self._need_model()
-        d = self._need_data()
+        self.need_model()
+        d = self.need_data()
         if targets is None:
             targets = d["task"] == "regression"
         fitted = scaling.fit(d["train_x"] if features else None,
                              d["train_y"] if targets and d["task"] == "regression" else None)
-        if fitted != (self.model.get("scaling") or {}) and self.step > 0:
+        if fitted != (self.model.get("scaling") or {}) and self.run.at.step > 0:
             raise WebappError("scaling can change only before training starts (the weights learnt so far "
                               "expect the current one); build or generate the model again to change it")
         self.model["scaling"] = fitted or None
-        self._infer = None
+        self.exports.forget()
         return self.model_summary()
 
-    def _targets(self, y: np.ndarray, width: Optional[int] = None) -> np.ndarray:
+    def targets(self, y: np.ndarray, width: Optional[int] = None) -> np.ndarray:
+        """Labels as the training graph's loss takes them (class ids, one-hot rows or scaled values)."""
         if self.model.get("loss") == "CrossEntropyLoss":
             return np.ascontiguousarray(y, dtype=np.int64)
-        d = self.data
+        d = self.source.data
         if d["task"] == "classification" and (width or d["num_classes"]) > 1 and y.ndim == 1:
             k = width or d["num_classes"]
             return np.eye(k, dtype=np.float32)[y.astype(np.int64)]
@@ -319,104 +248,86 @@ class Session:
     def batch(self, idx: np.ndarray) -> Tuple[np.ndarray, ...]:
         """Training samples ``idx`` as the training graph takes them: (inputs, targets), or a
         "Your text" model's feeds (``d["feeds"]``, see :mod:`pytrain.webapp.text_source`)."""
-        d = self._need_data()
+        d = self.need_data()
         if "feeds" in d:
             return d["feeds"](d["train_x"][idx], d["train_y"][idx])
-        return self._model_x(d["train_x"][idx]), self._targets(d["train_y"][idx])
+        return self.model_x(d["train_x"][idx]), self.targets(d["train_y"][idx])
 
     def train_for(self, budget_ms: float = 200.0, max_steps: int = 1000000) -> Dict[str, Any]:
         """Train batches until ``budget_ms`` has passed or the epoch ends; report the losses.
 
         Short slices let the worker answer pause/stop/predict between them.
         """
-        self._need_model()
-        self._need_data()
-        self.module.train()
+        self.need_model()
+        run = self.run
+        run.module.train()
         batches = self._batches()
         losses: List[float] = []
         start = time.perf_counter()
         diverged = None
         ended = False
-        at = self.at
+        at = run.at
         max_steps = min(int(max_steps), self.source.ready_batches(batches, at.epoch_step))   # the digits' first part
         if at.epoch_step < len(batches) and max_steps > 0:
             try:
-                for st in steps(self.module, self.optimizer, at, lambda epoch: batches, self.batch, watch=self._watch):
+                for st in steps(run.module, run.optimizer, at, lambda epoch: batches, self.batch, watch=run.watch):
                     losses.append(st.loss)
                     ended = st.epoch_end
                     if ended or len(losses) >= max_steps or (time.perf_counter() - start) * 1000.0 >= budget_ms:
                         break
-            except LossExploded as e:   # finite but far above where the run started: stopped before the update
-                diverged = self._divergence(str(e), e.loss)
-            except DivergenceError as e:   # non-finite loss or gradient: refused before any update
-                diverged = self._divergence(str(e).split(";")[0].replace("train step refused: ", ""), None)
+            except DivergenceError as e:   # non-finite, or finite far above where the run started: refused
+                diverged = self._divergence(e.reason, e.loss)
         elif at.epoch_step >= len(batches):   # the epoch ran out under a larger batch size
             at.epoch, at.epoch_step = at.epoch + 1, 0
             ended = True
         elapsed = time.perf_counter() - start
         if ended:
-            self._remember_good()
-        self._save_progress()
-        return {"losses": losses, "step": self.step, "epoch": self.epoch, "epoch_step": self.epoch_step,
+            run.remember_good()
+        run.save_progress()
+        return {"losses": losses, "step": at.step, "epoch": at.epoch, "epoch_step": at.epoch_step,
                 "steps_per_epoch": len(batches), "epoch_end": ended, "seconds": elapsed,
                 "diverged": diverged, "loading": self.source.loaded is not None}
 
-    def _remember_good(self) -> None:
-        """Keep the checkpoint of this step (model built, epoch ends) to go back to after a divergence."""
-        self._save_progress()
-        self._good = Good(bytes(self.state.to_bytes(include_optimizer_state=True)), self.epoch, self.epoch_step,
-                          self.step)
-
     def _divergence(self, what: str, loss: Optional[float]) -> Dict[str, Any]:
         """What the page shows when a step diverged (that step's update was not applied)."""
-        good = self.last_good()
+        good, at = self.last_good(), self.run.at
         message = ("training diverged at epoch %d, step %d: %s. Training stopped. Lower the learning rate, "
                    "then go back to the last good checkpoint (epoch %d, step %d)."
-                   % (self.epoch + 1, self.step + 1, what, good["epoch"], good["step"]))
-        return {"message": message, "good": good, "step": self.step + 1,
+                   % (at.epoch + 1, at.step + 1, what, good["epoch"], good["step"]))
+        return {"message": message, "good": good, "step": at.step + 1,
                 "loss": float(loss) if loss is not None and np.isfinite(loss) else None}
 
     def last_good(self) -> Dict[str, Any]:
         """Position of the last good checkpoint (taken when the model was built and after each epoch)."""
-        return self._good.position() if self._good is not None else {"epoch": 0, "step": 0, "epoch_step": 0}
+        return self.run.last_good()
 
     def restore_good(self) -> Dict[str, Any]:
         """Go back to the last good checkpoint (after a divergence); the learning rate stays as set now."""
-        self._need_model()
-        if self._good is None:
+        self.need_model()
+        run = self.run
+        g, lr = run.good(), run.lr
+        if g is None:
             raise WebappError("there is no earlier checkpoint to go back to")
-        g, lr = self._good, self.lr
         arts = self.artifacts.copy()
         arts["checkpoint"] = g.checkpoint
-        self._use(arts, self.model)
-        self.lr = lr
-        self._apply_lr()
-        self.at = Position(g.epoch, g.epoch_step, g.step)
-        self._order_epoch = -1
-        self._watch = LossWatch()
-        self._good = g
-        return {"model": self.model_summary(), "epoch": self.epoch, "step": self.step, "digest": self.digest()}
+        self.use_model(arts, self.model)
+        run.lr = lr
+        run.apply_lr()
+        run.resume(Position(g.epoch, g.epoch_step, g.step))
+        run.keep_good(g)
+        return {"model": self.model_summary(), "epoch": run.at.epoch, "step": run.at.step, "digest": self.digest()}
 
-    def _save_progress(self) -> None:
-        props = getattr(self.state, "properties", None)
-        if props is None:
-            return
-        props[P.P_EPOCH] = int(self.epoch)
-        props[P.P_EPOCH_STEP] = int(self.epoch_step)
-        props[P.P_STEP] = int(self.step)
-        props[P.P_BATCH_SIZE] = int(self.batch_size)
-        props[P.P_LR] = float(self.lr)
-        props[P.P_SEED] = int(self.seed)
-
-    def _outputs(self, x: np.ndarray) -> np.ndarray:
+    def outputs(self, x: np.ndarray) -> np.ndarray:
         """Forward outputs of the current parameters (through the exported inference model)."""
         if self.backbone is not None:   # the head on cached features: export() composes the same two graphs
-            return self.backbone.head_outputs(self.module, self.model["output"], self.step, self._shape_x(x))
-        if self._infer is None or self._infer_step != self.step:
-            self._infer = _inference_session(self.export(raw_rows=False))
-            self._infer_step = self.step
-        out = self._infer.run(None, {self.model["input"]: self._shape_x(x)})[0]
+            return self.backbone.head_outputs(self.run.module, self.model["output"], self.run.at.step,
+                                              self.shape_x(x))
+        out = self.inference().run(None, {self.model["input"]: self.shape_x(x)})[0]
         return np.asarray(out)
+
+    def inference(self) -> Any:
+        """The exported model of the current step as an InferenceSession (kept until the weights change)."""
+        return self.exports.session(self.run.at.step, lambda: self.export(raw_rows=False))
 
     def evaluate(self, batch: int = 500) -> Dict[str, Any]:
         """Validation loss and accuracy (classification) or RMSE/MAE (regression)."""
@@ -430,24 +341,22 @@ class Session:
 
     def checkpoint(self, include_optimizer_state: bool = True) -> bytes:
         """The current checkpoint (parameters, optimizer state, progress properties) as bytes."""
-        self._need_model()
-        self._save_progress()
-        return bytes(self.state.to_bytes(include_optimizer_state=bool(include_optimizer_state)))
+        return self.run.checkpoint(include_optimizer_state)
 
     def export(self, raw_rows: bool = True) -> bytes:
         """The inference model with the current parameters, serialized; a table's takes its rows as
         typed (:mod:`pytrain.run.rows`), or with ``raw_rows`` False the features as they train."""
-        self._need_model()
-        raw = bytes(self.module.export_model_for_inferencing(None, self.model.get("outputs", [self.model["output"]])))
+        self.need_model()
+        raw = bytes(self.run.module.export_model_for_inferencing(None, self.model.get("outputs", [self.model["output"]])))
         if self.backbone is not None:   # one graph: the frozen backbone, then the trained head
             raw = self.backbone.compose(raw)
         raw = scaling.bake(raw, self.model.get("scaling"), self.model["output"])
-        return rows.bake(raw, self.data.get("columns")) if raw_rows else raw
+        return rows.bake(raw, self.source.data.get("columns")) if raw_rows else raw
 
     def digest(self) -> str:
         """A short hash of the current parameters (to check a resumed run continues the same one)."""
-        self._need_model()
-        flat = np.ascontiguousarray(self.module.get_contiguous_parameters(trainable_only=False))
+        self.need_model()
+        flat = np.ascontiguousarray(self.run.module.get_contiguous_parameters(trainable_only=False))
         return hashlib.sha256(flat.tobytes()).hexdigest()[:16]
 
     def snapshot(self, data_version: int = -1, artifacts_version: int = -1) -> Dict[str, Any]:
@@ -467,7 +376,7 @@ class Session:
     def run_file(self, epochs: Optional[int] = None, history: Optional[Dict[str, Any]] = None) -> bytes:
         """The whole run as one zip the page, the widget and ``pytrain train --resume`` take back, with the
         plots' ``history`` (see :mod:`pytrain.webapp.runfile`)."""
-        self._need_model()
+        self.need_model()
         return runfile.run_file(self, epochs, history)
 
     def use_artifact_files(self, files: Dict[str, bytes]) -> Dict[str, Any]:
@@ -477,17 +386,20 @@ class Session:
 
     def status(self) -> Dict[str, Any]:
         """Data, model and progress in one answer."""
-        out = {"data": self.data_summary(), "model": self.model_summary(), "epoch": self.epoch,
-               "epoch_step": self.epoch_step, "step": self.step, "batch_size": self.batch_size, "lr": self.lr,
-               "data_version": self.data_version, "artifacts_version": self.artifacts_version}
-        if self.data and self.module is not None:
+        run = self.run
+        out = {"data": self.data_summary(), "model": self.model_summary(), "epoch": run.at.epoch,
+               "epoch_step": run.at.epoch_step, "step": run.at.step, "batch_size": run.batch_size, "lr": run.lr,
+               "data_version": self.source.version, "artifacts_version": self.artifacts_version}
+        if self.source.data and run.module is not None:
             out["steps_per_epoch"] = self.steps_per_epoch()
         return out
 
     def ort(self, op: str, **args: Any) -> Any:
         """onnxruntime-web's TrainingSession calls (web/pytrain-ort.js), independent of this tab's run."""
-        from pytrain.webapp.ort_session import dispatch
-        return dispatch(self, op, args)
+        from pytrain.webapp.ort_session import OrtSessions, dispatch
+        if self.ort_sessions is None:
+            self.ort_sessions = OrtSessions()
+        return dispatch(self.ort_sessions, op, args)
 
     def text(self, op: str, **args: Any) -> Any:
         """"Your text": a language or classification model fine-tuned on text (see pytrain.webapp.text_source)."""
@@ -496,5 +408,21 @@ class Session:
 
     def federation(self, op: str, **args: Any) -> Any:
         """"Join a federation": this tab's model and data as a Flower node (see pytrain.webapp.federation)."""
-        from pytrain.webapp.federation import dispatch as federation_dispatch
-        return federation_dispatch(self, op, args)
+        from pytrain.webapp.federation import FederationFlow, JoinOptions
+        if self.flow is None:
+            self.flow = FederationFlow(self.run, self.exports)
+        if op == "start":
+            return self.flow.start(self._trainer_data, self.model.get("loss"), JoinOptions(**args))
+        return self.flow.dispatch(op, args)
+
+    def _trainer_data(self) -> "TrainerData":
+        """The training and evaluation samples as the graph takes them, for a Flower trainer."""
+        from pytrain.webapp.federation import TrainerData
+        self.need_model()
+        d = self.need_data()
+        if "feeds" in d:   # Flower's trainer takes (x, y) arrays; a text model's feeds are the text room's
+            raise WebappError("a \"Your text\" model cannot join a federation here yet: train it in this tab")
+        x, y = self.model_x(d["train_x"]), self.targets(d["train_y"])
+        if len(d["val_x"]):
+            return TrainerData(x, y, self.model_x(d["val_x"]), self.targets(d["val_y"]))
+        return TrainerData(x, y, x, y)

@@ -17,7 +17,7 @@ from pytrain.run.text import block_length, encode, vocab_size
 from pytrain.text.hub_inputs import plan, read_config
 from pytrain.text.datasets import pad_id
 from pytrain.text.generate import continue_ids
-from pytrain.webapp.common import WebappError, _inference_session, load_upload
+from pytrain.webapp.common import WebappError, load_upload
 from pytrain.webapp.demo import generate_bytes
 from pytrain.webapp.inspect_model import describe_model, refuse_unsupported
 from pytrain.webapp.memory import check_generation
@@ -80,7 +80,7 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
     if feed.past:   # the export keeps present.*, the next step's past (transformers.js generates with it)
         info["outputs"] = [o["name"] for o in desc["outputs"]]
     del m   # its weights are in the artifacts now: not held while the module is built on them
-    summary = session._use(arts, info)
+    summary = session.use_model(arts, info)
     return {"model": summary, "data": session.data_summary(), "memory": summary.get("memory"), "notes": notes}
 
 
@@ -98,8 +98,7 @@ def _use_data(session: Any, x: np.ndarray, y: np.ndarray, source: Dict[str, Any]
              "outputs": None if source["task"] == "lm" else (lambda xb: _logits(session, feeds(xb)))}
     keep = {"tokenizer": np.frombuffer(raw, dtype=np.uint8),
             "text": np.frombuffer(text.encode("utf-8"), dtype=np.uint8)}
-    session.source.use_encoded(x, y, source["task"], source["classes"], source["val_fraction"], source["seed"], source,
-                               extra, keep)
+    session.source.use_encoded(x, y, source, extra, keep)
 
 
 def restore_data(session: Any, meta: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> None:
@@ -142,8 +141,8 @@ def use_run_file(session: Any, texts: Dict[str, Any], run: Dict[str, Any]) -> Di
 
 
 def _text_data(session: Any) -> Dict[str, Any]:
-    session._need_model()
-    d = session._need_data()
+    session.need_model()
+    d = session.need_data()
     if "tokenizer" not in d:
         raise WebappError("no text loaded: choose a model, its tokenizer.json and a text file or CSV first")
     return d
@@ -151,11 +150,8 @@ def _text_data(session: Any) -> Dict[str, Any]:
 
 def _logits(session: Any, feeds: Sequence[np.ndarray]) -> np.ndarray:
     """The exported model's first output for ``feeds`` (the model's inputs in order), at the current weights."""
-    if session._infer is None or session._infer_step != session.step:
-        session._infer = _inference_session(session.export(raw_rows=False))
-        session._infer_step = session.step
     names = session.model["text"]["inputs"]
-    return np.asarray(session._infer.run(None, dict(zip(names, feeds)))[0])
+    return np.asarray(session.inference().run(None, dict(zip(names, feeds)))[0])
 
 
 def logits(session: Any, ids: Any, mask: Any = None) -> Dict[str, Any]:
@@ -165,7 +161,7 @@ def logits(session: Any, ids: Any, mask: Any = None) -> Dict[str, Any]:
     if mask is not None:
         x = np.stack([x, np.asarray(mask, dtype=np.int64).reshape(x.shape)], axis=1)
     out = np.ascontiguousarray(_logits(session, d["feeds"](x)), dtype=np.float32)
-    return {"logits": out.tobytes(), "shape": [int(s) for s in out.shape], "step": session.step}
+    return {"logits": out.tobytes(), "shape": [int(s) for s in out.shape], "step": session.run.at.step}
 
 
 def samples(session: Any, prompt: Optional[str] = None, new_tokens: int = 20, top_k: int = 0, seed: int = 0,
@@ -185,7 +181,7 @@ def samples(session: Any, prompt: Optional[str] = None, new_tokens: int = 20, to
 
         new = continue_ids(step_logits, ids, int(new_tokens), info["block_size"], int(top_k), int(seed), info["pad"])
         return {"kind": "lm", "prompt": tok.decode(ids), "continuation": tok.decode(new), "ids": new,
-                "step": session.step}
+                "step": session.run.at.step}
     n = min(int(count), len(d["val_x"]))
     rows = []
     if n:
@@ -199,14 +195,14 @@ def samples(session: Any, prompt: Optional[str] = None, new_tokens: int = 20, to
             rows.append({"text": tok.decode([int(i) for i in kept]),
                          "label": d["classes"][int(d["val_y"][k])], "predicted": d["classes"][c],
                          "probability": float(p[k, c])})
-    return {"kind": "classification", "predictions": rows, "step": session.step}
+    return {"kind": "classification", "predictions": rows, "step": session.run.at.step}
 
 
 def adapters(session: Any, format: str = "onnx") -> bytes:
     """The LoRA adapters alone (:func:`pytrain.lora.save_adapters`: ``onnx`` or ``npz``)."""
     from pytrain.lora import save_adapters
 
-    session._need_model()
+    session.need_model()
     if not session.model.get("lora"):
         raise WebappError("this model trains without LoRA adapters: download the model itself instead")
-    return save_adapters(session.state, None, format=str(format))
+    return save_adapters(session.run.state, None, format=str(format))

@@ -194,4 +194,4 @@ def test_web_app_takes_the_data_file_uploaded_with_the_model(tmp_path):
     summary = session.generate(blob, loss="MSELoss", optimizer="SGD", name="m.onnx", extra_files=extra)
     assert summary["ready"] and summary["params"] == sum(v.size for v in params.values())
     for k, v in params.items():
-        np.testing.assert_array_equal(session.state.parameters[k].data, v)
+        np.testing.assert_array_equal(session.run.state.parameters[k].data, v)

@@ -304,8 +304,11 @@ def test_non_finite_steps_are_refused_before_any_update(session):
     step = state.optimizer_state.step
     bad = x.copy()
     bad[1, 2] = np.nan
-    with pytest.raises(DivergenceError, match="input 'input' holds NaN"):
+    with pytest.raises(DivergenceError, match="input 'input' holds NaN") as refused:
         module(bad, y)
+    # what diverged, as a field the page shows without taking the message apart
+    assert refused.value.reason.startswith("the ") and "input 'input' holds NaN" in refused.value.reason
+    assert "refused" not in refused.value.reason and refused.value.loss is None
     for k, p in state.parameters.items():
         np.testing.assert_array_equal(p.data, before[k])
         if grads[k] is not None:

@@ -19,7 +19,7 @@ def test_session_stops_an_exploding_run_and_goes_back():
     s.configure(batch_size=16, lr=0.05)
     s.train_for(10_000)                      # one good epoch
     good = s.last_good()
-    assert good["epoch"] == 1 and good["step"] == s.step
+    assert good["epoch"] == 1 and good["step"] == s.run.at.step
     digest = s.digest()
     s.configure(lr=1e4)
     for _ in range(5):
@@ -29,10 +29,10 @@ def test_session_stops_an_exploding_run_and_goes_back():
     d = r["diverged"]
     assert d, "lr 1e4 did not diverge"
     assert "diverged" in d["message"] and "epoch 1, step %d" % good["step"] in d["message"]
-    assert d["good"] == good and d["step"] == s.step + 1
+    assert d["good"] == good and d["step"] == s.run.at.step + 1
     res = s.restore_good()
     assert res["step"] == good["step"] and res["digest"] == digest
-    assert s.lr == 1e4                       # the rate the user set stays; they lower it next
+    assert s.run.lr == 1e4                       # the rate the user set stays; they lower it next
     s.configure(lr=0.05)
     r = s.train_for(10_000)
     assert all(np.isfinite(r["losses"]))

@@ -24,17 +24,17 @@ def _trained_digits(steps: int = 30) -> webapp.Session:
     s.use_digits(digits_blob(), n_train=500, n_val=100)
     s.build_digits("mlp", "AdamW")
     s.configure(batch_size=32, lr=0.003)
-    while s.step < steps:               # train_for stops at each epoch's end
-        s.train_for(budget_ms=1e9, max_steps=steps - s.step)
+    while s.run.at.step < steps:               # train_for stops at each epoch's end
+        s.train_for(budget_ms=1e9, max_steps=steps - s.run.at.step)
     return s
 
 
 def test_digits_train_evaluate_predict():
     s = _trained_digits(40)
-    assert (s.step, s.epoch, s.epoch_step) == (40, 2, 40 - 2 * 16)     # 16 batches of 32 per epoch
+    assert (s.run.at.step, s.run.at.epoch, s.run.at.epoch_step) == (40, 2, 40 - 2 * 16)     # 16 batches of 32 per epoch
     ev = s.evaluate()
     assert ev["metric_name"] == "accuracy" and ev["metric"] > 0.8 and ev["n"] == 100
-    p = s.predict(s.data["val_x"][0])
+    p = s.predict(s.source.data["val_x"][0])
     assert len(p["probabilities"][0]) == 10 and abs(sum(p["probabilities"][0]) - 1) < 1e-5
     assert p["label"][0] == str(p["class"][0])
 
@@ -123,4 +123,4 @@ def test_ready_made_artifacts_are_usable():
     info = s.use_artifacts(arts["training"], arts["eval"], arts["optimizer"], arts["checkpoint"])
     assert info["input"] == "input" and info["output"] == "output" and info["loss"] == "CrossEntropyLoss"
     s.train_for(budget_ms=1e9, max_steps=3)
-    assert s.step == 3
+    assert s.run.at.step == 3

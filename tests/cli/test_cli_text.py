@@ -105,7 +105,7 @@ def test_the_tabs_text_run_file_continues_in_the_cli_with_the_tabs_next_losses(c
     assert ("val perplexity" if kind == "text" else "val accuracy") in out
     cli = _step_losses(tmp_path / "cli.jsonl")
     tab = []
-    while s.epoch < 2:
+    while s.run.at.epoch < 2:
         tab += s.train_for(max_steps=100)["losses"]
     assert cli == tab and len(cli) >= 3
 

@@ -48,8 +48,8 @@ def _table(n: int = 90, seed: int = 0, classify: bool = False) -> str:
 
 
 def _train(s: webapp.Session, steps: int) -> None:
-    while s.step < steps:       # train_for stops at each epoch's end
-        s.train_for(budget_ms=1e9, max_steps=steps - s.step)
+    while s.run.at.step < steps:       # train_for stops at each epoch's end
+        s.train_for(budget_ms=1e9, max_steps=steps - s.run.at.step)
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
@@ -72,26 +72,26 @@ def _step_losses(log_path) -> list:
 
 def _continue_page(s: webapp.Session, epochs: int) -> list:
     losses = []
-    while s.epoch < epochs:
+    while s.run.at.epoch < epochs:
         losses += s.train_for(budget_ms=1e9)["losses"]
     return losses
 
 
 def _resume_and_compare(s: webapp.Session, run_dir: str, label: str, tmp_path) -> list:
     """`pytrain train --resume` one more epoch, and the same in the page: same steps, same losses."""
-    step0, epochs = s.step, s.epoch + 1
+    step0, epochs = s.run.at.step, s.run.at.epoch + 1
     log = tmp_path / "log.jsonl"
     cli = _cli("train", run_dir, "--data", os.path.join(run_dir, "data.csv"), "--label", label, "--resume",
                "--epochs", str(epochs), "--log", str(log))
     assert cli.returncode == 0, cli.stderr
     page = _continue_page(s, epochs)
-    assert "epoch %d/%d" % (epochs, epochs) in cli.stdout and "step %d)" % s.step in cli.stdout, cli.stdout
+    assert "epoch %d/%d" % (epochs, epochs) in cli.stdout and "step %d)" % s.run.at.step in cli.stdout, cli.stdout
     cli_losses = _step_losses(log)
-    assert len(cli_losses) == len(page) == s.step - step0 > 0
+    assert len(cli_losses) == len(page) == s.run.at.step - step0 > 0
     np.testing.assert_allclose(cli_losses, page, rtol=0, atol=1e-5)
     state = CheckpointState.load_checkpoint(os.path.join(run_dir, "checkpoint"))
-    assert (int(state.properties["epoch"]), int(state.properties["step"])) == (s.epoch, s.step)
-    for name, p in s.state.parameters.items():
+    assert (int(state.properties["epoch"]), int(state.properties["step"])) == (s.run.at.epoch, s.run.at.step)
+    for name, p in s.run.state.parameters.items():
         np.testing.assert_allclose(state.parameters[name].data, p.data, rtol=0, atol=1e-5, err_msg=name)
     return page
 
@@ -125,7 +125,7 @@ def test_prepared_regression_table_resumes_in_the_cli(tmp_path):
     assert s.model["scaling"]["y_mean"]
     s.configure(batch_size=8, lr=0.01)
     _train(s, 12)                    # mid-epoch: 9 batches per epoch
-    assert (s.epoch, s.epoch_step) == (1, 3)
+    assert (s.run.at.epoch, s.run.at.epoch_step) == (1, 3)
     run_dir = _unzip(s.run_file(), tmp_path / "run")
 
     # data.csv is the table as the model sees it: numbers only, comma-separated, label last
@@ -162,12 +162,12 @@ def test_prepared_regression_table_resumes_in_the_cli(tmp_path):
     files = {n: open(os.path.join(run_dir, n), "rb").read() for n in MEMBERS}
     r = webapp.Session()
     res = r.use_artifact_files(files)
-    assert res["step"] == s.step and res["epoch"] == s.epoch
+    assert res["step"] == s.run.at.step and res["epoch"] == s.run.at.epoch
     assert (res["data"]["train"], res["data"]["val"]) == (s.data_summary()["train"], s.data_summary()["val"])
     assert res["data"]["features"] == data["features"]
-    np.testing.assert_array_equal(r.data["train_x"], s.data["train_x"])
-    np.testing.assert_allclose(r.module.get_contiguous_parameters(trainable_only=False),
-                               s.module.get_contiguous_parameters(trainable_only=False), rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(r.source.data["train_x"], s.source.data["train_x"])
+    np.testing.assert_allclose(r.run.module.get_contiguous_parameters(trainable_only=False),
+                               s.run.module.get_contiguous_parameters(trainable_only=False), rtol=0, atol=1e-5)
     a = s.train_for(budget_ms=1e9, max_steps=3)["losses"]
     b = r.train_for(budget_ms=1e9, max_steps=3)["losses"]
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
@@ -200,7 +200,7 @@ def test_uploaded_model_with_feature_and_target_scaling_resumes(tmp_path):
 def test_prepared_classification_table_resumes(tmp_path):
     s = webapp.Session()
     s.use_csv(_table(seed=2, classify=True), "kind", exclude=["id"], missing="fill", onehot=True)
-    assert s.data["classes"] == ["high", "low", "mid"]
+    assert s.source.data["classes"] == ["high", "low", "mid"]
     s.build_mlp([8])
     s.configure(batch_size=16, lr=0.01)
     _train(s, 7)

@@ -28,6 +28,7 @@ import pytest
 
 from pytrain.errors import InputError
 from pytrain.flower import FlowerNode, LocalDp, privacy
+from pytrain.flower.mods import Answer, Task, compose, privacy_mods
 from pytrain.flower import objects as ob
 from pytrain.flower import messages as pb
 from pytrain.flower.transport import EcdsaSigner
@@ -85,27 +86,30 @@ def train_message(arrays, config):
     return pb.FlwrMessage(metadata=md, content=pb.RecordDict()), d.tree(), d.all_objects()
 
 
-def answer_one(trainer, config, monkeypatch=None):
-    """One train message with ``config`` through a node: (what it received, what training produced,
-    the reply pushed, its arrays or None)."""
+def answer_one(trainer, config, monkeypatch=None, mods=()):
+    """One train message with ``config`` through a node with ``mods``: (what it received, what training
+    produced, the reply pushed, its arrays or None, what privacy did to the update or None)."""
     received = {k: v + 0.01 for k, v in trainer.get_parameters().items()}
     trained = {}
-    if monkeypatch is not None:  # keep what training produced, before privacy
-        real = privacy.private_update
+    if monkeypatch is not None:  # keep what training produced, before privacy (its first clipping)
+        real = privacy.clip_update
 
         def spy(before, params, *a):
-            trained.update((k, np.array(v)) for k, v in params.items())
+            if not trained:
+                trained.update((k, np.array(v)) for k, v in params.items())
             return real(before, params, *a)
-        monkeypatch.setattr(privacy, "private_update", spy)
+        monkeypatch.setattr(privacy, "clip_update", spy)
     link = FakeLink(*train_message(received, config))
-    node = FlowerNode("http://fleet.invalid", trainer, signer=EcdsaSigner(), transport=link)
+    node = FlowerNode("http://fleet.invalid", trainer, signer=EcdsaSigner(), transport=link, mods=mods)
+    node.events = []
     assert node.run(max_messages=1, timeout=wait_s(60)) == 1
     reply = link.pushed[0]
     arrays = None
     if reply.error is None:
         _, content = ob.inflate_message(reply.metadata.message_id, link.pushed_objects.__getitem__)
         arrays = dict(content["arrays"])
-    return received, trained, reply, arrays
+    done = [e for e in node.events if e["kind"] == "answered"]
+    return received, trained, reply, arrays, done[0]["privacy"] if done else None
 
 
 def flwr_mod(venv, tmp_path, received, trained, config, local_dp=None, seed=0):
@@ -129,11 +133,11 @@ def test_fixed_clipping_matches_flwr_fixedclipping_mod(tmp_path, venv, arts, mon
     (parts, _) = digits_splits(1)
     trainer = make_trainer(arts, *parts[0])
     config = RECIPE + [("clipping_norm", 0.5)]
-    received, trained, reply, sent = answer_one(trainer, config, monkeypatch)
+    received, trained, reply, sent, report = answer_one(trainer, config, monkeypatch)
     assert reply.error is None, reply.error
     assert norm_of_update(trained, received) > 2.0  # training moved further than the norm: it clipped
     assert norm_of_update(sent, received) <= 0.5 * (1 + 1e-6)
-    assert trainer.last_privacy["clipping_norm"] == 0.5 and trainer.last_privacy["scale"] < 1
+    assert report["clipping_norm"] == 0.5 and report["scale"] < 1
     theirs, info = flwr_mod(venv, tmp_path, received, trained, config)
     assert info["keys"] == list(sent) and info["update_norm"] <= 0.5 * (1 + 1e-6)
     for k in sent:  # byte for byte what flwr's mod sends
@@ -147,10 +151,10 @@ def test_fixed_clipping_matches_flwr_fixedclipping_mod(tmp_path, venv, arts, mon
 
 def test_update_within_norm_is_sent_unchanged(arts):
     (parts, _) = digits_splits(1)
-    received, _, reply, sent = answer_one(make_trainer(arts, *parts[0]), RECIPE + [("clipping_norm", 1e6)])
+    received, _, reply, sent, _ = answer_one(make_trainer(arts, *parts[0]), RECIPE + [("clipping_norm", 1e6)])
     trainer = make_trainer(arts, *parts[0])  # the same training without DP
-    _, _, _, plain = answer_one(trainer, RECIPE)
-    assert trainer.last_privacy is None
+    _, _, _, plain, report = answer_one(trainer, RECIPE)
+    assert report is None
     for k in sent:  # scale 1; like flwr, received + (trained - received), which float32 rounds by an ulp
         np.testing.assert_array_equal(sent[k], received[k] + (plain[k] - received[k]))
         np.testing.assert_allclose(sent[k], plain[k], rtol=0, atol=1e-7)
@@ -160,12 +164,12 @@ def test_local_dp_matches_flwr_localdpmod(tmp_path, venv, arts, monkeypatch):
     (parts, _) = digits_splits(1)
     trainer = make_trainer(arts, *parts[0])
     args = [1.0, 0.05, 2.0, 1e-5]  # clipping norm, sensitivity, epsilon, delta
-    trainer.local_dp = LocalDp(*args, seed=1234)
+    local_dp = LocalDp(*args, seed=1234)
     std = 0.05 * np.sqrt(2 * np.log(1.25 / 1e-5)) / 2.0  # flwr's formula
-    assert trainer.local_dp.noise_std == pytest.approx(std, rel=1e-15)
-    received, trained, reply, sent = answer_one(trainer, RECIPE, monkeypatch)
+    assert local_dp.noise_std == pytest.approx(std, rel=1e-15)
+    received, trained, reply, sent, report = answer_one(trainer, RECIPE, monkeypatch, privacy_mods(local_dp))
     assert reply.error is None, reply.error
-    assert trainer.last_privacy["noise_std"] == pytest.approx(std, rel=1e-15)
+    assert report["noise_std"] == pytest.approx(std, rel=1e-15)
     theirs, info = flwr_mod(venv, tmp_path, received, trained, RECIPE, local_dp=args, seed=1234)
     for k in sent:  # same clipping, same noise: the same numbers
         np.testing.assert_array_equal(sent[k], theirs[k])
@@ -182,10 +186,9 @@ def test_local_dp_matches_flwr_localdpmod(tmp_path, venv, arts, monkeypatch):
 def test_hostile_clipping_norm_gets_an_error_reply(arts, value):
     (parts, _) = digits_splits(1)
     trainer = make_trainer(arts, *parts[0], seed=3)
-    trainer.require_clipping = value is None
     before = trainer.get_parameters()
     config = RECIPE + ([("clipping_norm", value)] if value is not None else [])
-    _, _, reply, _ = answer_one(trainer, config)
+    _, _, reply, _, _ = answer_one(trainer, config, mods=privacy_mods(require_clipping=value is None))
     assert reply.error is not None and "'clipping_norm'" in reply.error.reason, reply.error
     assert "refused the train message" in reply.error.reason
     for k, v in trainer.get_parameters().items():  # refused before training: the model is untouched
@@ -215,8 +218,8 @@ def test_federation_with_client_side_fixed_clipping(tmp_path, venv, arts):
         np.savez(str(init), **make_trainer(arts, *splits[0]).get_parameters())
         for k in range(2):
             trainer = make_trainer(arts, *splits[k], seed=k)
-            trainer.require_clipping = k == 1
-            node = FlowerNode(link.url, trainer, heartbeat_interval=10, poll_interval=0.1, keep_replies=True)
+            node = FlowerNode(link.url, trainer, heartbeat_interval=10, poll_interval=0.1, keep_replies=True,
+                              mods=privacy_mods(require_clipping=k == 1))
             node.join()
             nodes.append(node)
 
@@ -272,12 +275,13 @@ PY38 = r"""
 import sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from pytrain.flower import privacy
+from pytrain.flower import mods, privacy
 with np.load(sys.argv[2]) as z:
     received = {k[2:]: z[k] for k in z.files if k.startswith("r_")}
     trained = {k[2:]: z[k] for k in z.files if k.startswith("t_")}
-sent, report = privacy.private_update(received, trained, 0.5, privacy.LocalDp(1.0, 0.05, 2.0, 1e-5, seed=99))
-np.savez(sys.argv[3], **sent)
+handler = mods.compose(lambda task: mods.Answer(trained, 1, {}),
+                       mods.privacy_mods(privacy.LocalDp(1.0, 0.05, 2.0, 1e-5, seed=99)))
+np.savez(sys.argv[3], **handler(mods.Task("train", received, {"clipping_norm": 0.5})).arrays)
 print(np.__version__, sys.version_info[:2])
 """
 
@@ -295,7 +299,8 @@ def test_privacy_on_python38_numpy117_gives_the_same_bytes(tmp_path):
                          capture_output=True, text=True, timeout=wait_s(60))
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("1.17"), res.stdout
-    ours, _ = privacy.private_update(received, trained, 0.5, LocalDp(1.0, 0.05, 2.0, 1e-5, seed=99))
+    handler = compose(lambda task: Answer(trained, 1, {}), privacy_mods(LocalDp(1.0, 0.05, 2.0, 1e-5, seed=99)))
+    ours = handler(Task("train", received, {"clipping_norm": 0.5})).arrays
     with np.load(str(tmp_path / "out.npz")) as z:
         for k in ours:
             np.testing.assert_array_equal(z[k], ours[k])
@@ -311,10 +316,11 @@ from flwr.supercore.differential_privacy import get_norm
 from flwr.supercore.task_identity import TaskIdentity
 from pytrain.api import CheckpointState
 from pytrain.flower import LocalDp, client_app
+from pytrain.flower.mods import privacy_mods
 
 TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # to build messages by hand
 arts, data = sys.argv[2], sys.argv[3]
-app = client_app(arts, data, local_dp=LocalDp(1.0, 0.01, 1.0, 1e-5, seed=5), require_clipping=True)
+app = client_app(arts, data, privacy=privacy_mods(LocalDp(1.0, 0.01, 1.0, 1e-5, seed=5), require_clipping=True))
 params = {k: p.data + 0.01 for k, p in CheckpointState.load_checkpoint(arts + "/checkpoint").parameters.items()}
 ctx = Context(run_id=1, node_id=2, node_config={}, state=RecordDict(), run_config={})
 out = {}

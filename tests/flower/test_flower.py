@@ -27,6 +27,7 @@ from pytrain.api import CheckpointState, Module, Optimizer
 from pytrain.flower import FlowerNode, PytrainTrainer
 from pytrain.flower import messages as pb
 from pytrain.flower import objects as ob
+from pytrain.flower.trainer import LocalTraining
 from pytrain.flower.transport import EcdsaSigner
 from waits import wait_s
 
@@ -205,7 +206,7 @@ def make_trainer(arts, x, y, seed: int = 0) -> PytrainTrainer:
     state = CheckpointState.load_checkpoint(arts.checkpoint)
     module = Module(arts.training_model, state, arts.eval_model)
     opt = Optimizer(arts.optimizer_model, module)
-    return PytrainTrainer(module, opt, x, y, seed=seed)
+    return PytrainTrainer(module, opt, x, y, settings=LocalTraining(seed=seed))
 
 
 def global_accuracy(arts, params: Dict[str, np.ndarray], x, y) -> float:

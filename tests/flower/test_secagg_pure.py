@@ -103,7 +103,7 @@ def test_crypto_steps_go_to_the_driver_when_it_performs_them():
         ("stage", "setup"), ("sample_num", 3), ("share_num", 3), ("threshold", 2), ("clipping_range", 8.0),
         ("target_range", 1 << 16), ("mod_range", 1 << 24), ("max_weight", 100.0)])}
     pairs = [sp.generate_key_pair(), sp.generate_key_pair()]
-    steps = secagg.answer_steps({}, 1, 7, setup, None, crypto_outside=True)
+    steps = secagg.mod_steps({}, 1, 7, setup, None, (), crypto_outside=True)
     asked = [steps.send(None)]
     try:
         while True:
@@ -113,8 +113,8 @@ def test_crypto_steps_go_to_the_driver_when_it_performs_them():
     assert [(s.op, s.args) for s in asked] == [("key_pair", ()), ("key_pair", ())]
     assert dict(reply[secagg.CONFIGS]) == {"pk1": pairs[0][1], "pk2": pairs[1][1]}
     with pytest.raises(StopIteration):  # performed here: nothing is asked
-        next(secagg.answer_steps({}, 1, 7, setup, None))
-    refused = secagg.answer_steps({}, 1, 7, setup, None, crypto_outside=True)
+        next(secagg.mod_steps({}, 1, 7, setup, None, ()))
+    refused = secagg.mod_steps({}, 1, 7, setup, None, (), crypto_outside=True)
     next(refused)
     with pytest.raises(sc.SecAggError, match="not P-384"):
         refused.throw(sc.SecAggError("not P-384"))

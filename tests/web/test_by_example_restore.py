@@ -55,9 +55,9 @@ def test_browser_resume_of_a_backbone_run_carries_its_features_and_continues_exa
     assert not np.array_equal(fresh, s.backbone.features(rows[:5]))
 
     r = _restored(s)
-    assert r.digest() == s.digest() and (r.step, r.epoch, r.epoch_step) == (s.step, s.epoch, s.epoch_step)
+    assert r.digest() == s.digest() and (r.run.at.step, r.run.at.epoch, r.run.at.epoch_step) == (s.run.at.step, s.run.at.epoch, s.run.at.epoch_step)
     np.testing.assert_array_equal(r.backbone.features(rows), s.backbone.features(rows))
-    for probe in (rows[:5], rows[9:11], s.data["val_x"]):
+    for probe in (rows[:5], rows[9:11], s.source.data["val_x"]):
         np.testing.assert_array_equal(np.array(r.predict(probe)["outputs"]), np.array(s.predict(probe)["outputs"]))
     assert r.evaluate() == s.evaluate()
     theirs, ours = _continue(r, 3), _continue(s, 3)
@@ -78,8 +78,8 @@ def test_a_save_without_features_still_resumes_computing_them():
     r = Session()
     r.restore(snap["meta"], snap["artifacts"], snap["checkpoint"], _pack_arrays(arrays))
     assert r.digest() == s.digest()
-    np.testing.assert_allclose(np.array(r.predict(s.data["val_x"])["outputs"]),
-                               np.array(s.predict(s.data["val_x"])["outputs"]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(r.predict(s.source.data["val_x"])["outputs"]),
+                               np.array(s.predict(s.source.data["val_x"])["outputs"]), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("how", ["resume", "run file"])

@@ -57,7 +57,7 @@ def test_run_on_first_part_then_rest_matches_whole_file():
     got = r["losses"] + s.train_for(budget_ms=1e9, max_steps=40)["losses"]
     got += s.train_for(budget_ms=1e9, max_steps=5)["losses"]
     assert got == want                                    # the same samples in the same order: the same floats
-    assert np.array_equal(s.data["val_x"], whole.data["val_x"]) and s.evaluate() == whole.evaluate()
+    assert np.array_equal(s.source.data["val_x"], whole.source.data["val_x"]) and s.evaluate() == whole.evaluate()
     assert s.use_digits(blob, rest=True)["train"] == 500  # nothing waits any more: a no-op
 
 

@@ -189,7 +189,7 @@ def test_browser_resume_keeps_the_backbone_and_run_file_carries_it(tmp_path):
     learned = s.insights()
     assert learned["layers"][0]["trains"] is False and learned["layers"][0]["size"] == 350
     assert [(l["name"], l["trains"]) for l in learned["layers"][1:]] == [("fc1.weight", True), ("fc1.bias", True)]
-    assert np.sum(learned["confusion"]) == len(s.data["val_x"])
+    assert np.sum(learned["confusion"]) == len(s.source.data["val_x"])
     assert "backbone.onnx" in zipfile.ZipFile(io.BytesIO(s.run_file())).namelist()   # tests/web/test_runfile_backbone.py
     # switching to a model without a backbone drops it
     s.build_cnn("AdamW")

@@ -42,15 +42,15 @@ def _session(tmp_path, steps: int = 9) -> Session:
     s.build_cnn("AdamW", backbone={"bytes": blob, "name": "bb.onnx", "extra_files": extra, "size": SIDE,
                                    "normalize": "imagenet"})
     s.configure(batch_size=4, lr=0.05)
-    while s.step < steps:
-        s.train_for(budget_ms=1e9, max_steps=steps - s.step)
-    assert (s.epoch, s.epoch_step) == divmod(steps, 4)
+    while s.run.at.step < steps:
+        s.train_for(budget_ms=1e9, max_steps=steps - s.run.at.step)
+    assert (s.run.at.epoch, s.run.at.epoch_step) == divmod(steps, 4)
     return s
 
 
 def _continue(s: Session, epochs: int) -> list:
     losses = []
-    while s.epoch < epochs:
+    while s.run.at.epoch < epochs:
         losses += s.train_for(budget_ms=1e9)["losses"]
     return losses
 
@@ -81,22 +81,22 @@ def test_run_file_takes_the_backbone_run_back_and_continues_it_exactly(tmp_path)
     # a fresh session (another browser, or the widget's run: option) takes the zip back
     r = Session()
     res = r.use_artifact_files({"pytrain-run-step9.zip": blob})
-    assert res["step"] == s.step == 9 and (r.epoch, r.epoch_step) == (s.epoch, s.epoch_step)
+    assert res["step"] == s.run.at.step == 9 and (r.run.at.epoch, r.run.at.epoch_step) == (s.run.at.epoch, s.run.at.epoch_step)
     assert r.digest() == s.digest() and r.model["origin"] == "backbone" and r.backbone is not None
     assert res["data"]["kind"] == "arrays" and res["data"]["classes"] == ["dark", "bright"]
     assert res["files"]["pytrain-run-step9.zip!backbone.onnx"].startswith("backbone")
     for k in ("train_x", "train_y", "val_x", "val_y"):
-        np.testing.assert_array_equal(r.data[k], s.data[k], err_msg=k)
+        np.testing.assert_array_equal(r.source.data[k], s.source.data[k], err_msg=k)
     x = _probe()
     np.testing.assert_array_equal(np.array(r.predict(x)["outputs"]), np.array(s.predict(x)["outputs"]))
     assert r.export() == s.export()
     assert r.evaluate() == s.evaluate()
 
     # continuing the taken-back run trains exactly as continuing the original
-    r.configure(batch_size=s.batch_size, lr=s.lr)
+    r.configure(batch_size=s.run.batch_size, lr=s.run.lr)
     theirs, ours = _continue(r, 4), _continue(s, 4)
     assert len(ours) == 7 and theirs == ours
-    assert (r.step, r.digest()) == (s.step, s.digest())
+    assert (r.run.at.step, r.digest()) == (s.run.at.step, s.digest())
     np.testing.assert_array_equal(np.array(r.predict(x)["outputs"]), np.array(s.predict(x)["outputs"]))
     # and it is saved in that browser with its backbone (IndexedDB snapshot)
     snap = r.snapshot()

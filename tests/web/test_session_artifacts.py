@@ -30,7 +30,7 @@ def _session(blob: bytes) -> webapp.Session:
 
 def test_generated_models_are_held_once_and_saved_byte_for_byte_and_restore_good_shares_them():
     blob = _upload()
-    made, _ = model_source.upload(blob, lora={"rank": 2})   # the generator's bytes, the oracle
+    made, _ = model_source.upload(blob, model_source.GenerateOptions(lora={"rank": 2}))   # the generator's bytes, the oracle
     s = _session(blob)
     assert sorted(s.artifacts.models) == ["eval", "training"]
     assert s.artifacts.held_bytes() == len(made["optimizer"]) + len(made["checkpoint"])
@@ -41,18 +41,18 @@ def test_generated_models_are_held_once_and_saved_byte_for_byte_and_restore_good
             assert z.read(ARTIFACT_FILES[role]) == made[role], role
 
     good = s.digest()
-    held = s.module.models
+    held = s.run.module.models
     s.train_for(budget_ms=1e9, max_steps=3)
-    assert s.step == 3 and s.digest() != good
+    assert s.run.at.step == 3 and s.digest() != good
     back = s.restore_good()
-    assert back["digest"] == good and s.step == 0
-    assert all(s.module.models[role] is held[role] for role in ("training", "eval"))   # read again, not copied
+    assert back["digest"] == good and s.run.at.step == 0
+    assert all(s.run.module.models[role] is held[role] for role in ("training", "eval"))   # read again, not copied
     assert all(s.artifacts[role] == made[role] for role in ("training", "eval", "optimizer"))
     assert s.train_for(budget_ms=1e9, max_steps=3)["losses"] == _session(blob).train_for(budget_ms=1e9, max_steps=3)["losses"]
 
 
 def test_ready_made_artifacts_keep_their_bytes():
-    made, _ = model_source.upload(_upload(), lora={"rank": 2})
+    made, _ = model_source.upload(_upload(), model_source.GenerateOptions(lora={"rank": 2}))
     s = webapp.Session()
     s.use_artifacts(made["training"], made["eval"], made["optimizer"], made["checkpoint"])
     assert s.artifacts.models == {} and s.artifacts.held_bytes() == sum(len(v) for v in made.values())

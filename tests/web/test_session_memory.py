@@ -23,20 +23,20 @@ def test_model_summary_shows_the_estimate_by_part_against_what_is_left(monkeypat
     s = _session()
     memory = s.model_summary()["memory"]
     x, y = s.batch(np.arange(2))
-    est = s.module.memory_estimate(x, y, optimizer=s.optimizer, batch_size=s.batch_size)
+    est = s.run.module.memory_estimate(x, y, optimizer=s.run.optimizer, batch_size=s.run.batch_size)
     assert memory == {"batch_size": 32, "parameters": est.parameters, "gradients": est.gradients,
                       "optimizer_state": est.optimizer_state, "activations": est.activations, "total": est.total,
                       "limit": limits.max_heap_bytes, "left": limits.max_heap_bytes, "fits": True,
                       "describe": est.describe()}
     assert est.optimizer_state == 2 * est.gradients > 0   # AdamW
 
-    held = s.module.held_bytes(est)
+    held = s.run.module.held_bytes(est)
     monkeypatch.setattr(limits, "heap_now", lambda: (held + (30 << 20), est.total + (30 << 20) - 1))
     memory = s.model_summary()["memory"]
     assert memory["limit"] == est.total + (30 << 20) - 1 and memory["left"] == est.total - 1
     with pytest.raises(LimitError, match="less the 31457280 bytes"):
         s.train_for(budget_ms=1e9, max_steps=1)
-    assert s.step == 0
+    assert s.run.at.step == 0
 
 
 def test_an_upload_whose_generation_would_not_fit_is_refused_before_generating(monkeypatch):
@@ -51,6 +51,6 @@ def test_an_upload_whose_generation_would_not_fit_is_refused_before_generating(m
                                          r"more \(3\.1x its size\) \(%d bytes\), over pytrain's memory limit of %d bytes"
                                          r".*choose a smaller model" % (need, (50 << 20) + need - 1)):
         s.generate(blob, name="m.onnx")
-    assert s.module is None and s.model_summary() == {"ready": False}
+    assert s.run.module is None and s.model_summary() == {"ready": False}
     monkeypatch.setattr(limits, "heap_now", lambda: (50 << 20, (50 << 20) + need))     # just enough
     assert s.generate(blob, name="m.onnx")["ready"]

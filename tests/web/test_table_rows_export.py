@@ -21,8 +21,8 @@ def _trained(classify: bool, missing: str) -> webapp.Session:
     s = webapp.Session()
     s.use_csv(_table(classify=classify), "kind" if classify else "target", exclude=["id"], missing=missing, onehot=True)
     s.build_mlp(hidden=[8], standardize=True)
-    while s.step < 20:
-        s.train_for(budget_ms=1e9, max_steps=20 - s.step)
+    while s.run.at.step < 20:
+        s.train_for(budget_ms=1e9, max_steps=20 - s.run.at.step)
     return s
 
 
@@ -31,7 +31,7 @@ def test_export_takes_raw_rows_like_try(classify, missing):
     s = _trained(classify, missing)
     cols = s.data_summary()["columns"]
     assert [(c["name"], c["kind"]) for c in cols] == [("a", "number"), ("b", "number"), ("color", "text"), ("c", "number")]
-    fills = [c["fill"] for c in s.data["columns"] if c["kind"] == "number"]
+    fills = [c["fill"] for c in s.source.data["columns"] if c["kind"] == "number"]
     sess = ort.InferenceSession(s.export(), providers=["CPUExecutionProvider"])
     typed = [["0.5", "", "red", "0.25"], ["-1", "7.5", "blue", "NA"], ["2", "3", "purple", "0.5"]]
     for row in typed:

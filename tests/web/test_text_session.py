@@ -35,7 +35,7 @@ def test_a_causal_lm_trains_on_a_text_file_and_samples_greedily_from_its_export(
     assert res["memory"]["fits"] and res["memory"]["total"] > 0 and "activations" in res["memory"]["describe"]
     assert res["data"]["task"] == "lm" and res["data"]["sample_shape"] == [LENGTH]
     losses = []
-    while s.epoch < 3:
+    while s.run.at.epoch < 3:
         losses += s.train_for(budget_ms=10000)["losses"]
     assert np.mean(losses[-3:]) < np.mean(losses[:3]) - 0.5, losses
     assert s.evaluate()["metric_name"] == "perplexity"
@@ -53,7 +53,7 @@ def test_a_causal_lm_trains_on_a_text_file_and_samples_greedily_from_its_export(
     tab = np.frombuffer(got["logits"], np.float32).reshape(got["shape"])
     np.testing.assert_allclose(tab, run(ids.astype(np.int64)), atol=1e-5)
     adapters = read_adapters(s.text("adapters"))
-    assert sorted(adapters) == sorted(n for n in s.state.parameters if ".lora_" in n)
+    assert sorted(adapters) == sorted(n for n in s.run.state.parameters if ".lora_" in n)
 
     # the saved run (the page's IndexedDB snapshot) comes back after a reload and trains on as the original
     snap = s.snapshot()
@@ -75,10 +75,10 @@ def test_a_text_classifier_trains_on_a_csv_with_its_attention_mask(lm):
     assert res["model"]["sample_shape"] == res["data"]["sample_shape"] == [2, LENGTH]   # ids and mask: the page's Start
     assert res["model"]["lora"]["weights"] == ["hf.bert.encoder.layer.0.attention.self.%s.weight" % w
                                               for w in ("query", "value")]   # peft's default for BERT
-    trains = sorted(n for n, p in s.state.parameters.items() if p.requires_grad)
+    trains = sorted(n for n, p in s.run.state.parameters.items() if p.requires_grad)
     assert [n for n in trains if ".lora_" not in n] == ["hf.classifier.bias", "hf.classifier.weight"]
     losses = []
-    while s.epoch < 12:
+    while s.run.at.epoch < 12:
         losses += s.train_for(budget_ms=10000)["losses"]
     assert np.mean(losses[-3:]) < np.mean(losses[:3]) - 0.2, losses
     ev = s.evaluate()
@@ -109,7 +109,7 @@ def test_your_model_turns_lora_on_with_a_rank_its_targets_every_weight_without_a
     s = Session()
     model = s.generate(models.to_bytes(models.mlp(6, [8], 3, seed=0)), lora={"rank": 2})
     assert model["lora"]["weights"] == ["fc1.weight", "fc2.weight"] and model["lora"]["alpha"] == 2.0
-    assert sorted(n for n, p in s.state.parameters.items() if p.requires_grad) == [
+    assert sorted(n for n, p in s.run.state.parameters.items() if p.requires_grad) == [
         "fc1.lora_A", "fc1.lora_B", "fc2.lora_A", "fc2.lora_B"]
     assert s.generate(models.to_bytes(models.mlp(6, [8], 3, seed=0)), lora=None)["lora"] is None
 
@@ -128,10 +128,10 @@ def test_a_text_runs_file_goes_back_into_the_page_with_its_tokenizer_and_setting
         again = Session()
         res = again.use_artifact_files({"run.zip": blob})
         assert "the run's tokenizer" in res["files"].values() and res["step"] == 2 and res["epochs"] == 4
-        assert (again.batch_size, again.lr) == (3, 0.02) and again.digest() == s.digest()
+        assert (again.run.batch_size, again.run.lr) == (3, 0.02) and again.digest() == s.digest()
         assert res["data"]["task"] == ("lm" if "text" in kw else "classification")
         for part in ("train_x", "train_y", "val_x", "val_y"):
-            np.testing.assert_array_equal(again.data[part], s.data[part])
+            np.testing.assert_array_equal(again.source.data[part], s.source.data[part])
         assert again.train_for(max_steps=3)["losses"] == s.train_for(max_steps=3)["losses"]
         assert again.evaluate()["loss"] == s.evaluate()["loss"]
         if "csv" in kw:

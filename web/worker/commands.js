@@ -29,10 +29,10 @@ const COMMAND_TABLE = {
                run: (_, pyArgs) => digitsLoaded(py("use_digits", pyArgs)) },
   inspectCSV: { py: "inspect_csv", args: ({ text }) => ({ text }) },
   useCSV: { idle: "changing the data", newRun: true, py: "use_csv",
-            args: ({ text, label, task = null, valFraction = 0.2, seed = 0, exclude = [], missing = "error", onehot = false }) =>
+            args: ({ text, label, task, valFraction, seed, exclude, missing, onehot }) =>
               ({ text, label, task, val_fraction: valFraction, seed, exclude, missing, onehot }) },
   useArrays: { idle: "changing the data", newRun: true, py: "use_arrays",
-               args: ({ x, shape, y, task = "classification", classes = null, valFraction = 0.2, seed = 0 }) =>
+               args: ({ x, shape, y, task, classes, valFraction, seed }) =>
                  ({ x: { $array: x, shape }, y: { $array: y }, task, classes, val_fraction: valFraction, seed }) },
   useImages: { idle: "changing the data", newRun: true, py: "use_arrays", args: imagesArgs },
   addSamples: { py: "add_samples", args: ({ x, shape, y }) => ({ x: { $array: x, shape }, y: Array.from(y) }) },
@@ -45,8 +45,7 @@ const COMMAND_TABLE = {
               args: ({ hidden = [64], activation = "relu", optimizer = "AdamW", standardize = true, seed = 0 }) =>
                 ({ hidden, activation, optimizer, standardize, seed }) },
   generate: { idle: "changing the model", newRun: true, py: "generate",
-              args: ({ bytes, loss, optimizer, requiresGrad = null, trainableOps = null, output = null, name, batchnorm = "auto", extraFiles = null,
-                       lora = null }) =>
+              args: ({ bytes, loss, optimizer, requiresGrad, trainableOps, output, name, batchnorm, extraFiles, lora }) =>
                 ({ blob: bytes, loss, optimizer, requires_grad: requiresGrad, trainable_ops: trainableOps, output, name, batchnorm,
                    extra_files: extraFiles, lora }) },
   /* "Your text": an ONNX language or classification model, its tokenizer.json and a text file (a causal LM) or a
@@ -114,7 +113,7 @@ for (const [cmd, op] of Object.entries(self.pytrainProtocol.ORT_OPS)) {
   COMMAND_TABLE[cmd] = { py: "ort", args: (args) => Object.assign({ op }, args) };
 }
 
-async function imagesArgs({ files, valFraction = 0.2, seed = 0 }) {
+async function imagesArgs({ files, valFraction, seed }) {
   const status = py("status");
   if (!status.model.ready) throw new UserError("build or upload the model first: images are resized to its input shape", "NotReady");
   const shape = imageShapeFor(status.model.sample_shape);
