@@ -41,7 +41,7 @@ def test_the_tabs_first_loss_logits_and_samples_are_transformers_and_onnxruntime
 
     prompt = h.oracle["greedy"]["prompt"]
     sample = s.text("samples", prompt=None, new_tokens=6)
-    window = [int(i) for i in np.asarray(s.data["train_x"])[0][:8]]
+    window = [int(i) for i in np.asarray(s.source.data["train_x"])[0][:8]]
     assert sample["ids"] == greedy(ort_session(export), feed, window, 6, cached=bool(feed.past))
     assert prompt == window[:len(prompt)]
 
