@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path[:0] = [str(ROOT / "tests" / "flower"), str(ROOT / "tests" / "helpers")]
 
-from pytrain import artifacts, models  # noqa: E402
+from pytrain.generator import artifacts, models  # noqa: E402
 from pytrain.flower import FlowerNode, HttpTransport  # noqa: E402
 import test_flower as T  # noqa: E402  (the SuperLink and venv helpers)
 import test_simulation as S  # noqa: E402  (the simulation app)

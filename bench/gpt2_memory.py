@@ -83,8 +83,8 @@ def source(layers: int, vocab_last: bool = False):
 
 
 def artifacts(layers: int):
-    from pytrain import artifacts as A
-    from pytrain.lora import LoRA
+    from pytrain.generator import artifacts as A
+    from pytrain.generator.lora import LoRA
 
     return A.generate_artifacts(source(layers), lora=LoRA(8, 16, ["c_attn"]), optimizer=A.AdamW())
 
@@ -96,8 +96,8 @@ def main() -> None:
     ap.add_argument("--peak", action="store_true", help="also the tracemalloc peak of two steps at the first batch")
     ap.add_argument("--merge", action="store_true", help="add the rows to bench/gpt2_memory.json")
     args = ap.parse_args()
-    from pytrain import limits
-    from pytrain.api import CheckpointState, Module, Optimizer
+    from pytrain.base import limits
+    from pytrain.device.api import CheckpointState, Module, Optimizer
 
     rows = []
     for layers in args.layers:

@@ -49,10 +49,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, nargs="+", default=[2])
     args = ap.parse_args()
-    from pytrain import artifacts
-    from pytrain.api import CheckpointState, Module, Optimizer
-    from pytrain.lora import LoRA
-    from pytrain.losses import CausalLMLoss
+    from pytrain.generator import artifacts
+    from pytrain.device.api import CheckpointState, Module, Optimizer
+    from pytrain.generator.lora import LoRA
+    from pytrain.generator.losses import CausalLMLoss
 
     ids = np.random.default_rng(0).integers(0, 50257, (1, 128)).astype(np.int64)
     for layers in args.layers:

@@ -122,7 +122,7 @@ def generation(layers_list: list) -> list:
     from pytrain.webapp.common import load_upload
     from pytrain.webapp.demo import generate_bytes
     from pytrain.webapp.model_source import lora_spec
-    from pytrain.losses import CausalLMLoss
+    from pytrain.generator.losses import CausalLMLoss
 
     tj = tokenizer_json()
     text = corpus(tj, 4)

@@ -112,13 +112,13 @@ def _inference_batchnorm(model, training_path: Path) -> None:
 
 
 def gen_pytrain(model_path: Path, out: Path) -> dict:
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
 
     t_imp = time.perf_counter()
     lora_path = model_path.parent / "lora.json"   # a LoRA workload (workloads.LORA)
     lora = None
     if lora_path.exists():
-        from pytrain.lora import LoRA
+        from pytrain.generator.lora import LoRA
 
         lora = LoRA(**json.loads(lora_path.read_text()))
     arts = artifacts.generate_artifacts(model_path.read_bytes(),
@@ -135,7 +135,7 @@ def gen_pytrain(model_path: Path, out: Path) -> dict:
 # --- training ------------------------------------------------------------------------------
 
 def session_pytrain(d: Path, threads: int):
-    from pytrain.api import CheckpointState, Module, Optimizer
+    from pytrain.device.api import CheckpointState, Module, Optimizer
 
     state = CheckpointState.load_checkpoint((d / "checkpoint").read_bytes())
     module = Module((d / "training_model.onnx").read_bytes(), state,
@@ -204,7 +204,7 @@ def node_times(step, x, y, warmup: int, steps: int, top: int = 25, cpu: bool = F
     on a shared machine (Plan.time_nodes reads time.perf_counter, so this process's clock is swapped)."""
     import gc
 
-    from pytrain.executor import Plan
+    from pytrain.engine.executor import Plan
 
     if cpu:
         time.perf_counter = time.thread_time

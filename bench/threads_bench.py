@@ -114,8 +114,8 @@ def time_kernel(kernel, size, n, threshold, budget=0.25):
 """
 
 STEPS = r"""
-from pytrain import artifacts, models
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts, models
+from pytrain.device.api import CheckpointState, Module, Optimizer
 
 def make_step(model, x, y):
     arts = artifacts.generate_artifacts(model, loss=artifacts.LossType.CrossEntropyLoss,

@@ -196,7 +196,7 @@ def export_onnx(w: Workload) -> bytes:
     inference mode) by ``pytrain.torch_export``: TorchScript exporter, parameters under their
     state_dict names, the frozen ones listed in the model's metadata; fixed batch size."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from pytrain.torch_export import torch_export
+    from pytrain.generator.torch_export import torch_export
 
     return torch_export(w.module().train(), (torch.from_numpy(w.batch()["input"]),), input_names=["input"],
                         output_names=["logits"], opset=17, dynamic_batch=False)

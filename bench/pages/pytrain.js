@@ -65,7 +65,7 @@ benchLib.runBench(async (p) => {
     FS.writeFile("/tmp/model.onnx", await benchLib.fetchBytes(dir + "model.onnx"));
     const ms = pyodide.runPython(`
 import time
-from pytrain import artifacts
+from pytrain.generator import artifacts
 _t0 = time.perf_counter()
 artifacts.generate_artifacts(open('/tmp/model.onnx', 'rb').read(),
                              loss=artifacts.LossType.CrossEntropyLoss,
@@ -86,7 +86,7 @@ artifacts.generate_artifacts(open('/tmp/model.onnx', 'rb').read(),
   pyodide.runPython(`
 import json
 import numpy as np
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.device.api import CheckpointState, Module, Optimizer
 
 def _read(name):
     with open('/tmp/art/' + name, 'rb') as f:
@@ -129,7 +129,7 @@ _out.getvalue()
   if (p.nodes) {  // ?nodes=1: wall time per graph node (ms per step), summed over the timed steps
     return { nodes: JSON.parse(pyodide.runPython(`
 import gc, json, time
-from pytrain.executor import Plan
+from pytrain.engine.executor import Plan
 _acc = {}
 for _plan in [o for o in gc.get_objects() if isinstance(o, Plan)]:
     _plan.time_nodes(_acc, lambda n: n.op_type + ' ' + (n.name or n.output[0]))

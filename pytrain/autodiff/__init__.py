@@ -3,7 +3,7 @@ rule reads its node, ``rules/`` the rules (a module per op family), ``engine`` t
 from __future__ import annotations
 
 from pytrain.autodiff.engine import build_gradients
-from pytrain.layout import grad_name
+from pytrain.base.layout import grad_name
 from pytrain.autodiff.registry import gradient
 from pytrain.autodiff.rules import differentiable_ops, get_rule
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pytrain.graph import NameScope, NodeBuilder
+from pytrain.engine.graph import NameScope, NodeBuilder
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 
 

@@ -8,8 +8,8 @@ from pytrain.autodiff.builder import GradBuilder
 from pytrain.autodiff.registry import NON_DIFFERENTIABLE, TRAINING_FORM, ForwardNode
 from pytrain.autodiff.rules import differentiable_ops, get_rule
 from pytrain.errors import UnsupportedOpError
-from pytrain.graph import NameScope, node_label, topological_order
-from pytrain.layout import grad_name
+from pytrain.engine.graph import NameScope, node_label, topological_order
+from pytrain.base.layout import grad_name
 from pytrain.proto import NodeProto
 
 

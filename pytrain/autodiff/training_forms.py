@@ -12,8 +12,8 @@ import numpy as np
 from pytrain.autodiff.engine import carried
 from pytrain.autodiff.quant_forms import fuse_dequantized_weights, fuse_int8_blocks
 from pytrain.errors import ArtifactError
-from pytrain.export import inference_rewrite
-from pytrain.graph import NameScope
+from pytrain.engine.export import inference_rewrite
+from pytrain.engine.graph import NameScope
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.proto import NodeProto, make_node, node_attributes
 

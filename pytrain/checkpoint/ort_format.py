@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from pytrain import dtypes, limits
+from pytrain.base import dtypes, limits
 from pytrain.checkpoint.values import OptimizerState, Parameter, Properties
 from pytrain.errors import CheckpointError
 

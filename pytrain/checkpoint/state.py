@@ -6,12 +6,12 @@ import os
 from collections import OrderedDict
 from typing import Any, Callable, List, Optional, Tuple, Union
 
-from pytrain import limits
+from pytrain.base import limits
 from pytrain.checkpoint import ort_format
 from pytrain.checkpoint.values import OptimizerState, Parameter, Properties
 from pytrain.checkpoint.zip_format import decode, encode
 from pytrain.errors import CheckpointError
-from pytrain.files import remove_stale_temporaries, write_atomic
+from pytrain.base.files import remove_stale_temporaries, write_atomic
 
 #: other checkpoint formats load_checkpoint reads: (probe(data) -> bool, decode(data, label)), tried in
 #: order before pytrain's own format; decode returns what :func:`pytrain.checkpoint.zip_format.decode` returns

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
-from pytrain import limits
+from pytrain.base import limits
 from pytrain.checkpoint.values import OptimizerState, Parameter, Properties, Property
 from pytrain.errors import CheckpointError, LimitError
 
@@ -114,7 +114,7 @@ class _Archive:
             raise self._bad("%s: the archive has no member %r" % (what, path))
         if info.file_size > limit:
             raise LimitError("checkpoint member %r (%s) declares %d bytes, over the limit of %d bytes; raise it "
-                             "with pytrain.limits.set_limits(max_file_bytes=...)" % (path, what, info.file_size, limit))
+                             "with pytrain.base.limits.set_limits(max_file_bytes=...)" % (path, what, info.file_size, limit))
         try:
             with self._zip.open(info) as f:
                 raw = f.read(info.file_size + 1)  # bounded by what was declared, whatever it inflates to

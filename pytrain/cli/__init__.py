@@ -15,7 +15,7 @@ from pytrain.errors import PytrainError
 
 def build_parser() -> Parser:
     """The argparse parser with every subcommand."""
-    from pytrain.version import __version__
+    from pytrain.base.version import __version__
     from pytrain.cli import evaluate, export, federate, generate, inspect_cmd, train
 
     parser = Parser(prog=PROG, description="On-device training for ONNX models in pure Python.")

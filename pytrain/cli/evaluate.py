@@ -10,7 +10,7 @@ import numpy as np
 from pytrain import data
 from pytrain.cli import _dataset
 from pytrain.cli._common import CliError, say
-from pytrain.files import write_atomic
+from pytrain.base.files import write_atomic
 from pytrain.run import properties as P
 from pytrain.run.artifact_dir import ArtifactDir
 from pytrain.run.dataset import DataRequest, fit_to_model, load

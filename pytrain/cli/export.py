@@ -5,7 +5,7 @@ import argparse
 
 from pytrain import data
 from pytrain.cli._common import say, shape_str, size_str
-from pytrain.files import write_atomic
+from pytrain.base.files import write_atomic
 from pytrain.run import properties as P
 from pytrain.run.artifact_dir import ArtifactDir
 from pytrain.run import rows
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     art = ArtifactDir(args.dir)
     state = art.load_state()
     if args.lora == "adapters":
-        from pytrain.lora import save_adapters
+        from pytrain.generator.lora import save_adapters
 
         blob = save_adapters(state, args.output)
         say("wrote {} ({}): the LoRA adapters {}".format(args.output, size_str(len(blob)), ", ".join(
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     raw = state.properties.get(P.P_STANDARDIZER)
     baked = False
     if raw and not args.raw_inputs:
-        from pytrain.models import with_standardization
+        from pytrain.generator.models import with_standardization
 
         data_inputs, _ = art.inputs(state)
         st = data.Standardizer.from_json(str(raw))

@@ -53,7 +53,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytrain.api import CheckpointState
+    from pytrain.device.api import CheckpointState
     from pytrain.cli.evaluate import prepared_data
     from pytrain.flower import FlowerNode, PytrainTrainer
     from pytrain.flower.mods import Answer, Handler, Task, privacy_mods

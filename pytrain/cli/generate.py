@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 
 from pytrain.run import properties as P
 from pytrain.run.artifact_dir import FILES, load_model_file, load_state
-from pytrain.files import write_atomic
+from pytrain.base.files import write_atomic
 from pytrain.cli._common import CliError, count, say, shape_str, size_str, table
 
 LOSSES = {"ce": "CrossEntropyLoss", "mse": "MSELoss", "bce": "BCEWithLogitsLoss", "l1": "L1Loss",
@@ -64,7 +64,7 @@ def add_parser(sub) -> None:
 
 
 def _optimizer(args: argparse.Namespace):
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
 
     for opt_name, allowed in _HYPER.items():
         value = getattr(args, opt_name)
@@ -106,8 +106,8 @@ def _batchnorm(values):
 
 
 def _lora(args: argparse.Namespace):
-    """--lora RANK[:ALPHA] with --lora-targets: a pytrain.lora.LoRA, or None."""
-    from pytrain.lora import LoRA
+    """--lora RANK[:ALPHA] with --lora-targets: a pytrain.generator.lora.LoRA, or None."""
+    from pytrain.generator.lora import LoRA
 
     if args.lora is None:
         if args.lora_targets:
@@ -125,7 +125,7 @@ def _lora(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
 
     out_dir = args.output
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):

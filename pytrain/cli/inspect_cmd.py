@@ -49,8 +49,8 @@ def model_lines(path: str, model) -> List[str]:
     lines += table([(s.name, s.dtype_name, shape_str(s.shape)) for s in A.tensor_specs(g.output)], "  ")
     total = sum(_size(t.dims) for t in g.initializer)
     lines.append("initializers: {} tensors, {} values".format(len(g.initializer), count(total)))
-    from pytrain import dtypes
-    from pytrain.trainable import classify_initializers
+    from pytrain.base import dtypes
+    from pytrain.generator.trainable import classify_initializers
 
     # what trains by default (generate without --requires-grad/--frozen), and why
     verdict = {r["name"]: r for r in classify_initializers(g.node, g.initializer, list(g.value_info) + list(g.input))}
@@ -62,9 +62,9 @@ def model_lines(path: str, model) -> List[str]:
                      "trains" if verdict[t.name]["trains"] else "no", verdict[t.name]["why"]) for t in biggest], "  ")
     if len(g.initializer) > len(biggest):
         lines.append("  ... and {} more".format(len(g.initializer) - len(biggest)))
-    from pytrain.layout import ARTIFACT_KEY, LayoutError, parse_layout
+    from pytrain.base.layout import ARTIFACT_KEY, LayoutError, parse_layout
     from pytrain.proto import ModelProto
-    from pytrain.trainable import tie_exporter_copies
+    from pytrain.generator.trainable import tie_exporter_copies
 
     if model_metadata(model).get(ARTIFACT_KEY):
         try:
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         lines = checkpoint_lines(path, A.load_state(path), "ONNX Runtime checkpoint")
     else:
         from pytrain.cli import inspect_ort
-        from pytrain.ort_made import read
+        from pytrain.device.ort_made import read
 
         try:  # ONNX Runtime's training and optimizer models (sequences, its ops) are read as ORT's
             raw = read(path)

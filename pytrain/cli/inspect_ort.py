@@ -9,10 +9,10 @@ import os
 from collections import Counter
 from typing import List, Optional
 
-from pytrain import ort_made
+from pytrain.device import ort_made
 from pytrain.cli._common import shape_str, table
 from pytrain.errors import PytrainError
-from pytrain.layout import LAYOUT_KEY
+from pytrain.base.layout import LAYOUT_KEY
 from pytrain.proto import ModelProto, model_metadata, opset_version, value_info_type
 
 #: what ORT's generate_artifacts writes beside its models
@@ -116,7 +116,7 @@ def ort_eval_lines(path: str, model: ModelProto) -> Optional[List[str]]:
 
 
 def _type(v) -> tuple:
-    from pytrain import dtypes
+    from pytrain.base import dtypes
 
     elem, shape = value_info_type(v)
     return dtypes.NAMES.get(elem, "?"), shape_str(shape)

@@ -253,7 +253,7 @@ class _Training:
 
     def __init__(self, args: argparse.Namespace, art: ArtifactDir, state: Any, settings: Dict[str, Any],
                  got: _Data) -> None:
-        from pytrain.api import LinearLRScheduler
+        from pytrain.device.api import LinearLRScheduler
 
         self.args, self.art, self.state, self.settings, self.data = args, art, state, settings, got
         if not args.resume:
@@ -289,7 +289,7 @@ class _Training:
 
     def save(self) -> None:
         """The checkpoint at this position (refused when a parameter is not finite)."""
-        from pytrain.api import CheckpointState
+        from pytrain.device.api import CheckpointState
 
         at, props = self.at, self.state.properties
         broken = [n for n, p in self.state.parameters.items()

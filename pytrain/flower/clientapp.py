@@ -23,7 +23,7 @@ import numpy as np
 
 from pytrain.flower.mods import Handler, Mod, Task, make_handler, with_fixed_clipping
 from pytrain.flower.trainer import LocalTraining
-from pytrain.layout import ARTIFACT_FILES
+from pytrain.base.layout import ARTIFACT_FILES
 
 
 def _load_data(data: Any, context: Any) -> Tuple[np.ndarray, np.ndarray]:
@@ -37,7 +37,7 @@ def _load_data(data: Any, context: Any) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def _open(artifacts: Any, context: Any):
-    from pytrain.api import CheckpointState, Module, Optimizer
+    from pytrain.device.api import CheckpointState, Module, Optimizer
 
     if callable(artifacts):
         artifacts = artifacts(context)

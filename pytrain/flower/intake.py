@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from pytrain import limits
+from pytrain.base import limits
 from pytrain.errors import ModelFormatError
 from pytrain.flower import messages as pb
 from pytrain.flower import objects as ob

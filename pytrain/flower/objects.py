@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from pytrain import limits
+from pytrain.base import limits
 from pytrain.checkpoint.zip_format import read_npy_header
 from pytrain.errors import ModelFormatError, PytrainError
 from pytrain.flower import messages as pb

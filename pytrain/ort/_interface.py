@@ -6,7 +6,7 @@ unless ``lazy_reset_grad`` is true and comes out as ``<p>_grad.accumulation.out`
 its gradients with a few ops of its own domain (``ai.pytrain``); :func:`to_ort_interface` states
 those in standard ONNX ops (so onnxruntime's inference package runs the model) and adds the
 accumulation. :func:`strip_ort_interface` undoes the accumulation tail, giving back what
-``pytrain.module.Module`` runs.
+``pytrain.device.module.Module`` runs.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import UnsupportedOpError
-from pytrain.graph import NameScope, NodeBuilder, all_names
-from pytrain.layout import ACC_BUFFER, ACC_OUT, LAZY_RESET, grad_name, read_layout
+from pytrain.engine.graph import NameScope, NodeBuilder, all_names
+from pytrain.base.layout import ACC_BUFFER, ACC_OUT, LAZY_RESET, grad_name, read_layout
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.proto.onnx_pb import StringStringEntryProto
 from pytrain.proto import ModelProto, NodeProto, make_value_info, model_metadata, node_attributes, \

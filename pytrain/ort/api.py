@@ -7,13 +7,13 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from pytrain import api as _api
+from pytrain.device import api as _api
 from pytrain import checkpoint as _ck
 from pytrain.errors import CheckpointError, InputError
-from pytrain.layout import read_layout
+from pytrain.base.layout import read_layout
 from pytrain.ort import _values
 from pytrain.proto import ModelProto, model_metadata, opset_version
-from pytrain.validate import load_model
+from pytrain.engine.validate import load_model
 
 __all__ = ["CheckpointState", "LinearLRScheduler", "Module", "Optimizer", "Parameter"]
 
@@ -146,7 +146,7 @@ class Module:
 
     def __init__(self, train_model_uri: Any, state: CheckpointState, eval_model_uri: Any = None,
                  device: str = "cpu", session_options: Any = None) -> None:
-        from pytrain.module import Module as _CoreModule
+        from pytrain.device.module import Module as _CoreModule
 
         if device != "cpu":
             raise InputError("pytrain runs on the CPU (numpy); device %r is not available" % device)
@@ -235,7 +235,7 @@ class Optimizer:
 
     def __init__(self, optimizer_uri: Any, module: Module) -> None:
         from pytrain.ort.onnxblock.optim import from_model_metadata, spec_from_hyper_parameters
-        from pytrain import ort_made
+        from pytrain.device import ort_made
 
         try:
             raw: Optional[ModelProto] = ort_made.read(optimizer_uri)
@@ -272,14 +272,14 @@ def _training_model(uri: Any, state: CheckpointState) -> ModelProto:
     """pytrain's training model for ``uri``: pytrain's own (ORT's accumulation interface taken off), or
     one ONNX Runtime made, read by ORT's conventions; an op pytrain does not run is refused by name."""
     from pytrain.ort._interface import strip_ort_interface
-    from pytrain.ort_made import load_training_model
+    from pytrain.device.ort_made import load_training_model
 
     return strip_ort_interface(load_training_model(uri, list(state.core.parameters)))
 
 
 def _eval_model(uri: Any, state: CheckpointState, train: ModelProto) -> bytes:
     """The eval model's bytes: pytrain's as it is, or ORT's read by ORT's conventions."""
-    from pytrain.ort_made import load_eval_model
+    from pytrain.device.ort_made import load_eval_model
 
     return load_eval_model(uri, list(state.core.parameters), train).SerializeToString()
 

@@ -6,11 +6,11 @@ import enum
 import os
 from typing import Any, List, Optional, Sequence, Union
 
-from pytrain import artifacts as core_api
+from pytrain.generator import artifacts as core_api
 from pytrain.checkpoint import CheckpointState as _CoreState
 from pytrain.errors import ArtifactError
-from pytrain.files import write_atomic
-from pytrain.layout import ARTIFACT_FILES
+from pytrain.base.files import write_atomic
+from pytrain.base.layout import ARTIFACT_FILES
 from pytrain.ort._eval import ort_eval_model
 from pytrain.proto import ModelProto
 
@@ -77,7 +77,7 @@ def generate_artifacts(
     With ``nominal_checkpoint=True`` a ``nominal_checkpoint`` (shapes only) is written next to the
     full ``checkpoint``. ``ort_format`` (ORT's flatbuffer model format) and ``custom_op_library``
     (ORT's compiled custom ops) have no meaning in a numpy runtime and are refused. Other keyword
-    arguments go to :func:`pytrain.artifacts.generate_artifacts` (e.g. ``batchnorm``).
+    arguments go to :func:`pytrain.generator.artifacts.generate_artifacts` (e.g. ``batchnorm``).
     """
     if ort_format:
         raise ArtifactError("ort_format=True: the ORT flatbuffer model format is ONNX Runtime's own; pytrain "

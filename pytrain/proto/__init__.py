@@ -2,12 +2,12 @@
 which matters in Pyodide where it does not exist), tensor conversion, and message builders.
 
 A pure codec: reading a model with the checks every model gets where it enters is
-:func:`pytrain.validate.load_model` (one layer up, since the checks ask the op registry)."""
+:func:`pytrain.engine.validate.load_model` (one layer up, since the checks ask the op registry)."""
 from __future__ import annotations
 
 import os
 
-from pytrain.files import write_atomic
+from pytrain.base.files import write_atomic
 from pytrain.proto.helper import (attribute_value, make_attribute, make_graph, make_model, make_node,
                                   make_opsetid, make_value_info, model_metadata, node_attributes,
                                   opset_version, value_info_type)

@@ -15,7 +15,7 @@ import os
 import re
 from typing import Dict, Iterator, Mapping, Optional, Tuple
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import ModelFormatError
 from pytrain.proto.onnx_pb import GraphProto, ModelProto, TensorProto
 

@@ -196,7 +196,7 @@ def make_model(graph: GraphProto, opset_imports: Sequence[OperatorSetIdProto],
                ir_version: Optional[int] = None, producer_name: str = "pytrain",
                metadata: Optional[Dict[str, str]] = None) -> ModelProto:
     """A ModelProto; the IR version defaults to the lowest one its default-domain opset allows."""
-    from pytrain.version import __version__
+    from pytrain.base.version import __version__
 
     if ir_version is None:
         default = [o.version for o in opset_imports if o.domain in ("", "ai.onnx")]

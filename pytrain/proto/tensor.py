@@ -5,7 +5,7 @@ from typing import Optional
 
 import numpy as np
 
-from pytrain import dtypes, limits
+from pytrain.base import dtypes, limits
 from pytrain.errors import ModelFormatError
 from pytrain.proto.onnx_pb import TensorProto
 
@@ -22,7 +22,7 @@ def to_array(t: TensorProto, where: str = "", view: bool = False) -> np.ndarray:
     if t.data_location == EXTERNAL or t.external_data:
         raise ModelFormatError(
             "%s keeps its data in an external file (ONNX external data) that was not read in: load the "
-            "model with pytrain.validate.load_model(path) (reads the files next to it) or "
+            "model with pytrain.engine.validate.load_model(path) (reads the files next to it) or "
             "load_model(bytes, external_data={location: bytes})" % label)
     if t.segment is not None:
         raise ModelFormatError("%s is a segment of a larger tensor, which pytrain does not support" % label)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import UnsupportedOpError
 from pytrain.proto.onnx_pb import GraphProto, ModelProto, TypeProto
 

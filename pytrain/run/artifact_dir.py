@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import CheckpointError, ModelFormatError, PytrainError
-from pytrain.layout import ARTIFACT_FILES, LayoutError, default_lr, parse_layout
+from pytrain.base.layout import ARTIFACT_FILES, LayoutError, default_lr, parse_layout
 from pytrain.run.properties import P_LOSS, P_OUTPUTS, json_property
 
 TRAINING = ARTIFACT_FILES["training"]
@@ -47,7 +47,7 @@ def tensor_specs(values) -> List[TensorSpec]:
 
 def load_model_file(path: str, what: str):
     """Parse an ONNX file; any failure becomes a ModelFormatError naming the file."""
-    from pytrain.validate import load_model
+    from pytrain.engine.validate import load_model
 
     try:
         return load_model(path, what)
@@ -60,7 +60,7 @@ def load_model_file(path: str, what: str):
 
 def load_state(path_or_bytes):
     """Load a checkpoint; any failure becomes a CheckpointError naming the file."""
-    from pytrain.api import CheckpointState
+    from pytrain.device.api import CheckpointState
 
     try:
         return CheckpointState.load_checkpoint(path_or_bytes)
@@ -133,7 +133,7 @@ class ArtifactDir:
 
     def open(self, state, with_optimizer: bool = True, seed: Optional[int] = None) -> Tuple[Any, Any]:
         """(Module, Optimizer or None) over ``state``; ``seed`` seeds random ops such as Dropout."""
-        from pytrain.api import Module, Optimizer
+        from pytrain.device.api import Module, Optimizer
 
         module = Module(self.training_proto(), state, self.eval_proto(), seed=seed)
         optimizer = Optimizer(self._source(OPTIMIZER), module) if with_optimizer else None

@@ -93,7 +93,7 @@ def steps(module: Any, optimizer: Any, at: Position, batches: Batches, fetch: Fe
     """Train from ``at`` (advanced in place) until ``epochs`` epochs are complete (None: without
     end), yielding each :class:`Step`. ``batches`` is called once per epoch, when it starts. Before its
     first step, a run whose memory estimate (``module.check_memory``) is over
-    ``pytrain.limits.max_heap_bytes`` is refused with :class:`~pytrain.errors.LimitError`."""
+    ``pytrain.base.limits.max_heap_bytes`` is refused with :class:`~pytrain.errors.LimitError`."""
     checked = False
     while epochs is None or at.epoch < epochs:
         plan = batches(at.epoch)

@@ -85,9 +85,9 @@ def feeds(model_input: str, columns: Columns, nums: np.ndarray, words: np.ndarra
 
 def bake(model_bytes: bytes, columns: Optional[Columns]) -> bytes:
     """The exported model taking raw rows (see the module's docstring); unchanged without ``columns``."""
-    from pytrain.graph import NameScope, NodeBuilder, all_names
+    from pytrain.engine.graph import NameScope, NodeBuilder, all_names
     from pytrain.proto import ModelProto, make_opsetid, make_value_info
-    from pytrain.dtypes import FLOAT, STRING
+    from pytrain.base.dtypes import FLOAT, STRING
 
     if not columns:
         return model_bytes

@@ -2,7 +2,7 @@
 their names (the format; the page writes its runs with :mod:`pytrain.webapp.runfile`).
 
 The zip holds the four artifacts under the names of an artifact directory
-(:data:`pytrain.layout.ARTIFACT_FILES`), the checkpoint carrying the properties ``pytrain train
+(:data:`pytrain.base.layout.ARTIFACT_FILES`), the checkpoint carrying the properties ``pytrain train
 --resume`` reads (:mod:`pytrain.run.properties`), plus ``pytrain-run.json`` (model description and
 data choice) and ``data.csv`` when the run trains on a table, its text and tokenizer (:data:`TEXT_FILES`)
 for a text run, or the examples as ``.npy`` members (:data:`EXAMPLE_FILES`) with, for a head on a
@@ -19,10 +19,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from pytrain import limits
+from pytrain.base import limits
 from pytrain import proto as _proto
 from pytrain.errors import PytrainError
-from pytrain.layout import ARTIFACT_FILES, ARTIFACT_KEY, LR_INPUT
+from pytrain.base.layout import ARTIFACT_FILES, ARTIFACT_KEY, LR_INPUT
 from pytrain.run.properties import LOSS_KINDS, P_CLASSES, P_LOSS, P_OUTPUTS, P_TRAIN
 
 
@@ -94,7 +94,7 @@ def cli_properties(props: Any, loss: str, output: str, settings: Dict[str, Any],
 
 def _kind_of(blob: bytes, name: str) -> Tuple[Optional[str], str]:
     """("training" | "eval" | "optimizer" | "checkpoint" | None, why) from the file's content."""
-    from pytrain.api import CheckpointState
+    from pytrain.device.api import CheckpointState
 
     try:
         CheckpointState.load_checkpoint(blob)
@@ -102,7 +102,7 @@ def _kind_of(blob: bytes, name: str) -> Tuple[Optional[str], str]:
     except PytrainError:
         pass
     try:
-        from pytrain.validate import load_model
+        from pytrain.engine.validate import load_model
 
         model = load_model(blob, name)
     except Exception:  # not ONNX either (any decoder failure): say so by name below

@@ -72,8 +72,8 @@ def standardizer(s: PageScaling, sample_shape: Optional[List[Any]]) -> Standardi
 def bake(model_bytes: bytes, s: Optional[PageScaling], output: str) -> bytes:
     """The exported model with the scaling built in: (x - mean) / std on the input, and
     ``output * y_std + y_mean`` on ``output`` (which keeps its name)."""
-    from pytrain import models
-    from pytrain.graph import NameScope, all_names
+    from pytrain.generator import models
+    from pytrain.engine.graph import NameScope, all_names
     from pytrain.proto import ModelProto, from_array, make_node
 
     if not s:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import DataError
 
 INT_TYPES = (dtypes.INT32, dtypes.INT64)

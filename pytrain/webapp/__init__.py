@@ -7,7 +7,7 @@ API and runs on Python 3.8 + numpy 1.17 (Pyodide 0.17) as well as on current CPy
 from __future__ import annotations
 
 from pytrain.webapp.bridge import call
-from pytrain.layout import ARTIFACT_FILES
+from pytrain.base.layout import ARTIFACT_FILES
 from pytrain.webapp.common import LOSSES, MNIST_MAGIC, OPTIMIZERS, WebappError
 from pytrain.webapp.demo import digits_artifacts, digits_model, read_mnist
 from pytrain.webapp.inspect_model import describe_model

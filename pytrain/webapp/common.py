@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from pytrain.validate import load_model as _load_model
+from pytrain.engine.validate import load_model as _load_model
 from pytrain.errors import ModelFormatError, PytrainError
 
 MNIST_MAGIC = b"PTMNIST1"
@@ -22,7 +22,8 @@ class WebappError(PytrainError, ValueError):
 
 def core_api() -> Tuple[Any, Any, Any]:
     """(artifacts, models, api), imported on first use so the worker starts answering sooner."""
-    from pytrain import api, artifacts, models
+    from pytrain.device import api
+    from pytrain.generator import artifacts, models
     return artifacts, models, api
 
 
@@ -61,7 +62,7 @@ def _missing_data_files(blob: bytes, files: Dict[str, bytes]) -> List[str]:
 
 def inference_session(model_bytes: bytes) -> Any:
     """pytrain's InferenceSession over ``model_bytes`` (imported on first use)."""
-    from pytrain.runtime import InferenceSession
+    from pytrain.engine.runtime import InferenceSession
     return InferenceSession(model_bytes)
 
 

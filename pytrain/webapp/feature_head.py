@@ -1,13 +1,13 @@
 """A pretrained feature extractor the user brings as ONNX ("By example" with a backbone, as
 Teachable Machine does with MobileNet): the backbone is frozen, only a new head trains.
 
-* The backbone runs for inference, as :func:`pytrain.export.export_inference_model` writes a
+* The backbone runs for inference, as :func:`pytrain.engine.export.export_inference_model` writes a
   model: BatchNorm on its running statistics, Dropout the identity. Its names get the prefix
   ``backbone/`` (its input becomes ``input``), an optional normalisation is put in front
-  (:func:`pytrain.models.with_standardization`), and a 4-D output is pooled (GlobalAveragePool,
+  (:func:`pytrain.generator.models.with_standardization`), and a 4-D output is pooled (GlobalAveragePool,
   Flatten) into one feature vector per image: that graph is the *extractor*.
 * Frozen and deterministic, it runs once per example: features are cached by the sample's bytes.
-* The head is one Gemm (:func:`pytrain.models.mlp` with no hidden layer) trained with softmax
+* The head is one Gemm (:func:`pytrain.generator.models.mlp` with no hidden layer) trained with softmax
   cross-entropy on the features.
 * :meth:`Backbone.compose` joins the extractor and the exported head in one ONNX graph (head names
   prefixed ``head/``, every weight inlined), which is what the page exports.
@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import DataError, PytrainError
 from pytrain.proto import ModelProto, make_node, make_value_info, opset_version, value_info_type
 from pytrain.proto.onnx_pb import StringStringEntryProto
@@ -159,8 +159,8 @@ def extractor(blob: bytes, name: str = "the backbone", extra_files: Optional[Dic
               size: Optional[int] = None, normalize: str = "unit") -> Tuple[bytes, Dict[str, Any]]:
     """The uploaded backbone made into an extractor (see the module docstring): its bytes, and
     what the page shows (input shape, parameters, feature size, normalisation)."""
-    from pytrain.export import export_inference_model
-    from pytrain.runtime import InferenceSession
+    from pytrain.engine.export import export_inference_model
+    from pytrain.engine.runtime import InferenceSession
 
     _, models, _ = core_api()
     if normalize not in NORMALIZATIONS:
@@ -228,7 +228,7 @@ class Backbone:
     """The extractor of one run: cached features, the head's outputs on them, the composed export."""
 
     def __init__(self, blob: bytes, info: Dict[str, Any], cache: Optional[Dict[bytes, np.ndarray]] = None) -> None:
-        from pytrain.runtime import InferenceSession
+        from pytrain.engine.runtime import InferenceSession
 
         self.blob = bytes(blob)
         self.info = dict(info)
@@ -269,7 +269,7 @@ class Backbone:
 
     def head_outputs(self, module: Any, output: str, step: int, x: np.ndarray) -> np.ndarray:
         """The head's outputs on the images' features (what :meth:`compose` computes in one graph)."""
-        from pytrain.runtime import InferenceSession
+        from pytrain.engine.runtime import InferenceSession
 
         if self._head is None or self._head[0] != step:
             self._head = (step, InferenceSession(bytes(module.export_model_for_inferencing(None, [output]))))
@@ -335,7 +335,7 @@ def reuse(blob: bytes, info: Dict[str, Any]) -> Tuple[bytes, Dict[str, Any]]:
     """An extractor :func:`extractor` made before (a restored run's, marked :data:`MARK`) with its
     description ``info``, used as it is: its renaming, normalisation and pooling are in it already,
     so it must not go through :func:`extractor` again. One blank image checks the two belong together."""
-    from pytrain.runtime import InferenceSession
+    from pytrain.engine.runtime import InferenceSession
 
     name = str(info.get("name") or "the backbone")
     try:

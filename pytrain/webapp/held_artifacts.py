@@ -1,6 +1,6 @@
 """The session's artifacts by role ("training", "eval", "optimizer", "checkpoint", a backbone's bytes), holding
 each frozen weight once: the training and eval models of artifacts pytrain made are not kept as bytes beside the
-:class:`~pytrain.api.Module` that runs them (for GPT-2 small under LoRA that was ~950 MiB more than the Module's
+:class:`~pytrain.device.api.Module` that runs them (for GPT-2 small under LoRA that was ~950 MiB more than the Module's
 789) but serialized again from the Module's own models when asked (a saved run, a run file): pytrain's models
 read and serialized again are the very bytes read, so what is saved is what was made. Artifacts uploaded as they
 are (ORT's, whose models the Module converts) keep their bytes."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, Mapping, MutableMapping, Optional
 
-#: the roles a Module's models can give back (:attr:`pytrain.module.Module.models`)
+#: the roles a Module's models can give back (:attr:`pytrain.device.module.Module.models`)
 MODEL_ROLES = ("training", "eval")
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from pytrain import proto as _proto
 from pytrain.errors import ModelFormatError, UnsupportedOpError
 from pytrain.ops import get_kernel
-from pytrain.trainable import classify_initializers
+from pytrain.generator.trainable import classify_initializers
 from pytrain.webapp.common import FLOAT_TYPES, load_upload
 
 

@@ -1,7 +1,7 @@
-"""Memory in the tab: the model's estimate (:meth:`pytrain.api.Module.memory_estimate`) against what is left of
+"""Memory in the tab: the model's estimate (:meth:`pytrain.device.api.Module.memory_estimate`) against what is left of
 the limit, for the page's model panel, and the hook through which the worker tells :mod:`pytrain.limits` how much
 of Pyodide's WebAssembly heap is already in use (Python, numpy, pytrain, the data), so that a run which would not
-fit in the rest is refused before its first step (:func:`pytrain.limits.heap_budget`)."""
+fit in the rest is refused before its first step (:func:`pytrain.base.limits.heap_budget`)."""
 from __future__ import annotations
 
 import sys
@@ -9,12 +9,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from pytrain import limits
+from pytrain.base import limits
 from pytrain.errors import PytrainError
 
 
 def install() -> bool:
-    """In the page's worker (Pyodide), set ``pytrain.limits.heap_now`` to the worker's ``pytrainWasmHeap()``
+    """In the page's worker (Pyodide), set ``pytrain.base.limits.heap_now`` to the worker's ``pytrainWasmHeap()``
     (web/worker/training.js): the heap's bytes in use and the site's limit (config.json ``maxHeapBytes``, 0 for
     none). False, and nothing changed, anywhere else."""
     if sys.platform != "emscripten":

@@ -10,7 +10,7 @@ import numpy as np
 
 from pytrain import data as _data
 from pytrain.errors import DataError, ModelFormatError
-from pytrain.layout import ARTIFACT_FILES
+from pytrain.base.layout import ARTIFACT_FILES
 from pytrain.run import scaling
 from pytrain.webapp.common import OPTIMIZERS, WebappError, core_api, load_upload
 from pytrain.webapp.demo import generate_bytes, digits_artifacts
@@ -111,8 +111,8 @@ def upload(blob: bytes, options: GenerateOptions) -> Model:
 
 def lora_spec(model: Any, lora: Optional[Dict[str, Any]], seed: int = 0) -> Any:
     """The page's LoRA setting ({rank, alpha?, targets?, dropout?}; None or rank 0: off) as a
-    :class:`pytrain.lora.LoRA`, its targets by default the attention's weights (:func:`pytrain.lora.default_targets`)."""
-    from pytrain.lora import LoRA, default_targets
+    :class:`pytrain.generator.lora.LoRA`, its targets by default the attention's weights (:func:`pytrain.generator.lora.default_targets`)."""
+    from pytrain.generator.lora import LoRA, default_targets
 
     if not lora or not int(lora.get("rank") or 0):
         return None
@@ -122,7 +122,7 @@ def lora_spec(model: Any, lora: Optional[Dict[str, Any]], seed: int = 0) -> Any:
 
 def lora_info(model: Any, spec: Any) -> Optional[Dict[str, Any]]:
     """What the page shows of LoRA: rank, alpha, the target patterns and the weights they chose."""
-    from pytrain.lora import selected_weights
+    from pytrain.generator.lora import selected_weights
 
     return None if spec is None else dict(spec.describe(), weights=selected_weights(model, spec))
 
@@ -152,10 +152,10 @@ def ready_made(training: bytes, eval: bytes, optimizer: bytes, checkpoint: bytes
 def optimizer_model(optimizer: str, params: Sequence[str], state: Any, current: bytes) -> bytes:
     """A new optimizer model of kind ``optimizer`` updating ``params`` (those the current optimizer
     updates), in the opset of the ``current`` one."""
-    from pytrain import dtypes
-    from pytrain.optim import OptimType, build_optimizer_model, resolve
+    from pytrain.base import dtypes
+    from pytrain.generator.optim import OptimType, build_optimizer_model, resolve
     from pytrain.proto import opset_version
-    from pytrain.validate import load_model
+    from pytrain.engine.validate import load_model
 
     if optimizer not in OPTIMIZERS:
         raise WebappError("unknown optimizer %r: expected one of %s" % (optimizer, ", ".join(OPTIMIZERS)))

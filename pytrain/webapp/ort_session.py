@@ -147,7 +147,7 @@ class OrtInferenceSession:
     """One onnxruntime-web InferenceSession: pytrain's inference runtime over the model's bytes."""
 
     def __init__(self, model: bytes) -> None:
-        from pytrain.runtime import InferenceSession
+        from pytrain.engine.runtime import InferenceSession
         self.session = InferenceSession(bytes(model))
 
     def names(self) -> Dict[str, List[str]]:
@@ -171,7 +171,7 @@ class OrtInferenceSession:
 
 def _check_declared(info: Any, arr: np.ndarray) -> None:
     """InputError unless ``arr`` has the element type and the fixed dims the model declares for input ``info``."""
-    from pytrain import dtypes
+    from pytrain.base import dtypes
     from pytrain.proto import value_info_type
     elem, dims = value_info_type(info)
     if elem and np.dtype(dtypes.to_numpy(elem)) != arr.dtype:

@@ -1,7 +1,7 @@
 """The page's side of the run file (the format: :mod:`pytrain.run.runfile`): one file for a whole run.
 
 The run file is a zip of the four artifacts under the names ``pytrain train`` reads from an
-artifact directory (:data:`pytrain.layout.ARTIFACT_FILES`), the checkpoint carrying the properties the
+artifact directory (:data:`pytrain.base.layout.ARTIFACT_FILES`), the checkpoint carrying the properties the
 CLI needs to ``--resume`` it (progress, loss, outputs, settings, text classes), plus, for the page,
 ``pytrain-run.json`` (model description and data choice) and ``data.csv`` when the run trains on a
 table. Unzipped into a folder it is an artifact directory: ``pytrain train DIR --data DIR/data.csv
@@ -64,7 +64,7 @@ import numpy as np
 from pytrain.errors import PytrainError
 from pytrain.run import properties as P
 from pytrain.run import scaling
-from pytrain.layout import ARTIFACT_FILES
+from pytrain.base.layout import ARTIFACT_FILES
 from pytrain.run.artifact_dir import ArtifactDir
 from pytrain.run.dataset import DataRequest, digest, prepare_data
 from pytrain.run.runfile import (BACKBONE_ONNX, DATA_CSV, EXAMPLE_FILES, TEXT_FILES, cli_properties, example_members,

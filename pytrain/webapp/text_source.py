@@ -1,6 +1,6 @@
 """The page's "Your text": an uploaded ONNX language or classification model with its ``tokenizer.json``,
 fine-tuned (LoRA by default) on a text file (a causal LM: blocks of token ids, next-token loss read from
-the model's own ids, :class:`pytrain.losses.CausalLMLoss`) or a CSV of texts and labels (a classifier:
+the model's own ids, :class:`pytrain.generator.losses.CausalLMLoss`) or a CSV of texts and labels (a classifier:
 padded ids, attention mask, cross-entropy). Training, validation, the exported (merged) model and the
 saved run are the :class:`~pytrain.webapp.session.Session`'s own; this room encodes the data, builds the
 artifacts, estimates the memory and answers samples (a greedy continuation, or predictions on held-out
@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pytrain.dtypes import INT64
+from pytrain.base.dtypes import INT64
 from pytrain.text import Tokenizer
 from pytrain.run.text import block_length, encode, vocab_size
 from pytrain.text.hub_inputs import plan, read_config
@@ -40,7 +40,7 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
     {"rank": 0}: every parameter trains) and use them. A model of a fixed sequence length sets the block size;
     a ``config.json`` among ``extra_files`` (chosen with the model, as the Hub has it) says an empty past's heads
     and head size where the model's shapes do not (:mod:`pytrain.text.hub_inputs`)."""
-    from pytrain.losses import CausalLMLoss, CrossEntropyLoss
+    from pytrain.generator.losses import CausalLMLoss, CrossEntropyLoss
 
     tok = Tokenizer.from_json(tokenizer if isinstance(tokenizer, str) else bytes(tokenizer))
     check_generation(model, name, extra_files)
@@ -199,8 +199,8 @@ def samples(session: Any, prompt: Optional[str] = None, new_tokens: int = 20, to
 
 
 def adapters(session: Any, format: str = "onnx") -> bytes:
-    """The LoRA adapters alone (:func:`pytrain.lora.save_adapters`: ``onnx`` or ``npz``)."""
-    from pytrain.lora import save_adapters
+    """The LoRA adapters alone (:func:`pytrain.generator.lora.save_adapters`: ``onnx`` or ``npz``)."""
+    from pytrain.generator.lora import save_adapters
 
     session.need_model()
     if not session.model.get("lora"):

@@ -8,8 +8,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from pytrain import artifacts, models
-from pytrain.api import CheckpointState, LinearLRScheduler, Module, Optimizer
+from pytrain.generator import artifacts, models
+from pytrain.device.api import CheckpointState, LinearLRScheduler, Module, Optimizer
 from pytrain.errors import ArtifactError, CheckpointError, InputError, PytrainError
 from train_helpers import train_steps
 
@@ -267,7 +267,7 @@ def test_one_update_node_for_all_parameters_equals_one_node_per_parameter(optimi
     """The optimizer model updates every parameter in one multi-tensor node; an optimizer model
     with one node per parameter (how earlier pytrain versions wrote it) trains identically."""
     from pytrain.proto import make_node
-    from pytrain.validate import load_model
+    from pytrain.engine.validate import load_model
 
     arts = artifacts.generate_artifacts(models.mlp(6, [5], 3, seed=1), optimizer=optimizer)
     opt_model = load_model(arts.optimizer_model)

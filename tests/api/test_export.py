@@ -11,8 +11,8 @@ import pytest
 from onnx import helper as oh
 from onnx import numpy_helper
 
-from pytrain import artifacts
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts
+from pytrain.device.api import CheckpointState, Module, Optimizer
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
@@ -122,7 +122,7 @@ def test_export_errors_name_the_problem():
 def test_standardization_baked_into_the_model():
     """models.with_standardization: the model computes (x - mean) / std first, so the exported
     model takes raw features; the statistics stay frozen while the rest trains."""
-    from pytrain import models
+    from pytrain.generator import models
 
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((32, 4)) * [1, 10, 100, 0.1] + [5, -3, 50, 0]).astype(np.float32)
@@ -139,10 +139,10 @@ def test_standardization_baked_into_the_model():
 
 
 def test_schema_versions_table_matches_onnx_for_every_supported_op():
-    """pytrain/opset_versions.py (used by the exporter and by model validation) is onnx.defs' history."""
+    """pytrain/base/opset_versions.py (used by the exporter and by model validation) is onnx.defs' history."""
     import onnx.defs
 
-    from pytrain.opset_versions import SCHEMA_VERSIONS
+    from pytrain.base.opset_versions import SCHEMA_VERSIONS
     from pytrain.ops import supported_ops
 
     history = {}

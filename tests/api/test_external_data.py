@@ -14,12 +14,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytrain import artifacts
-from pytrain.api import CheckpointState, Module
+from pytrain.generator import artifacts
+from pytrain.device.api import CheckpointState, Module
 from pytrain.errors import ModelFormatError
 from pytrain.proto import to_array
-from pytrain.validate import load_model
-from pytrain.runtime import InferenceSession
+from pytrain.engine.validate import load_model
+from pytrain.engine.runtime import InferenceSession
 
 
 def _mlp_model(seed: int = 0):

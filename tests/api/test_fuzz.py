@@ -16,7 +16,7 @@ import torch
 
 import fuzz_harness as F
 import torch_models as TM
-from pytrain import models
+from pytrain.generator import models
 
 MODEL_MUTANTS = 2000
 CHECKPOINT_MUTANTS = 600

@@ -17,14 +17,15 @@ import pytest
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 import fuzz_harness as F
-from pytrain import artifacts, limits, models
-from pytrain.api import CheckpointState, LinearLRScheduler, Module, Optimizer
+from pytrain.generator import artifacts, models
+from pytrain.base import limits
+from pytrain.device.api import CheckpointState, LinearLRScheduler, Module, Optimizer
 from pytrain.cli import main as cli_main
 from pytrain.errors import (ArtifactError, CheckpointError, DivergenceError, GraphError, InputError, LimitError,
                             ModelFormatError, PytrainError, SaveError)
 from pytrain.proto import AttributeProto as PtAttributeProto
-from pytrain.validate import load_model
-from pytrain.runtime import InferenceSession
+from pytrain.engine.validate import load_model
+from pytrain.engine.runtime import InferenceSession
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

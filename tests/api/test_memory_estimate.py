@@ -1,7 +1,7 @@
 """``Module.memory_estimate``: parameters, gradients and optimizer state from the checkpoint, activations from
 the compiled training plan (live bytes after each node at batch 1 and 2, extrapolated to the batch size),
 against the peak tracemalloc measures natively from loading the checkpoint through two train steps (numpy
-reports its buffers to tracemalloc); and the refusal of a run over ``pytrain.limits.max_heap_bytes`` before
+reports its buffers to tracemalloc); and the refusal of a run over ``pytrain.base.limits.max_heap_bytes`` before
 its first step, by the run loop every face drives."""
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import warnings
 import numpy as np
 import pytest
 
-from pytrain import artifacts, limits, models
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts, models
+from pytrain.base import limits
+from pytrain.device.api import CheckpointState, Module, Optimizer
 from pytrain.errors import LimitError
-from pytrain.lora import LoRA
+from pytrain.generator.lora import LoRA
 from pytrain.proto import ModelProto
 from pytrain.run import Position, steps
 

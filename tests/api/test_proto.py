@@ -9,10 +9,10 @@ from onnx import TensorProto as OTP
 from onnx import helper as oh
 from onnx import numpy_helper
 
-from pytrain import models
+from pytrain.generator import models
 from pytrain.errors import ModelFormatError
 from pytrain.proto import ModelProto, TensorProto, node_attributes, save_model, to_array
-from pytrain.validate import load_model
+from pytrain.engine.validate import load_model
 
 
 def _all_attribute_kinds_model(opset: int) -> onnx.ModelProto:

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = r"""
 import sys, numpy as np
 sys.path.insert(0, sys.argv[1])
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.device.api import CheckpointState, Module, Optimizer
 d = np.load(sys.argv[2])
 out = {}
 for case in d["cases"]:
@@ -63,7 +63,7 @@ def _cases():
     torch = pytest.importorskip("torch")
     from torch_models import CNN, TokenModel, export, seeded
 
-    from pytrain import artifacts, models
+    from pytrain.generator import artifacts, models
 
     rng = np.random.default_rng(3)
     cases = {}
@@ -87,7 +87,7 @@ def _run_here(arts, lr, xs, ys):
 
 
 def test_same_training_on_python38_numpy117(py38, tmp_path):
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
 
     feed = {"cases": np.array(sorted(_cases()))}
     expected = {}
@@ -116,7 +116,7 @@ def test_data_and_cli_on_python38_numpy117(py38, tmp_path):
     """pytrain.data (which the browser also uses for CSV uploads) and the CLI on numpy 1.17."""
     from sklearn.datasets import load_iris
 
-    from pytrain import models
+    from pytrain.generator import models
 
     x, y = load_iris(return_X_y=True)
     names = ["setosa", "versicolor", "virginica"]

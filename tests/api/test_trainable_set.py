@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytrain import artifacts
-from pytrain.trainable import classify_initializers, is_exporter_constant
+from pytrain.generator import artifacts
+from pytrain.generator.trainable import classify_initializers, is_exporter_constant
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -271,7 +271,7 @@ def test_tied_copy_is_read_from_its_parameter():
     assert named["tied"] == [] and named["trainable_count"] == 48
 
 
-# ---- folded copies of a parameter (pytrain.trainable.refold_parameter_copies) ---------------------------------
+# ---- folded copies of a parameter (pytrain.generator.trainable.refold_parameter_copies) ---------------------------------
 
 _FOLDED_FROM, _KIND = "pkg.onnxscript.optimizer.folded_from", "pkg.torch.export.graph_signature.InputSpec.kind"
 
@@ -348,7 +348,7 @@ def test_the_export_writes_the_parameter_and_computes_what_the_file_did():
     gives the original file's output in onnxruntime."""
     ort = pytest.importorskip("onnxruntime")
     import onnx
-    from pytrain.api import CheckpointState, Module
+    from pytrain.device.api import CheckpointState, Module
 
     model, inits = _folded_case()
     arts = artifacts.generate_artifacts(model, loss=artifacts.LossType.MSELoss)

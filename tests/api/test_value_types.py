@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytrain import artifacts
+from pytrain.generator import artifacts
 from pytrain.errors import UnsupportedOpError
 from pytrain.proto import ModelProto
-from pytrain.validate import load_model
-from pytrain.runtime import InferenceSession
+from pytrain.engine.validate import load_model
+from pytrain.engine.runtime import InferenceSession
 
 
 def _model(nodes, inputs, outputs, inits=(), value_info=(), opset=17):

@@ -223,7 +223,7 @@ def test_upsampling_training_on_python38_numpy117(tmp_path):
     from test_python38_numpy117 import ROOT, SCRIPT, _python38
     from train_helpers import train_steps
 
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
 
     py = ROOT / "build" / "py38-numpy117" / "bin" / "python"
     if _python38() is None or not py.exists():

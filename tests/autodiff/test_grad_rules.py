@@ -24,11 +24,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from grad_harness import (ATOL, F64, RNG, RTOL, Case, away, binary, check, f32, fd_grads, i64, node, rand,
                           train_grads, unary, with_loss)
-from pytrain import artifacts, losses
-from pytrain.api import CheckpointState, Module
+from pytrain.generator import artifacts, losses
+from pytrain.device.api import CheckpointState, Module
 from pytrain.autodiff import differentiable_ops, get_rule
 from pytrain.errors import UnsupportedOpError
-from pytrain.executor import Plan
+from pytrain.engine.executor import Plan
 from pytrain.proto import ModelProto
 
 

@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from grad_harness import RNG, Case, away, node, rand, train_grads, with_loss
-from pytrain import artifacts
-from pytrain.api import CheckpointState, Module
+from pytrain.generator import artifacts
+from pytrain.device.api import CheckpointState, Module
 
 
 def off_kinks(*shape: int, kinks: Sequence[float], lo: float = -5.0, hi: float = 5.0, gap: float = 0.1) -> np.ndarray:

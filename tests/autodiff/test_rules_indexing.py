@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from grad_harness import Case, i64, node, rand
-from pytrain import artifacts
-from pytrain.api import CheckpointState, Module
+from pytrain.generator import artifacts
+from pytrain.device.api import CheckpointState, Module
 
 F32 = TensorProto.FLOAT
 

@@ -14,8 +14,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from grad_harness import Case, check, f32, node, rand, with_loss
-from pytrain import artifacts
-from pytrain.api import CheckpointState, Module
+from pytrain.generator import artifacts
+from pytrain.device.api import CheckpointState, Module
 from pytrain.errors import UnsupportedOpError
 
 

@@ -76,7 +76,7 @@ def test_training_model_holds_no_float_copy_of_a_dequantized_weight():
     and a q8 block has no integer tensor on the gradient's path."""
     import onnx
 
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
 
     for case in _dequant_matmul() + _int8_block():
         arts = artifacts.generate_artifacts(with_loss(case).SerializeToString(), requires_grad=["X"], loss=None,

@@ -129,9 +129,9 @@ def test_layer_gradients_match_torch(kind, layers, bidirectional, batch_first):
     import io
     import warnings
 
-    from pytrain import artifacts
-    from pytrain.api import CheckpointState, Module
-    from pytrain.runtime import InferenceSession
+    from pytrain.generator import artifacts
+    from pytrain.device.api import CheckpointState, Module
+    from pytrain.engine.runtime import InferenceSession
 
     model = _Seq.make(kind, layers, bidirectional, batch_first)
     rng = np.random.default_rng(0)
@@ -176,7 +176,7 @@ def test_ten_steps_train_like_torch(kind):
     torch = pytest.importorskip("torch")
     import copy
 
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
     from torch_models import export, torch_steps
     from train_helpers import train_steps
 

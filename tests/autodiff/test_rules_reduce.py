@@ -294,7 +294,7 @@ py38 = _numpy117.py38  # the fixture: a Python 3.8 venv with numpy 1.17.5 (built
 _PY38_SCRIPT = r"""
 import sys, numpy as np
 sys.path.insert(0, sys.argv[1])
-from pytrain.api import CheckpointState, Module
+from pytrain.device.api import CheckpointState, Module
 d = np.load(sys.argv[2])
 state = CheckpointState.load_checkpoint(bytes(d["checkpoint"].tobytes()))
 loss = Module(bytes(d["training"].tobytes()), state, bytes(d["eval"].tobytes()))()
@@ -335,7 +335,7 @@ def _every_op_model():
 def test_same_gradients_on_python38_numpy117(py38, tmp_path):
     import subprocess
 
-    from pytrain.api import CheckpointState, Module
+    from pytrain.device.api import CheckpointState, Module
 
     arts = _artifacts_for(_every_op_model())
     state = CheckpointState.load_checkpoint(arts.checkpoint)
@@ -355,7 +355,7 @@ def test_same_gradients_on_python38_numpy117(py38, tmp_path):
 
 
 def _artifacts_for(model):
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
 
     return artifacts.generate_artifacts(model.SerializeToString(), requires_grad=["P", "Q", "R"], loss=None,
                                         optimizer=artifacts.OptimType.SGD)

@@ -28,7 +28,7 @@ def test_wheel_is_pure_and_complete(site_url):
     assert [w.name for w in wheels] == ["pytrain-%s-py3-none-any.whl" % build.pytrain_version()]
     with zipfile.ZipFile(wheels[0]) as zf:
         names = zf.namelist()
-        assert "pytrain/__init__.py" in names and "pytrain/webapp/session.py" in names and "pytrain/api.py" in names
+        assert "pytrain/__init__.py" in names and "pytrain/webapp/session.py" in names and "pytrain/device/api.py" in names
         assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
         dist = "pytrain-%s.dist-info/" % build.pytrain_version()
         assert "Tag: py3-none-any" in zf.read(dist + "WHEEL").decode()

@@ -114,7 +114,7 @@ def test_checkpoint_download(trained, tmp_path):
         page.click("#download-checkpoint")
     path = tmp_path / "run.ckpt"
     info.value.save_as(str(path))
-    from pytrain.api import CheckpointState
+    from pytrain.device.api import CheckpointState
     state = CheckpointState.load_checkpoint(str(path))
     assert int(state.properties["step"]) == app_state(page, "a.step")
 

@@ -22,7 +22,7 @@ from test_flower import (app_with_clientapp, arts, cryptography_installed, digit
 from test_secagg import (check_aggregate, flower_supernode, left_after_sharing_keys, secagg_federation,  # noqa: E402
                          supernode_node, update_node)
 
-from pytrain.api import CheckpointState  # noqa: E402
+from pytrain.device.api import CheckpointState  # noqa: E402
 
 
 def test_tab_and_flwr_supernode_in_a_secagg_plus_round_with_a_dropout(tmp_path, browser, site_url, arts):  # noqa: F811

@@ -16,8 +16,9 @@ import pytest
 
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app, serve_files
 
-from pytrain import artifacts, models, webapp
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts, models
+from pytrain import webapp
+from pytrain.device.api import CheckpointState, Module, Optimizer
 from build import ROOT
 
 BENCH_PAGES = ROOT / "bench" / "pages"

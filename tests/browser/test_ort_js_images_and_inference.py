@@ -12,8 +12,9 @@ import pytest
 from browser_helpers import LOAD_TIMEOUT_MS, open_app, serve_files
 
 from buildsite.installs import ORT_TYPES_NPM, ensure_npm_folder
-from pytrain import artifacts, models, webapp
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts, models
+from pytrain import webapp
+from pytrain.device.api import CheckpointState, Module, Optimizer
 
 WIDTH, HEIGHT, CLASSES = 8, 6, 3
 #: ImageNet's normalisation as ORT's norm takes it: (pixel + bias) / mean

@@ -44,7 +44,7 @@ def test_estimate_shown_run_over_the_limit_refused_before_a_step_peak_memory_rep
     assert re.search(r"Peak memory %s\." % MIB, page.inner_text("#train-status"))
 
     # "Your model": generating artifacts for an upload over what is left is refused before it starts
-    from pytrain import models
+    from pytrain.generator import models
     blob = models.to_bytes(models.mlp(64, [256], 10, seed=0))
     page.click("button[data-tab=model]")
     page.set_input_files("#onnx-file", files=[{"name": "wide.onnx", "mimeType": "application/octet-stream",

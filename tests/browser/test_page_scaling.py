@@ -44,7 +44,7 @@ def test_proline_regression_beats_the_mean_and_exports_in_its_units(context, sit
 
 def test_uploaded_model_gets_standardised_features_baked_into_its_export(context, site_url, tmp_path):
     ort = pytest.importorskip("onnxruntime")
-    models = pytest.importorskip("pytrain.models")
+    models = pytest.importorskip("pytrain.generator.models")
     ctx, rec = context
     page = open_app(ctx, site_url, rec)
     wait_ready(page)

@@ -72,7 +72,7 @@ def test_switching_models_clears_the_try_panel_and_keeps_drawn_digits(context, s
 
 
 def test_a_model_for_other_inputs_than_the_data_disables_start_and_says_why(context, site_url):
-    models = pytest.importorskip("pytrain.models")
+    models = pytest.importorskip("pytrain.generator.models")
     page, _ = open_ready(context, site_url)
     build_digits(page, "cnn")
     assert page.locator("#start").is_enabled()

@@ -66,7 +66,7 @@ def test_iris_csv_trains_to_90_percent(page_ctx, tmp_path, site_url):
 
 def test_bad_uploads_show_errors_and_the_page_keeps_working(page_ctx, tmp_path):
     page, _ = page_ctx
-    models = pytest.importorskip("pytrain.models")
+    models = pytest.importorskip("pytrain.generator.models")
     wait_ready(page)
     page.click("button[data-tab=model]")
 
@@ -125,7 +125,7 @@ def _png(gray: np.ndarray) -> bytes:
 def test_uploaded_cnn_trains_on_labelled_images(page_ctx, site_url):
     """An inference CNN from a file, artifacts generated in the page, images labelled by file name."""
     page, rec = page_ctx
-    models = pytest.importorskip("pytrain.models")
+    models = pytest.importorskip("pytrain.generator.models")
     import build
     from pytrain.webapp import read_mnist
 

@@ -87,7 +87,7 @@ compare("add_middle_broadcast_declined", "Add", (f32(32, 2, 32, 32), f32(32, 1, 
 bn = (f32(40), f32(40), f32(40), np.abs(f32(40)) + 0.5)
 compare("fused_conv_clip", "FusedConv", (x, f32(40, 24, 1, 1), f32(40)) + bn + (np.array(0, np.float32),
         np.array(6, np.float32)), {"clip": 1, "epsilon": 1e-3}, domain=PYTRAIN_DOMAIN, fast=wconv.fused_conv)
-from pytrain import module
+from pytrain.device import module
 grads = [f32(128, 784), f32(128), np.arange(3), f32(10, 128), f32(10)]
 clean = module.first_non_finite(grads)
 grads[3][5, 7] = np.inf

@@ -74,8 +74,8 @@ json.dumps({"products": out, "stacks": stacks})
 LOSSES = r"""
 import json
 import numpy as np
-from pytrain import artifacts, models
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts, models
+from pytrain.device.api import CheckpointState, Module, Optimizer
 
 def losses(name, steps=%(steps)d):
     rng = np.random.RandomState(0)

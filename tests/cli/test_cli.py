@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_diabetes, load_digits
 
-from pytrain import data, models
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain import data
+from pytrain.generator import models
+from pytrain.device.api import CheckpointState, Module, Optimizer
 from pytrain.cli import main
 from pytrain.cli._progress import Progress
 
@@ -349,7 +350,7 @@ def test_inspect(capsys, files, trained):
 
 
 def test_inspect_reports_ops_without_kernel_or_gradient(capsys, tmp_path):
-    from pytrain.dtypes import FLOAT
+    from pytrain.base.dtypes import FLOAT
     from pytrain.proto import make_graph, make_model, make_node, make_opsetid, make_value_info
 
     g = make_graph([make_node("Relu", ["x"], ["r"]), make_node("Floor", ["r"], ["f"]),

@@ -13,7 +13,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from hf_families import build, export  # noqa: E402
-from pytrain import artifacts  # noqa: E402
+from pytrain.generator import artifacts  # noqa: E402
 from pytrain.cli import main  # noqa: E402
 
 

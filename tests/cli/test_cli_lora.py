@@ -8,12 +8,12 @@ import os
 
 import numpy as np
 
-from pytrain import models
-from pytrain.api import CheckpointState
+from pytrain.generator import models
+from pytrain.device.api import CheckpointState
 from pytrain.cli import main
-from pytrain.lora import load_adapters
+from pytrain.generator.lora import load_adapters
 from pytrain.proto import ModelProto
-from pytrain.runtime import InferenceSession
+from pytrain.engine.runtime import InferenceSession
 
 
 def _run(capsys, *argv):

@@ -1,4 +1,4 @@
-"""``pytrain train`` refuses a run whose memory estimate is over ``pytrain.limits.max_heap_bytes`` before its
+"""``pytrain train`` refuses a run whose memory estimate is over ``pytrain.base.limits.max_heap_bytes`` before its
 first step: a one-line error naming the estimate and the limit, and the checkpoint left as it was."""
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import os
 
 import numpy as np
 
-from pytrain import limits, models
+from pytrain.base import limits
+from pytrain.generator import models
 from pytrain.cli import main
 
 

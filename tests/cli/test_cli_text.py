@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from pytrain.api import CheckpointState  # noqa: E402
+from pytrain.device.api import CheckpointState  # noqa: E402
 from pytrain.cli import main  # noqa: E402
 from pytrain.run.loop import epoch_batches  # noqa: E402
 from tiny_lm import CSV, LENGTH, TEXT, tiny_bert_classifier  # noqa: E402
@@ -126,7 +126,7 @@ def test_a_text_classifier_trains_on_a_csv_of_texts_and_labels(capsys, files, lm
 
 
 def test_refuses_text_runs_that_do_not_fit_naming_why(capsys, files, tmp_path):
-    from pytrain import models
+    from pytrain.generator import models
 
     arts = files / "arts"
     (tmp_path / "mlp.onnx").write_bytes(models.to_bytes(models.mlp(6, [8], 3, seed=0)))

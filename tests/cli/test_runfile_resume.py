@@ -17,8 +17,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from pytrain import models, webapp
-from pytrain.api import CheckpointState
+from pytrain.generator import models
+from pytrain import webapp
+from pytrain.device.api import CheckpointState
 from pytrain.run import properties as A
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from pytrain import artifacts as core_artifacts
+from pytrain.generator import artifacts as core_artifacts
 from pytrain.errors import ArtifactError
 from pytrain.ops import backend
 from pytrain.ort import artifacts, onnxblock

@@ -14,7 +14,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 import pytrain.ort.onnxblock as onnxblock  # noqa: E402
-from pytrain import artifacts as core_artifacts  # noqa: E402
+from pytrain.generator import artifacts as core_artifacts  # noqa: E402
 from pytrain.errors import ArtifactError, CheckpointError, InputError  # noqa: E402
 from pytrain.ort import _values, artifacts  # noqa: E402
 from pytrain.ort.api import CheckpointState, LinearLRScheduler, Module, Optimizer, Parameter  # noqa: E402

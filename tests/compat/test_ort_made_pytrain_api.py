@@ -1,5 +1,5 @@
 """pytrain's own API (``pytrain.api``) takes the artifacts ONNX Runtime 1.19.2's ``generate_artifacts``
-made, as ``pytrain.ort.api`` does (one reader, ``pytrain/ort_made.py``): ORT's checkpoint, training,
+made, as ``pytrain.ort.api`` does (one reader, ``pytrain/device/ort_made.py``): ORT's checkpoint, training,
 eval and optimizer models train 10 steps with ORT's losses and parameters.
 
 Fixtures: tests/compat/fixtures/ort_made_models/<case>/ (see test_ort_made_models.py)."""
@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.device.api import CheckpointState, Module, Optimizer
 from pytrain.errors import ModelFormatError
 from pytrain.proto import ModelProto, make_attribute
 
@@ -80,7 +80,7 @@ def test_pytrains_api_refuses_an_orts_optimizer_node_it_cannot_mean(tmp_path):
 PY38_SCRIPT = r"""
 import os, sys, numpy as np
 sys.path.insert(0, sys.argv[1])
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.device.api import CheckpointState, Module, Optimizer
 out = {}
 for d in sys.argv[3:]:
     ort = np.load(os.path.join(d, "steps.npz"))

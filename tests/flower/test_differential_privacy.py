@@ -314,7 +314,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.supercore.differential_privacy import get_norm
 from flwr.supercore.task_identity import TaskIdentity
-from pytrain.api import CheckpointState
+from pytrain.device.api import CheckpointState
 from pytrain.flower import LocalDp, client_app
 from pytrain.flower.mods import privacy_mods
 

@@ -22,8 +22,8 @@ from typing import Dict, List, Optional
 import numpy as np
 import pytest
 
-from pytrain import artifacts, models
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts, models
+from pytrain.device.api import CheckpointState, Module, Optimizer
 from pytrain.flower import FlowerNode, PytrainTrainer
 from pytrain.flower import messages as pb
 from pytrain.flower import objects as ob
@@ -527,7 +527,7 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
-from pytrain.api import CheckpointState
+from pytrain.device.api import CheckpointState
 from pytrain.flower import client_app
 
 TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # to build messages by hand
@@ -582,7 +582,7 @@ PY38_NODE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.device.api import CheckpointState, Module, Optimizer
 from pytrain.flower import FlowerNode, PytrainTrainer
 from pytrain.flower import messages as pb
 from pytrain.flower import objects as ob

@@ -49,9 +49,9 @@ def _inputs_for(module: Any) -> List[Any]:
 
 def run_model(data: bytes) -> Optional[bytes]:
     """Load, generate, one train step, export: the exported model's bytes."""
-    from pytrain import artifacts
-    from pytrain.api import CheckpointState, Module, Optimizer
-    from pytrain.validate import load_model
+    from pytrain.generator import artifacts
+    from pytrain.device.api import CheckpointState, Module, Optimizer
+    from pytrain.engine.validate import load_model
 
     model = load_model(data)
     outputs = [o.name for o in model.graph.output]
@@ -66,7 +66,7 @@ def run_model(data: bytes) -> Optional[bytes]:
 
 def run_checkpoint(data: bytes, artifacts_blob: bytes) -> Optional[bytes]:
     """Load a (mutated) checkpoint and train one step on it with the matching artifacts."""
-    from pytrain.api import CheckpointState, Module, Optimizer
+    from pytrain.device.api import CheckpointState, Module, Optimizer
 
     arts = json.loads(artifacts_blob.decode())
     state = CheckpointState.load_checkpoint(data)
@@ -147,8 +147,8 @@ def trained_mlp() -> Tuple[Any, bytes]:
     seed of the checkpoint mutants, and what the hostile-input tests damage."""
     import numpy as np
 
-    from pytrain import artifacts, models
-    from pytrain.api import CheckpointState, Module, Optimizer
+    from pytrain.generator import artifacts, models
+    from pytrain.device.api import CheckpointState, Module, Optimizer
 
     arts = artifacts.generate_artifacts(models.mlp(6, [5], 3), loss=artifacts.LossType.MSELoss, optimizer="AdamW")
     state = CheckpointState.load_checkpoint(arts.checkpoint)

@@ -16,9 +16,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from gradcheck import numeric_grad
-from pytrain import artifacts
-from pytrain.api import CheckpointState, Module
-from pytrain.executor import Plan
+from pytrain.generator import artifacts
+from pytrain.device.api import CheckpointState, Module
+from pytrain.engine.executor import Plan
 from pytrain.proto import ModelProto
 
 F64 = TensorProto.DOUBLE

@@ -5,7 +5,7 @@ from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.device.api import CheckpointState, Module, Optimizer
 
 
 def train_steps(arts, batches: Iterable[Tuple[Any, np.ndarray]], lr: Optional[float] = None,

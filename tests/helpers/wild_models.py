@@ -10,9 +10,9 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from pytrain import artifacts
-from pytrain.api import CheckpointState, Module, Optimizer
-from pytrain.runtime import InferenceSession
+from pytrain.generator import artifacts
+from pytrain.device.api import CheckpointState, Module, Optimizer
+from pytrain.engine.runtime import InferenceSession
 
 STEPS, LR = 5, 0.1
 

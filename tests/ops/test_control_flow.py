@@ -12,7 +12,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 from pytrain.errors import PytrainError
-from pytrain.runtime import InferenceSession
+from pytrain.engine.runtime import InferenceSession
 
 F = T.FLOAT
 V = h.make_tensor_value_info

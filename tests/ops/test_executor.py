@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pytrain.errors import KernelError, PytrainError
-from pytrain.executor import Plan
+from pytrain.engine.executor import Plan
 from pytrain.ops import registry
 from pytrain.proto import make_graph, make_node, make_value_info
 

@@ -5,7 +5,7 @@ replace, onnx.reference and onnxruntime:
 * erf for float32/float16 as one rational function in float64 (edge cases, a dense grid, float16);
 * Conv: 1x1 as a per-sample product, depthwise as shifted planes, large ungrouped convs with a
   per-sample im2col, and the one-copy padding for im2col;
-* the plan-time fusion Conv -> BatchNormalization (inference) [-> Clip] (pytrain/fusion.py), against
+* the plan-time fusion Conv -> BatchNormalization (inference) [-> Clip] (pytrain/engine/fusion.py), against
   onnxruntime, and the cases where it must not happen (BN trains, a second reader, training mode).
 """
 from __future__ import annotations
@@ -17,13 +17,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ops_oracle import check
-from pytrain import artifacts, fusion
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts
+from pytrain.engine import fusion
+from pytrain.device.api import CheckpointState, Module, Optimizer
 from pytrain.ops import OpContext, backend, get_kernel, windows
 from pytrain.ops.elementwise import op_clip
 from pytrain.ops.nn import op_conv
 from pytrain.ops.special import erf, erf_single
-from pytrain.runtime import InferenceSession
+from pytrain.engine.runtime import InferenceSession
 
 RNG = np.random.default_rng(14)
 

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = r"""
 import json, resource
 import numpy as np
-from pytrain import artifacts, models
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts, models
+from pytrain.device.api import CheckpointState, Module, Optimizer
 a = artifacts.generate_artifacts(models.cnn(channels=(16, 32)), optimizer=artifacts.AdamW())
 m = Module(a.training_model, CheckpointState.load_checkpoint(a.checkpoint), a.eval_model)
 opt = Optimizer(a.optimizer_model, m)
@@ -50,7 +50,7 @@ def test_training_steps_reuse_memory_instead_of_faulting_in_new_pages():
 
 
 def test_opt_out_and_non_glibc_leave_the_allocator_alone(monkeypatch):
-    from pytrain import heap
+    from pytrain.engine import heap
 
     monkeypatch.setattr(heap, "_done", False)
     monkeypatch.setenv("PYTRAIN_KEEP_HEAP", "0")

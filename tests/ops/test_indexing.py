@@ -12,7 +12,7 @@ from onnx import helper
 from ops_oracle import check, run_pytrain
 
 from pytrain.errors import GraphError, InputError, PytrainError
-from pytrain.executor import Plan
+from pytrain.engine.executor import Plan
 from pytrain.proto import ModelProto
 
 ORACLES = ("ref", "ort")

@@ -36,8 +36,8 @@ def test_masking_with_isnan_trains():
     gradient of the masked entries is zero."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from pytrain import artifacts
-    from pytrain.api import CheckpointState, Module
+    from pytrain.generator import artifacts
+    from pytrain.device.api import CheckpointState, Module
 
     w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
     graph = helper.make_graph(

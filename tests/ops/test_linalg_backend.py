@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytrain import artifacts, models
+from pytrain.generator import artifacts, models
 from pytrain.ops import backend, linalg
 from train_helpers import train_steps
 

@@ -3,7 +3,7 @@
 The cases are generated from the installed ``onnx`` (``onnx.backend.test.case.node.collect_testcases``,
 what onnx's own runner falls back to when its data files are not shipped): each is a small model with
 input and expected output arrays. Every case whose model uses only ops pytrain claims
-(``pytrain.ops.supported_ops()``) runs through ``pytrain.runtime.InferenceSession`` and must either
+(``pytrain.ops.supported_ops()``) runs through ``pytrain.engine.runtime.InferenceSession`` and must either
 
 * give the expected outputs (dtype, shape, and values within the case's rtol/atol, 1e-3/1e-7 by
   default as in onnx's runner, NaN equal to NaN), or
@@ -32,10 +32,10 @@ import onnx
 import pytest
 from onnx import TensorProto, numpy_helper
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import KernelError, PytrainError
 from pytrain.ops import supported_ops
-from pytrain.runtime import InferenceSession
+from pytrain.engine.runtime import InferenceSession
 from test_python38_numpy117 import py38  # noqa: F401  (the fixture: a Python 3.8 venv with numpy 1.17.5)
 
 
@@ -284,7 +284,7 @@ import pickle, sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 from pytrain.errors import PytrainError
-from pytrain.runtime import InferenceSession
+from pytrain.engine.runtime import InferenceSession
 
 def dec(e):
     if e[0] == "O":

@@ -13,7 +13,7 @@ from ops_oracle import assert_same, run_ort, run_pytrain, run_reference
 
 from pytrain.errors import InputError
 from pytrain.ops.quant.blocks import MS_DOMAIN, NBitsLayout, nbits_dequantize, nbits_quantize, pack_bits, unpack_bits
-from pytrain.runtime import InferenceSession
+from pytrain.engine.runtime import InferenceSession
 
 
 def rnd(*shape, seed=0, scale=1.0):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ops_oracle import assert_same, check, make_model, run_ort
-from pytrain.runtime import InferenceSession
+from pytrain.engine.runtime import InferenceSession
 
 OPS = ("Softmax", "LogSoftmax", "Hardmax")
 X = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
@@ -38,7 +38,7 @@ def test_docs_say_for_every_op_which_opsets_pytrain_implements():
     """docs/ops.md has a row for every standard op pytrain runs, with its ONNX schema versions."""
     from pathlib import Path
 
-    from pytrain.opset_versions import SCHEMA_VERSIONS
+    from pytrain.base.opset_versions import SCHEMA_VERSIONS
     from pytrain.ops import supported_ops
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "ops.md").read_text(encoding="utf-8")

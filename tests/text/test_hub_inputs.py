@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytrain.dtypes import FLOAT, FLOAT16, INT64
+from pytrain.base.dtypes import FLOAT, FLOAT16, INT64
 from pytrain.errors import DataError
 from pytrain.text.hub_inputs import past_dims, plan, positions, read_config
 

@@ -39,9 +39,9 @@ pytest.importorskip("transformers")
 from onnx import numpy_helper  # noqa: E402
 
 import pytrain  # noqa: E402
-from pytrain import artifacts  # noqa: E402
-from pytrain.api import Module  # noqa: E402
-from pytrain.losses import CrossEntropyLoss  # noqa: E402
+from pytrain.generator import artifacts  # noqa: E402
+from pytrain.device.api import Module  # noqa: E402
+from pytrain.generator.losses import CrossEntropyLoss  # noqa: E402
 from torch_models import torch_steps  # noqa: E402
 from train_helpers import train_steps  # noqa: E402
 
@@ -340,7 +340,7 @@ def test_lost_parameters_are_visible(case, exporter, export_dir):
                                         optimizer=artifacts.AdamW())
     assert arts.summary["trainable_count"] != sum(p.numel() for p in model.parameters() if p.requires_grad)
     (inputs, y), = c.batches(1)
-    module = Module(arts.training_model, pytrain.api.CheckpointState.load_checkpoint(arts.checkpoint),
+    module = Module(arts.training_model, pytrain.device.api.CheckpointState.load_checkpoint(arts.checkpoint),
                     arts.eval_model)
     module.eval()
     _, ours = module(*inputs, y)

@@ -13,8 +13,8 @@ import pytest
 from onnx import numpy_helper
 
 from grad_harness import fd_grads, rand, reseed, train_grads, with_loss, Case, node
-from pytrain import artifacts
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts
+from pytrain.device.api import CheckpointState, Module, Optimizer
 from pytrain.errors import ArtifactError
 
 torch = pytest.importorskip("torch")

@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from pytrain import artifacts  # noqa: E402
-from pytrain.api import CheckpointState, Module, Optimizer  # noqa: E402
+from pytrain.generator import artifacts  # noqa: E402
+from pytrain.device.api import CheckpointState, Module, Optimizer  # noqa: E402
 from pytrain.errors import ArtifactError  # noqa: E402
 from tiny_lm import LENGTH  # noqa: E402
 
@@ -55,7 +55,7 @@ def test_a_pad_id_adds_nothing_as_transformers_ignores_labels_of_minus_100(lm):
     ids[ids == pad] = 6
     ids[0, 10:] = pad
     ids[2, 4:] = pad
-    from pytrain.losses import CausalLMLoss
+    from pytrain.generator.losses import CausalLMLoss
     arts = artifacts.generate_artifacts(lm.onnx, loss=CausalLMLoss(ignore_index=pad), optimizer=artifacts.SGD())
     padded = Module(arts.training_model, CheckpointState.load_checkpoint(arts.checkpoint), arts.eval_model)
     padded.eval()
@@ -93,7 +93,7 @@ def test_three_sgd_steps_of_every_weight_equal_torch(lm):
 
 
 def test_refuses_a_model_without_the_ids_input(lm):
-    from pytrain.losses import CausalLMLoss
+    from pytrain.generator.losses import CausalLMLoss
     with pytest.raises(ArtifactError, match="'tokens'"):
         artifacts.generate_artifacts(lm.onnx, loss=CausalLMLoss(ids_name="tokens"))
 
@@ -107,7 +107,7 @@ def test_the_cli_generates_a_causal_lm_loss_by_name(lm, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "CausalLMLoss" in out
-    from pytrain.api import Module
+    from pytrain.device.api import Module
     state = CheckpointState.load_checkpoint(str(tmp_path / "art" / "checkpoint"))
     module = Module(str(tmp_path / "art" / "training_model.onnx"), state, str(tmp_path / "art" / "eval_model.onnx"))
     assert module.input_names() == ["input_ids"]

@@ -14,10 +14,10 @@ pytest.importorskip("onnx")
 
 from hub_fixtures import CAUSAL, CLASSIFIERS, NO_PAST, greedy, hub, ort_session, specs  # noqa: E402
 
-from pytrain import artifacts  # noqa: E402
-from pytrain.api import CheckpointState, Module, Optimizer  # noqa: E402
-from pytrain.lora import LoRA, default_targets  # noqa: E402
-from pytrain.runtime import InferenceSession  # noqa: E402
+from pytrain.generator import artifacts  # noqa: E402
+from pytrain.device.api import CheckpointState, Module, Optimizer  # noqa: E402
+from pytrain.generator.lora import LoRA, default_targets  # noqa: E402
+from pytrain.engine.runtime import InferenceSession  # noqa: E402
 from pytrain.text import hub_inputs  # noqa: E402
 
 TEXT_FAMILIES = CAUSAL + NO_PAST + CLASSIFIERS

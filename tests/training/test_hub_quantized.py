@@ -14,11 +14,11 @@ pytest.importorskip("onnxruntime")
 from hub_fixtures import CAUSAL, CLASSIFIERS, hub  # noqa: E402
 from quant_oracle import exact_integer_matmuls  # noqa: E402
 
-from pytrain import artifacts  # noqa: E402
-from pytrain.api import CheckpointState, Module, Optimizer  # noqa: E402
-from pytrain.lora import LoRA, default_targets  # noqa: E402
+from pytrain.generator import artifacts  # noqa: E402
+from pytrain.device.api import CheckpointState, Module, Optimizer  # noqa: E402
+from pytrain.generator.lora import LoRA, default_targets  # noqa: E402
 from pytrain.proto import ModelProto  # noqa: E402
-from pytrain.runtime import InferenceSession  # noqa: E402
+from pytrain.engine.runtime import InferenceSession  # noqa: E402
 from pytrain.text import hub_inputs  # noqa: E402
 
 FAMILIES = CAUSAL + CLASSIFIERS + ("vit",)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytrain import artifacts, blocks, losses
-from pytrain.api import CheckpointState, Module
+from pytrain.generator import artifacts, blocks, losses
+from pytrain.device.api import CheckpointState, Module
 from onnx import helper, numpy_helper
 
 from tests.helpers.hub_fixtures import hub

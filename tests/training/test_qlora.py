@@ -28,11 +28,11 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from quant_oracle import exact_integer_matmuls, ort_run  # noqa: E402
 
-from pytrain import artifacts  # noqa: E402
-from pytrain.api import CheckpointState, Module, Optimizer  # noqa: E402
-from pytrain.lora import LoRA  # noqa: E402
-from pytrain.losses import CausalLMLoss  # noqa: E402
-from pytrain.runtime import InferenceSession  # noqa: E402
+from pytrain.generator import artifacts  # noqa: E402
+from pytrain.device.api import CheckpointState, Module, Optimizer  # noqa: E402
+from pytrain.generator.lora import LoRA  # noqa: E402
+from pytrain.generator.losses import CausalLMLoss  # noqa: E402
+from pytrain.engine.runtime import InferenceSession  # noqa: E402
 
 TARGETS = ["c_attn", "c_proj", "c_fc"]   # every quantized layer of the tiny GPT-2
 BATCH = 2
@@ -251,7 +251,7 @@ def test_memory_of_a_quantized_base(models):
 
 
 def test_adapters_alone_and_default_targets(trained):
-    from pytrain.lora import default_targets, read_adapters, save_adapters
+    from pytrain.generator.lora import default_targets, read_adapters, save_adapters
 
     got = read_adapters(save_adapters(trained["state"], format="onnx"))
     table = trained["arts"].summary["lora"]["adapters"]

@@ -9,8 +9,8 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from pytrain import artifacts, models
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts, models
+from pytrain.device.api import CheckpointState, Module, Optimizer
 
 
 @pytest.fixture(scope="module")

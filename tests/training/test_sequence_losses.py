@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytrain import artifacts, losses
-from pytrain.api import CheckpointState, Module, Optimizer
+from pytrain.generator import artifacts, losses
+from pytrain.device.api import CheckpointState, Module, Optimizer
 from pytrain.errors import ArtifactError
 
 torch = pytest.importorskip("torch")

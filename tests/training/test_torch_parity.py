@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytrain import artifacts  # noqa: E402
+from pytrain.generator import artifacts  # noqa: E402
 from train_helpers import train_steps  # noqa: E402
 from torch_models import CNN, MLP, TokenModel, export, seeded, sync_from_onnx, torch_steps  # noqa: E402
 

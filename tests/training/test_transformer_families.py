@@ -21,8 +21,8 @@ torch, onnx, ort, _, _ = (pytest.importorskip(m) for m in ("torch", "onnx", "onn
                                                           "onnxscript"))
 
 from hf_families import FAMILIES, batches, build, export, quiet  # noqa: E402
-from pytrain import artifacts  # noqa: E402
-from pytrain.api import Module  # noqa: E402
+from pytrain.generator import artifacts  # noqa: E402
+from pytrain.device.api import Module  # noqa: E402
 from test_architectures import match  # noqa: E402
 from torch_models import torch_steps  # noqa: E402
 from train_helpers import train_steps  # noqa: E402
@@ -48,7 +48,7 @@ NOT_TRAINED = {
     ("clip", "dynamo"): {"hf.logit_scale"},
 }
 #: (family, exporter) -> {parameter: (how the exporter folded it, the shape that trains)}
-#: (pytrain.trainable.refold_parameter_copies): "selection" trains the entries the model reads (the position
+#: (pytrain.generator.trainable.refold_parameter_copies): "selection" trains the entries the model reads (the position
 #: rows of its sequence length, SEQ = 8), "expand" and "gather" the parameter's distinct entries, each read by
 #: every use, as in PyTorch (ViT's class token whole; Swin's 9 x 2 table as its 18 entries; BERT's row 0 of
 #: its token types, the only one a model without token_type_ids reads)

@@ -17,7 +17,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("onnxscript")
 
 from hf_families import batches, build, export  # noqa: E402
-from pytrain import artifacts  # noqa: E402
+from pytrain.generator import artifacts  # noqa: E402
 from test_architectures import match  # noqa: E402
 from torch_models import torch_steps  # noqa: E402
 from train_helpers import train_steps  # noqa: E402

@@ -83,7 +83,7 @@ def test_converter_dims_and_weights_stored_as_nodes_train():
 
 
 def test_nothing_trains_says_why():
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
     from pytrain.errors import ArtifactError
 
     m = model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Reshape", ["y", "s"], ["logits"])],
@@ -147,7 +147,7 @@ def test_control_flow_decided_at_generation_trains(opset):
 
 
 def test_data_dependent_trip_count_is_refused_by_name():
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
     from pytrain.errors import UnsupportedOpError
 
     m, _, _ = _control_model(17)
@@ -160,7 +160,7 @@ def test_data_dependent_trip_count_is_refused_by_name():
 
 
 def test_unsupported_op_inside_a_body_is_named_at_generation():
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
     from pytrain.errors import UnsupportedOpError
 
     m, _, _ = _control_model(17)
@@ -193,7 +193,7 @@ def test_clip_6_and_dropout_10_attributes_train():
 def test_dropout_10_ratio_attribute_is_the_training_ratio():
     import onnx
 
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
 
     m, _, _ = _clip6_model(0.3)
     arts = artifacts.generate_artifacts(m.SerializeToString(), optimizer=artifacts.SGD())
@@ -242,7 +242,7 @@ def test_torch_script_loop_and_if_train(opset):
 
 def test_weights_read_only_in_a_body_left_as_control_flow_are_refused():
     """A Loop the generator cannot unroll whose body reads weights: not silently frozen, refused by name."""
-    from pytrain import artifacts
+    from pytrain.generator import artifacts
     from pytrain.errors import UnsupportedOpError
     from wild_models import script_export
 

@@ -19,7 +19,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper, TensorProto  # noqa: E402
 
 from pytrain.errors import ModelFormatError, PytrainError  # noqa: E402
-from pytrain.torch_export import torch_export  # noqa: E402
+from pytrain.generator.torch_export import torch_export  # noqa: E402
 from pytrain.webapp import bridge, feature_head  # noqa: E402
 from pytrain.webapp.common import WebappError  # noqa: E402
 from pytrain.webapp.session import Session  # noqa: E402

@@ -1,10 +1,10 @@
 """The artifact file names have one spelling: web/js/layout.js (what the widget reads) equals
-pytrain.layout.ARTIFACT_FILES, and no other web file spells them."""
+pytrain.base.layout.ARTIFACT_FILES, and no other web file spells them."""
 import json
 import re
 from pathlib import Path
 
-from pytrain.layout import ARTIFACT_FILES
+from pytrain.base.layout import ARTIFACT_FILES
 
 WEB = Path(__file__).resolve().parents[2] / "web"
 

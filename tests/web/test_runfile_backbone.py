@@ -18,8 +18,8 @@ pytest.importorskip("torch")
 from test_runfile_resume import _cli  # noqa: E402
 from test_feature_head import _export, _images, _net  # noqa: E402
 
-from pytrain import limits  # noqa: E402
-from pytrain.api import CheckpointState  # noqa: E402
+from pytrain.base import limits  # noqa: E402
+from pytrain.device.api import CheckpointState  # noqa: E402
 from pytrain.run import properties as A  # noqa: E402
 from pytrain.errors import LimitError  # noqa: E402
 from pytrain.run import runfile  # noqa: E402
@@ -194,7 +194,7 @@ def batch_dependent_backbone(side: int, seed: int = 1) -> bytes:
     CPU: a small CNN's outputs plus 1e-5 times their mean over the batch (ReduceMean over axis 0). Features
     recomputed in other batches differ in their low bits (as a batch-blocked GEMM's may), so only features
     that travel with the run continue it exactly."""
-    from pytrain import models
+    from pytrain.generator import models
     from pytrain.proto import from_array, make_node
 
     m = models.cnn(input_shape=[3, side, side], num_classes=5, seed=seed, output_name="scores")

@@ -9,8 +9,9 @@ import zipfile
 
 import numpy as np
 
-from pytrain import models, webapp
-from pytrain.artifacts import ARTIFACT_FILES
+from pytrain.generator import models
+from pytrain import webapp
+from pytrain.generator.artifacts import ARTIFACT_FILES
 from pytrain.webapp import model_source
 
 

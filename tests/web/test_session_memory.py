@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytrain import limits, webapp
+from pytrain.base import limits
+from pytrain import webapp
 from pytrain.errors import LimitError
 
 
@@ -40,7 +41,7 @@ def test_model_summary_shows_the_estimate_by_part_against_what_is_left(monkeypat
 
 
 def test_an_upload_whose_generation_would_not_fit_is_refused_before_generating(monkeypatch):
-    from pytrain import models
+    from pytrain.generator import models
     from pytrain.webapp import memory as webapp_memory
 
     blob = models.to_bytes(models.mlp(6, [16], 2, seed=0))

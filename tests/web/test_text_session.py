@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from pytrain.errors import DataError  # noqa: E402
-from pytrain.lora import read_adapters  # noqa: E402
+from pytrain.generator.lora import read_adapters  # noqa: E402
 from pytrain.text.generate import continue_ids  # noqa: E402
 from pytrain.webapp import Session, WebappError  # noqa: E402
 from tiny_lm import CSV, LENGTH, TEXT, tiny_bert_classifier, tiny_gpt2  # noqa: E402
@@ -104,7 +104,7 @@ def test_refuses_what_the_tab_cannot_train_naming_why(lm):
 
 
 def test_your_model_turns_lora_on_with_a_rank_its_targets_every_weight_without_attention():
-    from pytrain import models
+    from pytrain.generator import models
 
     s = Session()
     model = s.generate(models.to_bytes(models.mlp(6, [8], 3, seed=0)), lora={"rank": 2})

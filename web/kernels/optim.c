@@ -66,7 +66,7 @@ void adam(const int *table, int count, float one_minus_b1, float b1, float one_m
         adam_one(table[0], (float *)table[1], (const float *)table[2], (float *)table[3], (float *)table[4], &s);
 }
 
-/* The guard before a step (pytrain.module._first_non_finite): the index of the first of `count`
+/* The guard before a step (pytrain.device.module._first_non_finite): the index of the first of `count`
  * float32 arrays, table = (n, pointer) pairs, holding a NaN or an infinity, or -1. One SIMD pass
  * each: |x| <= FLT_MAX is false exactly for NaN and +-inf; four independent masks per pass. */
 EXPORT("pytrain_first_non_finite")

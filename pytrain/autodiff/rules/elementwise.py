@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.autodiff.builder import GradBuilder as B
 from pytrain.autodiff.registry import ForwardNode as N
 from pytrain.autodiff.registry import GradNames as G

@@ -126,7 +126,7 @@ def _attention(b: B, n: N, dy: G) -> G:
     for i, name in ((1, "present_key"), (2, "present_value"), (3, "qk_matmul_output")):
         if i < len(dy) and dy[i] is not None:
             from pytrain.errors import UnsupportedOpError
-            from pytrain.graph import node_label
+            from pytrain.engine.graph import node_label
             raise UnsupportedOpError("Attention node %s: the loss depends on its output %s, whose gradient "
                                      "pytrain does not implement (only Y is differentiable)" % (node_label(n.node), name))
     attrs = {k: n.attr(k) for k in _ATTENTION_ATTRS if n.attr(k) is not None}

@@ -97,7 +97,7 @@ def _pad(b: B, n: N, dy: G) -> G:
     x, pads, value, axes = n.x(0), n.x(1), n.x(2), n.x(3)
     if pads is None:  # opset < 11 kept pads in an attribute, which pytrain's Pad does not read
         from pytrain.errors import UnsupportedOpError
-        from pytrain.graph import node_label
+        from pytrain.engine.graph import node_label
         raise UnsupportedOpError("node %s: Pad without a pads input (opset < 11) has no gradient rule; "
                                  "export with opset 11 or later" % node_label(n.node))
     dx = dv = None

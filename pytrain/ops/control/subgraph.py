@@ -68,7 +68,7 @@ class Subgraph:
     __slots__ = ("plan", "n_formal", "graph")
 
     def __init__(self, plan: Any, n_formal: int, graph: GraphProto) -> None:
-        self.plan = plan          # a pytrain.executor.Plan whose feeds are the formals, then the outer names
+        self.plan = plan          # a pytrain.engine.executor.Plan whose feeds are the formals, then the outer names
         self.n_formal = n_formal
         self.graph = graph
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import InputError
 from pytrain.ops.registry import kernel
 

@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import GraphError, InputError
 from pytrain.ops.linalg import matmul
 from pytrain.ops.registry import OpContext, kernel

@@ -15,7 +15,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 
 Stats = Tuple[np.ndarray, np.ndarray, np.ndarray]
 

@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import GraphError, InputError
 from pytrain.ops.normalization._standardize import standardize, work_dtype
 from pytrain.ops.registry import OpContext, kernel

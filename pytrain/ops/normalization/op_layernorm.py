@@ -2,7 +2,7 @@
 shaped X.shape[:axis] + [1] * (rank - axis), statistics computed in the stash_type."""
 from __future__ import annotations
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import InputError
 from pytrain.ops.common import broadcasts_to, norm_axis
 from pytrain.ops.normalization._standardize import standardize, work_dtype

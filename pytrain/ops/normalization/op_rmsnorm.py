@@ -6,7 +6,7 @@ from typing import Tuple
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import InputError
 from pytrain.ops.common import broadcasts_to, norm_axis
 from pytrain.ops.normalization._standardize import standardize, work_dtype

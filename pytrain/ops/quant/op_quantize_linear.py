@@ -7,7 +7,7 @@ from typing import Optional
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import InputError
 from pytrain.ops.quant.blocks import INTEGER_TYPES, broadcast_param, round_saturate
 from pytrain.ops.registry import kernel

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.ops.quant.blocks import MS_DOMAIN
 from pytrain.proto import NodeProto
 

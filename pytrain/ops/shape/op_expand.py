@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytrain import limits
+from pytrain.base import limits
 from pytrain.ops.common import broadcast_shape, int_list
 from pytrain.ops.registry import kernel
 

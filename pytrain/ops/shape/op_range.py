@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from pytrain import limits
+from pytrain.base import limits
 from pytrain.errors import InputError
 from pytrain.ops.common import scalar_of
 from pytrain.ops.registry import kernel

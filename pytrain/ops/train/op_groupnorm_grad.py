@@ -5,7 +5,7 @@ from typing import Optional
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.ops.normalization._standardize import standardize_backward
 from pytrain.ops.normalization.op_groupnorm import check_groups, group_stats, per_channel
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel

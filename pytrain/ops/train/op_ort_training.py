@@ -15,9 +15,9 @@ axis) and SoftmaxGrad_13 (pytrain's SoftmaxGrad: opset 13's single-axis Softmax)
 Gelu (ORT's exact, erf form: ONNX opset 20's Gelu), GeluGrad (pytrain's, exact form) and TanhGrad
 (dX = dY * (1 - Y^2), from Tanh's output); recurrent layers add SplitTraining (Split by the lengths
 ConcatTraining recorded). GRUTraining/LSTMTraining and their GRUGrad/LSTMGrad are read at load as
-ONNX GRU/LSTM and pytrain's BPTT kernels (``pytrain/ort_made.py``), not run here.
+ONNX GRU/LSTM and pytrain's BPTT kernels (``pytrain/device/ort_made.py``), not run here.
 InPlaceAccumulatorV2 is ORT's gradient accumulation, which ``pytrain.ort`` reads as the model's
-interface (``pytrain/ort_made.py``) rather than runs.
+interface (``pytrain/device/ort_made.py``) rather than runs.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.ops.normalization._standardize import standardize_backward
 from pytrain.ops.normalization.op_rmsnorm import rms_stats
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel

@@ -145,7 +145,7 @@ def install() -> bool:
         registry.accelerate("Gemm", wasm_linalg.gemm)
     if getattr(_wasm, "clip", None) is not None:
         registry.accelerate("Clip", elementwise.clip)
-        registry.accelerate("FusedConv", conv.fused_conv, registry.PYTRAIN_DOMAIN)  # pytrain/fusion.py's node
+        registry.accelerate("FusedConv", conv.fused_conv, registry.PYTRAIN_DOMAIN)  # pytrain/engine/fusion.py's node
     if getattr(_wasm, "channel_affine", None) is not None:
         registry.accelerate("BatchNormalization", normalization.batch_normalization)
     if getattr(_wasm, "depthwise_conv2d", None) is not None and getattr(_wasm, "conv1x1", None) is not None:

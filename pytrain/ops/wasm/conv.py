@@ -128,7 +128,7 @@ CONV1X1_BATCHED_BELOW = 128
 def fused_conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], scale: np.ndarray, bias: np.ndarray,
                mean: np.ndarray, var: np.ndarray, clip_min: Optional[np.ndarray] = None,
                clip_max: Optional[np.ndarray] = None, **attrs):
-    """pytrain.fusion's FusedConv with its Clip (MobileNet's Conv + BatchNormalization + ReLU6): the
+    """pytrain.engine.fusion's FusedConv with its Clip (MobileNet's Conv + BatchNormalization + ReLU6): the
     numpy kernel folds the normalisation and runs the convolution (through the accelerated Conv),
     told not to clip; the clip then runs in place in one wasm pass (elementwise.c) instead of numpy's
     per-element branching np.clip. For registry.accelerate."""

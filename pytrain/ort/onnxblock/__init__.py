@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence, Tuple, Union
 
-from pytrain.blocks import Block
+from pytrain.generator.blocks import Block
 from pytrain.ort.onnxblock import blocks, loss, optim
 from pytrain.ort.onnxblock._building import (ForwardBlock, ModelAccessor, TrainingBlock, base, empty_base,
                                              tensors_to_parameters, to_pytrain, write_back)
@@ -21,7 +21,7 @@ def save_checkpoint(parameters: Tuple[Sequence[Any], Sequence[Any]],
                     path_to_checkpoint: Union[str, "os.PathLike[str]"], nominal_checkpoint: bool = False) -> None:
     """Write a checkpoint of (trainable, frozen) parameters, e.g. ``training_block.parameters()``."""
     from pytrain.checkpoint import encode
-    from pytrain.files import write_atomic
+    from pytrain.base.files import write_atomic
 
     write_atomic(path_to_checkpoint, encode(tensors_to_parameters(parameters, nominal_checkpoint), {}, None))
 

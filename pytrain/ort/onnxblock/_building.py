@@ -7,10 +7,10 @@ from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from pytrain import dtypes
-from pytrain.blocks import Block, BuildContext
+from pytrain.base import dtypes
+from pytrain.generator.blocks import Block, BuildContext
 from pytrain.errors import ArtifactError
-from pytrain.graph import NameScope, all_names
+from pytrain.engine.graph import NameScope, all_names
 from pytrain.proto import ModelProto, TensorProto, ValueInfoProto, make_model, make_opsetid, \
     make_value_info, opset_version
 from pytrain.proto.onnx_pb import TypeProto, TypeProtoSequence, TypeProtoTensor
@@ -237,7 +237,7 @@ class TrainingBlock(Block):
         return self._training_model, self._eval_model
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from pytrain.artifacts import generate_artifacts
+        from pytrain.generator.artifacts import generate_artifacts
         from pytrain.ort._eval import ort_eval_model
         from pytrain.ort._interface import to_ort_interface
 

@@ -7,8 +7,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from pytrain import blocks as _b
-from pytrain.blocks import (Abs, Add, Block, Constant, Div, Exp, Log, Mul, Neg, Pow, ReduceMean, ReduceSum,
+from pytrain.generator import blocks as _b
+from pytrain.generator.blocks import (Abs, Add, Block, Constant, Div, Exp, Log, Mul, Neg, Pow, ReduceMean, ReduceSum,
                             Relu, Sigmoid, Softplus, Sub)
 from pytrain.ort.onnxblock._building import random_uniform
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pytrain import losses
+from pytrain.generator import losses
 from pytrain.errors import ArtifactError
 
 __all__ = ["MSELoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "L1Loss"]

@@ -13,11 +13,12 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pytrain import dtypes, optim as _optim
-from pytrain.blocks import Block, BuildContext
+from pytrain.base import dtypes
+from pytrain.generator import optim as _optim
+from pytrain.generator.blocks import Block, BuildContext
 from pytrain.errors import ArtifactError
-from pytrain.graph import NodeBuilder
-from pytrain.layout import LR_INPUT, STEP_INPUT
+from pytrain.engine.graph import NodeBuilder
+from pytrain.base.layout import LR_INPUT, STEP_INPUT
 from pytrain.ort.onnxblock._building import (ForwardBlock, add_metadata, declare_output, mark_sequence,
                                              sequence_value_info)
 from pytrain.proto import make_graph, make_value_info as _vi

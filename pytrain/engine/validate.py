@@ -13,11 +13,11 @@ import inspect
 import os
 from typing import Any, Dict, Mapping, Optional, Set, Tuple, Union
 
-from pytrain import dtypes, limits
+from pytrain.base import dtypes, limits
 from pytrain.errors import GraphError, ModelFormatError, UnsupportedOpError
-from pytrain.graph import node_label
-from pytrain.opset_versions import SCHEMA_VERSIONS
-from pytrain.layout import ARTIFACT_KEY
+from pytrain.engine.graph import node_label
+from pytrain.base.opset_versions import SCHEMA_VERSIONS
+from pytrain.base.layout import ARTIFACT_KEY
 from pytrain.proto.external_data import external_tensors, load_external_data
 from pytrain.proto.helper import attribute_type, check_attribute_value
 from pytrain.proto.onnx_pb import AttributeType, Dimension, GraphProto, ModelProto, NodeProto, ValueInfoProto

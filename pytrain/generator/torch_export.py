@@ -248,8 +248,8 @@ def _frozen(model: Any, data: bytes) -> List[str]:
     and any other initializer its rule (``pytrain.trainable``) would take for a parameter (a float
     buffer fed to arithmetic, a constant the exporter made). Raises ExportError when the rule would
     leave out a parameter PyTorch trains."""
-    from pytrain.validate import load_model
-    from pytrain.trainable import classify_initializers
+    from pytrain.engine.validate import load_model
+    from pytrain.generator.trainable import classify_initializers
 
     g = load_model(data).graph
     report = classify_initializers(list(g.node), list(g.initializer), list(g.value_info) + list(g.input))

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.proto import GraphProto, NodeProto
 from pytrain.proto.onnx_pb import AttributeType
-from pytrain.trainable import classify_initializers
+from pytrain.generator.trainable import classify_initializers
 
 
 def _float_value(n: NodeProto):

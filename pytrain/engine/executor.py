@@ -10,9 +10,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pytrain import fusion
+from pytrain.engine import fusion
 from pytrain.errors import KernelError, PytrainError, UnsupportedOpError
-from pytrain.graph import consumers, node_label, producers, topological_order
+from pytrain.engine.graph import consumers, node_label, producers, topological_order
 from pytrain.ops import OpContext, get_kernel, supported_ops
 from pytrain.ops.control.subgraph import Subgraph, outer_names, with_outer_inputs
 from pytrain.proto import GraphProto, NodeProto, node_attributes, to_array
@@ -80,7 +80,7 @@ class Plan:
         # a control-flow node reads its bodies' outer-scope values as trailing inputs (pytrain/ops/control)
         nodes = topological_order([with_outer_inputs(n) for n in graph.node], list(fed) + list(consts))
         nodes = live_nodes(nodes, self.output_names)
-        nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/fusion.py
+        nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/engine/fusion.py
         produced = producers(nodes)
         for o in self.output_names:
             if o not in produced and o not in fed and o not in consts:

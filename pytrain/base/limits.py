@@ -4,8 +4,8 @@ archives and their members, data files.
 The defaults fit a browser tab (Pyodide's WebAssembly heap is at most 2 GiB) and are far above any model
 pytrain is meant to train on a device. Raise them for a bigger machine::
 
-    import pytrain.limits
-    pytrain.limits.set_limits(max_tensor_bytes=4 << 30)
+    import pytrain.base.limits
+    pytrain.base.limits.set_limits(max_tensor_bytes=4 << 30)
 
 or with the environment variables ``PYTRAIN_MAX_TENSOR_BYTES``, ``PYTRAIN_MAX_FILE_BYTES`` and
 ``PYTRAIN_MAX_HEAP_BYTES``.
@@ -62,7 +62,7 @@ def check_tensor(shape: Iterable[int], itemsize: int, what: str) -> int:
         count *= d
     if count * max(1, int(itemsize)) > max_tensor_bytes:
         raise LimitError("%s: a tensor of shape %s (%d bytes) exceeds pytrain's tensor limit of %d bytes; raise it "
-                         "with pytrain.limits.set_limits(max_tensor_bytes=...) or PYTRAIN_MAX_TENSOR_BYTES"
+                         "with pytrain.base.limits.set_limits(max_tensor_bytes=...) or PYTRAIN_MAX_TENSOR_BYTES"
                          % (what, dims, count * max(1, int(itemsize)), max_tensor_bytes))
     return count
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Set
 
-from pytrain.graph import consumers
+from pytrain.engine.graph import consumers
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.proto import NodeProto, node_attributes
 from pytrain.proto.helper import make_node

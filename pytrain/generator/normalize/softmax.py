@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from pytrain.graph import NameScope, all_names
+from pytrain.engine.graph import NameScope, all_names
 from pytrain.proto import GraphProto, NodeProto, make_node, node_attributes, value_info_type
 from pytrain.ops.nn.op_softmax import SINGLE_AXIS_OPSET
 

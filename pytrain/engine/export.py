@@ -7,12 +7,12 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import ArtifactError, PytrainError
-from pytrain.layout import parse_layout
-from pytrain.executor import Plan, live_nodes
-from pytrain.graph import consumers, producers
-from pytrain.opset_versions import SCHEMA_VERSIONS
+from pytrain.base.layout import parse_layout
+from pytrain.engine.executor import Plan, live_nodes
+from pytrain.engine.graph import consumers, producers
+from pytrain.base.opset_versions import SCHEMA_VERSIONS
 from pytrain.ops.quant.blocks import MS_DOMAIN
 from pytrain.ops.quant.merge import merge_quantized
 from pytrain.proto import (ModelProto, NodeProto, TensorProto, ValueInfoProto, from_array, make_graph,

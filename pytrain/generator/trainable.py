@@ -48,7 +48,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.autodiff.engine import differentiable_inputs
 from pytrain.proto import NodeProto
 
@@ -361,7 +361,7 @@ def refold_parameter_copies(graph: Any, keep: Sequence[str] = ()) -> List[Dict[s
     chance (half-precision values, masks, non-finite values) are left alone, as are buffers, copies made by
     arithmetic, and copies of a parameter the file still holds. Returns ``[{"copy", "parameter", "how",
     "trains_as", "shape"}]``."""
-    from pytrain.graph import NameScope, all_names
+    from pytrain.engine.graph import NameScope, all_names
     from pytrain.proto import make_value_info
     from pytrain.proto.onnx_pb import StringStringEntryProto
 
@@ -413,7 +413,7 @@ def tie_exporter_copies(graph: Any, keep: Sequence[str] = ()) -> List[Dict[str, 
     ``keep``: initializers to leave alone (named by the caller's requires_grad / frozen_params).
     The folded copies of :func:`refold_parameter_copies` are re-expressed first.
     Returns ``[{"copy", "parameter", "how"}]``: the refolded copies, then the transposed ones in the model's order."""
-    from pytrain.graph import NameScope, all_names
+    from pytrain.engine.graph import NameScope, all_names
     from pytrain.proto import make_node, to_array
 
     refolded = refold_parameter_copies(graph, keep)

@@ -16,8 +16,8 @@ from typing import Dict, List, Sequence, Set
 import numpy as np
 
 from pytrain.errors import UnsupportedOpError
-from pytrain.graph import NameScope, all_names, node_label
-from pytrain.normalize.static import StaticValues
+from pytrain.engine.graph import NameScope, all_names, node_label
+from pytrain.generator.normalize.static import StaticValues
 from pytrain.ops.control.subgraph import outer_names, subgraphs
 from pytrain.proto import GraphProto, NodeProto, from_array, make_node, node_attributes, to_array
 

@@ -6,7 +6,7 @@ import enum
 import math
 from typing import Dict, Optional, Sequence, Tuple, Union
 
-from pytrain.api import build_optimizer_model  # noqa: F401  (the optimizer model's one builder)
+from pytrain.device.api import build_optimizer_model  # noqa: F401  (the optimizer model's one builder)
 from pytrain.errors import ArtifactError
 
 

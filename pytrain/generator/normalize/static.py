@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from pytrain.errors import PytrainError
-from pytrain.executor import kernel_attributes
+from pytrain.engine.executor import kernel_attributes
 from pytrain.ops import OpContext, get_kernel
 from pytrain.proto import GraphProto, to_array, value_info_type
 

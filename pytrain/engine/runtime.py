@@ -6,11 +6,11 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from pytrain import dtypes
+from pytrain.base import dtypes
 from pytrain.errors import InputError
-from pytrain.executor import Plan
+from pytrain.engine.executor import Plan
 from pytrain.proto import opset_version, value_info_type
-from pytrain.validate import load_model
+from pytrain.engine.validate import load_model
 
 
 class InferenceSession:

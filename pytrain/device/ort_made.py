@@ -28,16 +28,16 @@ import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytrain.errors import ModelFormatError
-from pytrain.graph import producers as graph_producers
-from pytrain.opset_versions import SCHEMA_VERSIONS
-from pytrain.layout import ACC_BUFFER, ACC_OUT, ARTIFACT_KEY, LAYOUT_KEY, LAZY_RESET, read_layout
+from pytrain.engine.graph import producers as graph_producers
+from pytrain.base.opset_versions import SCHEMA_VERSIONS
+from pytrain.base.layout import ACC_BUFFER, ACC_OUT, ARTIFACT_KEY, LAYOUT_KEY, LAZY_RESET, read_layout
 from pytrain.ops.registry import PYTRAIN_DOMAIN, get_kernel
 from pytrain.proto import ModelProto, NodeProto, make_node, make_opsetid, make_value_info, model_metadata, \
     node_attributes, value_info_type
 from pytrain.proto.external_data import external_tensors
 from pytrain.proto.onnx_pb import StringStringEntryProto
 from pytrain.proto.value_types import describe_type
-from pytrain.validate import load_model
+from pytrain.engine.validate import load_model
 
 #: domains of ORT's training and gradient ops
 ORT_DOMAINS = ("com.microsoft", "ai.onnx.preview.training")
@@ -315,7 +315,7 @@ def from_ort_eval(model: ModelProto, params: Sequence[str], user_inputs: Sequenc
 
 
 class OrtOptimizerSpec:
-    """pytrain's update of ORT's optimizer node (what ``pytrain.api.build_optimizer_model`` takes):
+    """pytrain's update of ORT's optimizer node (what ``pytrain.device.api.build_optimizer_model`` takes):
     AdamWOptimizer as ``OrtAdamWStep`` (ORT's arithmetic, ``pytrain/ops/train/op_adamw_ort.py``, the
     node's attributes as they are), SGDOptimizerV2 as plain ``SGDStep``. ORT's first learning rate."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytrain.graph import NameScope, all_names
+from pytrain.engine.graph import NameScope, all_names
 from pytrain.proto import GraphProto, from_array, node_attributes
 
 

@@ -6,14 +6,16 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from pytrain import dtypes, heap, limits, ort_made
+from pytrain.base import dtypes, limits
+from pytrain.engine import heap
+from pytrain.device import ort_made
 from pytrain.checkpoint import CheckpointState
 from pytrain.errors import CheckpointError, DivergenceError, InputError, ModelFormatError, PytrainError
-from pytrain.executor import Plan, buffer_of
-from pytrain.export import export_inference_model
-from pytrain.files import write_atomic
+from pytrain.engine.executor import Plan, buffer_of
+from pytrain.engine.export import export_inference_model
+from pytrain.base.files import write_atomic
 from pytrain.ops import backend
-from pytrain.layout import LayoutError, read_layout
+from pytrain.base.layout import LayoutError, read_layout
 from pytrain.proto import ModelProto, model_metadata, opset_version, value_info_type
 from pytrain.proto.message import sharing
 
@@ -332,7 +334,7 @@ class Module:
     def memory_estimate(self, *user_inputs: Any, optimizer: Any = None,
                         batch_size: Optional[int] = None) -> MemoryEstimate:
         """The memory a train step on a batch like ``user_inputs`` (inputs, then labels) needs, at
-        ``batch_size`` (default: theirs), with ``optimizer``'s state (a :class:`pytrain.api.Optimizer`).
+        ``batch_size`` (default: theirs), with ``optimizer``'s state (a :class:`pytrain.device.api.Optimizer`).
 
         Parameters, gradients and optimizer state come from the checkpoint's shapes; the activations
         from the compiled training plan, which frees each tensor after its last reader: it runs once at
@@ -380,7 +382,7 @@ class Module:
     def check_memory(self, *user_inputs: Any, optimizer: Any = None,
                      batch_size: Optional[int] = None) -> MemoryEstimate:
         """:meth:`memory_estimate`, refused with LimitError (naming the estimate and the limit) when it is over
-        ``pytrain.limits.max_heap_bytes`` (in a tab: over what is left of it, :func:`pytrain.limits.heap_budget`):
+        ``pytrain.base.limits.max_heap_bytes`` (in a tab: over what is left of it, :func:`pytrain.base.limits.heap_budget`):
         before the first step, instead of the tab running out of memory."""
         est = self.memory_estimate(*user_inputs, optimizer=optimizer, batch_size=batch_size)
         limits.check_heap(est.total, "training this model needs " + est.describe(), self.held_bytes(est))
@@ -388,7 +390,7 @@ class Module:
 
     def held_bytes(self, est: MemoryEstimate) -> int:
         """The bytes of ``est`` already allocated now: the parameters, and the gradients and optimizer state
-        once a step has made them (what a bounded heap's use already counts, :func:`pytrain.limits.heap_budget`)."""
+        once a step has made them (what a bounded heap's use already counts, :func:`pytrain.base.limits.heap_budget`)."""
         params = self._state.parameters
         grads = sum(params[n].grad.nbytes for n in self._trainable if params[n].grad is not None)
         opt = self._state.optimizer_state

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Dict
 
 from pytrain.proto import ModelProto, opset_version
-from pytrain.normalize.control import flatten_control, refuse_gradient_through
-from pytrain.normalize.legacy import dropout_ratio_inputs
-from pytrain.normalize.softmax import coerce_softmax
-from pytrain.normalize.weights import lift_constant_weights
+from pytrain.generator.normalize.control import flatten_control, refuse_gradient_through
+from pytrain.generator.normalize.legacy import dropout_ratio_inputs
+from pytrain.generator.normalize.softmax import coerce_softmax
+from pytrain.generator.normalize.weights import lift_constant_weights
 
 __all__ = ["normalize_for_training", "refuse_gradient_through"]
 
