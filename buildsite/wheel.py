@@ -14,7 +14,7 @@ from buildsite.paths import DIST, ROOT, log
 
 def pytrain_version() -> str:
     """The version string declared in pytrain/base/version.py."""
-    text = (ROOT / "pytrain" / "version.py").read_text(encoding="utf-8")
+    text = (ROOT / "pytrain" / "base" / "version.py").read_text(encoding="utf-8")
     m = re.search(r'^__version__\s*=\s*["\']([^"\']+)["\']', text, re.M)
     if not m:
         raise SystemExit("pytrain/base/version.py has no __version__ = '...' line")

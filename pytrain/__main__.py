@@ -1,4 +1,4 @@
-"""``python -m pytrain``: the pytrain command line."""
+"""Layer 9, a face. ``python -m pytrain``: the pytrain command line."""
 from __future__ import annotations
 
 import sys

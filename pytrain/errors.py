@@ -1,4 +1,4 @@
-"""The exceptions pytrain raises. Every message names the thing that is wrong and what was expected."""
+"""Layer 0, the base. The exceptions pytrain raises. Every message names the thing that is wrong and what was expected."""
 from __future__ import annotations
 
 from typing import Optional

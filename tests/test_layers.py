@@ -5,26 +5,31 @@ other. Each failure names the importing module and the import."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 PKG = Path(__file__).resolve().parents[1] / "pytrain"
 
-#: lowest first; a module may import its own layer and the layers below it (the same order as
-#: ../shared/tools/house.py). Rooms not listed are not judged.
-LAYERS = [
-    ("errors", "limits", "files", "heap", "dtypes", "opset_versions", "layout", "version"),
-    ("proto",),
-    ("graph", "checkpoint", "data", "text"),
-    ("ops",),
-    ("executor", "fusion", "validate"),
-    ("autodiff", "runtime", "export"),
-    ("module", "api", "ort_made"),           # the runtime API: what a device needs (ORT-made files too)
-    ("losses", "blocks", "optim", "trainable", "models", "lora", "artifacts", "torch_export", "normalize"),   # the offline generator
-    ("run",),
-    ("ort", "flower", "cli", "webapp", "__main__"),
-]
-LAYER = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
+#: each room says its layer where it is defined: the first words of its docstring (a package's __init__ or a
+#: module at pytrain/'s top) are "Layer N, ...", lowest first (the order of the README's "How the code is laid out")
+LAYER_LINE = re.compile(r"^Layer (\d+)\b")
+
+
+def _declared_layers() -> Dict[str, Optional[int]]:
+    found: Dict[str, Optional[int]] = {}
+    for path in sorted(PKG.iterdir()):
+        source = path / "__init__.py" if path.is_dir() else path
+        if path.name == "__init__.py" or not source.is_file() or source.suffix != ".py":
+            continue
+        doc = ast.get_docstring(ast.parse(source.read_text(encoding="utf-8"))) or ""
+        m = LAYER_LINE.match(doc)
+        found[path.stem if path.is_file() else path.name] = int(m.group(1)) if m else None
+    return found
+
+
+DECLARED = _declared_layers()
+LAYER = {room: n for room, n in DECLARED.items() if n is not None}
 
 Edge = Tuple[str, str, int]   # (imported module, the import as written, line)
 
@@ -133,7 +138,8 @@ def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 def test_the_layer_order_knows_every_room():
     rooms = {_room(m) for m in MODULES if m != "pytrain"}
     unknown = sorted(r for r in rooms if r.split(".")[1] not in LAYER)
-    assert not unknown, "rooms of pytrain/ missing from LAYERS (put each in its layer): %s" % ", ".join(unknown)
+    assert not unknown, ("rooms of pytrain/ whose docstring does not begin with 'Layer N, ...' (say each one's "
+                         "layer): %s" % ", ".join(unknown))
 
 
 def test_no_import_points_up():
@@ -170,3 +176,18 @@ def test_no_two_rooms_import_each_other():
             _where(m, e) for m, edges in sorted(EDGES.items()) if m != "pytrain" and _room(m) in members
             for e in edges if _room(e[0]) in members and _room(e[0]) != _room(m)))
     assert not cycles, "rooms that import each other:\n" + "\n".join(lines)
+
+
+def test_the_readme_draws_the_rooms_where_they_declare_their_layer():
+    """README "How the code is laid out": each table row "| N name | rooms |" lists exactly the rooms whose
+    docstring says Layer N."""
+    readme = (PKG.parent / "README.md").read_text(encoding="utf-8")
+    drawn: Dict[int, Set[str]] = {}
+    for m in re.finditer(r"^\| (\d+) [^|]+\| ([^|]+)\|", readme, re.M):
+        cell = m.group(2).split(";")[0] + (m.group(2).split(";")[1] if ";" in m.group(2) else "")
+        rooms = set(re.findall(r"`([a-z_]+)/?`", re.sub(r"\([^)]*\)", "", cell)))
+        drawn[int(m.group(1))] = rooms
+    declared: Dict[int, Set[str]] = {}
+    for room, n in LAYER.items():
+        declared.setdefault(n, set()).add(room)
+    assert drawn == declared

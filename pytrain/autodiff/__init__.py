@@ -1,4 +1,4 @@
-"""Reverse-mode automatic differentiation over ONNX graphs: ``registry`` is the rule table and how a
+"""Layer 5, differentiation. Reverse-mode automatic differentiation over ONNX graphs: ``registry`` is the rule table and how a
 rule reads its node, ``rules/`` the rules (a module per op family), ``engine`` the backward pass."""
 from __future__ import annotations
 

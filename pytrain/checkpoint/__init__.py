@@ -1,4 +1,4 @@
-"""The checkpoint: parameters (trainable and frozen), optimizer state and user properties, in
+"""Layer 2, formats. The checkpoint: parameters (trainable and frozen), optimizer state and user properties, in
 pytrain's zip format (:mod:`.zip_format`, written and read) or ONNX Runtime 1.19's flatbuffer
 (:mod:`.ort_format`, read). ``CheckpointState`` (:mod:`.state`) loads either and saves pytrain's."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``pytrain`` command: generate artifacts, train, evaluate, export and inspect.
+"""Layer 9, a face. The ``pytrain`` command: generate artifacts, train, evaluate, export and inspect.
 
 Entry point: ``pytrain.cli:main`` (also ``python -m pytrain``). Every failure the user can cause
 ends with exit code 1 (2 for a bad command line) and one line ``pytrain: error: ...``.

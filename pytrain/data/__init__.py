@@ -1,4 +1,4 @@
-"""Datasets for training: loaders for npz, CSV, raw float32 and image folders, plus shuffling,
+"""Layer 2, formats. Datasets for training: loaders for npz, CSV, raw float32 and image folders, plus shuffling,
 batching, validation splits and standardisation. Used by the ``pytrain`` CLI and the browser
 (every loader also takes file contents as bytes or text instead of a path).
 """

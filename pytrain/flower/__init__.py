@@ -1,4 +1,4 @@
-"""Federated learning on Flower: a pytrain node that joins a Flower SuperLink through its Fleet API.
+"""Layer 9, a face. Federated learning on Flower: a pytrain node that joins a Flower SuperLink through its Fleet API.
 
 Pure Python (3.8+, numpy 1.17+): no ``flwr``, no ``protobuf`` package. Natively, requests are signed
 with ``cryptography`` (P-256 ECDSA-SHA256) and sent with urllib; both are pluggable.

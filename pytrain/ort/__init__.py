@@ -1,4 +1,4 @@
-"""``pytrain.ort``: ONNX Runtime's ``onnxruntime.training`` API on pytrain.
+"""Layer 9, a face. ``pytrain.ort``: ONNX Runtime's ``onnxruntime.training`` API on pytrain.
 
 Code written for ONNX Runtime's on-device training changes one import and nothing else::
 

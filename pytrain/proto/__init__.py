@@ -1,4 +1,4 @@
-"""ONNX models in pure Python: a protobuf codec for the ONNX messages (no ``onnx`` package needed,
+"""Layer 1, the codec. ONNX models in pure Python: a protobuf codec for the ONNX messages (no ``onnx`` package needed,
 which matters in Pyodide where it does not exist), tensor conversion, and message builders.
 
 A pure codec: reading a model with the checks every model gets where it enters is

@@ -1,4 +1,4 @@
-"""One training run, as the CLI, the page and a Flower node share it (they are thin drivers):
+"""Layer 8, the run. One training run, as the CLI, the page and a Flower node share it (they are thin drivers):
 
 * :mod:`~pytrain.run.loop`: the resumable step generator (epochs, batches, divergence stop);
 * :mod:`~pytrain.run.evaluate`: one batched evaluation and its metrics;

@@ -1,4 +1,4 @@
-"""The Python side of the web app: one :class:`Session` the browser worker drives.
+"""Layer 9, a face. The Python side of the web app: one :class:`Session` the browser worker drives.
 
 The worker never writes long Python: it calls :func:`call` with a method name, JSON arguments
 and binary blobs, and gets back JSON plus blobs. Everything here uses only the public pytrain
