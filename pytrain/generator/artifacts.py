@@ -5,7 +5,6 @@ arguments and defaults, for code that imported ``onnxruntime.training.artifacts`
 from __future__ import annotations
 
 import enum
-import inspect
 import json
 import os
 from collections import OrderedDict
@@ -307,7 +306,7 @@ def _build_loss(plan: _ParameterPlan, loss: Any, loss_input_names: Optional[Sequ
                 block = _LOSSES[loss](reduction=loss_reduction)
                 loss_name = block(*(loss_input_names or outputs[:1]))
             elif isinstance(loss, Block):
-                loss_name = loss(*(loss_input_names or outputs[:_outputs_taken(loss, len(outputs))]))
+                loss_name = loss(*(loss_input_names or outputs[:loss.outputs_taken(len(outputs))]))
             else:
                 raise ArtifactError("loss must be a LossType, a pytrain.generator.blocks.Block or None, got %r" % (loss,))
         if loss is None and loss_name == LOSS_OUTPUT:  # the model's output already is "loss"
@@ -318,16 +317,6 @@ def _build_loss(plan: _ParameterPlan, loss: Any, loss_input_names: Optional[Sequ
     return _Loss(scope=scope, output=loss_out, extra=extra, model_outputs=outputs, nodes=ctx.nodes,
                  consts=ctx.initializer_protos(), labels=ctx.new_inputs,
                  inputs=plan.user_inputs + ctx.new_inputs + param_inputs, known={v.name: v for v in known})
-
-
-def _outputs_taken(block: Block, count: int) -> int:
-    """How many of the model's first outputs a loss Block's ``build`` takes: all of them for ``*args``, else its
-    parameters without a default (a label's name with a default is not an output: a model's second output, e.g. a
-    with-past LM's ``present.0.key``, must not become it)."""
-    params = inspect.signature(block.build).parameters.values()
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        return count
-    return sum(1 for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 def _opsets(plan: _ParameterPlan) -> List[Any]:

@@ -10,6 +10,7 @@ blocks run inside a :class:`BuildContext` that owns the graph being extended::
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
@@ -71,6 +72,15 @@ class Block:
 
     def build(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
+
+    def outputs_taken(self, count: int) -> int:
+        """How many of a model's first ``count`` outputs this block, as a loss, takes: all of them for
+        ``build(*outputs)``, else its parameters without a default (a label's name with a default is not an
+        output: a model's second output, e.g. a with-past LM's ``present.0.key``, must not become it)."""
+        params = inspect.signature(self.build).parameters.values()
+        if any(p.kind == p.VAR_POSITIONAL for p in params):
+            return count
+        return sum(1 for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
     @staticmethod
     def ctx() -> BuildContext:
