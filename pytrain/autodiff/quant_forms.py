@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from pytrain.ops.quant.patterns import find_blocks
+from pytrain.engine.quant_blocks import find_blocks
 from pytrain.ops.registry import PYTRAIN_DOMAIN
 from pytrain.proto import NodeProto, make_node
 

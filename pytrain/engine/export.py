@@ -14,7 +14,7 @@ from pytrain.engine.executor import Plan, live_nodes
 from pytrain.engine.graph import consumers, producers
 from pytrain.base.opset_versions import SCHEMA_VERSIONS
 from pytrain.ops.quant.blocks import MS_DOMAIN
-from pytrain.ops.quant.merge import merge_quantized
+from pytrain.engine.quant_merge import merge_quantized
 from pytrain.proto import (ModelProto, NodeProto, TensorProto, ValueInfoProto, from_array, make_graph,
                            make_model, make_node, make_opsetid, make_value_info, model_metadata, opset_version,
                            to_array, value_info_type)
@@ -78,7 +78,7 @@ def merge_lora(nodes: List[NodeProto], parameters: Mapping[str, np.ndarray], ini
     """Fold each LoRA adapter into its weight as peft's ``merge_and_unload`` does (``W + scale * (B A)``,
     transposed for a weight stored (in, out)): the adapter's nodes go, the layer writes its own output
     again, and the merged weights join ``parameters``. An adapter on a quantized block merges as
-    ``quantized`` says (pytrain.ops.quant.merge: "float" or "requantize")."""
+    ``quantized`` says (pytrain.engine.quant_merge: "float" or "requantize")."""
     stored = {t.name: t for t in initializers}
     merged = dict(parameters)
 

@@ -30,7 +30,7 @@ from pytrain.engine.export import LORA_LAYOUT_KEY as LAYOUT_KEY, OLDEST_EXPORT_O
 from pytrain.base.files import write_atomic
 from pytrain.engine.graph import NameScope, all_names, consumers, node_label, producers
 from pytrain.base.limits import check_file
-from pytrain.ops.quant.patterns import QuantBlock, find_blocks
+from pytrain.engine.quant_blocks import QuantBlock, find_blocks
 from pytrain.proto import (ModelProto, NodeProto, from_array, make_graph, make_model, make_node, make_opsetid,
                            make_value_info, to_array)
 from pytrain.engine.validate import load_model
@@ -337,7 +337,7 @@ def insert_adapters(model: ModelProto, spec: LoRA) -> List[Dict[str, Any]]:
 
 
 def _block_record(block: QuantBlock, scope: NameScope) -> Dict[str, Any]:
-    """What the export needs to merge an adapter into a quantized block (pytrain.ops.quant.merge); its nodes' names,
+    """What the export needs to merge an adapter into a quantized block (pytrain.engine.quant_merge); its nodes' names,
     the MatMulInteger / MatMulNBits first."""
     for n in block.nodes:   # the merge names the block's nodes
         if not n.name:

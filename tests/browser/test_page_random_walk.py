@@ -24,7 +24,7 @@ import pytest
 
 from browser_helpers import LOAD_TIMEOUT_MS, open_app, wait_ms, wait_ready
 from test_page_csv import messy_csv
-from test_page_unsupported_ops import _loop_model, _nms_model
+from test_page_unsupported_ops import _nms_model, _unique_model
 from test_page_what_trains import _three_layers
 from test_tables_and_models import _png
 
@@ -81,7 +81,7 @@ def _corpus(tmp_path):
     onnxs = [[_file("three.onnx", _three_layers())],
              [_file("ext.onnx", ext.read_bytes()), _file("ext.onnx.data", (tmp_path / "ext.onnx.data").read_bytes())],
              [_file("ext.onnx", ext.read_bytes())],                    # without its data file
-             [_file("nms.onnx", _nms_model())], [_file("loop.onnx", _loop_model())],
+             [_file("nms.onnx", _nms_model())], [_file("unique.onnx", _unique_model())],
              [_file("notes.onnx", b"just some text, not a model\n")], [_file("iris.onnx", iris)]]
     pictures = [[_file("p%d.png" % i, _png(np.full((20, 20), 30 * i + 10 * k, np.uint8)), "image/png") for i in range(3)]
                 for k in range(3)] + [[_file("notes.png", b"not a picture", "image/png")]]

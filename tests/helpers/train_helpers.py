@@ -1,7 +1,7 @@
 """The training loop the tests share: ORT's API, one optimizer step per batch."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -30,3 +30,16 @@ def train_steps(arts, batches: Iterable[Tuple[Any, np.ndarray]], lr: Optional[fl
         opt.step()
         module.lazy_reset_grad()
     return losses, state
+
+
+def repeat_steps(module: Module, optimizer: Optimizer, feeds: Sequence[Any], count: int) -> List[float]:
+    """``count`` optimizer steps of ``module`` on the same ``feeds`` (every input of the training model, labels
+    included); the losses."""
+    losses = []
+    for _ in range(count):
+        module.train()
+        out = module(*feeds)
+        losses.append(float(np.asarray(out[0] if isinstance(out, list) else out)))
+        optimizer.step()
+        module.lazy_reset_grad()
+    return losses

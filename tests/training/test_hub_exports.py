@@ -12,6 +12,7 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
+from train_helpers import repeat_steps  # noqa: E402
 from hub_fixtures import CAUSAL, CLASSIFIERS, NO_PAST, greedy, hub, ort_session, specs  # noqa: E402
 
 from pytrain.generator import artifacts  # noqa: E402
@@ -72,13 +73,7 @@ def test_three_sgd_steps_equal_pytorchs(name):
     labels = None if h.oracle["family"] in CAUSAL else np.asarray(h.oracle["labels"], dtype=np.int64)
     x = np.random.RandomState(0).standard_normal((2, 3, 16, 16)) if name == "vit" else _batch(h)
     feeds = _plan(h).feeds(x, labels)
-    ours = []
-    for _ in range(3):
-        module.train()
-        out = module(*feeds)
-        ours.append(float(np.asarray(out[0] if isinstance(out, list) else out)))
-        opt.step()
-        module.lazy_reset_grad()
+    ours = repeat_steps(module, opt, feeds, 3)
     np.testing.assert_allclose(ours, h.oracle["sgd"]["losses"], atol=1e-4)
 
 
@@ -98,14 +93,7 @@ def _fine_tuned(h, lora):
     opt = Optimizer(arts.optimizer_model, module)
     opt.set_learning_rate(0.02)
     feeds = _plan(h).feeds(_batch(h))
-    losses = []
-    for _ in range(4):
-        module.train()
-        out = module(*feeds)
-        losses.append(float(np.asarray(out[0] if isinstance(out, list) else out)))
-        opt.step()
-        module.lazy_reset_grad()
-    return module, losses
+    return module, repeat_steps(module, opt, feeds, 4)
 
 
 @pytest.mark.parametrize("name,lora", [("gpt2", True), ("llama", True), ("phi3", False), ("gemma", True)])

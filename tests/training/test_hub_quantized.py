@@ -13,6 +13,7 @@ pytest.importorskip("onnxruntime")
 
 from hub_fixtures import CAUSAL, CLASSIFIERS, hub  # noqa: E402
 from quant_oracle import exact_integer_matmuls  # noqa: E402
+from train_helpers import repeat_steps  # noqa: E402
 
 from pytrain.generator import artifacts  # noqa: E402
 from pytrain.device.api import CheckpointState, Module, Optimizer  # noqa: E402
@@ -84,12 +85,7 @@ def test_lora_on_the_quantized_file_lowers_the_loss_and_exports_with_its_outputs
     opt.set_learning_rate(0.02)
     plan, batch, labels, feeds = _inputs(h)
     step_feeds = plan.feeds(batch, labels)
-    losses = []
-    for _ in range(4):
-        module.train()
-        losses.append(float(np.asarray(module(*step_feeds))))
-        opt.step()
-        module.lazy_reset_grad()
+    losses = repeat_steps(module, opt, step_feeds, 4)
     assert losses[-1] < losses[0], losses
 
     names = [o.name for o in onnx.load_from_string(q8).graph.output]

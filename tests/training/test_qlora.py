@@ -317,7 +317,7 @@ def test_requantization_is_the_files_own_scheme(models):
     """pytrain's requantizer, given the float weights, writes the q8 file's own int8 weights and scales (the scheme
     "requantize" merges with), and the q4 file's 4-bit blocks up to rounding ties."""
     from pytrain.ops.quant.blocks import NBitsLayout, nbits_quantize
-    from pytrain.ops.quant.merge import int8_quantize
+    from pytrain.engine.quant_merge import int8_quantize
 
     floats = {t.name: numpy_helper.to_array(t) for t in onnx.load_from_string(models["f32"]).graph.initializer}
     q8 = {t.name: numpy_helper.to_array(t) for t in onnx.load_from_string(models["q8"]).graph.initializer}

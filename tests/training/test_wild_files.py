@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from onnx import helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 from wild_models import FLOAT, INT64, batches, check_wild, model, weights  # noqa: E402
 
 N_IN, N_CLS = 6, 5
@@ -51,22 +51,21 @@ def test_softmax_family_on_non_last_axes_trains_with_its_opsets_meaning(opset):
 
 
 def _converter_model(opset: int = 11):
-    """As paddle2onnx / older tf2onnx write a CNN: batch ``-1``, height and width both ``?``, the conv
-    weight a Constant node, the classifier's weight behind Identity and its bias a float64 initializer
-    behind Cast."""
+    """As paddle2onnx / older tf2onnx write a CNN: batch ``-1``, height and width both ``?``, every weight a
+    Constant node (a file keeps its weights one way: pytrain/generator/normalize/weights.py), the classifier's
+    weight behind Identity and its bias a float64 Constant behind Cast."""
     p = weights({"conv.w": (4, 1, 3, 3), "fc.w": (4, N_CLS)})
     p["fc.b"] = np.random.default_rng(3).standard_normal(N_CLS)  # float64, cast to float in the graph
-    w = helper.make_tensor("conv.w", FLOAT, p["conv.w"].shape, p["conv.w"].ravel())
-    nodes = [helper.make_node("Constant", [], ["conv.w"], value=w),
-             helper.make_node("Conv", ["x", "conv.w"], ["c"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
-             helper.make_node("Flatten", ["g"], ["f"]),
-             helper.make_node("Identity", ["fc.w"], ["fc.w_copy"]),
-             helper.make_node("Cast", ["fc.b"], ["fc.b_f"], to=FLOAT),
-             helper.make_node("Gemm", ["f", "fc.w_copy", "fc.b_f"], ["logits"])]
-    m = model(nodes, [("x", FLOAT, [-1, 1, "?", "?"])], [("logits", FLOAT, [-1, N_CLS])],
-              {"fc.w": p["fc.w"], "fc.b": p["fc.b"]}, opset)
+    const = [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(p[name], name))
+             for name in ("conv.w", "fc.w", "fc.b")]
+    nodes = const + [helper.make_node("Conv", ["x", "conv.w"], ["c"], pads=[1, 1, 1, 1]),
+                     helper.make_node("Relu", ["c"], ["r"]),
+                     helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+                     helper.make_node("Flatten", ["g"], ["f"]),
+                     helper.make_node("Identity", ["fc.w"], ["fc.w_copy"]),
+                     helper.make_node("Cast", ["fc.b"], ["fc.b_f"], to=FLOAT),
+                     helper.make_node("Gemm", ["f", "fc.w_copy", "fc.b_f"], ["logits"])]
+    m = model(nodes, [("x", FLOAT, [-1, 1, "?", "?"])], [("logits", FLOAT, [-1, N_CLS])], {}, opset)
 
     def forward(ps, x):
         h = torch.relu(torch.nn.functional.conv2d(x, ps["conv.w"], padding=1)).mean(dim=(2, 3))
@@ -78,7 +77,7 @@ def _converter_model(opset: int = 11):
 def test_converter_dims_and_weights_stored_as_nodes_train():
     m, forward, p = _converter_model()
     exported = check_wild(m, forward, p, batches((1, 6, 9), N_CLS))  # height 6 and width 9, both named '?'
-    assert "conv.w" in [t.name for t in exported.graph.initializer]  # the Constant node exports as an initializer
+    assert {"conv.w", "fc.w", "fc.b"} <= {t.name for t in exported.graph.initializer}   # Constants export as initializers
     assert "Constant" not in [n.op_type for n in exported.graph.node]
 
 

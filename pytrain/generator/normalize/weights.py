@@ -5,7 +5,11 @@ detector). Lifted, each becomes an initializer under its output's name, so the r
 :mod:`pytrain.trainable` decides whether it trains exactly as for a weight stored as an initializer,
 and the exported model holds it as one. Only float tensors held in ``value`` are candidates (integer
 shapes and axes never train), and only those the rule would train are lifted: the others (a dynamo
-export's folded constants) stay nodes, as the file wrote them. A graph output stays a node."""
+export's folded constants) stay nodes, as the file wrote them. A graph output stays a node.
+
+A file keeps its weights one way. When some of its initializers would train, it stores its weights as
+initializers, and its float Constants are what its exporter computed or held as buffers (Optimum's and
+TorchScript's rotary ``inv_freq``, which PyTorch never trains): none is lifted."""
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -34,7 +38,8 @@ def lift_constant_weights(graph: GraphProto) -> int:
         t = _float_value(n)
         if t is not None and n.output[0] not in outputs:
             candidates[n.output[0]] = t
-    if not candidates:
+    if not candidates or any(r["trains"] for r in classify_initializers(
+            list(graph.node), list(graph.initializer), list(graph.value_info) + list(graph.input))):
         return 0
     rest = [n for n in graph.node if not (n.output and n.output[0] in candidates and n.op_type == "Constant")]
     for name, t in candidates.items():

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence
 
 from pytrain.base import dtypes
+from pytrain.engine.graph import consumers, producers
 from pytrain.ops.quant.blocks import MS_DOMAIN
 from pytrain.proto import NodeProto
 
@@ -25,15 +26,6 @@ class QuantBlock:
         self.last = last          # the node writing y
         self.nodes = list(nodes)  # the block's nodes writing nothing else read (DynamicQuantizeLinear may be shared)
         self.k = self.n = 0
-
-
-def _readers(nodes: Sequence[NodeProto]) -> Dict[str, List[NodeProto]]:
-    out: Dict[str, List[NodeProto]] = {}
-    for n in nodes:
-        for i in n.input:
-            if i:
-                out.setdefault(i, []).append(n)
-    return out
 
 
 def _int8_block(mmi: NodeProto, producers: Dict[str, NodeProto],
@@ -64,12 +56,11 @@ def _int8_block(mmi: NodeProto, producers: Dict[str, NodeProto],
 
 def find_blocks(nodes: Sequence[NodeProto]) -> List[QuantBlock]:
     """Every quantized matmul block of ``nodes``, in graph order."""
-    producers = {o: n for n in nodes for o in n.output if o}
-    readers = _readers(nodes)
+    made, readers = producers(nodes), consumers(nodes)
     found: List[QuantBlock] = []
     for n in nodes:
         if n.op_type == "MatMulInteger" and n.domain in ("", "ai.onnx"):
-            block = _int8_block(n, producers, readers)
+            block = _int8_block(n, made, readers)
             if block is not None:
                 found.append(block)
         elif n.op_type == "MatMulNBits" and n.domain == MS_DOMAIN and len(n.input) > 2:
