@@ -48,7 +48,7 @@ LOSS_LINE = re.compile(r'const lossNodeName = "[^"]*";')
 TRAIN_COUNT, BATCH, STEPS, TEST_SAMPLES = 8000, 64, 100, 1280   # the demo's defaults: 6,400 / 64 train, 1,280 test
 PIXEL_MEAN, PIXEL_STD = 0.1307, 0.3081   # MnistData.normalize
 
-pytestmark = [pytest.mark.skipif(not (EXAMPLE / "web-bundler").is_dir(), reason="the example is not here"),
+pytestmark = [pytest.mark.skipif(not (EXAMPLE / "web-bundler").is_dir(), reason="ORT's web-bundler example (../shared/peer-tests) is not here"),
               pytest.mark.skipif(shutil.which("npm") is None, reason="needs npm (Node.js)")]
 
 
