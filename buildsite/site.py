@@ -155,6 +155,8 @@ def _preload_modules(site: Path) -> None:
 
 #: Pyodide's files the worker fetches first (immutable: the server lets browsers keep them a year)
 WARM_FILES = ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data")
+#: the widget's module, and the list in it the build fills with those files (site-relative)
+WIDGET, WARM_MARK = "pytrain-widget.js", "[/* WARM_FILES */]"
 
 
 def _warm_first_visit(site: Path, index_url: str) -> None:
@@ -171,6 +173,13 @@ def _warm_first_visit(site: Path, index_url: str) -> None:
     links = "".join('<link rel="preload" href="%s" as="fetch" crossorigin>\n  ' % (index_url + n)
                     for n in WARM_FILES if (site / index_url / n).is_file())
     page.write_text(text.replace(stamp, links + stamp), encoding="utf-8")
+    # a host page embedding the widget gets the same preloads when it imports the widget (no markup of its own)
+    widget = site / WIDGET
+    code = widget.read_text(encoding="utf-8")
+    if code.count(WARM_MARK) != 1:
+        raise SystemExit("build: %s has no %s for the files a first visit downloads first" % (WIDGET, WARM_MARK))
+    names = [index_url + n for n in WARM_FILES if (site / index_url / n).is_file()]
+    widget.write_text(code.replace(WARM_MARK, json.dumps(names)), encoding="utf-8")
 
 
 def _startup_bytecode(site: Path, index_url: str, pyodide_files: List[Dict[str, object]]) -> Optional[Dict[str, object]]:

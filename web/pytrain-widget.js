@@ -19,6 +19,31 @@ import { LinePlot } from "./js/plot.js";
 import { ARTIFACT_FILES } from "./js/layout.js";
 
 
+// Pyodide's files a first visit downloads first (site-relative; the build fills the list, as it writes
+// index.html's preloads): a trainer asks for them at once, while the service worker and the Web Worker
+// start, so the worker finds them in the HTTP cache; a later visit's service worker has them already.
+const WARM_FILES = [/* WARM_FILES */];
+let warmed = false;
+
+function warmFirstVisit() {
+  if (warmed || typeof document === "undefined" || (navigator.serviceWorker && navigator.serviceWorker.controller)) return;
+  warmed = true;
+  for (const name of WARM_FILES) {
+    const link = Object.assign(document.createElement("link"), { rel: "preload", as: "fetch", crossOrigin: "anonymous" });
+    link.href = new URL(name, import.meta.url).href;
+    document.head.appendChild(link);
+  }
+}
+
+/* The worker's URL: a trainer of the site's digits with the default MLP has its worker download the digits'
+ * first part and the MLP's artifacts while Python starts, as the app's worker does (worker/data.js). */
+function workerURL(o) {
+  if (o.workerURL) return o.workerURL;
+  const digits = o.data === "digits" || !!(o.data && o.data.digits);
+  const defaultModel = !o.model && !o.run && (!o.artifacts || o.artifacts === "digits-mlp");
+  return new URL(digits && defaultModel ? "./worker.js?prefetch=digits" : "./worker.js", import.meta.url);
+}
+
 async function toBytes(src, what) {
   if (src instanceof Uint8Array) return src;
   if (src instanceof ArrayBuffer) return new Uint8Array(src);
@@ -67,8 +92,9 @@ export class Trainer extends EventTarget {
     this.options = Object.assign({ epochs: 5, batchSize: 32, learningRate: 0.005, optimizer: "AdamW",
                                     hidden: [32], valFraction: 0.2, persist: false }, options);
     // sw.js (same origin only) caches the runtime for the next visit; see js/client.js.
+    warmFirstVisit();
     const startAfter = registerServiceWorker();
-    this.client = new WorkerClient(options.workerURL ? { workerURL: options.workerURL, startAfter } : { startAfter });
+    this.client = new WorkerClient({ workerURL: workerURL(this.options), startAfter });
     this.data = null;
     this.model = null;
     this.lastEpoch = null;

@@ -3,9 +3,12 @@ they name exists), and a widget whose data cannot be loaded shows only the error
 data…" status or full progress bar above it)."""
 from __future__ import annotations
 
+import json
 import re
 
+import build
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app
+from buildsite.site import WARM_FILES
 from conftest import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -37,6 +40,26 @@ def test_readme_code_snippet_trains_as_written(context, site_url):
                            "document.querySelector('.pytrain-widget').shadowRoot.querySelector('.error:not([hidden])')",
                            timeout=wait_ms(180_000))
     assert (page.evaluate("window.snippet") or 0) > 200, page.locator(".pytrain-widget .error").inner_text()
+    assert rec.foreign(site_url) == [] and rec.console_errors == []
+    # the app's start reaches the embedding page: Pyodide's first files preloaded by the widget on a first
+    # visit (as index.html's head does) and the digits' first part and MLP downloaded while Python starts
+    config = json.loads((build.SITE / "config.json").read_text())
+    warm = [site_url + config["pyodide"]["indexURL"] + n for n in WARM_FILES]
+    assert page.evaluate("[...document.querySelectorAll('link[rel=preload]')].map((l) => l.href)") == warm
+    assert site_url + "worker.js" in rec.urls    # a table: nothing of the site's digits downloads
+
+
+def test_a_digits_widget_downloads_the_digits_and_its_model_while_python_starts(context, site_url):
+    """As the app's worker does (worker/data.js prefetchSiteData): its first progress needs no download after "ready"."""
+    ctx, rec = context
+    page = _host(ctx, site_url, rec, '<script type="module">\nimport { createTrainer } from "./pytrain-widget.js";\n'
+                 'const t = createTrainer({ data: "digits", epochs: 1 });\n'
+                 't.on("progress", () => { window.progressed = true; t.stop(); });\nt.train();\n</script>')
+    page.wait_for_function("() => window.progressed === true", timeout=wait_ms(180_000))
+    config = json.loads((build.SITE / "config.json").read_text())
+    assert site_url + "worker.js?prefetch=digits" in rec.urls
+    wanted = [config["mnist"]["first"]["file"]] + sorted(config["artifacts"]["digits-mlp"].values())
+    assert all(site_url + u in rec.urls for u in wanted), (wanted, rec.urls)
     assert rec.foreign(site_url) == [] and rec.console_errors == []
 
 
