@@ -6,9 +6,17 @@ import json
 import sys
 from pathlib import Path
 
+from browser import WIDGET_HOST
 from report_format import log
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_site() -> Path:
+    """build.py's site folder (what AppSite serves)."""
+    import build
+
+    return build.SITE
 
 
 class AppSite:
@@ -74,6 +82,11 @@ def run_app_start(results: dict, session, site: AppSite) -> None:
         if site.error:
             raise RuntimeError(site.error)
         visits = session.app_start(site.url)
+        host = "bench-widget-start.html"   # at the site's root, as the README's host pages are
+        (build_site() / host).write_text(WIDGET_HOST, encoding="utf-8")
+        widget = session.widget_start(site.url, host)
+        results.setdefault("widget_runs", []).append(widget)
+        log("  widget: first progress " + ", ".join(f"visit {i + 1} {v['firstProgress']:.0f} ms" for i, v in enumerate(widget)))
         if "app_transfer" not in results:
             import build
 

@@ -122,6 +122,40 @@ class BrowserSession:
         return out
 
 
+    def widget_start(self, url: str, host: str, visits: int = 2, timeout_s: float = 180) -> list:
+        """Open ``host`` (a page at the site's root embedding the widget: WIDGET_HOST) ``visits`` times in one
+        fresh browser context; per visit the ms from navigation to the widget's first training progress."""
+        ctx = self.browser.new_context()
+        ms = timeout_s * 1000
+        out = []
+        try:
+            for _ in range(visits):
+                page = ctx.new_page()
+                page.goto(url + host)
+                page.wait_for_function("() => window.firstProgress !== undefined", timeout=ms)
+                out.append({"firstProgress": page.evaluate("window.firstProgress")})
+                if len(out) < visits:
+                    wait_rest_cached(page, ms)
+                page.evaluate("() => window.trainer.stop().catch(() => {})")
+                page.close()
+        finally:
+            ctx.close()
+        return out
+
+
+#: a host page embedding the widget as the README shows (the digits, an MLP), nothing else: its first progress
+WIDGET_HOST = """<!doctype html><html lang=en><head><meta charset=utf-8><title>widget start-up</title></head><body>
+<div id="trainer"></div>
+<script type="module">
+import { createTrainer } from "./pytrain-widget.js";
+const trainer = window.trainer = createTrainer({ container: document.getElementById("trainer"), data: "digits",
+                                                 hidden: [64], epochs: 1 });
+trainer.on("progress", () => { if (window.firstProgress === undefined) window.firstProgress = performance.now(); });
+trainer.train();
+</script></body></html>
+"""
+
+
 #: the files the web app fetches after its first step (worker/data.js loadRest), by config.json's keys
 _REST = """async () => {
   const config = await (await fetch("config.json")).json();

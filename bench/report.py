@@ -11,7 +11,7 @@ import sys
 from typing import List, Optional
 
 import network
-from report_app import app_section, gemm_section
+from report_app import app_section, gemm_section, widget_section
 from report_format import fmt, fmt_range, with_ratio
 
 MB = 2 ** 20
@@ -148,6 +148,7 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
     out += _targets_section(res["rows"], app_runs)
     out += _history_section(history or [])
     out += app_section(app_runs, res.get("app_transfer"))
+    out += widget_section(res.get("widget_runs") or [], app_runs)
     out += network.section(res, fmt_range)
     for err in res.get("app_errors") or ([res["app_error"]] if res.get("app_error") else []):
         out += ["Web app start-up: " + _error_line(err), ""]

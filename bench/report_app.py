@@ -8,6 +8,21 @@ from report_format import fmt, fmt_range
 MB = 2 ** 20
 
 
+def widget_section(widget_runs: List[list], app_runs: List[list]) -> List[str]:
+    """A host page embedding the widget (bench/browser.py WIDGET_HOST): ms from navigation to its first training
+    progress per visit, beside the app's first step in the same runs."""
+    if not widget_runs:
+        return []
+    out = ["### The widget in a host page (the README's embedding: digits, an MLP)", "",
+           f"ms from navigation, median [min – max] over {len(widget_runs)} run(s); the app's first step from the same runs.",
+           "", "| visit | widget: first progress | app: first step |", "|---|---|---|"]
+    for visit, name in ((0, "first"), (1, "second")):
+        w = [run[visit]["firstProgress"] for run in widget_runs if len(run) > visit]
+        a = [run[visit]["firstStep"] for run in app_runs if len(run) > visit and run[visit].get("firstStep")]
+        out.append(f"| {name} | {fmt_range(w, '%.0f') if w else '–'} | {fmt_range(a, '%.0f') if a else '–'} |")
+    return out + [""]
+
+
 def app_section(app_runs: List[list], transfer: Optional[dict] = None) -> List[str]:
     """The web app's start-up stage by stage (ms since navigation), per visit, over the runs."""
     if not app_runs:

@@ -402,12 +402,12 @@ def merge_results(base: dict, new: dict, names: List[str]) -> dict:
     gens = {(g["workload"], g["runtime"]) for g in new.get("gen", [])}
     base["gen"] = [g for g in base.get("gen", []) if (g["workload"], g["runtime"]) not in gens] + new.get("gen", [])
     base.setdefault("steps_real", {}).update(new.get("steps_real") or {})
-    sections = [key for key in ("network", "app_runs", "app_transfer") if new.get(key)]
+    sections = [key for key in ("network", "app_runs", "app_transfer", "widget_runs") if new.get(key)]
     for key in sections:   # (--only network / app: that section measured anew)
         base[key] = new[key]
     if not groups:   # a run of sections only: the note names them
         names = ["the first step over a network" if k == "network" else "the app's start-up"
-                 for k in sections if k != "app_transfer"]
+                 for k in sections if k not in ("app_transfer", "widget_runs")]
         groups = set(sections)
     base.setdefault("merged", []).append({k: new.get(k) for k in ("started", "commit", "wall_s", "repeat", "steps",
                                                                   "rows_only")}
