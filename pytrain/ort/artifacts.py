@@ -51,7 +51,7 @@ def _optimizer(optimizer: Any) -> Any:
         return None
     if isinstance(optimizer, OptimType):
         optimizer = getattr(optim, optimizer.name)()
-    if isinstance(optimizer, optim._Optimizer):
+    if isinstance(optimizer, optim.OptimizerBlock):
         return optimizer.to_pytrain()
     return optimizer
 

@@ -115,6 +115,10 @@ class TextRequest(NamedTuple):
         req = cls(**{k: getattr(args, k, None) for k in cls._fields})
         return req if req.text is not None or req.text_csv is not None else None
 
+    def sized(self, block_size: Optional[int]) -> "TextRequest":
+        """This request, with ``block_size`` when it names none itself."""
+        return self if self.block_size else self._replace(block_size=block_size)
+
 
 class PreparedText(NamedTuple):
     """A text run's data as the model trains on it: the training and validation sets (ids, labels), what the

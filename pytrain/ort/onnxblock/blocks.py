@@ -16,10 +16,10 @@ __all__ = ["Block", "Abs", "Add", "Cast", "Constant", "Div", "Exp", "Gemm", "Ide
            "Log", "Mul", "Neg", "Pow", "ReduceMean", "ReduceSum", "Relu", "Sigmoid", "Softmax", "Softplus",
            "Sub", "Transpose"]
 
-Identity = _b._op_block("Identity", "x")
-Transpose = _b._op_block("Transpose", "x with its axes permuted (attribute perm)")
-Softmax = _b._op_block("Softmax", "softmax along an axis (attribute axis)")
-Gemm = _b._op_block("Gemm", "alpha * A' B' + beta * C (attributes alpha, beta, transA, transB)")
+Identity = _b.op_block("Identity", "x")
+Transpose = _b.op_block("Transpose", "x with its axes permuted (attribute perm)")
+Softmax = _b.op_block("Softmax", "softmax along an axis (attribute axis)")
+Gemm = _b.op_block("Gemm", "alpha * A' B' + beta * C (attributes alpha, beta, transA, transB)")
 
 
 class Cast(Block):
