@@ -56,6 +56,8 @@ def _optimizer(optimizer: Any) -> Any:
     return optimizer
 
 
+# Deliberately more than 8 parameters: the signature is onnxruntime.training.artifacts.generate_artifacts', kept
+# whole so code written for ORT runs unchanged; pytrain's own options travel on as one GenerateOptions's fields.
 def generate_artifacts(
     model: Any,
     requires_grad: Optional[Sequence[str]] = None,

@@ -35,6 +35,8 @@ class Cast(Block):
 class LabelEncoder(Block):
     """ai.onnx.ml LabelEncoder (integer and string keys and values as ONNX spells them)."""
 
+    # Deliberately 9 parameters: ORT's onnxblock.blocks.LabelEncoder signature, which spells the ONNX operator's
+    # attributes one by one (as pytrain/ops' kernels do); code written for ORT passes them by these names.
     def __init__(self, default_float: float = 0.0, default_int64: int = -1, default_string: str = "_Unused",
                  keys_floats: Optional[Any] = None, keys_int64s: Optional[Any] = None,
                  keys_strings: Optional[Any] = None, values_floats: Optional[Any] = None,
