@@ -21,7 +21,7 @@ from pytrain.errors import ArtifactError
 from pytrain.engine.executor import unsupported_op_error
 from pytrain.engine.export import inference_rewrite
 from pytrain.engine.graph import NameScope, all_names, topological_order
-from pytrain.generator.lora import PROPERTY as LORA_PROPERTY, LAYOUT_KEY as LORA_LAYOUT_KEY, LoRA, insert_adapters
+from pytrain.engine.lora import PROPERTY as LORA_PROPERTY, LAYOUT_KEY as LORA_LAYOUT_KEY, LoRA, insert_adapters
 from pytrain.generator.losses import BCEWithLogitsLoss, CausalLMLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
 from pytrain.ops.control.subgraph import all_nodes
@@ -189,7 +189,7 @@ def _add_lora(plan: _ParameterPlan, lora: Optional[LoRA], requires_grad: Optiona
     if lora is None:
         return requires_grad
     if not isinstance(lora, LoRA):
-        raise ArtifactError("lora must be a pytrain.generator.lora.LoRA, got %r" % (lora,))
+        raise ArtifactError("lora must be a pytrain.engine.lora.LoRA, got %r" % (lora,))
     if trainable_ops is not None:
         raise ArtifactError("lora and trainable_ops both choose what trains: with LoRA only the adapters "
                             "(and requires_grad) train")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, NamedTuple, Optional, Sequence, Union
 
-from pytrain.generator.lora import LoRA
+from pytrain.engine.lora import LoRA
 
 
 class GenerateOptions(NamedTuple):

@@ -221,8 +221,8 @@ def samples(session: Any, prompt: Optional[str] = None, new_tokens: int = 20, to
 
 
 def adapters(session: Any, format: str = "onnx") -> bytes:
-    """The LoRA adapters alone (:func:`pytrain.generator.lora.save_adapters`: ``onnx`` or ``npz``)."""
-    from pytrain.generator.lora import save_adapters
+    """The LoRA adapters alone (:func:`pytrain.engine.lora.save_adapters`: ``onnx`` or ``npz``)."""
+    from pytrain.engine.lora import save_adapters
 
     session.need_model()
     if not session.model.get("lora"):
