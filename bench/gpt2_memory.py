@@ -84,7 +84,7 @@ def source(layers: int, vocab_last: bool = False):
 
 def artifacts(layers: int):
     from pytrain.generator import artifacts as A
-    from pytrain.generator.lora import LoRA
+    from pytrain.engine.lora import LoRA
 
     return A.generate_artifacts(source(layers), lora=LoRA(8, 16, ["c_attn"]), optimizer=A.AdamW())
 

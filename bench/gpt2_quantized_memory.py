@@ -51,7 +51,7 @@ def main() -> None:
     args = ap.parse_args()
     from pytrain.generator import artifacts
     from pytrain.device.api import CheckpointState, Module, Optimizer
-    from pytrain.generator.lora import LoRA
+    from pytrain.engine.lora import LoRA
     from pytrain.generator.losses import CausalLMLoss
 
     ids = np.random.default_rng(0).integers(0, 50257, (1, 128)).astype(np.int64)

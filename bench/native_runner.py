@@ -118,7 +118,7 @@ def gen_pytrain(model_path: Path, out: Path) -> dict:
     lora_path = model_path.parent / "lora.json"   # a LoRA workload (workloads.LORA)
     lora = None
     if lora_path.exists():
-        from pytrain.generator.lora import LoRA
+        from pytrain.engine.lora import LoRA
 
         lora = LoRA(**json.loads(lora_path.read_text()))
     arts = artifacts.generate_artifacts(model_path.read_bytes(),

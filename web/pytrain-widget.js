@@ -90,7 +90,9 @@ export class Trainer extends EventTarget {
   constructor(options) {
     super();
     this.options = Object.assign({ epochs: 5, batchSize: 32, learningRate: 0.005, optimizer: "AdamW",
-                                    hidden: [32], valFraction: 0.2, persist: false }, options);
+                                    hidden: [32], persist: false }, options);
+    // valFraction, blockSize, lora: unset means Python's default (pytrain.webapp.data_source.VAL_FRACTION for a
+    // table, text_source.TextUse's for text); only what the user set travels
     // sw.js (same origin only) caches the runtime for the next visit; see js/client.js.
     warmFirstVisit();
     const startAfter = registerServiceWorker();
@@ -178,8 +180,8 @@ export class Trainer extends EventTarget {
     const extraFiles = data.config ? { "config.json": await toBytes(data.config, "data.config") } : null;
     return this.client.call("useText", {
       bytes: await toBytes(o.model, "model"), name: "model", tokenizer: await toText(data.tokenizer, "data.tokenizer"),
-      text: csv ? null : text, csv: csv ? text : null, blockSize: data.blockSize || 64,
-      lora: o.lora === undefined ? { rank: 8, alpha: 16 } : o.lora, optimizer: o.optimizer,
+      text: csv ? null : text, csv: csv ? text : null, blockSize: data.blockSize || undefined,
+      lora: o.lora, optimizer: o.optimizer,
       textColumn: data.textColumn || null, labelColumn: data.labelColumn || null, valFraction: o.valFraction,
       extraFiles });
   }

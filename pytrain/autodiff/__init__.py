@@ -1,5 +1,5 @@
-"""Layer 5, differentiation. Reverse-mode automatic differentiation over ONNX graphs: ``registry`` is the rule table and how a
-rule reads its node, ``rules/`` the rules (a module per op family), ``engine`` the backward pass."""
+"""Layer 5, differentiation: reverse-mode automatic differentiation over ONNX graphs: ``registry`` the rule table
+and how a rule reads its node, ``rules/`` the rules (a module per op family), ``engine`` the backward pass."""
 from __future__ import annotations
 
 from pytrain.autodiff.engine import build_gradients

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
+#: never declared lower: before opset 7 many ops required legacy attributes (consumed_inputs, broadcast)
+#: that pytrain does not write, and onnxruntime releases from 2023 on all read opset 7
+OLDEST_EXPORT_OPSET = 7
+
 SCHEMA_VERSIONS: Dict[str, Tuple[int, ...]] = {
     'Abs': (1, 6, 13),
     'Add': (1, 6, 7, 13, 14),

@@ -1,6 +1,5 @@
-"""Layer 2, formats. The checkpoint: parameters (trainable and frozen), optimizer state and user properties, in
-pytrain's zip format (:mod:`.zip_format`, written and read) or ONNX Runtime 1.19's flatbuffer
-(:mod:`.ort_format`, read). ``CheckpointState`` (:mod:`.state`) loads either and saves pytrain's."""
+"""Layer 2, formats: the checkpoint: parameters (trainable and frozen), optimizer state and user properties, in
+pytrain's zip format (written and read) or ONNX Runtime 1.19's flatbuffer (read), through ``CheckpointState``."""
 from __future__ import annotations
 
 from pytrain.checkpoint.state import READERS, CheckpointState, decode_any

@@ -1,8 +1,6 @@
-"""Layer 9, a face. The ``pytrain`` command: generate artifacts, train, evaluate, export and inspect.
-
-Entry point: ``pytrain.cli:main`` (also ``python -m pytrain``). Every failure the user can cause
-ends with exit code 1 (2 for a bad command line) and one line ``pytrain: error: ...``.
-"""
+"""Layer 9, a face: the ``pytrain`` command (``pytrain.cli:main``, ``python -m pytrain``): generate artifacts, train,
+evaluate, export and inspect; a failure the user can cause ends in one line ``pytrain: error: ...`` (exit 1)."""
+# A bad command line exits with 2 (argparse's convention), every other failure the user can cause with 1.
 from __future__ import annotations
 
 import os

@@ -8,7 +8,7 @@ from typing import Dict
 import numpy as np
 
 from pytrain import data
-from pytrain.cli import _dataset
+from pytrain.cli._dataset import add_data_options
 from pytrain.cli._common import CliError, say
 from pytrain.base.files import write_atomic
 from pytrain.run import properties as P
@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("eval", help="evaluate the model in an artifact directory on a dataset",
                        description="Loss and metric of DIR's current weights on --data.")
     p.add_argument("dir", metavar="DIR", help="artifact directory")
-    _dataset.add_data_options(p)
+    add_data_options(p)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--metric", choices=METRICS,
                    help="default: accuracy for ce/bce, mae otherwise")

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     art = ArtifactDir(args.dir)
     state = art.load_state()
     if args.lora == "adapters":
-        from pytrain.generator.lora import save_adapters
+        from pytrain.engine.lora import save_adapters
 
         blob = save_adapters(state, args.output)
         say("wrote {} ({}): the LoRA adapters {}".format(args.output, size_str(len(blob)), ", ".join(

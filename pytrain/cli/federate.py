@@ -11,7 +11,7 @@ import argparse
 import time
 
 from pytrain import data
-from pytrain.cli import _dataset
+from pytrain.cli._dataset import add_data_options
 from pytrain.cli._common import CliError, note, say
 from pytrain.run.artifact_dir import ArtifactDir
 
@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("dir", metavar="DIR", help="artifact directory from 'pytrain generate'")
     p.add_argument("--superlink", required=True, metavar="URL",
                    help="the SuperLink's Fleet API, e.g. http://127.0.0.1:9092 (flower-superlink --insecure)")
-    _dataset.add_data_options(p)
+    add_data_options(p)
     p.add_argument("--validation-split", type=float, metavar="F",
                    help="hold out this fraction of --data for the evaluate messages (default: evaluate "
                         "on the training data)")

@@ -106,8 +106,8 @@ def _batchnorm(values):
 
 
 def _lora(args: argparse.Namespace):
-    """--lora RANK[:ALPHA] with --lora-targets: a pytrain.generator.lora.LoRA, or None."""
-    from pytrain.generator.lora import LoRA
+    """--lora RANK[:ALPHA] with --lora-targets: a pytrain.engine.lora.LoRA, or None."""
+    from pytrain.engine.lora import LoRA
 
     if args.lora is None:
         if args.lora_targets:

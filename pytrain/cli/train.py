@@ -16,7 +16,7 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 import numpy as np
 
 from pytrain import data
-from pytrain.cli import _dataset
+from pytrain.cli._dataset import add_data_options, add_text_options
 from pytrain.cli._common import CliError, note, say
 from pytrain.cli._log import RunLog, check_log_name
 from pytrain.cli._progress import Progress
@@ -44,8 +44,8 @@ def add_parser(sub) -> None:
     p.add_argument("dir", metavar="DIR", help="artifact directory from 'pytrain generate'")
     p.epilog = ("text: --text FILE --tokenizer tokenizer.json trains a causal LM (generated with --loss clm) on "
                 "blocks of the file's tokens; --text-csv FILE a classifier on texts and labels")
-    _dataset.add_data_options(p, required=False)
-    _dataset.add_text_options(p)
+    add_data_options(p, required=False)
+    add_text_options(p)
     p.add_argument("--task", choices=data.TASKS,
                    help="checked against the model's loss (ce: classification, else regression)")
     p.add_argument("--epochs", type=int, help="total epochs (default {})".format(DEFAULTS["epochs"]))
@@ -208,7 +208,7 @@ def _run_data(args: argparse.Namespace, art: ArtifactDir, state: Any, settings: 
     if args.validation is not None or settings["standardize"]:
         raise CliError("--validation and --standardize take a table; hold out part of the text with "
                        "--validation-split F")
-    prepared = prepare_text(text._replace(block_size=text.block_size or settings.get("block_size")), art, state,
+    prepared = prepare_text(text.sized(settings.get("block_size")), art, state,
                             settings, P.json_property(state, P.P_CLASSES) if args.resume else None)
     settings["block_size"] = prepared.length
     for line in prepared.notes:

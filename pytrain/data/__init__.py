@@ -1,7 +1,5 @@
-"""Layer 2, formats. Datasets for training: loaders for npz, CSV, raw float32 and image folders, plus shuffling,
-batching, validation splits and standardisation. Used by the ``pytrain`` CLI and the browser
-(every loader also takes file contents as bytes or text instead of a path).
-"""
+"""Layer 2, formats: datasets for training: npz, CSV, raw float32 and image-folder loaders (a path, bytes or text),
+shuffling, batching, validation splits and standardisation, for the CLI and the browser."""
 from __future__ import annotations
 
 from pytrain.data.arrays import load_npz, load_raw, save_raw

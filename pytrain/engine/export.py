@@ -3,7 +3,7 @@ running statistics, trained weights baked in) that declares the oldest IR versio
 that still mean what the model means, so onnxruntime releases from 2023 on load it."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -12,24 +12,16 @@ from pytrain.errors import ArtifactError, PytrainError
 from pytrain.base.layout import parse_layout
 from pytrain.engine.executor import Plan, live_nodes
 from pytrain.engine.graph import consumers, producers
-from pytrain.base.opset_versions import SCHEMA_VERSIONS
+from pytrain.base.opset_versions import OLDEST_EXPORT_OPSET, SCHEMA_VERSIONS
 from pytrain.ops.quant.blocks import MS_DOMAIN
-from pytrain.engine.quant_merge import merge_quantized
-from pytrain.proto import (ModelProto, NodeProto, TensorProto, ValueInfoProto, from_array, make_graph,
-                           make_model, make_node, make_opsetid, make_value_info, model_metadata, opset_version,
-                           to_array, value_info_type)
+from pytrain.engine.lora import LAYOUT_KEY as LORA_LAYOUT_KEY, merge_lora
+from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, make_graph, make_model, make_node,
+                           make_opsetid, make_value_info, model_metadata, opset_version, value_info_type)
 from pytrain.proto.helper import ir_version_for_opset
 
 
-#: the eval model's layout key listing LoRA adapters (written by pytrain.lora), which the export folds back
-LORA_LAYOUT_KEY = "lora"
-
 #: onnxruntime's quantized contrib ops an inference model may keep (a q4 file's MatMulNBits, GatherBlockQuantized)
 QUANT_OPS = frozenset([(MS_DOMAIN, "MatMulNBits"), (MS_DOMAIN, "GatherBlockQuantized")])
-
-#: never declared lower: before opset 7 many ops required legacy attributes (consumed_inputs, broadcast)
-#: that pytrain does not write, and onnxruntime releases from 2023 on all read opset 7
-OLDEST_EXPORT_OPSET = 7
 
 
 def minimal_opset(nodes: Sequence[NodeProto], source_opset: int) -> int:
@@ -70,35 +62,6 @@ def inference_rewrite(n: NodeProto) -> None:
         del n.output[1:]
     elif n.op_type == "Dropout" and not n.domain and len(n.input) > 2:
         del n.input[2:]
-
-
-def merge_lora(nodes: List[NodeProto], parameters: Mapping[str, np.ndarray], initializers: Sequence[TensorProto],
-               adapters: Sequence[Mapping[str, Any]], quantized: str = "float"
-               ) -> Tuple[List[NodeProto], Dict[str, np.ndarray]]:
-    """Fold each LoRA adapter into its weight as peft's ``merge_and_unload`` does (``W + scale * (B A)``,
-    transposed for a weight stored (in, out)): the adapter's nodes go, the layer writes its own output
-    again, and the merged weights join ``parameters``. An adapter on a quantized block merges as
-    ``quantized`` says (pytrain.engine.quant_merge: "float" or "requantize")."""
-    stored = {t.name: t for t in initializers}
-    merged = dict(parameters)
-
-    def value(name: str) -> np.ndarray:
-        return np.asarray(merged[name]) if name in merged else to_array(stored[name], "the eval model")
-
-    drop = {n for a in adapters for n in a["nodes"]}
-    back = {a["base_output"]: a["output"] for a in adapters}
-    for a in adapters:
-        if a.get("quantized"):
-            nodes = merge_quantized(nodes, merged, value, a, quantized)
-            continue
-        w, lora_a, lora_b = value(a["weight"]), value(a["lora_A"]), value(a["lora_B"])
-        delta = lora_b @ lora_a
-        delta = (delta if a["layout"] == "out_in" else delta.T) * np.asarray(a["scale"], w.dtype)
-        merged[a["weight"]] = (w + delta).astype(w.dtype, copy=False)
-    kept = [n for n in nodes if n.name not in drop]
-    for n in kept:
-        n.output[:] = [back.get(o, o) for o in n.output]
-    return kept, merged
 
 
 def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.ndarray],

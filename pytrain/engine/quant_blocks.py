@@ -19,9 +19,10 @@ class QuantBlock:
 
     __slots__ = ("kind", "x", "y", "w", "scale", "zero_point", "anchor", "last", "nodes", "k", "n")
 
-    def __init__(self, kind: str, x: str, y: str, w: str, scale: str, zero_point: str, anchor: NodeProto,
+    def __init__(self, kind: str, x: str, w: str, scale: str, zero_point: str, anchor: NodeProto,
                  last: NodeProto, nodes: Sequence[NodeProto]) -> None:
-        self.kind, self.x, self.y, self.w, self.scale, self.zero_point = kind, x, y, w, scale, zero_point
+        self.kind, self.x, self.w, self.scale, self.zero_point = kind, x, w, scale, zero_point
+        self.y = last.output[0]
         self.anchor = anchor      # the MatMulInteger / MatMulNBits node (names the layer)
         self.last = last          # the node writing y
         self.nodes = list(nodes)  # the block's nodes writing nothing else read (DynamicQuantizeLinear may be shared)
@@ -51,7 +52,7 @@ def _int8_block(mmi: NodeProto, producers: Dict[str, NodeProto],
         return None
     zp = mmi.input[3] if len(mmi.input) > 3 else ""
     nodes = [mmi, cast[0], mul[0]] + ([scales] if len(readers.get(scales.output[0], [])) == 1 else [])
-    return QuantBlock("int8", dql.input[0], mul[0].output[0], mmi.input[1], w_scale[0], zp, mmi, mul[0], nodes)
+    return QuantBlock("int8", dql.input[0], mmi.input[1], w_scale[0], zp, mmi, mul[0], nodes)
 
 
 def find_blocks(nodes: Sequence[NodeProto]) -> List[QuantBlock]:
@@ -67,7 +68,7 @@ def find_blocks(nodes: Sequence[NodeProto]) -> List[QuantBlock]:
             if len(n.input) > 4 and n.input[4]:
                 continue  # g_idx: refused by the kernel anyway
             attrs = {a.name: a.i for a in n.attribute}
-            block = QuantBlock("nbits", n.input[0], n.output[0], n.input[1], n.input[2],
+            block = QuantBlock("nbits", n.input[0], n.input[1], n.input[2],
                                n.input[3] if len(n.input) > 3 else "", n, n, [n])
             block.k, block.n = int(attrs.get("K", 0)), int(attrs.get("N", 0))
             found.append(block)

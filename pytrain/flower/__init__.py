@@ -1,14 +1,11 @@
-"""Layer 9, a face. Federated learning on Flower: a pytrain node that joins a Flower SuperLink through its Fleet API.
-
-Pure Python (3.8+, numpy 1.17+): no ``flwr``, no ``protobuf`` package. Natively, requests are signed
-with ``cryptography`` (P-256 ECDSA-SHA256) and sent with urllib; both are pluggable.
-
-    from pytrain.flower import FlowerNode, PytrainTrainer
-    node = FlowerNode("http://127.0.0.1:9092", PytrainTrainer(module, optimizer, x, y))
-    node.run()            # join, answer train/evaluate messages, heartbeat, leave
-
-For devices that run flwr itself, :func:`client_app` makes a Flower ``ClientApp``.
-"""
+"""Layer 9, a face: federated learning on Flower: a pure-Python pytrain node (no ``flwr``, no ``protobuf``) joining
+a SuperLink through its Fleet API, and :func:`client_app`, a Flower ``ClientApp`` for devices that run flwr."""
+# Pure Python (3.8+, numpy 1.17+). Natively, requests are signed with ``cryptography`` (P-256 ECDSA-SHA256)
+# and sent with urllib; both are pluggable.
+#
+#     from pytrain.flower import FlowerNode, PytrainTrainer
+#     node = FlowerNode("http://127.0.0.1:9092", PytrainTrainer(module, optimizer, x, y))
+#     node.run()            # join, answer train/evaluate messages, heartbeat, leave
 from __future__ import annotations
 
 from pytrain.flower.node import FlowerNode, Reply

@@ -21,7 +21,7 @@ from pytrain.errors import ArtifactError
 from pytrain.engine.executor import unsupported_op_error
 from pytrain.engine.export import inference_rewrite
 from pytrain.engine.graph import NameScope, all_names, topological_order
-from pytrain.generator.lora import PROPERTY as LORA_PROPERTY, LAYOUT_KEY as LORA_LAYOUT_KEY, LoRA, insert_adapters
+from pytrain.engine.lora import PROPERTY as LORA_PROPERTY, LAYOUT_KEY as LORA_LAYOUT_KEY, LoRA, insert_adapters
 from pytrain.generator.losses import BCEWithLogitsLoss, CausalLMLoss, CrossEntropyLoss, L1Loss, MSELoss
 from pytrain.ops import get_kernel
 from pytrain.ops.control.subgraph import all_nodes
@@ -35,9 +35,10 @@ from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, ma
 from pytrain.proto.message import sharing
 from pytrain.engine.validate import load_model
 from pytrain.generator.normalize import normalize_for_training, refuse_gradient_through
+from pytrain.generator.options import GenerateOptions
 
-__all__ = ["Artifacts", "LoRA", "LossType", "OptimType", "SGD", "Adam", "AdamW", "generate_artifacts"]
-
+__all__ = ["Artifacts", "GenerateOptions", "LoRA", "LossType", "OptimType", "SGD", "Adam", "AdamW",
+           "generate_artifacts"]
 
 
 class LossType(enum.Enum):
@@ -188,7 +189,7 @@ def _add_lora(plan: _ParameterPlan, lora: Optional[LoRA], requires_grad: Optiona
     if lora is None:
         return requires_grad
     if not isinstance(lora, LoRA):
-        raise ArtifactError("lora must be a pytrain.generator.lora.LoRA, got %r" % (lora,))
+        raise ArtifactError("lora must be a pytrain.engine.lora.LoRA, got %r" % (lora,))
     if trainable_ops is not None:
         raise ArtifactError("lora and trainable_ops both choose what trains: with LoRA only the adapters "
                             "(and requires_grad) train")
@@ -426,16 +427,8 @@ def generate_artifacts(
     optimizer: Optional[OptimizerSpec] = OptimType.AdamW,
     artifact_directory: Union[str, "os.PathLike[str]", None] = None,
     prefix: str = "",
-    additional_output_names: Optional[Sequence[str]] = None,
-    nominal_checkpoint: bool = False,
-    loss_input_names: Optional[Sequence[str]] = None,
-    trainable_ops: Optional[int] = None,
-    loss_reduction: str = "mean",
-    batchnorm: Union[str, Dict[str, str]] = "auto",
-    external_data: Optional[Dict[str, bytes]] = None,
-    allow_no_trainable: bool = False,
-    input_grads: Sequence[str] = (),
-    lora: Optional[LoRA] = None,
+    options: Optional[GenerateOptions] = None,
+    **fields: Any,
 ) -> Artifacts:
     """Build the training, eval and optimizer models and the checkpoint from an inference model.
 
@@ -454,39 +447,23 @@ def generate_artifacts(
         first output already is the loss.
     optimizer: OptimType or an SGD/Adam/AdamW object carrying hyper-parameters (PyTorch's defaults).
     artifact_directory: where to write the four files (prefix prepended); None writes nothing.
-    additional_output_names: model outputs to return next to the loss (e.g. logits).
-    nominal_checkpoint: store parameter shapes only (fill them at run time).
-    loss_input_names: model outputs fed to the loss (default: the first output; all outputs for a custom Block).
-    trainable_ops: only the parameters of the last N ops that hold parameters train (as ONERT's
-        num_of_trainable_ops); the others are frozen.
-    loss_reduction: 'mean', 'sum' or 'none' for the built-in losses.
-    batchnorm: how each BatchNormalization runs in the training model. 'auto' (default): one
-        exported in training mode (``training_mode=1``: the module was in train()) or whose scale or
-        bias trains uses the batch's statistics and updates its running statistics (a PyTorch module
-        in train(), and ONNX Runtime); one exported in inference mode whose scale and bias both do
-        not train (frozen by requires_grad / frozen_params / trainable_ops, or not initializers)
-        runs on its running statistics, which stay unchanged, as a frozen backbone in eval() does;
-        the gradient still flows through it to its input. 'train' / 'eval' force one mode for every
-        node; a dict {node name or scale initializer name: 'auto'|'train'|'eval'} sets it per node.
-        The eval model always uses the running statistics.
-    external_data: {location: bytes} of the external-data files when ``model`` is bytes or a ModelProto.
-    allow_no_trainable: accept a model where no parameter trains (the training model then computes
-        the loss and any input gradients only) instead of refusing it.
-    input_grads: graph inputs whose gradient the training model also outputs (as ``<input>_grad``).
-    lora: ``LoRA(rank, alpha, targets, dropout)`` (:mod:`pytrain.lora`): low-rank adapters beside the
-        MatMul/Gemm weights ``targets`` names, as peft adds them; only the adapters (and initializers
-        ``requires_grad`` names) train. The inference export folds them back into the weights.
+    options: a :class:`GenerateOptions` (the rest: LoRA, batchnorm, extra outputs, ...), or its ``fields``
+        by name (``generate_artifacts(m, lora=LoRA(8))``).
     """
-    plan = _source(model, external_data)
+    if options is not None and fields:
+        raise TypeError("give generate_artifacts a GenerateOptions or its fields by name, not both")
+    opts = options if options is not None else GenerateOptions(**fields)
+    lora, trainable_ops = opts.lora, opts.trainable_ops
+    plan = _source(model, opts.external_data)
     if lora is None:
         _tie(plan, (requires_grad, frozen_params))
     requires_grad = _add_lora(plan, lora, requires_grad, trainable_ops)
-    _plan_parameters(plan, requires_grad, frozen_params, trainable_ops, allow_no_trainable, batchnorm)
-    lo = _build_loss(plan, loss, loss_input_names, loss_reduction, additional_output_names)
+    _plan_parameters(plan, requires_grad, frozen_params, trainable_ops, opts.allow_no_trainable, opts.batchnorm)
+    lo = _build_loss(plan, loss, opts.loss_input_names, opts.loss_reduction, opts.additional_output_names)
     eval_model, layout = _eval_model(plan, lo)
-    training_model = _training_model(plan, lo, layout, input_grads)
+    training_model = _training_model(plan, lo, layout, opts.input_grads)
     opt = resolve(optimizer if optimizer is not None else OptimType.AdamW)
-    optimizer_model, checkpoint = _optimizer_and_checkpoint(plan, opt, nominal_checkpoint)
+    optimizer_model, checkpoint = _optimizer_and_checkpoint(plan, opt, opts.nominal_checkpoint)
     summary = _summary(plan, layout, opt, (frozen_params, requires_grad, trainable_ops))
     arts = Artifacts(training_model.SerializeToString(), eval_model.SerializeToString(),
                      optimizer_model.SerializeToString(), checkpoint, summary)

@@ -33,11 +33,16 @@ class BuildContext(NodeBuilder):
         self.new_inputs: List[ValueInfoProto] = []
 
     def __enter__(self) -> "BuildContext":
-        BuildContext._stack.append(self)
+        self._stack.append(self)   # the class's one stack (shared list), pushed through the instance
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        BuildContext._stack.pop()
+        self._stack.pop()
+
+    @classmethod
+    def active(cls) -> bool:
+        """True inside generate_artifacts or another block's build (a BuildContext is open)."""
+        return bool(cls._stack)
 
     @classmethod
     def current(cls) -> "BuildContext":
@@ -97,22 +102,23 @@ class _OpBlock(Block):
         return self.ctx().op(self.op_type, *inputs, **self.attrs)
 
 
-def _op_block(op_type: str, doc: str) -> type:
+def op_block(op_type: str, doc: str) -> type:
+    """A block class emitting one ONNX node of ``op_type`` (attributes from its keyword arguments)."""
     return type(op_type, (_OpBlock,), {"op_type": op_type, "__doc__": doc})
 
 
-Add = _op_block("Add", "a + b (broadcasting)")
-Sub = _op_block("Sub", "a - b (broadcasting)")
-Mul = _op_block("Mul", "a * b (broadcasting)")
-Div = _op_block("Div", "a / b (broadcasting)")
-Pow = _op_block("Pow", "a ** b")
-Neg = _op_block("Neg", "-x")
-Abs = _op_block("Abs", "|x|")
-Exp = _op_block("Exp", "e ** x")
-Log = _op_block("Log", "ln x")
-Sigmoid = _op_block("Sigmoid", "1 / (1 + e ** -x)")
-Softplus = _op_block("Softplus", "ln(1 + e ** x), computed without overflow")
-Relu = _op_block("Relu", "max(x, 0)")
+Add = op_block("Add", "a + b (broadcasting)")
+Sub = op_block("Sub", "a - b (broadcasting)")
+Mul = op_block("Mul", "a * b (broadcasting)")
+Div = op_block("Div", "a / b (broadcasting)")
+Pow = op_block("Pow", "a ** b")
+Neg = op_block("Neg", "-x")
+Abs = op_block("Abs", "|x|")
+Exp = op_block("Exp", "e ** x")
+Log = op_block("Log", "ln x")
+Sigmoid = op_block("Sigmoid", "1 / (1 + e ** -x)")
+Softplus = op_block("Softplus", "ln(1 + e ** x), computed without overflow")
+Relu = op_block("Relu", "max(x, 0)")
 
 
 class Constant(Block):

@@ -92,7 +92,6 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     shape, or that generate_artifacts' default rule (``pytrain.trainable``) would not train.
     Returns the model's bytes.
     """
-    import onnx
     import torch
     from onnx import numpy_helper
 
@@ -108,6 +107,26 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     if dynamic_batch:
         dynamic_axes = {name: {0: "batch"} for name in in_names + out_names}
 
+    proto, route, before = _export_as_trained(model, args, (in_names, out_names), dynamic_axes, int(opset),
+                                              training, torch)
+    g = proto.graph
+    inits = _restore_initializers(g, before, numpy_helper)
+    _check_parameters(model, g, inits)
+    _mark(proto, _frozen(model, proto.SerializeToString()), route)
+    data = proto.SerializeToString()
+    if path is not None:
+        with open(os.fspath(path), "wb") as out:
+            out.write(data)
+    return data
+
+
+def _export_as_trained(model: Any, args: tuple, names: tuple, dynamic_axes: Optional[Dict[str, Any]], opset: int,
+                       training: str, torch: Any) -> tuple:
+    """(the ``onnx.ModelProto``, the route that wrote it, the state_dict from before): the TorchScript exporter,
+    else the dynamo one; the model's buffers and modes are as they were afterwards."""
+    import onnx
+
+    in_names, out_names = names
     state = model.state_dict()
     before = {k: v.detach().clone() for k, v in state.items()}
     was_training = {m: m.training for m in model.modules()}
@@ -117,7 +136,7 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                torch.onnx.export(model, args, f, dynamo=False, export_params=True, opset_version=int(opset),
+                torch.onnx.export(model, args, f, dynamo=False, export_params=True, opset_version=opset,
                                   training=mode, do_constant_folding=False, keep_initializers_as_inputs=True,
                                   input_names=in_names, output_names=out_names, dynamic_axes=dynamic_axes)
             proto, route = onnx.load_from_string(f.getvalue()), "torchscript"
@@ -127,21 +146,24 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
                 m.training = flag
             if training == "eval":
                 model.eval()
-            proto = _dynamo_export(model, args, in_names, out_names, dynamic_batch,
-                                   max(int(opset), DYNAMO_MIN_OPSET), reason, torch)
+            proto = _dynamo_export(model, args, in_names, out_names, dynamic_axes is not None,
+                                   max(opset, DYNAMO_MIN_OPSET), reason, torch)
             route = "dynamo: the TorchScript exporter failed (%s)" % reason
             warnings.warn("pytrain.torch_export: the TorchScript exporter failed (%s); exported with the dynamo "
                           "exporter (every parameter kept separate, BatchNorm as a node)" % reason,
-                          stacklevel=2)
+                          stacklevel=3)
     finally:
         with torch.no_grad():
             for k, v in state.items():
                 v.copy_(before[k])
         for m, flag in was_training.items():
             m.training = flag
-    g = proto.graph
+    return proto, route, before
 
-    # the values from before tracing (running statistics moved while tracing), and no initializer inputs
+
+def _restore_initializers(g: Any, before: Dict[str, Any], numpy_helper: Any) -> Dict[str, Any]:
+    """The values from before tracing (running statistics moved while tracing), and no initializer inputs;
+    returns the initializers by name."""
     inits = {t.name: t for t in g.initializer}
     for name, t in inits.items():
         if name in before:
@@ -149,8 +171,11 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
     kept = [v for v in g.input if v.name not in inits]
     del g.input[:]
     g.input.extend(kept)
+    return inits
 
-    # every parameter a separate initializer under its state_dict name, with its shape
+
+def _check_parameters(model: Any, g: Any, inits: Dict[str, Any]) -> None:
+    """Every trainable parameter a separate initializer under its state_dict name, with its shape, read by a node."""
     lost: List[str] = []
     consumed = {i for n in g.node for i in n.input} | _subgraph_inputs(g)
     for name, p in _stored_parameters(model, inits).items():
@@ -168,17 +193,14 @@ def torch_export(model: Any, example_inputs: Any, path: Union[str, "os.PathLike[
                           "as PyTorch does: %s (a parameter the forward pass never uses is not in the graph: "
                           "delete it or set requires_grad=False)" % (len(lost), "; ".join(lost)))
 
-    frozen = _frozen(model, proto.SerializeToString())
+
+def _mark(proto: Any, frozen: List[str], route: str) -> None:
+    """The file's metadata: the parameters PyTorch does not train (FROZEN_KEY) and the exporter's route."""
     meta = {p.key: p for p in proto.metadata_props}
     entry = meta.get(FROZEN_KEY) or proto.metadata_props.add()
     entry.key, entry.value = FROZEN_KEY, json.dumps(frozen)
     entry = meta.get(ROUTE_KEY) or proto.metadata_props.add()
     entry.key, entry.value = ROUTE_KEY, route
-    data = proto.SerializeToString()
-    if path is not None:
-        with open(os.fspath(path), "wb") as out:
-            out.write(data)
-    return data
 
 
 def _dynamo_export(model: Any, args: tuple, in_names: List[str], out_names: List[str], dynamic_batch: bool,

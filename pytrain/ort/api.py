@@ -11,7 +11,7 @@ from pytrain.device import api as _api
 from pytrain import checkpoint as _ck
 from pytrain.errors import CheckpointError, InputError
 from pytrain.base.layout import read_layout
-from pytrain.ort import _values
+from pytrain.ort._values import is_ort_value, to_numpy, to_ort_value
 from pytrain.proto import ModelProto, model_metadata, opset_version
 from pytrain.engine.validate import load_model
 
@@ -60,7 +60,7 @@ class Parameter:
 
 
 def _assign(p: _ck.Parameter, value: Any) -> None:
-    arr = np.asarray(_values.to_numpy(value))
+    arr = np.asarray(to_numpy(value))
     if tuple(arr.shape) != tuple(p.shape):
         raise InputError("parameter %r has shape %s; the value given has shape %s"
                          % (p.name, list(p.shape), list(arr.shape)))
@@ -192,23 +192,34 @@ class Module:
             return list(self._eval_names[1])
         return self._module.output_names()
 
-    def _check_loaded(self) -> None:
+    @property
+    def core_module(self) -> Any:
+        """pytrain's own training module under this ORT face (the Optimizer steps it)."""
+        return self._module
+
+    @property
+    def checkpoint_state(self) -> CheckpointState:
+        """The ORT checkpoint state this module trains."""
+        return self._ort_state
+
+    def require_loaded(self) -> None:
+        """Refuse to step or read parameters while the checkpoint is nominal (ORT's message)."""
         if self._ort_state.nominal:
             raise CheckpointError(_MODEL_NOT_LOADED + " (the checkpoint is nominal: use copy_buffer_to_parameters)")
 
     # ---- steps --------------------------------------------------------------------------------
     def __call__(self, *user_inputs: Any) -> Any:
-        self._check_loaded()
-        as_ort = any(_values.is_ort_value(x) for x in user_inputs)
-        inputs = [_values.to_numpy(x) for x in user_inputs]
+        self.require_loaded()
+        as_ort = any(is_ort_value(x) for x in user_inputs)
+        inputs = [to_numpy(x) for x in user_inputs]
         # numpy's fixed-width strings as the object arrays ONNX string tensors are in pytrain
         inputs = [x.astype(object) if isinstance(x, np.ndarray) and x.dtype.kind in "US" else x for x in inputs]
         outs = self._module(*inputs)
         if not as_ort:
             return outs
         if isinstance(outs, list):
-            return [_values.to_ort_value(o) for o in outs]
-        return _values.to_ort_value(outs)
+            return [to_ort_value(o) for o in outs]
+        return to_ort_value(outs)
 
     # ---- flat parameter buffers ---------------------------------------------------------------
     def get_parameters_size(self, trainable_only: bool = True) -> int:
@@ -216,11 +227,11 @@ class Module:
 
     def get_contiguous_parameters(self, trainable_only: bool = False) -> Any:
         """The parameters in one flat buffer: an OrtValue when onnxruntime is installed, else numpy."""
-        self._check_loaded()
-        return _values.to_ort_value(self._module.get_contiguous_parameters(trainable_only))
+        self.require_loaded()
+        return to_ort_value(self._module.get_contiguous_parameters(trainable_only))
 
     def copy_buffer_to_parameters(self, buffer: Any, trainable_only: bool = True) -> None:
-        self._module.copy_buffer_to_parameters(_values.to_numpy(buffer), trainable_only)
+        self._module.copy_buffer_to_parameters(to_numpy(buffer), trainable_only)
         if self._module.is_filled:
             self._ort_state.nominal = False
 
@@ -244,21 +255,21 @@ class Optimizer:
         hyper = None if raw is None else from_model_metadata(model_metadata(raw))  # an onnxblock optimizer's
         spec = spec_from_hyper_parameters(hyper) if hyper is not None else \
             (None if raw is None else ort_made.ort_optimizer_spec(raw))
-        core_state = module._ort_state.core
+        core_state = module.checkpoint_state.core
         fresh = core_state.optimizer_state is None
         if raw is not None and spec is not None:  # ORT's or an onnxblock optimizer: pytrain's update
-            params = list(hyper["params"]) if hyper is not None else module._module.trainable_names
+            params = list(hyper["params"]) if hyper is not None else module.core_module.trainable_names
             model = _api.optimizer_model_for(spec, params, core_state, max(opset_version(raw), 13))
         else:
             ort_made.refuse_ort_made(optimizer_uri, "optimizer model")
             model = load_model(optimizer_uri, "optimizer model")
         self._module = module
-        self._optimizer = _api.Optimizer(model.SerializeToString(), module._module)
+        self._optimizer = _api.Optimizer(model.SerializeToString(), module.core_module)
         if fresh:
             self._optimizer.set_learning_rate(DEFAULT_LEARNING_RATE)
 
     def step(self) -> None:
-        self._module._check_loaded()
+        self._module.require_loaded()
         self._optimizer.step()
 
     def set_learning_rate(self, learning_rate: float) -> None:

@@ -51,11 +51,13 @@ def _optimizer(optimizer: Any) -> Any:
         return None
     if isinstance(optimizer, OptimType):
         optimizer = getattr(optim, optimizer.name)()
-    if isinstance(optimizer, optim._Optimizer):
+    if isinstance(optimizer, optim.OptimizerBlock):
         return optimizer.to_pytrain()
     return optimizer
 
 
+# Deliberately more than 8 parameters: the signature is onnxruntime.training.artifacts.generate_artifacts', kept
+# whole so code written for ORT runs unchanged; pytrain's own options travel on as one GenerateOptions's fields.
 def generate_artifacts(
     model: Any,
     requires_grad: Optional[Sequence[str]] = None,

@@ -1,8 +1,7 @@
-"""Layer 1, the codec. ONNX models in pure Python: a protobuf codec for the ONNX messages (no ``onnx`` package needed,
-which matters in Pyodide where it does not exist), tensor conversion, and message builders.
-
-A pure codec: reading a model with the checks every model gets where it enters is
-:func:`pytrain.engine.validate.load_model` (one layer up, since the checks ask the op registry)."""
+"""Layer 1, the codec: ONNX models in pure Python (no ``onnx`` package, absent in Pyodide): a protobuf codec for
+the ONNX messages, tensor conversion and message builders."""
+# A pure codec: reading a model with the checks every model gets where it enters is
+# pytrain.engine.validate.load_model (one layer up, since the checks ask the op registry).
 from __future__ import annotations
 
 import os

@@ -134,33 +134,58 @@ class Message:
     def FromString(cls, data: Union[bytes, bytearray, memoryview]) -> "Message":
         """Decode a serialized message; raises ModelFormatError on malformed or truncated input."""
         buf = bytes(data)
-        return cls._decode(buf, 0, len(buf), 0)
+        msg = cls()
+        msg.merge_from(buf, 0, len(buf), 0)
+        return msg
 
-    @classmethod
-    def _decode(cls, buf: bytes, start: int, end: int, depth: int) -> "Message":
+    def merge_from(self, buf: bytes, start: int, end: int, depth: int) -> None:
+        """Read the fields of buf[start:end] (a message nested ``depth`` deep) into this message: the wire
+        protocol every message speaks to the messages it holds."""
+        cls = type(self)
         if depth > MAX_DEPTH:
             raise ModelFormatError("malformed protobuf: %s nested more than %d messages deep" % (cls.__name__, MAX_DEPTH))
-        msg = cls()
         by_number = cls._BY_NUMBER
         for number, wt, value in wire.iter_fields(buf, start, end):
             f = by_number.get(number)
             if f is None:
-                msg._unknown.append((number, wt, value if not isinstance(value, tuple)
-                                     else buf[value[0]:value[1]]))
+                self._unknown.append((number, wt, value if not isinstance(value, tuple)
+                                      else buf[value[0]:value[1]]))
                 continue
             try:
-                _decode_field(msg, f, wt, value, buf, depth)
+                self._read_field(f, wt, value, buf, depth)
             except (UnicodeDecodeError, struct.error) as e:
                 raise ModelFormatError("malformed protobuf: %s.%s: %s" % (cls.__name__, f.name, e)) from None
-        return msg
+
+    def _read_field(self, f: Field, wt: int, value: Any, buf: bytes, depth: int) -> None:
+        if f.kind == MESSAGE:
+            if wt != wire.LEN:
+                raise ModelFormatError("malformed protobuf: message field %s has wire type %d" % (f.name, wt))
+            sub = f.msg()
+            sub.merge_from(buf, value[0], value[1], depth + 1)
+            if f.repeated:
+                getattr(self, f.name).append(sub)
+            else:
+                object.__setattr__(self, f.name, sub)
+            return
+        if f.repeated:
+            target = getattr(self, f.name)
+            if wt == wire.LEN and f.kind not in (STRING, BYTES):
+                target.extend(_unpack(f, buf, value[0], value[1]))
+            else:
+                target.append(_scalar_from_wire(f, wt, value, buf))
+            return
+        object.__setattr__(self, f.name, _scalar_from_wire(f, wt, value, buf))
+        self._has.add(f.name)
 
     # -- encoding -------------------------------------------------------------------------
     def SerializeToString(self) -> bytes:
         out = Pieces()
-        self._encode(out)
+        self.encode_into(out)
         return out.join()
 
-    def _encode(self, out: "Pieces") -> None:
+    def encode_into(self, out: "Pieces") -> None:
+        """Append this message's wire bytes to ``out`` (the protocol's other half: a message writes the
+        messages it holds through it)."""
         for f in self.FIELDS:
             value = getattr(self, f.name)
             if f.repeated:
@@ -204,27 +229,6 @@ def _scalar_from_wire(f: Field, wt: int, value: Any, buf: bytes) -> Any:
                 return same
     raw = buf[value[0]:value[1]]
     return raw.decode("utf-8") if kind == STRING else raw
-
-
-def _decode_field(msg: Message, f: Field, wt: int, value: Any, buf: bytes, depth: int) -> None:
-    if f.kind == MESSAGE:
-        if wt != wire.LEN:
-            raise ModelFormatError("malformed protobuf: message field %s has wire type %d" % (f.name, wt))
-        sub = f.msg._decode(buf, value[0], value[1], depth + 1)
-        if f.repeated:
-            getattr(msg, f.name).append(sub)
-        else:
-            object.__setattr__(msg, f.name, sub)
-        return
-    if f.repeated:
-        target = getattr(msg, f.name)
-        if wt == wire.LEN and f.kind not in (STRING, BYTES):
-            target.extend(_unpack(f, buf, value[0], value[1]))
-        else:
-            target.append(_scalar_from_wire(f, wt, value, buf))
-        return
-    object.__setattr__(msg, f.name, _scalar_from_wire(f, wt, value, buf))
-    msg._has.add(f.name)
 
 
 def _unpack(f: Field, buf: bytes, start: int, end: int) -> List[Any]:
@@ -299,7 +303,7 @@ class Pieces:
 
 def _encode_message(out: Pieces, number: int, msg: Message) -> None:
     sub = Pieces()
-    msg._encode(sub)
+    msg.encode_into(sub)
     wire.write_tag(out, number, wire.LEN)
     wire.write_varint(out, len(sub))
     out.add(sub)

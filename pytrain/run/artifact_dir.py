@@ -75,9 +75,15 @@ def load_state(path_or_bytes):
 class ArtifactDir:
     """The files of one artifact directory, with the facts the commands need about them."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, blobs: Optional[Dict[str, bytes]] = None) -> None:
+        """``path``: the directory; or, with ``blobs`` ({file name: bytes}, see :meth:`from_bytes`), a
+        label for artifacts held in memory."""
         self.path = path
-        self._blobs: Optional[Dict[str, bytes]] = None
+        self._blobs = blobs
+        self._training = None
+        self._eval = None
+        if blobs is not None:
+            return
         if not os.path.isdir(path):
             if os.path.exists(path):
                 raise CheckpointError("{} is a file, expected an artifact directory (made by "
@@ -89,8 +95,6 @@ class ArtifactDir:
             raise CheckpointError("{} is not a complete artifact directory: missing {} (create it "
                                   "with 'pytrain generate MODEL.onnx -o {}')".format(
                                       path, ", ".join(missing), path))
-        self._training = None
-        self._eval = None
 
     @classmethod
     def from_bytes(cls, files: Dict[str, bytes], label: str = "the run file") -> "ArtifactDir":
@@ -100,12 +104,7 @@ class ArtifactDir:
         if missing:
             raise CheckpointError("{} is not a complete set of artifacts: missing {}".format(
                 label, ", ".join(missing)))
-        out = cls.__new__(cls)
-        out.path = label
-        out._blobs = {k: bytes(v) for k, v in files.items()}
-        out._training = None
-        out._eval = None
-        return out
+        return cls(label, {k: bytes(v) for k, v in files.items()})
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)

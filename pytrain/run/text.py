@@ -62,13 +62,23 @@ def block_length(ids_shape: Optional[Sequence[Any]], block_size: Optional[int], 
     return length, ["%s takes %d tokens at a time: blocks of %d" % (where, length, length)]
 
 
+class TextInput(NamedTuple):
+    """What :func:`encode` reads: ``text`` (a causal LM's text file) or ``csv`` (texts in ``text_column``, labels
+    in ``label_column``); ``classes``: the label names of a run that goes on (else the CSV's, sorted);
+    ``name``: the file as messages call it."""
+    text: Optional[str] = None
+    csv: Optional[str] = None
+    text_column: Optional[str] = None
+    label_column: Optional[str] = None
+    classes: Optional[Sequence[str]] = None
+    name: Optional[str] = None
+
+
 def encode(tok: Tokenizer, out_shape: Sequence[Any], length: int, vocab: Optional[int], masked: bool,
-           text: Optional[str] = None, csv: Optional[str] = None, text_column: Optional[str] = None,
-           label_column: Optional[str] = None, classes: Optional[Sequence[str]] = None,
-           where: str = "the model", name: Optional[str] = None) -> TextData:
-    """``text`` as blocks of ``length`` ids for a causal LM (output (batch, length, vocabulary)), or ``csv``'s
-    texts and labels as rows of ``length`` ids for a classifier (output (batch, classes)); ``classes``: the
-    label names of a run that goes on (else the CSV's, sorted)."""
+           source: TextInput, where: str = "the model") -> TextData:
+    """``source.text`` as blocks of ``length`` ids for a causal LM (output (batch, length, vocabulary)), or
+    ``source.csv``'s texts and labels as rows of ``length`` ids for a classifier (output (batch, classes))."""
+    text, csv, name = source.text, source.csv, source.name
     if (text is None) == (csv is None):
         raise DataError("give either a text file (a causal language model) or a CSV of texts and labels")
     if text is not None:
@@ -79,8 +89,8 @@ def encode(tok: Tokenizer, out_shape: Sequence[Any], length: int, vocab: Optiona
         return TextData(x, x, "lm", None, ["%d blocks of %d tokens (the last partial block is left out)"
                                            % (len(x), length)])
     where_csv = name or "the CSV file"
-    texts, labels = read_text_csv(csv, text_column, label_column, where_csv)
-    rows = classification_rows(tok, texts, labels, length, vocab, classes, where_csv)
+    texts, labels = read_text_csv(csv, source.text_column, source.label_column, where_csv)
+    rows = classification_rows(tok, texts, labels, length, vocab, source.classes, where_csv)
     n_out = fixed(out_shape, len(out_shape) - 1)
     if len(out_shape) != 2 or (n_out is not None and n_out != len(rows.classes)):
         raise DataError("the CSV has %d labels (%s) but %s's output has shape %s; a classifier's is (batch, %d)"
@@ -114,6 +124,10 @@ class TextRequest(NamedTuple):
         """The request an argparse namespace makes; None when it names no text."""
         req = cls(**{k: getattr(args, k, None) for k in cls._fields})
         return req if req.text is not None or req.text_csv is not None else None
+
+    def sized(self, block_size: Optional[int]) -> "TextRequest":
+        """This request, with ``block_size`` when it names none itself."""
+        return self if self.block_size else self._replace(block_size=block_size)
 
 
 class PreparedText(NamedTuple):
@@ -177,9 +191,9 @@ def prepare_text(req: TextRequest, art: Any, state: Any, settings: Dict[str, Any
         raise DataError("{} records no output shape; text needs (batch, length, vocabulary) or (batch, classes)"
                         .format(where))
     enc = encode(tok, outs[0].shape, length, vocab_size(graph, ids, dims), feed.masked,
-                 None if req.text is None else _read(req.text, "text file"),
-                 None if req.text_csv is None else _read(req.text_csv, "CSV file"),
-                 req.text_column, req.label_column, classes, where)
+                 TextInput(None if req.text is None else _read(req.text, "text file"),
+                           None if req.text_csv is None else _read(req.text_csv, "CSV file"),
+                           req.text_column, req.label_column, classes), where)
     tr, va = split(enc.y, enc.task, settings.get("validation_split") or 0.0, int(settings.get("seed") or 0))
     src = req.text if req.text is not None else req.text_csv
     full = data.Dataset(enc.x, enc.y, enc.classes, None, enc.task, src if isinstance(src, str) else "the text")

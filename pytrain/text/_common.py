@@ -8,7 +8,8 @@ import unicodedata
 from typing import Any, Dict, List, Optional
 
 from pytrain.errors import DataError
-from pytrain.text import _unicode_diff as diff
+from pytrain.text._unicode_diff import (CONTROL_ALSO, CONTROL_NOT, MARK_ALSO, MARK_NOT, MN_ALSO, MN_NOT, PUNCT_ALSO,
+                                        PUNCT_NOT, Ranges)
 from pytrain.text._onig import categories
 
 #: Unicode's White_Space property: Rust's ``char::is_whitespace`` and Oniguruma's ``\s``. Python's
@@ -89,7 +90,7 @@ def is_number(c: str) -> bool:
     return bool(_NUMBER[0](c))
 
 
-def _within(ranges: diff.Ranges) -> "Any":
+def _within(ranges: Ranges) -> "Any":
     starts = [a for a, _ in ranges]
 
     def test(c: str) -> bool:
@@ -98,7 +99,7 @@ def _within(ranges: diff.Ranges) -> "Any":
     return test
 
 
-def _as_tokenizers(python: Any, no: diff.Ranges, also: diff.Ranges) -> Any:
+def _as_tokenizers(python: Any, no: Ranges, also: Ranges) -> Any:
     """``python``'s predicate corrected to the older Unicode tables the Rust crate classes with."""
     is_no, is_also = _within(no), _within(also)
     return lambda c: (python(c) and not is_no(c)) or is_also(c)
@@ -107,11 +108,11 @@ def _as_tokenizers(python: Any, no: diff.Ranges, also: diff.Ranges) -> Any:
 #: ``tokenizers``' BERT punctuation: ASCII punctuation (``$+<=>^`|~`` included) or Unicode ``P*``
 is_punctuation = _as_tokenizers(
     lambda c: (c < "\x7f" and not c.isalnum() and c.isprintable() and c != " ") or unicodedata.category(c)[0] == "P",
-    diff.PUNCT_NOT, diff.PUNCT_ALSO)
+    PUNCT_NOT, PUNCT_ALSO)
 #: BERT clean_text's control characters (tab, newline and return are whitespace instead)
 is_control = _as_tokenizers(lambda c: c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf", "Co"),
-                            diff.CONTROL_NOT, diff.CONTROL_ALSO)
+                            CONTROL_NOT, CONTROL_ALSO)
 #: BertNormalizer's strip_accents: nonspacing marks
-is_nonspacing_mark = _as_tokenizers(lambda c: unicodedata.category(c) == "Mn", diff.MN_NOT, diff.MN_ALSO)
+is_nonspacing_mark = _as_tokenizers(lambda c: unicodedata.category(c) == "Mn", MN_NOT, MN_ALSO)
 #: the StripAccents normalizer: any mark
-is_mark = _as_tokenizers(lambda c: unicodedata.category(c)[0] == "M", diff.MARK_NOT, diff.MARK_ALSO)
+is_mark = _as_tokenizers(lambda c: unicodedata.category(c)[0] == "M", MARK_NOT, MARK_ALSO)

@@ -1,9 +1,7 @@
-"""Layer 9, a face. The Python side of the web app: one :class:`Session` the browser worker drives.
-
-The worker never writes long Python: it calls :func:`call` with a method name, JSON arguments
-and binary blobs, and gets back JSON plus blobs. Everything here uses only the public pytrain
-API and runs on Python 3.8 + numpy 1.17 (Pyodide 0.17) as well as on current CPython.
-"""
+"""Layer 9, a face: the Python side of the web app: one :class:`Session` the browser worker drives through
+:func:`call` (a method name, JSON arguments and binary blobs in; JSON and blobs out)."""
+# The worker never writes long Python. Everything here uses only the public pytrain API and runs on Python 3.8
+# + numpy 1.17 (Pyodide 0.17) as well as on current CPython.
 from __future__ import annotations
 
 from pytrain.webapp.bridge import call

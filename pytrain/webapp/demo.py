@@ -77,7 +77,7 @@ class Trains(NamedTuple):
     """What trains and what the eval model reports, for :func:`generate_bytes`: ``requires_grad`` (parameter
     names) or ``frozen`` ones, ``output_name`` (the eval model's extra output), ``batchnorm`` (see
     generate_artifacts), ``trainable_ops`` (only the last that many layers holding weights train: "Last N
-    layers"), ``lora`` (a :class:`pytrain.generator.lora.LoRA`: only its adapters train)."""
+    layers"), ``lora`` (a :class:`pytrain.engine.lora.LoRA`: only its adapters train)."""
     requires_grad: Optional[Sequence[str]] = None
     frozen: Optional[Sequence[str]] = None
     output_name: Optional[str] = None

@@ -111,8 +111,8 @@ def upload(blob: bytes, options: GenerateOptions) -> Model:
 
 def lora_spec(model: Any, lora: Optional[Dict[str, Any]], seed: int = 0) -> Any:
     """The page's LoRA setting ({rank, alpha?, targets?, dropout?}; None or rank 0: off) as a
-    :class:`pytrain.generator.lora.LoRA`, its targets by default the attention's weights (:func:`pytrain.generator.lora.default_targets`)."""
-    from pytrain.generator.lora import LoRA, default_targets
+    :class:`pytrain.engine.lora.LoRA`, its targets by default the attention's weights (:func:`pytrain.engine.lora.default_targets`)."""
+    from pytrain.engine.lora import LoRA, default_targets
 
     if not lora or not int(lora.get("rank") or 0):
         return None
@@ -122,7 +122,7 @@ def lora_spec(model: Any, lora: Optional[Dict[str, Any]], seed: int = 0) -> Any:
 
 def lora_info(model: Any, spec: Any) -> Optional[Dict[str, Any]]:
     """What the page shows of LoRA: rank, alpha, the target patterns and the weights they chose."""
-    from pytrain.generator.lora import selected_weights
+    from pytrain.engine.lora import selected_weights
 
     return None if spec is None else dict(spec.describe(), weights=selected_weights(model, spec))
 

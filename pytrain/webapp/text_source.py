@@ -7,13 +7,13 @@ artifacts, estimates the memory and answers samples (a greedy continuation, or p
 texts), the tab's logits and the adapters alone. The worker calls ``Session.text(op, **args)``."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from pytrain.base.dtypes import INT64
 from pytrain.text import Tokenizer
-from pytrain.run.text import block_length, encode, vocab_size
+from pytrain.run.text import TextInput, block_length, encode, vocab_size
 from pytrain.text.hub_inputs import plan, read_config
 from pytrain.text.datasets import pad_id
 from pytrain.text.generate import continue_ids
@@ -23,25 +23,47 @@ from pytrain.webapp.inspect_model import describe_model, refuse_unsupported
 from pytrain.webapp.memory import check_generation
 from pytrain.webapp.model_source import lora_info, lora_spec
 
+
+class TextUse(NamedTuple):
+    """The page's "Your text" choice (the worker's ``use``): the ONNX ``model`` (bytes) and its ``tokenizer`` (a
+    tokenizer.json's text or bytes), ``text`` (a causal LM) or ``csv`` (texts in ``text_column``, labels in
+    ``label_column``), the block size, LoRA (``lora``: {rank, alpha, targets}; None or {"rank": 0}: every
+    parameter trains), the optimizer, the validation fraction and split seed, the model's name in messages, the
+    output trained on (default: the first), and the files chosen with the model (``extra_files``, as the Hub has
+    them). The defaults are the page's: it passes only what the user set."""
+    model: bytes
+    tokenizer: Any
+    text: Optional[str] = None
+    csv: Optional[str] = None
+    block_size: int = 64
+    lora: Optional[Dict[str, Any]] = None
+    optimizer: str = "AdamW"
+    text_column: Optional[str] = None
+    label_column: Optional[str] = None
+    val_fraction: float = 0.1
+    seed: int = 0
+    name: str = "the uploaded model"
+    output: Optional[str] = None
+    extra_files: Optional[Dict[str, bytes]] = None
+
+
 def dispatch(session: Any, op: str, args: Dict[str, Any]) -> Any:
-    ops: Dict[str, Callable[..., Any]] = {"use": use, "samples": samples, "logits": logits, "adapters": adapters}
+    ops: Dict[str, Callable[..., Any]] = {"use": lambda s, **a: use(s, TextUse(**a)), "samples": samples,
+                                          "logits": logits, "adapters": adapters}
     if op not in ops:
         raise WebappError("unknown text operation %r (expected one of %s)" % (op, ", ".join(sorted(ops))))
     return ops[op](session, **args)
 
 
-def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, csv: Optional[str] = None,
-        block_size: int = 64, lora: Optional[Dict[str, Any]] = None, optimizer: str = "AdamW",
-        text_column: Optional[str] = None, label_column: Optional[str] = None, val_fraction: float = 0.1,
-        seed: int = 0, name: str = "the uploaded model", output: Optional[str] = None,
-        extra_files: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
-    """Encode ``text`` (a causal LM) or ``csv`` (texts and labels) with ``tokenizer`` (a tokenizer.json's text
-    or bytes), generate artifacts for ``model`` with LoRA (``lora``: {rank, alpha, targets}; None or
-    {"rank": 0}: every parameter trains) and use them. A model of a fixed sequence length sets the block size;
-    a ``config.json`` among ``extra_files`` (chosen with the model, as the Hub has it) says an empty past's heads
-    and head size where the model's shapes do not (:mod:`pytrain.text.hub_inputs`)."""
+def use(session: Any, req: TextUse) -> Dict[str, Any]:
+    """Encode ``req.text`` (a causal LM) or ``req.csv`` (texts and labels) with ``req.tokenizer``, generate
+    artifacts for ``req.model`` with LoRA (``req.lora``) and use them. A model of a fixed sequence length sets the
+    block size; a ``config.json`` among ``req.extra_files`` says an empty past's heads and head size where the
+    model's shapes do not (:mod:`pytrain.text.hub_inputs`)."""
     from pytrain.generator.losses import CausalLMLoss, CrossEntropyLoss
 
+    model, tokenizer, text, csv, name, extra_files = req.model, req.tokenizer, req.text, req.csv, req.name, \
+        req.extra_files
     tok = Tokenizer.from_json(tokenizer if isinstance(tokenizer, str) else bytes(tokenizer))
     check_generation(model, name, extra_files)
     m = load_upload(model, name, extra_files)
@@ -50,29 +72,30 @@ def use(session: Any, model: bytes, tokenizer: Any, text: Optional[str] = None, 
     config = read_config((extra_files or {}).get("config.json"))
     feed = plan([(i["name"], i["elem_type"], i["shape"]) for i in desc["inputs"]], config, name)
     ids = feed.ids
-    out = output or desc["outputs"][0]["name"]
+    out = req.output or desc["outputs"][0]["name"]
     out_shape = next((o["shape"] for o in desc["outputs"] if o["name"] == out), None)
     if out_shape is None:
         raise WebappError("%s has no output %r" % (name, out))
-    length, notes = block_length(next(i["shape"] for i in desc["inputs"] if i["name"] == ids), block_size, name)
+    length, notes = block_length(next(i["shape"] for i in desc["inputs"] if i["name"] == ids), req.block_size, name)
     vocab = vocab_size(m.graph, ids, {t.name: list(t.dims) for t in m.graph.initializer})
-    enc = encode(tok, out_shape, length, vocab, feed.masked, text, csv, text_column, label_column, where=name)
+    enc = encode(tok, out_shape, length, vocab, feed.masked,
+                 TextInput(text, csv, req.text_column, req.label_column), where=name)
     x, y, task, classes = enc.x, enc.y, enc.task, enc.classes
     notes += enc.notes
     loss = CausalLMLoss(ids_name=ids) if task == "lm" else CrossEntropyLoss()
-    spec = lora_spec(m, lora, seed)
+    spec = lora_spec(m, req.lora, req.seed)
     head = None
     if spec is not None and task != "lm":   # a new classifier head trains whole, as peft's modules_to_save
         head = [p["name"] for p in desc["params"] if p["layer"] == 1 and p["trains"]]
         notes.append("the classifier head trains whole too (%s)" % ", ".join(head))
-    arts = generate_bytes(m, loss, optimizer, output_name=out, lora=spec, requires_grad=head)
+    arts = generate_bytes(m, loss, req.optimizer, output_name=out, lora=spec, requires_grad=head)
     kind = "text" if text is not None else "text_csv"
     raw = tokenizer.encode("utf-8") if isinstance(tokenizer, str) else bytes(tokenizer)
-    source = {"kind": kind, "task": task, "classes": classes, "val_fraction": float(val_fraction), "seed": int(seed),
-              "text_column": text_column, "label_column": label_column}
+    source = {"kind": kind, "task": task, "classes": classes, "val_fraction": float(req.val_fraction),
+              "seed": int(req.seed), "text_column": req.text_column, "label_column": req.label_column}
     _use_data(session, x, y, source, tok, raw, feed.specs(), str(text if text is not None else csv))
     info = {"origin": "text", "input": ids, "output": out,
-            "loss": "CausalLMLoss" if task == "lm" else "CrossEntropyLoss", "optimizer": optimizer,
+            "loss": "CausalLMLoss" if task == "lm" else "CrossEntropyLoss", "optimizer": req.optimizer,
             "sample_shape": [int(d) for d in x.shape[1:]], "lora": lora_info(m, spec),
             "text": {"kind": kind, "block_size": length, "vocab": vocab, "tokenizer_vocab": tok.vocab_size,
                      "pad": pad_id(tok), "inputs": feed.names,
@@ -133,9 +156,8 @@ def use_run_file(session: Any, texts: Dict[str, Any], run: Dict[str, Any]) -> Di
     out_shape = [None, None, None] if kind == "text" else [None, len(classes or ())]   # checked when the run began
     feed = plan(_specs(info), None, "the run's model")
     enc = encode(tok, out_shape, int(info["block_size"]), info.get("vocab"), feed.masked,
-                 body if kind == "text" else None,
-                 body if kind == "text_csv" else None, src.get("text_column"), src.get("label_column"), classes,
-                 where="the run's model")
+                 TextInput(body if kind == "text" else None, body if kind == "text_csv" else None,
+                           src.get("text_column"), src.get("label_column"), classes), where="the run's model")
     _use_data(session, enc.x, enc.y, src, tok, raw, feed.specs(), body)
     return session.data_summary()
 
@@ -199,8 +221,8 @@ def samples(session: Any, prompt: Optional[str] = None, new_tokens: int = 20, to
 
 
 def adapters(session: Any, format: str = "onnx") -> bytes:
-    """The LoRA adapters alone (:func:`pytrain.generator.lora.save_adapters`: ``onnx`` or ``npz``)."""
-    from pytrain.generator.lora import save_adapters
+    """The LoRA adapters alone (:func:`pytrain.engine.lora.save_adapters`: ``onnx`` or ``npz``)."""
+    from pytrain.engine.lora import save_adapters
 
     session.need_model()
     if not session.model.get("lora"):

@@ -16,7 +16,7 @@ from pytrain.generator import artifacts, models
 from pytrain.base import limits
 from pytrain.device.api import CheckpointState, Module, Optimizer
 from pytrain.errors import LimitError
-from pytrain.generator.lora import LoRA
+from pytrain.engine.lora import LoRA
 from pytrain.proto import ModelProto
 from pytrain.run import Position, steps
 

@@ -19,7 +19,7 @@ pytest.importorskip("tokenizers")
 
 from onnx import numpy_helper  # noqa: E402
 
-from pytrain.generator.lora import read_adapters  # noqa: E402
+from pytrain.engine.lora import read_adapters  # noqa: E402
 from test_page_a11y import axe_violations  # noqa: E402
 from tiny_lm import LENGTH, TEXT  # noqa: E402
 

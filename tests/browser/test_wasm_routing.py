@@ -57,8 +57,8 @@ compare("conv_pointwise", "Conv", (x, f32(40, 24, 1, 1), f32(40)), fast=wconv.co
 compare("conv_pointwise_small", "Conv", (f32(16, 32, 6, 6), f32(192, 32, 1, 1), None), fast=wconv.conv)
 compare("conv_regular_declined", "Conv", (x, f32(8, 24, 3, 3), None), fast=wconv.conv)
 g = f32(32, 32, 512)
-compare("erf", "Erf", (g,), fast=welem._unary("erf"))
-compare("exp", "Exp", (-g * g,), fast=welem._unary("exp"))
+compare("erf", "Erf", (g,), fast=welem.unary("erf"))
+compare("exp", "Exp", (-g * g,), fast=welem.unary("exp"))
 h = f32(8, 32, 128) * 2 + 1
 mean_std = get_kernel("LayerNormalization").numpy_fn(all3, h, f32(128), f32(128))
 compare("layernorm", "LayerNormalization", (h, f32(128), f32(128)), ctx=all3,
@@ -79,10 +79,10 @@ compare("sum_to_shape_3d", "SumToShape", (f32(8, 32, 128), np.zeros(128, np.floa
 compare("sum_to_shape_middle_declined", "SumToShape", (f32(8, 32, 128), np.zeros((32, 1), np.float32)),
         domain=PYTRAIN_DOMAIN, fast=welem.sum_to_shape)
 for code, (name, op) in enumerate((("add", "Add"), ("sub", "Sub"), ("mul", "Mul"), ("div", "Div"))):
-    compare(name + "_row", op, (f32(32, 32, 128), f32(128)), fast=welem._binary(code))
-    compare(name + "_scalar_left", op, (np.array(1.5, np.float32), f32(32, 32, 128)), fast=welem._binary(code))
+    compare(name + "_row", op, (f32(32, 32, 128), f32(128)), fast=welem.binary(code))
+    compare(name + "_scalar_left", op, (np.array(1.5, np.float32), f32(32, 32, 128)), fast=welem.binary(code))
 compare("add_middle_broadcast_declined", "Add", (f32(32, 2, 32, 32), f32(32, 1, 1, 32)),
-        fast=welem._binary(0))
+        fast=welem.binary(0))
 # pytrain.fusion's Conv + BatchNormalization + Clip node: the clip in wasm, in place
 bn = (f32(40), f32(40), f32(40), np.abs(f32(40)) + 0.5)
 compare("fused_conv_clip", "FusedConv", (x, f32(40, 24, 1, 1), f32(40)) + bn + (np.array(0, np.float32),
@@ -97,7 +97,7 @@ out["first_non_finite"] = {"answered": wopt.first_non_finite(grads) == 3 and cle
 # attention's batched products through linalg (forward and MatMulGrad's transposed views)
 q, k = f32(8, 2, 32, 64), f32(8, 2, 64, 32)
 calls = []
-orig = wasm._wasm.sgemm_batched
+orig = wasm.kernels.sgemm_batched
 got = linalg.matmul(q, k)
 out["matmul_batched"] = {"answered": wlinalg.matmul_batched(q, k) is not None,
                          "err": [float(np.max(np.abs(got - np.matmul(q, k))))]}

@@ -150,8 +150,8 @@ def rows(fn, n):  # (rows, n) inputs of about `size` elements, an odd count of r
     return lambda size: seeded(lambda ctx: fn(ctx, (size // n) | 1, n))
 
 kernels = {
-    "exp": lambda size: seeded(lambda ctx: welem._unary("exp")(ctx, -np.abs(f32(size)))),
-    "erf": lambda size: seeded(lambda ctx: welem._unary("erf")(ctx, f32(size) * 2)),
+    "exp": lambda size: seeded(lambda ctx: welem.unary("exp")(ctx, -np.abs(f32(size)))),
+    "erf": lambda size: seeded(lambda ctx: welem.unary("erf")(ctx, f32(size) * 2)),
     "softmax": rows(lambda ctx, m, n: wsoftmax.softmax(ctx, f32(m, n) * 3), 32),
     "layernorm": rows(lambda ctx, m, n: wnorm.layer_normalization(all3, f32(m, n), f32(n), f32(n)), 128),
     "layernorm_grad": rows(lambda ctx, m, n: wnorm.layer_normalization_grad(

@@ -12,7 +12,7 @@ ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from pytrain.generator.lora import read_adapters  # noqa: E402
+from pytrain.engine.lora import read_adapters  # noqa: E402
 from tiny_lm import TEXT  # noqa: E402
 
 HOST = """<!doctype html>

@@ -11,7 +11,7 @@ import numpy as np
 from pytrain.generator import models
 from pytrain.device.api import CheckpointState
 from pytrain.cli import main
-from pytrain.generator.lora import load_adapters
+from pytrain.engine.lora import load_adapters
 from pytrain.proto import ModelProto
 from pytrain.engine.runtime import InferenceSession
 

@@ -17,7 +17,7 @@ from hub_fixtures import CAUSAL, CLASSIFIERS, NO_PAST, greedy, hub, ort_session,
 
 from pytrain.generator import artifacts  # noqa: E402
 from pytrain.device.api import CheckpointState, Module, Optimizer  # noqa: E402
-from pytrain.generator.lora import LoRA, default_targets  # noqa: E402
+from pytrain.engine.lora import LoRA, default_targets  # noqa: E402
 from pytrain.engine.runtime import InferenceSession  # noqa: E402
 from pytrain.text import hub_inputs  # noqa: E402
 

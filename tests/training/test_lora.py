@@ -29,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from pytrain.generator import artifacts  # noqa: E402
 from pytrain.device.api import CheckpointState  # noqa: E402
 from pytrain.errors import ArtifactError, CheckpointError, ModelFormatError  # noqa: E402
-from pytrain.generator.lora import LoRA, load_adapters, save_adapters  # noqa: E402
+from pytrain.engine.lora import LoRA, load_adapters, save_adapters  # noqa: E402
 from pytrain.device.module import Module  # noqa: E402
 from train_helpers import train_steps  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""LoRA's default targets (``pytrain.generator.lora.default_targets``, what the page and the widget adapt when no
+"""LoRA's default targets (``pytrain.engine.lora.default_targets``, what the page and the widget adapt when no
 targets are named) against peft's defaults per model type (``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``,
 what ``get_peft_model`` adapts with ``target_modules=None``): on tiny GPT-2, Llama, Qwen2, Phi-3, Gemma, BERT,
 DistilBERT and ViT exported by both of torch's exporters, the weights chosen are those of the modules peft wraps,
@@ -19,7 +19,7 @@ stub_torchvision_ops()   # peft imports transformers, which imports torchvision
 peft = pytest.importorskip("peft")
 from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_DEFAULTS  # noqa: E402
 
-from pytrain.generator.lora import LoRA, default_targets, selected_weights  # noqa: E402
+from pytrain.engine.lora import LoRA, default_targets, selected_weights  # noqa: E402
 from pytrain.engine.validate import load_model  # noqa: E402
 from test_architectures import match  # noqa: E402
 

@@ -30,7 +30,7 @@ from quant_oracle import exact_integer_matmuls, ort_run  # noqa: E402
 
 from pytrain.generator import artifacts  # noqa: E402
 from pytrain.device.api import CheckpointState, Module, Optimizer  # noqa: E402
-from pytrain.generator.lora import LoRA  # noqa: E402
+from pytrain.engine.lora import LoRA  # noqa: E402
 from pytrain.generator.losses import CausalLMLoss  # noqa: E402
 from pytrain.engine.runtime import InferenceSession  # noqa: E402
 
@@ -251,7 +251,7 @@ def test_memory_of_a_quantized_base(models):
 
 
 def test_adapters_alone_and_default_targets(trained):
-    from pytrain.generator.lora import default_targets, read_adapters, save_adapters
+    from pytrain.engine.lora import default_targets, read_adapters, save_adapters
 
     got = read_adapters(save_adapters(trained["state"], format="onnx"))
     table = trained["arts"].summary["lora"]["adapters"]

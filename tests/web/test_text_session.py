@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from pytrain.errors import DataError  # noqa: E402
-from pytrain.generator.lora import read_adapters  # noqa: E402
+from pytrain.engine.lora import read_adapters  # noqa: E402
 from pytrain.text.generate import continue_ids  # noqa: E402
 from pytrain.webapp import Session, WebappError  # noqa: E402
 from tiny_lm import CSV, LENGTH, TEXT, tiny_bert_classifier, tiny_gpt2  # noqa: E402

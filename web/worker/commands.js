@@ -51,8 +51,10 @@ const COMMAND_TABLE = {
   /* "Your text": an ONNX language or classification model, its tokenizer.json and a text file (a causal LM) or a
    * CSV of texts and labels, LoRA on by default ({rank, alpha, targets}; null or rank 0: every weight trains) */
   useText: { idle: "changing the model", newRun: true, py: "text",
-             args: ({ bytes, tokenizer, text = null, csv = null, blockSize = 64, lora = { rank: 8, alpha: 16 }, optimizer = "AdamW",
-                      textColumn = null, labelColumn = null, valFraction = 0.1, name, extraFiles = null }) =>
+             /* unset options take text_source.TextUse's defaults; LoRA on is the page's choice (Python's use() trains
+              * every weight when given none) */
+             args: ({ bytes, tokenizer, text, csv, blockSize, lora = { rank: 8, alpha: 16 }, optimizer,
+                      textColumn, labelColumn, valFraction, name, extraFiles }) =>
                ({ op: "use", model: bytes, tokenizer, text, csv, block_size: blockSize, lora, optimizer, text_column: textColumn,
                   label_column: labelColumn, val_fraction: valFraction, name, extra_files: extraFiles }) },
   /* a causal LM's continuation of `prompt` (greedy, or top-k with a seed) or a classifier's held-out predictions */

@@ -43,8 +43,8 @@ class _Kernels:
                     setattr(self, name, value)
 
 
-_wasm = _Kernels(_js) if _js is not None else None
-_F32 = np.dtype(np.float32)
+kernels = _Kernels(_js) if _js is not None else None
+F32 = np.dtype(np.float32)
 
 #: Below this many elements numpy's own pass is as quick as the call into wasm.
 MIN_ELEMENTS = 1024
@@ -70,22 +70,22 @@ def threaded(name: str, size: int, minimum: Optional[int]):
     """The page's kernel ``name`` for a call of ``size`` (elements, multiply-adds): its helper threads' form
     (``name``_threads, the same arguments and bits) from ``minimum`` on when the page started them, else the
     calling thread's."""
-    fn = getattr(_wasm, name + "_threads", None)
+    fn = getattr(kernels, name + "_threads", None)
     if fn is not None and minimum is not None and size >= minimum:
         return fn
-    return getattr(_wasm, name)
+    return getattr(kernels, name)
 
 
 def available() -> bool:
-    return _wasm is not None
+    return kernels is not None
 
 
-def _ptr(x: np.ndarray) -> int:
+def ptr(x: np.ndarray) -> int:
     """Byte address of x's first element in the wasm heap (numpy's data pointer)."""
     return x.__array_interface__["data"][0]
 
 
-def _plain(*arrays: np.ndarray, min_size: int = MIN_ELEMENTS) -> bool:
+def plain(*arrays: np.ndarray, min_size: int = MIN_ELEMENTS) -> bool:
     """All C-contiguous float32 of one shape, and enough elements to be worth a wasm call.
     (A plain loop: this runs before every accelerated node, and a generator under all() cost
     8 us in Pyodide against ~1 us.)"""
@@ -94,7 +94,7 @@ def _plain(*arrays: np.ndarray, min_size: int = MIN_ELEMENTS) -> bool:
         return False
     shape = a0.shape
     for a in arrays:
-        if a.dtype != _F32 or not a.flags.c_contiguous or a.shape != shape:
+        if a.dtype != F32 or not a.flags.c_contiguous or a.shape != shape:
             return False
     return True
 
@@ -107,7 +107,7 @@ def install() -> bool:
     SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip,
     BatchNormalization (inference), Conv (depthwise, pointwise), Exp, Erf, LayerNormalization with
     its gradient, Softmax and GatherGrad through the kernels."""
-    if _wasm is None:
+    if kernels is None:
         return False
     from pytrain.ops import backend, linalg, registry
     from pytrain.ops.wasm import conv, elementwise, gather, normalization, optimizer, softmax
@@ -116,52 +116,52 @@ def install() -> bool:
     previous = backend.use("matmul", wasm_linalg.matmul2d)  # (linalg installed its default when imported)
     if previous is not None and previous is not wasm_linalg.matmul2d:
         wasm_linalg.FALLBACK = previous
-    if hasattr(_wasm, "adam"):  # a page may register the GEMM alone
+    if hasattr(kernels, "adam"):  # a page may register the GEMM alone
         backend.use("adam", optimizer.adam)
-    if hasattr(_wasm, "im2col") and hasattr(_wasm, "col2im"):
+    if hasattr(kernels, "im2col") and hasattr(kernels, "col2im"):
         backend.use("columns", conv.columns)
         backend.use("columns_adjoint", conv.columns_adjoint)
-    if hasattr(_wasm, "maxpool2d"):
+    if hasattr(kernels, "maxpool2d"):
         backend.use("max_pool", conv.max_pool)
-    if hasattr(_wasm, "transpose"):
+    if hasattr(kernels, "transpose"):
         backend.use("transpose", wasm_linalg.transpose)
-    if getattr(_wasm, "sgemm_batched", None) is not None:
+    if getattr(kernels, "sgemm_batched", None) is not None:
         backend.use("matmul_batched", wasm_linalg.matmul_batched)
-    if hasattr(_wasm, "relu") and hasattr(_wasm, "relu_grad"):
+    if hasattr(kernels, "relu") and hasattr(kernels, "relu_grad"):
         registry.accelerate("Relu", elementwise.relu)
         registry.accelerate("ReluGrad", elementwise.relu_grad, registry.PYTRAIN_DOMAIN)
-    if hasattr(_wasm, "maxpool_grad"):
+    if hasattr(kernels, "maxpool_grad"):
         registry.accelerate("MaxPoolGrad", conv.max_pool_grad, registry.PYTRAIN_DOMAIN)
-    if hasattr(_wasm, "sum_rows"):
+    if hasattr(kernels, "sum_rows"):
         registry.accelerate("SumToShape", elementwise.sum_to_shape, registry.PYTRAIN_DOMAIN)
-    if hasattr(_wasm, "softmax_ce") and hasattr(_wasm, "softmax_ce_grad"):
+    if hasattr(kernels, "softmax_ce") and hasattr(kernels, "softmax_ce_grad"):
         registry.accelerate("SoftmaxCrossEntropyLoss", softmax.softmax_cross_entropy)
         registry.accelerate("SoftmaxCrossEntropyLossGrad", softmax.softmax_cross_entropy_grad,
                             registry.PYTRAIN_DOMAIN)
-    if getattr(_wasm, "binary", None) is not None:
+    if getattr(kernels, "binary", None) is not None:
         for code, op in enumerate(("Add", "Sub", "Mul", "Div")):
-            registry.accelerate(op, elementwise._binary(code))
-    if getattr(_wasm, "gemm", None) is not None:
+            registry.accelerate(op, elementwise.binary(code))
+    if getattr(kernels, "gemm", None) is not None:
         registry.accelerate("Gemm", wasm_linalg.gemm)
-    if getattr(_wasm, "clip", None) is not None:
+    if getattr(kernels, "clip", None) is not None:
         registry.accelerate("Clip", elementwise.clip)
         registry.accelerate("FusedConv", conv.fused_conv, registry.PYTRAIN_DOMAIN)  # pytrain/engine/fusion.py's node
-    if getattr(_wasm, "channel_affine", None) is not None:
+    if getattr(kernels, "channel_affine", None) is not None:
         registry.accelerate("BatchNormalization", normalization.batch_normalization)
-    if getattr(_wasm, "depthwise_conv2d", None) is not None and getattr(_wasm, "conv1x1", None) is not None:
+    if getattr(kernels, "depthwise_conv2d", None) is not None and getattr(kernels, "conv1x1", None) is not None:
         registry.accelerate("Conv", conv.conv)
-    if getattr(_wasm, "exp", None) is not None:
-        registry.accelerate("Exp", elementwise._unary("exp"))
-    if getattr(_wasm, "erf", None) is not None:
-        registry.accelerate("Erf", elementwise._unary("erf"))
-    if getattr(_wasm, "first_non_finite", None) is not None:
+    if getattr(kernels, "exp", None) is not None:
+        registry.accelerate("Exp", elementwise.unary("exp"))
+    if getattr(kernels, "erf", None) is not None:
+        registry.accelerate("Erf", elementwise.unary("erf"))
+    if getattr(kernels, "first_non_finite", None) is not None:
         backend.use("finite", optimizer.first_non_finite)
-    if getattr(_wasm, "layernorm", None) is not None and getattr(_wasm, "layernorm_grad", None) is not None:
+    if getattr(kernels, "layernorm", None) is not None and getattr(kernels, "layernorm_grad", None) is not None:
         registry.accelerate("LayerNormalization", normalization.layer_normalization)
         registry.accelerate("LayerNormalizationGrad", normalization.layer_normalization_grad,
                             registry.PYTRAIN_DOMAIN)
-    if getattr(_wasm, "softmax", None) is not None:
+    if getattr(kernels, "softmax", None) is not None:
         registry.accelerate("Softmax", softmax.softmax)
-    if getattr(_wasm, "gather_grad", None) is not None:
+    if getattr(kernels, "gather_grad", None) is not None:
         registry.accelerate("GatherGrad", gather.gather_grad, registry.PYTRAIN_DOMAIN)
     return True

@@ -8,8 +8,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain.ops.wasm import _F32, _plain, _ptr, _wasm
-from pytrain.ops.wasm.elementwise import _scalar_bound
+from pytrain.ops.wasm import F32, plain, ptr, kernels
+from pytrain.ops.wasm.elementwise import scalar_bound
 from pytrain.ops.wasm.linalg import MIN_MACS
 
 
@@ -23,7 +23,7 @@ def columns(xt: np.ndarray, win) -> Optional[np.ndarray]:
     (kh, kw), (oh, ow) = win.kernel, win.out_shape
     cols = np.empty((c * kh * kw, oh * ow * n), dtype=np.float32)
     if cols.size:
-        _wasm.im2col(_ptr(xt), _ptr(cols), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
+        kernels.im2col(ptr(xt), ptr(cols), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
                      win.dilations[0], win.dilations[1])
     return cols
 
@@ -39,7 +39,7 @@ def columns_adjoint(cols: np.ndarray, win) -> Optional[np.ndarray]:
     h, w = win.padded_shape
     xt = np.zeros((c, h, w, n), dtype=np.float32)
     if cols.size:
-        _wasm.col2im(_ptr(cols), _ptr(xt), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
+        kernels.col2im(ptr(cols), ptr(xt), n, c, h, w, kh, kw, oh, ow, win.strides[0], win.strides[1],
                      win.dilations[0], win.dilations[1])
     return xt
 
@@ -55,7 +55,7 @@ def max_pool(xp: np.ndarray, win, want_indices: bool,
     y = np.empty((n, c, oh, ow), dtype=np.float32)
     idx = np.empty((n, c, oh, ow), dtype=np.int64) if want_indices else None
     if y.size:
-        _wasm.maxpool2d(_ptr(xp), _ptr(y), _ptr(idx) if want_indices else 0, n * c, hp, wp, kh, kw, oh, ow,
+        kernels.maxpool2d(ptr(xp), ptr(y), ptr(idx) if want_indices else 0, n * c, hp, wp, kh, kw, oh, ow,
                         win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
                         win.in_shape[0], win.in_shape[1], win.pads_begin[0], win.pads_begin[1],
                         int(storage_order))
@@ -66,11 +66,11 @@ def max_pool_grad(ctx, dY: np.ndarray, Indices: np.ndarray, X: np.ndarray, *,
                   storage_order: int = 0) -> Optional[Tuple[np.ndarray]]:
     """MaxPoolGrad (pool.c), for registry.accelerate: row-major Indices only, and any index out
     of range hands the node back to the numpy kernel, which reports it."""
-    if (storage_order != 0 or not _plain(dY) or X.dtype != np.float32 or Indices.dtype != np.int64
+    if (storage_order != 0 or not plain(dY) or X.dtype != np.float32 or Indices.dtype != np.int64
             or not Indices.flags.c_contiguous or Indices.shape != dY.shape):
         return None
     dx = np.zeros(X.shape, dtype=np.float32)
-    if _wasm.maxpool_grad(_ptr(dY), _ptr(Indices), _ptr(dx), dY.size, dx.size):
+    if kernels.maxpool_grad(ptr(dY), ptr(Indices), ptr(dx), dY.size, dx.size):
         return None
     return (dx,)
 
@@ -105,9 +105,9 @@ def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, a
     if oh <= 0 or ow <= 0:
         return None
     y = np.empty((n, m, oh, ow), dtype=np.float32)
-    bias = _ptr(B) if B is not None else 0
+    bias = ptr(B) if B is not None else 0
     if depthwise:
-        _wasm.depthwise_conv2d(_ptr(X), _ptr(W), bias, _ptr(y), n, c, m // c, h, w, kh, kw, oh, ow,
+        kernels.depthwise_conv2d(ptr(X), ptr(W), bias, ptr(y), n, c, m // c, h, w, kh, kw, oh, ow,
                                win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
                                win.pads_begin[0], win.pads_begin[1])
         return (y,)
@@ -116,7 +116,7 @@ def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, a
     s = h * w
     # few positions per image: the images side by side in one product, through scratch (conv.c)
     tmp = np.empty((c + m) * n * s, dtype=np.float32) if s < CONV1X1_BATCHED_BELOW else None
-    _wasm.conv1x1(_ptr(X), _ptr(W), bias, _ptr(y), n, c, m, s, _ptr(tmp) if tmp is not None else 0)
+    kernels.conv1x1(ptr(X), ptr(W), bias, ptr(y), n, c, m, s, ptr(tmp) if tmp is not None else 0)
     return (y,)
 
 
@@ -134,17 +134,17 @@ def fused_conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], scale
     per-element branching np.clip. For registry.accelerate."""
     from pytrain.ops.registry import PYTRAIN_DOMAIN, get_kernel
 
-    if not attrs.get("clip") or X.dtype != _F32 or W.dtype != _F32:
+    if not attrs.get("clip") or X.dtype != F32 or W.dtype != F32:
         return None  # nothing to add: the numpy kernel already runs the accelerated Conv
-    lo = _scalar_bound(clip_min, np.float32, -math.inf)
-    hi = _scalar_bound(clip_max, np.float32, math.inf)
+    lo = scalar_bound(clip_min, np.float32, -math.inf)
+    hi = scalar_bound(clip_max, np.float32, math.inf)
     if lo is None or hi is None:
         return None  # the numpy kernel names the bad bound
     attrs["clip"] = 0
     y, = get_kernel("FusedConv", PYTRAIN_DOMAIN).numpy_fn(ctx, X, W, B, scale, bias, mean, var, clip_min,
                                                           clip_max, **attrs)
-    if not _plain(y, min_size=1):
+    if not plain(y, min_size=1):
         y = np.minimum(np.maximum(y, np.float32(lo)), np.float32(hi)).astype(y.dtype, copy=False)
         return (y,)
-    _wasm.clip(_ptr(y), _ptr(y), y.size, lo, hi)
+    kernels.clip(ptr(y), ptr(y), y.size, lo, hi)
     return (y,)

@@ -8,24 +8,24 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain.ops.wasm import _F32, THREADS_MIN_ELEMENTS, _plain, _ptr, _wasm, threaded
+from pytrain.ops.wasm import F32, THREADS_MIN_ELEMENTS, plain, ptr, kernels, threaded
 
 
 def relu(ctx, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
     """Relu (elementwise.c), for registry.accelerate."""
-    if not _plain(X):
+    if not plain(X):
         return None
     y = np.empty_like(X)
-    _wasm.relu(_ptr(X), _ptr(y), X.size)
+    kernels.relu(ptr(X), ptr(y), X.size)
     return (y,)
 
 
 def relu_grad(ctx, dY: np.ndarray, Y: np.ndarray) -> Optional[Tuple[np.ndarray]]:
     """ReluGrad (elementwise.c), for registry.accelerate."""
-    if not _plain(dY, Y):
+    if not plain(dY, Y):
         return None
     dx = np.empty_like(dY)
-    _wasm.relu_grad(_ptr(dY), _ptr(Y), _ptr(dx), dY.size)
+    kernels.relu_grad(ptr(dY), ptr(Y), ptr(dx), dY.size)
     return (dx,)
 
 
@@ -33,7 +33,7 @@ def relu_grad(ctx, dY: np.ndarray, Y: np.ndarray) -> Optional[Tuple[np.ndarray]]
 MIN_BINARY_ELEMENTS = 4096
 
 
-def _binary(op: int):
+def binary(op: int):
     """Add/Sub/Mul/Div (op 0-3) of float32 tensors (elementwise.c) for registry.accelerate: a scalar
     operand or a trailing-axes broadcast (a bias row) on either side, and equal shapes for Div, the
     result of the larger operand's shape. Measured in Chromium (Pyodide 0.17, BERT's 32x32x512):
@@ -41,7 +41,7 @@ def _binary(op: int):
     add and multiply are not (0.16 ms against 0.24 for 524k products), so those stay with numpy,
     as do other broadcasts."""
     def run(ctx, A: np.ndarray, B: np.ndarray) -> Optional[Tuple[np.ndarray]]:
-        if A.dtype != _F32 or B.dtype != _F32 or not A.flags.c_contiguous or not B.flags.c_contiguous:
+        if A.dtype != F32 or B.dtype != F32 or not A.flags.c_contiguous or not B.flags.c_contiguous:
             return None
         big, small, swap = (B, A, 1) if A.size < B.size else (A, B, 0)
         n, k = big.size, small.size
@@ -53,7 +53,7 @@ def _binary(op: int):
         elif k != 1 and tuple(small.shape) != tuple(big.shape[big.ndim - small.ndim:]):
             return None
         y = np.empty(big.shape, dtype=np.float32)
-        _wasm.binary(op, _ptr(big), _ptr(small), _ptr(y), n, k, swap)
+        kernels.binary(op, ptr(big), ptr(small), ptr(y), n, k, swap)
         return (y,)
     return run
 
@@ -69,7 +69,7 @@ def sum_to_shape(ctx, dY: np.ndarray, X: np.ndarray) -> Optional[Tuple[np.ndarra
         tail = tail[1:]
     lead = dY.ndim - len(tail)
     if (lead < 1 or tuple(dY.shape[lead:]) != tail or len(shape) > dY.ndim
-            or not _plain(dY, min_size=1)):
+            or not plain(dY, min_size=1)):
         return None
     cols = 1
     for d in tail:
@@ -78,11 +78,11 @@ def sum_to_shape(ctx, dY: np.ndarray, X: np.ndarray) -> Optional[Tuple[np.ndarra
     if rows < 2:
         return None
     out = np.empty(shape, dtype=np.float32)
-    _wasm.sum_rows(_ptr(dY), _ptr(out), rows, cols)
+    kernels.sum_rows(ptr(dY), ptr(out), rows, cols)
     return (out,)
 
 
-def _scalar_bound(v: Optional[np.ndarray], dtype, default: float) -> Optional[float]:
+def scalar_bound(v: Optional[np.ndarray], dtype, default: float) -> Optional[float]:
     """Clip's optional min/max input as the float the kernel compares with (None: not a scalar)."""
     if v is None:
         return default
@@ -96,24 +96,24 @@ def clip(ctx, input: np.ndarray, min: Optional[np.ndarray] = None,
          max: Optional[np.ndarray] = None, **legacy) -> Optional[Tuple[np.ndarray]]:
     """Clip of a float32 tensor with scalar bounds in one pass (elementwise.c), for registry.accelerate
     (bounds as inputs or as Clip-6's float attributes; other attributes go to the numpy kernel)."""
-    if not _plain(input) or legacy:
+    if not plain(input) or legacy:
         return None
-    lo = _scalar_bound(min, np.float32, -math.inf)
-    hi = _scalar_bound(max, np.float32, math.inf)
+    lo = scalar_bound(min, np.float32, -math.inf)
+    hi = scalar_bound(max, np.float32, math.inf)
     if lo is None or hi is None:
         return None  # the numpy kernel names the bad bound
     y = np.empty_like(input)
-    _wasm.clip(_ptr(input), _ptr(y), input.size, lo, hi)
+    kernels.clip(ptr(input), ptr(y), input.size, lo, hi)
     return (y,)
 
 
-def _unary(name: str):
+def unary(name: str):
     """The element-wise float32 kernel ``name(x, y, n)`` (exp, erf) as a registry.accelerate kernel, on the
     helper threads from THREADS_MIN_ELEMENTS[name] elements."""
     def run(ctx, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
-        if not _plain(X):
+        if not plain(X):
             return None
         y = np.empty_like(X)
-        threaded(name, X.size, THREADS_MIN_ELEMENTS[name])(_ptr(X), _ptr(y), X.size)
+        threaded(name, X.size, THREADS_MIN_ELEMENTS[name])(ptr(X), ptr(y), X.size)
         return (y,)
     return run

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytrain.ops.wasm import _plain, _ptr, _wasm
+from pytrain.ops.wasm import plain, ptr, kernels
 
 
 def gather_grad(ctx, dY: np.ndarray, indices: np.ndarray, X: np.ndarray, *, axis: int = 0):
     """GatherGrad along axis 0 (an embedding's backward) with int64 indices (gather_grad.c), for
     registry.accelerate; an index out of range hands the node to numpy, which reports it."""
-    if axis not in (0, -X.ndim) or X.ndim == 0 or not _plain(dY, min_size=1) or indices.dtype != np.int64 \
+    if axis not in (0, -X.ndim) or X.ndim == 0 or not plain(dY, min_size=1) or indices.dtype != np.int64 \
             or not indices.flags.c_contiguous:
         return None
     rows = X.shape[0]
@@ -20,6 +20,6 @@ def gather_grad(ctx, dY: np.ndarray, indices: np.ndarray, X: np.ndarray, *, axis
     dx = np.zeros(X.shape, dtype=np.float32)
     acc = np.empty(rows * inner, dtype=np.float64)
     seen = np.zeros(rows, dtype=np.int32)
-    if _wasm.gather_grad(_ptr(dY), _ptr(indices), indices.size, _ptr(dx), _ptr(acc), _ptr(seen), rows, inner):
+    if kernels.gather_grad(ptr(dY), ptr(indices), indices.size, ptr(dx), ptr(acc), ptr(seen), rows, inner):
         return None
     return (dx,)

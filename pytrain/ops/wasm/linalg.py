@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain.ops.wasm import _F32, _plain, _ptr, _wasm, threaded
+from pytrain.ops.wasm import F32, plain, ptr, kernels, threaded
 
 
 # Below this many multiply-adds the Python -> JS -> wasm call (~10 us) costs more
@@ -55,7 +55,7 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     k2, n = b.shape
     if k != k2:
         raise ValueError("matmul2d: shapes %s and %s do not align" % (a.shape, b.shape))
-    if (_wasm is None or a.dtype != np.float32 or b.dtype != np.float32
+    if (kernels is None or a.dtype != np.float32 or b.dtype != np.float32
             or m * n * k < MIN_MACS or m == 0 or n == 0):
         return FALLBACK(a, b)
     la = _layout(a)
@@ -72,7 +72,7 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return c
     # Arguments are plain ints/floats: Pyodide passes them to JS as numbers, and
     # the wasm function reads the operands straight from the shared heap.
-    _threaded("sgemm", m * n * k)(la[0], lb[0], m, n, k, 1.0, _ptr(a), la[1], _ptr(b), lb[1], 0.0, _ptr(c), n)
+    _threaded("sgemm", m * n * k)(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 0.0, ptr(c), n)
     return c
 
 
@@ -101,8 +101,8 @@ def matmul_batched(a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:
     c = np.empty(a.shape[:-2] + (m, n), dtype=np.float32)
     # split by whole products across the helper threads from THREADS_MIN_MACS on (each product the
     # calling thread's bits)
-    _threaded("sgemm_batched", count * m * n * k)(count, la[0], lb[0], m, n, k, _ptr(a3), a3.strides[0] // 4,
-                                                  la[1], _ptr(b3), b3.strides[0] // 4, lb[1], _ptr(c), m * n, n)
+    _threaded("sgemm_batched", count * m * n * k)(count, la[0], lb[0], m, n, k, ptr(a3), a3.strides[0] // 4,
+                                                  la[1], ptr(b3), b3.strides[0] // 4, lb[1], ptr(c), m * n, n)
     return c
 
 
@@ -110,7 +110,7 @@ def gemm(ctx, A: np.ndarray, B: np.ndarray, C: Optional[np.ndarray] = None, *, a
          beta: float = 1.0, transA: int = 0, transB: int = 0) -> Optional[Tuple[np.ndarray]]:
     """ONNX Gemm with alpha = beta = 1 (what Linear layers export) in one call, product and bias
     (gemm_ops.c), for registry.accelerate; the numpy kernel takes small products and the rest."""
-    if A.ndim != 2 or B.ndim != 2 or A.dtype != _F32 or B.dtype != _F32 or alpha != 1.0:
+    if A.ndim != 2 or B.ndim != 2 or A.dtype != F32 or B.dtype != F32 or alpha != 1.0:
         return None
     a = A.T if transA else A
     b = B.T if transB else B
@@ -120,7 +120,7 @@ def gemm(ctx, A: np.ndarray, B: np.ndarray, C: Optional[np.ndarray] = None, *, a
         return None
     c_kind = 0
     if C is not None and beta != 0.0:
-        if beta != 1.0 or C.dtype != _F32 or not C.flags.c_contiguous:
+        if beta != 1.0 or C.dtype != F32 or not C.flags.c_contiguous:
             return None
         if C.shape == (n,) or C.shape == (1, n):
             c_kind = 1
@@ -133,20 +133,20 @@ def gemm(ctx, A: np.ndarray, B: np.ndarray, C: Optional[np.ndarray] = None, *, a
         return None
     y = np.empty((m, n), dtype=np.float32)
     sgemm = _threaded("sgemm", m * n * k)
-    if sgemm is not _wasm.sgemm:  # the helper threads' sgemm: the bias first, then C = A @ B + C
+    if sgemm is not kernels.sgemm:  # the helper threads' sgemm: the bias first, then C = A @ B + C
         if c_kind:
             y[...] = C.reshape((n,)) if c_kind == 1 else C
-        sgemm(la[0], lb[0], m, n, k, 1.0, _ptr(a), la[1], _ptr(b), lb[1], 1.0 if c_kind else 0.0, _ptr(y), n)
+        sgemm(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 1.0 if c_kind else 0.0, ptr(y), n)
         return (y,)
-    _wasm.gemm(la[0], lb[0], m, n, k, _ptr(a), la[1], _ptr(b), lb[1], _ptr(C) if c_kind else 0, c_kind, _ptr(y))
+    kernels.gemm(la[0], lb[0], m, n, k, ptr(a), la[1], ptr(b), lb[1], ptr(C) if c_kind else 0, c_kind, ptr(y))
     return (y,)
 
 
 def transpose(a: np.ndarray) -> Optional[np.ndarray]:
     """``a.T`` of a C-contiguous 2-D float32 array, as a new C-contiguous array (transpose.c)."""
-    if a.ndim != 2 or not _plain(a):
+    if a.ndim != 2 or not plain(a):
         return None
     rows, cols = a.shape
     out = np.empty((cols, rows), dtype=np.float32)
-    _wasm.transpose(_ptr(a), _ptr(out), rows, cols)
+    kernels.transpose(ptr(a), ptr(out), rows, cols)
     return out

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain.ops.wasm import THREADS_MIN_ELEMENTS, _plain, _ptr, _wasm, threaded
+from pytrain.ops.wasm import THREADS_MIN_ELEMENTS, plain, ptr, kernels, threaded
 
 
 def batch_normalization(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, input_mean: np.ndarray,
@@ -15,7 +15,7 @@ def batch_normalization(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, in
                         training_mode: int = 0, spatial: int = 1) -> Optional[Tuple[np.ndarray]]:
     """Inference-mode BatchNormalization of float32 (N, C, ...) in one pass (batchnorm.c), for
     registry.accelerate; the per-channel a, b are computed exactly as the numpy kernel does."""
-    if training_mode or not spatial or X.ndim < 2 or not _plain(X):
+    if training_mode or not spatial or X.ndim < 2 or not plain(X):
         return None
     c = X.shape[1]
     for v in (scale, B, input_mean, input_var):
@@ -25,7 +25,7 @@ def batch_normalization(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, in
     a = np.ascontiguousarray(scale / np.sqrt(input_var + t(epsilon)), dtype=np.float32)
     b = np.ascontiguousarray(B - input_mean * a, dtype=np.float32)
     y = np.empty_like(X)
-    _wasm.channel_affine(_ptr(X), _ptr(y), _ptr(a), _ptr(b), X.shape[0], c, X.size // max(1, X.shape[0] * c))
+    kernels.channel_affine(ptr(X), ptr(y), ptr(a), ptr(b), X.shape[0], c, X.size // max(1, X.shape[0] * c))
     return (y,)
 
 
@@ -42,7 +42,7 @@ def layer_normalization(ctx, X: np.ndarray, Scale: np.ndarray, B: Optional[np.nd
     """LayerNormalization of float32 X over its last axes with float32 statistics, Scale (and B) of
     the normalised shape, in one call (layernorm.c), for registry.accelerate."""
     a = axis + X.ndim if axis < 0 else axis
-    if stash_type != 1 or not 0 <= a < X.ndim or not _plain(X, min_size=1) or X.size == 0:
+    if stash_type != 1 or not 0 <= a < X.ndim or not plain(X, min_size=1) or X.size == 0:
         return None
     rows = int(np.prod(X.shape[:a]))
     n = X.size // rows
@@ -55,8 +55,8 @@ def layer_normalization(ctx, X: np.ndarray, Scale: np.ndarray, B: Optional[np.nd
     mean = np.empty(stat_shape, dtype=np.float32) if ctx.wants(1) else None
     inv_std = np.empty(stat_shape, dtype=np.float32) if ctx.wants(2) else None
     layernorm = threaded("layernorm", X.size, THREADS_MIN_ELEMENTS["layernorm"])
-    layernorm(_ptr(X), _ptr(scale), _ptr(bias) if bias is not None else 0, _ptr(y),
-              _ptr(mean) if mean is not None else 0, _ptr(inv_std) if inv_std is not None else 0,
+    layernorm(ptr(X), ptr(scale), ptr(bias) if bias is not None else 0, ptr(y),
+              ptr(mean) if mean is not None else 0, ptr(inv_std) if inv_std is not None else 0,
               rows, n, float(np.float32(epsilon)))
     return (y, mean, inv_std)
 
@@ -66,7 +66,7 @@ def layer_normalization_grad(ctx, dY: np.ndarray, X: np.ndarray, Scale: np.ndarr
     """LayerNormalizationGrad for float32 tensors and float32 saved statistics (layernorm.c), for
     registry.accelerate."""
     a = axis + X.ndim if axis < 0 else axis
-    if not 0 <= a < X.ndim or not _plain(dY, X, min_size=1) or X.size == 0:
+    if not 0 <= a < X.ndim or not plain(dY, X, min_size=1) or X.size == 0:
         return None
     rows = int(np.prod(X.shape[:a]))
     n = X.size // rows
@@ -80,7 +80,7 @@ def layer_normalization_grad(ctx, dY: np.ndarray, X: np.ndarray, Scale: np.ndarr
     dscale = np.empty(Scale.shape, dtype=np.float32) if ctx.wants(1) else None
     dbias = np.empty(Scale.shape, dtype=np.float32) if ctx.wants(2) else None
     layernorm_grad = threaded("layernorm_grad", X.size, THREADS_MIN_ELEMENTS["layernorm_grad"])
-    layernorm_grad(_ptr(dY), _ptr(X), _ptr(scale), _ptr(Mean), _ptr(InvStdDev),
-                   _ptr(dx) if dx is not None else 0, _ptr(dscale) if dscale is not None else 0,
-                   _ptr(dbias) if dbias is not None else 0, rows, n)
+    layernorm_grad(ptr(dY), ptr(X), ptr(scale), ptr(Mean), ptr(InvStdDev),
+                   ptr(dx) if dx is not None else 0, ptr(dscale) if dscale is not None else 0,
+                   ptr(dbias) if dbias is not None else 0, rows, n)
     return (dx, dscale, dbias)

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from pytrain.ops.wasm import _F32, THREADS_MIN_ELEMENTS, _ptr, _wasm, threaded
+from pytrain.ops.wasm import F32, THREADS_MIN_ELEMENTS, ptr, kernels, threaded
 
 
 class _LastTable:
@@ -40,7 +40,7 @@ def adam(groups, lr: float, step: int, beta1: float, beta2: float, epsilon: floa
     """One Adam/AdamW update of every (param, grad, m, v) group in place, one pass each and one call
     for all (web/kernels/optim.c); False when any array is not contiguous float32 of its
     parameter's size, leaving the update to numpy."""
-    if _wasm is None:
+    if kernels is None:
         return False
     arrays = [a for group in groups for a in group]
     if not _last.matches(arrays):
@@ -51,13 +51,13 @@ def adam(groups, lr: float, step: int, beta1: float, beta2: float, epsilon: floa
             for a in group:
                 if a.dtype != np.float32 or not a.flags.c_contiguous or a.size != n:
                     return False
-            table += [n] + [_ptr(a) for a in group]
+            table += [n] + [ptr(a) for a in group]
             total += n
         _last.refs, _last.table, _last.total = [weakref.ref(a) for a in arrays], table, total
     table = np.array(_last.table, dtype=np.int32)   # (the helper threads' form rewrites it: scratch)
     # the same float32 constants the numpy path multiplies by (op_optimizers._adam_update)
     update = threaded("adam", _last.total, THREADS_MIN_ELEMENTS["adam"])
-    update(_ptr(table), len(groups), 1.0 - beta1, beta1, 1.0 - beta2, beta2,
+    update(ptr(table), len(groups), 1.0 - beta1, beta1, 1.0 - beta2, beta2,
            1.0 / math.sqrt(1.0 - beta2 ** step), epsilon, lr / (1.0 - beta1 ** step), weight_decay,
            int(decoupled), 1.0 - lr * weight_decay)
     return True
@@ -71,11 +71,11 @@ def first_non_finite(values) -> Optional[int]:
     for v in values:
         if v.dtype.kind != "f":
             table += [0, 0]
-        elif v.dtype != _F32 or not v.flags.c_contiguous:
+        elif v.dtype != F32 or not v.flags.c_contiguous:
             return None
         else:
-            table += [v.size, _ptr(v) if v.size else 0]
+            table += [v.size, ptr(v) if v.size else 0]
     if not table:
         return -1
     t = np.array(table, dtype=np.int32)
-    return int(_wasm.first_non_finite(_ptr(t), len(table) // 2))
+    return int(kernels.first_non_finite(ptr(t), len(table) // 2))

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from pytrain.ops.nn.op_softmax import softmax_axis
-from pytrain.ops.wasm import THREADS_MIN_ELEMENTS, _plain, _ptr, _wasm, threaded
+from pytrain.ops.wasm import THREADS_MIN_ELEMENTS, plain, ptr, kernels, threaded
 
 
 def _labels_ok(labels: np.ndarray, n: int) -> bool:
@@ -27,14 +27,14 @@ def softmax_cross_entropy(ctx, scores: np.ndarray, labels: np.ndarray, weights: 
     registry.accelerate, at any size (what it saves is a dozen numpy calls, not arithmetic); the
     kernel declines rows with NaN/inf and labels out of range."""
     if (weights is not None or _ignores(labels, ignore_index) or reduction not in ("mean", "sum")
-            or scores.ndim != 2 or scores.shape[0] == 0 or not _plain(scores, min_size=1)
+            or scores.ndim != 2 or scores.shape[0] == 0 or not plain(scores, min_size=1)
             or not _labels_ok(labels, scores.shape[0])):
         return None
     n, c = scores.shape
     log_prob = np.empty_like(scores) if ctx.wants(1) else None
     loss = np.empty((), dtype=np.float32)
-    if _wasm.softmax_ce(_ptr(scores), _ptr(labels), n, c, _ptr(log_prob) if log_prob is not None else 0,
-                        int(reduction == "mean"), _ptr(loss)):
+    if kernels.softmax_ce(ptr(scores), ptr(labels), n, c, ptr(log_prob) if log_prob is not None else 0,
+                        int(reduction == "mean"), ptr(loss)):
         return None
     return (loss, log_prob)
 
@@ -44,13 +44,13 @@ def softmax_cross_entropy_grad(ctx, dLoss: np.ndarray, log_prob: np.ndarray, lab
                                ignore_index: Optional[int] = None):
     """SoftmaxCrossEntropyLossGrad for the same cases (softmax_ce.c), for registry.accelerate."""
     if (weights is not None or _ignores(labels, ignore_index) or reduction not in ("mean", "sum")
-            or log_prob.ndim != 2 or log_prob.shape[0] == 0 or not _plain(log_prob, min_size=1)
+            or log_prob.ndim != 2 or log_prob.shape[0] == 0 or not plain(log_prob, min_size=1)
             or not _labels_ok(labels, log_prob.shape[0]) or np.size(dLoss) != 1):
         return None
     n, c = log_prob.shape
     coef = float(np.asarray(dLoss).reshape(())) / (n if reduction == "mean" else 1)
     dx = np.empty_like(log_prob)
-    if _wasm.softmax_ce_grad(_ptr(log_prob), _ptr(labels), n, c, coef, _ptr(dx)):
+    if kernels.softmax_ce_grad(ptr(log_prob), ptr(labels), n, c, coef, ptr(dx)):
         return None
     return (dx,)
 
@@ -59,12 +59,12 @@ def softmax(ctx, input: np.ndarray, *, axis: Optional[int] = None) -> Optional[T
     """Softmax over the last axis of a float32 tensor (softmax.c), for registry.accelerate; rows
     with NaN or infinities hand the node to numpy. (On the last axis every opset's meaning agrees.)"""
     if input.ndim == 0 or softmax_axis(ctx, "Softmax", axis, input.ndim) != input.ndim - 1 \
-            or not _plain(input, min_size=1) \
+            or not plain(input, min_size=1) \
             or input.shape[-1] == 0:
         return None
     y = np.empty_like(input)
     n = input.shape[-1]
     softmax_rows = threaded("softmax", input.size, THREADS_MIN_ELEMENTS["softmax"])
-    if softmax_rows(_ptr(input), _ptr(y), input.size // n, n):
+    if softmax_rows(ptr(input), ptr(y), input.size // n, n):
         return None
     return (y,)

@@ -179,7 +179,7 @@ class ForwardBlock(Block):
         self._model: Any = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if BuildContext._stack:
+        if BuildContext.active():
             return self.build(*args, **kwargs)  # nested inside another block or generate_artifacts
         model, names, ctx = build_on_base(self, args, kwargs)
         del model.graph.output[:]

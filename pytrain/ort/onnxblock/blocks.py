@@ -16,10 +16,10 @@ __all__ = ["Block", "Abs", "Add", "Cast", "Constant", "Div", "Exp", "Gemm", "Ide
            "Log", "Mul", "Neg", "Pow", "ReduceMean", "ReduceSum", "Relu", "Sigmoid", "Softmax", "Softplus",
            "Sub", "Transpose"]
 
-Identity = _b._op_block("Identity", "x")
-Transpose = _b._op_block("Transpose", "x with its axes permuted (attribute perm)")
-Softmax = _b._op_block("Softmax", "softmax along an axis (attribute axis)")
-Gemm = _b._op_block("Gemm", "alpha * A' B' + beta * C (attributes alpha, beta, transA, transB)")
+Identity = _b.op_block("Identity", "x")
+Transpose = _b.op_block("Transpose", "x with its axes permuted (attribute perm)")
+Softmax = _b.op_block("Softmax", "softmax along an axis (attribute axis)")
+Gemm = _b.op_block("Gemm", "alpha * A' B' + beta * C (attributes alpha, beta, transA, transB)")
 
 
 class Cast(Block):
@@ -35,6 +35,8 @@ class Cast(Block):
 class LabelEncoder(Block):
     """ai.onnx.ml LabelEncoder (integer and string keys and values as ONNX spells them)."""
 
+    # Deliberately 9 parameters: ORT's onnxblock.blocks.LabelEncoder signature, which spells the ONNX operator's
+    # attributes one by one (as pytrain/ops' kernels do); code written for ORT passes them by these names.
     def __init__(self, default_float: float = 0.0, default_int64: int = -1, default_string: str = "_Unused",
                  keys_floats: Optional[Any] = None, keys_int64s: Optional[Any] = None,
                  keys_strings: Optional[Any] = None, values_floats: Optional[Any] = None,

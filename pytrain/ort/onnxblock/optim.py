@@ -96,7 +96,7 @@ class ClipGradNorm(Block):
         return out
 
 
-class _Optimizer(ForwardBlock):
+class OptimizerBlock(ForwardBlock):
     """An optimizer block: ``block(training_block.parameters())`` inside ``onnxblock.empty_base()``."""
 
     kind = ""
@@ -169,7 +169,7 @@ class OrtAdamW(_optim.AdamW):
                 "correct_bias": int(self.bias_correction)}
 
 
-class AdamW(_Optimizer):
+class AdamW(OptimizerBlock):
     """AdamW with ORT's defaults: betas (0.9, 0.999), eps 1e-6, weight_decay 0.0, bias correction on,
     and ORT's rule: ``adam_mode=1`` (Hugging Face's: denominator sqrt(v) + eps, step size
     lr * sqrt(1 - beta2^t) / (1 - beta1^t), decay after the update), as ORT's AdamWOptimizer node.
@@ -235,7 +235,7 @@ class AdamW(_Optimizer):
                 zip(outs, ("params.out", "first_order_moments.out", "second_order_moments.out"))]
 
 
-class SGD(_Optimizer):
+class SGD(OptimizerBlock):
     """Plain SGD (ORT's: no momentum, no weight decay)."""
 
     kind = "SGD"

@@ -5,7 +5,8 @@ gets ``y = x W + (alpha / rank) * x A^T B^T`` with ``lora_A`` (rank, in) initial
 (kaiming-uniform with a = sqrt(5), from ``seed``) and ``lora_B`` (out, rank) zero: peft's own layouts,
 so adapters move between pytrain and peft as they are. The base weights stay frozen and only the
 adapters train. The eval model's layout records each adapter (key ``"lora"``), which the inference
-export folds back into ``W`` (:func:`pytrain.engine.export.export_inference_model`); :func:`save_adapters`
+export folds back into ``W`` (:func:`merge_lora`, which :func:`pytrain.engine.export.export_inference_model`
+calls); :func:`save_adapters`
 writes the adapters alone (``.npz``, or an ONNX file of initializers) and :func:`load_adapters` reads either.
 A weight read through a Transpose (``x @ Transpose(W)``, as ``pytrain.torch_export`` writes a Linear on a
 3-D input) takes an adapter in W's own (out, in) layout. A quantized matmul block (onnxruntime's q8
@@ -20,23 +21,27 @@ import os
 import re
 import zipfile
 from fnmatch import fnmatchcase
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from pytrain.base import dtypes
 from pytrain.errors import ArtifactError, CheckpointError
-from pytrain.engine.export import LORA_LAYOUT_KEY as LAYOUT_KEY, OLDEST_EXPORT_OPSET
+from pytrain.base.opset_versions import OLDEST_EXPORT_OPSET
 from pytrain.base.files import write_atomic
 from pytrain.engine.graph import NameScope, all_names, consumers, node_label, producers
 from pytrain.base.limits import check_file
 from pytrain.engine.quant_blocks import QuantBlock, find_blocks
-from pytrain.proto import (ModelProto, NodeProto, from_array, make_graph, make_model, make_node, make_opsetid,
-                           make_value_info, to_array)
+from pytrain.engine.quant_merge import merge_quantized
+from pytrain.proto import (ModelProto, NodeProto, TensorProto, from_array, make_graph, make_model, make_node,
+                           make_opsetid, make_value_info, to_array)
 from pytrain.engine.validate import load_model
 
-__all__ = ["LoRA", "insert_adapters", "save_adapters", "read_adapters", "load_adapters", "adapters_model",
-           "ADAPTER_FORMATS", "LAYOUT_KEY", "PROPERTY"]
+__all__ = ["LoRA", "insert_adapters", "merge_lora", "save_adapters", "read_adapters", "load_adapters",
+           "adapters_model", "ADAPTER_FORMATS", "LAYOUT_KEY", "PROPERTY"]
+
+#: the eval model's layout key listing the adapters insert_adapters made, which the export folds back (merge_lora)
+LAYOUT_KEY = "lora"
 
 #: the checkpoint property holding the LoRA settings and the adapter table
 PROPERTY = "pytrain.lora"
@@ -344,6 +349,35 @@ def _block_record(block: QuantBlock, scope: NameScope) -> Dict[str, Any]:
             n.name = scope.fresh("quantized/" + n.op_type)
     return {"kind": block.kind, "x": block.x, "scale": block.scale, "zero_point": block.zero_point,
             "nodes": [n.name for n in block.nodes], "K": block.k, "N": block.n}
+
+
+def merge_lora(nodes: List[NodeProto], parameters: Mapping[str, np.ndarray], initializers: Sequence[TensorProto],
+               adapters: Sequence[Mapping[str, Any]], quantized: str = "float"
+               ) -> Tuple[List[NodeProto], Dict[str, np.ndarray]]:
+    """Fold each LoRA adapter into its weight as peft's ``merge_and_unload`` does (``W + scale * (B A)``,
+    transposed for a weight stored (in, out)): the adapter's nodes go, the layer writes its own output
+    again, and the merged weights join ``parameters``. An adapter on a quantized block merges as
+    ``quantized`` says (pytrain.engine.quant_merge: "float" or "requantize")."""
+    stored = {t.name: t for t in initializers}
+    merged = dict(parameters)
+
+    def value(name: str) -> np.ndarray:
+        return np.asarray(merged[name]) if name in merged else to_array(stored[name], "the eval model")
+
+    drop = {n for a in adapters for n in a["nodes"]}
+    back = {a["base_output"]: a["output"] for a in adapters}
+    for a in adapters:
+        if a.get("quantized"):
+            nodes = merge_quantized(nodes, merged, value, a, quantized)
+            continue
+        w, lora_a, lora_b = value(a["weight"]), value(a["lora_A"]), value(a["lora_B"])
+        delta = lora_b @ lora_a
+        delta = (delta if a["layout"] == "out_in" else delta.T) * np.asarray(a["scale"], w.dtype)
+        merged[a["weight"]] = (w + delta).astype(w.dtype, copy=False)
+    kept = [n for n in nodes if n.name not in drop]
+    for n in kept:
+        n.output[:] = [back.get(o, o) for o in n.output]
+    return kept, merged
 
 
 def _adapter_names(table: Sequence[Dict[str, Any]]) -> List[str]:
