@@ -1,5 +1,6 @@
 """QuantizeLinear and DequantizeLinear, opsets 10 to 28: per tensor (a scalar scale), per axis (a 1-D
-scale, opset 13 on) and blocked (``block_size``, opset 21 on), as the ONNX spec and onnxruntime compute
+scale, opset 13 on) and blocked (``block_size``, opset 21 on), to and from 8- and 16-bit integers and int4 /
+uint4 (opset 21 on; held one value a byte, pytrain.base.dtypes), as the ONNX spec and onnxruntime compute
 them: ``y = saturate(round_half_even(x / scale) + zero_point)`` and ``y = (x - zero_point) * scale``."""
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def quantize_linear(ctx, x, y_scale, y_zero_point=None, *, axis=1, saturate=1, b
     s = broadcast_param(op, "y_scale", y_scale.astype(ft), x.shape, axis, int(block_size), ctx.opset)
     v = np.asarray(x, dtype=ft) / s
     if y_zero_point is not None:
-        zp = broadcast_param(op, "y_zero_point", y_zero_point, x.shape, axis, int(block_size), ctx.opset)
+        zp = broadcast_param(op, "y_zero_point", dtypes.four_bit_values(y_zero_point), x.shape, axis,
+                             int(block_size), ctx.opset)
         v = np.rint(v) + zp.astype(ft)
     return (round_saturate(v, out),)
 
@@ -58,11 +60,14 @@ def quantize_linear(ctx, x, y_scale, y_zero_point=None, *, axis=1, saturate=1, b
 def dequantize_linear(ctx, x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=0):
     op = "DequantizeLinear"
     _check_scale(op, x_scale)
-    if x.dtype.kind not in "iu":
+    if x.dtype.kind not in "iu" and not dtypes.is_four_bit(x.dtype):
         raise InputError("%s: x must be an integer tensor, got %s" % (op, x.dtype))
     if x_zero_point is not None and x_zero_point.dtype != x.dtype:
         raise InputError("%s: x_zero_point is %s, x is %s: they must be of one type"
                          % (op, x_zero_point.dtype, x.dtype))
+    x = dtypes.four_bit_values(x)
+    if x_zero_point is not None:
+        x_zero_point = dtypes.four_bit_values(x_zero_point)
     out = dtypes.to_numpy(int(output_dtype)) if output_dtype else x_scale.dtype
     ft = _float_of(x_scale)
     s = broadcast_param(op, "x_scale", x_scale.astype(ft), x.shape, axis, int(block_size), ctx.opset)
