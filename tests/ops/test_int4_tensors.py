@@ -40,7 +40,11 @@ def _oracles(model, feeds, names=None, reference=True):
     import onnxruntime as ort
     from onnx.reference import ReferenceEvaluator
 
-    out = [ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(names, feeds)]
+    # graph optimizations off: onnxruntime fuses DequantizeLinear(int4) -> MatMul into its own MatMulNBits, which
+    # rounds the activations (0.03 here); the unfused graph is what the file says (onnx.reference agrees)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    out = [ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(names, feeds)]
     if reference:
         out.append(ReferenceEvaluator(model).run(names, feeds))
     return out
@@ -135,3 +139,29 @@ def test_arithmetic_on_int4_fails_instead_of_computing_in_int8():
                    [_tensor("w", TensorProto.INT4, np.array([-8, 1, 7]))])
     with pytest.raises(PytrainError, match="neg4"):
         InferenceSession(model.SerializeToString()).run(None, {})
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_matmul_nbits_quantizer_qdq_form_equals_onnxruntime(symmetric):
+    """MatMulNBitsQuantizer(quant_format=QDQ): a blocked DequantizeLinear of an int4 / uint4 weight feeding MatMul."""
+    import logging
+
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.ERROR)
+    rng = np.random.default_rng(7)
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 40])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 6])],
+                   [numpy_helper.from_array(rng.standard_normal((40, 6)).astype(np.float32), "w")])
+    q = MatMulNBitsQuantizer(model, algo_config=DefaultWeightOnlyQuantConfig(
+        block_size=16, is_symmetric=symmetric, quant_format=QuantFormat.QDQ))
+    q.process()
+    quantized = q.model.model
+    assert {t.data_type for t in quantized.graph.initializer} & {TensorProto.INT4, TensorProto.UINT4}
+    assert "DequantizeLinear" in {n.op_type for n in quantized.graph.node}
+    feeds = {"x": rng.standard_normal((3, 40)).astype(np.float32)}
+    got = InferenceSession(quantized.SerializeToString()).run(None, feeds)[0]
+    for want in _oracles(quantized, feeds):
+        np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-5)

@@ -19,7 +19,14 @@ from pytrain.generator import artifacts  # noqa: E402
 RANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 
 
-def _pair_model(zp: np.ndarray, scale: np.ndarray, axis: int):
+def _zero_point(zp: np.ndarray, four_bit: bool):
+    """A zero point initializer; ``four_bit``: as int4 (TensorProto.INT4, opset 21)."""
+    if not four_bit:
+        return numpy_helper.from_array(zp, "zp")
+    return helper.make_tensor("zp", TensorProto.INT4, list(zp.shape), zp.reshape(-1).tolist())
+
+
+def _pair_model(zp: np.ndarray, scale: np.ndarray, axis: int, four_bit: bool = False):
     """loss = MSE(DequantizeLinear(QuantizeLinear(x @ W)), target): the pair on the activation ``x @ W``."""
     rng = np.random.default_rng(0)
     w = rng.standard_normal((6, 5)).astype(np.float32)
@@ -27,14 +34,16 @@ def _pair_model(zp: np.ndarray, scale: np.ndarray, axis: int):
     nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]),
              helper.make_node("QuantizeLinear", ["h", "s", "zp"], ["hq"], name="q", **attrs),
              helper.make_node("DequantizeLinear", ["hq", "s", "zp"], ["y"], name="dq", **attrs)]
-    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "zp")]
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(scale, "s"), _zero_point(zp, four_bit)]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), w
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21 if four_bit else 17)])
+    model.ir_version = 10
+    return model, w
 
 
-def _torch_fake_quant(h, scale: np.ndarray, zp: np.ndarray, axis: int):
-    lo, hi = RANGE[zp.dtype]
+def _torch_fake_quant(h, scale: np.ndarray, zp: np.ndarray, axis: int, four_bit: bool = False):
+    lo, hi = (-8, 7) if four_bit else RANGE[zp.dtype]
     if scale.ndim == 0:
         return torch.fake_quantize_per_tensor_affine(h, float(scale), int(zp), lo, hi)
     return torch.fake_quantize_per_channel_affine(h, torch.tensor(scale), torch.tensor(zp.astype(np.int32)),
@@ -42,11 +51,13 @@ def _torch_fake_quant(h, scale: np.ndarray, zp: np.ndarray, axis: int):
 
 
 # power-of-two scales: x / scale (ONNX) and x * (1 / scale) (PyTorch) round alike
-@pytest.mark.parametrize("zp,scale", [(np.asarray(128, np.uint8), np.asarray(2.0 ** -6, np.float32)),
-                                      (np.asarray(3, np.int8), np.asarray(2.0 ** -6, np.float32)),
-                                      (np.arange(5, dtype=np.int8) * 7 - 14, 2.0 ** -np.arange(4, 9, dtype=np.float32))])
-def test_gradient_is_torchs_fake_quantize_gradient(zp, scale):
-    model, w = _pair_model(zp, scale, 1)
+@pytest.mark.parametrize("zp,scale,four_bit", [
+    (np.asarray(128, np.uint8), np.asarray(2.0 ** -6, np.float32), False),
+    (np.asarray(3, np.int8), np.asarray(2.0 ** -6, np.float32), False),
+    (np.arange(5, dtype=np.int8) * 7 - 14, 2.0 ** -np.arange(4, 9, dtype=np.float32), False),
+    (np.asarray(1, np.int8), np.asarray(0.5, np.float32), True)])   # int4: range [-8, 7]
+def test_gradient_is_torchs_fake_quantize_gradient(zp, scale, four_bit):
+    model, w = _pair_model(zp, scale, 1, four_bit)
     arts = artifacts.generate_artifacts(model.SerializeToString(), loss="MSELoss", optimizer=artifacts.SGD())
     assert arts.summary["trainable"] == ["W"]
     ops = {n.op_type for n in onnx.load_from_string(arts.training_model).graph.node}
@@ -58,10 +69,10 @@ def test_gradient_is_torchs_fake_quantize_gradient(zp, scale):
 
     tx, tw = torch.tensor(x), torch.tensor(w, requires_grad=True)
     h = tx @ tw
-    y = _torch_fake_quant(h, scale, zp, 1)
+    y = _torch_fake_quant(h, scale, zp, 1, four_bit)
     want = torch.nn.functional.mse_loss(y, torch.tensor(t))
     want.backward()
-    lo, hi = RANGE[zp.dtype]
+    lo, hi = (-8, 7) if four_bit else RANGE[zp.dtype]
     q = torch.round(h.detach() / torch.tensor(scale).reshape(-1) if scale.ndim else h.detach() / float(scale))
     inside = ((q + torch.tensor(zp.astype(np.float32)) >= lo) & (q + torch.tensor(zp.astype(np.float32)) <= hi))
     assert 0 < int(inside.sum()) < inside.numel()   # the mask matters: some values saturate
