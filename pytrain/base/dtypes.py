@@ -5,7 +5,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from pytrain.errors import GraphError
+from pytrain.errors import GraphError, InputError
 
 # TensorProto.DataType values, from onnx.proto.
 UNDEFINED = 0
@@ -124,6 +124,19 @@ def four_bit_values(a: np.ndarray) -> np.ndarray:
 def as_four_bit(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Integer ``values`` already in range as an int4 / uint4 (``dtype``) array."""
     return np.ascontiguousarray(values, dtype=_FOUR_BIT[dtype][0]).view(dtype)
+
+
+def to_four_bit(a: np.ndarray, dtype: np.dtype, what: str) -> np.ndarray:
+    """A fed array (integers, or onnx's ml_dtypes int4 / uint4) as ``dtype``, its values checked against the
+    4-bit range: numpy's own cast to the structured dtype would wrap them silently."""
+    if a.dtype == dtype:
+        return a
+    v = np.asarray(a).astype(np.int64)
+    lo, hi = four_bit_range(dtype)
+    if v.size and (v.min() < lo or v.max() > hi or not np.array_equal(v, np.asarray(a).astype(np.float64))):
+        raise InputError("%s is %s: its values must be integers in [%d, %d]" % (what, NAMES[_FROM_NUMPY[dtype]],
+                                                                              lo, hi))
+    return as_four_bit(v, dtype)
 
 
 def unpack_four_bit(packed: np.ndarray, count: int, dtype: np.dtype) -> np.ndarray:

@@ -165,3 +165,18 @@ def test_matmul_nbits_quantizer_qdq_form_equals_onnxruntime(symmetric):
     got = InferenceSession(quantized.SerializeToString()).run(None, feeds)[0]
     for want in _oracles(quantized, feeds):
         np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_fed_int4_input_is_range_checked():
+    """Fed as integers (or onnx's ml_dtypes int4), an int4 input is checked against [-8, 7], never wrapped."""
+    from pytrain.errors import InputError
+
+    node = helper.make_node("DequantizeLinear", ["q", "s"], ["y"])
+    model = _model([node], [helper.make_tensor_value_info("q", TensorProto.INT4, [3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+                   [numpy_helper.from_array(np.asarray(0.5, np.float32), "s")])
+    sess = InferenceSession(model.SerializeToString())
+    np.testing.assert_array_equal(sess.run(None, {"q": np.array([-8, 0, 7])})[0], [-4, 0, 3.5])
+    np.testing.assert_array_equal(sess.run(None, {"q": np.array([-8, 0, 7]).astype(ml_dtypes.int4)})[0], [-4, 0, 3.5])
+    with pytest.raises(InputError, match=r"input 'q' is int4: its values must be integers in \[-8, 7\]"):
+        sess.run(None, {"q": np.array([8, 0, 0])})

@@ -291,11 +291,14 @@ from pytrain.engine.runtime import InferenceSession
 def dec(e):
     if e[0] == "O":
         return np.array(e[2], dtype=object).reshape(e[1])
-    return np.frombuffer(e[2], dtype=np.dtype(e[0])).reshape(e[1]).copy()
+    return np.frombuffer(e[2], dtype=np.dtype(e[0] if isinstance(e[0], str) else [tuple(f) for f in e[0]])
+                         ).reshape(e[1]).copy()
 
 def enc(a):
     a = np.asarray(a)
-    return ("O", a.shape, a.tolist()) if a.dtype == object else (a.dtype.str, a.shape, a.tobytes())
+    # a structured dtype (pytrain's int4 / uint4) as its field list, which np.dtype() takes back
+    return ("O", a.shape, a.tolist()) if a.dtype == object else (
+        a.dtype.descr if a.dtype.names else a.dtype.str, a.shape, a.tobytes())
 
 out = {}
 for name, model, data_sets in pickle.load(open(sys.argv[2], "rb")):
@@ -313,13 +316,16 @@ pickle.dump(out, open(sys.argv[3], "wb"), protocol=4)
 
 def _encode(a: np.ndarray):
     # builtins only, so the pickle loads under another numpy version
-    return ("O", a.shape, a.tolist()) if a.dtype == object else (a.dtype.str, a.shape, a.tobytes())
+    # a structured dtype (pytrain's int4 / uint4) as its field list, which np.dtype() takes back
+    return ("O", a.shape, a.tolist()) if a.dtype == object else (
+        a.dtype.descr if a.dtype.names else a.dtype.str, a.shape, a.tobytes())
 
 
 def _decode(e) -> np.ndarray:
     if e[0] == "O":
         return np.array(e[2], dtype=object).reshape(e[1])
-    return np.frombuffer(e[2], dtype=np.dtype(e[0])).reshape(e[1])
+    return np.frombuffer(e[2], dtype=np.dtype(e[0] if isinstance(e[0], str) else [tuple(f) for f in e[0]])
+                         ).reshape(e[1])
 
 
 def _numpy_only(case) -> bool:
