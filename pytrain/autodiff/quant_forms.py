@@ -97,18 +97,21 @@ def fuse_fake_quant(nodes: List[NodeProto]) -> int:
     is not one fake quantization stays, and its rule refuses naming it. Returns how many."""
     producers = {o: n for n in nodes for o in n.output if o}
     fused: Dict[int, NodeProto] = {}
+    halves = []
     for dq in nodes:
         if dq.op_type != "DequantizeLinear" or dq.domain not in ("", "ai.onnx"):
             continue
         q = _pair_of(dq, producers)
         if q is None:
             continue
+        halves.append(q)
         attrs = {k: _attr(q, k, d) for k, d in (("axis", 1), ("block_size", 0), ("output_dtype", 0))}
         fused[id(dq)] = make_node("FakeQuantize", [q.input[0]] + list(q.input[1:3]), list(dq.output),
                                   name=(dq.name or dq.output[0]) + "/training", domain=PYTRAIN_DOMAIN, **attrs)
     kept = [fused.get(id(n), n) for n in nodes]
     read = {i for n in kept for i in n.input if i}
-    nodes[:] = [n for n in kept if not (n.op_type == "QuantizeLinear" and fused and not any(o in read for o in n.output))]
+    gone = {id(q) for q in halves if not any(o in read for o in q.output)}
+    nodes[:] = [n for n in kept if id(n) not in gone]
     return len(fused)
 
 
