@@ -120,18 +120,31 @@ QUANT_PARAMS = {("", "QuantizeLinear"): (1, 2), ("", "DequantizeLinear"): (1, 2)
                 ("com.microsoft", "MatMulNBits"): (2, 3), ("com.microsoft", "GatherBlockQuantized"): (2, 3)}
 
 
+def quant_params(nodes: Sequence[NodeProto]) -> Dict[str, str]:
+    """{initializer or value name: what reads it as a quantization scale or zero point ("the scale of
+    QuantizeLinear node 'q'")}: these never train (pytrain.generator.trainable's rule leaves them out)."""
+    found: Dict[str, str] = {}
+    for n in nodes:
+        positions = QUANT_PARAMS.get(("" if n.domain in ("", "ai.onnx") else n.domain, n.op_type), ())
+        for k, pos in enumerate(positions):
+            if pos < len(n.input) and n.input[pos] and n.input[pos] not in found:
+                found[n.input[pos]] = "the %s of %s node %r" % (("scale", "zero point")[k], n.op_type,
+                                                                 n.name or n.output[0])
+    for b in find_blocks(list(nodes)):  # a q8 block's weight scale is read by a Mul
+        if b.kind == "int8" and b.scale:
+            found.setdefault(b.scale, "the weight scale of the q8 matmul block %r" % (b.anchor.name or b.y))
+    return found
+
+
 def refuse_trained_quant_params(nodes: Sequence[NodeProto], trainable: Sequence[str]) -> None:
     """Raise ArtifactError when ``trainable`` names a quantization scale or zero point: they stay frozen. The
     gradient pytrain takes through a quantizer is PyTorch's fake-quantize gradient, which has none for them
     (PyTorch's learnable fake quantization, ``_fake_quantize_learnable_per_tensor_affine``, is another op)."""
-    wanted = set(trainable)
-    for n in nodes:
-        positions = QUANT_PARAMS.get(("" if n.domain in ("", "ai.onnx") else n.domain, n.op_type), ())
-        for k, pos in enumerate(positions):
-            if pos < len(n.input) and n.input[pos] in wanted:
-                raise ArtifactError(
-                    "%r would train, but it is the %s of %s node %r: quantization scales and zero points stay "
-                    "frozen (the gradient through a quantizer is PyTorch's fake-quantize gradient, which has none "
-                    "for them; learnable fake quantization is another op); freeze it (frozen_params) or leave it "
-                    "out of requires_grad" % (n.input[pos], ("scale", "zero point")[k], n.op_type,
-                                              n.name or n.output[0]))
+    found = quant_params(nodes)
+    for name in trainable:
+        if name in found:
+            raise ArtifactError(
+                "%r would train, but it is %s: quantization scales and zero points stay frozen (the gradient "
+                "through a quantizer is PyTorch's fake-quantize gradient, which has none for them; learnable fake "
+                "quantization is another op); freeze it (frozen_params) or leave it out of requires_grad"
+                % (name, found[name]))

@@ -135,6 +135,9 @@ def test_q4_file_with_an_int4_token_table_runs_trains_and_writes_its_int4_back()
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
+    # full fine-tuning trains the float parameters (the norms); the quantizers' scales stay frozen
+    full = artifacts.generate_artifacts(q4, loss="CausalLMLoss", optimizer=artifacts.SGD())
+    assert full.summary["trainable"] and all("norm" in p for p in full.summary["trainable"])
     arts = artifacts.generate_artifacts(q4, loss="CausalLMLoss", optimizer=artifacts.AdamW(),
                                         lora=LoRA(4, 8, default_targets(ModelProto.FromString(q4))))
     module = Module(arts.training_model, CheckpointState.load_checkpoint(arts.checkpoint), arts.eval_model)
