@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Sequence
 import numpy as np
 
 from pytrain.autodiff.engine import carried
-from pytrain.autodiff.quant_forms import fuse_dequantized_weights, fuse_int8_blocks
+from pytrain.autodiff.quant_forms import fuse_dequantized_weights, fuse_fake_quant, fuse_int8_blocks
 from pytrain.errors import ArtifactError
 from pytrain.engine.export import inference_rewrite
 from pytrain.engine.graph import NameScope
@@ -106,4 +106,5 @@ def training_rewrite(nodes: List[NodeProto], scope: NameScope, params: Sequence[
     nodes.extend(passthrough)
     fuse_int8_blocks(nodes)  # q8 matmul blocks: one node the gradient passes (QLoRA, docs/quantized.md)
     fuse_dequantized_weights(nodes)  # MatMul by a dequantized weight: recomputed in the backward pass
+    fuse_fake_quant(nodes)  # Q -> DQ pairs on activations: PyTorch's fake-quantize gradient
     return updates

@@ -47,7 +47,9 @@ class InferenceSession:
                 raise InputError("missing input %r (the model's inputs: %s)" % (v.name, ", ".join(self.input_names())))
             et, _ = value_info_type(v)
             arr = np.asarray(feeds[v.name])
-            if et and arr.dtype != dtypes.to_numpy(et):
+            if et and dtypes.is_four_bit(dtypes.to_numpy(et)):
+                arr = dtypes.to_four_bit(arr, dtypes.to_numpy(et), "input %r" % v.name)
+            elif et and arr.dtype != dtypes.to_numpy(et):
                 arr = arr.astype(dtypes.to_numpy(et))
             values.append(arr)
         return [np.asarray(o) for o in self._plans[key].run(values)]

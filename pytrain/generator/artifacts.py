@@ -14,6 +14,7 @@ import numpy as np
 
 from pytrain.base import dtypes
 from pytrain.autodiff import build_gradients
+from pytrain.autodiff.quant_forms import refuse_trained_quant_params
 from pytrain.autodiff.training_forms import batchnorm_modes, training_rewrite
 from pytrain.generator.blocks import Block, BuildContext
 from pytrain.checkpoint import Parameter, encode
@@ -252,6 +253,7 @@ def _plan_parameters(plan: _ParameterPlan, requires_grad: Optional[Sequence[str]
     plan.params = trainable + [p for p in frozen if p not in trainable] + [b for b in buffers if b not in frozen]
     plan.constants = [t for name, t in inits.items() if name not in plan.params]
     plan.bn_modes = batchnorm_modes(nodes, batchnorm, trainable)
+    refuse_trained_quant_params(nodes, trainable)
     # control flow the generator could not unroll (pytrain/normalize) reading what would train
     refuse_gradient_through(nodes, trainable, [t for t, i in inits.items() if dtypes.is_float(i.data_type)
                                                and t not in (frozen_params or ()) and requires_grad is None])

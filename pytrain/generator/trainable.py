@@ -50,6 +50,7 @@ import numpy as np
 
 from pytrain.base import dtypes
 from pytrain.autodiff.engine import differentiable_inputs
+from pytrain.autodiff.quant_forms import quant_params
 from pytrain.proto import NodeProto
 
 __all__ = ["WEIGHT_INPUTS", "LAYOUT_OPS", "REFOLDED_KEY", "classify_initializers", "is_exporter_constant",
@@ -194,6 +195,7 @@ def classify_initializers(nodes: Sequence[NodeProto], initializers: Sequence[Any
                 differentiable.setdefault(i, []).append(n.op_type)
     kinds = _signature_kinds(value_infos)
     folded = _signature_kinds(value_infos, REFOLDED_KEY)
+    quantizers = quant_params(nodes)
     report = []
     for t in initializers:
         size = 1
@@ -204,6 +206,8 @@ def classify_initializers(nodes: Sequence[NodeProto], initializers: Sequence[Any
             trains, why = True, "an exporter's folded copy of a parameter, trains as it: %s" % folded[t.name]
         elif not dtypes.is_float(t.data_type):
             trains, why = False, "not a float tensor (%s)" % dtypes.NAMES.get(t.data_type, t.data_type)
+        elif t.name in quantizers:
+            trains, why = False, "%s (quantization parameters stay frozen, docs/quantized.md)" % quantizers[t.name]
         elif kind == "PARAMETER":
             trains, why = True, "a PyTorch parameter (the exporter's graph signature)"
         elif kind in ("BUFFER", "CONSTANT_TENSOR"):

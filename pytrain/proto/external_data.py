@@ -90,13 +90,12 @@ def _check_location(name: str, location: str) -> str:
 def _expected_bytes(t: TensorProto) -> int:
     if t.data_type == dtypes.STRING:
         raise ModelFormatError("tensor %r: a STRING tensor cannot be stored as external data" % t.name)
-    itemsize = dtypes.to_numpy(t.data_type).itemsize
     count = 1
     for d in t.dims:
         if int(d) < 0:
             raise ModelFormatError("tensor %r has a negative dimension in its shape %s" % (t.name, list(t.dims)))
         count *= int(d)
-    return count * itemsize
+    return dtypes.storage_bytes(t.data_type, count)
 
 
 class _Source:

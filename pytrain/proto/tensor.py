@@ -38,6 +38,8 @@ def to_array(t: TensorProto, where: str = "", view: bool = False) -> np.ndarray:
     if t.data_type == dtypes.STRING and stored and stored[0] != "string_data":
         raise ModelFormatError("%s is a STRING tensor but keeps its values in %s; strings live in string_data"
                                % (label, stored[0]))
+    if dtypes.is_four_bit(dt):
+        return _four_bit(t, label, count, shape, dt, stored)
     if t.HasField("raw_data") and t.data_type != dtypes.STRING:
         raw = t.raw_data
         if len(raw) != count * dt.itemsize:
@@ -71,6 +73,21 @@ def to_array(t: TensorProto, where: str = "", view: bool = False) -> np.ndarray:
     return values.reshape(shape)
 
 
+def _four_bit(t: TensorProto, label: str, count: int, shape: tuple, dt: np.dtype, stored: list) -> np.ndarray:
+    """An int4 / uint4 tensor, packed two a byte in raw_data or one byte an int32 in int32_data (ONNX's
+    layout), unpacked: pytrain holds one value a byte (pytrain.base.dtypes.INT4_NP)."""
+    want = (count + 1) // 2
+    if stored and stored[0] not in ("raw_data", "int32_data"):
+        raise ModelFormatError("%s is %s but keeps its values in %s; 4-bit values live in raw_data or int32_data"
+                               % (label, dtypes.NAMES[t.data_type], stored[0]))
+    packed = np.frombuffer(t.raw_data, np.uint8) if t.HasField("raw_data") else \
+        np.asarray(t.int32_data, dtype=np.int64).astype(np.uint8)
+    if packed.size != want:
+        raise ModelFormatError("%s: %d bytes, expected %d for shape %s of %s (two values a byte)"
+                               % (label, packed.size, want, list(shape), dtypes.NAMES[t.data_type]))
+    return dtypes.unpack_four_bit(packed, count, dt).reshape(shape)
+
+
 def from_array(array: np.ndarray, name: Optional[str] = None) -> TensorProto:
     """A TensorProto holding ``array`` (little-endian raw_data; strings in string_data)."""
     a = np.asarray(array)
@@ -81,6 +98,8 @@ def from_array(array: np.ndarray, name: Optional[str] = None) -> TensorProto:
         t.name = name
     if t.data_type == dtypes.STRING:
         t.string_data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in a.ravel()]
+    elif dtypes.is_four_bit(a.dtype):
+        t.raw_data = dtypes.pack_four_bit(a)
     else:
         t.raw_data = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes()
     return t

@@ -84,3 +84,29 @@ def test_training_model_holds_no_float_copy_of_a_dequantized_weight():
         ops = {n.op_type for n in onnx.load_from_string(arts.training_model).graph.node}
         assert "DequantizeLinear" not in ops and "MatMulInteger" not in ops, (case.name, sorted(ops))
         assert ops & {"DequantMatMul", "DynamicQuantMatMul"}, case.name
+
+
+def _fake_quant() -> List[Case]:
+    """QuantizeLinear -> DequantizeLinear of one scale (FakeQuantize in the training model): PyTorch's fake-quantize
+    gradient, ``dy * mask`` with the mask of the representable range fixed at X (some values saturate)."""
+    cases = []
+    for name, s, zp, axis in [("per tensor uint8", np.asarray(0.01, np.float32), np.asarray(128, np.uint8), 1),
+                              ("per axis int8", np.asarray([0.004, 0.01, 0.02], np.float32),
+                               np.asarray([-20, 0, 9], np.int8), 1)]:
+        nodes = [node("Cast", ["X"], ["x32"], to=TensorProto.FLOAT),
+                 node("QuantizeLinear", ["x32", "S", "Z"], ["q"], axis=axis),
+                 node("DequantizeLinear", ["q", "S", "Z"], ["y32"], axis=axis),
+                 node("Cast", ["y32"], ["Y"], to=TensorProto.DOUBLE)]
+        x = rand(4, 3, lo=-2.0, hi=2.0)
+        lo, hi = (0, 255) if zp.dtype == np.uint8 else (-128, 127)
+        r = np.rint(x.astype(np.float32) / s) + zp.astype(np.float32)
+        mask = (r >= lo) & (r <= hi)
+        assert 0 < mask.sum() < mask.size
+        cases.append(Case("Q -> DQ pair, %s" % name, nodes, {"X": x, "S": s, "Z": zp}, ["Y"], opset=13,
+                          params=["X"], oracle=lambda v, m=mask: _weighted_sum(v["X"] * m)))
+    return cases
+
+
+# the Q and DQ rules pass a gradient only as a pair (FakeQuantize), and refuse otherwise (tests/training/
+# test_fake_quant.py)
+CASES["ai.pytrain.FakeQuantize"] = CASES["QuantizeLinear"] = CASES["DequantizeLinear"] = _fake_quant

@@ -97,3 +97,57 @@ def test_lora_on_the_quantized_file_lowers_the_loss_and_exports_with_its_outputs
     for g, w in zip(ours, _oracle(exported, feeds, names)):
         assert_same_up_to_activation_rounding(g, w)
     assert np.abs(ours[0] - base).max() > 1e-4   # the adapters moved the outputs
+
+
+# ---- q4 with an int4 token table: MatMulNBitsQuantizer on MatMul and Gather --------------------------------
+def _q4_with_int4_table(h) -> bytes:
+    """The fixture's fp32 file quantized by onnxruntime's MatMulNBitsQuantizer on MatMul and Gather: MatMulNBits
+    layers and a GatherBlockQuantized token table of int4 (TensorProto.INT4, two values a byte)."""
+    import logging
+
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.ERROR)
+    config = DefaultWeightOnlyQuantConfig(block_size=16, is_symmetric=True, op_types_to_quantize=("MatMul", "Gather"),
+                                          quant_axes=(("MatMul", 0), ("Gather", 1)))
+    q = MatMulNBitsQuantizer(onnx.load_from_string(h.model), algo_config=config)
+    q.process()
+    return q.model.model.SerializeToString()
+
+
+def _int4_initializers(blob: bytes):
+    return {t.name: t.raw_data for t in onnx.load_from_string(blob).graph.initializer
+            if t.data_type in (onnx.TensorProto.INT4, onnx.TensorProto.UINT4)}
+
+
+def test_q4_file_with_an_int4_token_table_runs_trains_and_writes_its_int4_back():
+    import onnxruntime
+
+    h = hub("llama")
+    q4 = _q4_with_int4_table(h)
+    table = _int4_initializers(q4)
+    assert list(table) == ["model.embed_tokens.weight_Q4"]
+    assert {n.op_type for n in onnx.load_from_string(q4).graph.node} >= {"GatherBlockQuantized", "MatMulNBits"}
+    plan, batch, labels, feeds = _inputs(h)
+    names = [o.name for o in onnx.load_from_string(q4).graph.output]
+    want = onnxruntime.InferenceSession(q4, providers=["CPUExecutionProvider"]).run(names, feeds)
+    got = InferenceSession(q4).run(names, feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+    # full fine-tuning trains the float parameters (the norms); the quantizers' scales stay frozen
+    full = artifacts.generate_artifacts(q4, loss="CausalLMLoss", optimizer=artifacts.SGD())
+    assert full.summary["trainable"] and all("norm" in p for p in full.summary["trainable"])
+    arts = artifacts.generate_artifacts(q4, loss="CausalLMLoss", optimizer=artifacts.AdamW(),
+                                        lora=LoRA(4, 8, default_targets(ModelProto.FromString(q4))))
+    module = Module(arts.training_model, CheckpointState.load_checkpoint(arts.checkpoint), arts.eval_model)
+    opt = Optimizer(arts.optimizer_model, module)
+    opt.set_learning_rate(0.02)
+    losses = repeat_steps(module, opt, plan.feeds(batch, labels), 3)
+    assert losses[-1] < losses[0], losses
+    exported = module.export_model_for_inferencing(None, names, merge_adapters=False)
+    assert _int4_initializers(exported) == table   # the int4 table written back byte for byte
+    ours = InferenceSession(exported).run(names[:1], feeds)[0]
+    theirs = onnxruntime.InferenceSession(exported, providers=["CPUExecutionProvider"]).run(names[:1], feeds)[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+    assert np.abs(ours - got[0]).max() > 1e-4   # the adapters moved the outputs

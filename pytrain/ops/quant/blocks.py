@@ -7,19 +7,24 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from pytrain.base import dtypes
 from pytrain.errors import InputError
 from pytrain.ops.common import norm_axis
 
 #: the com.microsoft domain of onnxruntime's contrib ops
 MS_DOMAIN = "com.microsoft"
 
-#: the integer types the linear quantization ops produce and read (int4/uint4/float8 have no numpy dtype:
-#: a model using them is refused where its tensors are read, naming the type)
-INTEGER_TYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.uint16), np.dtype(np.int16))
+#: the integer types the linear quantization ops produce and read (int4/uint4 held one value a byte,
+#: pytrain.base.dtypes.INT4_NP; float8 has no numpy dtype: a model using it is refused where its tensors are
+#: read, naming the type)
+INTEGER_TYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.uint16), np.dtype(np.int16),
+                 dtypes.INT4_NP, dtypes.UINT4_NP)
 
 
 def int_range(dtype: np.dtype) -> Tuple[int, int]:
-    """(lowest, highest) value of an integer dtype."""
+    """(lowest, highest) value of an integer dtype (int4 / uint4 included)."""
+    if dtypes.is_four_bit(dtype):
+        return dtypes.four_bit_range(dtype)
     info = np.iinfo(dtype)
     return int(info.min), int(info.max)
 
@@ -27,7 +32,8 @@ def int_range(dtype: np.dtype) -> Tuple[int, int]:
 def round_saturate(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``v`` rounded half to even and clipped to ``dtype``'s range, as ``dtype`` (QuantizeLinear's rule)."""
     lo, hi = int_range(dtype)
-    return np.clip(np.rint(v), lo, hi).astype(dtype)
+    q = np.clip(np.rint(v), lo, hi)
+    return dtypes.as_four_bit(q, dtype) if dtypes.is_four_bit(dtype) else q.astype(dtype)
 
 
 def broadcast_param(op: str, name: str, p: np.ndarray, shape: Tuple[int, ...], axis: int,
