@@ -33,7 +33,7 @@ from pytrain.flower import secagg
 from pytrain.flower import secagg_crypto as sc
 from pytrain.flower.transport import EcdsaSigner
 from test_flower import (APP, ROOT, FakeLink, SuperLink, app_with_clientapp, arts, digits_splits,  # noqa: F401
-                         free_port, make_trainer, venv, wait_until)
+                         free_port, make_trainer, supernode_cmd, venv, wait_until)
 from waits import wait_s
 
 ORACLE = r"""
@@ -235,7 +235,7 @@ def flower_supernode(tmp: Path, venv: Path, link, x, y) -> Path:
     ClientApp must be pytrainfl.secagg_client); returns the .npz it writes what it sends to."""
     data, sent = tmp / "supernode.npz", tmp / "supernode_sent.npz"
     np.savez(str(data), x=x, y=y)
-    link.spawn([str(venv / "bin" / "flower-supernode"), "--insecure", "--superlink", "127.0.0.1:%d" % link.port,
+    link.spawn(supernode_cmd(venv) + ["--insecure", "--superlink", "127.0.0.1:%d" % link.port,
                 "--port", str(free_port()), "--node-config", 'data="%s" out="%s"' % (data, sent)],
                tmp / "supernode.log")
     return sent
