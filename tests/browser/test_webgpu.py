@@ -277,3 +277,59 @@ def test_mlp_reads_back_only_the_losses(mlp_run):
     # per step: the batch and its labels up; the loss down (and the parameters once at the end)
     assert counts["readbacks"] >= 20
     assert counts["readbackBytes"] <= 4 * 20 + 4 * 3 * (784 * 128 + 128 + 128 * 10 + 10)
+
+
+def _train_page(browser, url: str):
+    """The page at ``url``: the digits MLP built on 1000 digits and trained one epoch; (versions, loss points,
+    epochs)."""
+    from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, new_context, open_app,
+                                 train_epochs, wait_ready)
+
+    rec = Recorder()
+    ctx = new_context(browser, rec)
+    try:
+        page = open_app(ctx, url, rec)
+        wait_ready(page)
+        page.select_option("#digits-model", "mlp")
+        page.select_option("#digits-count", "1000")
+        page.click("#digits-build")
+        page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready",
+                               timeout=LOAD_TIMEOUT_MS)
+        epochs = train_epochs(page, 1, 300_000, batch_size=64, lr=0.002)
+        return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"), epochs,
+                page.inner_text("#versions"), rec.foreign(url),
+                app_worker(page).evaluate("() => runtime.gpu ? runtime.gpu.counts : null"))
+    finally:
+        ctx.close()
+
+
+@pytest.fixture(scope="module")
+def page_runs(site_url):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("needs Chromium at %s" % CHROMIUM)
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=GPU_ARGS)
+        try:
+            return {"gpu": _train_page(browser, site_url + "?gpu=1"), "cpu": _train_page(browser, site_url)}
+        finally:
+            browser.close()
+
+
+def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
+    gpu_versions, gpu_losses, gpu_epochs, gpu_footer, foreign, counts = page_runs["gpu"]
+    cpu_versions, cpu_losses, cpu_epochs, cpu_footer, _, no_gpu = page_runs["cpu"]
+    assert no_gpu is None
+    # every step ran its shaders on the GPU (16 dispatches a step), and read back its loss
+    assert counts["dispatches"] >= 16 * len(gpu_losses) and counts["readbacks"] >= len(gpu_losses), counts
+    assert gpu_versions["device"].startswith("GPU: "), gpu_versions
+    assert "trains on GPU: " in gpu_footer
+    assert cpu_versions["device"].startswith("CPU, "), cpu_versions
+    assert len(gpu_losses) == len(cpu_losses) >= 12   # (800 training digits / 64)
+    for (gs, g), (cs, c) in zip(gpu_losses[:20], cpu_losses[:20]):
+        assert gs == cs and abs(g - c) <= 1e-5 * abs(c), (gs, c, g)
+    # after the epoch the parameters came back: the held-out evaluation is the CPU's
+    assert abs(gpu_epochs[0]["loss"] - cpu_epochs[0]["loss"]) <= 1e-4 * abs(cpu_epochs[0]["loss"])
+    assert not foreign
+    print("page: %d steps, GPU counts %s, first losses cpu %s gpu %s" % (len(gpu_losses), counts, cpu_losses[:3],
+                                                                        gpu_losses[:3]))

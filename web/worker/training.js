@@ -44,7 +44,12 @@ async function trainLoop(options) {
         continue;
       }
       // (a run's first slice is its first step alone: the page shows it as soon as it is done)
+      const sliceStart = performance.now();
       const r = py("train_for", { budget_ms: opts.budgetMs, max_steps: status.step === startStep ? 1 : undefined });
+      if (r.pending !== undefined) {   // enqueued on the WebGPU device: its losses and parameters come back now
+        await runtime.gpu.settle();
+        Object.assign(r, py("gpu_finish"), { seconds: (performance.now() - sliceStart) / 1000 });
+      }
       if (r.loading && !r.losses.length) {   // trained on all of the digits' first part: the rest joins now
         await completeDigits();
         continue;

@@ -34,12 +34,6 @@ import numpy as np
 
 from pytrain.errors import PytrainError
 
-try:  # only present in a page that registered the device (web/gpu/webgpu.js registerWithPyodide)
-    import pytrain_webgpu as _js  # type: ignore
-except ImportError:
-    _js = None
-
-
 class GpuTransferError(PytrainError):
     """A node would need a GPU tensor's values on the CPU in the middle of a step."""
 
@@ -188,6 +182,10 @@ _device: Optional[Device] = None
 def device() -> Optional[Device]:
     """The page's WebGPU device, or None when the page registered none (no adapter, turned off, CPython)."""
     global _device
-    if _device is None and _js is not None:
-        _device = Device(_js)
+    if _device is None:
+        try:  # registered by the page when the user turned the GPU on (web/gpu/webgpu.js registerWithPyodide)
+            import pytrain_webgpu  # type: ignore
+        except ImportError:
+            return None
+        _device = Device(pytrain_webgpu)
     return _device
