@@ -30,11 +30,11 @@ rng = np.random.RandomState(5)
 f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
 CASES = []   # (name, op, domain, args, attrs, ctx, gpu outputs, host arrays they land in)
 
-def case(name, op, args, attrs=None, domain="", ctx=None, cpu=()):
-    # tensors go up (labels with their host copy); scalars and the indices in cpu stay numpy arrays
+def case(name, op, args, attrs=None, domain="", ctx=None, cpu=(), gpu=()):
+    # tensors go up (labels with their host copy); scalars (but those in gpu) and the indices in cpu stay numpy
     ctx = ctx or OpContext(output_mask=(True, True))
     attrs = attrs or {}
-    gpu_args = [a if a.ndim == 0 or i in cpu else dev.upload(a, keep_host=a.dtype.kind == "i")
+    gpu_args = [a if (a.ndim == 0 and i not in gpu) or i in cpu else dev.upload(a, keep_host=a.dtype.kind == "i")
                 for i, a in enumerate(args)]
     outs = K.KERNELS[(domain, op)](ctx, *gpu_args, **attrs)
     assert outs is not None, name + " declined"
@@ -77,6 +77,8 @@ case("softmax_ce_grad_mean", "SoftmaxCrossEntropyLossGrad", [np.array(1.0, np.fl
      {"reduction": "mean"}, domain=PYTRAIN_DOMAIN)
 case("softmax_ce_grad_ignored", "SoftmaxCrossEntropyLossGrad", [np.array(0.5, np.float32), lp, ignored],
      {"reduction": "mean", "ignore_index": -100}, domain=PYTRAIN_DOMAIN)
+case("softmax_ce_grad_sum_dloss_on_gpu", "SoftmaxCrossEntropyLossGrad", [np.array(0.25, np.float32), lp, labels],
+     {"reduction": "sum"}, domain=PYTRAIN_DOMAIN, gpu=(0,))
 for name, attrs in (("adamw", {"weight_decay": 0.01, "decoupled": 1}), ("adam_l2", {"weight_decay": 0.1}),
                     ("adam", {})):
     group = [f32(13, 7), f32(13, 7), f32(13, 7) * 0.1, np.abs(f32(13, 7)) * 0.01, f32(5), f32(5), f32(5) * 0.1,
@@ -231,7 +233,7 @@ OPS = (["gemm_transB_row_bias", "gemm_transA_alpha", "gemm_full_bias", "gemm_sca
           for case in ("_middle_broadcast", "_row", "_scalar_left", "_same")]
        + ["relu_odd", "relu_grad", "sum_to_shape_bias", "sum_to_shape_row", "sum_to_shape_column",
           "reduce_sum_middle_keepdims", "reduce_sum_leading", "softmax_ce_mean", "softmax_ce_sum_ignored",
-          "softmax_ce_grad_mean", "softmax_ce_grad_ignored", "adamw", "adam_l2", "adam", "sgd"])
+          "softmax_ce_grad_mean", "softmax_ce_grad_ignored", "softmax_ce_grad_sum_dloss_on_gpu", "adamw", "adam_l2", "adam", "sgd"])
 
 
 @pytest.mark.parametrize("name", OPS)

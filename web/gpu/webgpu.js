@@ -126,9 +126,18 @@ fn main() {
   if (P[1] == 1u) { s = s / w; }
   T2[0] = s;
 }`],
-    // dScores = coef * w * (exp(log_prob) - onehot(label)), coef = dLoss (/ summed weights for "mean").
+    // the samples not ignored, counted once for the gradient's mean: P = N, ignoreIndex
+    softmax_ce_count: [["ri", "w"], [1, 1, 1], `
+@compute @workgroup_size(1, 1, 1)
+fn main() {
+  var total = 0.0;
+  for (var q = 0u; q < P[0]; q = q + 1u) { if (T1[q] != bitcast<i32>(P[1])) { total = total + 1.0; } }
+  T2[0] = total;
+}`],
+    // dScores = coef * w * (exp(log_prob) - onehot(label)), coef = dLoss (/ summed weights for "mean": N, or
+    // T5[0] from softmax_ce_count when labels may be ignored).
     // P = N, C, mean, hasIgnore, ignoreIndex, dLoss bits, dLossInBuffer (then T4[0] is dLoss)
-    softmax_ce_grad: [["r", "ri", "w", "r"], [64, 1, 1], `
+    softmax_ce_grad: [["r", "ri", "w", "r", "r"], [64, 1, 1], `
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let i = g.x + g.y * 65535u * 64u;
@@ -138,10 +147,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   var d = pf(5);
   if (P[6] == 1u) { d = T4[0]; }
   var total = f32(n);
-  if (P[3] == 1u) {
-    total = 0.0;
-    for (var q = 0u; q < n; q = q + 1u) { if (T2[q] != bitcast<i32>(P[4])) { total = total + 1.0; } }
-  }
+  if (P[3] == 1u) { total = T5[0]; }
   let label = T2[r];
   if (P[3] == 1u && label == bitcast<i32>(P[4])) { T3[i] = 0.0; return; }
   var y = exp(T1[i]);

@@ -233,8 +233,12 @@ def softmax_cross_entropy_grad(ctx: OpContext, dLoss: Any, log_prob: Any, labels
     on_gpu = isinstance(dLoss, GpuTensor)
     d = 0.0 if on_gpu else float(np.asarray(dLoss).reshape(()))
     ignore = [1, int(ignore_index)] if ignore_index is not None else [0, 0]
-    dev.dispatch("softmax_ce_grad", n * c, [_on_gpu(dev, log_prob), _on_gpu(dev, labels), dx,
-                                            dLoss if on_gpu else None],
+    gpu_labels = _on_gpu(dev, labels)
+    total = None
+    if ignore_index is not None:
+        total = dev.empty(())
+        dev.grid("softmax_ce_count", (1, 1, 1), [gpu_labels, total], [n, int(ignore_index)])
+    dev.dispatch("softmax_ce_grad", n * c, [_on_gpu(dev, log_prob), gpu_labels, dx, dLoss if on_gpu else None, total],
                  [n, c, int(reduction == "mean")] + ignore + [d, int(on_gpu)])
     return (dx,)
 
