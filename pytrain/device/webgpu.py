@@ -5,8 +5,8 @@ uploaded (counted), and only the losses read back, asynchronously.
 
 A slice of steps only enqueues work: :meth:`GpuTraining.step` returns at once, and the step's loss is
 in :attr:`GpuTraining.losses` once the worker's JS has awaited the device's ``settle()``.
-:meth:`GpuTraining.to_cpu` enqueues the copy of the parameters and moments back into the module's
-CheckpointState (there after the next settle), for saving, exporting or going on on the CPU.
+:meth:`GpuTraining.to_cpu` enqueues the copy of the parameters and moments back, and :meth:`GpuTraining.commit`
+(after the settle) puts them into the module's CheckpointState, for saving, exporting or going on on the CPU.
 """
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ class GpuTraining:
             self.moments[p] = [device.upload(held[s] if s in held else np.zeros_like(data)) for s in self._slots]
         #: the losses of the steps enqueued since :meth:`take_losses` (there after the JS settle())
         self.losses: List[np.ndarray] = []
+        self._copies: List[Any] = []   # (state array, the copy read back into it) from to_cpu
 
     def step(self, *inputs: Any) -> int:
         """Enqueue one train step and optimizer step on ``inputs`` (the model's inputs, then the labels);
@@ -88,18 +89,30 @@ class GpuTraining:
         return out
 
     def to_cpu(self) -> None:
-        """Enqueue the copy of every parameter and optimizer moment into the module's CheckpointState
-        (in place, so the arrays must stay; there once the JS has awaited settle())."""
-        state = self.module.state
+        """Enqueue the copy of every parameter and optimizer moment into arrays of their own, which
+        :meth:`commit` puts into the module's CheckpointState once the JS has awaited settle() (never half:
+        a device lost before the copies land leaves the state as it was)."""
+        self._copies = []
         for n, t in self.params.items():
-            t.read_into(state.parameters[n].data)
-        slots = state.optimizer_state.slots
+            self._copies.append((self.module.state.parameters[n].data, self._read(t)))
+        slots = self.module.state.optimizer_state.slots
         for p, moments in self.moments.items():
             held = slots.setdefault(p, {})
             for s, t in zip(self._slots, moments):
                 if s not in held:
                     held[s] = np.zeros(t.shape, np.float32)
-                t.read_into(held[s])
+                self._copies.append((held[s], self._read(t)))
+
+    def _read(self, t: GpuTensor) -> np.ndarray:
+        box = np.empty(t.shape, np.float32)
+        t.read_into(box)
+        return box
+
+    def commit(self) -> None:
+        """Put the copies :meth:`to_cpu` enqueued (landed: after settle()) into the CheckpointState."""
+        for target, box in self._copies:
+            np.copyto(target, box)
+        self._copies = []
 
     def transfers(self) -> Dict[str, int]:
         """The device's counted transfers and dispatches so far (see Device.counts)."""

@@ -36,6 +36,7 @@ class GpuSlices:
         self.refused: Optional[str] = None
         self.epoch_end = False
         self._last: Optional[GpuTraining] = None   # the slice awaiting its losses
+        self._start = (0, 0, 0, 0)   # (epoch, epoch_step, step, optimizer step) where that slice started
 
     def describe(self) -> Optional[str]:
         """"GPU: <adapter>" when the page has a WebGPU device and the model trains there, else None."""
@@ -61,6 +62,8 @@ class GpuSlices:
             return None
         start, done = time.perf_counter(), 0
         self.epoch_end, self._last = False, gpu
+        opt_state = module.state.optimizer_state
+        self._start = (at.epoch, at.epoch_step, at.step, opt_state.step)
         while at.epoch_step < len(work.batches) and done < work.max_steps:
             try:
                 gpu.step(*work.fetch(work.batches[at.epoch_step]))
@@ -80,6 +83,20 @@ class GpuSlices:
         gpu.to_cpu()
         return done
 
-    def losses(self) -> List[float]:
-        """The last slice's losses (read back: call after the JS awaited the device)."""
-        return self._last.take_losses() if self._last is not None else []
+    def finish(self) -> List[float]:
+        """The last slice's losses, its parameters and moments put into the CheckpointState (call after the JS
+        awaited the device)."""
+        if self._last is None:
+            return []
+        self._last.commit()
+        return self._last.take_losses()
+
+    def lost(self, at: Any, module: Any, reason: str) -> None:
+        """The device failed before the last slice came back: the slice is undone (the position and the
+        optimizer's step count as at its start; the CheckpointState never took its copies) and the CPU trains
+        from there on, with the same numbers."""
+        self.refused = "the GPU failed (%s): the CPU trains from step %d" % (reason, self._start[2])
+        if self._last is not None:
+            at.epoch, at.epoch_step, at.step, module.state.optimizer_state.step = self._start
+        self.training = self._last = None
+        self.epoch_end = False

@@ -299,7 +299,7 @@ class Session:
     def gpu_finish(self) -> Dict[str, Any]:
         """After the worker's JS awaited the WebGPU device: the slice's losses (and the divergence a non-finite
         one means: the GPU does not refuse the step before its update), and train_for's end of a slice."""
-        losses = self.gpu.losses()
+        losses = self.gpu.finish()
         self.exports.forget()   # (a prediction made while the parameters were coming back saw the old ones)
         if self.gpu.epoch_end:
             self.run.remember_good()
@@ -307,6 +307,12 @@ class Session:
         bad = [v for v in losses if not np.isfinite(v)]
         return {"losses": losses, "diverged": self._divergence("the loss is %s" % bad[0], None) if bad else None,
                 "device": self.gpu.describe() or self.gpu.refused}
+
+    def gpu_lost(self, reason: str) -> Dict[str, Any]:
+        """The WebGPU device failed (lost, or an error) before the last slice came back: that slice is undone
+        and the CPU trains from its start."""
+        self.gpu.lost(self.run.at, self.run.module, reason)
+        return {"device": self.gpu.refused, "step": self.run.at.step}
 
     def _divergence(self, what: str, loss: Optional[float]) -> Dict[str, Any]:
         """What the page shows when a step diverged (that step's update was not applied)."""

@@ -281,11 +281,12 @@ def test_mlp_reads_back_only_the_losses(mlp_run):
     assert counts["readbackBytes"] <= 4 * 20 + 4 * 3 * (784 * 128 + 128 + 128 * 10 + 10)
 
 
-def _train_page(browser, url: str):
-    """The page at ``url``: the digits MLP built on 1000 digits and trained one epoch; (versions, loss points,
-    epochs)."""
-    from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, new_context, open_app,
-                                 train_epochs, wait_ready)
+def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0):
+    """The page at ``url``: the digits MLP built on 1000 digits and trained ``epochs`` epochs (the GPU device
+    destroyed once ``lose_after`` losses are in, when given); (versions, loss points, epochs, footer, foreign
+    requests, the GPU's counts, the reason the GPU was given up)."""
+    from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, configure_training, new_context,
+                                 open_app, wait_ms, wait_ready)
 
     rec = Recorder()
     ctx = new_context(browser, rec)
@@ -297,10 +298,19 @@ def _train_page(browser, url: str):
         page.click("#digits-build")
         page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready",
                                timeout=LOAD_TIMEOUT_MS)
-        epochs = train_epochs(page, 1, 300_000, batch_size=64, lr=0.002)
-        return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"), epochs,
-                page.inner_text("#versions"), rec.foreign(url),
-                app_worker(page).evaluate("() => runtime.gpu ? runtime.gpu.counts : null"))
+        configure_training(page, epochs, batch_size=64, lr=0.002)
+        page.click("#start")
+        if lose_after:
+            page.wait_for_function("() => window.pytrainApp.lossPoints().length >= %d" % lose_after,
+                                   timeout=wait_ms(300_000))
+            app_worker(page).evaluate("() => runtime.gpu.device.destroy()")
+        page.wait_for_function("() => window.pytrainApp.epochs.length >= %d && !window.pytrainApp.training"
+                               % epochs, timeout=wait_ms(300_000))
+        worker = app_worker(page)
+        return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
+                app_state(page, "a.epochs"), page.inner_text("#versions"), rec.foreign(url),
+                worker.evaluate("() => runtime.gpu ? runtime.gpu.counts : null"),
+                worker.evaluate("() => runtime.gpuLost || null"))
     finally:
         ctx.close()
 
@@ -313,25 +323,39 @@ def page_runs(site_url):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=GPU_ARGS)
         try:
-            return {"gpu": _train_page(browser, site_url + "?gpu=1"), "cpu": _train_page(browser, site_url)}
+            return {"gpu": _train_page(browser, site_url + "?gpu=1"), "cpu": _train_page(browser, site_url, 2),
+                    "lost": _train_page(browser, site_url + "?gpu=1", 2, lose_after=4)}
         finally:
             browser.close()
 
 
+def _same_losses(got, want):
+    assert len(got) == len(want)
+    for (gs, g), (ws, w) in zip(got, want):
+        assert gs == ws and abs(g - w) <= 1e-5 * abs(w), (gs, w, g)
+
+
 def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
-    gpu_versions, gpu_losses, gpu_epochs, gpu_footer, foreign, counts = page_runs["gpu"]
-    cpu_versions, cpu_losses, cpu_epochs, cpu_footer, _, no_gpu = page_runs["cpu"]
-    assert no_gpu is None
-    # every step ran its shaders on the GPU (16 dispatches a step), and read back its loss
-    assert counts["dispatches"] >= 16 * len(gpu_losses) and counts["readbacks"] >= len(gpu_losses), counts
+    gpu_versions, gpu_losses, gpu_epochs, gpu_footer, foreign, counts, lost = page_runs["gpu"]
+    cpu_versions, cpu_losses, cpu_epochs, cpu_footer, _, no_gpu, _ = page_runs["cpu"]
+    assert no_gpu is None and lost is None
     assert gpu_versions["device"].startswith("GPU: "), gpu_versions
     assert "trains on GPU: " in gpu_footer
     assert cpu_versions["device"].startswith("CPU, "), cpu_versions
-    assert len(gpu_losses) == len(cpu_losses) >= 12   # (800 training digits / 64)
-    for (gs, g), (cs, c) in zip(gpu_losses[:20], cpu_losses[:20]):
-        assert gs == cs and abs(g - c) <= 1e-5 * abs(c), (gs, c, g)
+    # every step ran its shaders on the GPU (16 dispatches a step), and read back its loss
+    assert counts["dispatches"] >= 16 * len(gpu_losses) and counts["readbacks"] >= len(gpu_losses), counts
+    assert len(gpu_losses) >= 12   # (800 training digits / 64)
+    _same_losses(gpu_losses, cpu_losses[:len(gpu_losses)])
     # after the epoch the parameters came back: the held-out evaluation is the CPU's
     assert abs(gpu_epochs[0]["loss"] - cpu_epochs[0]["loss"]) <= 1e-4 * abs(cpu_epochs[0]["loss"])
     assert not foreign
     print("page: %d steps, GPU counts %s, first losses cpu %s gpu %s" % (len(gpu_losses), counts, cpu_losses[:3],
                                                                         gpu_losses[:3]))
+
+
+def test_a_lost_device_falls_back_to_the_cpu_with_the_same_losses(page_runs):
+    _, losses, epochs, _, _, _, lost = page_runs["lost"]
+    _, cpu_losses, cpu_epochs, _, _, _, _ = page_runs["cpu"]
+    assert lost and "the CPU trains from step" in lost, lost
+    _same_losses(losses, cpu_losses)
+    assert len(epochs) == 2 and abs(epochs[1]["loss"] - cpu_epochs[1]["loss"]) <= 1e-4 * abs(cpu_epochs[1]["loss"])

@@ -255,6 +255,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
     /** Copy `bytes` of Pyodide's heap at `ptr` into buffer `id` (enqueued: the heap may change after). */
     write(id, ptr, bytes) {
+      if (this.lost) return;   // (settle() reports it: Python never gets an exception mid-step)
       const padded = Math.ceil(bytes / 4) * 4;
       let data = this.heap().subarray(ptr, ptr + bytes);
       if (padded !== bytes) { const p = new Uint8Array(padded); p.set(data); data = p; }
@@ -265,6 +266,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
     /** Enqueue a copy of buffer `id`'s first `bytes` to Pyodide's heap at `ptr`, done once settle() resolves. */
     readInto(id, ptr, bytes, offset = 0) {
+      if (this.lost) { this.pending.push(Promise.reject(new Error("the GPU device was lost: " + this.lost))); return; }
       const size = Math.max(4, Math.ceil(bytes / 4) * 4);
       const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
       const enc = this.device.createCommandEncoder();
@@ -291,7 +293,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     /** Enqueue kernel `name` on a (gx, gy, gz) grid of workgroups over the tensors `ids` (0: absent) with the
      * u32 parameters `params` (a float passed as its bits). */
     dispatch(name, gx, gy, gz, ids, params) {
-      if (this.lost) throw new Error("the GPU device was lost: " + this.lost);
+      if (this.lost) return;   // (settle() reports it)
       const spec = KERNELS[name];
       if (!spec) throw new Error("no WebGPU kernel " + name);
       const pbuf = this.device.createBuffer({ size: Math.max(4, params.length * 4), usage: GPUBufferUsage.STORAGE,

@@ -47,7 +47,13 @@ async function trainLoop(options) {
       const sliceStart = performance.now();
       const r = py("train_for", { budget_ms: opts.budgetMs, max_steps: status.step === startStep ? 1 : undefined });
       if (r.pending !== undefined) {   // enqueued on the WebGPU device: its losses and parameters come back now
-        await runtime.gpu.settle();
+        try {
+          await runtime.gpu.settle();
+        } catch (e) {   // the device was lost (or failed): the slice is undone and the CPU trains from its start
+          runtime.gpuLost = py("gpu_lost", { reason: String(e.message || e) }).device;
+          console.warn("pytrain:", runtime.gpuLost);
+          continue;
+        }
         Object.assign(r, py("gpu_finish"), { seconds: (performance.now() - sliceStart) / 1000 });
       }
       if (r.loading && !r.losses.length) {   // trained on all of the digits' first part: the rest joins now
