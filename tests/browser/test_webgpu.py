@@ -173,6 +173,7 @@ len(batches)
 """
 
 MLP_RESULTS = r"""
+gpu.commit()   # the parameters and moments read back (landed: the JS awaited the device) into the state
 names = cpu_module.parameter_names
 params = {n: float(np.max(np.abs(gpu_module.state.parameters[n].data - cpu_module.state.parameters[n].data))
                    / max(1e-6, float(np.max(np.abs(cpu_module.state.parameters[n].data))))) for n in names}
@@ -201,23 +202,24 @@ msg
 
 
 @pytest.fixture(scope="module")
-def gpu_page():
+def gpu_browser(browser):
+    """A headless Chromium with WebGPU for the module, launched by the session's playwright (its sync API
+    runs one at a time)."""
+    gpu = browser.browser_type.launch(executable_path=CHROMIUM, args=GPU_ARGS)
+    yield gpu
+    gpu.close()
+
+
+@pytest.fixture(scope="module")
+def gpu_page(gpu_browser):
     if not PYODIDE.exists():
         pytest.skip("needs node_modules (npm ci; python build.py test runs it)")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("needs Chromium at %s" % CHROMIUM)
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=GPU_ARGS)
-        try:
-            with checkout_page(browser, "/bench/pages/webgpu_check.html", timeout_ms=120_000) as page:
-                ready = page.evaluate("window.__ready")
-                if not ready.startswith("GPU: "):
-                    pytest.skip("this Chromium gives no WebGPU adapter: " + ready)
-                page.evaluate("paths => window.__loadSources(paths)", pytrain_sources())
-                yield page
-        finally:
-            browser.close()
+    with checkout_page(gpu_browser, "/bench/pages/webgpu_check.html", timeout_ms=120_000) as page:
+        ready = page.evaluate("window.__ready")
+        if not ready.startswith("GPU: "):
+            pytest.skip("this Chromium gives no WebGPU adapter: " + ready)
+        page.evaluate("paths => window.__loadSources(paths)", pytrain_sources())
+        yield page
 
 
 @pytest.fixture(scope="module")
@@ -316,17 +318,9 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0):
 
 
 @pytest.fixture(scope="module")
-def page_runs(site_url):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("needs Chromium at %s" % CHROMIUM)
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=GPU_ARGS)
-        try:
-            return {"gpu": _train_page(browser, site_url + "?gpu=1"), "cpu": _train_page(browser, site_url, 2),
-                    "lost": _train_page(browser, site_url + "?gpu=1", 2, lose_after=4)}
-        finally:
-            browser.close()
+def page_runs(gpu_browser, site_url):
+    return {"gpu": _train_page(gpu_browser, site_url + "?gpu=1"), "cpu": _train_page(gpu_browser, site_url, 2),
+            "lost": _train_page(gpu_browser, site_url + "?gpu=1", 2, lose_after=4)}
 
 
 def _same_losses(got, want):

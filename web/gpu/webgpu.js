@@ -204,6 +204,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
       this.nextId = 1;
       this.pipelines = new Map();
       this.pending = [];
+      this.encoder = null;          // dispatches recorded, not submitted yet (flush)
       this.errors = [];
       this.lost = null;
       this.counts = { dispatches: 0, uploads: 0, uploadBytes: 0, readbacks: 0, readbackBytes: 0 };
@@ -256,6 +257,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     /** Copy `bytes` of Pyodide's heap at `ptr` into buffer `id` (enqueued: the heap may change after). */
     write(id, ptr, bytes) {
       if (this.lost) return;   // (settle() reports it: Python never gets an exception mid-step)
+      this.flush();
       const padded = Math.ceil(bytes / 4) * 4;
       let data = this.heap().subarray(ptr, ptr + bytes);
       if (padded !== bytes) { const p = new Uint8Array(padded); p.set(data); data = p; }
@@ -269,9 +271,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
       if (this.lost) { this.pending.push(Promise.reject(new Error("the GPU device was lost: " + this.lost))); return; }
       const size = Math.max(4, Math.ceil(bytes / 4) * 4);
       const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-      const enc = this.device.createCommandEncoder();
-      enc.copyBufferToBuffer(this.buffers.get(id), offset, staging, 0, size);
-      this.device.queue.submit([enc.finish()]);
+      if (!this.encoder) this.encoder = this.device.createCommandEncoder();
+      this.encoder.copyBufferToBuffer(this.buffers.get(id), offset, staging, 0, size);
+      this.flush();
       this.counts.readbacks++;
       this.counts.readbackBytes += bytes;
       this.pending.push(staging.mapAsync(GPUMapMode.READ).then(() => {
@@ -307,14 +309,21 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
         entries.push({ binding: j + 1, resource: { buffer: buf } });
       });
       const pipe = this.pipeline(name);
-      const enc = this.device.createCommandEncoder();
-      const pass = enc.beginComputePass();
+      if (!this.encoder) this.encoder = this.device.createCommandEncoder();
+      const pass = this.encoder.beginComputePass();
       pass.setPipeline(pipe);
       pass.setBindGroup(0, this.device.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries }));
       pass.dispatchWorkgroups(gx, gy, gz);
       pass.end();
-      this.device.queue.submit([enc.finish()]);
       this.counts.dispatches++;
+    }
+
+    /** Submit the dispatches recorded since the last submit: before a queue.writeBuffer (which would
+     * otherwise run before them), a readback and a settle. */
+    flush() {
+      if (!this.encoder) return;
+      this.device.queue.submit([this.encoder.finish()]);
+      this.encoder = null;
     }
 
     /** Python's entry (Pyodide 0.17 passes plain numbers, not lists): call(name, gx, gy, gz, nIds, ...ids, ...params). */
@@ -324,6 +333,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
     /** Resolves when every readback enqueued so far is in the heap; rejects with the first GPU error. */
     async settle() {
+      this.flush();
       while (this.pending.length) await Promise.all(this.pending.splice(0));
       await this.device.queue.onSubmittedWorkDone();
       if (this.errors.length) throw new Error("WebGPU: " + this.errors.splice(0).join("; "));
