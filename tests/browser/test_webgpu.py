@@ -178,7 +178,8 @@ names = cpu_module.parameter_names
 params = {n: float(np.max(np.abs(gpu_module.state.parameters[n].data - cpu_module.state.parameters[n].data))
                    / max(1e-6, float(np.max(np.abs(cpu_module.state.parameters[n].data))))) for n in names}
 after = device().counts()
-json.dumps({"cpu": cpu_losses, "gpu": gpu.take_losses(), "params": params, "step": gpu_module.state.optimizer_state.step,
+json.dumps({"cpu": cpu_losses, "gpu": gpu.take_losses(), "params": params,
+            "step": gpu_module.state.optimizer_state.step,
             "counts": {k: after[k] - before[k] for k in after}})
 """
 
@@ -235,7 +236,8 @@ OPS = (["gemm_transB_row_bias", "gemm_transA_alpha", "gemm_full_bias", "gemm_sca
           for case in ("_middle_broadcast", "_row", "_scalar_left", "_same")]
        + ["relu_odd", "relu_grad", "sum_to_shape_bias", "sum_to_shape_row", "sum_to_shape_column",
           "reduce_sum_middle_keepdims", "reduce_sum_leading", "softmax_ce_mean", "softmax_ce_sum_ignored",
-          "softmax_ce_grad_mean", "softmax_ce_grad_ignored", "softmax_ce_grad_sum_dloss_on_gpu", "adamw", "adam_l2", "adam", "sgd"])
+          "softmax_ce_grad_mean", "softmax_ce_grad_ignored", "softmax_ce_grad_sum_dloss_on_gpu",
+          "adamw", "adam_l2", "adam", "sgd"])
 
 
 @pytest.mark.parametrize("name", OPS)

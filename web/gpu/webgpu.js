@@ -326,7 +326,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
       this.encoder = null;
     }
 
-    /** Python's entry (Pyodide 0.17 passes plain numbers, not lists): call(name, gx, gy, gz, nIds, ...ids, ...params). */
+    /** Python's entry (Pyodide 0.17 passes plain numbers, not lists):
+     * call(name, gx, gy, gz, nIds, ...ids, ...params). */
     call(name, gx, gy, gz, nIds, ...rest) {
       return this.dispatch(name, gx, gy, gz, rest.slice(0, nIds), rest.slice(nIds));
     }
