@@ -177,15 +177,17 @@ class GpuTensor:
 
 
 _device: Optional[Device] = None
+_absent = False   # looked for and not registered (the page registers it before pytrain's session exists)
 
 
 def device() -> Optional[Device]:
     """The page's WebGPU device, or None when the page registered none (no adapter, turned off, CPython)."""
-    global _device
-    if _device is None:
+    global _device, _absent
+    if _device is None and not _absent:
         try:  # registered by the page when the user turned the GPU on (web/gpu/webgpu.js registerWithPyodide)
             import pytrain_webgpu  # type: ignore
         except ImportError:
+            _absent = True
             return None
         _device = Device(pytrain_webgpu)
     return _device
