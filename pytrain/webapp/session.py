@@ -294,7 +294,8 @@ class Session:
         run.save_progress()
         return {"losses": losses, "step": at.step, "epoch": at.epoch, "epoch_step": at.epoch_step,
                 "steps_per_epoch": len(batches), "epoch_end": ended, "seconds": elapsed,
-                "diverged": diverged, "loading": self.source.loaded is not None}
+                "diverged": diverged, "loading": self.source.loaded is not None,
+                "gpu_refused": self.gpu.refused}   # (the reason the page's WebGPU device does not train this model)
 
     def gpu_finish(self) -> Dict[str, Any]:
         """After the worker's JS awaited the WebGPU device: the slice's losses (and the divergence a non-finite

@@ -314,7 +314,8 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0):
         return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
                 app_state(page, "a.epochs"), page.inner_text("#versions"), rec.foreign(url),
                 worker.evaluate("() => runtime.gpu ? runtime.gpu.counts : null"),
-                worker.evaluate("() => runtime.gpuLost || null"))
+                worker.evaluate("() => runtime.gpuLost || null"),
+                page.evaluate("() => document.getElementById('error').textContent"))
     finally:
         ctx.close()
 
@@ -332,8 +333,8 @@ def _same_losses(got, want):
 
 
 def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
-    gpu_versions, gpu_losses, gpu_epochs, gpu_footer, foreign, counts, lost = page_runs["gpu"]
-    cpu_versions, cpu_losses, cpu_epochs, cpu_footer, _, no_gpu, _ = page_runs["cpu"]
+    gpu_versions, gpu_losses, gpu_epochs, gpu_footer, foreign, counts, lost, _ = page_runs["gpu"]
+    cpu_versions, cpu_losses, cpu_epochs, cpu_footer, _, no_gpu, _, _ = page_runs["cpu"]
     assert no_gpu is None and lost is None
     assert gpu_versions["device"].startswith("GPU: "), gpu_versions
     assert "trains on GPU: " in gpu_footer
@@ -350,8 +351,9 @@ def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
 
 
 def test_a_lost_device_falls_back_to_the_cpu_with_the_same_losses(page_runs):
-    _, losses, epochs, _, _, _, lost = page_runs["lost"]
-    _, cpu_losses, cpu_epochs, _, _, _, _ = page_runs["cpu"]
+    _, losses, epochs, _, _, _, lost, shown = page_runs["lost"]
+    _, cpu_losses, cpu_epochs, _, _, _, _, _ = page_runs["cpu"]
     assert lost and "the CPU trains from step" in lost, lost
+    assert "training continues on the CPU" in shown, shown   # the page says so
     _same_losses(losses, cpu_losses)
     assert len(epochs) == 2 and abs(epochs[1]["loss"] - cpu_epochs[1]["loss"]) <= 1e-4 * abs(cpu_epochs[1]["loss"])
