@@ -37,6 +37,7 @@ class Optimizer:
         if meta.get(ARTIFACT_KEY) != "optimizer":
             raise ModelFormatError("the optimizer model is not a pytrain optimizer artifact")
         self._module = module
+        self._model = model
         state = module.state
         self._slots = [s for s in meta.get(STATE_NAMES_KEY, "").split(",") if s]
         params = [v.name for v in model.graph.input][2:][::2 + len(self._slots)]
@@ -61,6 +62,11 @@ class Optimizer:
     def parameter_names(self) -> List[str]:
         """Names of the parameters this optimizer model updates, in its order."""
         return list(self._params)
+
+    @property
+    def model(self) -> ModelProto:
+        """The optimizer model this optimizer applies (pytrain's update node, ORT's translated)."""
+        return self._model
 
     @property
     def state_names(self) -> List[str]:

@@ -66,7 +66,10 @@ class Plan:
 
     def __init__(self, graph: GraphProto, feeds: Sequence[str], outputs: Sequence[str], *,
                  opset: int, training: bool = False, seed: Optional[int] = None,
-                 constants: Optional[Mapping[str, np.ndarray]] = None) -> None:
+                 constants: Optional[Mapping[str, np.ndarray]] = None,
+                 kernels: Optional[Callable[[str, str, Any, str], Any]] = None) -> None:
+        """``kernels(op_type, domain, info, label)``, when given, picks each node's kernel instead of the
+        registry's (the WebGPU device's plans: pytrain.ops.webgpu.kernels.choose)."""
         self.feed_names = list(feeds)
         self.output_names = list(outputs)
         self.rng = np.random.default_rng(seed)
@@ -126,7 +129,8 @@ class Plan:
                     attrs[k] = Subgraph(Plan(body, [v.name for v in body.input] + outer_names(n),
                                              [o.name for o in body.output], opset=opset, training=training,
                                              seed=seed), len(body.input), body)
-            steps.append((info.fn, ctx, ins, outs, attrs, tuple(frees[idx]), n))
+            fn = info.fn if kernels is None else kernels(n.op_type, n.domain or "", info, node_label(n))
+            steps.append((fn, ctx, ins, outs, attrs, tuple(frees[idx]), n))
         self._steps = steps
         #: whether a node draws random numbers (the caller may reseed ``rng`` per run)
         self.random = any(n.op_type in _RANDOM_OPS and not n.domain for n in nodes)

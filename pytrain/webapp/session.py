@@ -16,6 +16,7 @@ from pytrain.run.loop import Position, steps
 from pytrain.webapp import feature_head, memory, model_source, predictions, runfile, saved_run
 from pytrain.webapp.common import WebappError, core_api
 from pytrain.webapp.data_source import VAL_FRACTION, DataSource
+from pytrain.webapp.gpu_slices import GpuSlices, Slice
 from pytrain.webapp.predictions import ExportCache
 from pytrain.webapp.run_state import TrainingRun
 
@@ -43,6 +44,7 @@ class Session:
         self.artifacts = Artifacts({})
         self.artifacts_version = 0
         self.backbone: Optional[feature_head.Backbone] = None   # a frozen pretrained feature extractor
+        self.gpu = GpuSlices()   # training on the page's WebGPU device, when it registered one
 
     # ------------------------------------------------------------ data
 
@@ -269,6 +271,12 @@ class Session:
         at = run.at
         max_steps = min(int(max_steps), self.source.ready_batches(batches, at.epoch_step))   # the digits' first part
         if at.epoch_step < len(batches) and max_steps > 0:
+            pending = self.gpu.run(run.module, run.optimizer, at, Slice(batches, self.batch, budget_ms, max_steps))
+            if pending is not None:   # enqueued on the GPU: the JS awaits the device, then calls gpu_finish
+                return {"losses": [], "pending": pending, "step": at.step, "epoch": at.epoch,
+                        "epoch_step": at.epoch_step, "steps_per_epoch": len(batches), "epoch_end": self.gpu.epoch_end,
+                        "seconds": time.perf_counter() - start, "diverged": None,
+                        "loading": self.source.loaded is not None}
             try:
                 for st in steps(run.module, run.optimizer, at, lambda epoch: batches, self.batch, watch=run.watch):
                     losses.append(st.loss)
@@ -286,7 +294,26 @@ class Session:
         run.save_progress()
         return {"losses": losses, "step": at.step, "epoch": at.epoch, "epoch_step": at.epoch_step,
                 "steps_per_epoch": len(batches), "epoch_end": ended, "seconds": elapsed,
-                "diverged": diverged, "loading": self.source.loaded is not None}
+                "diverged": diverged, "loading": self.source.loaded is not None,
+                "gpu_refused": self.gpu.refused}   # (the reason the page's WebGPU device does not train this model)
+
+    def gpu_finish(self) -> Dict[str, Any]:
+        """After the worker's JS awaited the WebGPU device: the slice's losses (and the divergence a non-finite
+        one means: the GPU does not refuse the step before its update), and train_for's end of a slice."""
+        losses = self.gpu.finish()
+        self.exports.forget()   # (a prediction made while the parameters were coming back saw the old ones)
+        if self.gpu.epoch_end:
+            self.run.remember_good()
+        self.run.save_progress()
+        bad = [v for v in losses if not np.isfinite(v)]
+        return {"losses": losses, "diverged": self._divergence("the loss is %s" % bad[0], None) if bad else None,
+                "device": self.gpu.describe() or self.gpu.refused}
+
+    def gpu_lost(self, reason: str) -> Dict[str, Any]:
+        """The WebGPU device failed (lost, or an error) before the last slice came back: that slice is undone
+        and the CPU trains from its start."""
+        self.gpu.lost(self.run.at, self.run.module, reason)
+        return {"device": self.gpu.refused, "step": self.run.at.step}
 
     def _divergence(self, what: str, loss: Optional[float]) -> Dict[str, Any]:
         """What the page shows when a step diverged (that step's update was not applied)."""

@@ -30,7 +30,7 @@ client.on("ready", (v) => {
   $("load-bar").style.width = "100%";
   $("loader").classList.add("done");
   $("load-text").textContent = "Python is ready.";
-  $("versions").textContent = `pytrain ${v.pytrain} · Python ${v.python} · numpy ${v.numpy} · Pyodide ${v.pyodide} · products: ${v.gemm}`;
+  $("versions").textContent = `pytrain ${v.pytrain} · Python ${v.python} · numpy ${v.numpy} · Pyodide ${v.pyodide} · products: ${v.gemm}${v.device ? " · trains on " + v.device : ""}`;
   document.body.dataset.ready = "1";
   setStatus("setup-status", "Choose data and a model.");
   announce("Python is ready.");

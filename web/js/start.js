@@ -9,5 +9,7 @@ import { WorkerClient, registerServiceWorker } from "./client.js";
 // visit the Web Worker waits (briefly) for it so the downloads go through it and get cached.
 // "?prefetch=digits": the page's first run trains on the site's digits, so its worker downloads them
 // while Python starts (worker/data.js prefetchSiteData); the widget's and pytrain-ort.js's do not.
-export const client = new WorkerClient({ workerURL: new URL("../worker.js?prefetch=digits", import.meta.url),
+// "&gpu=1" (the page opened with ?gpu=1): train on WebGPU when the browser has an adapter (worker/boot.js installWebGPU).
+const gpu = new URLSearchParams(location.search).get("gpu") === "1" ? "&gpu=1" : "";
+export const client = new WorkerClient({ workerURL: new URL("../worker.js?prefetch=digits" + gpu, import.meta.url),
                                          startAfter: registerServiceWorker() });

@@ -137,6 +137,25 @@ async function installWasmKernels(pyodide, early) {
   return "numpy";
 }
 
+/* The WebGPU device (gpu/webgpu.js) when the page asked for it (worker.js?gpu=1: the user turned the GPU on)
+ * and the browser gives an adapter: registered as Python's pytrain_webgpu, so the session's slices train
+ * there (pytrain/webapp/gpu_slices.py). What trains, for the page: "GPU: <adapter>" or "CPU, N threads". */
+async function installWebGPU(pyodide) {
+  const cpu = "CPU, " + (runtime.threads || 1) + (runtime.threads > 1 ? " threads" : " thread");
+  if (new URL(self.location.href).searchParams.get("gpu") !== "1") return cpu;
+  try {
+    self.importScripts(BASE + "gpu/webgpu.js");
+    const gpu = await self.PytrainGPU.create(() => pyodide._module.HEAPU8);
+    if (!gpu) return cpu + " (no GPU: " + self.PytrainGPU.reason + ")";
+    gpu.registerWithPyodide(pyodide);
+    runtime.gpu = gpu;
+    return "GPU: " + gpu.name;
+  } catch (err) {
+    console.warn("pytrain: no WebGPU device, the CPU trains:", err);
+    return cpu + " (no GPU: " + (err.message || err) + ")";
+  }
+}
+
 /* Start a download now and keep its bytes for later (a rejection is reported where it is awaited). */
 function prefetch(url) {
   const p = fetch(url).then((r) => {
@@ -271,6 +290,7 @@ async function loadRuntime() {
     progress.setStage("Starting pytrain");
     const gemm = await installWasmKernels(pyodide, kernels);
     progress.mark("kernels linked");
+    const trainsOn = await installWebGPU(pyodide);
     pyodide.runPython(
       "from pytrain import webapp as _pt_webapp\n" +
       "_pt_session = _pt_webapp.Session()\n" +
@@ -286,6 +306,7 @@ async function loadRuntime() {
     versions.pyodide = dist ? dist[1] : pyodide.version;
     versions.gemm = gemm;
     versions.threads = runtime.threads;   // threads the big products run on (kernels.js startThreads)
+    versions.device = trainsOn;           // "GPU: <adapter>" or "CPU, N threads" (installWebGPU)
     progress.finishAll();
     progress.setStage("Ready");
     emit("ready", versions);

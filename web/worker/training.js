@@ -44,7 +44,17 @@ async function trainLoop(options) {
         continue;
       }
       // (a run's first slice is its first step alone: the page shows it as soon as it is done)
+      const sliceStart = performance.now();
       const r = py("train_for", { budget_ms: opts.budgetMs, max_steps: status.step === startStep ? 1 : undefined });
+      if (r.pending !== undefined) {   // enqueued on the WebGPU device: its losses and parameters come back now
+        try {
+          await runtime.gpu.settle();
+        } catch (e) {   // the device was lost (or failed): the slice is undone and the CPU trains from its start
+          gpuFallback(py("gpu_lost", { reason: String(e.message || e) }).device);
+          continue;
+        }
+        Object.assign(r, py("gpu_finish"), { seconds: (performance.now() - sliceStart) / 1000 });
+      } else if (r.gpu_refused && runtime.gpu) gpuFallback(r.gpu_refused);
       if (r.loading && !r.losses.length) {   // trained on all of the digits' first part: the rest joins now
         await completeDigits();
         continue;
@@ -85,6 +95,14 @@ async function trainLoop(options) {
     const s = pythonReady() ? safeStatus() : {};
     emit("done", { reason, epoch: s.epoch, step: s.step, divergence });
   }
+}
+
+/** Say once why the WebGPU device does not train (lost, or a model it cannot run): the CPU trains on. */
+function gpuFallback(reason) {
+  if (runtime.gpuLost === reason) return;
+  runtime.gpuLost = reason;
+  console.warn("pytrain:", reason);
+  emit("error", { type: "GpuFallback", message: reason + "; training continues on the CPU.", expected: true });
 }
 
 /** The running loop's options (saved with the run), or null. */

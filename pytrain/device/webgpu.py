@@ -1,0 +1,120 @@
+"""Layer 6, device: training a Module with its Optimizer on the page's WebGPU device
+(:mod:`pytrain.ops.webgpu`): the training and optimizer models planned once with the GPU kernels, the
+parameters and optimizer state uploaded once and updated in place on the GPU, every step's batch
+uploaded (counted), and only the losses read back, asynchronously.
+
+A slice of steps only enqueues work: :meth:`GpuTraining.step` returns at once, and the step's loss is
+in :attr:`GpuTraining.losses` once the worker's JS has awaited the device's ``settle()``.
+:meth:`GpuTraining.to_cpu` enqueues the copy of the parameters and moments back, and :meth:`GpuTraining.commit`
+(after the settle) puts them into the module's CheckpointState, for saving, exporting or going on on the CPU.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import numpy as np
+
+from pytrain.base.layout import LR_INPUT, STEP_INPUT, grad_name, state_name
+from pytrain.device.api import Optimizer
+from pytrain.device.module import Module, model_layout
+from pytrain.engine.executor import Plan
+from pytrain.errors import InputError
+from pytrain.ops.webgpu import Device, GpuTensor
+from pytrain.ops.webgpu import kernels as gpu_kernels
+from pytrain.proto import opset_version
+
+
+class GpuTraining:
+    """``module`` and ``optimizer`` trained on ``device``: one call of :meth:`step` is a train step
+    and an optimizer step (the gradients of one batch, as ``lazy_reset_grad`` before every step)."""
+
+    def __init__(self, module: Module, optimizer: Optimizer, device: Device) -> None:
+        self.module, self.optimizer, self.device = module, optimizer, device
+        train = module.models["training"]
+        layout = model_layout(train, "training model", "training")
+        if layout.get("state_updates"):
+            raise InputError("this model updates running statistics (BatchNormalization), which the WebGPU "
+                             "device does not train yet")
+        self._n_out = len(layout["outputs"])
+        self._trainable = module.trainable_names
+        params = module.parameter_names
+        self._plan = Plan(train.graph, module.input_names() + params, layout["outputs"] + layout["grads"],
+                          opset=opset_version(train), training=True, kernels=gpu_kernels.choose)
+        opt = optimizer.model
+        self._slots = optimizer.state_names
+        feeds = [LR_INPUT, STEP_INPUT]
+        for p in optimizer.parameter_names:
+            feeds += [p, grad_name(p)] + [state_name(p, s) for s in self._slots]
+        self._opt_plan = Plan(opt.graph, feeds, [o.name for o in opt.graph.output], opset=opset_version(opt),
+                              kernels=gpu_kernels.choose)
+        state = module.state
+        self.params: Dict[str, GpuTensor] = {n: device.upload(state.parameters[n].data) for n in params}
+        slots = state.optimizer_state.slots
+        self.moments: Dict[str, List[GpuTensor]] = {}
+        for p in optimizer.parameter_names:
+            held = slots.setdefault(p, {})
+            data = state.parameters[p].data
+            self.moments[p] = [device.upload(held[s] if s in held else np.zeros_like(data)) for s in self._slots]
+        #: the losses of the steps enqueued since :meth:`take_losses` (there after the JS settle())
+        self.losses: List[np.ndarray] = []
+        self._copies: List[Any] = []   # (state array, the copy read back into it) from to_cpu
+
+    def step(self, *inputs: Any) -> int:
+        """Enqueue one train step and optimizer step on ``inputs`` (the model's inputs, then the labels);
+        returns the step's index in :attr:`losses`."""
+        dev = self.device
+        feeds = [dev.upload(np.asarray(x), keep_host=True) for x in inputs]
+        results = self._plan.run(feeds + [self.params[n] for n in self.module.parameter_names])
+        grads = dict(zip(self._trainable, results[self._n_out:]))
+        opt_state = self.module.state.optimizer_state
+        opt_feeds: List[Any] = [np.asarray(opt_state.learning_rate, np.float32),
+                                np.asarray(opt_state.step + 1, np.int64)]
+        for p in self.optimizer.parameter_names:
+            opt_feeds += [self.params[p], grads[p]] + self.moments[p]
+        self._opt_plan.run(opt_feeds)
+        opt_state.step += 1
+        loss = results[0]
+        if not isinstance(loss, GpuTensor):
+            loss = dev.upload(np.asarray(loss, np.float32))
+        box = np.full(1, np.nan, np.float32)   # each its own array: it must stay put until the read lands
+        loss.read_into(box)
+        self.losses.append(box)
+        return len(self.losses) - 1
+
+    def take_losses(self) -> List[float]:
+        """The losses of the steps enqueued since the last call (NaN for a read not landed yet: call this
+        after the JS has awaited the device's settle())."""
+        out = [float(b[0]) for b in self.losses]
+        self.losses = []
+        return out
+
+    def to_cpu(self) -> None:
+        """Enqueue the copy of every parameter and optimizer moment into arrays of their own, which
+        :meth:`commit` puts into the module's CheckpointState once the JS has awaited settle() (never half:
+        a device lost before the copies land leaves the state as it was)."""
+        self._copies = []
+        for n, t in self.params.items():
+            self._copies.append((self.module.state.parameters[n].data, self._read(t)))
+        slots = self.module.state.optimizer_state.slots
+        for p, moments in self.moments.items():
+            held = slots.setdefault(p, {})
+            for s, t in zip(self._slots, moments):
+                if s not in held:
+                    held[s] = np.zeros(t.shape, np.float32)
+                self._copies.append((held[s], self._read(t)))
+
+    def _read(self, t: GpuTensor) -> np.ndarray:
+        box = np.empty(t.shape, np.float32)
+        t.read_into(box)
+        return box
+
+    def commit(self) -> None:
+        """Put the copies :meth:`to_cpu` enqueued (landed: after settle()) into the CheckpointState."""
+        for target, box in self._copies:
+            np.copyto(target, box)
+        self._copies = []
+
+    def transfers(self) -> Dict[str, int]:
+        """The device's counted transfers and dispatches so far (see Device.counts)."""
+        return self.device.counts()
+

@@ -1,0 +1,338 @@
+"""Layer 3, ops: the plan kernels of the WebGPU device (shaders in web/gpu/webgpu.js), by (domain, op), and
+:func:`choose`, the kernel chooser a plan is built with to run on the GPU.
+
+Each kernel has the numpy kernel's signature, takes :class:`GpuTensor` (or CPU arrays, uploaded and
+counted) and returns GpuTensors; it returns None for a case its shader does not take, which then runs
+on the CPU kernel (see the package docstring for what a CPU node may read).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from pytrain.errors import KernelError
+from pytrain.ops.registry import PYTRAIN_DOMAIN, KernelInfo, OpContext
+from pytrain.ops.webgpu import Device, GpuTensor, GpuTransferError, device
+
+_F32 = np.dtype(np.float32)
+Kernel = Callable[..., Optional[Tuple[Any, ...]]]
+
+
+def _on_gpu(dev: Device, x: Any) -> GpuTensor:
+    """``x`` as a GPU tensor: itself, or a CPU array uploaded (a plan's read-only constant once)."""
+    if isinstance(x, GpuTensor):
+        return x
+    return dev.constant(x) if isinstance(x, np.ndarray) else dev.upload(np.asarray(x))
+
+
+def _floats(*xs: Any) -> bool:
+    return all(x is not None and np.dtype(x.dtype) == _F32 for x in xs)
+
+
+def gemm(ctx: OpContext, A: Any, B: Any, C: Any = None, *, alpha: float = 1.0, beta: float = 1.0,
+         transA: int = 0, transB: int = 0) -> Optional[Tuple[GpuTensor]]:
+    """ONNX Gemm of 2-D float32 operands with a bias of n, (1, n), (m, n) or one value (beta 1)."""
+    if len(A.shape) != 2 or len(B.shape) != 2 or not _floats(A, B):
+        return None
+    m, k = (A.shape[1], A.shape[0]) if transA else A.shape
+    k2, n = (B.shape[1], B.shape[0]) if transB else B.shape
+    if k != k2:
+        return None  # the numpy kernel names the mismatch
+    kind = 0
+    if C is not None and beta != 0.0:
+        shape = tuple(C.shape)
+        if beta != 1.0 or not _floats(C):
+            return None
+        kind = 1 if shape in ((n,), (1, n)) else 2 if shape == (m, n) else 3 if int(np.prod(shape)) == 1 else 0
+        if kind == 0:
+            return None
+    dev = device()
+    y = dev.empty((m, n))
+    bias = _on_gpu(dev, C) if kind else None
+    dev.grid("matmul", (-(-n // 8), -(-m // 8), 1), [_on_gpu(dev, A), _on_gpu(dev, B), bias, y],
+             [m, n, k, int(bool(transA)), int(bool(transB)), kind, float(alpha), 0, 0, 0])
+    return (y,)
+
+
+def matmul(ctx: OpContext, A: Any, B: Any) -> Optional[Tuple[GpuTensor]]:
+    """MatMul of float32 operands of rank >= 2 whose batch axes are equal, or one side 2-D."""
+    if len(A.shape) < 2 or len(B.shape) < 2 or not _floats(A, B):
+        return None
+    (m, k), (k2, n) = A.shape[-2:], B.shape[-2:]
+    batch_a, batch_b = tuple(A.shape[:-2]), tuple(B.shape[:-2])
+    if k != k2 or (batch_a and batch_b and batch_a != batch_b):
+        return None
+    batch = batch_a or batch_b
+    count = int(np.prod(batch, dtype=np.int64)) if batch else 1
+    if count > 65535:
+        return None
+    dev = device()
+    y = dev.empty(batch + (m, n))
+    dev.grid("matmul", (-(-n // 8), -(-m // 8), count), [_on_gpu(dev, A), _on_gpu(dev, B), None, y],
+             [m, n, k, 0, 0, 0, 1.0, m * k if batch_a else 0, k * n if batch_b else 0, m * n])
+    return (y,)
+
+
+def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> Optional[Tuple[int, ...]]:
+    """numpy's broadcast of two shapes, or None when they do not broadcast (numpy 1.17 has no broadcast_shapes)."""
+    rank = max(len(a), len(b))
+    a = (1,) * (rank - len(a)) + tuple(a)
+    b = (1,) * (rank - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            return None
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def _strides(shape: Sequence[int], out: Sequence[int]) -> List[int]:
+    """Element strides of a C-contiguous ``shape`` read along ``out``'s axes (0 where broadcast)."""
+    shape = (1,) * (len(out) - len(shape)) + tuple(shape)
+    strides, step = [0] * len(out), 1
+    for axis in range(len(out) - 1, -1, -1):
+        strides[axis] = step if shape[axis] != 1 else 0
+        step *= shape[axis]
+    return strides
+
+
+def _binary(op: int) -> Kernel:
+    """Add/Sub/Mul/Div (op 0-3) of float32 tensors with numpy's broadcasting."""
+    def run(ctx: OpContext, A: Any, B: Any) -> Optional[Tuple[GpuTensor]]:
+        if not _floats(A, B):
+            return None
+        shape = broadcast_shape(A.shape, B.shape)
+        if shape is None:
+            return None
+        dev = device()
+        y = dev.empty(shape)
+        size = int(np.prod(shape, dtype=np.int64))
+        dims = list(shape) or [1]
+        params = [op, size, len(dims)] + dims + (_strides(A.shape, shape) or [0]) + (_strides(B.shape, shape) or [0])
+        dev.dispatch("binary", size, [_on_gpu(dev, A), _on_gpu(dev, B), y], params)
+        return (y,)
+    return run
+
+
+def relu(ctx: OpContext, X: Any) -> Optional[Tuple[GpuTensor]]:
+    if not _floats(X):
+        return None
+    dev = device()
+    y = dev.empty(X.shape)
+    dev.dispatch("relu", y.size, [_on_gpu(dev, X), y], [y.size])
+    return (y,)
+
+
+def relu_grad(ctx: OpContext, dY: Any, Y: Any) -> Optional[Tuple[GpuTensor]]:
+    if not _floats(dY, Y) or tuple(dY.shape) != tuple(Y.shape):
+        return None
+    dev = device()
+    dx = dev.empty(dY.shape)
+    dev.dispatch("relu_grad", dx.size, [_on_gpu(dev, dY), _on_gpu(dev, Y), dx], [dx.size])
+    return (dx,)
+
+
+def _reduce(x: Any, outer: int, red: int, inner: int, shape: Sequence[int]) -> GpuTensor:
+    """``x`` viewed as (outer, red, inner) summed over its middle axis in order, as a tensor of ``shape``."""
+    dev = device()
+    y = dev.empty(shape)
+    dev.dispatch("reduce_sum", outer * inner, [_on_gpu(dev, x), y], [outer, red, inner])
+    return y
+
+
+def _contiguous_axes(shape: Sequence[int], axes: Sequence[int]) -> Optional[Tuple[int, int, int]]:
+    """(outer, reduced, inner) sizes when ``axes`` (sorted) are one run of adjacent axes, else None."""
+    if not axes or list(axes) != list(range(axes[0], axes[-1] + 1)):
+        return None
+    prod = lambda dims: int(np.prod(dims, dtype=np.int64)) if len(dims) else 1  # noqa: E731
+    return prod(shape[:axes[0]]), prod(shape[axes[0]:axes[-1] + 1]), prod(shape[axes[-1] + 1:])
+
+
+def sum_to_shape(ctx: OpContext, dY: Any, X: Any) -> Optional[Tuple[Any]]:
+    """SumToShape where the summed axes are adjacent (a bias gradient: the leading axes)."""
+    target = tuple(int(d) for d in X.shape)
+    if not _floats(dY):
+        return None
+    if tuple(dY.shape) == target:
+        return (dY,)
+    lead = len(dY.shape) - len(target)
+    if lead < 0:
+        return None
+    full = (1,) * lead + target
+    axes = [i for i, (d, t) in enumerate(zip(dY.shape, full)) if t == 1 and d != 1 or i < lead]
+    if any(t not in (1, d) for d, t in zip(dY.shape, full)):
+        return None
+    run = _contiguous_axes(dY.shape, axes)
+    return None if run is None else (_reduce(dY, run[0], run[1], run[2], target),)
+
+
+def reduce_sum(ctx: OpContext, data: Any, axes_in: Any = None, *, axes: Any = None, keepdims: int = 1,
+               noop_with_empty_axes: int = 0) -> Optional[Tuple[GpuTensor]]:
+    """ReduceSum over adjacent axes (given as a CPU input or attribute)."""
+    if not _floats(data) or isinstance(axes_in, GpuTensor):
+        return None
+    chosen = axes if axes_in is None else [int(a) for a in np.asarray(axes_in).reshape(-1)]
+    rank = len(data.shape)
+    if not chosen:
+        if noop_with_empty_axes:
+            return None
+        chosen = list(range(rank))
+    norm = sorted(set(int(a) + rank if int(a) < 0 else int(a) for a in chosen))
+    run = _contiguous_axes(data.shape, norm) if all(0 <= a < rank for a in norm) else None
+    if run is None:
+        return None
+    shape = [1 if i in norm else d for i, d in enumerate(data.shape)] if keepdims else \
+        [d for i, d in enumerate(data.shape) if i not in norm]
+    return (_reduce(data, run[0], run[1], run[2], shape),)
+
+
+def _labels(ctx: OpContext, op: str, labels: Any, classes: int, ignore_index: Optional[int]) -> Optional[Any]:
+    """The labels as the shader takes them, checked on their host copy as the numpy kernel checks them
+    (an out-of-range label is refused, never read out of bounds); None when there is no host copy."""
+    host = labels.host if isinstance(labels, GpuTensor) else np.asarray(labels)
+    if host is None or np.dtype(host.dtype).kind not in "iu":
+        return None
+    bad = (host < 0) | (host >= classes)
+    if ignore_index is not None:
+        bad &= host != int(ignore_index)
+    if np.any(bad):
+        raise KernelError("%s node %r: label %d is out of range for %d classes"
+                          % (op, ctx.node_name, int(host[bad].reshape(-1)[0]), classes))
+    return labels
+
+
+def softmax_cross_entropy(ctx: OpContext, scores: Any, labels: Any, weights: Any = None, *,
+                          ignore_index: Optional[int] = None, reduction: str = "mean") -> Optional[Tuple[Any, Any]]:
+    """SoftmaxCrossEntropyLoss of (N, C) scores without class weights, reduction mean or sum."""
+    if weights is not None or len(scores.shape) != 2 or reduction not in ("mean", "sum") or not _floats(scores):
+        return None
+    n, c = scores.shape
+    if tuple(labels.shape) != (n,) or _labels(ctx, "SoftmaxCrossEntropyLoss", labels, c, ignore_index) is None:
+        return None
+    dev = device()
+    log_prob, rows, loss = dev.empty((n, c)), dev.empty((2 * n,)), dev.empty(())
+    ignore = [1, int(ignore_index)] if ignore_index is not None else [0, 0]
+    dev.dispatch("softmax_ce_rows", n, [_on_gpu(dev, scores), _on_gpu(dev, labels), log_prob, rows], [n, c] + ignore)
+    dev.grid("softmax_ce_total", (1, 1, 1), [rows, loss], [n, int(reduction == "mean")])
+    return (loss, log_prob)
+
+
+def softmax_cross_entropy_grad(ctx: OpContext, dLoss: Any, log_prob: Any, labels: Any, weights: Any = None, *,
+                               reduction: str = "mean", ignore_index: Optional[int] = None) -> Optional[Tuple[Any]]:
+    """SoftmaxCrossEntropyLossGrad for (N, C), no class weights, reduction mean or sum."""
+    if weights is not None or len(log_prob.shape) != 2 or reduction not in ("mean", "sum") or not _floats(log_prob):
+        return None
+    n, c = log_prob.shape
+    if int(np.prod(dLoss.shape, dtype=np.int64)) != 1 or \
+            _labels(ctx, "SoftmaxCrossEntropyLossGrad", labels, c, ignore_index) is None:
+        return None
+    dev = device()
+    dx = dev.empty((n, c))
+    on_gpu = isinstance(dLoss, GpuTensor)
+    d = 0.0 if on_gpu else float(np.asarray(dLoss).reshape(()))
+    ignore = [1, int(ignore_index)] if ignore_index is not None else [0, 0]
+    gpu_labels = _on_gpu(dev, labels)
+    total = None
+    if ignore_index is not None:
+        total = dev.empty(())
+        dev.grid("softmax_ce_count", (1, 1, 1), [gpu_labels, total], [n, int(ignore_index)])
+    dev.dispatch("softmax_ce_grad", n * c, [_on_gpu(dev, log_prob), gpu_labels, dx, dLoss if on_gpu else None, total],
+                 [n, c, int(reduction == "mean")] + ignore + [d, int(on_gpu)])
+    return (dx,)
+
+
+def _groups(tensors: Sequence[Any], size: int) -> Optional[List[Sequence[GpuTensor]]]:
+    """An update node's (param, grad, state...) groups when every tensor is a float32 GPU tensor."""
+    if not tensors or len(tensors) % size or not all(isinstance(t, GpuTensor) and t.dtype == _F32 for t in tensors):
+        return None
+    return [tensors[i:i + size] for i in range(0, len(tensors), size)]
+
+
+def adam_step(ctx: OpContext, lr: Any, step: Any, *tensors: Any, beta1: float = 0.9, beta2: float = 0.999,
+              epsilon: float = 1e-8, weight_decay: float = 0.0, decoupled: int = 0,
+              amsgrad: int = 0) -> Optional[Tuple[Any, ...]]:
+    """AdamStep in place on the GPU (every parameter and moment already there), torch's arithmetic."""
+    groups = _groups(tensors, 4)
+    if groups is None or amsgrad or isinstance(lr, GpuTensor) or isinstance(step, GpuTensor):
+        return None
+    lr_, t = float(np.asarray(lr)), int(np.asarray(step))
+    kind = (1 if decoupled else 2) if weight_decay else 0
+    decay = 1.0 - lr_ * weight_decay if decoupled else weight_decay
+    dev = device()
+    for p, g, m, v in groups:
+        dev.dispatch("adam", p.size, [p, g, m, v],
+                     [p.size, beta1, 1.0 - beta1, beta2, 1.0 - beta2, 1.0 / math.sqrt(1.0 - beta2 ** t), epsilon,
+                      lr_ / (1.0 - beta1 ** t), kind, decay])
+    return tuple(x for p, _, m, v in groups for x in (p, m, v))
+
+
+def sgd_step(ctx: OpContext, lr: Any, step: Any, *tensors: Any, momentum: float = 0.0, dampening: float = 0.0,
+             nesterov: int = 0, weight_decay: float = 0.0) -> Optional[Tuple[Any, ...]]:
+    """Plain SGDStep (no momentum, no weight decay) in place on the GPU."""
+    groups = _groups(tensors, 2)
+    if groups is None or momentum or weight_decay or isinstance(lr, GpuTensor):
+        return None
+    dev = device()
+    for p, g in groups:
+        dev.dispatch("sgd", p.size, [p, g], [p.size, float(np.asarray(lr))])
+    return tuple(p for p, _ in groups)
+
+
+def identity(ctx: OpContext, x: Any) -> Tuple[Any]:
+    return (x,)
+
+
+#: (domain, op) -> the GPU kernel
+KERNELS: Dict[Tuple[str, str], Kernel] = {
+    ("", "Gemm"): gemm, ("", "MatMul"): matmul, ("", "Relu"): relu, ("", "Identity"): identity,
+    ("", "Add"): _binary(0), ("", "Sub"): _binary(1), ("", "Mul"): _binary(2), ("", "Div"): _binary(3),
+    ("", "ReduceSum"): reduce_sum, ("", "SoftmaxCrossEntropyLoss"): softmax_cross_entropy,
+    (PYTRAIN_DOMAIN, "ReluGrad"): relu_grad, (PYTRAIN_DOMAIN, "SumToShape"): sum_to_shape,
+    (PYTRAIN_DOMAIN, "SoftmaxCrossEntropyLossGrad"): softmax_cross_entropy_grad,
+    (PYTRAIN_DOMAIN, "AdamStep"): adam_step, (PYTRAIN_DOMAIN, "SGDStep"): sgd_step,
+}
+
+#: (domain, op) -> the inputs a CPU kernel reads only the shape and dtype of (a GPU tensor there needs no copy)
+SHAPE_ONLY: Dict[Tuple[str, str], FrozenSet[int]] = {
+    ("", "Shape"): frozenset([0]), ("", "Size"): frozenset([0]), ("", "CastLike"): frozenset([1]),
+    (PYTRAIN_DOMAIN, "SumToShape"): frozenset([1]),
+}
+
+
+def on_cpu(fn: Kernel, key: Tuple[str, str], label: str) -> Kernel:
+    """``fn`` (a numpy/wasm kernel) run with CPU arrays: a GPU input as its host copy, or as a stand-in of its
+    shape where the op reads only shapes; any other GPU input is refused (it would need a readback)."""
+    shape_only = SHAPE_ONLY.get(key, frozenset())
+
+    def run(ctx: OpContext, *args: Any, **kw: Any) -> Any:
+        cpu = list(args)
+        for i, a in enumerate(args):
+            if isinstance(a, GpuTensor):
+                if a.host is not None:
+                    cpu[i] = a.host
+                elif i in shape_only:
+                    cpu[i] = a.stand_in()
+                else:
+                    raise GpuTransferError(
+                        "node %s (%s) has no GPU shader for this case and reads input %d, which lives on the GPU; "
+                        "a GPU -> CPU copy cannot happen inside a step, so this model trains on the CPU"
+                        % (label, key[1], i))
+        return fn(ctx, *cpu, **kw)
+    return run
+
+
+def choose(op_type: str, domain: str, info: KernelInfo, label: str) -> Kernel:
+    """The kernel a GPU plan runs for an op: its shader, falling back to the CPU kernel for cases the shader
+    declines, or the CPU kernel alone (see :func:`on_cpu`)."""
+    key = (domain or "", op_type)
+    cpu = on_cpu(info.fn, key, label)
+    gpu = KERNELS.get(key)
+    if gpu is None:
+        return cpu
+
+    def run(ctx: OpContext, *args: Any, **kw: Any) -> Any:
+        out = gpu(ctx, *args, **kw)
+        return cpu(ctx, *args, **kw) if out is None else out
+    return run

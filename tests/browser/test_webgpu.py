@@ -1,0 +1,359 @@
+"""The WebGPU device (web/gpu/webgpu.js's WGSL shaders, pytrain/ops/webgpu, pytrain/device/webgpu.py) where it
+really runs: headless Chromium's SwiftShader adapter (``--enable-unsafe-webgpu``), Pyodide 0.17.1 with pytrain
+from this checkout (bench/pages/webgpu_check.html). Every shader against the numpy kernel, forward and gradient,
+on odd sizes and broadcasts; the digits MLP trained 20 steps on the GPU against the same steps on the CPU."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from browser_helpers import checkout_page, pytrain_sources
+
+ROOT = Path(__file__).resolve().parents[2]
+PYODIDE = ROOT / "node_modules" / "@pyodide" / "pyodide" / "dist" / "pyodide.js"
+CHROMIUM = "/usr/bin/chromium"
+# WebGPU in headless Chromium: the SwiftShader adapter needs --enable-unsafe-webgpu (with or without --disable-gpu)
+GPU_ARGS = ["--no-sandbox", "--disable-gpu", "--enable-unsafe-webgpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"]
+
+ENQUEUE_OPS = r"""
+import numpy as np
+from pytrain.ops import OpContext, get_kernel
+from pytrain.ops.registry import PYTRAIN_DOMAIN
+from pytrain.ops.webgpu import device
+from pytrain.ops.webgpu import kernels as K
+
+dev = device()
+rng = np.random.RandomState(5)
+f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
+CASES = []   # (name, op, domain, args, attrs, ctx, gpu outputs, host arrays they land in)
+
+def case(name, op, args, attrs=None, domain="", ctx=None, cpu=(), gpu=()):
+    # tensors go up (labels with their host copy); scalars (but those in gpu) and the indices in cpu stay numpy
+    ctx = ctx or OpContext(output_mask=(True, True))
+    attrs = attrs or {}
+    gpu_args = [a if (a.ndim == 0 and i not in gpu) or i in cpu else dev.upload(a, keep_host=a.dtype.kind == "i")
+                for i, a in enumerate(args)]
+    outs = K.KERNELS[(domain, op)](ctx, *gpu_args, **attrs)
+    assert outs is not None, name + " declined"
+    boxes = []
+    for o in outs:
+        box = np.full(o.shape, np.nan, np.float32)
+        o.read_into(box)
+        boxes.append(box)
+    CASES.append((name, op, domain, args, attrs, ctx, outs, boxes))
+
+case("gemm_transB_row_bias", "Gemm", [f32(7, 13), f32(5, 13), f32(5)], {"transB": 1})
+case("gemm_transA_alpha", "Gemm", [f32(13, 7), f32(13, 5)], {"transA": 1, "alpha": 0.5})
+case("gemm_full_bias", "Gemm", [f32(33, 65), f32(65, 17), f32(33, 17)])
+case("gemm_scalar_bias_both_transposed", "Gemm", [f32(9, 3), f32(11, 9), f32(1)], {"transA": 1, "transB": 1})
+case("matmul_2d", "MatMul", [f32(33, 65), f32(65, 17)])
+case("matmul_batched", "MatMul", [f32(2, 3, 4), f32(2, 4, 6)])
+case("matmul_broadcast_right", "MatMul", [f32(3, 7, 13), f32(13, 5)])
+case("matmul_broadcast_left", "MatMul", [f32(7, 13), f32(3, 13, 5)])
+for code, op in enumerate(("Add", "Sub", "Mul", "Div")):
+    case(op.lower() + "_middle_broadcast", op, [f32(4, 1, 5), f32(3, 1) + 3])
+    case(op.lower() + "_row", op, [f32(2, 3, 5), f32(5) + 3])
+    case(op.lower() + "_scalar_left", op, [np.array(1.5, np.float32), f32(7, 3)])
+    case(op.lower() + "_same", op, [f32(1001), f32(1001) + 3])
+case("relu_odd", "Relu", [f32(1001)])
+y = np.maximum(f32(37, 11), 0)
+case("relu_grad", "ReluGrad", [f32(37, 11), y], domain=PYTRAIN_DOMAIN)
+case("sum_to_shape_bias", "SumToShape", [f32(37, 11), np.zeros(11, np.float32)], domain=PYTRAIN_DOMAIN)
+case("sum_to_shape_row", "SumToShape", [f32(5, 7, 3), np.zeros((1, 3), np.float32)], domain=PYTRAIN_DOMAIN)
+case("sum_to_shape_column", "SumToShape", [f32(4, 6), np.zeros((4, 1), np.float32)], domain=PYTRAIN_DOMAIN)
+case("reduce_sum_middle_keepdims", "ReduceSum", [f32(3, 4, 5), np.array([1], np.int64)], cpu=(1,))
+case("reduce_sum_leading", "ReduceSum", [f32(3, 4, 5), np.array([0, 1], np.int64)], {"keepdims": 0}, cpu=(1,))
+labels = rng.randint(0, 10, 37).astype(np.int64)
+case("softmax_ce_mean", "SoftmaxCrossEntropyLoss", [f32(37, 10) * 3, labels], {"reduction": "mean"})
+ignored = labels.copy()
+ignored[[2, 9]] = -100
+case("softmax_ce_sum_ignored", "SoftmaxCrossEntropyLoss", [f32(37, 10) * 3, ignored],
+     {"reduction": "sum", "ignore_index": -100})
+lp = get_kernel("SoftmaxCrossEntropyLoss").numpy_fn(OpContext(output_mask=(True, True)), f32(37, 10), labels)[1]
+case("softmax_ce_grad_mean", "SoftmaxCrossEntropyLossGrad", [np.array(1.0, np.float32), lp, labels],
+     {"reduction": "mean"}, domain=PYTRAIN_DOMAIN)
+case("softmax_ce_grad_ignored", "SoftmaxCrossEntropyLossGrad", [np.array(0.5, np.float32), lp, ignored],
+     {"reduction": "mean", "ignore_index": -100}, domain=PYTRAIN_DOMAIN)
+case("softmax_ce_grad_sum_dloss_on_gpu", "SoftmaxCrossEntropyLossGrad", [np.array(0.25, np.float32), lp, labels],
+     {"reduction": "sum"}, domain=PYTRAIN_DOMAIN, gpu=(0,))
+for name, attrs in (("adamw", {"weight_decay": 0.01, "decoupled": 1}), ("adam_l2", {"weight_decay": 0.1}),
+                    ("adam", {})):
+    group = [f32(13, 7), f32(13, 7), f32(13, 7) * 0.1, np.abs(f32(13, 7)) * 0.01, f32(5), f32(5), f32(5) * 0.1,
+             np.abs(f32(5)) * 0.01]
+    case(name, "AdamStep", [np.array(0.01, np.float32), np.array(3, np.int64)] + group, attrs,
+         domain=PYTRAIN_DOMAIN, ctx=OpContext(output_mask=(True,) * 6))
+case("sgd", "SGDStep", [np.array(0.1, np.float32), np.array(1, np.int64), f32(9, 3), f32(9, 3)],
+     domain=PYTRAIN_DOMAIN)
+len(CASES)
+"""
+
+COMPARE_OPS = r"""
+import json
+out = {}
+for name, op, domain, args, attrs, ctx, outs, boxes in CASES:
+    want = get_kernel(op, domain).numpy_fn(ctx, *[a.copy() if isinstance(a, np.ndarray) else a for a in args],
+                                           **attrs)
+    errs = []
+    for w, b in zip(want, boxes):
+        w64 = np.asarray(w, np.float64)
+        if w64.shape != b.shape:
+            errs.append("shape %s != %s" % (b.shape, w64.shape))
+            continue
+        scale = max(1.0, float(np.max(np.abs(w64)))) if w64.size else 1.0
+        errs.append(float(np.max(np.abs(b - w64))) / scale if w64.size else 0.0)
+    out[name] = errs
+json.dumps(out)
+"""
+
+MLP = r"""
+import numpy as np
+from pytrain.device import api
+from pytrain.device.webgpu import GpuTraining
+from pytrain.ops import wasm
+from pytrain.ops.webgpu import device
+from pytrain.webapp.demo import digits_artifacts
+
+wasm.install()   # the CPU path is the page's: the wasm kernels
+arts = digits_artifacts("mlp", "%(optimizer)s")
+rng = np.random.RandomState(0)
+batches = [(rng.rand(32, 784).astype(np.float32), rng.randint(0, 10, 32).astype(np.int64)) for _ in range(2)] * 10
+
+def fresh():
+    state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
+    module = api.Module(arts["training"], state, arts["eval"])
+    return module, api.Optimizer(arts["optimizer"], module)
+
+module, opt = fresh()
+opt.set_learning_rate(0.01)
+cpu_losses = []
+for x, y in batches:
+    module.lazy_reset_grad()
+    cpu_losses.append(float(module(x, y)[0] if isinstance(module(x, y), list) else 0))
+"""
+
+MLP = r"""
+import json
+import numpy as np
+from pytrain.device import api
+from pytrain.device.webgpu import GpuTraining
+from pytrain.ops import wasm
+from pytrain.ops.webgpu import device
+from pytrain.webapp.demo import digits_artifacts
+
+wasm.install()   # the CPU path is the page's: the wasm kernels
+arts = digits_artifacts("mlp", OPTIMIZER)
+rng = np.random.RandomState(0)
+batches = [(rng.rand(32, 784).astype(np.float32), rng.randint(0, 10, 32).astype(np.int64)) for _ in range(2)] * 10
+
+def fresh():
+    state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
+    module = api.Module(arts["training"], state, arts["eval"])
+    opt = api.Optimizer(arts["optimizer"], module)
+    opt.set_learning_rate(0.01)
+    return module, opt
+
+cpu_module, cpu_opt = fresh()
+cpu_losses = []
+for x, y in batches:
+    cpu_module.lazy_reset_grad()
+    outs = cpu_module(x, y)
+    cpu_losses.append(float(np.asarray(outs[0] if isinstance(outs, list) else outs)))
+    cpu_opt.step()
+
+gpu_module, gpu_opt = fresh()
+before = device().counts()
+gpu = GpuTraining(gpu_module, gpu_opt, device())
+for x, y in batches:
+    gpu.step(x, y)
+gpu.to_cpu()
+len(batches)
+"""
+
+MLP_RESULTS = r"""
+gpu.commit()   # the parameters and moments read back (landed: the JS awaited the device) into the state
+names = cpu_module.parameter_names
+params = {n: float(np.max(np.abs(gpu_module.state.parameters[n].data - cpu_module.state.parameters[n].data))
+                   / max(1e-6, float(np.max(np.abs(cpu_module.state.parameters[n].data))))) for n in names}
+after = device().counts()
+json.dumps({"cpu": cpu_losses, "gpu": gpu.take_losses(), "params": params,
+            "step": gpu_module.state.optimizer_state.step,
+            "counts": {k: after[k] - before[k] for k in after}})
+"""
+
+
+REFUSED = r"""
+import numpy as np
+from pytrain.engine.executor import Plan
+from pytrain.ops.webgpu import device, kernels as K
+from pytrain.proto import make_graph, make_node, make_value_info
+from pytrain.base import dtypes
+g = make_graph([make_node("Relu", ["x"], ["r"], name="relu"), make_node("Sigmoid", ["r"], ["y"], name="sig")], "g",
+               [make_value_info("x", dtypes.FLOAT, [3])], [make_value_info("y", dtypes.FLOAT, [3])])
+plan = Plan(g, ["x"], ["y"], opset=17, kernels=K.choose)
+try:
+    plan.run([device().upload(np.ones(3, np.float32))])
+    msg = "ran"
+except Exception as e:
+    msg = type(e).__name__ + ": " + str(e)
+msg
+"""
+
+
+@pytest.fixture(scope="module")
+def gpu_browser(browser):
+    """A headless Chromium with WebGPU for the module, launched by the session's playwright (its sync API
+    runs one at a time)."""
+    gpu = browser.browser_type.launch(executable_path=CHROMIUM, args=GPU_ARGS)
+    yield gpu
+    gpu.close()
+
+
+@pytest.fixture(scope="module")
+def gpu_page(gpu_browser):
+    if not PYODIDE.exists():
+        pytest.skip("needs node_modules (npm ci; python build.py test runs it)")
+    with checkout_page(gpu_browser, "/bench/pages/webgpu_check.html", timeout_ms=120_000) as page:
+        ready = page.evaluate("window.__ready")
+        if not ready.startswith("GPU: "):
+            pytest.skip("this Chromium gives no WebGPU adapter: " + ready)
+        page.evaluate("paths => window.__loadSources(paths)", pytrain_sources())
+        yield page
+
+
+@pytest.fixture(scope="module")
+def op_errors(gpu_page):
+    gpu_page.evaluate("code => window.__py(code)", ENQUEUE_OPS)
+    gpu_page.evaluate("window.__settle()")
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", COMPARE_OPS))
+
+
+OPS = (["gemm_transB_row_bias", "gemm_transA_alpha", "gemm_full_bias", "gemm_scalar_bias_both_transposed",
+        "matmul_2d", "matmul_batched", "matmul_broadcast_right", "matmul_broadcast_left"]
+       + [op + case for op in ("add", "sub", "mul", "div")
+          for case in ("_middle_broadcast", "_row", "_scalar_left", "_same")]
+       + ["relu_odd", "relu_grad", "sum_to_shape_bias", "sum_to_shape_row", "sum_to_shape_column",
+          "reduce_sum_middle_keepdims", "reduce_sum_leading", "softmax_ce_mean", "softmax_ce_sum_ignored",
+          "softmax_ce_grad_mean", "softmax_ce_grad_ignored", "softmax_ce_grad_sum_dloss_on_gpu",
+          "adamw", "adam_l2", "adam", "sgd"])
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_shader_matches_the_numpy_kernel(op_errors, name):
+    errs = op_errors[name]
+    for e in errs:
+        assert isinstance(e, float) and 0 <= e <= 2e-6, (name, errs)
+
+
+def test_every_gpu_kernel_is_tested(op_errors):
+    assert sorted(op_errors) == sorted(OPS)
+
+
+@pytest.fixture(scope="module", params=["AdamW", "SGD"])
+def mlp_run(gpu_page, request):
+    gpu_page.evaluate("code => window.__py(code)", "OPTIMIZER = %r\n" % request.param + MLP)
+    gpu_page.evaluate("window.__settle()")
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+
+
+def test_mlp_trains_on_the_gpu_with_the_cpu_losses(mlp_run):
+    cpu, gpu = mlp_run["cpu"], mlp_run["gpu"]
+    assert len(gpu) == len(cpu) == 20
+    for step, (c, g) in enumerate(zip(cpu, gpu)):
+        assert abs(g - c) <= 1e-5 * abs(c), (step, c, g)
+    assert cpu[-1] < cpu[0]   # it learns
+
+
+def test_mlp_parameters_come_back_equal(mlp_run):
+    assert mlp_run["step"] == 20
+    for name, err in mlp_run["params"].items():
+        assert err <= 1e-4, (name, err)
+
+
+def test_a_cpu_node_reading_a_gpu_tensor_is_refused(gpu_page):
+    # Sigmoid has no shader: its input would need a GPU -> CPU copy inside the step, which cannot be
+    err = gpu_page.evaluate("code => window.__py(code)", REFUSED)
+    assert "GpuTransferError" in err and "Sigmoid" in err and "node" in err, err
+
+
+def test_mlp_reads_back_only_the_losses(mlp_run):
+    counts = mlp_run["counts"]
+    # per step: the batch and its labels up; the loss down (and the parameters once at the end)
+    assert counts["readbacks"] >= 20
+    assert counts["readbackBytes"] <= 4 * 20 + 4 * 3 * (784 * 128 + 128 + 128 * 10 + 10)
+
+
+def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0):
+    """The page at ``url``: the digits MLP built on 1000 digits and trained ``epochs`` epochs (the GPU device
+    destroyed once ``lose_after`` losses are in, when given); (versions, loss points, epochs, footer, foreign
+    requests, the GPU's counts, the reason the GPU was given up)."""
+    from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, configure_training, new_context,
+                                 open_app, wait_ms, wait_ready)
+
+    rec = Recorder()
+    ctx = new_context(browser, rec)
+    try:
+        page = open_app(ctx, url, rec)
+        wait_ready(page)
+        page.select_option("#digits-model", "mlp")
+        page.select_option("#digits-count", "1000")
+        page.click("#digits-build")
+        page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready",
+                               timeout=LOAD_TIMEOUT_MS)
+        configure_training(page, epochs, batch_size=64, lr=0.002)
+        page.click("#start")
+        if lose_after:
+            page.wait_for_function("() => window.pytrainApp.lossPoints().length >= %d" % lose_after,
+                                   timeout=wait_ms(300_000))
+            app_worker(page).evaluate("() => runtime.gpu.device.destroy()")
+        page.wait_for_function("() => window.pytrainApp.epochs.length >= %d && !window.pytrainApp.training"
+                               % epochs, timeout=wait_ms(300_000))
+        worker = app_worker(page)
+        return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
+                app_state(page, "a.epochs"), page.inner_text("#versions"), rec.foreign(url),
+                worker.evaluate("() => runtime.gpu ? runtime.gpu.counts : null"),
+                worker.evaluate("() => runtime.gpuLost || null"),
+                page.evaluate("() => document.getElementById('error').textContent"))
+    finally:
+        ctx.close()
+
+
+@pytest.fixture(scope="module")
+def page_runs(gpu_browser, site_url):
+    return {"gpu": _train_page(gpu_browser, site_url + "?gpu=1"), "cpu": _train_page(gpu_browser, site_url, 2),
+            "lost": _train_page(gpu_browser, site_url + "?gpu=1", 2, lose_after=4)}
+
+
+def _same_losses(got, want):
+    assert len(got) == len(want)
+    for (gs, g), (ws, w) in zip(got, want):
+        assert gs == ws and abs(g - w) <= 1e-5 * abs(w), (gs, w, g)
+
+
+def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
+    gpu_versions, gpu_losses, gpu_epochs, gpu_footer, foreign, counts, lost, _ = page_runs["gpu"]
+    cpu_versions, cpu_losses, cpu_epochs, cpu_footer, _, no_gpu, _, _ = page_runs["cpu"]
+    assert no_gpu is None and lost is None
+    assert gpu_versions["device"].startswith("GPU: "), gpu_versions
+    assert "trains on GPU: " in gpu_footer
+    assert cpu_versions["device"].startswith("CPU, "), cpu_versions
+    # every step ran its shaders on the GPU (16 dispatches a step), and read back its loss
+    assert counts["dispatches"] >= 16 * len(gpu_losses) and counts["readbacks"] >= len(gpu_losses), counts
+    assert len(gpu_losses) >= 12   # (800 training digits / 64)
+    _same_losses(gpu_losses, cpu_losses[:len(gpu_losses)])
+    # after the epoch the parameters came back: the held-out evaluation is the CPU's
+    assert abs(gpu_epochs[0]["loss"] - cpu_epochs[0]["loss"]) <= 1e-4 * abs(cpu_epochs[0]["loss"])
+    assert not foreign
+    print("page: %d steps, GPU counts %s, first losses cpu %s gpu %s" % (len(gpu_losses), counts, cpu_losses[:3],
+                                                                        gpu_losses[:3]))
+
+
+def test_a_lost_device_falls_back_to_the_cpu_with_the_same_losses(page_runs):
+    _, losses, epochs, _, _, _, lost, shown = page_runs["lost"]
+    _, cpu_losses, cpu_epochs, _, _, _, _, _ = page_runs["cpu"]
+    assert lost and "the CPU trains from step" in lost, lost
+    assert "training continues on the CPU" in shown, shown   # the page says so
+    _same_losses(losses, cpu_losses)
+    assert len(epochs) == 2 and abs(epochs[1]["loss"] - cpu_epochs[1]["loss"]) <= 1e-4 * abs(cpu_epochs[1]["loss"])
