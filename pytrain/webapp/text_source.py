@@ -47,11 +47,13 @@ def use(session: Any, model: bytes, tokenizer: Any = None, text: Optional[str] =
     (``fp32``: onnx/model.onnx, ``q8``: onnx/model_quantized.onnx, ...; ``auto``: the one transformers.js loads)."""
     from pytrain.generator.losses import CausalLMLoss, CrossEntropyLoss
 
-    up = read_folder(dict(extra_files or {}, **{name: model}), dtype, name)
+    zipped = bytes(model[:4]) == b"PK\x03\x04"
+    key = name if zipped or name.lower().endswith((".onnx", ".zip")) else name + ".onnx"   # the widget's "model"
+    up = read_folder(dict(extra_files or {}, **{key: model}), dtype, name)
     if tokenizer is None and up.tokenizer is None:
         raise WebappError("choose the model's tokenizer.json (with the model's files or on its own)")
     tokenizer = up.tokenizer if tokenizer is None else tokenizer
-    name = name if up.model_name.split("/")[-1] == name.split("/")[-1] else "%s (%s)" % (up.model_name, name)
+    name = name if up.model_name == key else "%s (%s)" % (up.model_name, name)
     model = up.model
     extra_files = dict(up.external, **{k.split("/")[-1]: v for k, v in up.files.items()})
     tok = Tokenizer.from_json(tokenizer if isinstance(tokenizer, str) else bytes(tokenizer))
