@@ -56,7 +56,11 @@ class HubFolder(NamedTuple):
 
 
 def _norm(name: str) -> str:
-    return str(name).replace("\\", "/").lstrip("/")
+    """A file's path in the folder, with / between its parts; a path out of the folder is refused."""
+    path = str(name).replace("\\", "/").lstrip("/")
+    if ".." in path.split("/"):
+        raise DataError("%r points out of the model's folder" % str(name))
+    return path
 
 
 def unpack(files: Mapping[str, bytes], where: str = "the upload") -> Dict[str, bytes]:

@@ -39,6 +39,8 @@ def test_the_default_is_the_file_a_browser_loads_and_a_choice_is_honoured_or_ref
     assert (one.model_name, one.dtype) == ("my.onnx", "fp32")
     with pytest.raises(DataError, match="holds no ONNX model"):
         read_folder({"config.json": b"{}"})
+    with pytest.raises(DataError, match="points out of the model's folder"):   # the CLI writes the folder's paths
+        read_folder({"x.zip": zip_folder({"../config.json": b"{}", "onnx/model.onnx": b""})})
 
 
 def test_the_written_folder_loads_in_a_browser_and_in_node_and_keeps_the_tokenizer_files():
