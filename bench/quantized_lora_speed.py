@@ -40,7 +40,8 @@ def merge(rows: list, layers: int) -> None:
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"rows": [], "machine": {}}
     key = (lambda r: (r["where"], r["layers"], r["form"]))
     keep = {key(r): r for r in old["rows"]}
-    keep.update({key(r): dict(r, layers=layers) for r in rows})
+    rows = [dict(r, layers=layers) for r in rows]
+    keep.update({key(r): r for r in rows})
     old["rows"] = [keep[k] for k in sorted(keep)]
     old["machine"][rows[0]["where"]] = {"cpu": cpu(), "load": uptime()}
     RESULTS.write_text(json.dumps(old, indent=1) + "\n")

@@ -66,7 +66,7 @@ def test_a_hub_folders_zip_trains_its_quantized_file_and_downloads_both_forms(qu
     assert np.abs(exact(requant) - tab).max() <= 0.02 * np.ptp(tab)   # a quantization step of the adapted weights
 
 
-def test_the_float_file_chosen_downloads_model_onnx_alone_for_every_runtime():
+def test_the_float_file_chosen_downloads_model_onnx_alone_for_every_runtime_also_after_a_resume():
     s = Session()
     s.configure(batch_size=4, lr=0.02)
     s.text("use", model=_zip("gpt2"), name="gpt2.zip", text=CORPUS, block_size=16, lora=LORA, dtype="fp32")
@@ -74,6 +74,10 @@ def test_the_float_file_chosen_downloads_model_onnx_alone_for_every_runtime():
     folder = unpack({"d.zip": s.text("transformers_js")})
     assert [k for k in folder if k.startswith("onnx/")] == ["onnx/model.onnx"]
     assert json.loads(folder["config.json"])["transformers.js_config"] == {"dtype": "fp32"}
+    snap = s.snapshot()   # a saved run (the page's resume after a reload) downloads the same folder
+    again = Session()
+    again.restore(snap["meta"], snap["artifacts"], snap["checkpoint"], snap["data"])
+    assert unpack({"d.zip": again.text("transformers_js")}) == folder
 
 
 def test_the_cli_exports_the_transformers_js_folder_of_a_quantized_run(capsys, tmp_path):
