@@ -73,6 +73,9 @@ def use(session: Any, model: bytes, tokenizer: Any = None, text: Optional[str] =
     enc = encode(tok, out_shape, length, vocab, feed.masked, text, csv, text_column, label_column, where=name)
     x, y, task, classes = enc.x, enc.y, enc.task, enc.classes
     notes += enc.notes
+    if len(up.dtypes) > 1:   # which of a Hub folder's files trains ("Model file" chooses another)
+        notes.append("%s trains (%s; the folder also holds %s)" % (up.model_name, up.dtype, ", ".join(
+            d for d in up.dtypes if d != up.dtype)))
     loss = CausalLMLoss(ids_name=ids) if task == "lm" else CrossEntropyLoss()
     spec = lora_spec(m, lora, seed)
     head = None

@@ -43,6 +43,7 @@ def test_a_hub_folders_zip_trains_its_quantized_file_and_downloads_both_forms(qu
     s, res, folder = quantized_tab
     h = hub("gpt2")
     assert all(w.endswith("_quantized") for w in res["model"]["lora"]["weights"])   # the q8 file's blocks
+    assert "onnx/model_quantized.onnx trains (q8; the folder also holds fp32)" in res["notes"]
     assert sorted(k for k in folder if k != "oracle.json") == [
         "config.json", "onnx/model.onnx", "onnx/model_quantized.onnx", "tokenizer.json", "tokenizer_config.json"]
     assert folder["tokenizer.json"] == h.tokenizer.read_bytes()
