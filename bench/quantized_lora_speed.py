@@ -67,7 +67,7 @@ def section(path: Path = RESULTS) -> list:
             r["where"], r["layers"], r["form"], r["file_mb"], "%.2f" % r["step_s"] if r.get("step_s") else "–",
             "%.1f" % r["tokens_s"] if r.get("tokens_s") else r.get("outcome", "–"),
             "%.2f" % (r["tokens_s"] / base) if r.get("tokens_s") and base else "–"))
-    return out + [""]
+    return out + [""] + res.get("notes", []) + ([""] if res.get("notes") else [])
 
 
 def native(forms: dict, steps: int) -> list:
