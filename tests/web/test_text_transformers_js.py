@@ -2,7 +2,8 @@
 ``pytrain export --format transformers.js``: a Hub folder's zip is taken as the upload (its quantized file by
 default, as transformers.js loads it in a browser), and the download holds config.json, the tokenizer files,
 onnx/model.onnx (the float merge: the tab's logits in onnxruntime, past and present kept) and
-onnx/model_quantized.onnx requantized in the upload's scheme (within a quantization step of the float merge)."""
+onnx/model_quantized.onnx requantized in the upload's scheme (within a quantization step of the float merge); a q4
+upload comes back as onnx/model_q4.onnx, named the default in config.json."""
 from __future__ import annotations
 
 import json
@@ -97,3 +98,25 @@ def test_the_cli_exports_the_transformers_js_folder_of_a_quantized_run(capsys, t
     assert [o.name for o in ort_session(requant).get_outputs()] == [o.name for o in ort_session(h.model).get_outputs()]
     with pytest.raises(SystemExit, match="needs --hub"):
         main(["export", str(arts), "-o", str(tmp_path / "t.zip"), "--format", "transformers.js"])
+
+
+def test_a_q4_upload_downloads_model_q4_onnx_requantized_and_names_it_the_default():
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    from test_qlora import gemm_as_matmul
+
+    h = hub("gpt2")
+    q = MatMulNBitsQuantizer(gemm_as_matmul(onnx.load_from_string(h.model)),
+                             algo_config=DefaultWeightOnlyQuantConfig(block_size=16, is_symmetric=True))
+    q.process()
+    s = Session()
+    s.configure(batch_size=4, lr=0.02)
+    s.text("use", model=q.model.model.SerializeToString(), name="onnx/model_q4.onnx",
+           tokenizer=h.tokenizer.read_text(encoding="utf-8"), text=CORPUS, block_size=16, lora=LORA,
+           extra_files={"config.json": (h.folder / "config.json").read_bytes()})
+    s.train_for(max_steps=1)
+    folder = unpack({"d.zip": s.text("transformers_js")})
+    assert [k for k in sorted(folder) if k.startswith("onnx/")] == ["onnx/model.onnx", "onnx/model_q4.onnx"]
+    assert json.loads(folder["config.json"])["transformers.js_config"] == {"dtype": "q4"}   # no q8 file to find
+    requant = folder["onnx/model_q4.onnx"]
+    assert "MatMulNBits" in {n.op_type for n in onnx.load_from_string(requant).graph.node}
+    assert [o.name for o in ort_session(requant).get_outputs()] == [o.name for o in ort_session(h.model).get_outputs()]
