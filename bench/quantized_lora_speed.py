@@ -59,6 +59,9 @@ def section(path: Path = RESULTS) -> list:
            "timed steps after a warm-up; tab: the widget's \"Your text\", train()'s time over its steps (the epoch's "
            "validation included). " + "; ".join("%s: %s, %s" % (w, m.get("cpu", ""), m.get("load", ""))
                                                  for w, m in sorted(res.get("machine", {}).items())) + ".", "",
+           "    PYTHONPATH=.:tests/helpers:tests/training:bench python bench/quantized_lora_speed.py --layers 2 --steps 3 "
+           "--merge", "    PYTHONPATH=.:tests/helpers:tests/training:bench python bench/quantized_lora_speed.py --layers 2 "
+           "--steps 4 --tab --merge", "",
            "| where | layers | base | file MB | s / step | tokens / s | × float32 |", "|---|---:|---|---:|---:|---:|---:|"]
     f32 = {(r["where"], r["layers"]): r.get("tokens_s") for r in res["rows"] if r["form"] == "f32"}
     for r in sorted(res["rows"], key=lambda r: (r["where"] != "native", r["layers"], ["f32", "q8", "q4"].index(r["form"]))):
