@@ -159,6 +159,8 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
     out += gpt2_memory_section()
     from gpt2_tab_memory import section as gpt2_tab_section   # bench/gpt2_tab_memory.json, by gpt2_tab_memory.py
     out += gpt2_tab_section()
+    from quantized_lora_speed import section as quantized_speed_section   # by bench/quantized_lora_speed.py
+    out += quantized_speed_section()
     out += ["## Method", "",
             "- ms / step: one full training step (forward + loss, backward, AdamW update, "
             "gradient reset, loss read back), median after warm-up; every row is measured "

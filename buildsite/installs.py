@@ -122,6 +122,10 @@ def ensure_flwr_venv() -> Optional[Path]:
 #: that checks web/pytrain-ort.d.ts against them (tests/web/test_ort_types.py)
 ORT_TYPES_NPM = {"onnxruntime-common": "1.19.2", "typescript": "5.9.3"}
 
+#: transformers.js itself, the oracle of the "Your text" download (tests/browser/test_transformers_js.py): it loads
+#: the folder the tab writes and generates in headless Chromium (its onnxruntime-web and wasm files served locally)
+TRANSFORMERS_JS_NPM = {"@huggingface/transformers": "4.3.1"}
+
 #: where tests install the npm packages they need (gitignored, under build/): one folder per use
 NPM_TEST_FOLDERS = BUILD / "npm"
 
@@ -151,6 +155,9 @@ def ensure_npm_folder(name: str, dependencies: Dict[str, str]) -> Path:
                           indent=2, sort_keys=True) + "\n"
     folder.mkdir(parents=True, exist_ok=True)
     pkg = folder / "package.json"
+    # no install scripts: the tests use the packages' files, and some scripts download more (onnxruntime-node's
+    # fetch binaries from nuget.org, which the registry-only network here refuses)
+    (folder / ".npmrc").write_text("ignore-scripts=true\n", encoding="utf-8")
     if not pkg.is_file() or pkg.read_text(encoding="utf-8") != manifest:
         pkg.write_text(manifest, encoding="utf-8")
     npm_install(folder)

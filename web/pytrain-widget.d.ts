@@ -13,13 +13,15 @@ export type TrainerData =
   | { csv: Source; label: string; task?: Task }
   | { x: Float32Array | ArrayLike<number>; shape: number[]; y: ArrayLike<number>; task?: Task; classes?: string[] }
   /** "Your text": a text file a causal LM (`model`) learns to continue, in blocks of `blockSize` tokens (default 64;
-   * a model of a fixed length uses its own); the last partial block is left out. */
-  | { text: Source; tokenizer: Source; blockSize?: number; config?: Source }
+   * a model of a fixed length uses its own); the last partial block is left out. `model` may be a Hub folder's .zip
+   * (config.json, tokenizer files, onnx/model*.onnx): `dtype` picks its model (default "auto": the one transformers.js
+   * loads in a browser) and its tokenizer.json is used when `tokenizer` is not given. */
+  | { text: Source; tokenizer?: Source; blockSize?: number; config?: Source; dtype?: "auto" | "fp32" | "q8" | "q4" }
   /** "Your text": a CSV of texts and labels (default: the first column and the last) for a classifier (`model`).
    * `config`: a Hugging Face model's config.json (read for the heads and head size of a with-past model's empty past
    * when its input shapes leave them open; docs/text.md). */
-  | { textCsv: Source; tokenizer: Source; textColumn?: string; labelColumn?: string; blockSize?: number;
-      config?: Source };
+  | { textCsv: Source; tokenizer?: Source; textColumn?: string; labelColumn?: string; blockSize?: number;
+      config?: Source; dtype?: "auto" | "fp32" | "q8" | "q4" };
 
 /** LoRA adapters (peft's y = x W + alpha/rank * x A^T B^T) beside the weights `targets` names (globs over node or
  * weight names; default: the attention's MatMul/Gemm weights). */
@@ -153,6 +155,9 @@ export declare class Trainer extends EventTarget {
   exportModel(): Promise<Uint8Array>;
   /** The LoRA adapters alone: an ONNX file of initializers ("onnx") or an .npz ("npz"). */
   exportAdapters(format?: "onnx" | "npz"): Promise<Uint8Array>;
+  /** A text model as the zip of the folder transformers.js loads as it is (config.json, tokenizer files,
+   * onnx/model.onnx and, for a quantized model, onnx/model_quantized.onnx requantized in its scheme). */
+  exportTransformersJs(): Promise<Uint8Array>;
   /** A text model's samples from its current weights (a continuation, or held-out predictions). */
   samples(options?: { prompt?: string | null; newTokens?: number; topK?: number; seed?: number; count?: number }): Promise<TextSamples>;
   /** A text model's outputs for token ids (batch, length) through the exported model. */

@@ -79,7 +79,8 @@ async function toText(src, what) {
  *  - persist: save a resumable run in IndexedDB after each epoch (default false)
  * Returns a trainer with train(), pause(), resume(), stop(), evaluate(), predict(), exportModel(),
  * checkpoint(), federate({url, heartbeat, localDp, requireClipping}), leaveFederation(), on(event, fn), destroy() and `ready`;
- * for text, also samples({prompt, newTokens, topK, seed, count}), logits(ids, mask) and exportAdapters(format).
+ * for text, also samples({prompt, newTokens, topK, seed, count}), logits(ids, mask), exportAdapters(format) and
+ * exportTransformersJs() (the zip of the folder transformers.js loads).
  * Events: loading, ready, progress, epoch, done, error, federation.
  */
 export function createTrainer(options = {}) {
@@ -168,18 +169,20 @@ export class Trainer extends EventTarget {
     throw new Error("data: expected \"digits\", {csv, label} or {x, shape, y}");
   }
 
-  /* An ONNX language or classification model (`model`) with its tokenizer.json, fine-tuned on a text file (a causal LM,
-   * next-token loss) or a CSV of texts and labels; LoRA rank 8, alpha 16 on the attention's weights unless `lora` says. */
+  /* An ONNX language or classification model (`model`: an .onnx, or a Hub folder's .zip with its config.json and
+   * tokenizer files, `data.dtype` choosing its model as transformers.js does) with its tokenizer.json, fine-tuned on a
+   * text file (a causal LM, next-token loss) or a CSV of texts and labels; LoRA rank 8, alpha 16 on the attention's
+   * weights unless `lora` says. */
   async _loadText(data) {
     const o = this.options;
     if (!o.model) throw new Error("data.text / data.textCsv: give the language model as `model` (an .onnx)");
-    if (!data.tokenizer) throw new Error("data.tokenizer: give the model's tokenizer.json");
     const csv = data.textCsv !== undefined;
     const text = await toText(csv ? data.textCsv : data.text, csv ? "data.textCsv" : "data.text");
     // a Hub model's config.json: the heads and head size of the empty past a with-past model takes
     const extraFiles = data.config ? { "config.json": await toBytes(data.config, "data.config") } : null;
     return this.client.call("useText", {
-      bytes: await toBytes(o.model, "model"), name: "model", tokenizer: await toText(data.tokenizer, "data.tokenizer"),
+      bytes: await toBytes(o.model, "model"), name: "model",
+      tokenizer: data.tokenizer ? await toText(data.tokenizer, "data.tokenizer") : undefined, dtype: data.dtype,
       text: csv ? null : text, csv: csv ? text : null, blockSize: data.blockSize || undefined,
       lora: o.lora, optimizer: o.optimizer,
       textColumn: data.textColumn || null, labelColumn: data.labelColumn || null, valFraction: o.valFraction,
@@ -237,6 +240,9 @@ export class Trainer extends EventTarget {
   async exportModel() { await this.ready; return this.client.call("exportModel"); }
   /** The LoRA adapters alone, as an ONNX file of initializers (format "onnx") or an .npz (format "npz"). */
   async exportAdapters(format = "onnx") { await this.ready; return this.client.call("exportAdapters", { format }); }
+  /** A text model as the zip of the folder transformers.js loads as it is: config.json, the tokenizer files,
+   * onnx/model.onnx and, for a quantized model, onnx/model_quantized.onnx requantized in its scheme. */
+  async exportTransformersJs() { await this.ready; return this.client.call("exportTransformersJs"); }
   /** What a text model says from its current weights: a causal LM's continuation of `prompt` (greedy, or top-k
    * sampling with a seed), a classifier's predictions on `count` held-out texts. */
   async samples({ prompt = null, newTokens = 20, topK = 0, seed = 0, count = 4 } = {}) {

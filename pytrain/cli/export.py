@@ -17,7 +17,15 @@ def add_parser(sub) -> None:
                        description="Write DIR's model with its current weights as an inference "
                                    "ONNX model (onnxruntime or pytrain.runtime run it).")
     p.add_argument("dir", metavar="DIR", help="artifact directory")
-    p.add_argument("-o", "--output", required=True, metavar="MODEL.onnx")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL.onnx",
+                   help="the ONNX file; with --format transformers.js a folder, or a .zip of it")
+    p.add_argument("--format", choices=("onnx", "transformers.js"), default="onnx",
+                   help="onnx (default): one ONNX file; transformers.js: the folder transformers.js loads as it is "
+                        "(config.json and tokenizer files from --hub, onnx/model.onnx, and onnx/model_quantized.onnx "
+                        "requantized in the file's scheme when the trained model is quantized)")
+    p.add_argument("--hub", metavar="FOLDER",
+                   help="with --format transformers.js: the Hub folder (or its .zip) the model came from; its "
+                        "config.json and tokenizer files go with the export")
     p.add_argument("--outputs", nargs="+", metavar="NAME",
                    help="graph outputs to keep (default: the original model's outputs)")
     p.add_argument("--lora", choices=("merged", "adapters", "unmerged"), default="merged",
@@ -28,6 +36,39 @@ def add_parser(sub) -> None:
                    help="do not build the training run's --standardize step (nor a page table's encoding of "
                         "text columns and missing values) into the model")
     p.set_defaults(run=run)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _transformers_js(args: argparse.Namespace, module, outputs) -> int:
+    import os
+
+    from pytrain.run.hub_export import export_transformers_js
+    from pytrain.text.hub_folder import unpack, zip_folder
+
+    if not args.hub:
+        raise SystemExit("pytrain export: --format transformers.js needs --hub FOLDER, the Hub folder (or .zip) "
+                         "with the model's config.json and tokenizer files")
+    if os.path.isdir(args.hub):
+        files = {os.path.relpath(os.path.join(d, f), args.hub).replace(os.sep, "/"): os.path.join(d, f)
+                 for d, _, names in os.walk(args.hub) for f in names}
+        hub = {k: _read(v) for k, v in files.items() if not k.lower().endswith((".onnx", "_data", ".data"))}
+    else:
+        hub = unpack({os.path.basename(args.hub): _read(args.hub)})
+    folder = export_transformers_js(module, outputs, hub)
+    if args.output.lower().endswith(".zip"):
+        write_atomic(args.output, zip_folder(folder))
+    else:
+        for path, blob in folder.items():
+            target = os.path.join(args.output, *path.split("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            write_atomic(target, blob)
+    say("wrote {}: {}".format(args.output, ", ".join("{} ({})".format(k, size_str(len(v)))
+                                                    for k, v in sorted(folder.items()))))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     outputs = args.outputs or art.outputs(state)
     module, _ = art.open(state, with_optimizer=False)
+    if args.format == "transformers.js":
+        return _transformers_js(args, module, outputs)
     blob = module.export_model_for_inferencing(None, outputs, merge_adapters=args.lora == "merged")
     blob = bytes(blob)
     raw = state.properties.get(P.P_STANDARDIZER)

@@ -4,7 +4,8 @@ the model's own ids, :class:`pytrain.generator.losses.CausalLMLoss`) or a CSV of
 padded ids, attention mask, cross-entropy). Training, validation, the exported (merged) model and the
 saved run are the :class:`~pytrain.webapp.session.Session`'s own; this room encodes the data, builds the
 artifacts, estimates the memory and answers samples (a greedy continuation, or predictions on held-out
-texts), the tab's logits and the adapters alone. The worker calls ``Session.text(op, **args)``."""
+texts), the tab's logits, the adapters alone and the folder transformers.js loads (a Hub folder or its zip is taken
+as an upload too, :mod:`pytrain.text.hub_folder`). The worker calls ``Session.text(op, **args)``."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -14,6 +15,7 @@ import numpy as np
 from pytrain.base.dtypes import INT64
 from pytrain.text import Tokenizer
 from pytrain.run.text import TextInput, block_length, encode, vocab_size
+from pytrain.text.hub_folder import read_folder, unpack, zip_folder
 from pytrain.text.hub_inputs import plan, read_config
 from pytrain.text.datasets import pad_id
 from pytrain.text.generate import continue_ids
@@ -29,10 +31,10 @@ class TextUse(NamedTuple):
     tokenizer.json's text or bytes), ``text`` (a causal LM) or ``csv`` (texts in ``text_column``, labels in
     ``label_column``), the block size, LoRA (``lora``: {rank, alpha, targets}; None or {"rank": 0}: every
     parameter trains), the optimizer, the validation fraction and split seed, the model's name in messages, the
-    output trained on (default: the first), and the files chosen with the model (``extra_files``, as the Hub has
-    them). The defaults are the page's: it passes only what the user set."""
+    output trained on (default: the first), the files chosen with the model (``extra_files``, as the Hub has
+    them) and which of a Hub folder's models trains (``dtype``). The defaults are the page's: it passes only what the user set."""
     model: bytes
-    tokenizer: Any
+    tokenizer: Any = None
     text: Optional[str] = None
     csv: Optional[str] = None
     block_size: int = 64
@@ -45,25 +47,36 @@ class TextUse(NamedTuple):
     name: str = "the uploaded model"
     output: Optional[str] = None
     extra_files: Optional[Dict[str, bytes]] = None
+    dtype: str = "auto"
 
 
 def dispatch(session: Any, op: str, args: Dict[str, Any]) -> Any:
     ops: Dict[str, Callable[..., Any]] = {"use": lambda s, **a: use(s, TextUse(**a)), "samples": samples,
-                                          "logits": logits, "adapters": adapters}
+                                          "logits": logits, "adapters": adapters, "transformers_js": transformers_js}
     if op not in ops:
         raise WebappError("unknown text operation %r (expected one of %s)" % (op, ", ".join(sorted(ops))))
     return ops[op](session, **args)
 
 
 def use(session: Any, req: TextUse) -> Dict[str, Any]:
-    """Encode ``req.text`` (a causal LM) or ``req.csv`` (texts and labels) with ``req.tokenizer``, generate
-    artifacts for ``req.model`` with LoRA (``req.lora``) and use them. A model of a fixed sequence length sets the
-    block size; a ``config.json`` among ``req.extra_files`` says an empty past's heads and head size where the
-    model's shapes do not (:mod:`pytrain.text.hub_inputs`)."""
+    """Encode ``req.text`` (a causal LM) or ``req.csv`` (texts and labels) with ``req.tokenizer`` (default: the one
+    among the model's files), generate artifacts for ``req.model`` with LoRA (``req.lora``) and use them. A model of
+    a fixed sequence length sets the block size; a ``config.json`` among ``req.extra_files`` says an empty past's
+    heads and head size where the model's shapes do not (:mod:`pytrain.text.hub_inputs`). ``req.model`` and
+    ``req.extra_files`` may be a Hub folder's files or its zip: ``req.dtype`` then picks its model (``fp32``:
+    onnx/model.onnx, ``q8``: onnx/model_quantized.onnx, ...; ``auto``: the one transformers.js loads)."""
     from pytrain.generator.losses import CausalLMLoss, CrossEntropyLoss
 
-    model, tokenizer, text, csv, name, extra_files = req.model, req.tokenizer, req.text, req.csv, req.name, \
-        req.extra_files
+    model, tokenizer, text, csv, name = req.model, req.tokenizer, req.text, req.csv, req.name
+    zipped = bytes(model[:4]) == b"PK\x03\x04"
+    key = name if zipped or name.lower().endswith((".onnx", ".zip")) else name + ".onnx"   # the widget's "model"
+    up = read_folder(dict(req.extra_files or {}, **{key: model}), req.dtype, name)
+    if tokenizer is None and up.tokenizer is None:
+        raise WebappError("choose the model's tokenizer.json (with the model's files or on its own)")
+    tokenizer = up.tokenizer if tokenizer is None else tokenizer
+    name = name if up.model_name == key else "%s (%s)" % (up.model_name, name)
+    model = up.model
+    extra_files = dict(up.external, **{k.split("/")[-1]: v for k, v in up.files.items()})
     tok = Tokenizer.from_json(tokenizer if isinstance(tokenizer, str) else bytes(tokenizer))
     check_generation(model, name, extra_files)
     m = load_upload(model, name, extra_files)
@@ -82,6 +95,9 @@ def use(session: Any, req: TextUse) -> Dict[str, Any]:
                  TextInput(text, csv, req.text_column, req.label_column), where=name)
     x, y, task, classes = enc.x, enc.y, enc.task, enc.classes
     notes += enc.notes
+    if len(up.dtypes) > 1:   # which of a Hub folder's files trains ("Model file" chooses another)
+        notes.append("%s trains (%s; the folder also holds %s)" % (up.model_name, up.dtype, ", ".join(
+            d for d in up.dtypes if d != up.dtype)))
     loss = CausalLMLoss(ids_name=ids) if task == "lm" else CrossEntropyLoss()
     spec = lora_spec(m, req.lora, req.seed)
     head = None
@@ -92,8 +108,10 @@ def use(session: Any, req: TextUse) -> Dict[str, Any]:
     kind = "text" if text is not None else "text_csv"
     raw = tokenizer.encode("utf-8") if isinstance(tokenizer, str) else bytes(tokenizer)
     source = {"kind": kind, "task": task, "classes": classes, "val_fraction": float(req.val_fraction),
-              "seed": int(req.seed), "text_column": req.text_column, "label_column": req.label_column}
+              "seed": int(req.seed), "text_column": req.text_column, "label_column": req.label_column,
+              "hub_dtype": up.dtype}
     _use_data(session, x, y, source, tok, raw, feed.specs(), str(text if text is not None else csv))
+    session.source.encoded["hub"] = np.frombuffer(zip_folder(hub_files(up.files)), dtype=np.uint8)
     info = {"origin": "text", "input": ids, "output": out,
             "loss": "CausalLMLoss" if task == "lm" else "CrossEntropyLoss", "optimizer": req.optimizer,
             "sample_shape": [int(d) for d in x.shape[1:]], "lora": lora_info(m, spec),
@@ -130,6 +148,8 @@ def restore_data(session: Any, meta: Dict[str, Any], arrays: Dict[str, np.ndarra
     model = meta["model"]
     _use_data(session, arrays["x"], arrays["y"], meta["data_source"], Tokenizer.from_json(raw), raw,
               _specs(model["text"]), arrays["text"].tobytes().decode("utf-8") if "text" in arrays else "")
+    if "hub" in arrays:
+        session.source.encoded["hub"] = arrays["hub"]
 
 
 def kept_text(session: Any) -> Tuple[bytes, str]:
@@ -228,3 +248,27 @@ def adapters(session: Any, format: str = "onnx") -> bytes:
     if not session.model.get("lora"):
         raise WebappError("this model trains without LoRA adapters: download the model itself instead")
     return save_adapters(session.run.state, None, format=str(format))
+
+
+def hub_files(files: Dict[str, bytes]) -> Dict[str, bytes]:
+    """The files of an upload a transformers.js folder takes back (config.json, tokenizer and generation files):
+    the small JSON and text files, not the model nor its weights."""
+    return {k: v for k, v in files.items() if k.lower().endswith((".json", ".txt", ".model", ".jinja"))}
+
+
+def transformers_js(session: Any) -> bytes:
+    """The model at the current weights as the zip of a folder transformers.js loads as it is
+    (:func:`pytrain.run.hub_export.export_transformers_js`: config.json and the tokenizer files uploaded with it,
+    onnx/model.onnx, and the quantized variant requantized in its scheme when the upload was quantized)."""
+    from pytrain.run.hub_export import export_transformers_js
+
+    session.need_model()
+    enc = session.source.encoded
+    if "tokenizer" not in enc:
+        raise WebappError("this model was not built in \"Your text\": its tokenizer and config.json are unknown")
+    files = unpack({"hub.zip": enc["hub"].tobytes()}) if "hub" in enc else {}
+    files.setdefault("tokenizer.json", enc["tokenizer"].tobytes())
+    dtype = session.source.source.get("hub_dtype")
+    folder = export_transformers_js(session.run.module, session.model.get("outputs", [session.model["output"]]),
+                                    files, None if dtype in (None, "fp32") else dtype)
+    return zip_folder(folder)

@@ -148,7 +148,8 @@ def build_digits(page, kind: str = "mlp", count: str = "1000") -> None:
 def serve_files(ctx, files: Dict[str, bytes], prefixes: Sequence[str] = ("bench", "ort-test")) -> None:
     """Answer same-origin requests under ``/<prefix>/`` with the given paths' bodies (404 for others
     there); the site serves everything else."""
-    types = {".html": "text/html", ".js": "text/javascript", ".json": "application/json"}
+    types = {".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".json": "application/json",
+             ".wasm": "application/wasm"}
 
     def handler(route, request):
         path = "/" + request.url.split("://", 1)[1].split("/", 1)[1].split("?", 1)[0]

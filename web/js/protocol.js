@@ -15,7 +15,7 @@
   /**
    * @typedef {"savedRun"|"clearSaved"|"config"|"status"|"useDigits"|"inspectCSV"|"useCSV"|"useArrays"|
    *   "useImages"|"addSamples"|"inspectModel"|"buildDigits"|"buildMLP"|"generate"|"useArtifacts"|
-   *   "useText"|"textSamples"|"textLogits"|"exportAdapters"|"useArtifactFiles"|"changeOptimizer"|"setScaling"|"buildCNN"|"inspectBackbone"|"examples"|"insights"|
+   *   "useText"|"textSamples"|"textLogits"|"exportAdapters"|"exportTransformersJs"|"useArtifactFiles"|"changeOptimizer"|"setScaling"|"buildCNN"|"inspectBackbone"|"examples"|"insights"|
    *   "runFile"|"train"|"pause"|"resume"|"stop"|"configure"|"evaluate"|"restoreGood"|"predict"|"checkpoint"|
    *   "exportModel"|"digest"|"save"|"resumeSaved"|"federate"|"leaveFederation"|"ortCreate"|"ortTrainStep"|
    *   "ortEvalStep"|"ortOptimizerStep"|"ortLazyResetGrad"|"ortParametersSize"|"ortGetParameters"|
@@ -36,7 +36,7 @@
     // model
     "inspectModel", "buildDigits", "buildMLP", "generate", "useArtifacts", "useArtifactFiles", "changeOptimizer",
     // "Your text": a language or classification model fine-tuned on text, its samples, logits and adapters
-    "useText", "textSamples", "textLogits", "exportAdapters",
+    "useText", "textSamples", "textLogits", "exportAdapters", "exportTransformersJs",
     "setScaling", "buildCNN", "inspectBackbone", "examples", "insights", "runFile",
     // training
     "train", "pause", "resume", "stop", "configure", "evaluate", "restoreGood",

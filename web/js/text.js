@@ -8,18 +8,18 @@ import { $, guarded, hideError, memoryText, nf, refreshButtons, setStatus } from
 import { app, client, on, setData, setModel } from "./store.js";
 
 
-/** The chosen model (its .onnx and the files uploaded with it), tokenizer and text, or null for what is missing. */
+/** The chosen model (its .onnx and the files uploaded with it, or a Hub folder's files or .zip, by path),
+ * tokenizer (null: the one among the model's files) and text; an error names what is missing. */
 async function chosen() {
-  const files = await readFiles($("text-model"));
-  const main = files.find((f) => /\.onnx$/i.test(f.name)) || files[0];
+  const files = (await readFiles($("text-model"))).concat(await readFiles($("text-folder")));
+  const main = files.find((f) => /\.(onnx|zip)$/i.test(f.name)) || files[0];
   const extraFiles = {};
-  for (const f of files) if (f !== main) extraFiles[f.name] = new Uint8Array(f.data);
+  for (const f of files) if (f !== main) extraFiles[f.path] = new Uint8Array(f.data);
   const tokenizer = await readText($("text-tokenizer"));
   const data = await readText($("text-data"));
-  if (!main) throw new Error("Choose the model's .onnx file.");
-  if (!tokenizer) throw new Error("Choose the model's tokenizer.json.");
+  if (!main) throw new Error("Choose the model's .onnx file (or its Hub folder or .zip).");
   if (!data) throw new Error("Choose a text file (.txt) or a CSV of texts and labels.");
-  return { model: { name: main.name, bytes: new Uint8Array(main.data), extraFiles }, tokenizer, data };
+  return { model: { name: main.path, bytes: new Uint8Array(main.data), extraFiles }, tokenizer, data };
 }
 
 /** The LoRA setting of a tab: {rank, alpha, targets} or null (every weight trains). */
@@ -50,7 +50,8 @@ $("text-build").onclick = () => guarded($("text-build"), async () => {
   showMemory(null);
   app.rebuild = async (optimizer) => {
     const res = await client.call("useText", {
-      bytes: model.bytes.slice(), name: model.name, extraFiles: model.extraFiles, tokenizer: tokenizer.text,
+      bytes: model.bytes.slice(), name: model.name, extraFiles: model.extraFiles, tokenizer: tokenizer && tokenizer.text,
+      dtype: $("text-dtype").value,
       text: csv ? null : data.text, csv: csv ? data.text : null, blockSize, lora, optimizer });
     setData(res.data);
     setModel(res.model);
@@ -114,4 +115,9 @@ on("model", (m) => {
 $("download-adapters").onclick = () => guarded($("download-adapters"), async () => {
   download(await client.call("exportAdapters", { format: "onnx" }), `pytrain-adapters-step${app.step}.onnx`);
 });
-for (const id of ["text-model", "text-tokenizer", "text-data"]) $(id).onchange = refreshButtons;
+// the folder transformers.js loads, as a zip (pytrain.run.hub_export): config.json, tokenizer files, onnx/model.onnx
+// and, when the upload was quantized, onnx/model_quantized.onnx requantized in its scheme
+$("download-transformers-js").onclick = () => guarded($("download-transformers-js"), async () => {
+  download(await client.call("exportTransformersJs"), `pytrain-transformers-js-step${app.step}.zip`, "application/zip");
+});
+for (const id of ["text-model", "text-folder", "text-tokenizer", "text-data"]) $(id).onchange = refreshButtons;

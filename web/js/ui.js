@@ -145,9 +145,11 @@ export function refreshButtons() {
   $("digits-build").disabled = !ready || app.training;
   $("csv-build").disabled = !ready || app.training || !$("csv-label").value;
   $("onnx-generate").disabled = !ready || app.training || !app.onnxUpload;
-  $("text-build").disabled = !ready || app.training || !["text-model", "text-tokenizer", "text-data"].every((id) => ($(id).files || []).length);
+  const chosen = (id) => ($(id).files || []).length > 0;
+  $("text-build").disabled = !ready || app.training || !((chosen("text-model") || chosen("text-folder")) && chosen("text-data"));
   $("text-sample").disabled = !ready || !haveModel || !haveData || app.model.origin !== "text";
   $("download-adapters").disabled = !ready || !haveModel || !app.model.lora;
+  $("download-transformers-js").disabled = !ready || !haveModel || app.model.origin !== "text";
   $("artifacts-use").disabled = !ready || app.training || !($("artifact-files").files || []).length;
   $("data-csv-load").disabled = !ready || app.training || !$("data-csv-label").value;
   $("data-images-load").disabled = !ready || app.training || !(($("data-images").files || []).length || ($("data-folder").files || []).length);

@@ -54,15 +54,17 @@ const COMMAND_TABLE = {
              /* unset options take text_source.TextUse's defaults; LoRA on is the page's choice (Python's use() trains
               * every weight when given none) */
              args: ({ bytes, tokenizer, text, csv, blockSize, lora = { rank: 8, alpha: 16 }, optimizer,
-                      textColumn, labelColumn, valFraction, name, extraFiles }) =>
+                      textColumn, labelColumn, valFraction, name, extraFiles, dtype }) =>
                ({ op: "use", model: bytes, tokenizer, text, csv, block_size: blockSize, lora, optimizer, text_column: textColumn,
-                  label_column: labelColumn, val_fraction: valFraction, name, extra_files: extraFiles }) },
+                  label_column: labelColumn, val_fraction: valFraction, name, extra_files: extraFiles, dtype }) },
   /* a causal LM's continuation of `prompt` (greedy, or top-k with a seed) or a classifier's held-out predictions */
   textSamples: { py: "text", args: ({ prompt = null, newTokens = 20, topK = 0, seed = 0, count = 4 }) =>
     ({ op: "samples", prompt, new_tokens: newTokens, top_k: topK, seed, count }) },
   /* the tab's outputs for token ids (arrays of ids; mask: a classifier's attention mask) through the exported model */
   textLogits: { py: "text", args: ({ ids, mask = null }) => ({ op: "logits", ids, mask }) },
   exportAdapters: { py: "text", args: ({ format = "onnx" }) => ({ op: "adapters", format }) },
+  /* the folder transformers.js loads (config.json, tokenizer files, onnx/model.onnx[, onnx/model_quantized.onnx]) as a zip */
+  exportTransformersJs: { py: "text", args: () => ({ op: "transformers_js" }) },
   useArtifacts: { idle: "changing the model", newRun: true, py: "use_artifacts",
                   args: ({ training, eval: evalModel, optimizer, checkpoint, output = null }) =>
                     ({ training, eval: evalModel, optimizer, checkpoint, output }) },
