@@ -76,7 +76,7 @@ def section(path: Path = RESULTS) -> list:
 def native(forms: dict, steps: int) -> list:
     from pytrain.device.api import CheckpointState, Module, Optimizer
     from pytrain.generator import artifacts
-    from pytrain.generator.lora import LoRA
+    from pytrain.lora import LoRA
     from pytrain.generator.losses import CausalLMLoss
 
     ids = np.random.default_rng(0).integers(0, 50257, (1, TOKENS)).astype(np.int64)

@@ -19,6 +19,9 @@ function needIdle(what) {
   if (inFederation()) throw new UserError(`leave the federation before ${what}`, "Busy");
 }
 
+/* An option the caller leaves unset travels as nothing (encodeArgs drops undefined): its default is the Python
+ * method's, spelled once there. A default kept here decides something on this side (buildDigits' prebuilt AdamW,
+ * useDigits' slices) or is the page's own choice (useText's LoRA). */
 const COMMAND_TABLE = {
   savedRun: { early: true, run: async () => summarizeMeta((await dbGet(["meta"])).meta) },
   clearSaved: { early: true, run: async () => { await dbPut({}, true); return true; } },
@@ -37,12 +40,12 @@ const COMMAND_TABLE = {
   useImages: { idle: "changing the data", newRun: true, py: "use_arrays", args: imagesArgs },
   addSamples: { py: "add_samples", args: ({ x, shape, y }) => ({ x: { $array: x, shape }, y: Array.from(y) }) },
 
-  inspectModel: { py: "inspect_model", args: ({ bytes, name, extraFiles = null }) => ({ blob: bytes, name, extra_files: extraFiles }) },
+  inspectModel: { py: "inspect_model", args: ({ bytes, name, extraFiles }) => ({ blob: bytes, name, extra_files: extraFiles }) },
   buildDigits: { idle: "changing the model", newRun: true, onFirstPart: true, py: "build_digits",
                  args: async ({ kind = "mlp", optimizer = "AdamW" }) =>
                    ({ kind, optimizer, prebuilt: optimizer === "AdamW" ? await prebuiltArtifacts(kind) : null }) },
   buildMLP: { idle: "changing the model", newRun: true, py: "build_mlp",
-              args: ({ hidden = [64], activation = "relu", optimizer = "AdamW", standardize = true, seed = 0 }) =>
+              args: ({ hidden, activation, optimizer, standardize, seed }) =>
                 ({ hidden, activation, optimizer, standardize, seed }) },
   generate: { idle: "changing the model", newRun: true, py: "generate",
               args: ({ bytes, loss, optimizer, requiresGrad, trainableOps, output, name, batchnorm, extraFiles, lora }) =>
@@ -58,19 +61,19 @@ const COMMAND_TABLE = {
                ({ op: "use", model: bytes, tokenizer, text, csv, block_size: blockSize, lora, optimizer, text_column: textColumn,
                   label_column: labelColumn, val_fraction: valFraction, name, extra_files: extraFiles, dtype }) },
   /* a causal LM's continuation of `prompt` (greedy, or top-k with a seed) or a classifier's held-out predictions */
-  textSamples: { py: "text", args: ({ prompt = null, newTokens = 20, topK = 0, seed = 0, count = 4 }) =>
+  textSamples: { py: "text", args: ({ prompt, newTokens, topK, seed, count }) =>
     ({ op: "samples", prompt, new_tokens: newTokens, top_k: topK, seed, count }) },
   /* the tab's outputs for token ids (arrays of ids; mask: a classifier's attention mask) through the exported model */
-  textLogits: { py: "text", args: ({ ids, mask = null }) => ({ op: "logits", ids, mask }) },
-  exportAdapters: { py: "text", args: ({ format = "onnx" }) => ({ op: "adapters", format }) },
+  textLogits: { py: "text", args: ({ ids, mask }) => ({ op: "logits", ids, mask }) },
+  exportAdapters: { py: "text", args: ({ format }) => ({ op: "adapters", format }) },
   /* the folder transformers.js loads (config.json, tokenizer files, onnx/model.onnx[, onnx/model_quantized.onnx]) as a zip */
   exportTransformersJs: { py: "text", args: () => ({ op: "transformers_js" }) },
   useArtifacts: { idle: "changing the model", newRun: true, py: "use_artifacts",
-                  args: ({ training, eval: evalModel, optimizer, checkpoint, output = null }) =>
+                  args: ({ training, eval: evalModel, optimizer, checkpoint, output }) =>
                     ({ training, eval: evalModel, optimizer, checkpoint, output }) },
   useArtifactFiles: { idle: "changing the model", newRun: true, run: useArtifactFiles },
   changeOptimizer: { idle: "changing the optimizer", onFirstPart: true, py: "change_optimizer", args: ({ optimizer }) => ({ optimizer }) },
-  setScaling: { py: "set_scaling", args: ({ features = false, targets = null }) => ({ features, targets }) },
+  setScaling: { py: "set_scaling", args: ({ features, targets }) => ({ features, targets }) },
   /* backbone: {bytes, name, extraFiles, size, normalize}, a pretrained feature extractor (only a head trains);
    * with `info`, the bytes are the extractor a restored run came back with, used as they are */
   buildCNN: { idle: "changing the model", newRun: true, py: "build_cnn",
