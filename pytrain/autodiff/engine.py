@@ -107,7 +107,7 @@ def build_gradients(nodes: Sequence[NodeProto], available: Iterable[str], loss: 
     ``nodes`` is the forward graph (its nodes may gain outputs that rules need to save).
     Raises UnsupportedOpError naming the first node on a loss path that has no gradient rule.
     """
-    b = GradBuilder(scope)
+    b = GradBuilder(scope, backward)
     seed = b.op("Expand", b.scalar(1.0, loss), b.op("Shape", loss))
     found, carries = backward(b, nodes, available, {loss: [seed]}, params)
     produced = {o: n for n in b.nodes for o in n.output}

@@ -22,17 +22,15 @@ from pytrain.proto import GraphProto, NodeProto, ValueInfoProto, make_graph
 def _branch_gradient(b: B, body: GraphProto, dy: G, wrt: Sequence[str], tag: str) -> GraphProto:
     """The gradient branch of ``body``: its forward again, then the gradients of ``wrt`` (outer names)
     from ``dy`` (the gradients of ``body``'s outputs, values of the scope around)."""
-    from pytrain.autodiff.engine import backward  # the engine imports the rules: asked when a rule runs
-
     # the copy keeps the branch's names: the two Ifs are siblings, neither scope sees into the other
     nodes = [NodeProto.FromString(n.SerializeToString()) for n in body.node]
     seeds: Dict[str, List[str]] = {}
     for out, d in zip(body.output, dy):
         if d is not None:
             seeds.setdefault(out.name, []).append(d)
-    gb = B(b.scope)
+    gb = B(b.scope, b.backward)  # the engine's backward pass, handed down (the engine imports the rules)
     available = graph_outer_names(body) + [t.name for t in body.initializer] + [d for d in dy if d]
-    found, _ = backward(gb, nodes, available, seeds, wrt)
+    found, _ = b.backward(gb, nodes, available, seeds, wrt)
     outs = []
     for x in wrt:
         g = found[x] if found[x] is not None else gb.zeros_like(x)
