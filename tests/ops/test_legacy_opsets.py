@@ -40,3 +40,36 @@ def test_an_attribute_of_an_older_opset_is_refused():
         run_pytrain("Pad", [X], dict(pads=[0, 0, 1, 1, 0, 0, 1, 1]), opset=11)
     with pytest.raises(PytrainError, match="starts is Slice-1's"):
         run_pytrain("Slice", [X], dict(starts=[1], ends=[2]), opset=13)
+
+
+# ---- opset 1-6 broadcasting: B matched to A's dims from `axis` (onnxruntime implements these ops from
+# opset 7 and onnx.reference not at all: the oracle is the spec's own list of shapes, in numpy) ----------
+def _legacy(op: str, b: np.ndarray, **attrs):
+    from ops_oracle import run_pytrain
+    return run_pytrain(op, [X, b], attrs, opset=6)[0]
+
+
+@pytest.mark.parametrize("op,fn", [("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply),
+                                   ("Div", np.divide), ("Pow", np.power)])
+def test_legacy_broadcast_follows_the_specs_shapes(op, fn):
+    rng = np.random.default_rng(1)
+    x = np.abs(X) + 0.5 if op == "Pow" else X
+    for shape, axis, aligned in [((), None, ()), ((1, 1), None, (1, 1)), ((5,), None, (5,)), ((4, 5), None, (4, 5)),
+                                 ((3, 4), 1, (3, 4, 1)), ((2,), 0, (2, 1, 1, 1)), ((4,), -2, (4, 1))]:
+        b = (rng.uniform(0.5, 1.5, shape)).astype(np.float32)
+        attrs = {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
+        from ops_oracle import run_pytrain
+        got = run_pytrain(op, [x, b], attrs, opset=6)[0]
+        np.testing.assert_allclose(got, fn(x, b.reshape(aligned)), rtol=1e-6, err_msg="%s %s axis %s" % (op, shape, axis))
+
+
+def test_legacy_broadcast_refuses_what_the_spec_does():
+    from pytrain.errors import PytrainError
+
+    with pytest.raises(PytrainError, match="must have one shape"):
+        _legacy("Add", np.ones(5, np.float32), broadcast=0)
+    with pytest.raises(PytrainError, match="does not match A's dims"):
+        _legacy("Mul", np.ones(3, np.float32), broadcast=1, axis=2)
+    with pytest.raises(PytrainError, match="before opset 7"):
+        from ops_oracle import run_pytrain
+        run_pytrain("Add", [X, np.ones(5, np.float32)], {"broadcast": 1}, opset=7)

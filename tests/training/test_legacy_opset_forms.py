@@ -32,3 +32,50 @@ def test_slice_1_and_pad_2_attributes_train(opset):
         return pr @ ps["W2"]
 
     check_wild(m, forward, p, batches(N_IN, N_CLS))
+
+
+def test_opset_6_broadcast_axis_trains():
+    """Gemm-6 with broadcast, Mul/Add/Sub/Div-6 with broadcast=1 and axis (B matched to A's dims from axis):
+    inference and 5 SGD steps equal torch running the spec's meaning (onnxruntime runs these ops from opset 7)."""
+    import numpy as np
+
+    from pytrain.device.api import CheckpointState, Module, Optimizer
+    from pytrain.engine.runtime import InferenceSession
+    from pytrain.generator import artifacts
+    from wild_models import LR, torch_sgd
+
+    p = weights({"W1": (N_IN, 8), "b1": (8,), "s": (2,), "t": (2, 4), "u": (4,), "W2": (8, N_CLS)})
+    p["d"] = np.array([1.5, 0.75], np.float32)
+    I = helper.make_node
+    nodes = [I("Gemm", ["x", "W1", "b1"], ["h"], broadcast=1), I("Reshape", ["h", "shape3"], ["h3"]),
+             I("Mul", ["h3", "s"], ["m"], broadcast=1, axis=1), I("Add", ["m", "t"], ["a"], broadcast=1, axis=1),
+             I("Sub", ["a", "u"], ["su"], broadcast=1), I("Div", ["su", "d"], ["dv"], broadcast=1, axis=1),
+             I("Reshape", ["dv", "shape2"], ["h2"]), I("MatMul", ["h2", "W2"], ["logits"])]
+    consts = {"shape3": np.array([-1, 2, 4], np.int64), "shape2": np.array([-1, 8], np.int64)}
+    m = model(nodes, [("x", FLOAT, ["N", N_IN])], [("logits", FLOAT, ["N", N_CLS])], dict(p, **consts), 6)
+    m.ir_version = 3
+
+    def forward(ps, x):
+        h3 = (x @ ps["W1"] + ps["b1"]).reshape(-1, 2, 4)
+        out = (h3 * ps["s"].view(2, 1) + ps["t"] - ps["u"]) / ps["d"].view(2, 1)
+        return out.reshape(-1, 8) @ ps["W2"]
+
+    data = batches(N_IN, N_CLS)
+    blob = m.SerializeToString()
+    with torch.no_grad():
+        want = forward({k: torch.from_numpy(v) for k, v in p.items()}, torch.from_numpy(data[0][0])).numpy()
+    np.testing.assert_allclose(InferenceSession(blob).run(None, {"x": data[0][0]})[0], want, rtol=1e-5, atol=1e-6)
+    arts = artifacts.generate_artifacts(blob, optimizer=artifacts.SGD(), requires_grad=list(p))
+    state = CheckpointState.load_checkpoint(arts.checkpoint)
+    module = Module(arts.training_model, state, arts.eval_model)
+    opt = Optimizer(arts.optimizer_model, module)
+    opt.set_learning_rate(LR)
+    losses = []
+    for x, y in data:
+        losses.append(float(module(x, y)))
+        opt.step()
+        module.lazy_reset_grad()
+    ref_losses, ref_params = torch_sgd(forward, p, data)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-4, atol=1e-5)
+    for k, v in ref_params.items():
+        np.testing.assert_allclose(state.parameters[k].data, v, rtol=1e-4, atol=1e-5, err_msg=k)
