@@ -57,7 +57,8 @@ def backward(b: GradBuilder, nodes: Sequence[NodeProto], available: Iterable[str
              wrt: Sequence[str]) -> Tuple[Dict[str, Optional[str]], Set[str]]:
     """Append to ``b`` the nodes computing the gradient of each name in ``wrt`` given the gradients
     ``seeds`` of some of ``nodes``' values (summed where a value has several); returns {name: its
-    gradient, None where none reaches it} and the forward values that depend on ``wrt``. Raises UnsupportedOpError naming the first node on a path that has no gradient rule."""
+    gradient, None where none reaches it} and the forward values that depend on ``wrt``. Raises
+    UnsupportedOpError naming the first node on a path that has no gradient rule."""
     order = topological_order(nodes, available)
     diff = {id(n): differentiable_inputs(n) for n in order}  # each rule (and attribute) read once
     ins = {id(n): gradient_inputs(n) for n in order}
