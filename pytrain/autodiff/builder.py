@@ -1,7 +1,7 @@
 """The node builder gradient rules write formulas with."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from pytrain.engine.graph import NameScope, NodeBuilder
 from pytrain.ops.registry import PYTRAIN_DOMAIN
@@ -10,8 +10,10 @@ from pytrain.ops.registry import PYTRAIN_DOMAIN
 class GradBuilder(NodeBuilder):
     """A NodeBuilder with the few helpers every gradient formula needs."""
 
-    def __init__(self, scope: NameScope) -> None:
+    def __init__(self, scope: NameScope, backward: Optional[Callable[..., Any]] = None) -> None:
         super().__init__(scope, prefix="grad/")
+        #: the backward pass (pytrain.autodiff.engine.backward), for a rule differentiating a body (If)
+        self.backward = backward
 
     def pt(self, op_type: str, *inputs: Optional[str], n_out: int = 1, **attrs: object) -> object:
         """A node of pytrain's own domain (gradient kernels, see docs/ops.md)."""

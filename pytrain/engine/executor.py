@@ -263,5 +263,6 @@ def live_nodes(nodes: List[NodeProto], outputs: Sequence[str]) -> List[NodeProto
         if any(o in needed for o in n.output if o):
             live.append(n)
             needed.update(i for i in n.input if i)
+            needed.update(outer_names(n))  # what a control-flow node's bodies read (none for other nodes)
     live.reverse()
     return live

@@ -13,6 +13,7 @@ from pytrain.base.layout import parse_layout
 from pytrain.engine.executor import Plan, live_nodes
 from pytrain.engine.graph import consumers, producers
 from pytrain.base.opset_versions import OLDEST_EXPORT_OPSET, SCHEMA_VERSIONS
+from pytrain.ops.control.subgraph import outer_names
 from pytrain.ops.quant.blocks import MS_DOMAIN
 from pytrain.engine.lora import LAYOUT_KEY as LORA_LAYOUT_KEY, merge_lora
 from pytrain.proto import (ModelProto, NodeProto, ValueInfoProto, from_array, make_graph, make_model, make_node,
@@ -93,7 +94,7 @@ def export_inference_model(eval_model: ModelProto, parameters: Mapping[str, np.n
             raise ArtifactError("node %r uses domain %r; an inference model keeps standard ops only"
                                 % (n.name, n.domain))
         inference_rewrite(n)
-    used = set(consumers(nodes)) | set(outputs)
+    used = set(consumers(nodes)) | set(outputs) | {x for n in nodes for x in outer_names(n)}  # bodies' reads too
     labels = set(layout.get("labels", []))
     inputs = [v for v in g.input if v.name in used and v.name not in parameters and v.name not in labels]
     missing = [v.name for v in g.input if v.name in labels and v.name in used]

@@ -51,6 +51,7 @@ import numpy as np
 from pytrain.base import dtypes
 from pytrain.autodiff.engine import differentiable_inputs
 from pytrain.autodiff.quant_forms import quant_params
+from pytrain.ops.control.subgraph import all_nodes, subgraphs
 from pytrain.proto import NodeProto
 
 __all__ = ["WEIGHT_INPUTS", "LAYOUT_OPS", "REFOLDED_KEY", "classify_initializers", "is_exporter_constant",
@@ -180,7 +181,9 @@ def _identity_affine(t: Any, consumers: Dict[str, List[Any]], initializers: Set[
 
 def classify_initializers(nodes: Sequence[NodeProto], initializers: Sequence[Any],
                           value_infos: Sequence[Any] = ()) -> List[Dict[str, Any]]:
-    """One ``{"name", "trains", "why"}`` per initializer, in the model's order (the module's rule)."""
+    """One ``{"name", "trains", "why"}`` per initializer, in the model's order (the module's rule).
+    A weight read inside a control-flow body is read there by the body's node."""
+    nodes = [m for n in nodes for m in [n] + [x for g in subgraphs(n) for x in all_nodes(g)]]
     consumers: Dict[str, List[Any]] = {}
     differentiable: Dict[str, List[str]] = {}
     producers = {o: n for n in nodes for o in n.output if o}

@@ -8,6 +8,7 @@ import numpy as np
 from pytrain import proto as _proto
 from pytrain.errors import ModelFormatError, UnsupportedOpError
 from pytrain.ops import get_kernel
+from pytrain.ops.control.subgraph import all_nodes
 from pytrain.generator.trainable import classify_initializers
 from pytrain.webapp.common import FLOAT_TYPES, load_upload
 
@@ -48,7 +49,7 @@ def describe_model(model: Any) -> Dict[str, Any]:
         params.append({"name": t.name, "shape": [int(d) for d in t.dims], "size": size,
                        "float": int(t.data_type) in FLOAT_TYPES, "trains": verdict[t.name]["trains"],
                        "why": verdict[t.name]["why"], "layer": from_end.get(t.name)})
-    ops = sorted({n.op_type for n in graph.node})
+    ops = sorted({n.op_type for n in all_nodes(graph)})  # the bodies of If/Loop/Scan too
     if not inputs:
         raise ModelFormatError("the model has no graph input besides its initializers")
     if not outputs:
@@ -60,7 +61,7 @@ def describe_model(model: Any) -> Dict[str, Any]:
 def refuse_unsupported(model: Any, name: str) -> None:
     """Refuse a model with ops pytrain has no kernel for, naming only those ops (the page says so
     when the model is chosen, before anything is offered for it)."""
-    missing = sorted({(n.domain + "." if n.domain else "") + n.op_type for n in model.graph.node
+    missing = sorted({(n.domain + "." if n.domain else "") + n.op_type for n in all_nodes(model.graph)
                       if get_kernel(n.op_type, n.domain or "") is None})
     if missing:
         raise UnsupportedOpError("%s uses %s %s, which pytrain cannot run, so it cannot be trained here. "

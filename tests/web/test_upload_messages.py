@@ -43,3 +43,21 @@ def test_missing_external_data_says_which_file_to_choose(tmp_path):
     assert "also choose small_cnn.onnx.data in the same dialog" in msg and "external_data" not in msg, msg
     extra = {"small_cnn.onnx.data": (tmp_path / "small_cnn.onnx.data").read_bytes()}
     assert Session.inspect_model(path.read_bytes(), "small_cnn.onnx", extra)["params"][0]["layer"] == 1
+
+
+def test_inspect_sees_the_ops_inside_control_flow_bodies():
+    """An If's branches are part of the model: their ops are listed, and an op pytrain lacks there is named."""
+    from onnx import TensorProto, helper
+
+    def with_branch_op(op: str) -> bytes:
+        m = _model()
+        V = helper.make_tensor_value_info
+        then = helper.make_graph([helper.make_node(op, ["h"], ["t"])], "then", [], [V("t", TensorProto.FLOAT, None)])
+        other = helper.make_graph([helper.make_node("Neg", ["h"], ["e"])], "else", [], [V("e", TensorProto.FLOAT, None)])
+        m.graph.node[1].CopyFrom(helper.make_node("If", ["c"], ["output"], then_branch=then, else_branch=other))
+        m.graph.input.append(V("c", TensorProto.BOOL, []))
+        return m.SerializeToString()
+
+    assert {"If", "Sigmoid", "Neg"} <= set(Session.inspect_model(with_branch_op("Sigmoid"), "branchy.onnx")["ops"])
+    with pytest.raises(UnsupportedOpError, match="Unique"):
+        Session.inspect_model(with_branch_op("Unique"), "branchy.onnx")

@@ -9,7 +9,8 @@ from typing import List, Optional
 
 from pytrain.autodiff.registry import Rule, lookup, registered
 # importing a family registers its rules
-from pytrain.autodiff.rules import elementwise, nn, normalization, recurrent, shape, reduce, loss, quant  # noqa: F401
+from pytrain.autodiff.rules import (  # noqa: F401
+    elementwise, nn, normalization, recurrent, shape, reduce, loss, quant, control)
 
 
 def get_rule(op_type: str, domain: str = "") -> Optional[Rule]:

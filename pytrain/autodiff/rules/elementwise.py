@@ -3,6 +3,9 @@ Max/Min. See :mod:`pytrain.autodiff.rules` for what a rule is."""
 from __future__ import annotations
 
 import math
+from typing import Callable, Tuple
+
+import numpy as np
 
 from pytrain.base import dtypes
 from pytrain.autodiff.builder import GradBuilder as B
@@ -12,41 +15,64 @@ from pytrain.autodiff.registry import gradient
 
 
 # ---- element-wise arithmetic --------------------------------------------------------------
+def _second(b: B, n: N) -> Tuple[str, Callable[[str], str]]:
+    """Input 1 as the formulas read it, and how a gradient shaped like that goes back to its shape.
+    Opset 1-6's ``broadcast=1, axis=k`` matches B to A's dims from k on (pytrain/ops/elementwise/
+    legacy_broadcast.py): B then reads as B reshaped with A's trailing dims as 1s, numpy's broadcast."""
+    x1 = n.x(1)
+    if not int(n.attr("broadcast", 0) or 0) or n.attr("axis") is None:
+        return x1, lambda g: g
+    i64 = lambda v: b.const(v, np.int64)  # noqa: E731
+    shape_a, shape_b = b.op("Shape", n.x(0)), b.op("Shape", x1)
+    start = b.op("Add", i64([int(n.attr("axis"))]), b.op("Reshape", b.op("Size", shape_b), i64([1])))
+    if int(n.attr("axis")) < 0:
+        start = b.op("Add", start, b.op("Reshape", b.op("Size", shape_a), i64([1])))
+    tail = b.op("Slice", shape_a, start, i64([np.iinfo(np.int64).max]))
+    ones = b.op("Add", b.op("Mul", tail, i64(0)), i64(1))
+    aligned = b.op("Reshape", x1, b.op("Concat", shape_b, ones, axis=0))
+    return aligned, lambda g: b.op("Reshape", g, shape_b)
+
+
 @gradient("Add")
 def _add(b: B, n: N, dy: G) -> G:
+    x1, back = _second(b, n)
     return [b.unbroadcast(dy[0], n.x(0)) if n.needs(0) else None,
-            b.unbroadcast(dy[0], n.x(1)) if n.needs(1) else None]
+            back(b.unbroadcast(dy[0], x1)) if n.needs(1) else None]
 
 
 @gradient("Sub")
 def _sub(b: B, n: N, dy: G) -> G:
+    x1, back = _second(b, n)
     return [b.unbroadcast(dy[0], n.x(0)) if n.needs(0) else None,
-            b.unbroadcast(b.op("Neg", dy[0]), n.x(1)) if n.needs(1) else None]
+            back(b.unbroadcast(b.op("Neg", dy[0]), x1)) if n.needs(1) else None]
 
 
 @gradient("Mul")
 def _mul(b: B, n: N, dy: G) -> G:
-    return [b.unbroadcast(b.op("Mul", dy[0], n.x(1)), n.x(0)) if n.needs(0) else None,
-            b.unbroadcast(b.op("Mul", dy[0], n.x(0)), n.x(1)) if n.needs(1) else None]
+    x1, back = _second(b, n)
+    return [b.unbroadcast(b.op("Mul", dy[0], x1), n.x(0)) if n.needs(0) else None,
+            back(b.unbroadcast(b.op("Mul", dy[0], n.x(0)), x1)) if n.needs(1) else None]
 
 
 @gradient("Div")
 def _div(b: B, n: N, dy: G) -> G:
     # d(a/c)/da = 1/c ; d(a/c)/dc = -a/c^2 = -y/c
-    return [b.unbroadcast(b.op("Div", dy[0], n.x(1)), n.x(0)) if n.needs(0) else None,
-            b.unbroadcast(b.op("Neg", b.op("Div", b.op("Mul", dy[0], n.y()), n.x(1))), n.x(1))
+    x1, back = _second(b, n)
+    return [b.unbroadcast(b.op("Div", dy[0], x1), n.x(0)) if n.needs(0) else None,
+            back(b.unbroadcast(b.op("Neg", b.op("Div", b.op("Mul", dy[0], n.y()), x1)), x1))
             if n.needs(1) else None]
 
 
 @gradient("Pow")
 def _pow(b: B, n: N, dy: G) -> G:
-    a, p = n.x(0), n.x(1)
+    a = n.x(0)
+    p, back = _second(b, n)
     da = dp = None
     if n.needs(0):  # p * a^(p-1)
         pf = b.op("CastLike", p, a)
         da = b.unbroadcast(b.op("Mul", dy[0], b.op("Mul", pf, b.op("Pow", a, b.op("Sub", pf, b.scalar(1.0, a))))), a)
     if n.needs(1):  # a^p * ln a, in p's type (Pow allows a float exponent of another type)
-        dp = b.op("CastLike", b.unbroadcast(b.op("Mul", dy[0], b.op("Mul", n.y(), b.op("Log", a))), p), p)
+        dp = b.op("CastLike", back(b.unbroadcast(b.op("Mul", dy[0], b.op("Mul", n.y(), b.op("Log", a))), p)), n.x(1))
     return [da, dp]
 
 

@@ -2,6 +2,8 @@
 scattering, padding. See :mod:`pytrain.autodiff.rules` for what a rule is."""
 from __future__ import annotations
 
+import numpy as np
+
 from pytrain.autodiff.builder import GradBuilder as B
 from pytrain.autodiff.registry import ForwardNode as N
 from pytrain.autodiff.registry import GradNames as G
@@ -57,6 +59,9 @@ def _split(b: B, n: N, dy: G) -> G:
 
 @gradient("Slice", inputs=(0,))
 def _slice(b: B, n: N, dy: G) -> G:
+    if n.x(1) is None:  # Slice-1: starts, ends, axes attributes
+        ints = [b.const(n.attr(k), np.int64) if n.attr(k) is not None else None for k in ("starts", "ends", "axes")]
+        return [b.pt("SliceGrad", dy[0], n.x(0), *ints)]
     return [b.pt("SliceGrad", dy[0], n.x(0), n.x(1), n.x(2), n.x(3), n.x(4))]
 
 
@@ -95,11 +100,8 @@ def _trilu(b: B, n: N, dy: G) -> G:
 def _pad(b: B, n: N, dy: G) -> G:
     mode = n.attr("mode", "constant")
     x, pads, value, axes = n.x(0), n.x(1), n.x(2), n.x(3)
-    if pads is None:  # opset < 11 kept pads in an attribute, which pytrain's Pad does not read
-        from pytrain.errors import UnsupportedOpError
-        from pytrain.engine.graph import node_label
-        raise UnsupportedOpError("node %s: Pad without a pads input (opset < 11) has no gradient rule; "
-                                 "export with opset 11 or later" % node_label(n.node))
+    if pads is None:  # Pad-1/2: the pads an attribute (the constant one too, which does not train)
+        pads = b.const(n.attr("pads", n.attr("paddings")), np.int64)
     dx = dv = None
     if n.needs(0):
         # constant mode: dX is dY with the padding cut off and the cropped parts zero-filled,

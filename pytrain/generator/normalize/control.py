@@ -7,7 +7,8 @@
   copy of the body per iteration, the scan outputs stacked with Unsqueeze + Concat.
 
 The gradient then flows through ordinary nodes, as ORT's gradient builder has it. What stays control
-flow runs as such (pytrain/ops/control); a gradient cannot be defined through it, so
+flow runs as such (pytrain/ops/control): an If decided at run time has a gradient (the branch taken,
+pytrain/autodiff/rules/control.py); through a Loop or Scan left a gradient cannot be defined, so
 :func:`refuse_gradient_through` names it when it reads a float initializer (a weight may train)."""
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 from pytrain.errors import UnsupportedOpError
 from pytrain.engine.graph import NameScope, all_names, node_label
 from pytrain.generator.normalize.static import StaticValues
-from pytrain.ops.control.subgraph import outer_names, subgraphs
+from pytrain.ops.control.subgraph import all_nodes, outer_names, subgraphs
 from pytrain.proto import GraphProto, NodeProto, from_array, make_node, node_attributes, to_array
 
 CONTROL = ("If", "Loop", "Scan")
@@ -227,26 +228,54 @@ def _body_names(graph: GraphProto) -> Set[str]:
     return names
 
 
+#: ops inside a run-time If's branches that would train differently from how they run there: the
+#: generator gives training behaviour to the graph's own nodes, and the gradient branch recomputes the
+#: forward (a second random draw would not be the forward's)
+_BRANCH_REFUSED = ("BatchNormalization", "Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike",
+                   "RandomUniformLike", "Bernoulli", "Multinomial")
+
+
+def _check_if_branches(n: NodeProto, hit: Sequence[str]) -> None:
+    for g in subgraphs(n):
+        for m in all_nodes(g):
+            if m.op_type in _BRANCH_REFUSED and m.domain in ("", "ai.onnx"):
+                raise UnsupportedOpError(
+                    "node %s reads %s, which would train, and its branch %r runs %s: pytrain trains through an If "
+                    "decided at run time by recomputing the taken branch, which it can do only for branches "
+                    "without batch statistics or random draws. Freeze what it reads (frozen_params) or export "
+                    "the model with that branch fixed" % (node_label(n), ", ".join(repr(h) for h in hit[:3]),
+                                                          g.name, node_label(m)))
+
+
 def refuse_gradient_through(nodes: Sequence[NodeProto], trainable: Sequence[str], weights: Sequence[str] = ()) -> None:
-    """Raise UnsupportedOpError naming a control-flow node left in ``nodes`` (in order) that reads a
+    """Raise UnsupportedOpError naming a Loop or Scan left in ``nodes`` (in order) that reads a
     trainable parameter or a value computed from one, or whose bodies read one of ``weights`` (float
     initializers the caller did not freeze, which the trainable rule cannot see read there): no
-    gradient is defined through it, and its bodies' reads are not inputs the gradient builder follows."""
+    gradient is defined through it, and its bodies' reads are not inputs the gradient builder follows.
+    An If left (decided at run time) has a gradient (pytrain/autodiff/rules/control.py) unless its
+    branches hold what :func:`_check_if_branches` names; its branches are checked in turn."""
     carries, hidden = set(trainable), set(weights) | set(trainable)
     for n in nodes:
         control = n.op_type in CONTROL and n.domain in ("", "ai.onnx")
         inner = outer_names(n) if control else []
+        if control and n.op_type == "If":
+            hit = [r for r in inner if r in carries]
+            if hit:
+                _check_if_branches(n, hit)
+                for g in subgraphs(n):
+                    refuse_gradient_through(list(g.node), sorted(carries), sorted(hidden))
+                carries.update(o for o in n.output if o)
+            continue
         hit = [r for r in n.input if r in carries] + [r for r in inner if r in carries or r in hidden]
         if not hit:
             continue
         if control:
-            why = {"If": "its condition is decided by the data at run time",
-                   "Loop": "its trip count is decided by the data at run time (or its body may stop it early)",
+            why = {"Loop": "its trip count is decided by the data at run time (or its body may stop it early)",
                    "Scan": "its sequence length is not declared with a number"}[n.op_type]
             raise UnsupportedOpError(
-                "node %s reads %s, which would train, but %s: pytrain trains through control flow it can inline "
-                "or unroll when the training model is generated (a condition or trip count computed from "
-                "initializers and static shapes); no gradient is defined through the rest. Freeze what it "
-                "reads (frozen_params) or export the model with that branch or length fixed"
+                "node %s reads %s, which would train, but %s: pytrain trains through a Loop or Scan it can "
+                "unroll when the training model is generated (a trip count computed from initializers and "
+                "static shapes); no gradient is defined through the rest (as in ORT). Freeze what it reads "
+                "(frozen_params) or export the model with that length fixed"
                 % (node_label(n), ", ".join(repr(h) for h in hit[:3]), why))
         carries.update(o for o in n.output if o)

@@ -1,12 +1,15 @@
 """Values known when the training model is generated: initializers, Constant nodes, and what is
 computed from them and from the static dims of declared shapes (``Shape`` of an input declared
-``[1, 16000]``). Control flow's conditions and trip counts are usually such values."""
+``[1, 16000]``). Control flow's conditions and trip counts are usually such values. A float initializer
+of rank 1 or more is not one: it may be a weight, whose value training changes (a condition on it is
+decided at run time, pytrain/autodiff/rules/control.py)."""
 from __future__ import annotations
 
 from typing import Dict, List, Optional
 
 import numpy as np
 
+from pytrain.base import dtypes
 from pytrain.errors import PytrainError
 from pytrain.engine.executor import kernel_attributes
 from pytrain.ops import OpContext, get_kernel
@@ -52,7 +55,8 @@ class StaticValues:
         if name in self.inits:
             t = self.inits[name]
             size = int(np.prod([int(d) for d in t.dims], dtype=np.int64))
-            got = to_array(t, "initializer %r" % name) if size <= _MAX_ELEMENTS else None
+            weight = dtypes.is_float(t.data_type) and len(t.dims) > 0
+            got = to_array(t, "initializer %r" % name) if size <= _MAX_ELEMENTS and not weight else None
         elif name in self.producers and depth < 64:
             got = self._fold(name, depth)
         self.known[name] = got

@@ -1,18 +1,30 @@
-"""Pad (opset >= 11: pads and constant_value inputs, opset-18 axes input; constant, reflect,
-edge and wrap modes; negative pads crop)."""
+"""Pad (opset >= 11: pads and constant_value inputs, opset-18 axes input; before 11 the ``pads`` (Pad-1:
+``paddings``) and ``value`` attributes, which the kernel receives under the inputs' names; constant,
+reflect, edge and wrap modes; negative pads crop)."""
 from __future__ import annotations
 
 import numpy as np
 
 from pytrain.errors import GraphError, InputError
 from pytrain.ops.common import int_list, norm_axes, scalar_of
+from pytrain.ops.elementwise.op_clip import refuse_legacy
 from pytrain.ops.registry import kernel
 
 _MODES = ("constant", "reflect", "edge", "wrap")
 
 
 @kernel("Pad")
-def pad(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
+def pad(ctx, data, pads=None, constant_value=None, axes=None, *, mode="constant", **legacy):
+    refuse_legacy("Pad", ctx, legacy, ignored=("paddings", "value"))
+    if ctx.opset < 11:  # Pad-1/2: the pads and the constant are attributes
+        pads = legacy.get("paddings") if pads is None else pads
+        if legacy.get("value") is not None:
+            constant_value = np.asarray(legacy["value"], dtype=data.dtype)
+    elif legacy or isinstance(pads, list):  # an attribute (a list), not an input (an array)
+        raise GraphError("Pad %r: attribute %s is Pad-1/2's (before opset 11)"
+                         % (ctx.node_name, sorted(legacy)[0] if legacy else "pads"))
+    if pads is None:
+        raise GraphError("Pad %r needs pads (an input from opset 11 on, an attribute before)" % ctx.node_name)
     if isinstance(mode, bytes):
         mode = mode.decode()
     if mode not in _MODES:

@@ -1,12 +1,14 @@
-"""Slice: starts/ends/axes/steps inputs, negative and out-of-range values clamped per the spec."""
+"""Slice: starts/ends/axes/steps inputs (Slice-1, before opset 10: starts/ends/axes attributes, which the
+kernel receives under the inputs' names), negative and out-of-range values clamped per the spec."""
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pytrain.errors import InputError
+from pytrain.errors import GraphError, InputError
 from pytrain.ops.common import int_list, norm_axes
+from pytrain.ops.elementwise.op_clip import refuse_legacy
 from pytrain.ops.registry import kernel
 
 
@@ -41,7 +43,12 @@ def slice_index(op: str, shape: Sequence[int], starts: List[int], ends: List[int
 
 
 @kernel("Slice")
-def slice_(ctx, data, starts, ends, axes=None, steps=None):
+def slice_(ctx, data, starts=None, ends=None, axes=None, steps=None, **legacy):
+    refuse_legacy("Slice", ctx, legacy, ignored=())
+    if starts is None or ends is None:
+        raise GraphError("Slice %r needs starts and ends (inputs from opset 10 on, attributes before)" % ctx.node_name)
+    if ctx.opset >= 10 and isinstance(starts, list):  # an attribute (a list), not an input (an array)
+        raise GraphError("Slice %r: attribute starts is Slice-1's (before opset 10)" % ctx.node_name)
     idx = slice_index("Slice", data.shape, int_list("Slice", "starts", starts),
                       int_list("Slice", "ends", ends), int_list("Slice", "axes", axes),
                       int_list("Slice", "steps", steps))

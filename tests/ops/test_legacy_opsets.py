@@ -1,0 +1,75 @@
+"""Old opsets' forms whose inputs were once attributes, with their opset's meaning: Slice-1 (starts/ends/axes
+attributes) and Pad-1/2 (paddings/pads and value attributes, every mode), against onnx.reference and
+onnxruntime, through the validating runtime as a user loads a file."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ops_oracle import check
+
+X = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+
+
+@pytest.mark.parametrize("attrs", [dict(starts=[1, -3], ends=[100, -1], axes=[1, 3]),
+                                   dict(starts=[0, 1], ends=[1, 3]),  # axes default: the first ones
+                                   dict(starts=[-2], ends=[-100], axes=[2])])  # empty
+def test_slice_1_attributes(attrs):
+    for oracle in ("ref", "ort"):
+        check("Slice", [X], attrs, opset=9, oracle=oracle)
+
+
+@pytest.mark.parametrize("mode,value", [("constant", 1.5), ("constant", None), ("reflect", None), ("edge", None)])
+def test_pad_2_attributes(mode, value):
+    attrs = dict(pads=[0, 1, 2, 0, 0, 2, 1, 1], mode=mode)
+    if value is not None:
+        attrs["value"] = value
+    for oracle in ("ref", "ort"):
+        check("Pad", [X], attrs, opset=2 if oracle == "ort" else 10, oracle=oracle)
+
+
+def test_pad_1_paddings_attribute():
+    check("Pad", [X], dict(paddings=[0, 0, 1, 1, 0, 0, 1, 1], value=-2.0), opset=1, oracle="ref")
+
+
+def test_an_attribute_of_an_older_opset_is_refused():
+    from ops_oracle import run_pytrain
+    from pytrain.errors import PytrainError
+
+    with pytest.raises(PytrainError, match="pads is Pad-1/2's"):
+        run_pytrain("Pad", [X], dict(pads=[0, 0, 1, 1, 0, 0, 1, 1]), opset=11)
+    with pytest.raises(PytrainError, match="starts is Slice-1's"):
+        run_pytrain("Slice", [X], dict(starts=[1], ends=[2]), opset=13)
+
+
+# ---- opset 1-6 broadcasting: B matched to A's dims from `axis` (onnxruntime implements these ops from
+# opset 7 and onnx.reference not at all: the oracle is the spec's own list of shapes, in numpy) ----------
+def _legacy(op: str, b: np.ndarray, **attrs):
+    from ops_oracle import run_pytrain
+    return run_pytrain(op, [X, b], attrs, opset=6)[0]
+
+
+@pytest.mark.parametrize("op,fn", [("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply),
+                                   ("Div", np.divide), ("Pow", np.power)])
+def test_legacy_broadcast_follows_the_specs_shapes(op, fn):
+    rng = np.random.default_rng(1)
+    x = np.abs(X) + 0.5 if op == "Pow" else X
+    for shape, axis, aligned in [((), None, ()), ((1, 1), None, (1, 1)), ((5,), None, (5,)), ((4, 5), None, (4, 5)),
+                                 ((3, 4), 1, (3, 4, 1)), ((2,), 0, (2, 1, 1, 1)), ((4,), -2, (4, 1))]:
+        b = (rng.uniform(0.5, 1.5, shape)).astype(np.float32)
+        attrs = {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
+        from ops_oracle import run_pytrain
+        got = run_pytrain(op, [x, b], attrs, opset=6)[0]
+        np.testing.assert_allclose(got, fn(x, b.reshape(aligned)), rtol=1e-6, err_msg="%s %s axis %s" % (op, shape, axis))
+
+
+def test_legacy_broadcast_refuses_what_the_spec_does():
+    from pytrain.errors import PytrainError
+
+    with pytest.raises(PytrainError, match="must have one shape"):
+        _legacy("Add", np.ones(5, np.float32), broadcast=0)
+    with pytest.raises(PytrainError, match="does not match A's dims"):
+        _legacy("Mul", np.ones(3, np.float32), broadcast=1, axis=2)
+    with pytest.raises(PytrainError, match="before opset 7"):
+        from ops_oracle import run_pytrain
+        run_pytrain("Add", [X, np.ones(5, np.float32)], {"broadcast": 1}, opset=7)
