@@ -42,17 +42,19 @@ def depthwise_conv2d_grad(dY: np.ndarray, X: np.ndarray, W: np.ndarray, win: Win
                           wants: Tuple[bool, bool, bool]) -> Grads:
     """dX, dW, dB (None where not wanted) of a 2-D depthwise Conv (W ``(C, 1, kh, kw)``, group == C).
 
-    ``dW[c, tap]`` is ``cols[n, c, tap, :] @ dY[n, c, :]`` summed over the batch, ``cols`` the
-    per-sample window copy (batch-first: no transposes); ``dX`` is the depthwise Conv of dY (spread
+    ``dW[c, tap]`` is ``cols[c, tap, :] @ dY[c, :]`` over the batch and positions, ``cols`` the
+    window copy channel-major (one GEMV per channel); ``dX`` is the depthwise Conv of dY (spread
     to stride 1 when strided) with the flipped kernel, the forward's own fast kernels."""
     n, c = X.shape[0], X.shape[1]
     k = int(np.prod(win.kernel))
     positions = int(np.prod(win.out_shape))
     dX = dW = dB = None
     if wants[1]:
-        cols = window_view(pad_spatial(X, win), win).reshape(n, c, k, positions)
-        dw = np.matmul(cols, dY.reshape(n, c, positions, 1)).sum(axis=0)  # (C, K, 1)
-        dW = dw.reshape(W.shape).astype(W.dtype, copy=False)
+        # channel-major copies, so each channel's K x N*L product is one GEMV over the whole batch
+        view = window_view(pad_spatial(X, win), win)  # (N, C, kh, kw, *out)
+        cols = np.ascontiguousarray(view.transpose(1, 2, 3, 0, 4, 5)).reshape(c, k, n * positions)
+        dyc = np.ascontiguousarray(dY.transpose(1, 0, 2, 3)).reshape(c, n * positions, 1)
+        dW = np.matmul(cols, dyc).reshape(W.shape).astype(W.dtype, copy=False)
     if wants[0]:
         dX = _depthwise_input_grad(dY, X, W, win)
     if wants[2]:
