@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "cnn_speed.json"  # --save: what report.py renders into RESULTS.md (section())
 ORT_PY = HERE / ".venv-ort" / "bin" / "python"
 CACHE = HERE / ".cache"
 
@@ -93,6 +94,7 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--pytrain-root", default=str(HERE.parent))
+    ap.add_argument("--save", action="store_true", help="write the per-pass values to bench/cnn_speed.json")
     args = ap.parse_args()
     names = args.workloads.split(",")
     root = Path(args.pytrain_root).resolve()
@@ -107,17 +109,42 @@ def main() -> None:
                 if "error" in r:
                     print(name, what, runtime, r["error"], file=sys.stderr)
         load.append(os.getloadavg()[0])
-    print("| model | | pytrain CPU ms | peer | peer CPU ms | pytrain / peer |")
-    print("|---|---|---|---|---|---|")
-    for name in names:
-        for what in ("inference", "training step"):
-            mine, peer = [k[2] for k in res if k[0] == name and k[1] == what]
-            a, b = res[(name, what, mine)], res[(name, what, peer)]
-            ratios = [x / y for x, y in zip(a, b)]
-            print("| %s | %s | %s | %s | %s | ×%s |" % (name, what, _span(a, "%.2f"), peer, _span(b, "%.2f"),
-                                                      _span(ratios, "%.2f")))
-    print("\nload average (1 min) over the run: %s; %d passes, %d timed steps a row"
-          % (", ".join("%.1f" % x for x in load), args.passes, args.steps))
+    data = {"passes": args.passes, "steps": args.steps, "load": load, "rows": [
+        {"model": k[0], "what": k[1], "runtime": k[2], "cpu_ms": v} for k, v in res.items()]}
+    if args.save:
+        old = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+        RESULTS.write_text(json.dumps(dict(old, **data), indent=1))
+    print("\n".join(table(data)))
+
+
+def table(data: dict) -> list:
+    """The rows as markdown: per model and kind, pytrain's and its peer's CPU ms and their ratio per pass."""
+    out = ["| model | | pytrain CPU ms / step | peer | peer CPU ms / step | pytrain / peer |",
+           "|---|---|---|---|---|---|"]
+    rows = data["rows"]
+    for i in range(0, len(rows) - 1, 2):
+        a, b = rows[i], rows[i + 1]
+        ratios = [x / y for x, y in zip(a["cpu_ms"], b["cpu_ms"])]
+        out.append("| %s | %s | %s | %s | %s | ×%s |" % (a["model"], a["what"], _span(a["cpu_ms"], "%.1f"), b["runtime"],
+                                                          _span(b["cpu_ms"], "%.1f"), _span(ratios, "%.2f")))
+    out.append("")
+    out.append("load average (1 min) over the run: %s; %d passes, %d timed steps a row"
+               % (", ".join("%.1f" % x for x in data["load"]), data["passes"], data["steps"]))
+    return out
+
+
+def section() -> list:
+    """RESULTS.md's section from bench/cnn_speed.json (empty when absent)."""
+    if not RESULTS.is_file():
+        return []
+    data = json.loads(RESULTS.read_text())
+    out = ["## Issue 32's CNNs natively, one thread (`bench/cnn_speed.py`)", ""] + data.get("intro", [])
+    out += [""] + table(data) + [""]
+    for name, prof in sorted(data.get("profiles", {}).items()):
+        out += ["**%s**: CPU ms per step by op type (`native_runner.py --nodes --cpu`), before -> after" % name, "",
+                "| op | before | after |", "|---|---|---|"]
+        out += ["| %s | %.2f | %.2f |" % tuple(r) for r in prof] + [""]
+    return out + data.get("notes", []) + [""]
 
 
 if __name__ == "__main__":

@@ -158,6 +158,8 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
     out += gpt2_memory_section()
     from gpt2_tab_memory import section as gpt2_tab_section   # bench/gpt2_tab_memory.json, by gpt2_tab_memory.py
     out += gpt2_tab_section()
+    from cnn_speed import section as cnn_speed_section   # bench/cnn_speed.json, written by cnn_speed.py --save
+    out += cnn_speed_section()
     out += ["## Method", "",
             "- ms / step: one full training step (forward + loss, backward, AdamW update, "
             "gradient reset, loss read back), median after warm-up; every row is measured "
