@@ -3,6 +3,7 @@
     python native_runner.py gen   --runtime pytrain|ort --model M.onnx --out DIR
     python native_runner.py train --runtime pytrain|ort|torch --dir DIR --workload mlp ...
     python native_runner.py train --runtime pytrain --nodes [--cpu] ...   # time per graph node (a profile)
+    python native_runner.py infer --runtime pytrain|ort --model M.onnx --batch B.npz [--nodes]   # inference
 
 Prints one JSON object on its last stdout line.  Runs under the main interpreter
 (pytrain, torch) and under bench/.venv-ort (onnxruntime-training 1.19.2, numpy<2),
@@ -227,6 +228,42 @@ def node_times(step, x, y, warmup: int, steps: int, top: int = 25, cpu: bool = F
             "by_op": sorted(by_op.items(), key=lambda kv: -kv[1]), "nodes": nodes[:top]}
 
 
+def infer(args) -> dict:
+    """Inference of ``--model`` on the batch's input: pytrain's InferenceSession or onnxruntime's
+    (the ORT venv's 1.19.2, default graph optimizations), ``--threads`` intra-op threads."""
+    import numpy as np
+
+    x = np.load(Path(args.batch))["input"]
+    if args.runtime == "pytrain":
+        from pytrain.engine.runtime import InferenceSession
+
+        sess = InferenceSession(Path(args.model).read_bytes())
+    else:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        if args.threads > 0:
+            so.intra_op_num_threads = args.threads
+            so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(str(args.model), so, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+
+    def step(x, _y) -> float:
+        return float(np.asarray(sess.run(None, {name: x})[0]).ravel()[0])
+
+    if args.nodes:
+        step(x, None)
+        return node_times(step, x, None, args.warmup, args.steps, cpu=args.cpu)
+    for _ in range(args.warmup + 1):
+        step(x, None)
+    times, clock = [], time.process_time if args.cpu else time.perf_counter
+    for _ in range(args.steps):
+        t0 = clock()
+        step(x, None)
+        times.append((clock() - t0) * 1e3)
+    return {"step_ms": statistics.median(times), "step_ms_min": min(times), "steps": args.steps}
+
+
 def train(args) -> dict:
     import numpy as np
 
@@ -251,11 +288,11 @@ def train(args) -> dict:
         done += 1
         if done == PARITY_STEP:
             parity_loss = loss
-    times, loss = [], first_loss
+    times, loss, clock = [], first_loss, time.process_time if args.cpu else time.perf_counter
     for _ in range(args.steps):
-        t0 = time.perf_counter()
+        t0 = clock()
         loss = step(x, y)
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((clock() - t0) * 1e3)
         done += 1
         if done == PARITY_STEP:
             parity_loss = loss
@@ -267,9 +304,9 @@ def train(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["gen", "train"])
+    ap.add_argument("mode", choices=["gen", "train", "infer"])
     ap.add_argument("--runtime", choices=["pytrain", "ort", "torch"], required=True)
-    ap.add_argument("--model", help="gen: the ONNX model")
+    ap.add_argument("--model", help="gen, infer: the ONNX model")
     ap.add_argument("--out", help="gen: artifact directory")
     ap.add_argument("--dir", help="train: artifact directory")
     ap.add_argument("--batch", help="train: batch.npz")
@@ -279,11 +316,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--nodes", action="store_true",
                     help="train, pytrain only: time every graph node instead (a profile, not a row)")
-    ap.add_argument("--cpu", action="store_true", help="with --nodes: CPU time (time.thread_time), not wall time")
+    ap.add_argument("--cpu", action="store_true", help="CPU time, not wall time (with --nodes: this thread's, "
+                    "time.thread_time; else this process's, time.process_time: one thread each)")
     args = ap.parse_args()
     if args.mode == "gen":
         fn = gen_ort if args.runtime == "ort" else gen_pytrain
         res = fn(Path(args.model), Path(args.out))
+    elif args.mode == "infer":
+        res = infer(args)
     else:
         res = train(args)
     res["peak_rss_mb"] = peak_rss_mb()

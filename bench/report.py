@@ -161,6 +161,8 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
     out += gpt2_tab_section()
     from quantized_lora_speed import section as quantized_speed_section   # by bench/quantized_lora_speed.py
     out += quantized_speed_section()
+    from cnn_speed import section as cnn_speed_section   # bench/cnn_speed.json, written by cnn_speed.py --save
+    out += cnn_speed_section()
     out += ["## Method", "",
             "- ms / step: one full training step (forward + loss, backward, AdamW update, "
             "gradient reset, loss read back), median after warm-up; every row is measured "

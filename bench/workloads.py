@@ -139,6 +139,124 @@ class TinyGPT2(nn.Module):
         return self.hf(input_ids=input_ids).logits.transpose(1, 2)
 
 
+def _conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: type = nn.ReLU) -> nn.Sequential:
+    """Conv (no bias) -> BatchNorm -> activation, 'same' padding."""
+    return nn.Sequential(nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
+                         nn.BatchNorm2d(cout), act())
+
+
+class _SqueezeExcite(nn.Module):
+    """MobileNetV3's squeeze-excite: global average pool -> 1x1 reduce, ReLU -> 1x1 expand, hard-sigmoid
+    -> times the input."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Conv2d(c, max(8, c // 4), 1)
+        self.fc2 = nn.Conv2d(max(8, c // 4), c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = torch.nn.functional.adaptive_avg_pool2d(x, 1)
+        return x * torch.nn.functional.hardsigmoid(self.fc2(torch.relu(self.fc1(s))))
+
+
+class _InvertedResidual(nn.Module):
+    def __init__(self, cin: int, k: int, exp: int, cout: int, se: bool, hs: bool, stride: int) -> None:
+        super().__init__()
+        act = nn.Hardswish if hs else nn.ReLU
+        layers = [] if exp == cin else [_conv_bn(cin, exp, 1, act=act)]
+        layers += [_conv_bn(exp, exp, k, stride, groups=exp, act=act)]
+        if se:
+            layers.append(_SqueezeExcite(exp))
+        layers += [nn.Conv2d(exp, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.block = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.block(x)
+        return x + y if self.residual else y
+
+
+class MobileNetV3Cls(nn.Module):
+    """The OCR text-direction classifier's kind: MobileNetV3-small's blocks (hard-swish, depthwise
+    convs, squeeze-excite with hard-sigmoid) at width 0.5 on a 3x48x192 text line, then global
+    pooling, a 1x1 conv with hard-swish and a linear classifier."""
+
+    # kernel, expansion, out, squeeze-excite, hard-swish, stride (MobileNetV3-small at width 0.5)
+    BLOCKS = [(3, 8, 8, True, False, 2), (3, 40, 16, False, False, 2), (3, 48, 16, False, False, 1),
+              (5, 48, 24, True, True, 2), (5, 120, 24, True, True, 1), (5, 120, 24, True, True, 1),
+              (5, 64, 24, True, True, 1), (5, 72, 24, True, True, 1), (5, 144, 48, True, True, 2),
+              (5, 288, 48, True, True, 1), (5, 288, 48, True, True, 1)]
+
+    def __init__(self) -> None:
+        super().__init__()
+        layers: list = [_conv_bn(3, 8, 3, 2, act=nn.Hardswish)]
+        c = 8
+        for k, exp, out, se, hs, stride in self.BLOCKS:
+            layers.append(_InvertedResidual(c, k, exp, out, se, hs, stride))
+            c = out
+        layers.append(_conv_bn(c, 288, 1, act=nn.Hardswish))
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Sequential(nn.Conv2d(288, 256, 1), nn.Hardswish())
+        self.fc = nn.Linear(256, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+        return self.fc(torch.flatten(self.head(x), 1))
+
+
+class DBNetHead(nn.Module):
+    """A DBNet-style text detector on 3x160x160: a small strided conv backbone (1/4 .. 1/16), an FPN
+    (1x1 laterals, nearest Resize x2 upsampling and adds, 3x3 smoothing, Resize to 1/4 and Concat),
+    and DB's head: 3x3 conv -> BatchNorm -> ReLU -> ConvTranspose 2x2/2 -> BatchNorm -> ReLU ->
+    ConvTranspose 2x2/2 to 2-class (text / background) logits at full resolution."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(_conv_bn(3, 16, 3, 2), _conv_bn(16, 16, 3, 2))
+        self.c3 = _conv_bn(16, 32, 3, 2)
+        self.c4 = _conv_bn(32, 64, 3, 2)
+        inner = 32
+        self.lat = nn.ModuleList([nn.Conv2d(c, inner, 1, bias=False) for c in (16, 32, 64)])
+        self.smooth = nn.ModuleList([nn.Conv2d(inner, inner // 4, 3, padding=1, bias=False) for _ in range(3)])
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.head = nn.Sequential(_conv_bn(inner * 3 // 4, 16, 3),
+                                  nn.ConvTranspose2d(16, 16, 2, 2), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.ConvTranspose2d(16, 2, 2, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f2 = self.stem(x)
+        f3 = self.c3(f2)
+        f4 = self.c4(f3)
+        p4 = self.lat[2](f4)
+        p3 = self.lat[1](f3) + self.up(p4)
+        p2 = self.lat[0](f2) + self.up(p3)
+        up4 = nn.functional.interpolate(self.smooth[2](p4), scale_factor=4, mode="nearest")
+        fuse = torch.cat([self.smooth[0](p2), self.up(self.smooth[1](p3)), up4], 1)
+        return self.head(fuse)
+
+
+class CRNN(nn.Module):
+    """A CRNN text-line recogniser on 1x32x128: VGG-style convs (height 32 -> 1, width 128 -> 32
+    steps), a bidirectional LSTM (hidden 64), a linear per-step classifier: logits (N, classes, T)
+    against per-step labels (the CTC head's per-frame scores, trained frame-wise here)."""
+
+    HIDDEN = 64
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cnn = nn.Sequential(_conv_bn(1, 16, 3), nn.MaxPool2d(2, 2),          # 16 x 64
+                                 _conv_bn(16, 32, 3), nn.MaxPool2d(2, 2),         # 8 x 32
+                                 _conv_bn(32, 64, 3), _conv_bn(64, 64, 3), nn.MaxPool2d((2, 1), (2, 1)),  # 4 x 32
+                                 _conv_bn(64, 96, 3), nn.MaxPool2d((4, 1), (4, 1)))   # 1 x 32
+        self.rnn = nn.LSTM(96, self.HIDDEN, bidirectional=True, batch_first=False)
+        self.fc = nn.Linear(2 * self.HIDDEN, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.cnn(x).squeeze(2).permute(2, 0, 1)          # (T, N, C)
+        y, _ = self.rnn(f)
+        return self.fc(y).permute(1, 2, 0)                   # (N, classes, T)
+
+
 #: the LoRA of the LoRA workloads: peft's LoraConfig(r, lora_alpha, target_modules) and pytrain's
 #: LoRA(rank, alpha, targets); the runners read it from lora.json beside the model
 LORA = {"rank": 8, "alpha": 16, "targets": ["c_attn"]}
@@ -152,6 +270,10 @@ class Workload:
     input_dtype: str  # numpy dtype name of the model input
     vocab: int = EmbLN.VOCAB  # token ids are drawn from [0, vocab) for int64 inputs
     lora: bool = False  # fine-tuned with LoRA: labels are the next token of every position, (N, T)
+    label_shape: tuple = ()  # dense labels: (N,) + label_shape, drawn from [0, classes)
+    classes: int = CLASSES
+    shipped: bool = False  # exported in inference mode like a pretrained file (BatchNorm on its
+    # running statistics); every parameter fine-tunes
 
     def module(self) -> nn.Module:
         """The module with its deterministic initial weights."""
@@ -165,7 +287,7 @@ class Workload:
             x = rng.integers(0, self.vocab, size=self.input_shape, dtype=np.int64)
         else:  # pixels in [0, 1)
             x = rng.random(self.input_shape, dtype=np.float32)
-        labels = rng.integers(0, CLASSES, size=(self.input_shape[0],), dtype=np.int64)
+        labels = rng.integers(0, self.classes, size=(self.input_shape[0],) + self.label_shape, dtype=np.int64)
         if self.lora:
             labels = np.roll(x, -1, axis=1)
         return {"input": x, "labels": labels}
@@ -179,7 +301,15 @@ WORKLOADS: Dict[str, Workload] = {
     "mobilenet": Workload("mobilenet", MobileNetTransfer, (16, 3, 96, 96), "float32"),
     "bert": Workload("bert", TinyBert, (32, TinyBert.TOKENS), "int64", vocab=TinyBert.VOCAB),
     "gpt2_lora": Workload("gpt2_lora", TinyGPT2, (8, TinyGPT2.TOKENS), "int64", vocab=TinyGPT2.VOCAB, lora=True),
+    # the CNNs of OCR packages (issue 32), shipped as inference files and fine-tuned whole
+    "mobilenetv3": Workload("mobilenetv3", MobileNetV3Cls, (8, 3, 48, 192), "float32", shipped=True),
+    "dbnet": Workload("dbnet", DBNetHead, (2, 3, 160, 160), "float32", label_shape=(160, 160), classes=2,
+                      shipped=True),
+    "crnn": Workload("crnn", CRNN, (8, 1, 32, 128), "float32", label_shape=(32,), shipped=True),
 }
+
+# the CNNs of issue 32: their rows also time inference (bench/cnn_speed.py)
+OCR_WORKLOADS = ("mobilenetv3", "dbnet", "crnn")
 
 # the LoRA workloads: native rows only, pytrain and PyTorch + peft (keep in sync with run.py's)
 LORA_WORKLOADS = tuple(n for n, w in WORKLOADS.items() if w.lora)
@@ -198,7 +328,8 @@ def export_onnx(w: Workload) -> bytes:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from pytrain.generator.torch_export import torch_export
 
-    return torch_export(w.module().train(), (torch.from_numpy(w.batch()["input"]),), input_names=["input"],
+    m = w.module().eval() if w.shipped else w.module().train()
+    return torch_export(m, (torch.from_numpy(w.batch()["input"]),), input_names=["input"],
                         output_names=["logits"], opset=17, dynamic_batch=False)
 
 

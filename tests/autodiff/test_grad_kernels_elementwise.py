@@ -65,6 +65,29 @@ def test_leakyrelu_grad(alpha):
     assert dx32.dtype == np.float32
 
 
+HARD_SPECIALS = [np.nan, np.inf, -np.inf, -3.0, 3.0, 0.0, -2.5, 2.5, 1.0, -1.0, 10.0, -10.0, -0.0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hard_swish_and_hard_sigmoid_grads_against_torch(dtype):
+    x = np.concatenate([np.array(HARD_SPECIALS), rng(3).uniform(-5, 5, 200)]).astype(dtype)
+    dy = rng(4).standard_normal(x.shape).astype(dtype)
+    for op, fn, attrs in (("HardSwishGrad", torch.nn.functional.hardswish, {}),
+                          ("HardSigmoidGrad", torch.nn.functional.hardsigmoid, {"alpha": 1 / 6, "beta": 0.5})):
+        xt = torch.tensor(x, requires_grad=True)
+        fn(xt).backward(torch.tensor(dy))
+        (dx,) = run_kernel(op, dy, x, **attrs)
+        assert dx.dtype == dtype and dx.shape == x.shape
+        finite = np.isfinite(x)
+        np.testing.assert_allclose(dx[finite], xt.grad.numpy()[finite], rtol=1e-6, atol=1e-7)
+        if op == "HardSwishGrad":  # NaN stays NaN; inf: the flat parts' slope 0 / 1
+            assert np.isnan(dx[0]) and dx[1] == dy[1] and dx[2] == 0
+        else:  # outside the linear part (NaN included) the gradient is 0
+            assert dx[0] == 0 and dx[1] == 0 and dx[2] == 0
+    (dx,) = run_kernel("HardSigmoidGrad", dy, x)  # ONNX's defaults alpha=0.2, beta=0.5
+    np.testing.assert_allclose(dx, np.where((x * 0.2 + 0.5 > 0) & (x * 0.2 + 0.5 < 1), dy * dtype(0.2), 0))
+
+
 def _gelu(x, approximate):
     if approximate == "tanh":
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))

@@ -190,28 +190,16 @@ def _where(b: B, n: N, dy: G) -> G:
 
 
 # ---- more activations and element-wise math (HardSwish, Elu, PRelu, Sin, Mod, Max/Min, ...) ---
-def _inside(b: B, z: str) -> str:
-    """Where 0 < z < 1: the linear part of a hard sigmoid (the gradient is 0 on both flat parts and,
-    as torch, at the corners)."""
-    return b.op("And", b.op("Greater", z, b.scalar(0.0, z)), b.op("Less", z, b.scalar(1.0, z)))
-
-
 @gradient("HardSigmoid")
 def _hard_sigmoid(b: B, n: N, dy: G) -> G:
-    x, alpha = n.x(0), float(n.attr("alpha", 0.2))
-    z = b.op("Add", b.op("Mul", x, b.scalar(alpha, x)), b.scalar(float(n.attr("beta", 0.5)), x))
-    return [b.op("Where", _inside(b, z), b.op("Mul", dy[0], b.scalar(alpha, x)), b.zeros_like(x))]
+    return [b.pt("HardSigmoidGrad", dy[0], n.x(0), alpha=float(n.attr("alpha", 0.2)),
+                 beta=float(n.attr("beta", 0.5)))]
 
 
 @gradient("HardSwish")
 def _hard_swish(b: B, n: N, dy: G) -> G:
     # y = x h(x), h = HardSigmoid(1/6, 1/2): dy/dx = h + x/6 on -3 < x < 3, else h (0 below, 1 above)
-    x = n.x(0)
-    sixth = b.op("Div", x, b.scalar(6.0, x))
-    z = b.op("Add", sixth, b.scalar(0.5, x))
-    h = b.op("Clip", z, b.scalar(0.0, x), b.scalar(1.0, x))
-    slope = b.op("Where", _inside(b, z), b.op("Add", h, sixth), h)
-    return [b.op("Mul", dy[0], slope)]
+    return [b.pt("HardSwishGrad", dy[0], n.x(0))]
 
 
 @gradient("Elu")

@@ -17,7 +17,8 @@ import numpy as np
 from pytrain.errors import GraphError, InputError
 from pytrain.ops import linalg
 from pytrain.ops.registry import kernel
-from pytrain.ops.windows import AUTO_PADS, Window, batch_last, conv_columns_adjoint, geometry, spatial_ints
+from pytrain.ops.windows import (AUTO_PADS, Window, batch_last, conv_columns_adjoint, geometry, spatial_ints,
+                                 tap_slices)
 
 
 class TransposeGeometry:
@@ -141,13 +142,43 @@ def conv_transpose(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
     geo = transpose_geometry(op, X.shape, W.shape, auto_pad, dilations, group, kernel_shape, output_padding,
                              output_shape, pads, strides)
     g, n, c, m = geo.group, X.shape[0], X.shape[1], geo.m
-    # cols = W^T @ X per group, the batch folded into the columns as conv_columns lays them out.
-    x = batch_last(X).reshape(g, c // g, -1)  # (G, C/G, L*N)
-    cols = linalg.matmul(np.swapaxes(W.reshape(g, c // g, -1), 1, 2), x)  # (G, M/G*K, L*N)
-    full = conv_columns_adjoint(np.asarray(cols, dtype=X.dtype), geo.win, (n, m) + geo.full_shape)
+    if g == 1 and X.dtype.kind == "f" and not linalg.has_backend():
+        full = _per_sample_full(X, W, geo)
+    else:
+        full = _batch_folded_full(X, W, geo)
     y = shift_spatial(full, geo.out_shape, geo.pads_begin)
     if B is not None:
         if B.shape != (m,):
             raise InputError("%s: bias B must have shape (%d,), got %s" % (op, m, B.shape))
-        y = y + B.reshape((m,) + (1,) * geo.win.rank).astype(y.dtype, copy=False)
+        if y is full:
+            y += B.reshape((m,) + (1,) * geo.win.rank).astype(y.dtype, copy=False)
+        else:
+            y = y + B.reshape((m,) + (1,) * geo.win.rank).astype(y.dtype, copy=False)
     return (np.ascontiguousarray(y, dtype=X.dtype),)
+
+
+def _per_sample_full(X: np.ndarray, W: np.ndarray, geo: TransposeGeometry) -> np.ndarray:
+    """Natively: ``cols[n] = W^T @ X[n]`` batch-first (one product, no batch transposes) and each
+    tap's slice added onto the full extent (DBNet's 2x2 stride-2 upsampling: 4 strided copies)."""
+    n, c, m = X.shape[0], X.shape[1], geo.m
+    win = geo.win
+    positions = int(np.prod(win.out_shape))
+    cols = np.matmul(W.reshape(c, -1).T.astype(X.dtype, copy=False), X.reshape(n, c, positions))
+    d = cols.reshape((n, m) + win.kernel + win.out_shape)
+    non_overlapping = all(k == s for k, s in zip(win.kernel, win.strides)) and all(v == 1 for v in win.dilations)
+    full = (np.empty if non_overlapping else np.zeros)((n, m) + geo.full_shape, dtype=X.dtype)
+    for tap in win.taps():
+        part = d[(slice(None), slice(None)) + tuple(tap)]
+        if non_overlapping:  # every output element belongs to exactly one tap
+            full[tap_slices(win, tap)] = part
+        else:
+            full[tap_slices(win, tap)] += part
+    return full
+
+
+def _batch_folded_full(X: np.ndarray, W: np.ndarray, geo: TransposeGeometry) -> np.ndarray:
+    g, n, c, m = geo.group, X.shape[0], X.shape[1], geo.m
+    # cols = W^T @ X per group, the batch folded into the columns as conv_columns lays them out.
+    x = batch_last(X).reshape(g, c // g, -1)  # (G, C/G, L*N)
+    cols = linalg.matmul(np.swapaxes(W.reshape(g, c // g, -1), 1, 2), x)  # (G, M/G*K, L*N)
+    return conv_columns_adjoint(np.asarray(cols, dtype=X.dtype), geo.win, (n, m) + geo.full_shape)

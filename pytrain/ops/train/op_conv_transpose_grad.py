@@ -18,7 +18,7 @@ from pytrain.errors import InputError
 from pytrain.ops import linalg
 from pytrain.ops.nn.op_conv_transpose import shift_spatial, transpose_geometry
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
-from pytrain.ops.windows import batch_first, batch_last, conv_columns
+from pytrain.ops.windows import batch_first, batch_last, conv_columns, window_view
 
 
 @kernel("ConvTransposeGrad", domain=PYTRAIN_DOMAIN)
@@ -37,7 +37,17 @@ def conv_transpose_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, W: np.nda
         raise InputError("%s: dY has shape %s, expected ConvTranspose's output shape %s"
                          % (op, dY.shape, (n, m) + geo.out_shape))
     dX = dW = dB = None
-    if ctx.wants(0) or ctx.wants(1):
+    if (ctx.wants(0) or ctx.wants(1)) and g == 1 and X.dtype.kind == "f" and not linalg.has_backend():
+        d_full = shift_spatial(dY, geo.full_shape, tuple(-p for p in geo.pads_begin))
+        # natively, batch-first per-sample products (as ConvGrad's conv_grad_paths): no transposes
+        positions = int(np.prod(geo.win.out_shape))
+        cols = window_view(d_full, geo.win).reshape(n, -1, positions)  # (N, M*K, L)
+        if ctx.wants(0):
+            dX = np.matmul(W.reshape(c, -1).astype(X.dtype, copy=False), cols).reshape(X.shape)
+        if ctx.wants(1):
+            dW = np.matmul(X.reshape(n, c, positions), cols.transpose(0, 2, 1)).sum(axis=0)
+            dW = dW.reshape(W.shape).astype(W.dtype, copy=False)
+    elif ctx.wants(0) or ctx.wants(1):
         d_full = shift_spatial(dY, geo.full_shape, tuple(-p for p in geo.pads_begin))
         cols = conv_columns(d_full, geo.win, g)  # (G, M/G*K, L*N), L = X's spatial size
         if ctx.wants(0):
@@ -47,5 +57,5 @@ def conv_transpose_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, W: np.nda
             x = batch_last(X).reshape(g, c // g, -1)  # (G, C/G, L*N)
             dW = linalg.matmul(x, np.swapaxes(cols, 1, 2)).reshape(W.shape).astype(W.dtype, copy=False)
     if ctx.wants(2):
-        dB = np.sum(batch_last(dY).reshape(m, -1), axis=1)
+        dB = dY.sum(axis=0).reshape(m, -1).sum(axis=1)
     return (dX, dW, dB)

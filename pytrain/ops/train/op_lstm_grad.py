@@ -39,7 +39,6 @@ def lstm_grad(ctx, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Optional[np.n
     c0 = rec.state_in(initial_c, "initial_c")
     P = peepholes(rec, P)
     H, T, N = rec.H, rec.T, rec.N
-    zero = rec.dtype.type(0)
     dys = rec.dy_in(dY)
     dhs = rec.dstate_in(dY_h, "dY_h")
     dcs = rec.dstate_in(dY_c, "dY_c")
@@ -48,36 +47,11 @@ def lstm_grad(ctx, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Optional[np.n
     for d in range(rec.D):
         cache = []
         lstm_direction(rec, d, W, R, P, c0, int(input_forget), cache)
-        (_, dfa), (_, dga), (_, dha) = rec.acts[d]
-        if P is not None:
-            pi, po, pf = P[d, :H], P[d, H:2 * H], P[d, 2 * H:]
         dpre = np.empty((T, N, 4 * H), rec.dtype)
-        dh, dc = dhs[d], dcs[d]
-        for t in range(T - 1, -1, -1):
-            h_prev, c_prev, pre, i, fg, cc, o, c_new, hc = cache[t]
-            gh = rec.valid(t, dys[d][t] + dh)
-            gc = rec.valid(t, dc) + gh * o * dha(hc)
-            g = dpre[t]
-            g[:, H:2 * H] = rec.clip_grad(gh * hc * dfa(o), pre[:, H:2 * H])
-            if P is not None:
-                gc = gc + g[:, H:2 * H] * po
-                dP[d, H:2 * H] += np.sum(g[:, H:2 * H] * c_new, axis=0)
-            di = gc * cc
-            dfg = gc * c_prev
-            if input_forget:
-                di = di - dfg
-                g[:, 2 * H:3 * H] = zero
-            else:
-                g[:, 2 * H:3 * H] = rec.clip_grad(dfg * dfa(fg), pre[:, 2 * H:3 * H])
-            g[:, :H] = rec.clip_grad(di * dfa(i), pre[:, :H])
-            g[:, 3 * H:] = rec.clip_grad(gc * i * dga(cc), pre[:, 3 * H:])
-            dc_prev = gc * fg
-            if P is not None:
-                dc_prev = dc_prev + g[:, :H] * pi + g[:, 2 * H:3 * H] * pf
-                dP[d, :H] += np.sum(g[:, :H] * c_prev, axis=0)
-                dP[d, 2 * H:] += np.sum(g[:, 2 * H:3 * H] * c_prev, axis=0)
-            dh = rec.carried(t, linalg.matmul(g, R[d]), dh)
-            dc = rec.carried(t, dc_prev, dc)
+        if P is None and rec.clip is None and not input_forget and rec.default_acts(d) and rec.mask is None:
+            dh, dc = _plain_backward(cache, dys[d], dhs[d], dcs[d], R[d], dpre)
+        else:
+            dh, dc = _general_backward(rec, d, cache, (dys[d], dhs[d], dcs[d]), R, P, int(input_forget), dpre, dP)
         dh0.append(dh)
         dc0.append(dc)
         h_prevs = np.stack([c[0] for c in cache]).reshape(T * N, H)
@@ -90,3 +64,72 @@ def lstm_grad(ctx, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Optional[np.n
             rec.state_out(dh0) if ctx.wants(4) else None,
             rec.state_out(dc0) if ctx.wants(5) else None,
             dP if ctx.wants(6) else None)
+
+
+def _plain_backward(cache: list, dy: np.ndarray, dh: np.ndarray, dc: np.ndarray, R: np.ndarray,
+                    dpre: np.ndarray) -> tuple:
+    """The walk back for :func:`op_lstm._plain_direction`'s steps (no peepholes, clip, input_forget
+    or padding; Sigmoid/Tanh/Tanh): the three sigmoid gates' derivatives s(1 - s) in one block
+    (i, o, f are adjacent), each step's gradient written into ``dpre[t]``; returns (dh0, dc0)."""
+    T, N, H4 = dpre.shape
+    H = H4 // 4
+    u = np.empty((N, 3 * H), dpre.dtype)
+    for t in range(T - 1, -1, -1):
+        h_prev, c_prev, pre, i, fg, cc, o, c_new, hc, sig = cache[t]
+        gh = dy[t] + dh
+        gc = hc * hc
+        np.subtract(1, gc, out=gc)
+        gc *= o
+        gc *= gh
+        gc += dc
+        np.multiply(gc, cc, out=u[:, :H])
+        np.multiply(gh, hc, out=u[:, H:2 * H])
+        np.multiply(gc, c_prev, out=u[:, 2 * H:])
+        g = dpre[t]
+        ds = np.subtract(1, sig, out=g[:, :3 * H])
+        ds *= sig
+        ds *= u
+        gcc = np.multiply(cc, cc, out=g[:, 3 * H:])
+        np.subtract(1, gcc, out=gcc)
+        gcc *= gc
+        gcc *= i
+        dc = gc * fg
+        dh = np.matmul(g, R)
+    return dh, dc
+
+
+def _general_backward(rec, d: int, cache: list, grads: tuple, R: np.ndarray, P: Optional[np.ndarray],
+                      input_forget: int, dpre: np.ndarray, dP: np.ndarray) -> tuple:
+    """The walk back of any LSTM step (peepholes, clip, input_forget, padding, other activations)."""
+    (_, dfa), (_, dga), (_, dha) = rec.acts[d]
+    H, T = rec.H, rec.T
+    zero = rec.dtype.type(0)
+    dys, dh, dc = grads
+    if P is not None:
+        pi, po, pf = P[d, :H], P[d, H:2 * H], P[d, 2 * H:]
+    for t in range(T - 1, -1, -1):
+        h_prev, c_prev, pre, i, fg, cc, o, c_new, hc = cache[t][:9]
+        gh = rec.valid(t, dys[t] + dh)
+        gc = rec.valid(t, dc) + gh * o * dha(hc)
+        g = dpre[t]
+        g[:, H:2 * H] = rec.clip_grad(gh * hc * dfa(o), pre[:, H:2 * H])
+        if P is not None:
+            gc = gc + g[:, H:2 * H] * po
+            dP[d, H:2 * H] += np.sum(g[:, H:2 * H] * c_new, axis=0)
+        di = gc * cc
+        dfg = gc * c_prev
+        if input_forget:
+            di = di - dfg
+            g[:, 2 * H:3 * H] = zero
+        else:
+            g[:, 2 * H:3 * H] = rec.clip_grad(dfg * dfa(fg), pre[:, 2 * H:3 * H])
+        g[:, :H] = rec.clip_grad(di * dfa(i), pre[:, :H])
+        g[:, 3 * H:] = rec.clip_grad(gc * i * dga(cc), pre[:, 3 * H:])
+        dc_prev = gc * fg
+        if P is not None:
+            dc_prev = dc_prev + g[:, :H] * pi + g[:, 2 * H:3 * H] * pf
+            dP[d, :H] += np.sum(g[:, :H] * c_prev, axis=0)
+            dP[d, 2 * H:] += np.sum(g[:, 2 * H:3 * H] * c_prev, axis=0)
+        dh = rec.carried(t, linalg.matmul(g, R[d]), dh)
+        dc = rec.carried(t, dc_prev, dc)
+    return dh, dc
