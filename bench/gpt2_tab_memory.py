@@ -21,6 +21,7 @@ seconds per step.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -176,46 +177,56 @@ trainer.on("error", (e) => { window.__run.error = e.message; });
 """
 
 
-def tab(layers_list: list, batches: list, timeout_s: float, tiny: bool = False) -> list:
-    """Each model in a fresh tab through the widget's "Your text"; one row per (layers, batch). ``tiny``: tiny_lm's
-    GPT-2 instead (a check of the harness)."""
+@contextlib.contextmanager
+def text_tabs():
+    """(browser, url, work, tokenizer.json's text): build.py's site (built when needed) served with a folder of its
+    own, ``bench-gpt2/`` (same origin as the widget), holding tiny_lm's tokenizer.json; a headless Chromium."""
     sys.path.insert(0, str(ROOT))
     import build
     from playwright.sync_api import sync_playwright
-    from tiny_lm import tiny_gpt2, tokenizer_json
+    from tiny_lm import tokenizer_json
 
     from browser import CHROMIUM, CHROMIUM_ARGS
 
     site = build.SITE
     if build.needs_build(site):
         build.build(site=site)
-    work = site / "bench-gpt2"   # served by the site's own server, same origin as the widget
+    work = site / "bench-gpt2"
     work.mkdir(exist_ok=True)
     tj = tokenizer_json()
     (work / "tokenizer.json").write_text(tj)
     server, url = build.serve_in_thread(site)
-    rows = []
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
-                for layers in layers_list:
-                    blob = tiny_gpt2(length=TOKENS, positions=TOKENS).onnx if tiny else model_bytes(layers)
-                    (work / "model.onnx").write_bytes(blob)
-                    for batch in batches:
-                        (work / "host.html").write_text(HOST % {"lora": json.dumps(LORA), "batch": batch})
-                        (work / "corpus.txt").write_text(corpus(tj, 2 * batch + 1))   # 2 steps, 10% held out
-                        row = one_tab(browser, url + "bench-gpt2/host.html", timeout_s)
-                        row.update(layers=layers, batch=batch, model_bytes=len(blob))
-                        print(json.dumps(row), flush=True)
-                        rows.append(row)
-                    del blob
+                yield browser, url, work, tj
             finally:
                 browser.close()
     finally:
         server.shutdown()
         server.server_close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def tab(layers_list: list, batches: list, timeout_s: float, tiny: bool = False) -> list:
+    """Each model in a fresh tab through the widget's "Your text"; one row per (layers, batch). ``tiny``: tiny_lm's
+    GPT-2 instead (a check of the harness)."""
+    from tiny_lm import tiny_gpt2
+
+    rows = []
+    with text_tabs() as (browser, url, work, tj):
+        for layers in layers_list:
+            blob = tiny_gpt2(length=TOKENS, positions=TOKENS).onnx if tiny else model_bytes(layers)
+            (work / "model.onnx").write_bytes(blob)
+            for batch in batches:
+                (work / "host.html").write_text(HOST % {"lora": json.dumps(LORA), "batch": batch})
+                (work / "corpus.txt").write_text(corpus(tj, 2 * batch + 1))   # 2 steps, 10% held out
+                row = one_tab(browser, url + "bench-gpt2/host.html", timeout_s)
+                row.update(layers=layers, batch=batch, model_bytes=len(blob))
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+            del blob
     return rows
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -102,43 +101,20 @@ def native(forms: dict, steps: int) -> list:
 
 
 def tab(forms: dict, steps: int, timeout_s: float) -> list:
-    sys.path.insert(0, str(ROOT))
-    import build
-    from playwright.sync_api import sync_playwright
-    from tiny_lm import tokenizer_json
+    from gpt2_tab_memory import HOST, LORA, corpus, one_tab, text_tabs
 
-    from browser import CHROMIUM, CHROMIUM_ARGS
-    from gpt2_tab_memory import HOST, LORA, corpus, one_tab
-
-    site = build.SITE
-    if build.needs_build(site):
-        build.build(site=site)
-    work = site / "bench-gpt2"   # served by the site's own server, same origin as the widget
-    work.mkdir(exist_ok=True)
-    tj = tokenizer_json()
-    (work / "tokenizer.json").write_text(tj)
-    (work / "corpus.txt").write_text(corpus(tj, steps + 1))   # one epoch of `steps` steps, 10% held out
-    (work / "host.html").write_text(HOST % {"lora": json.dumps(LORA), "batch": 1})
-    server, url = build.serve_in_thread(site)
     rows = []
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                for name, blob in forms.items():
-                    (work / "model.onnx").write_bytes(blob)
-                    r = one_tab(browser, url + "bench-gpt2/host.html", timeout_s)
-                    row = {"where": "tab", "form": name, "file_mb": len(blob) / 1e6, "outcome": r["outcome"],
-                           "step_s": r["step_s"], "tokens_s": TOKENS / r["step_s"] if r["step_s"] else None,
-                           "build_s": r["build_s"], "heap_mib": (r["heap_peak"] or 0) / 2.0 ** 20}
-                    print(json.dumps(row), flush=True)
-                    rows.append(row)
-            finally:
-                browser.close()
-    finally:
-        server.shutdown()
-        server.server_close()
-        shutil.rmtree(work, ignore_errors=True)
+    with text_tabs() as (browser, url, work, tj):
+        (work / "corpus.txt").write_text(corpus(tj, steps + 1))   # one epoch of `steps` steps, 10% held out
+        (work / "host.html").write_text(HOST % {"lora": json.dumps(LORA), "batch": 1})
+        for name, blob in forms.items():
+            (work / "model.onnx").write_bytes(blob)
+            r = one_tab(browser, url + "bench-gpt2/host.html", timeout_s)
+            row = {"where": "tab", "form": name, "file_mb": len(blob) / 1e6, "outcome": r["outcome"],
+                   "step_s": r["step_s"], "tokens_s": TOKENS / r["step_s"] if r["step_s"] else None,
+                   "build_s": r["build_s"], "heap_mib": (r["heap_peak"] or 0) / 2.0 ** 20}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     return rows
 
 
