@@ -33,7 +33,7 @@ def hard_swish_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray) -> tuple:
     t = X.dtype.type
     sixth = np.divide(X, t(6))
     z = sixth + t(0.5)
-    slope = np.clip(z, t(0), t(1))
+    slope = np.asarray(np.clip(z, t(0), t(1)))   # (an array also for a 0-d X: written in place below)
     np.add(slope, sixth, out=slope, where=_inside(z))
     slope *= dY
     return (slope,)
