@@ -87,56 +87,59 @@ class BrowserSession:
         ``stages``: every mark on one clock, ms since navigation, in order. ``prepare(page)`` runs
         before each visit's navigation (bench/network.py emulates a network there) and
         ``reached(page, timing)`` once its first step has ended."""
-        ctx = self.browser.new_context()
         ms = timeout_s * 1000
-        out = []
-        try:
-            for _ in range(visits):
-                page = ctx.new_page()
-                if prepare is not None:
-                    prepare(page)
-                page.goto(url)
-                page.wait_for_function("() => window.pytrainApp && window.pytrainApp.ready", timeout=ms)
-                page.select_option("#digits-model", "mlp")
-                page.click("#digits-build")
-                page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready",
-                                       timeout=ms)
-                model_ready = page.evaluate("performance.now()")
-                page.fill("#epochs", "1")
-                page.click("#start")
-                page.wait_for_function("() => window.pytrainApp.timing.firstStep !== null", timeout=ms)
-                t = page.evaluate("Object.assign({pageOrigin: performance.timeOrigin}, window.pytrainApp.timing)")
-                t["modelReady"] = model_ready
-                t["stages"] = app_stages(t)
-                if reached is not None:
-                    reached(page, t)
-                out.append(t)
-                if len(out) < visits:
-                    wait_rest_cached(page, ms)
-                # (one epoch of the digits may already be over: Stop is then disabled)
-                page.evaluate("() => { const b = document.querySelector('#stop'); if (!b.disabled) b.click(); }")
-                page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
-                page.close()
-        finally:
-            ctx.close()
-        return out
 
+        def visit(page) -> dict:
+            if prepare is not None:
+                prepare(page)
+            page.goto(url)
+            page.wait_for_function("() => window.pytrainApp && window.pytrainApp.ready", timeout=ms)
+            page.select_option("#digits-model", "mlp")
+            page.click("#digits-build")
+            page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=ms)
+            model_ready = page.evaluate("performance.now()")
+            page.fill("#epochs", "1")
+            page.click("#start")
+            page.wait_for_function("() => window.pytrainApp.timing.firstStep !== null", timeout=ms)
+            t = page.evaluate("Object.assign({pageOrigin: performance.timeOrigin}, window.pytrainApp.timing)")
+            t["modelReady"] = model_ready
+            t["stages"] = app_stages(t)
+            if reached is not None:
+                reached(page, t)
+            return t
+
+        def stop(page) -> None:
+            # (one epoch of the digits may already be over: Stop is then disabled)
+            page.evaluate("() => { const b = document.querySelector('#stop'); if (!b.disabled) b.click(); }")
+            page.wait_for_function("() => !window.pytrainApp.training", timeout=60_000)
+
+        return self._visits(visits, ms, visit, stop)
 
     def widget_start(self, url: str, host: str, visits: int = 2, timeout_s: float = 180) -> list:
         """Open ``host`` (a page at the site's root embedding the widget: WIDGET_HOST) ``visits`` times in one
         fresh browser context; per visit the ms from navigation to the widget's first training progress."""
-        ctx = self.browser.new_context()
         ms = timeout_s * 1000
+
+        def visit(page) -> dict:
+            page.goto(url + host)
+            page.wait_for_function("() => window.firstProgress !== undefined", timeout=ms)
+            return {"firstProgress": page.evaluate("window.firstProgress")}
+
+        return self._visits(visits, ms, visit, lambda page: page.evaluate("() => window.trainer.stop().catch(() => {})"))
+
+    def _visits(self, visits: int, ms: float, visit, stop) -> list:
+        """``visits`` visits in one fresh browser context, each in a new page: ``visit(page)`` (its result kept), the
+        files fetched after a first step cached before the next visit (a later visit comes back after the first one
+        finished loading), ``stop(page)``."""
+        ctx = self.browser.new_context()
         out = []
         try:
             for _ in range(visits):
                 page = ctx.new_page()
-                page.goto(url + host)
-                page.wait_for_function("() => window.firstProgress !== undefined", timeout=ms)
-                out.append({"firstProgress": page.evaluate("window.firstProgress")})
+                out.append(visit(page))
                 if len(out) < visits:
                     wait_rest_cached(page, ms)
-                page.evaluate("() => window.trainer.stop().catch(() => {})")
+                stop(page)
                 page.close()
         finally:
             ctx.close()
