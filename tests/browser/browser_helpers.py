@@ -136,6 +136,23 @@ def open_ready(context, url: str):
     return page, rec
 
 
+def build_text_lora(page, model, data: str, tokenizer: Optional[str] = None, block: int = 16,
+                    targets: str = "c_attn") -> None:
+    """In "Your text": choose ``model`` (a path or paths: the model and the files beside it, or a Hub folder's zip),
+    the ``tokenizer`` (None: the one among the model's files) and the text ``data``, LoRA on ``targets``, blocks of
+    ``block`` tokens; build and wait for the model."""
+    page.click("button[data-tab=text]")
+    page.set_input_files("#text-model", model)
+    if tokenizer is not None:
+        page.set_input_files("#text-tokenizer", tokenizer)
+    page.set_input_files("#text-data", data)
+    page.fill("#text-block", str(block))
+    page.fill("#text-lora-targets", targets)
+    page.click("#text-build")
+    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'text'",
+                           timeout=LOAD_TIMEOUT_MS)
+
+
 def build_digits(page, kind: str = "mlp", count: str = "1000") -> None:
     """Build the digits ``kind`` ("mlp" or "cnn") on ``count`` digits (the first model of the page)."""
     page.click("#tabbtn-digits")

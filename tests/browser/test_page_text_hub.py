@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import LOAD_TIMEOUT_MS, app_state, build_text_lora, open_app, train_epochs, wait_ready
 
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -27,15 +27,8 @@ def test_a_with_past_hub_export_trains_in_the_tab_and_downloads_with_its_cache(c
     ctx, rec = context
     page = open_app(ctx, site_url, rec)
     wait_ready(page)
-    page.click("button[data-tab=text]")
-    page.set_input_files("#text-model", [str(h.path), str(h.folder / "config.json")])
-    page.set_input_files("#text-tokenizer", str(h.tokenizer))
-    page.set_input_files("#text-data", str(tmp_path / "corpus.txt"))
-    page.fill("#text-block", "16")
-    page.fill("#text-lora-targets", "c_attn")
-    page.click("#text-build")
-    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'text'",
-                           timeout=LOAD_TIMEOUT_MS)
+    build_text_lora(page, [str(h.path), str(h.folder / "config.json")], str(tmp_path / "corpus.txt"),
+                    tokenizer=str(h.tokenizer))
     model = app_state(page, "a.model")
     assert model["text"]["inputs"] == [n for n, _, _ in specs(h.model)]
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from browser_helpers import LOAD_TIMEOUT_MS, open_app, serve_files, train_epochs, wait_ms, wait_ready
+from browser_helpers import LOAD_TIMEOUT_MS, build_text_lora, open_app, serve_files, train_epochs, wait_ms, wait_ready
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
@@ -89,14 +89,7 @@ def test_transformers_js_loads_the_tabs_download_and_generates_onnxruntimes_gree
     ctx, rec = context
     page = open_app(ctx, site_url, rec)
     wait_ready(page)
-    page.click("button[data-tab=text]")
-    page.set_input_files("#text-model", str(upload))   # the tokenizer too comes from the zip
-    page.set_input_files("#text-data", str(tmp_path / "corpus.txt"))
-    page.fill("#text-block", "16")
-    page.fill("#text-lora-targets", "c_attn")
-    page.click("#text-build")
-    page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.origin === 'text'",
-                           timeout=LOAD_TIMEOUT_MS)
+    build_text_lora(page, str(upload), str(tmp_path / "corpus.txt"))   # the tokenizer too comes from the zip
     train_epochs(page, 1, 300_000, batch_size=4, lr=0.01)
     with page.expect_download() as info:
         page.click("#download-transformers-js")
