@@ -4,12 +4,15 @@ per request by the server from the client's Accept-Encoding, counted by the benc
 Brotli (quality 11, what static hosts precompress with) needs the ``brotli`` package from PyPI
 (``python build.py test`` installs it); without it the build writes the gzip twins only and says so.
 Compressing Pyodide's big files at quality 11 takes minutes, so every compressed file is kept in
-build/cache/compressed/ under the hash of its content and reused by later builds.
+build/cache/compressed/ under the hash of its content and reused by later builds, and a fresh build
+compresses on every core at once (brotli and zlib release the GIL; the bytes are the same as one at a time).
 """
 from __future__ import annotations
 
 import gzip
 import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -47,8 +50,18 @@ def _compressed(data: bytes, encoding: str, fn: Callable[[bytes], bytes]) -> byt
         return key.read_bytes()
     packed = fn(data)
     key.parent.mkdir(parents=True, exist_ok=True)
-    key.write_bytes(packed)
+    # written whole then renamed: two files with the same content may be compressed at once
+    tmp = key.with_name("%s.%d.%d" % (key.name, os.getpid(), id(packed)))
+    tmp.write_bytes(packed)
+    os.replace(str(tmp), str(key))
     return packed
+
+
+def _to_compress(site: Path) -> List[Path]:
+    """The big compressible files of ``site``, biggest first (so the longest jobs start first)."""
+    paths = [p for p in site.rglob("*") if not p.is_dir() and p.suffix not in TWIN_SUFFIXES and p.suffix in SUFFIXES
+             and p.stat().st_size >= MIN_BYTES]
+    return sorted(paths, key=lambda p: (-p.stat().st_size, str(p)))
 
 
 def precompress(site: Path) -> Dict[str, int]:
@@ -58,18 +71,21 @@ def precompress(site: Path) -> Dict[str, int]:
     if "br" not in fns:
         log("brotli: the `brotli` package is missing (pip install brotli): gzip twins only")
     counts = {enc: 0 for enc in fns}
-    for path in sorted(site.rglob("*")):
-        if path.is_dir() or path.suffix in TWIN_SUFFIXES or path.suffix not in SUFFIXES:
-            continue
+
+    def twin(job: Tuple[Path, str, str]) -> Tuple[str, bool]:
+        path, encoding, suffix = job
         data = path.read_bytes()
-        if len(data) < MIN_BYTES:
-            continue
-        for encoding, suffix in ENCODINGS:
-            if encoding in fns:
-                packed = _compressed(data, encoding, fns[encoding])
-                if len(packed) <= 0.9 * len(data):
-                    Path(str(path) + suffix).write_bytes(packed)
-                    counts[encoding] += 1
+        packed = _compressed(data, encoding, fns[encoding])
+        if len(packed) <= 0.9 * len(data):
+            Path(str(path) + suffix).write_bytes(packed)
+            return encoding, True
+        return encoding, False
+
+    jobs = [(path, encoding, suffix) for path in _to_compress(site) for encoding, suffix in ENCODINGS
+            if encoding in fns]
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        for encoding, written in pool.map(twin, jobs):
+            counts[encoding] += written
     return counts
 
 
