@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence
 
@@ -164,6 +165,14 @@ def ensure_npm_folder(name: str, dependencies: Dict[str, str]) -> Path:
     return folder
 
 
+def _ensure_test_venvs() -> None:
+    """Made here rather than by the first test that needs them: no test's verdict depends on which ran first."""
+    if ensure_py38_venv() is None:
+        log("no Python 3.8 here (pyenv install 3.8): the tests on Python 3.8 + numpy 1.17.5 will be skipped")
+    if ensure_flwr_venv() is None:
+        log("flwr %s needs Python >= 3.11: the Flower tests will be skipped" % FLWR_VERSION)
+
+
 def run_tests(pytest_args: List[str]) -> int:
     """Install what the suite needs (so that only tests needing what this machine cannot have skip), build
     the site, run every test (browser tests included); ``-rs`` prints every skip's reason."""
@@ -174,12 +183,11 @@ def run_tests(pytest_args: List[str]) -> int:
     ensure_chromium()
     ensure_clang()
     ensure_node_modules()
-    # made here rather than by the first test that needs them: no test's verdict depends on which ran first
-    if ensure_py38_venv() is None:
-        log("no Python 3.8 here (pyenv install 3.8): the tests on Python 3.8 + numpy 1.17.5 will be skipped")
-    if ensure_flwr_venv() is None:
-        log("flwr %s needs Python >= 3.11: the Flower tests will be skipped" % FLWR_VERSION)
-    if needs_build():
-        build()
+    # the venvs (pip: downloads, unpacking) are made beside the site build (brotli on every core)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        venvs = pool.submit(_ensure_test_venvs)
+        if needs_build():
+            build()
+        venvs.result()
     return subprocess.call([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"] + pytest_args,
                            cwd=str(ROOT))
