@@ -90,6 +90,27 @@ def test_depthwise_grad_matches_torch():
     np.testing.assert_allclose(db, dy.sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("xs, ws", [((3, 5, 1, 1), (4, 5, 1, 1)), ((2, 6, 2, 3), (9, 6, 1, 1)),
+                                    ((1, 7, 3), (2, 7, 1)), ((4, 3, 1, 1, 1), (5, 3, 1, 1, 1))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pointwise_grad_over_few_positions(xs, ws, dtype):
+    X = RNG.standard_normal(xs).astype(dtype)
+    W = RNG.standard_normal(ws).astype(dtype)
+    dY = RNG.standard_normal(_run("Conv", X, W)[0].shape).astype(dtype)
+    assert op_conv_grad._native_form(X, W, _window(X, W, {}), 1) is op_conv_grad.pointwise_folded_grad
+    got = _run("ConvGrad", dY, X, W, domain=PYTRAIN_DOMAIN)
+    want = _batch_folded("ConvGrad", dY, X, W, domain=PYTRAIN_DOMAIN)
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    for g, w in zip(got, want):
+        assert g.dtype == dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    xt, wt = torch.tensor(X, requires_grad=True), torch.tensor(W, requires_grad=True)
+    conv = {3: torch.nn.functional.conv1d, 4: torch.nn.functional.conv2d, 5: torch.nn.functional.conv3d}[X.ndim]
+    conv(xt, wt).backward(torch.tensor(dY))
+    np.testing.assert_allclose(got[0], xt.grad.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got[1], wt.grad.numpy(), rtol=tol, atol=tol)
+
+
 TRANSPOSE_CASES = [
     ((2, 4, 5, 6), (4, 3, 2, 2), dict(strides=[2, 2])),  # DBNet's upsampling: no overlap
     ((2, 4, 5, 6), (4, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),

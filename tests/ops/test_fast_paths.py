@@ -5,7 +5,8 @@ replace, onnx.reference and onnxruntime:
 * erf for float32/float16 as one rational function in float64 (edge cases, a dense grid, float16);
 * Conv: 1x1 as a per-sample product, depthwise as shifted planes, large ungrouped convs with a
   per-sample im2col, and the one-copy padding for im2col;
-* the plan-time fusion Conv -> BatchNormalization (inference) [-> Clip] (pytrain/engine/fusion.py), against
+* the plan-time fusion Conv [-> BatchNormalization (inference)] [-> Clip | Relu | HardSwish | HardSigmoid]
+  (pytrain/engine/fusion.py), against
   onnxruntime, and the cases where it must not happen (BN trains, a second reader, training mode).
 """
 from __future__ import annotations
@@ -418,3 +419,82 @@ def test_fused_kernel_refuses_bad_parameters():
     y = fused(OpContext(), X, W, None, *ok, np.array(0, np.float32), None, clip=1)[0]
     a = 1 / np.sqrt(1 + 1e-5)  # scale = bias = mean = var = 1
     np.testing.assert_allclose(y, np.maximum(_run("Conv", X, W) * a + (1 - a), 0), rtol=1e-5, atol=1e-6)
+
+
+# --- 1x1 convs over few positions, activations fused into Conv (MobileNetV3's squeeze-excite) -----
+
+@pytest.mark.parametrize("xs, ws", [((3, 5, 1, 1), (4, 5, 1, 1)), ((2, 6, 2, 3), (9, 6, 1, 1)),
+                                    ((1, 7, 3), (2, 7, 1)), ((4, 3, 1, 1, 1), (5, 3, 1, 1, 1))])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pointwise_over_few_positions(xs, ws, bias, dtype):
+    X = RNG.standard_normal(xs).astype(dtype)
+    W = RNG.standard_normal(ws).astype(dtype)
+    B = RNG.standard_normal(ws[0]).astype(dtype) if bias else None
+    got = _run("Conv", X, W, B)  # below _POINTWISE_MIN_POSITIONS: the folded product
+    assert got.dtype == dtype and got.flags.c_contiguous
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, _im2col_conv(X, W, B), rtol=tol, atol=tol)
+    if dtype == np.float32:
+        check("Conv", [X, W] + ([B] if bias else []), {}, rtol=1e-4, atol=1e-5)
+
+
+def _act_model(chain, conv_attrs=None, act_attrs=None, extra_reader=False):
+    """X -> Conv(4 -> 6, bias) [-> BN] -> activation -> Y: squeeze-excite's and MobileNetV3's chains."""
+    group = (conv_attrs or {}).get("group", 1)
+    inits = [_init("w", RNG.standard_normal((6, 4 // group, 3, 3)).astype(np.float32) * 0.4),
+             _init("cb", RNG.standard_normal(6).astype(np.float32))] + _bn_params("bn", 6)
+    nodes = [helper.make_node("Conv", ["X", "w", "cb"], ["c"], name="conv", **(conv_attrs or {}))]
+    last = "c"
+    for op in chain:
+        if op == "BatchNormalization":
+            nodes.append(helper.make_node(op, [last, "bn_s", "bn_b", "bn_m", "bn_v"], ["n"], name="bn"))
+            last = "n"
+        else:
+            nodes.append(helper.make_node(op, [last], ["Y"], name="act", **(act_attrs or {})))
+            last = "Y"
+    outputs = [_value(last, None)] + ([_value("c", None)] if extra_reader else [])
+    graph = helper.make_graph(nodes, "act", [_value("X", ["N", 4, 9, 11])], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+ACT_CHAINS = [(["Relu"], None), (["HardSwish"], None), (["HardSigmoid"], {"alpha": 1 / 6, "beta": 0.5}),
+              (["HardSigmoid"], None), (["BatchNormalization", "HardSwish"], None),
+              (["BatchNormalization", "Relu"], None)]
+
+
+@pytest.mark.parametrize("chain, act_attrs", ACT_CHAINS, ids=["+".join(c[0]) + str(i) for i, c in enumerate(ACT_CHAINS)])
+@pytest.mark.parametrize("conv_attrs", [{}, {"pads": [1, 0, 2, 1], "strides": [2, 1]}, {"group": 2, "dilations": [2, 1]}])
+def test_fused_activation_against_onnxruntime_and_unfused(monkeypatch, chain, act_attrs, conv_attrs):
+    model = _act_model(chain, conv_attrs, act_attrs)
+    x = RNG.standard_normal((2, 4, 9, 11)).astype(np.float32) * 3
+    x[0, 0, 2, 2], x[1, 1, 4, 4], x[1, 3, 0, 0] = np.nan, np.inf, -np.inf
+    got, ops = _pytrain(model, x)
+    assert ops == ["FusedConv"]
+    np.testing.assert_allclose(got[0], _ort(model, x)[0], rtol=1e-5, atol=1e-5)
+    plain, ops = _pytrain(model, x, fuse=False, monkeypatch=monkeypatch)
+    assert "FusedConv" not in ops
+    if "BatchNormalization" not in chain:  # the same float operations: equal bit for bit
+        np.testing.assert_array_equal(got[0], plain[0])
+    np.testing.assert_allclose(got[0], plain[0], rtol=1e-5, atol=2e-6)
+
+
+def test_no_activation_fusion_when_the_conv_output_is_read_elsewhere():
+    model = _act_model(["HardSwish"], extra_reader=True)
+    x = RNG.standard_normal((2, 4, 9, 11)).astype(np.float32)
+    got, ops = _pytrain(model, x)
+    assert ops == ["Conv", "HardSwish"]
+    for g, w in zip(got, _ort(model, x)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_kernel_refuses_an_unknown_activation_and_partial_normalisation():
+    from pytrain.errors import InputError
+
+    X = RNG.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    W = RNG.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    fused = get_kernel("FusedConv", "ai.pytrain").fn
+    with pytest.raises(InputError, match="no in-place form of activation 'Elu'"):
+        fused(OpContext(), X, W, None, activation="Elu")
+    with pytest.raises(InputError, match="needs scale, bias, mean and var"):
+        fused(OpContext(), X, W, None, np.ones(3, np.float32))

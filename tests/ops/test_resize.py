@@ -281,3 +281,33 @@ def test_resize_errors():
         run_pytrain("Resize", [x, None, f32(2, 2)], {"axes": [2, -2]}, opset=18)
     with pytest.raises(UnsupportedOpError, match="mode='cubic'"):
         run_pytrain("Upsample", [x, UP], {"mode": "cubic"}, opset=9)
+
+
+@pytest.mark.parametrize("scales, coord, nearest", [
+    (f32(1, 1, 2, 2), "asymmetric", "floor"),           # DBNet's FPN upsampling
+    (f32(1, 1, 4, 3), "asymmetric", "floor"),
+    (f32(1, 1, 2, 1), "half_pixel", "round_prefer_floor"),
+    (f32(1, 2, 1, 2), "asymmetric", "floor"),             # the channel axis too
+    (f32(1, 1, 2, 2), "half_pixel", "round_prefer_ceil"),  # no ties at x2: o // 2 as well
+    (f32(1, 1, 2, 2), "align_corners", "floor"),         # not o // 2: the general path
+])
+def test_resize_integer_nearest_upsampling_one_copy(scales, coord, nearest):
+    from pytrain.ops.nn import op_resize
+
+    x = rnd(2, 3, 4, 5)
+    attrs = {"mode": "nearest", "coordinate_transformation_mode": coord, "nearest_mode": nearest}
+    for oracle in ("ref", "ort"):
+        check("Resize", [x, None, scales], attrs, opset=13, oracle=oracle)
+    plan = op_resize.resize_plan("Resize", x.shape, None, scales, None, coordinate_transformation_mode=coord,
+                                 mode="nearest", nearest_mode=nearest)
+    assert (op_resize._repeat_factors(plan, 4) is None) == (coord == "align_corners")
+    # the adjoint of the fast path is the dense-matrix adjoint
+    dy = rnd(*plan.out_shape)
+    got = op_resize.resample_adjoint(dy, plan)
+    g = dy.astype(np.float64)
+    for m in reversed(plan.maps):
+        g = np.moveaxis(np.moveaxis(g, m.axis, -1) @ m.matrix(np.float64), -1, m.axis)
+    assert got.shape == x.shape and got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, g, rtol=1e-5, atol=1e-5)
+    xi = np.arange(2 * 3 * 4 * 5, dtype=np.int64).reshape(2, 3, 4, 5)  # nearest takes any type
+    check("Resize", [xi, None, scales], attrs, opset=13, oracle="ref")

@@ -4,7 +4,9 @@ Natively, 1x1 convs, depthwise convs and large ungrouped ones take cheaper exact
 (:func:`_native_fast_path`: MobileNetV2's frozen backbone, issue 14)."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import functools
+import math
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,19 +38,24 @@ def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win
     """Conv shapes with a cheaper exact form than im2col, or None.
 
     * 1x1, stride 1, no padding: a per-sample product ``W (M, C) @ X[n] (C, L)``, already in
-      ``(N, M, L)`` order: no column matrix and no transposes (MobileNet's expand/project convs).
+      ``(N, M, L)`` order: no column matrix and no transposes (MobileNet's expand/project convs);
+      over few positions one product ``W @ X`` with the batch moved into the columns (a single
+      position, squeeze-excite's convs: ``X (N, C) @ W.T``), with none of im2col's set-up;
     * depthwise 2-D (group == C == M): :func:`depthwise_conv2d`, the taps as shifted planes;
     * other ungrouped convs with large outputs: im2col per sample, products batch-first."""
     n, c = X.shape[0], X.shape[1]
     m = W.shape[0]
-    positions = int(np.prod(win.out_shape))
+    positions = math.prod(win.out_shape)
     if X.dtype.kind != "f":
         return None
     if (group == c == m and W.shape[1] == 1 and win.rank == 2
-            and int(np.prod(win.in_shape)) >= _DEPTHWISE_MIN_POSITIONS):
+            and math.prod(win.in_shape) >= _DEPTHWISE_MIN_POSITIONS):
         return depthwise_conv2d(X, W, win, B)
-    if (group == 1 and all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
-            and not win.needs_padding and positions >= _POINTWISE_MIN_POSITIONS):
+    pointwise = (group == 1 and all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
+                 and not win.needs_padding)
+    if pointwise and positions < _POINTWISE_MIN_POSITIONS:
+        return _pointwise_folded(X, W, B, win)
+    if pointwise:
         cols = X.reshape(n, c, positions)
     elif group == 1 and positions >= _PER_SAMPLE_MIN_POSITIONS:
         # a per-sample im2col from the (N, C, ...) layout: the products come out batch-first
@@ -59,6 +66,25 @@ def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win
     if B is not None:
         y += B.reshape(m, 1)
     return y.reshape((n, m) + win.out_shape)
+
+
+def _pointwise_folded(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window) -> np.ndarray:
+    """A 1x1 conv over few positions per sample as one product, the batch in the columns."""
+    n, c, m = X.shape[0], X.shape[1], W.shape[0]
+    w = W.reshape(m, c).astype(X.dtype, copy=False)
+    if X.size == n * c:  # one position: (N, C) @ (C, M)
+        y = np.matmul(X.reshape(n, c), w.T)
+        if B is not None:
+            y += B.astype(X.dtype, copy=False)
+        return y.reshape((n, m) + win.out_shape)
+    cols = X.reshape(n, c, -1).transpose(1, 0, 2).reshape(c, -1)  # (C, N*L)
+    y = np.matmul(w, cols).reshape(m, n, -1)
+    out = np.empty((n, m, y.shape[2]), dtype=X.dtype)
+    if B is None:
+        out.transpose(1, 0, 2)[...] = y
+    else:
+        np.add(y, B.reshape(m, 1, 1).astype(X.dtype, copy=False), out=out.transpose(1, 0, 2))
+    return out.reshape((n, m) + win.out_shape)
 
 
 def conv_window(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], group: int,
@@ -78,7 +104,18 @@ def conv_window(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], group: in
         raise InputError("Conv: kernel_shape %s does not match W's spatial shape %s" % (ks, W.shape[2:]))
     if B is not None and B.shape != (m,):
         raise InputError("Conv: bias B must have shape (%d,), got %s" % (m, B.shape))
-    return geometry("Conv", X.shape, ks, strides, dilations, pads, auto_pad)
+    return _geometry(X.shape, tuple(ks), _ints(strides), _ints(dilations), _ints(pads), auto_pad)
+
+
+def _ints(v: Optional[Sequence[int]]) -> Optional[Tuple[int, ...]]:
+    return None if v is None else tuple(int(x) for x in v)
+
+
+@functools.lru_cache(maxsize=1024)
+def _geometry(x_shape: Tuple[int, ...], ks: Tuple[int, ...], strides, dilations, pads, auto_pad) -> Window:
+    # a model's Conv nodes see the same few shapes on every call: the window is resolved once
+    # (Window is never mutated; errors are raised, not cached)
+    return geometry("Conv", x_shape, ks, strides, dilations, pads, auto_pad)
 
 
 def convolve(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window, group: int) -> np.ndarray:

@@ -1,15 +1,16 @@
-"""FusedConv: Conv, then an inference-mode BatchNormalization, then optionally Clip, as one node.
+"""FusedConv: Conv, then an inference-mode BatchNormalization and/or Clip, Relu, HardSwish or
+HardSigmoid, as one node.
 
 Never in a model file: pytrain.fusion puts it in a plan in place of that chain when nothing else
 reads the Conv's (or the BatchNormalization's) output, as in a frozen MobileNet backbone. The
 normalisation is folded into the convolution, computed afresh on every call from whatever the
 parameters are then (nothing is cached, so a BatchNormalization whose parameters change between
-steps stays right):
+steps stays right), and the activation runs in place on the convolution's fresh output:
 
     BN(conv(x, W) + B) = conv(x, W * a) + (B * a + b),  a = scale / sqrt(var + eps),  b = bias - mean * a
 
-so the BatchNormalization's two passes over the activation vanish, and the Clip runs in place on
-the convolution's fresh output. Results differ from the unfused chain by float32 rounding only
+so the BatchNormalization's two passes over the activation vanish, and the activation's fresh
+output array too. Results differ from the unfused chain by float32 rounding only
 (onnxruntime folds the same way)."""
 from __future__ import annotations
 
@@ -17,36 +18,76 @@ from typing import Optional
 
 import numpy as np
 
+from pytrain.errors import InputError
 from pytrain.ops.elementwise.op_clip import clip_bound, clip_into
 from pytrain.ops.normalization.op_batchnorm import check_parameters, scale_shift
 from pytrain.ops.nn.op_conv import conv_window, convolve
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, get_kernel, kernel
 
 
-@kernel("FusedConv", domain=PYTRAIN_DOMAIN)
-def fused_conv(ctx: OpContext, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], scale: np.ndarray,
-               bias: np.ndarray, mean: np.ndarray, var: np.ndarray, clip_min: Optional[np.ndarray] = None,
-               clip_max: Optional[np.ndarray] = None, *, auto_pad: str = "NOTSET", dilations=None,
-               group: int = 1, kernel_shape=None, pads=None, strides=None, epsilon: float = 1e-5,
-               clip: int = 0) -> tuple:
-    """Y = Clip(BatchNormalization(Conv(X, W, B), scale, bias, mean, var)) with Conv's attributes,
-    BatchNormalization's epsilon and, when ``clip`` is 1, Clip's bounds (a missing one is None)."""
-    group = int(group)
-    win = conv_window(X, W, B, group, kernel_shape, strides, dilations, pads, auto_pad)
+def _activate(y: np.ndarray, activation: str, alpha: float, beta: float) -> np.ndarray:
+    """``y`` through Relu, HardSwish or HardSigmoid, in place, with the same float operations as
+    their kernels (pytrain/ops/elementwise), so the results are theirs bit for bit."""
+    t = y.dtype.type
+    if activation == "Relu":
+        np.maximum(y, t(0), out=y)
+    elif activation == "HardSigmoid":
+        y *= t(alpha)
+        y += t(beta)
+        np.clip(y, t(0), t(1), out=y)
+    elif activation == "HardSwish":
+        g = y * t(1.0 / 6.0)
+        g += t(0.5)
+        np.clip(g, t(0), t(1), out=g)
+        with np.errstate(invalid="ignore"):  # -inf * 0 is NaN, as HardSwish's kernel gives
+            y *= g
+    elif activation:
+        raise InputError("FusedConv: no in-place form of activation %r" % (activation,))
+    return y
+
+
+def _fold(W: np.ndarray, B: Optional[np.ndarray], bn: tuple, y_shape: tuple, epsilon: float) -> tuple:
+    """The convolution's weights and bias with the inference BatchNormalization ``bn`` folded in."""
     m = W.shape[0]
-    # the Conv's output, the BatchNormalization's input, is (N, M, ...)
-    check_parameters((X.shape[0], m) + win.out_shape, scale, bias, mean, var)
-    a, b = scale_shift(W.dtype, scale, bias, mean, var, epsilon)
+    check_parameters(y_shape, *bn)
+    a, b = scale_shift(W.dtype, *bn, epsilon)
     w = W * a.reshape((m,) + (1,) * (W.ndim - 1))
     if B is not None:
         b = B * a + b
-    b = b.astype(W.dtype, copy=False)
+    return w, b.astype(W.dtype, copy=False)
+
+
+@kernel("FusedConv", domain=PYTRAIN_DOMAIN)
+def fused_conv(ctx: OpContext, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None,
+               scale: Optional[np.ndarray] = None, bias: Optional[np.ndarray] = None,
+               mean: Optional[np.ndarray] = None, var: Optional[np.ndarray] = None,
+               clip_min: Optional[np.ndarray] = None, clip_max: Optional[np.ndarray] = None, *,
+               auto_pad: str = "NOTSET", dilations=None, group: int = 1, kernel_shape=None, pads=None,
+               strides=None, epsilon: float = 1e-5, clip: int = 0, activation: str = "",
+               alpha: float = 0.2, beta: float = 0.5) -> tuple:
+    """Y = act(BatchNormalization(Conv(X, W, B), scale, bias, mean, var)) with Conv's attributes,
+    BatchNormalization's epsilon (no normalisation when its four parameters are absent) and, when
+    ``clip`` is 1, Clip's bounds (a missing one is None), else ``activation`` (Relu, HardSwish,
+    HardSigmoid with ``alpha``/``beta``, or none)."""
+    group = int(group)
+    win = conv_window(X, W, B, group, kernel_shape, strides, dilations, pads, auto_pad)
+    bn = (scale, bias, mean, var)
+    if any(p is not None for p in bn):
+        if any(p is None for p in bn):
+            raise InputError("FusedConv: BatchNormalization needs scale, bias, mean and var, got %s"
+                             % ([p is not None for p in bn],))
+        # the Conv's output, the BatchNormalization's input, is (N, M, ...)
+        W, B = _fold(W, B, bn, (X.shape[0], W.shape[0]) + win.out_shape, epsilon)
+    if isinstance(activation, bytes):
+        activation = activation.decode()
     lo = clip_bound("min", clip_min, X.dtype) if clip else None
     hi = clip_bound("max", clip_max, X.dtype) if clip else None
     info = get_kernel("Conv")
     if info.fn is not info.numpy_fn:  # an accelerated Conv (the browser's wasm kernels): through it
-        y, = info.fn(ctx, X, w, b, auto_pad=auto_pad, dilations=dilations, group=group,
+        y, = info.fn(ctx, X, W, B, auto_pad=auto_pad, dilations=dilations, group=group,
                      kernel_shape=kernel_shape, pads=pads, strides=strides)
     else:
-        y = convolve(X, w, b, win, group)  # (natively: no second pass over the checks)
-    return (clip_into(y, y, lo, hi) if clip else y,)
+        y = convolve(X, W, B, win, group)  # (natively: no second pass over the checks)
+    if clip:
+        return (clip_into(y, y, lo, hi),)
+    return (_activate(y, activation, alpha, beta),)

@@ -115,3 +115,25 @@ def per_sample_conv_grad(dY: np.ndarray, X: np.ndarray, W: np.ndarray, win: Wind
         dB = dy.sum(axis=(0, 2))
     return dX, dW, dB
 
+
+
+def pointwise_folded_grad(dY: np.ndarray, X: np.ndarray, W: np.ndarray, win: Window,
+                          wants: Tuple[bool, bool, bool]) -> Grads:
+    """dX, dW, dB of a 1x1 unit-stride unpadded Conv over few positions per sample (squeeze-excite's
+    convs), the batch folded into the products: ``dW = dY (M, N*L) @ X (N*L, C)``, ``dX = W^T @ dY``."""
+    n, c, m = X.shape[0], X.shape[1], W.shape[0]
+    w = W.reshape(m, c).astype(X.dtype, copy=False)
+    if X.size == n * c:  # one position: plain (N, C) / (N, M) matrices
+        x2, dy2 = X.reshape(n, c), dY.reshape(n, m)
+        dW = np.matmul(dy2.T, x2).reshape(W.shape).astype(W.dtype, copy=False) if wants[1] else None
+        dX = np.matmul(dy2, w).reshape(X.shape) if wants[0] else None
+        return dX, dW, (dy2.sum(axis=0) if wants[2] else None)
+    dy = dY.reshape(n, m, -1)
+    dX = dW = None
+    if wants[1]:
+        x2 = X.reshape(n, c, -1).transpose(0, 2, 1).reshape(-1, c)  # (N*L, C)
+        dy2 = dy.transpose(1, 0, 2).reshape(m, -1)  # (M, N*L)
+        dW = np.matmul(dy2, x2).reshape(W.shape).astype(W.dtype, copy=False)
+    if wants[0]:
+        dX = np.matmul(w.T, dy).reshape(X.shape)  # (N, C, L)
+    return dX, dW, (dy.sum(axis=(0, 2)) if wants[2] else None)

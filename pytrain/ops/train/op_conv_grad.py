@@ -12,7 +12,8 @@ import numpy as np
 from pytrain.errors import InputError
 from pytrain.ops import linalg
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
-from pytrain.ops.train.conv_grad_paths import depthwise_conv2d_grad, per_sample_conv_grad
+from pytrain.ops.train.conv_grad_paths import (depthwise_conv2d_grad, per_sample_conv_grad,
+                                                pointwise_folded_grad)
 from pytrain.ops.windows import Window, batch_last, conv_columns, conv_columns_adjoint, geometry
 
 
@@ -75,6 +76,8 @@ def _native_form(X: np.ndarray, W: np.ndarray, win: Window, g: int) -> Optional[
         pointwise = all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides) and not win.needs_padding
         strided = any(s > 1 for s in win.strides)  # col2im's strided adds in the batch-last layout are
         # slow: DBNet's stride-2 3x3 grads on 40x40 and 20x20 inputs 2-3x faster per sample
+        if pointwise and positions < _POINTWISE_MIN_POSITIONS:
+            return pointwise_folded_grad
         if strided or positions >= (_POINTWISE_MIN_POSITIONS if pointwise else _PER_SAMPLE_MIN_POSITIONS):
             return per_sample_conv_grad
     return None
