@@ -3,7 +3,11 @@
 dims); with ``broadcast=0`` both have one shape. A node without the attributes broadcasts as numpy does
 (the spec wants one shape there: the same values where the model is valid, and the gradient nodes of a
 training model of such an opset are written that way). Opset 7 replaced it with numpy's broadcasting, which
-means the same once B has A's trailing dims as 1s: :func:`align` gives B that shape."""
+means the same once B has A's trailing dims as 1s: :func:`align` gives B that shape.
+
+The arithmetic kernels know none of this: every plan (pytrain/engine/legacy_forms.py) puts an
+``ai.pytrain.LegacyBroadcast`` node, this module's kernel, before a node carrying the attributes, which then
+runs as today's op on the aligned B. Never in a model file."""
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -12,6 +16,10 @@ import numpy as np
 
 from pytrain.errors import InputError
 from pytrain.ops.elementwise.op_clip import refuse_legacy
+from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
+
+#: the ops whose opset 1-6 forms carry ``broadcast``/``axis``
+OPS = ("Add", "Sub", "Mul", "Div", "Pow")
 
 
 def align(op: str, ctx: Any, A: np.ndarray, B: np.ndarray, legacy: Dict[str, Any]) -> np.ndarray:
@@ -32,3 +40,9 @@ def align(op: str, ctx: Any, A: np.ndarray, B: np.ndarray, legacy: Dict[str, Any
         raise InputError("%s %r: B of shape %s does not match A's dims %s from axis %d"
                          % (op, ctx.node_name, list(B.shape), list(A.shape), axis))
     return B.reshape(B.shape + (1,) * (A.ndim - axis - B.ndim))
+
+
+@kernel("LegacyBroadcast", domain=PYTRAIN_DOMAIN)
+def legacy_broadcast(ctx: OpContext, A: np.ndarray, B: np.ndarray, *, op: str, **legacy: Any) -> tuple:
+    """B aligned to A as ``op``'s opset 1-6 attributes (``legacy``) say, with :func:`align`'s checks."""
+    return (align(op, ctx, A, B, legacy),)
