@@ -85,7 +85,7 @@ class Plan:
         nodes = topological_order([with_outer_inputs(n) for n in graph.node], list(fed) + list(consts))
         nodes = live_nodes(nodes, self.output_names)
         # opset 1-6's broadcast/axis as an alignment of B, then today's op (pytrain/engine/legacy_forms.py)
-        nodes = align_legacy_broadcasts(nodes, list(fed) + list(consts) + self.output_names)
+        nodes = align_legacy_broadcasts(nodes, list(fed) + list(consts) + self.output_names, opset)
         nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/engine/fusion.py
         produced = producers(nodes)
         for o in self.output_names:

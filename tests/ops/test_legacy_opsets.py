@@ -88,3 +88,28 @@ def test_no_arithmetic_kernel_takes_the_old_attributes():
     for op in ("Add", "Sub", "Mul", "Div", "Pow"):
         with pytest.raises(TypeError):
             run_pytrain(op, [X, np.ones(5, np.float32)], {"broadcast": 1}, opset=6)
+
+
+def _gemm(c: np.ndarray, opset: int = 6, **attrs) -> np.ndarray:
+    from ops_oracle import make_model
+    from pytrain.engine.runtime import InferenceSession
+
+    a, b = X.reshape(6, 20)[:, :4], X.reshape(20, 6)[:4, :5]
+    blob = make_model("Gemm", [a, b, c], dict(attrs, beta=0.5), opset=opset).SerializeToString()
+    got = InferenceSession(blob).run(None, {"in0": a, "in1": b, "in2": c})[0]
+    np.testing.assert_allclose(got, a @ b + 0.5 * c, rtol=1e-5, atol=1e-6)
+    return got
+
+
+def test_gemm_6_broadcasts_c_only_when_asked():
+    """Gemm-1/6: C of the output's shape, or broadcast with broadcast=1 (a plan makes it Gemm-7)."""
+    from pytrain.errors import PytrainError
+
+    full, row = np.ones((6, 5), np.float32) * 2, np.arange(5, dtype=np.float32)
+    _gemm(full)
+    _gemm(row, broadcast=1)
+    _gemm(row, opset=7)
+    with pytest.raises(PytrainError, match="broadcast is not set"):
+        _gemm(row)
+    with pytest.raises(PytrainError, match="broadcast is not set"):
+        _gemm(row, broadcast=0)
