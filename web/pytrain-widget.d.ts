@@ -66,10 +66,15 @@ export interface TrainerOptions {
   run?: Source;
   /** Hidden layer sizes of the MLP built for a table (default [32]). */
   hidden?: number[];
+  /** The run's total epochs (default 5). */
   epochs?: number;
+  /** Default 32. */
   batchSize?: number;
+  /** Default 0.005. */
   learningRate?: number;
+  /** Default "AdamW". */
   optimizer?: OptimizerName;
+  /** The share of a table held out for validation (default 0.2). */
   valFraction?: number;
   /** An element to render a small UI into (status, loss curve, buttons). */
   container?: HTMLElement;
@@ -78,6 +83,21 @@ export interface TrainerOptions {
   /** Save a resumable run in IndexedDB after each epoch (default false). */
   persist?: boolean;
   workerURL?: string | URL;
+}
+
+/** A trainer's training options, resolved (Trainer.runOptions()). */
+export interface RunOptions {
+  epochs: number;
+  batchSize: number;
+  learningRate: number;
+  optimizer: OptimizerName;
+  hidden: number[];
+  persist: boolean;
+  /** The worker trains in slices of about this long between its answers to pause, stop and predict. */
+  budgetMs: number;
+  /** With persist, a running run is also saved this often within an epoch. */
+  saveEveryMs: number;
+  seed: number | null;
 }
 
 export interface ProgressEvent {
@@ -144,6 +164,8 @@ export declare class Trainer extends EventTarget {
   on<K extends keyof TrainerEvents>(type: K, handler: (detail: TrainerEvents[K]) => void): () => void;
   /** Train up to `epochs` epochs in total; resolves with {reason, epoch, step} when training ends. */
   train(overrides?: Partial<Pick<TrainerOptions, "epochs" | "batchSize" | "learningRate" | "persist">>): Promise<DoneEvent>;
+  /** The training options this trainer runs with: those it was given, the rest the defaults (decided in Python). */
+  runOptions(): Promise<RunOptions>;
   pause(): Promise<unknown>;
   resume(): Promise<unknown>;
   stop(): Promise<unknown>;

@@ -62,6 +62,12 @@ async function toText(src, what) {
   return new TextDecoder().decode(await toBytes(src, what));
 }
 
+/* A run's settings among a trainer's options (pytrain.webapp.run_options.TabRun's, in camelCase). */
+function runSettings(o) {
+  return { epochs: o.epochs, batchSize: o.batchSize, learningRate: o.learningRate, optimizer: o.optimizer,
+           hidden: o.hidden, persist: o.persist };
+}
+
 /**
  * Create a trainer. Options:
  *  - data: "digits" | {csv: text|URL|Blob, label, task?, missing?: "error" | "drop" | "fill"} (text columns of
@@ -74,7 +80,8 @@ async function toText(src, what) {
  *  - run: a run file (.zip from the page's "Download the whole run" or runFile(), URL or bytes) to take
  *    back: model, checkpoint and progress, and its table when it holds one (then `data` is optional)
  *  - neither: digits get the digits MLP; tables get an MLP with `hidden` sizes (default [32])
- *  - epochs, batchSize, learningRate, optimizer ("AdamW" | "Adam" | "SGD"), valFraction
+ *  - epochs, batchSize, learningRate, optimizer ("AdamW" | "Adam" | "SGD"), valFraction (unset: 5, 32, 0.005,
+ *    "AdamW", 0.2: Python's defaults, pytrain.webapp.run_options.TabRun; runOptions() says what a trainer runs with)
  *  - container: an element to render a small UI into (optional); autoStart: train once ready
  *  - persist: save a resumable run in IndexedDB after each epoch (default false)
  * Returns a trainer with train(), pause(), resume(), stop(), evaluate(), predict(), exportModel(),
@@ -90,10 +97,10 @@ export function createTrainer(options = {}) {
 export class Trainer extends EventTarget {
   constructor(options) {
     super();
-    this.options = Object.assign({ epochs: 5, batchSize: 32, learningRate: 0.005, optimizer: "AdamW",
-                                    hidden: [32], persist: false }, options);
-    // valFraction, blockSize, lora: unset means Python's default (pytrain.webapp.data_source.VAL_FRACTION for a
-    // table, text_source.TextUse's for text); only what the user set travels
+    this.options = Object.assign({}, options);
+    // Only what the user set travels; unset means Python's default: epochs, batchSize, learningRate, optimizer,
+    // hidden, persist pytrain.webapp.run_options.TabRun's (runOptions() answers them resolved), valFraction
+    // data_source.VAL_FRACTION for a table, blockSize and lora text_source.TextUse's for text
     // sw.js (same origin only) caches the runtime for the next visit; see js/client.js.
     warmFirstVisit();
     const startAfter = registerServiceWorker();
@@ -218,9 +225,12 @@ export class Trainer extends EventTarget {
     await this.ready;
     const o = Object.assign({}, this.options, overrides);
     const finished = new Promise((resolve) => { this._done = resolve; });
-    await this.client.call("train", { epochs: o.epochs, batchSize: o.batchSize, learningRate: o.learningRate, persist: o.persist });
+    await this.client.call("train", runSettings(o));
     return finished;
   }
+
+  /** The training options this trainer runs with: those it was given, the rest Python's defaults. */
+  async runOptions() { await this.client.ready; return this.client.call("runOptions", runSettings(this.options)); }
 
   pause() { return this.client.call("pause"); }
   resume() { return this.client.call("resume"); }
@@ -260,7 +270,10 @@ export class Trainer extends EventTarget {
   /** The current checkpoint (parameters + optimizer state) as bytes. */
   async checkpoint() { await this.ready; return this.client.call("checkpoint"); }
   /** The whole run (artifacts, checkpoint, table) as one zip, which `run:` and `pytrain train --resume` take back. */
-  async runFile() { await this.ready; return this.client.call("runFile", { epochs: this.options.epochs }); }
+  async runFile() {
+    await this.ready;
+    return this.client.call("runFile", { epochs: (await this.runOptions()).epochs });
+  }
 
   /** Join the Flower federation this site serves (python build.py serve --flower URL) as a node with this
    * trainer's model and data; "federation" events report each round (see docs/web.md). */

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from pytrain.engine import fusion
+from pytrain.engine.legacy_forms import align_legacy_broadcasts
 from pytrain.errors import KernelError, PytrainError, UnsupportedOpError
 from pytrain.engine.graph import consumers, node_label, producers, topological_order
 from pytrain.ops import OpContext, get_kernel, supported_ops
@@ -83,6 +84,8 @@ class Plan:
         # a control-flow node reads its bodies' outer-scope values as trailing inputs (pytrain/ops/control)
         nodes = topological_order([with_outer_inputs(n) for n in graph.node], list(fed) + list(consts))
         nodes = live_nodes(nodes, self.output_names)
+        # opset 1-6's broadcast/axis as an alignment of B, then today's op (pytrain/engine/legacy_forms.py)
+        nodes = align_legacy_broadcasts(nodes, list(fed) + list(consts) + self.output_names, opset)
         nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/engine/fusion.py
         produced = producers(nodes)
         for o in self.output_names:

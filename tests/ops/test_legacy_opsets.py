@@ -44,9 +44,17 @@ def test_an_attribute_of_an_older_opset_is_refused():
 
 # ---- opset 1-6 broadcasting: B matched to A's dims from `axis` (onnxruntime implements these ops from
 # opset 7 and onnx.reference not at all: the oracle is the spec's own list of shapes, in numpy) ----------
+def _run(op: str, a: np.ndarray, b: np.ndarray, attrs, opset: int = 6) -> np.ndarray:
+    """The one-node model through the runtime: its plan aligns B (pytrain/engine/legacy_forms.py)."""
+    from ops_oracle import make_model
+    from pytrain.engine.runtime import InferenceSession
+
+    blob = make_model(op, [a, b], attrs, opset=opset).SerializeToString()
+    return InferenceSession(blob).run(None, {"in0": a, "in1": b})[0]
+
+
 def _legacy(op: str, b: np.ndarray, **attrs):
-    from ops_oracle import run_pytrain
-    return run_pytrain(op, [X, b], attrs, opset=6)[0]
+    return _run(op, X, b, attrs)
 
 
 @pytest.mark.parametrize("op,fn", [("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply),
@@ -58,8 +66,7 @@ def test_legacy_broadcast_follows_the_specs_shapes(op, fn):
                                  ((3, 4), 1, (3, 4, 1)), ((2,), 0, (2, 1, 1, 1)), ((4,), -2, (4, 1))]:
         b = (rng.uniform(0.5, 1.5, shape)).astype(np.float32)
         attrs = {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
-        from ops_oracle import run_pytrain
-        got = run_pytrain(op, [x, b], attrs, opset=6)[0]
+        got = _run(op, x, b, attrs)
         np.testing.assert_allclose(got, fn(x, b.reshape(aligned)), rtol=1e-6, err_msg="%s %s axis %s" % (op, shape, axis))
 
 
@@ -71,5 +78,38 @@ def test_legacy_broadcast_refuses_what_the_spec_does():
     with pytest.raises(PytrainError, match="does not match A's dims"):
         _legacy("Mul", np.ones(3, np.float32), broadcast=1, axis=2)
     with pytest.raises(PytrainError, match="before opset 7"):
-        from ops_oracle import run_pytrain
-        run_pytrain("Add", [X, np.ones(5, np.float32)], {"broadcast": 1}, opset=7)
+        _run("Add", X, np.ones(5, np.float32), {"broadcast": 1}, opset=7)
+
+
+def test_no_arithmetic_kernel_takes_the_old_attributes():
+    """The alignment is the plan's: Add..Pow's kernels take no attribute, and refuse one called directly."""
+    from ops_oracle import run_pytrain
+
+    for op in ("Add", "Sub", "Mul", "Div", "Pow"):
+        with pytest.raises(TypeError):
+            run_pytrain(op, [X, np.ones(5, np.float32)], {"broadcast": 1}, opset=6)
+
+
+def _gemm(c: np.ndarray, opset: int = 6, **attrs) -> np.ndarray:
+    from ops_oracle import make_model
+    from pytrain.engine.runtime import InferenceSession
+
+    a, b = X.reshape(6, 20)[:, :4], X.reshape(20, 6)[:4, :5]
+    blob = make_model("Gemm", [a, b, c], dict(attrs, beta=0.5), opset=opset).SerializeToString()
+    got = InferenceSession(blob).run(None, {"in0": a, "in1": b, "in2": c})[0]
+    np.testing.assert_allclose(got, a @ b + 0.5 * c, rtol=1e-5, atol=1e-6)
+    return got
+
+
+def test_gemm_6_broadcasts_c_only_when_asked():
+    """Gemm-1/6: C of the output's shape, or broadcast with broadcast=1 (a plan makes it Gemm-7)."""
+    from pytrain.errors import PytrainError
+
+    full, row = np.ones((6, 5), np.float32) * 2, np.arange(5, dtype=np.float32)
+    _gemm(full)
+    _gemm(row, broadcast=1)
+    _gemm(row, opset=7)
+    with pytest.raises(PytrainError, match="broadcast is not set"):
+        _gemm(row)
+    with pytest.raises(PytrainError, match="broadcast is not set"):
+        _gemm(row, broadcast=0)

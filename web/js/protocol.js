@@ -16,7 +16,7 @@
    * @typedef {"savedRun"|"clearSaved"|"config"|"status"|"useDigits"|"inspectCSV"|"useCSV"|"useArrays"|
    *   "useImages"|"addSamples"|"inspectModel"|"buildDigits"|"buildMLP"|"generate"|"useArtifacts"|
    *   "useText"|"textSamples"|"textLogits"|"exportAdapters"|"exportTransformersJs"|"useArtifactFiles"|"changeOptimizer"|"setScaling"|"buildCNN"|"inspectBackbone"|"examples"|"insights"|
-   *   "runFile"|"train"|"pause"|"resume"|"stop"|"configure"|"evaluate"|"restoreGood"|"predict"|"checkpoint"|
+   *   "runFile"|"runOptions"|"train"|"pause"|"resume"|"stop"|"configure"|"evaluate"|"restoreGood"|"predict"|"checkpoint"|
    *   "exportModel"|"digest"|"save"|"resumeSaved"|"federate"|"leaveFederation"|"ortCreate"|"ortTrainStep"|
    *   "ortEvalStep"|"ortOptimizerStep"|"ortLazyResetGrad"|"ortParametersSize"|"ortGetParameters"|
    *   "ortLoadParameters"|"ortRelease"|"ortInferenceCreate"|"ortInferenceRun"} Command
@@ -39,7 +39,7 @@
     "useText", "textSamples", "textLogits", "exportAdapters", "exportTransformersJs",
     "setScaling", "buildCNN", "inspectBackbone", "examples", "insights", "runFile",
     // training
-    "train", "pause", "resume", "stop", "configure", "evaluate", "restoreGood",
+    "runOptions", "train", "pause", "resume", "stop", "configure", "evaluate", "restoreGood",
     // the model's outputs and the saved run
     "predict", "checkpoint", "exportModel", "digest", "save", "resumeSaved",
     // "Join a federation" (Flower)

@@ -19,7 +19,8 @@ export const app = {
   rebuild: null,         // how to rebuild the current model with another optimizer (before step 1)
   lastPrediction: null,  // {input, probabilities, label}
   saved: null,           // last "saved" event
-  saveEveryMs: 10000,    // a running run is also saved this often within an epoch (a reload resumes there)
+  saveEveryMs: null,     // a running run is also saved this often within an epoch (a reload resumes there); unset:
+                         // Python's (pytrain.webapp.run_options.TabRun.save_every_ms), tests set it shorter
   epochs: [],            // per-epoch validation records
   resumed: null,         // result of the last resume
   onnxUpload: null,      // {name, bytes, extraFiles, params: its weights, layers} of the uploaded inference model

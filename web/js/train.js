@@ -195,7 +195,8 @@ function trainOptions() {
   if (!(epochs >= 1)) throw new Error("\"Train until epoch\" must be a whole number of at least 1.");
   if (!(batchSize >= 1)) throw new Error("Batch size must be a whole number of at least 1.");
   if (!(learningRate > 0)) throw new Error("The learning rate must be a positive number.");
-  return { epochs, batchSize, learningRate, saveEveryMs: app.saveEveryMs };
+  // the page keeps its runs in IndexedDB (the widget only when asked: TabRun.persist's default is the widget's)
+  return { epochs, batchSize, learningRate, persist: true, saveEveryMs: app.saveEveryMs };
 }
 
 $("start").onclick = () => guarded(null, async () => {

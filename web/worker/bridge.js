@@ -48,6 +48,20 @@ function decodeResult(value, blobs) {
 }
 
 /* Synchronous call into the Python session; throws UserError with Python's message. */
+/* Option names between JavaScript's camelCase and Python's snake_case, by one rule each way (an object's own
+ * keys; unset values, undefined or null, are dropped on the way to Python, whose defaults fill them). */
+function snakeKeys(obj) {
+  const out = {};
+  for (const [k, v] of Object.entries(obj || {})) if (v !== undefined && v !== null) out[k.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase())] = v;
+  return out;
+}
+
+function camelKeys(obj) {
+  const out = {};
+  for (const [k, v] of Object.entries(obj || {})) out[k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())] = v;
+  return out;
+}
+
 function py(method, args) {
   if (!pyCallProxy) throw new UserError("pytrain is still loading", "NotReady");
   const blobs = [];

@@ -20,8 +20,9 @@ function needIdle(what) {
 }
 
 /* An option the caller leaves unset travels as nothing (encodeArgs drops undefined): its default is the Python
- * method's, spelled once there. A default kept here decides something on this side (buildDigits' prebuilt AdamW,
- * useDigits' slices) or is the page's own choice (useText's LoRA). */
+ * method's, spelled once there (a training run's: pytrain.webapp.run_options.TabRun, which runOptions answers).
+ * A default kept here decides something on this side (useDigits' slices) or is the page's own choice (useText's
+ * LoRA). */
 const COMMAND_TABLE = {
   savedRun: { early: true, run: async () => summarizeMeta((await dbGet(["meta"])).meta) },
   clearSaved: { early: true, run: async () => { await dbPut({}, true); return true; } },
@@ -42,8 +43,11 @@ const COMMAND_TABLE = {
 
   inspectModel: { py: "inspect_model", args: ({ bytes, name, extraFiles }) => ({ blob: bytes, name, extra_files: extraFiles }) },
   buildDigits: { idle: "changing the model", newRun: true, onFirstPart: true, py: "build_digits",
-                 args: async ({ kind = "mlp", optimizer = "AdamW" }) =>
-                   ({ kind, optimizer, prebuilt: optimizer === "AdamW" ? await prebuiltArtifacts(kind) : null }) },
+                 args: async ({ kind = "mlp", optimizer }) => {
+                   optimizer = optimizer || py("run_options").optimizer;
+                   // the site's prebuilt digits artifacts are AdamW's (buildsite); another optimizer is generated
+                   return { kind, optimizer, prebuilt: optimizer === "AdamW" ? await prebuiltArtifacts(kind) : null };
+                 } },
   buildMLP: { idle: "changing the model", newRun: true, py: "build_mlp",
               args: ({ hidden, activation, optimizer, standardize, seed }) =>
                 ({ hidden, activation, optimizer, standardize, seed }) },
@@ -77,7 +81,7 @@ const COMMAND_TABLE = {
   /* backbone: {bytes, name, extraFiles, size, normalize}, a pretrained feature extractor (only a head trains);
    * with `info`, the bytes are the extractor a restored run came back with, used as they are */
   buildCNN: { idle: "changing the model", newRun: true, py: "build_cnn",
-              args: ({ optimizer = "AdamW", backbone = null }) => ({ optimizer, backbone: backbone && {
+              args: ({ optimizer, backbone = null }) => ({ optimizer, backbone: backbone && {
                 bytes: backbone.bytes, name: backbone.name, extra_files: backbone.extraFiles || null,
                 size: backbone.size || null, normalize: backbone.normalize || "unit", info: backbone.info || null } }) },
   inspectBackbone: { py: "inspect_backbone", args: ({ bytes, name, extraFiles = null, size = null, normalize = "unit" }) =>
@@ -87,6 +91,8 @@ const COMMAND_TABLE = {
   insights: { py: "insights" },
   runFile: { py: "run_file", args: ({ epochs }) => ({ epochs, history: runHistory() }) },
 
+  /* a training run's options resolved by Python: what the caller set, the rest pytrain.webapp.run_options.TabRun's */
+  runOptions: { onFirstPart: true, run: async (args) => camelKeys(py("run_options", snakeKeys(args))) },
   train: { onFirstPart: true, run: startTraining },
   pause: { early: true, run: async () => pauseTraining() },
   resume: { early: true, run: async () => resumeTraining() },
@@ -147,8 +153,11 @@ async function useArtifactFiles({ files }) {
 async function startTraining(options) {
   if (isTraining()) throw new UserError("training is already running", "Busy");
   needIdle("training on your own");
-  trainLoop(options);   // reports through events; the reply only says it started
-  return { started: true };
+  // Python resolves the run's options (its defaults: run_options.TabRun) and sets batch size, learning rate and
+  // seed; a bad option is this command's error
+  const opts = camelKeys(py("start_run", snakeKeys(options)));
+  trainLoop(opts);   // reports through events; the reply says it started, with the options it runs with
+  return { started: true, options: opts };
 }
 
 async function resumeSaved() {

@@ -1,17 +1,17 @@
 /* The training loop: slices of about 150 ms of pytrain steps (Session.train_for), so pause, stop
  * and predictions are answered between slices; progress and epoch events; a save after every
  * epoch, every `saveEveryMs` (10 s) of training within an epoch (so a reload resumes at most that
- * much earlier, at the saved step), and on pause and stop. */
+ * much earlier, at the saved step), and on pause and stop. Its options come resolved by Python
+ * (pytrain.webapp.run_options.TabRun, through the train command). */
 "use strict";
 
 let trainer = null;         // the running training loop, if any
 
 function yieldToEvents() { return new Promise((r) => setTimeout(r, 0)); }
 
-async function trainLoop(options) {
-  const opts = Object.assign({ epochs: 5, budgetMs: 150, saveEveryMs: 10000 }, options);
+async function trainLoop(opts) {
   const t = { options: opts, paused: false, stopRequested: false, resumeWaiters: [] };
-  const persist = opts.persist !== false;   // the widget opts out of IndexedDB unless asked
+  const persist = opts.persist;   // the page saves its runs in IndexedDB; the widget only when asked
   let saveWarned = false;
   let lastSave = performance.now();
   const save = async (why) => {
@@ -25,7 +25,6 @@ async function trainLoop(options) {
     }
   };
   trainer = t;
-  py("configure", { batch_size: opts.batchSize, lr: opts.learningRate, seed: opts.seed });
   emit("state", { training: true, paused: false });
   let reason = "finished";
   let divergence = null;

@@ -1,10 +1,9 @@
 """Add, Sub, Mul, Div, Pow: element-wise arithmetic with numpy (multidirectional) broadcasting (before
-opset 7 the ``broadcast``/``axis`` attributes, :mod:`.legacy_broadcast`)."""
+opset 7 the ``broadcast``/``axis`` attributes: a plan aligns B first, :mod:`.legacy_broadcast`)."""
 from __future__ import annotations
 
 import numpy as np
 
-from pytrain.ops.elementwise.legacy_broadcast import align
 from pytrain.ops.registry import kernel
 
 
@@ -14,30 +13,22 @@ def _in_dtype(res, like: np.ndarray) -> np.ndarray:
 
 
 @kernel("Add")
-def add(ctx, A, B, **legacy):
-    if legacy:  # opset 1-6: broadcast/axis
-        B = align("Add", ctx, A, B, legacy)
+def add(ctx, A, B):
     return (_in_dtype(np.add(A, B), A),)
 
 
 @kernel("Sub")
-def sub(ctx, A, B, **legacy):
-    if legacy:  # opset 1-6: broadcast/axis
-        B = align("Sub", ctx, A, B, legacy)
+def sub(ctx, A, B):
     return (_in_dtype(np.subtract(A, B), A),)
 
 
 @kernel("Mul")
-def mul(ctx, A, B, **legacy):
-    if legacy:  # opset 1-6: broadcast/axis
-        B = align("Mul", ctx, A, B, legacy)
+def mul(ctx, A, B):
     return (_in_dtype(np.multiply(A, B), A),)
 
 
 @kernel("Div")
-def div(ctx, A, B, **legacy):
-    if legacy:  # opset 1-6: broadcast/axis
-        B = align("Div", ctx, A, B, legacy)
+def div(ctx, A, B):
     if A.dtype.kind in "iu":
         # ONNX (like C) truncates integer quotients toward zero; numpy floors. x/0 gives 0.
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -51,9 +42,7 @@ def div(ctx, A, B, **legacy):
 
 
 @kernel("Pow")
-def pow_(ctx, X, Y, **legacy):
-    if legacy:  # opset 1-6: broadcast/axis
-        Y = align("Pow", ctx, X, Y, legacy)
+def pow_(ctx, X, Y):
     # The exponent may have another type than X (opset >= 12); the result has X's type.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if X.dtype.kind == "f":

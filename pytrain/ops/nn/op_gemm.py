@@ -1,5 +1,6 @@
-"""Gemm: Y = alpha * A' @ B' + beta * C, with A' / B' optionally transposed and C broadcast (before
-opset 7 only with the ``broadcast`` attribute, numpy's unidirectional broadcast then as now)."""
+"""Gemm: Y = alpha * A' @ B' + beta * C, with A' / B' optionally transposed and C broadcast (numpy's
+unidirectional broadcast; before opset 7 only with the ``broadcast`` attribute: a plan checks C's shape
+otherwise, pytrain/engine/legacy_forms.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,9 +12,7 @@ from pytrain.ops.registry import kernel
 
 
 @kernel("Gemm")
-def gemm(ctx, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=None):
-    if broadcast is not None and ctx.opset >= 7:
-        raise InputError("Gemm %r: attribute broadcast is Gemm-1/6's (before opset 7)" % ctx.node_name)
+def gemm(ctx, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     if A.ndim != 2 or B.ndim != 2:
         raise InputError("Gemm: A and B must be 2-D, got shapes %s and %s" % (A.shape, B.shape))
     a = A.T if transA else A
@@ -26,9 +25,6 @@ def gemm(ctx, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, broadcas
     if alpha != 1.0:
         y *= t(alpha)
     if C is not None and beta != 0.0:
-        if ctx.opset < 7 and not broadcast and C.shape != y.shape:  # Gemm-1/6: C broadcast only if asked
-            raise InputError("Gemm %r: C of shape %s is not the output's %s and broadcast is not set (opset %d)"
-                             % (ctx.node_name, list(C.shape), list(y.shape), ctx.opset))
         if not broadcasts_to(C.shape, y.shape):
             raise InputError("Gemm: C of shape %s does not broadcast to the output shape %s"
                              % (C.shape, y.shape))

@@ -107,11 +107,11 @@ def matmul_batched(a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:
 
 
 def gemm(ctx, A: np.ndarray, B: np.ndarray, C: Optional[np.ndarray] = None, *, alpha: float = 1.0,
-         beta: float = 1.0, transA: int = 0, transB: int = 0, **legacy: object) -> Optional[Tuple[np.ndarray]]:
+         beta: float = 1.0, transA: int = 0, transB: int = 0) -> Optional[Tuple[np.ndarray]]:
     """ONNX Gemm with alpha = beta = 1 (what Linear layers export) in one call, product and bias
     (gemm_ops.c), for registry.accelerate; the numpy kernel takes small products and the rest."""
-    if legacy or A.ndim != 2 or B.ndim != 2 or A.dtype != F32 or B.dtype != F32 or alpha != 1.0:
-        return None  # (Gemm-1/6's broadcast: the numpy kernel checks it)
+    if A.ndim != 2 or B.ndim != 2 or A.dtype != F32 or B.dtype != F32 or alpha != 1.0:
+        return None
     a = A.T if transA else A
     b = B.T if transB else B
     m, k = a.shape
