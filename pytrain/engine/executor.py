@@ -84,6 +84,8 @@ class Plan:
         nodes = topological_order([with_outer_inputs(n) for n in graph.node], list(fed) + list(consts))
         nodes = live_nodes(nodes, self.output_names)
         nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/engine/fusion.py
+        if kernels is None:
+            nodes = _fold_constants(nodes, consts, OpContext(training=training, opset=opset))
         produced = producers(nodes)
         for o in self.output_names:
             if o not in produced and o not in fed and o not in consts:
@@ -246,6 +248,43 @@ class Plan:
             raise PytrainError("the plan takes %d feeds (%s), got %d"
                                % (len(self._feed_slots), ", ".join(self.feed_names), len(feeds)))
         return self._run(feeds)
+
+
+#: the largest tensor (elements) a node computed from constants alone may yield to be folded into the plan:
+#: shapes and index tensors (what an exporter's Constant -> Unsqueeze -> Concat chains compute), not weights
+FOLD_MAX_ELEMENTS = 4096
+
+
+def _fold_constants(nodes: List[NodeProto], consts: Dict[str, np.ndarray], ctx: OpContext) -> List[NodeProto]:
+    """``nodes`` without those whose inputs are all constants, their small outputs added to ``consts``
+    (read-only): run once when the plan is made, not on every step (GPT-2's LoRA step ran 270 such
+    Constant, Unsqueeze and Concat nodes a step). A node that draws random numbers, has a body, fails
+    or yields a large or non-array output stays in the plan, where it fails as it would have."""
+    kept = []
+    for n in nodes:
+        info = get_kernel(n.op_type, n.domain or "")
+        folded = None
+        if (info is not None and not (n.op_type in _RANDOM_OPS and not n.domain)
+                and all(not i or i in consts for i in n.input)):
+            try:
+                attrs = kernel_attributes(n, info)
+                if not any(isinstance(v, GraphProto) for v in attrs.values()):
+                    folded = info.fn(OpContext(training=ctx.training, opset=ctx.opset, node_name=n.name,
+                                               output_mask=[bool(o) for o in n.output]),
+                                     *[consts[i] if i else None for i in n.input], **attrs)
+            except Exception:  # noqa: BLE001  (the step raises it, naming the node, as before)
+                folded = None
+        if folded is None or len(folded) < len(n.output) or not all(
+                isinstance(v, np.ndarray) and v.size <= FOLD_MAX_ELEMENTS
+                for v, o in zip(folded, n.output) if o):
+            kept.append(n)
+            continue
+        for v, o in zip(folded, n.output):
+            if o:
+                v = np.array(v)   # its own copy, read-only: no kernel may write into a constant
+                v.flags.writeable = False
+                consts[o] = v
+    return kept
 
 
 def buffer_of(a: np.ndarray) -> np.ndarray:
