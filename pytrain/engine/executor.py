@@ -84,8 +84,10 @@ class Plan:
         nodes = topological_order([with_outer_inputs(n) for n in graph.node], list(fed) + list(consts))
         nodes = live_nodes(nodes, self.output_names)
         nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/engine/fusion.py
+        given = set(consts)
         if kernels is None:
             nodes = _fold_constants(nodes, consts, OpContext(training=training, opset=opset))
+        self._folded = frozenset(consts) - given   # (not the model's constants: kept out of ``constants``)
         produced = producers(nodes)
         for o in self.output_names:
             if o not in produced and o not in fed and o not in consts:
@@ -183,8 +185,8 @@ class Plan:
     @property
     def constants(self) -> Dict[str, np.ndarray]:
         """The arrays the plan holds as constants (the graph's initializers that are not fed, and the
-        ``constants`` it was given), by name."""
-        return dict(zip(self._const_names, (v for _, v in self._const_slots)))
+        ``constants`` it was given), by name; not the small tensors folded from constant nodes."""
+        return {k: v for k, (_, v) in zip(self._const_names, self._const_slots) if k not in self._folded}
 
     def live_bytes(self, feeds: Sequence[Any]) -> List[int]:
         """Run once, step by step instead of compiled, and return after each node the bytes held by the
