@@ -87,6 +87,10 @@ class Plan:
         # opset 1-6's broadcast/axis as an alignment of B, then today's op (pytrain/engine/legacy_forms.py)
         nodes = align_legacy_broadcasts(nodes, list(fed) + list(consts) + self.output_names, opset)
         nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/engine/fusion.py
+        given = set(consts)
+        if kernels is None:
+            nodes = _fold_constants(nodes, consts, OpContext(training=training, opset=opset))
+        self._folded = frozenset(consts) - given   # (not the model's constants: kept out of ``constants``)
         produced = producers(nodes)
         for o in self.output_names:
             if o not in produced and o not in fed and o not in consts:
@@ -184,8 +188,8 @@ class Plan:
     @property
     def constants(self) -> Dict[str, np.ndarray]:
         """The arrays the plan holds as constants (the graph's initializers that are not fed, and the
-        ``constants`` it was given), by name."""
-        return dict(zip(self._const_names, (v for _, v in self._const_slots)))
+        ``constants`` it was given), by name; not the small tensors folded from constant nodes."""
+        return {k: v for k, (_, v) in zip(self._const_names, self._const_slots) if k not in self._folded}
 
     def live_bytes(self, feeds: Sequence[Any]) -> List[int]:
         """Run once, step by step instead of compiled, and return after each node the bytes held by the
@@ -249,6 +253,43 @@ class Plan:
             raise PytrainError("the plan takes %d feeds (%s), got %d"
                                % (len(self._feed_slots), ", ".join(self.feed_names), len(feeds)))
         return self._run(feeds)
+
+
+#: the largest tensor (elements) a node computed from constants alone may yield to be folded into the plan:
+#: shapes and index tensors (what an exporter's Constant -> Unsqueeze -> Concat chains compute), not weights
+FOLD_MAX_ELEMENTS = 4096
+
+
+def _fold_constants(nodes: List[NodeProto], consts: Dict[str, np.ndarray], ctx: OpContext) -> List[NodeProto]:
+    """``nodes`` without those whose inputs are all constants, their small outputs added to ``consts``
+    (read-only): run once when the plan is made, not on every step (GPT-2's LoRA step ran 270 such
+    Constant, Unsqueeze and Concat nodes a step). A node that draws random numbers, has a body, fails
+    or yields a large or non-array output stays in the plan, where it fails as it would have."""
+    kept = []
+    for n in nodes:
+        info = get_kernel(n.op_type, n.domain or "")
+        folded = None
+        if (info is not None and not (n.op_type in _RANDOM_OPS and not n.domain)
+                and all(not i or i in consts for i in n.input)):
+            try:
+                attrs = kernel_attributes(n, info)
+                if not any(isinstance(v, GraphProto) for v in attrs.values()):
+                    folded = info.fn(OpContext(training=ctx.training, opset=ctx.opset, node_name=n.name,
+                                               output_mask=[bool(o) for o in n.output]),
+                                     *[consts[i] if i else None for i in n.input], **attrs)
+            except Exception:  # noqa: BLE001  (the step raises it, naming the node, as before)
+                folded = None
+        if folded is None or len(folded) < len(n.output) or not all(
+                isinstance(v, np.ndarray) and v.size <= FOLD_MAX_ELEMENTS
+                for v, o in zip(folded, n.output) if o):
+            kept.append(n)
+            continue
+        for v, o in zip(folded, n.output):
+            if o:
+                v = np.array(v)   # its own copy, read-only: no kernel may write into a constant
+                v.flags.writeable = False
+                consts[o] = v
+    return kept
 
 
 def buffer_of(a: np.ndarray) -> np.ndarray:

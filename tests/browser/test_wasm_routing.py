@@ -1,6 +1,6 @@
-"""The wasm kernels for the real models (web/kernels/conv.c, batchnorm.c, exp_erf.c, layernorm.c,
-softmax.c, gather_grad.c, gemm_ops.c, Clip in elementwise.c) where they really run: Pyodide 0.17.1
-(numpy 1.17.5) with kernels.wasm linked into its heap (bench/pages/kernels_check.html), pytrain from
+"""The wasm kernels for the real models (web/kernels/conv.c, batchnorm.c, exp_erf.c (Exp, Erf, Tanh),
+layernorm.c, softmax.c, softmax_ce.c, gather_grad.c, gemm_ops.c, Clip in elementwise.c; Pow by 2 or 3
+as products) where they really run: Pyodide 0.17.1 (numpy 1.17.5) with kernels.wasm linked into its heap (bench/pages/kernels_check.html), pytrain from
 this checkout. After pytrain.ops.wasm.install() every accelerated kernel must answer the cases it
 takes (no silent fallback to numpy) with the numpy kernel's result, and decline the rest."""
 from __future__ import annotations
@@ -83,6 +83,21 @@ for code, (name, op) in enumerate((("add", "Add"), ("sub", "Sub"), ("mul", "Mul"
     compare(name + "_scalar_left", op, (np.array(1.5, np.float32), f32(32, 32, 128)), fast=welem.binary(code))
 compare("add_middle_broadcast_declined", "Add", (f32(32, 2, 32, 32), f32(32, 1, 1, 32)),
         fast=welem.binary(0))
+# GPT-2's tanh-form GELU: Tanh, and Pow by 3 (forward) and 2 (its gradient) as products
+compare("tanh", "Tanh", (g,), fast=welem.unary("tanh"))
+compare("pow3", "Pow", (g, np.array(3.0, np.float32)), fast=welem.power)
+compare("pow2", "Pow", (g, np.array(2, np.int64)), fast=welem.power)
+compare("pow_other_declined", "Pow", (np.abs(g), np.array(0.5, np.float32)), fast=welem.power)
+# a language model's loss: (N, C, T) logits, a Transpose(0, 2, 1) view of the head's (N, T, C) output
+logits = np.transpose(f32(4, 16, 300) * 3, (0, 2, 1))
+tokens = rng.randint(0, 300, (4, 16)).astype(np.int64)
+ce = wsoftmax.softmax_cross_entropy(all3, logits, tokens, ignore_index=-100)   # log_prob: a class-last view
+compare("sce_class_last", "SoftmaxCrossEntropyLoss", (logits, tokens), {"ignore_index": -100}, ctx=all3,
+        fast=wsoftmax.softmax_cross_entropy)
+compare("sce_grad_class_last", "SoftmaxCrossEntropyLossGrad", (np.array(0.7, np.float32), ce[1], tokens),
+        {"ignore_index": -100}, domain=PYTRAIN_DOMAIN, fast=wsoftmax.softmax_cross_entropy_grad)
+compare("sce_contiguous_3d_declined", "SoftmaxCrossEntropyLoss", (np.ascontiguousarray(logits), tokens), ctx=all3,
+        fast=wsoftmax.softmax_cross_entropy)
 # pytrain.fusion's Conv + BatchNormalization + Clip node: the clip in wasm, in place
 bn = (f32(40), f32(40), f32(40), np.abs(f32(40)) + 0.5)
 compare("fused_conv_clip", "FusedConv", (x, f32(40, 24, 1, 1), f32(40)) + bn + (np.array(0, np.float32),
@@ -107,7 +122,7 @@ out["matmul_batched_transposed"] = {
     "err": [float(np.max(np.abs(linalg.matmul(q, np.swapaxes(kt, -1, -2)) - np.matmul(q, k))))]}
 # the registry routes the accelerated kernels (install() put them in front)
 out["routed"] = sorted(op for op in ("Add", "Clip", "BatchNormalization", "Conv", "Erf", "Exp", "Gemm",
-                                     "LayerNormalization", "Softmax")
+                                     "LayerNormalization", "Softmax", "Tanh", "Pow")
                        if get_kernel(op).fn is not get_kernel(op).numpy_fn)
 json.dumps(out)
 """
@@ -126,7 +141,7 @@ def results(browser):
 ANSWERED = ["add_row", "sub_row", "mul_row", "div_row", "add_scalar_left", "sub_scalar_left",
             "mul_scalar_left", "div_scalar_left", "sum_to_shape_3d", "gemm_bias", "clip", "fused_conv_clip",
             "first_non_finite", "batchnorm", "conv_depthwise", "conv_pointwise", "conv_pointwise_small",
-            "erf", "exp", "layernorm", "layernorm_grad", "softmax", "gather_grad", "matmul_batched",
+            "erf", "exp", "tanh", "pow3", "pow2", "sce_class_last", "sce_grad_class_last", "layernorm", "layernorm_grad", "softmax", "gather_grad", "matmul_batched",
             "matmul_batched_transposed"]
 
 
@@ -139,7 +154,8 @@ def test_kernel_answers_with_the_numpy_result(results, name):
 
 
 @pytest.mark.parametrize("name", ["conv_regular_declined", "softmax_nan_declined", "gemm_small_declined",
-                                  "sum_to_shape_middle_declined", "add_middle_broadcast_declined"])
+                                  "sum_to_shape_middle_declined", "add_middle_broadcast_declined",
+                                  "pow_other_declined", "sce_contiguous_3d_declined"])
 def test_kernel_declines_what_it_does_not_take(results, name):
     assert not results[name]["answered"]
 
@@ -150,4 +166,4 @@ def test_install_routes_the_finite_check(results):
 
 def test_install_routes_the_ops(results):
     assert results["routed"] == ["Add", "BatchNormalization", "Clip", "Conv", "Erf", "Exp", "Gemm",
-                                 "LayerNormalization", "Softmax"]
+                                 "LayerNormalization", "Pow", "Softmax", "Tanh"]

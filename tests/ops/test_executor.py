@@ -60,3 +60,34 @@ def test_errors_name_the_node_and_what_it_got():
         registry.accelerate("Relu", None)
     with pytest.raises(PytrainError, match="takes 1 feeds \\(t0\\), got 2"):
         plan.run([np.zeros((2, 3), np.float32)] * 2)
+
+
+def _shape_chain_graph(bad_axes: bool = False):
+    """x reshaped by Concat(Unsqueeze(Constant 2), Unsqueeze(Constant 3)) (an exporter's shape chain)."""
+    from pytrain.proto import from_array
+
+    nodes = [make_node("Constant", [], ["two"], name="c2", value=from_array(np.array(2, np.int64))),
+             make_node("Constant", [], ["three"], name="c3", value=from_array(np.array(3, np.int64))),
+             make_node("Unsqueeze", ["two", "axes"], ["u2"], name="u2"),
+             make_node("Unsqueeze", ["three", "axes"], ["u3"], name="u3"),
+             make_node("Concat", ["u2", "u3"], ["shape"], name="cat", axis=0),
+             make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    axes = from_array(np.array([5 if bad_axes else 0], np.int64), "axes")
+    return make_graph(nodes, "g", [make_value_info("x", 1, [6])], [make_value_info("y", 1, [2, 3])], [axes])
+
+
+def test_nodes_of_constants_alone_run_once_when_the_plan_is_made():
+    plan = Plan(_shape_chain_graph(), ["x"], ["y"], opset=17)
+    x = np.arange(6, dtype=np.float32)
+    np.testing.assert_array_equal(plan.run([x])[0], x.reshape(2, 3))
+    calls = {}
+    plan.time_nodes(calls, lambda n: n.op_type)
+    plan.run([x])
+    assert sorted(calls) == ["Reshape"]   # the shape chain was folded into the plan
+    assert sorted(plan.constants) == ["axes"]   # the folded tensors are not the model's constants
+
+
+def test_a_constant_node_that_fails_still_fails_when_run_naming_the_node():
+    plan = Plan(_shape_chain_graph(bad_axes=True), ["x"], ["y"], opset=17)
+    with pytest.raises(PytrainError, match="u2"):
+        plan.run([np.arange(6, dtype=np.float32)])

@@ -183,7 +183,7 @@ def test_committed_wasm_exports():
                        "pytrain_layernorm", "pytrain_layernorm_grad", "pytrain_maxpool2d",
                        "pytrain_maxpool_grad", "pytrain_relu", "pytrain_relu_grad", "pytrain_sgemm",
                        "pytrain_sgemm_batched", "pytrain_sgemm_work_bytes", "pytrain_softmax",
-                       "pytrain_softmax_ce", "pytrain_softmax_ce_grad", "pytrain_sum_rows",
+                       "pytrain_softmax_ce", "pytrain_softmax_ce_grad", "pytrain_sum_rows", "pytrain_tanh",
                        "pytrain_transpose"]  # tests/web/test_wasm_layer_kernels.py tests the second batch
 
 

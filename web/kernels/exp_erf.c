@@ -151,3 +151,38 @@ void erf_f32(const float *x, float *y, int n) {
     map_f32_via_f64(x, y, n, erf_small_f64x2, erf_small_range, erf_f64);
 }
 
+
+/* ---- tanh (GPT-2's GELU, tanh form) ---------------------------------------------------------- */
+
+/* tanh(x) = (e^2|x| - 1) / (e^2|x| + 1) with x's sign, in double: e^2|x| - 1 loses about 1e-16 / 2|x|
+ * relatively, under float32's 6e-8 from |x| = 1e-8 on, below which tanh(x) rounds to x in float32;
+ * from |x| = 20 the double result is 1 (float32's is from 9.01). */
+static double tanh_f64(double v) {
+    double a = __builtin_fabs(v);
+    if (v != v) return v;
+    if (a < 1e-8) return v;
+    if (a >= 20.0) return v < 0 ? -1.0 : 1.0;
+    double t = exp_f64(2.0 * a);
+    double r = (t - 1.0) / (t + 1.0);
+    return v < 0 ? -r : r;
+}
+
+/* tanh_f64 for 1e-8 <= |x| < 20, two lanes at a time (the same operations, so the same bits). */
+static inline v128_t tanh_f64x2(v128_t v) {
+    v128_t a = wasm_f64x2_abs(v);
+    v128_t t = exp_f64x2(wasm_f64x2_add(a, a));
+    v128_t r = wasm_f64x2_div(wasm_f64x2_sub(t, wasm_f64x2_splat(1.0)), wasm_f64x2_add(t, wasm_f64x2_splat(1.0)));
+    return wasm_v128_or(r, wasm_v128_and(v, wasm_f64x2_splat(-0.0)));
+}
+
+static inline int tanh_range(v128_t v) {
+    v128_t a = wasm_f64x2_abs(v);
+    return wasm_i64x2_all_true(wasm_v128_and(wasm_f64x2_ge(a, wasm_f64x2_splat(1e-8)),
+                                             wasm_f64x2_lt(a, wasm_f64x2_splat(20.0))));
+}
+
+/* y = float32(tanh(x)), as np.tanh in float32 to float32 rounding. */
+EXPORT("pytrain_tanh")
+void tanh_f32(const float *x, float *y, int n) {
+    map_f32_via_f64(x, y, n, tanh_f64x2, tanh_range, tanh_f64);
+}

@@ -53,4 +53,33 @@ static inline double exp_nonpositive(double x) {
     return x < -745.0 ? 0.0 : exp_reduced(x, 1);
 }
 
+#ifdef __wasm_simd128__
+#include <wasm_simd128.h>
+
+/* exp_nonpositive for -700 <= x <= 0, two lanes at a time: exp_reduced(x, 1)'s operations in the same
+ * order (so the same bits), 2^k added to the exponent bits (k >= -1010: the result is normal). */
+static inline v128_t exp_nonpositive_f64x2(v128_t x) {
+    const v128_t magic = wasm_f64x2_splat(6755399441055744.0);
+    v128_t kb = wasm_f64x2_add(wasm_f64x2_mul(x, wasm_f64x2_splat(1.44269504088896338700e+00)), magic);
+    v128_t kd = wasm_f64x2_sub(kb, magic);
+    v128_t r = wasm_f64x2_sub(wasm_f64x2_sub(x, wasm_f64x2_mul(kd, wasm_f64x2_splat(6.93147180369123816490e-01))),
+                              wasm_f64x2_mul(kd, wasm_f64x2_splat(1.90821492927058770002e-10)));
+#define EXPMATH_STEP(c) t = wasm_f64x2_add(wasm_f64x2_mul(t, r), wasm_f64x2_splat(c))
+    v128_t t = wasm_f64x2_splat(1.0 / 6227020800.0);
+    EXPMATH_STEP(1.0 / 479001600.0); EXPMATH_STEP(1.0 / 39916800.0); EXPMATH_STEP(1.0 / 3628800.0);
+    EXPMATH_STEP(1.0 / 362880.0); EXPMATH_STEP(1.0 / 40320.0); EXPMATH_STEP(1.0 / 5040.0);
+    EXPMATH_STEP(1.0 / 720.0); EXPMATH_STEP(1.0 / 120.0); EXPMATH_STEP(1.0 / 24.0); EXPMATH_STEP(1.0 / 6.0);
+    EXPMATH_STEP(0.5); EXPMATH_STEP(1.0); EXPMATH_STEP(1.0);
+#undef EXPMATH_STEP
+    v128_t k = wasm_i64x2_sub(kb, magic);
+    return wasm_i64x2_add(t, wasm_i64x2_shl(k, 52));
+}
+
+/* Whether both lanes are in exp_nonpositive_f64x2's range. */
+static inline int exp_nonpositive_range(v128_t x) {
+    return wasm_i64x2_all_true(wasm_v128_and(wasm_f64x2_ge(x, wasm_f64x2_splat(-700.0)),
+                                             wasm_f64x2_le(x, wasm_f64x2_splat(0.0))));
+}
+#endif
+
 #endif

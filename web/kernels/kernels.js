@@ -58,9 +58,9 @@
   }
 
   // the kernels a wrap() object and Python's module hand on as they are: kernels.wasm's pytrain_<name>
-  const PLAIN_KERNELS = ["adam", "im2col", "col2im", "maxpool2d", "maxpool_grad", "relu", "relu_grad", "transpose", "sum_rows", "softmax_ce", "softmax_ce_grad", "clip", "channel_affine", "depthwise_conv2d", "exp", "erf", "layernorm", "layernorm_grad", "softmax", "gather_grad", "first_non_finite", "binary"];
+  const PLAIN_KERNELS = ["adam", "im2col", "col2im", "maxpool2d", "maxpool_grad", "relu", "relu_grad", "transpose", "sum_rows", "softmax_ce", "softmax_ce_grad", "clip", "channel_affine", "depthwise_conv2d", "exp", "erf", "layernorm", "layernorm_grad", "softmax", "gather_grad", "first_non_finite", "binary", "tanh"];
   // those the helper threads split (startThreads), which Python sees as <name>_threads
-  const THREADED_KERNELS = ["sgemm", "sgemm_batched", "exp", "erf", "adam", "layernorm", "layernorm_grad", "softmax"];
+  const THREADED_KERNELS = ["sgemm", "sgemm_batched", "exp", "erf", "adam", "layernorm", "layernorm_grad", "softmax", "tanh"];
 
   function wrap(exports, workPtr, heap) {
     const raw = exports.pytrain_sgemm;
@@ -460,7 +460,7 @@
     }
 
     const team = { count, sgemm, sgemm_batched: single.sgemm_batched ? sgemmBatched : undefined, stop, memory,
-                   exp: unary("pytrain_exp"), erf: unary("pytrain_erf"), adam, layernorm,
+                   exp: unary("pytrain_exp"), erf: unary("pytrain_erf"), tanh: unary("pytrain_tanh"), adam, layernorm,
                    layernorm_grad: layernormGrad, softmax,
                    calls: 0 };   // calls: kernel calls split so far
     return team;

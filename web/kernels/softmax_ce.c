@@ -44,8 +44,22 @@ int softmax_ce(const float *x, const long long *labels, int n, int c, float *log
             if (!finite(x[j])) return 2;
             mx = x[j] > mx ? x[j] : mx;
         }
-        double s = 0.0;
-        for (int j = 0; j < c; j++) s += exp_nonpositive((double)x[j] - mx);
+        /* two running sums (even and odd columns), added at the end: SIMD lanes, the same
+         * exponentials; only the order of the double additions differs from one running sum */
+        v128_t acc = wasm_f64x2_splat(0.0);
+        v128_t vmx = wasm_f64x2_splat((double)mx);
+        int j = 0;
+        for (; j + 2 <= c; j += 2) {
+            v128_t d = wasm_f64x2_sub(wasm_f64x2_make((double)x[j], (double)x[j + 1]), vmx);
+            if (exp_nonpositive_range(d)) {
+                acc = wasm_f64x2_add(acc, exp_nonpositive_f64x2(d));
+            } else {
+                acc = wasm_f64x2_add(acc, wasm_f64x2_make(exp_nonpositive((double)x[j] - mx),
+                                                          exp_nonpositive((double)x[j + 1] - mx)));
+            }
+        }
+        double s = wasm_f64x2_extract_lane(acc, 0) + wasm_f64x2_extract_lane(acc, 1);
+        for (; j < c; j++) s += exp_nonpositive((double)x[j] - mx);
         double lse = log_ge1(s);
         if (log_prob) {
             for (int j = 0; j < c; j++) log_prob[j] = (float)((double)x[j] - mx - lse);
@@ -64,12 +78,20 @@ int softmax_ce_grad(const float *log_prob, const long long *labels, int n, int c
     for (int i = 0; i < n; i++, log_prob += c, dx += c) {
         long long t = labels[i];
         if (t < 0 || t >= c) return 1;
-        for (int j = 0; j < c; j++) {
-            if (!(log_prob[j] <= 0.0f)) return 2; /* NaN, or not a log-probability */
-            float g = (float)exp_nonpositive((double)log_prob[j]);
-            if (j == t) g = g - 1.0f;
-            dx[j] = g * coef;
+        int j = 0;
+        for (; j + 2 <= c; j += 2) { /* two at a time: the same exponentials, the same bits */
+            v128_t d = wasm_f64x2_make((double)log_prob[j], (double)log_prob[j + 1]);
+            if (!exp_nonpositive_range(d)) break;   /* the scalar loop checks and finishes */
+            v128_t e = exp_nonpositive_f64x2(d);
+            dx[j] = (float)wasm_f64x2_extract_lane(e, 0);
+            dx[j + 1] = (float)wasm_f64x2_extract_lane(e, 1);
         }
+        for (; j < c; j++) {
+            if (!(log_prob[j] <= 0.0f)) return 2; /* NaN, or not a log-probability */
+            dx[j] = (float)exp_nonpositive((double)log_prob[j]);
+        }
+        dx[t] = dx[t] - 1.0f;
+        for (j = 0; j < c; j++) dx[j] = dx[j] * coef;
     }
     return 0;
 }

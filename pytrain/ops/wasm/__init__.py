@@ -14,7 +14,7 @@ shares; the routing itself is one module per family:
 - :mod:`.normalization`: inference BatchNormalization (batchnorm.c), LayerNormalization and its
   gradient (layernorm.c)
 - :mod:`.elementwise`: Relu and its gradient, Clip, Add/Sub/Mul/Div broadcasts, SumToShape's bias
-  case (elementwise.c), Exp and Erf (exp_erf.c)
+  case (elementwise.c), Exp, Erf and Tanh (exp_erf.c), Pow by 2 or 3
 - :mod:`.softmax`: Softmax (softmax.c), SoftmaxCrossEntropyLoss and its gradient (softmax_ce.c)
 - :mod:`.gather`: GatherGrad (gather_grad.c)
 - :mod:`.optimizer`: the Adam update and the finite-gradient guard (optim.c)
@@ -62,7 +62,8 @@ MIN_ELEMENTS = 1024
 #: its sums over all rows stay on the calling thread) and Adam (x1.14-1.55 at every size: 28 bytes to copy an
 #: element for a dozen float32 operations).
 THREADS_MIN_ELEMENTS: Dict[str, Optional[int]] = {
-    "exp": 1 << 15, "erf": 1 << 15, "softmax": 1 << 15, "layernorm": None, "layernorm_grad": None, "adam": None,
+    "exp": 1 << 15, "erf": 1 << 15, "tanh": 1 << 15, "softmax": 1 << 15, "layernorm": None,
+    "layernorm_grad": None, "adam": None,
 }
 
 
@@ -105,8 +106,8 @@ def install() -> bool:
     (pytrain.module), convolution columns (pytrain.ops.windows) and 2-D MaxPool (op_maxpool), and
     route through registry.accelerate Relu, ReluGrad, MaxPoolGrad,
     SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip,
-    BatchNormalization (inference), Conv (depthwise, pointwise), Exp, Erf, LayerNormalization with
-    its gradient, Softmax and GatherGrad through the kernels."""
+    BatchNormalization (inference), Conv (depthwise, pointwise), Exp, Erf, Tanh, Pow by 2 or 3,
+    LayerNormalization with its gradient, Softmax and GatherGrad through the kernels."""
     if kernels is None:
         return False
     from pytrain.ops import backend, linalg, registry
@@ -154,6 +155,9 @@ def install() -> bool:
         registry.accelerate("Exp", elementwise.unary("exp"))
     if getattr(kernels, "erf", None) is not None:
         registry.accelerate("Erf", elementwise.unary("erf"))
+    if getattr(kernels, "tanh", None) is not None:
+        registry.accelerate("Tanh", elementwise.unary("tanh"))
+    registry.accelerate("Pow", elementwise.power)  # (numpy products: no kernel needed)
     if getattr(kernels, "first_non_finite", None) is not None:
         backend.use("finite", optimizer.first_non_finite)
     if getattr(kernels, "layernorm", None) is not None and getattr(kernels, "layernorm_grad", None) is not None:

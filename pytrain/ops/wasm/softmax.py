@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from pytrain.ops.nn.op_softmax import softmax_axis
-from pytrain.ops.wasm import THREADS_MIN_ELEMENTS, plain, ptr, kernels, threaded
+from pytrain.ops.wasm import F32, THREADS_MIN_ELEMENTS, plain, ptr, kernels, threaded
 
 
 def _labels_ok(labels: np.ndarray, n: int) -> bool:
@@ -21,38 +21,73 @@ def _ignores(labels: np.ndarray, ignore_index: Optional[int]) -> bool:
     return ignore_index is not None and bool(np.any(np.asarray(labels) == int(ignore_index)))
 
 
+def _class_last(x: np.ndarray) -> Optional[np.ndarray]:
+    """(N, C) float32 scores as they are; (N, C, T) scores whose class axis is the last in memory (a
+    language model's logits: Transpose(perm 0, 2, 1) of the (N, T, C) head's output, a view) as the
+    (N * T, C) rows the kernels read, without a copy; None for other layouts."""
+    if x.ndim == 2:
+        return x if plain(x, min_size=1) else None
+    if x.ndim != 3:
+        return None
+    rows = x.transpose(0, 2, 1)
+    if x.dtype != F32 or x.size == 0 or not rows.flags.c_contiguous:
+        return None
+    return rows.reshape((-1, x.shape[1]))
+
+
+def _as_input(rows: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """(N * T, C) rows back in the layout of ``like`` ((N, C) or the (N, C, T) view)."""
+    if like.ndim == 2:
+        return rows
+    n, c, t = like.shape
+    return rows.reshape((n, t, c)).transpose(0, 2, 1)
+
+
+def _flat_labels(labels: np.ndarray, n: int) -> Optional[np.ndarray]:
+    flat = labels.reshape(-1) if labels.flags.c_contiguous else labels
+    return flat if _labels_ok(flat, n) else None
+
+
 def softmax_cross_entropy(ctx, scores: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None, *,
                           ignore_index: Optional[int] = None, reduction: str = "mean"):
-    """SoftmaxCrossEntropyLoss of (N, C) scores without weights or ignore_index (softmax_ce.c), for
-    registry.accelerate, at any size (what it saves is a dozen numpy calls, not arithmetic); the
-    kernel declines rows with NaN/inf and labels out of range."""
-    if (weights is not None or _ignores(labels, ignore_index) or reduction not in ("mean", "sum")
-            or scores.ndim != 2 or scores.shape[0] == 0 or not plain(scores, min_size=1)
-            or not _labels_ok(labels, scores.shape[0])):
+    """SoftmaxCrossEntropyLoss of (N, C) scores, or (N, C, T) ones laid out class-last (see _class_last),
+    without weights or ignore_index (softmax_ce.c), for registry.accelerate, at any size (what it saves
+    is a dozen numpy calls, not arithmetic); the kernel declines rows with NaN/inf and labels out of range."""
+    rows = _class_last(scores)
+    if (weights is not None or rows is None or _ignores(labels, ignore_index) or reduction not in ("mean", "sum")
+            or rows.shape[0] == 0 or labels.shape != scores.shape[:1] + scores.shape[2:]):
         return None
-    n, c = scores.shape
-    log_prob = np.empty_like(scores) if ctx.wants(1) else None
+    flat = _flat_labels(labels, rows.shape[0])
+    if flat is None:
+        return None
+    n, c = rows.shape
+    log_prob = np.empty_like(rows) if ctx.wants(1) else None
     loss = np.empty((), dtype=np.float32)
-    if kernels.softmax_ce(ptr(scores), ptr(labels), n, c, ptr(log_prob) if log_prob is not None else 0,
-                        int(reduction == "mean"), ptr(loss)):
+    if kernels.softmax_ce(ptr(rows), ptr(flat), n, c, ptr(log_prob) if log_prob is not None else 0,
+                          int(reduction == "mean"), ptr(loss)):
         return None
-    return (loss, log_prob)
+    return (loss, _as_input(log_prob, scores) if log_prob is not None else None)
 
 
 def softmax_cross_entropy_grad(ctx, dLoss: np.ndarray, log_prob: np.ndarray, labels: np.ndarray,
                                weights: Optional[np.ndarray] = None, *, reduction: str = "mean",
                                ignore_index: Optional[int] = None):
-    """SoftmaxCrossEntropyLossGrad for the same cases (softmax_ce.c), for registry.accelerate."""
-    if (weights is not None or _ignores(labels, ignore_index) or reduction not in ("mean", "sum")
-            or log_prob.ndim != 2 or log_prob.shape[0] == 0 or not plain(log_prob, min_size=1)
-            or not _labels_ok(labels, log_prob.shape[0]) or np.size(dLoss) != 1):
+    """SoftmaxCrossEntropyLossGrad for the same cases (softmax_ce.c), for registry.accelerate: the
+    gradient in log_prob's layout (for (N, C, T), a view of (N * T, C) rows)."""
+    rows = _class_last(log_prob)
+    if (weights is not None or rows is None or _ignores(labels, ignore_index) or reduction not in ("mean", "sum")
+            or rows.shape[0] == 0 or np.size(dLoss) != 1
+            or labels.shape != log_prob.shape[:1] + log_prob.shape[2:]):
         return None
-    n, c = log_prob.shape
+    flat = _flat_labels(labels, rows.shape[0])
+    if flat is None:
+        return None
+    n, c = rows.shape
     coef = float(np.asarray(dLoss).reshape(())) / (n if reduction == "mean" else 1)
-    dx = np.empty_like(log_prob)
-    if kernels.softmax_ce_grad(ptr(log_prob), ptr(labels), n, c, coef, ptr(dx)):
+    dx = np.empty_like(rows)
+    if kernels.softmax_ce_grad(ptr(rows), ptr(flat), n, c, coef, ptr(dx)):
         return None
-    return (dx,)
+    return (_as_input(dx, log_prob),)
 
 
 def softmax(ctx, input: np.ndarray, *, axis: Optional[int] = None) -> Optional[Tuple[np.ndarray]]:
