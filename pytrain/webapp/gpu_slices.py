@@ -16,7 +16,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from pytrain.device.webgpu import GpuTraining
 from pytrain.errors import InputError
-from pytrain.ops.webgpu import GpuTransferError, device
+from pytrain.ops.webgpu import GpuTransferError, choice, device
 
 
 class Slice(NamedTuple):
@@ -37,6 +37,7 @@ class GpuSlices:
         self.epoch_end = False
         self._last: Optional[GpuTraining] = None   # the slice awaiting its losses
         self._start = (0, 0, 0, 0)   # (epoch, epoch_step, step, optimizer step) where that slice started
+        self._choice = choice()   # the user's device choice this training was made under
 
     def describe(self) -> Optional[str]:
         """"GPU: <adapter>" when the page has a WebGPU device and the model trains there, else None."""
@@ -55,6 +56,8 @@ class GpuSlices:
     def run(self, module: Any, optimizer: Any, at: Any, work: Slice) -> Optional[int]:
         """Enqueue the slice's steps from ``at`` (advanced in place); the number enqueued, or None when the
         device cannot train this model (``at`` unchanged: the CPU trains it)."""
+        if self._choice != choice():   # turned off or on since: the CPU may have trained in between
+            self._choice, self.training, self.refused = choice(), None, None
         if device() is None or self.refused:
             return None
         gpu = self._training(module, optimizer)

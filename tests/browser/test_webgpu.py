@@ -285,10 +285,11 @@ def test_mlp_reads_back_only_the_losses(mlp_run):
     assert counts["readbackBytes"] <= 4 * 20 + 4 * 3 * (784 * 128 + 128 + 128 * 10 + 10)
 
 
-def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0):
+def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose: str = ""):
     """The page at ``url``: the digits MLP built on 1000 digits and trained ``epochs`` epochs (the GPU device
-    destroyed once ``lose_after`` losses are in, when given); (versions, loss points, epochs, footer, foreign
-    requests, the GPU's counts, the reason the GPU was given up)."""
+    destroyed once ``lose_after`` losses are in, when given; the Train panel's Device set to ``choose`` first,
+    when given); (versions, loss points, epochs, device line, foreign requests, the GPU's counts, the reason the
+    GPU was given up, the error shown, the device line before the choice)."""
     from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, configure_training, new_context,
                                  open_app, wait_ms, wait_ready)
 
@@ -302,6 +303,11 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0):
         page.click("#digits-build")
         page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready",
                                timeout=LOAD_TIMEOUT_MS)
+        before = page.inner_text("#device-status")
+        if choose:
+            page.select_option("#device", choose)
+            page.wait_for_function("() => window.pytrainApp.device.mode === %r && !window.pytrainApp.busy" % choose,
+                                   timeout=wait_ms(60_000))
         configure_training(page, epochs, batch_size=64, lr=0.002)
         page.click("#start")
         if lose_after:
@@ -312,17 +318,18 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0):
                                % epochs, timeout=wait_ms(300_000))
         worker = app_worker(page)
         return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
-                app_state(page, "a.epochs"), page.inner_text("#versions"), rec.foreign(url),
+                app_state(page, "a.epochs"), page.inner_text("#device-status"), rec.foreign(url),
                 worker.evaluate("() => runtime.gpu ? runtime.gpu.counts : null"),
                 worker.evaluate("() => runtime.gpuLost || null"),
-                page.evaluate("() => document.getElementById('error').textContent"))
+                page.evaluate("() => document.getElementById('error').textContent"), before)
     finally:
         ctx.close()
 
 
 @pytest.fixture(scope="module")
 def page_runs(gpu_browser, site_url):
-    return {"gpu": _train_page(gpu_browser, site_url + "?gpu=1"), "cpu": _train_page(gpu_browser, site_url, 2),
+    # the GPU run chooses the GPU in the page (auto leaves SwiftShader alone); the lost one opens with ?gpu=1
+    return {"gpu": _train_page(gpu_browser, site_url, choose="on"), "cpu": _train_page(gpu_browser, site_url, 2),
             "lost": _train_page(gpu_browser, site_url + "?gpu=1", 2, lose_after=4)}
 
 
@@ -333,12 +340,15 @@ def _same_losses(got, want):
 
 
 def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
-    gpu_versions, gpu_losses, gpu_epochs, gpu_footer, foreign, counts, lost, _ = page_runs["gpu"]
-    cpu_versions, cpu_losses, cpu_epochs, cpu_footer, _, no_gpu, _, _ = page_runs["cpu"]
+    gpu_versions, gpu_losses, gpu_epochs, gpu_line, foreign, counts, lost, _, gpu_before = page_runs["gpu"]
+    cpu_versions, cpu_losses, cpu_epochs, cpu_line, _, no_gpu, _, _, _ = page_runs["cpu"]
     assert no_gpu is None and lost is None
-    assert gpu_versions["device"].startswith("GPU: "), gpu_versions
-    assert "trains on GPU: " in gpu_footer
-    assert cpu_versions["device"].startswith("CPU, "), cpu_versions
+    # auto: SwiftShader is a software adapter, slower than the wasm kernels: the CPU trains, and the page says why
+    for versions, line in ((gpu_versions, gpu_before), (cpu_versions, cpu_line)):
+        assert versions["device"].startswith("CPU, ") and versions["gpu"]["mode"] == "auto", versions
+        assert "software" in versions["gpu"]["reason"] and "swiftshader" in versions["gpu"]["reason"], versions
+        assert line.startswith("Trains on CPU, ") and "software" in line, line
+    assert gpu_line.startswith("Trains on GPU: google swiftshader"), gpu_line   # chosen in the page
     # every step ran its shaders on the GPU (16 dispatches a step), and read back its loss
     assert counts["dispatches"] >= 16 * len(gpu_losses) and counts["readbacks"] >= len(gpu_losses), counts
     assert len(gpu_losses) >= 12   # (800 training digits / 64)
@@ -351,9 +361,11 @@ def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
 
 
 def test_a_lost_device_falls_back_to_the_cpu_with_the_same_losses(page_runs):
-    _, losses, epochs, _, _, _, lost, shown = page_runs["lost"]
-    _, cpu_losses, cpu_epochs, _, _, _, _, _ = page_runs["cpu"]
+    versions, losses, epochs, line, _, _, lost, shown, before = page_runs["lost"]
+    _, cpu_losses, cpu_epochs, _, _, _, _, _, _ = page_runs["cpu"]
+    assert versions["device"].startswith("GPU: ") and before.startswith("Trains on GPU: "), (versions, before)  # ?gpu=1
     assert lost and "the CPU trains from step" in lost, lost
     assert "training continues on the CPU" in shown, shown   # the page says so
+    assert line.startswith("Trains on CPU, ") and "the CPU trains from step" in line, line
     _same_losses(losses, cpu_losses)
     assert len(epochs) == 2 and abs(epochs[1]["loss"] - cpu_epochs[1]["loss"]) <= 1e-4 * abs(cpu_epochs[1]["loss"])

@@ -196,7 +196,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
       this.adapter = adapter;
       this.device = device;
       this.heap = heap;             // () => the Uint8Array of Pyodide's heap now (it is replaced when it grows)
-      this.name = [info.vendor, info.architecture, info.description].filter(Boolean).join(" ") || "WebGPU adapter";
+      this.name = PytrainGPU.describe(info);
+      this.software = PytrainGPU.isSoftware(adapter, info);
       this.limits = { maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
                       maxBufferSize: device.limits.maxBufferSize };
       this.buffers = new Map();     // id -> GPUBuffer
@@ -213,17 +214,35 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
       device.lost.then((info) => { this.lost = info.message || info.reason || "device lost"; });
     }
 
-    /** The device, or null with PytrainGPU.reason saying why (no navigator.gpu, no adapter). */
-    static async create(heap) {
+    /** The device, or null with PytrainGPU.reason saying why (no navigator.gpu, no adapter, or only a software
+     * adapter such as SwiftShader, slower than the wasm kernels: used only with `software: true`, the user's
+     * explicit choice). */
+    static async create(heap, { software = false } = {}) {
       const gpu = typeof navigator !== "undefined" ? navigator.gpu : undefined;
       if (!gpu) { PytrainGPU.reason = "this browser has no WebGPU (navigator.gpu)"; return null; }
       const adapter = await gpu.requestAdapter();
       if (!adapter) { PytrainGPU.reason = "WebGPU gave no adapter"; return null; }
       const info = adapter.info || (adapter.requestAdapterInfo ? await adapter.requestAdapterInfo() : {});
+      if (PytrainGPU.isSoftware(adapter, info) && !software) {
+        PytrainGPU.reason = "the only WebGPU adapter is a software one (" + PytrainGPU.describe(info) +
+          "), slower than the CPU's wasm kernels: turn the GPU on to use it anyway";
+        return null;
+      }
       const limits = { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
                        maxBufferSize: adapter.limits.maxBufferSize };
       const device = await adapter.requestDevice({ requiredLimits: limits });
       return new PytrainGPU(adapter, device, info, heap);
+    }
+
+    /** A fallback (CPU-emulated) adapter: Chromium's SwiftShader says info.isFallbackAdapter (older ones
+     * adapter.isFallbackAdapter); Mesa's llvmpipe/lavapipe and Windows' WARP by name. */
+    static isSoftware(adapter, info) {
+      return !!(info.isFallbackAdapter || adapter.isFallbackAdapter) ||
+        /swiftshader|llvmpipe|lavapipe|microsoft basic render|warp/i.test(PytrainGPU.describe(info));
+    }
+
+    static describe(info) {
+      return [info.vendor, info.architecture, info.description].filter(Boolean).join(" ") || "WebGPU adapter";
     }
 
     make(size) {

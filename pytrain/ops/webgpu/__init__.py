@@ -178,11 +178,29 @@ class GpuTensor:
 
 _device: Optional[Device] = None
 _absent = False   # looked for and not registered (the page registers it before pytrain's session exists)
+_use = [True, 0]  # whether the page lets the device train (the user's choice), and how many times that was set
+
+
+def use(on: bool) -> None:
+    """Let the page's registered device train (``on``) or not (the user turned it off, or only a software
+    adapter is there and the user did not ask for it): :func:`device` returns None while off. Every call
+    starts the device's training afresh (:func:`choice`), as the CPU may have trained in between."""
+    global _absent
+    _use[0], _use[1] = bool(on), _use[1] + 1
+    if on:
+        _absent = False   # (registered since it was last looked for)
+
+
+def choice() -> int:
+    """How many times :func:`use` was called: a GPU training made under another choice is stale."""
+    return _use[1]
 
 
 def device() -> Optional[Device]:
     """The page's WebGPU device, or None when the page registered none (no adapter, turned off, CPython)."""
     global _device, _absent
+    if not _use[0]:
+        return None
     if _device is None and not _absent:
         try:  # registered by the page when the user turned the GPU on (web/gpu/webgpu.js registerWithPyodide)
             import pytrain_webgpu  # type: ignore
