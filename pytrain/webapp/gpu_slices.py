@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from pytrain.device.webgpu import GpuTraining
-from pytrain.errors import InputError
+from pytrain.errors import InputError, PytrainError
 from pytrain.ops.webgpu import GpuTransferError, choice, device
 
 
@@ -44,11 +44,15 @@ class GpuSlices:
         dev = device()
         return None if dev is None or self.refused else "GPU: " + dev.adapter
 
-    def _training(self, module: Any, optimizer: Any) -> Optional[GpuTraining]:
+    def _training(self, module: Any, optimizer: Any, batch: Sequence[Any]) -> Optional[GpuTraining]:
         t = self.training
         if t is None or t.module is not module or t.optimizer is not optimizer:
+            try:   # (the step's memory at this batch size, checked against the GPU's before any upload)
+                estimate = module.memory_estimate(*batch, optimizer=optimizer)
+            except PytrainError:
+                estimate = None
             try:
-                self.training = GpuTraining(module, optimizer, device())
+                self.training = GpuTraining(module, optimizer, device(), estimate)
             except (InputError, GpuTransferError) as e:
                 self.refused, self.training = str(e), None
         return self.training
@@ -60,7 +64,7 @@ class GpuSlices:
             self._choice, self.training, self.refused = choice(), None, None
         if device() is None or self.refused:
             return None
-        gpu = self._training(module, optimizer)
+        gpu = self._training(module, optimizer, work.fetch(work.batches[at.epoch_step]))
         if gpu is None:
             return None
         start, done = time.perf_counter(), 0

@@ -202,6 +202,71 @@ msg
 """
 
 
+LIMITS = r"""
+import json
+import types
+import numpy as np
+from pytrain.device import api
+from pytrain.device.webgpu import GpuTraining
+from pytrain.ops.webgpu import GpuTransferError, device
+from pytrain.webapp import memory
+from pytrain.webapp.demo import digits_artifacts
+from pytrain.webapp.gpu_slices import GpuSlices, Slice
+
+arts = digits_artifacts("mlp", "AdamW")
+state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
+module = api.Module(arts["training"], state, arts["eval"])
+opt = api.Optimizer(arts["optimizer"], module)
+rng = np.random.RandomState(1)
+batch = (rng.rand(16, 784).astype(np.float32), rng.randint(0, 10, 16).astype(np.int64))
+est = module.memory_estimate(*batch, optimizer=opt)
+dev = device()
+out = {"max_buffer": dev.max_buffer, "gpu_memory": dev.memory}
+
+def refused(**limits):
+    # the device's limits forced small (as a small GPU's would be): the error, and nothing left allocated
+    saved = dev.max_buffer, dev.memory
+    before = dev.allocated
+    dev.max_buffer = limits.get("max_buffer", dev.max_buffer)
+    dev.memory = limits.get("memory", dev.memory)
+    try:
+        GpuTraining(module, opt, dev, limits.get("estimate"))
+        return "trained", dev.allocated - before
+    except GpuTransferError as e:
+        return str(e), dev.allocated - before
+    finally:
+        dev.max_buffer, dev.memory = saved
+
+out["buffer"] = refused(max_buffer=200000)
+out["memory"] = refused(memory=dev.allocated + 1000000, estimate=est)
+out["memory_no_estimate"] = refused(memory=dev.allocated + 1000000)
+out["fits"] = refused(estimate=est)[0]
+try:
+    saved = dev.max_buffer
+    dev.max_buffer = 1000
+    dev.empty((16, 784))
+    out["empty"] = "allocated"
+except GpuTransferError as e:
+    out["empty"] = str(e)
+finally:
+    dev.max_buffer = saved
+
+# the page's slices: refused with the reason, the position unchanged, the CPU trains
+slices = GpuSlices()
+at = types.SimpleNamespace(epoch=0, epoch_step=0, step=0)
+dev.memory, saved = 1000000, dev.memory
+try:
+    out["slice"] = slices.run(module, opt, at, Slice([np.arange(16)], lambda idx: batch, 1000.0, 5))
+finally:
+    dev.memory = saved
+out["slice_refused"] = slices.refused
+out["at"] = [at.epoch, at.epoch_step, at.step]
+out["summary"] = memory.gpu_summary(module, est)
+out["est_total"] = est.total
+json.dumps(out)
+"""
+
+
 @pytest.fixture(scope="module")
 def gpu_browser(browser):
     """A headless Chromium with WebGPU for the module, launched by the session's playwright (its sync API
@@ -369,3 +434,42 @@ def test_a_lost_device_falls_back_to_the_cpu_with_the_same_losses(page_runs):
     assert line.startswith("Trains on CPU, ") and "the CPU trains from step" in line, line
     _same_losses(losses, cpu_losses)
     assert len(epochs) == 2 and abs(epochs[1]["loss"] - cpu_epochs[1]["loss"]) <= 1e-4 * abs(cpu_epochs[1]["loss"])
+
+
+@pytest.fixture(scope="module")
+def limits(gpu_page):
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", LIMITS))
+
+
+def test_a_parameter_past_the_largest_buffer_is_refused_before_any_upload(limits):
+    msg, allocated = limits["buffer"]
+    # the MLP's first weight, 128 x 784 floats (401408 bytes), past a 200000-byte buffer
+    assert "parameter 'fc1.weight' [128, 784]" in msg and "401408 bytes" in msg, msg
+    assert "maxStorageBufferBindingSize" in msg and "200000" in msg, msg
+    assert allocated == 0
+
+
+def test_a_model_past_the_gpu_memory_is_refused_naming_it(limits):
+    for case in ("memory", "memory_no_estimate"):
+        msg, allocated = limits[case]
+        assert "does not fit the GPU memory left" in msg and "pytrain assumes" in msg, msg
+        assert allocated == 0
+    assert "at batch size 16" in limits["memory"][0]   # the step's estimate, activations included
+    assert limits["fits"] == "trained"   # the real limits (SwiftShader: 1 GiB buffers) hold the MLP
+    assert limits["max_buffer"] >= 2 ** 27 and limits["gpu_memory"] == 2 * 1024 ** 3
+
+
+def test_a_tensor_past_the_largest_buffer_is_refused_when_allocated(limits):
+    assert "a [16, 784] tensor of 50176 bytes" in limits["empty"] and "1000 bytes" in limits["empty"]
+
+
+def test_the_page_slices_fall_back_to_the_cpu_with_the_reason(limits):
+    assert limits["slice"] is None and limits["at"] == [0, 0, 0]
+    assert "does not fit the GPU memory left" in limits["slice_refused"]
+
+
+def test_the_memory_estimate_counts_the_gpu_apart(limits):
+    gpu = limits["summary"]
+    assert gpu["adapter"] and gpu["total"] == limits["est_total"] and gpu["fits"]
+    assert gpu["largest"] == 784 * 128 * 4 and gpu["memory"] == 2 * 1024 ** 3
+    assert 0 < gpu["heap"] < gpu["total"]

@@ -364,7 +364,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     registerWithPyodide(pyodide, name = "pytrain_webgpu") {
       const self = this;
       pyodide.registerJsModule(name, {
-        adapter: this.name, max_binding: this.limits.maxStorageBufferBindingSize,
+        adapter: this.name, max_binding: this.limits.maxStorageBufferBindingSize, max_buffer: this.limits.maxBufferSize,
         alloc: (b) => self.alloc(b), free: (id) => self.free(id), write: (id, p, b) => self.write(id, p, b),
         read_into: (id, p, b) => self.readInto(id, p, b), call: (...a) => self.call(...a),
         counts: () => JSON.stringify(self.counts),

@@ -43,14 +43,27 @@ _STORED = {np.dtype(np.float32): np.dtype(np.float32), np.dtype(np.int64): np.dt
            np.dtype(np.int32): np.dtype(np.int32)}
 
 
+#: the GPU memory pytrain assumes when the browser says nothing (WebGPU reports no memory size): what an
+#: integrated laptop GPU commonly has to give; a device's ``memory`` may say otherwise
+GPU_MEMORY = 2 * 1024 ** 3
+
+
 class Device:
     """The page's WebGPU device (the JS object registered as ``pytrain_webgpu``) and the transfers
-    counted on the Python side."""
+    counted on the Python side.
+
+    Its limits: ``max_buffer``, the largest tensor (the adapter's ``maxStorageBufferBindingSize`` and
+    ``maxBufferSize``, the smaller), and ``memory``, the bytes the tensors alive at once may take
+    (:data:`GPU_MEMORY` unless the page says); ``allocated`` is what they take now. A tensor past either is
+    refused (:class:`GpuTransferError` naming it and the limit) before it is allocated."""
 
     def __init__(self, js: Any) -> None:
         self.js = js
         self.adapter = str(js.adapter)
         self.max_binding = int(js.max_binding)
+        self.max_buffer = min(self.max_binding, int(getattr(js, "max_buffer", self.max_binding)))
+        self.memory = int(getattr(js, "memory", 0) or GPU_MEMORY)
+        self.allocated = 0
         self.uploads = 0
         self.upload_bytes = 0
         self.readbacks = 0
@@ -93,10 +106,22 @@ class Device:
         dt = np.dtype(dtype)
         size = int(np.prod(shape, dtype=np.int64))
         nbytes = size * _STORED[dt].itemsize
-        if nbytes > self.max_binding:
-            raise GpuTransferError("a %s tensor of %d bytes exceeds this GPU's maxStorageBufferBindingSize (%d)"
-                                   % (list(shape), nbytes, self.max_binding))
-        return GpuTensor(self, int(self._alloc(nbytes)), tuple(int(d) for d in shape), dt)
+        self.check("a %s tensor" % list(shape), nbytes, nbytes)
+        t = GpuTensor(self, int(self._alloc(nbytes)), tuple(int(d) for d in shape), dt)
+        self.allocated += nbytes
+        return t
+
+    def check(self, what: str, largest: int, total: int) -> None:
+        """Refuse (GpuTransferError naming ``what`` and the limit) a tensor of ``largest`` bytes past
+        ``max_buffer``, or ``total`` more bytes past what is left of ``memory``."""
+        if largest > self.max_buffer:
+            raise GpuTransferError("%s of %d bytes exceeds this GPU's largest buffer (maxStorageBufferBindingSize, "
+                                   "maxBufferSize: %d bytes)" % (what, largest, self.max_buffer))
+        if self.allocated + total > self.memory:
+            raise GpuTransferError("%s (%.1f MiB) does not fit the GPU memory left (%.1f MiB of the %.1f MiB pytrain "
+                                   "assumes this GPU has)" % (what, total / 2.0 ** 20,
+                                                              (self.memory - self.allocated) / 2.0 ** 20,
+                                                              self.memory / 2.0 ** 20))
 
     def dispatch(self, kernel: str, items: int, tensors: Sequence[Any], params: Sequence[Any],
                  per_group: int = 64) -> None:
@@ -112,8 +137,9 @@ class Device:
         words = [_word(p) for p in params]
         self._call(kernel, grid[0], grid[1], grid[2], len(ids), *(ids + words))
 
-    def free(self, buffer_id: int) -> None:
-        """Give buffer ``buffer_id`` back to the JS device's pool (GpuTensor does when dropped)."""
+    def free(self, buffer_id: int, nbytes: int = 0) -> None:
+        """Give buffer ``buffer_id`` (of ``nbytes``) back to the JS device's pool (GpuTensor does when dropped)."""
+        self.allocated -= nbytes
         self._free(buffer_id)
 
     def read_into(self, buffer_id: int, out: np.ndarray) -> None:
@@ -168,7 +194,7 @@ class GpuTensor:
 
     def __del__(self) -> None:
         try:
-            self.device.free(self.id)
+            self.device.free(self.id, self.size * _STORED[self.dtype].itemsize)
         except Exception:  # the page is going away
             pass
 
