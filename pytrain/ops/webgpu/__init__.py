@@ -164,7 +164,7 @@ class GpuTensor:
     """A tensor in a GPU buffer: its shape and logical dtype (int64 labels are stored as int32),
     and optionally the host array it was uploaded from."""
 
-    __slots__ = ("device", "id", "shape", "dtype", "host", "__weakref__")
+    __slots__ = ("device", "id", "shape", "dtype", "host", "base", "__weakref__")
 
     def __init__(self, device: Device, id: int, shape: Tuple[int, ...], dtype: np.dtype) -> None:
         self.device = device
@@ -172,6 +172,7 @@ class GpuTensor:
         self.shape = shape
         self.dtype = dtype
         self.host: Optional[np.ndarray] = None
+        self.base: Optional["GpuTensor"] = None   # a view's tensor, which owns the buffer (kept alive by the view)
 
     @property
     def ndim(self) -> int:
@@ -193,6 +194,8 @@ class GpuTensor:
         self.device.read_into(self.id, out)
 
     def __del__(self) -> None:
+        if self.base is not None:   # a view: its base frees the buffer
+            return
         try:
             self.device.free(self.id, self.size * _STORED[self.dtype].itemsize)
         except Exception:  # the page is going away

@@ -14,7 +14,7 @@ import numpy as np
 
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, KernelInfo, OpContext
-from pytrain.ops.webgpu import Device, GpuTensor, GpuTransferError, device
+from pytrain.ops.webgpu import Device, GpuTensor, GpuTransferError, conv, device
 
 _F32 = np.dtype(np.float32)
 Kernel = Callable[..., Optional[Tuple[Any, ...]]]
@@ -293,6 +293,10 @@ KERNELS: Dict[Tuple[str, str], Kernel] = {
     (PYTRAIN_DOMAIN, "SoftmaxCrossEntropyLossGrad"): softmax_cross_entropy_grad,
     (PYTRAIN_DOMAIN, "AdamStep"): adam_step, (PYTRAIN_DOMAIN, "SGDStep"): sgd_step,
 }
+
+KERNELS.update({("", "Conv"): conv.conv, (PYTRAIN_DOMAIN, "ConvGrad"): conv.conv_grad, ("", "MaxPool"): conv.max_pool,
+                (PYTRAIN_DOMAIN, "MaxPoolGrad"): conv.max_pool_grad, ("", "Reshape"): conv.reshape,
+                ("", "Flatten"): conv.flatten})
 
 #: (domain, op) -> the inputs a CPU kernel reads only the shape and dtype of (a GPU tensor there needs no copy)
 SHAPE_ONLY: Dict[Tuple[str, str], FrozenSet[int]] = {
