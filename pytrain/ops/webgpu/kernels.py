@@ -319,10 +319,10 @@ def on_cpu(fn: Kernel, key: Tuple[str, str], label: str) -> Kernel:
                 elif i in shape_only:
                     cpu[i] = a.stand_in()
                 else:
-                    raise GpuTransferError(
-                        "node %s (%s) has no GPU shader for this case and reads input %d, which lives on the GPU; "
+                    raise GpuTransferError(   # (the plan names the node)
+                        "%s has no GPU shader for this case and reads input %d, which lives on the GPU; "
                         "a GPU -> CPU copy cannot happen inside a step, so this model trains on the CPU"
-                        % (label, key[1], i))
+                        % (key[1], i))
         return fn(ctx, *cpu, **kw)
     return run
 
