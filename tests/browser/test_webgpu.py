@@ -527,3 +527,36 @@ def test_the_memory_estimate_counts_the_gpu_apart(limits):
     assert gpu["adapter"] and gpu["total"] == limits["est_total"] and gpu["fits"]
     assert gpu["largest"] == 784 * 128 * 4 and gpu["memory"] == 2 * 1024 ** 3
     assert 0 < gpu["heap"] < gpu["total"]
+
+
+WIDGET = """async () => {
+  const { createTrainer } = await import("./pytrain-widget.js");
+  const seen = [];
+  const trainer = createTrainer({ data: "digits", gpu: true });
+  trainer.on("device", (d) => seen.push(d.mode));
+  await trainer.ready;
+  const on = trainer.device;
+  const auto = await trainer.setGPU("auto");
+  const off = await trainer.setGPU(false);
+  const back = await trainer.setGPU(true);
+  trainer.destroy();
+  return { on, auto, off, back, seen };
+}"""
+
+
+def test_the_widget_chooses_and_shows_the_device(gpu_browser, site_url):
+    from browser_helpers import Recorder, new_context
+
+    ctx = new_context(gpu_browser, Recorder())
+    try:
+        page = ctx.new_page()
+        page.goto(site_url + "config.json")   # (any page of the site: the widget's module and worker are same-origin)
+        got = page.evaluate(WIDGET)
+    finally:
+        ctx.close()
+    # gpu: true takes the software adapter; "auto" leaves it (and says why); false turns the GPU off
+    assert got["on"]["device"].startswith("GPU: google swiftshader") and got["on"]["mode"] == "on", got
+    assert got["auto"]["device"].startswith("CPU, ") and "software" in got["auto"]["reason"], got
+    assert got["off"]["device"].startswith("CPU, ") and got["off"]["reason"] == "the GPU is turned off", got
+    assert got["back"]["device"].startswith("GPU: ") and got["back"]["reason"] == "", got
+    assert got["seen"] == ["auto", "off", "on"], got
