@@ -110,6 +110,24 @@ for name, x, attrs in (("max_pool_grad_overlap", f32(2, 3, 7, 9), pool_overlap),
     box = np.full(x.shape, np.nan, np.float32)
     outs[0].read_into(box)
     CASES.append((name, "MaxPoolGrad", PYTRAIN_DOMAIN, [dy, cpu_idx, x], {}, OpContext(), outs, [box]))
+# embedding models: rows gathered (a negative index too) and their gradient, LayerNorm, ReduceMean, ReduceGrad
+ids = rng.randint(-11, 11, (3, 4)).astype(np.int64)
+case("gather_rows", "Gather", [f32(11, 5), ids])
+case("gather_rows_grad", "GatherGrad", [f32(3, 4, 5), ids, np.zeros((11, 5), np.float32)], domain=PYTRAIN_DOMAIN)
+case("layernorm", "LayerNormalization", [f32(6, 7, 13) * 3 + 1, f32(13), f32(13)],
+     ctx=OpContext(output_mask=(True, True, True)))
+case("layernorm_no_bias", "LayerNormalization", [f32(5, 33), f32(33)], {"epsilon": 1e-3},
+     ctx=OpContext(output_mask=(True, True, True)))
+lx = f32(6, 7, 13) * 3 + 1
+_, lmean, linv = get_kernel("LayerNormalization").numpy_fn(OpContext(output_mask=(True, True, True)), lx, f32(13))
+case("layernorm_grad", "LayerNormalizationGrad", [f32(6, 7, 13), lx, f32(13), lmean, linv], domain=PYTRAIN_DOMAIN,
+     ctx=OpContext(output_mask=(True, True, True)))
+case("reduce_mean_middle", "ReduceMean", [f32(3, 4, 5), np.array([1], np.int64)], cpu=(1,))
+case("reduce_mean_tokens_no_keep", "ReduceMean", [f32(8, 32, 6), np.array([1], np.int64)], {"keepdims": 0}, cpu=(1,))
+case("reduce_grad_mean", "ReduceGrad", [f32(3, 1, 5), f32(3, 4, 5), np.array([1], np.int64)], {"mode": "mean"},
+     domain=PYTRAIN_DOMAIN, cpu=(2,))
+case("reduce_grad_sum_no_keep", "ReduceGrad", [f32(3, 5), f32(3, 4, 5), np.array([-2], np.int64)], {"keepdims": 0},
+     domain=PYTRAIN_DOMAIN, cpu=(2,))
 case("flatten_view", "Flatten", [f32(3, 4, 5)])
 case("reshape_view", "Reshape", [f32(3, 4, 5), np.array([0, -1], np.int64)], cpu=(1,))
 len(CASES)
@@ -171,9 +189,12 @@ from pytrain.ops.webgpu import device
 from pytrain.webapp.demo import digits_artifacts
 
 wasm.install()   # the CPU path is the page's: the wasm kernels
-arts = digits_artifacts(KIND, OPTIMIZER)
+arts = ARTS if KIND == "given" else digits_artifacts(KIND, OPTIMIZER)
 rng = np.random.RandomState(0)
-batches = [(rng.rand(*SHAPE).astype(np.float32), rng.randint(0, 10, SHAPE[0]).astype(np.int64)) for _ in range(2)] * 10
+def sample():   # token ids for an embedding model (VOCAB), else pixels
+    return rng.randint(0, VOCAB, SHAPE).astype(np.int64) if VOCAB else rng.rand(*SHAPE).astype(np.float32)
+
+batches = [(sample(), rng.randint(0, 10, SHAPE[0]).astype(np.int64)) for _ in range(2)] * 10
 
 def fresh():
     state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
@@ -331,7 +352,9 @@ OPS = (["gemm_transB_row_bias", "gemm_transA_alpha", "gemm_full_bias", "gemm_sca
           "softmax_ce_grad_mean", "softmax_ce_grad_ignored", "softmax_ce_grad_sum_dloss_on_gpu",
           "adamw", "adam_l2", "adam", "sgd",
           "conv_odd", "conv_no_bias_stride", "conv_grad_odd", "conv_grad_lenet_no_dx", "max_pool_overlap",
-          "max_pool_2x2", "max_pool_grad_overlap", "max_pool_grad_2x2", "flatten_view", "reshape_view"])
+          "max_pool_2x2", "max_pool_grad_overlap", "max_pool_grad_2x2", "flatten_view", "reshape_view",
+          "gather_rows", "gather_rows_grad", "layernorm", "layernorm_no_bias", "layernorm_grad", "reduce_mean_middle",
+          "reduce_mean_tokens_no_keep", "reduce_grad_mean", "reduce_grad_sum_no_keep"])
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -347,7 +370,7 @@ def test_every_gpu_kernel_is_tested(op_errors):
 
 @pytest.fixture(scope="module", params=["AdamW", "SGD"])
 def mlp_run(gpu_page, request):
-    gpu_page.evaluate("code => window.__py(code)", "KIND, SHAPE, OPTIMIZER = 'mlp', (32, 784), %r\n" % request.param
+    gpu_page.evaluate("code => window.__py(code)", "KIND, SHAPE, OPTIMIZER, VOCAB = 'mlp', (32, 784), %r, 0\n" % request.param
                       + MLP)
     gpu_page.evaluate("window.__settle()")
     return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
@@ -364,7 +387,7 @@ def test_mlp_trains_on_the_gpu_with_the_cpu_losses(mlp_run):
 @pytest.fixture(scope="module")
 def cnn_run(gpu_page):
     # the digits CNN (LeNet's ops: Conv, MaxPool, Flatten, Gemm and their gradients), 20 AdamW steps at batch 8
-    gpu_page.evaluate("code => window.__py(code)", "KIND, SHAPE, OPTIMIZER = 'cnn', (8, 1, 28, 28), 'AdamW'\n" + MLP)
+    gpu_page.evaluate("code => window.__py(code)", "KIND, SHAPE, OPTIMIZER, VOCAB = 'cnn', (8, 1, 28, 28), 'AdamW', 0\n" + MLP)
     gpu_page.evaluate("window.__settle()")
     return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
 
@@ -383,6 +406,44 @@ def test_cnn_trains_on_the_gpu_with_the_cpu_losses(cnn_run):
     assert counts["readbacks"] <= 20 + 3 * len(cnn_run["params"]), counts
     assert counts["uploads"] <= 4 * 20 + 3 * len(cnn_run["params"]) + 10, counts
     print("cnn: losses %s, counts %s" % (gpu[:3], counts))
+
+
+@pytest.fixture(scope="module")
+def emb_run(gpu_page):
+    # the bench's embedding workload (Embedding(1000, 64) x 32 tokens, LayerNorm, mean over the tokens, Linear 10):
+    # Gather, LayerNormalization, ReduceMean and their gradients; 20 AdamW steps at batch 64
+    import base64
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from workloads import WORKLOADS, export_onnx
+
+    from pytrain.generator import artifacts as gen
+
+    arts = gen.generate_artifacts(export_onnx(WORKLOADS["emb"]), loss=gen.LossType.CrossEntropyLoss,
+                                  optimizer=gen.OptimType.AdamW)
+    given = {"training": arts.training_model, "eval": arts.eval_model, "optimizer": arts.optimizer_model,
+             "checkpoint": arts.checkpoint}
+    pre = ("import base64, json\nARTS = {k: base64.b64decode(v) for k, v in json.loads(%r).items()}\n"
+           % json.dumps({k: base64.b64encode(v).decode() for k, v in given.items()}))
+    shape = tuple(WORKLOADS["emb"].input_shape)   # (exported at a fixed batch, 64)
+    gpu_page.evaluate("code => window.__py(code)", pre + "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', %r, 'AdamW', %d\n"
+                      % (shape, WORKLOADS["emb"].vocab) + MLP)
+    gpu_page.evaluate("window.__settle()")
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+
+
+def test_the_embedding_model_trains_on_the_gpu_with_the_cpu_losses(emb_run):
+    cpu, gpu = emb_run["cpu"], emb_run["gpu"]
+    assert len(gpu) == len(cpu) == 20
+    for step, (c, g) in enumerate(zip(cpu, gpu)):
+        assert abs(g - c) <= 1e-5 * abs(c), (step, c, g)
+    assert cpu[-1] < cpu[0]   # it learns
+    for name, err in emb_run["params"].items():
+        assert err <= 1e-4, (name, err)
+    counts = emb_run["counts"]
+    assert counts["readbacks"] <= 20 + 3 * len(emb_run["params"]), counts
+    print("emb: losses %s, counts %s" % (gpu[:3], counts))
 
 
 def test_mlp_parameters_come_back_equal(mlp_run):

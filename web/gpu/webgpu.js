@@ -86,7 +86,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (i >= P[0]) { return; }
   T3[i] = select(0.0, T1[i], T2[i] > 0.0);
 }`],
-    // Y[o, j] = sum over r of X[o, r, j] in order: X viewed as (outer, reduced, inner); P = outer, reduced, inner
+    // Y[o, j] = sum over r of X[o, r, j] in order (times P[3]: ReduceMean's 1 / count); X viewed as (outer,
+    // reduced, inner); P = outer, reduced, inner, scale
     reduce_sum: [["r", "w"], [64, 1, 1], `
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
@@ -96,6 +97,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let o = i / inner; let j = i % inner;
   var acc = 0.0;
   for (var r = 0u; r < red; r = r + 1u) { acc = acc + T1[(o * red + r) * inner + j]; }
+  if (pf(3) != 1.0) { acc = acc * pf(3); }
   T2[i] = acc;
 }`],
     // Per row of (N, C) scores: log_prob = x - max - log(sum exp(x - max)); row loss -log_prob[label] and its
@@ -181,127 +183,6 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let i = g.x + g.y * 65535u * 64u;
   if (i >= P[0]) { return; }
   T1[i] = T1[i] - pf(1) * T2[i];
-}`],
-    // 2-D convolution (one group), one thread per output element summing over (c, kh, kw) in order, then the
-    // bias. Window P (all kernels below): n, c, m, flag, inH, inW, outH, outW, kH, kW, sH, sW, dH, dW, pH, pW
-    conv2d: [["r", "r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
-  if (i >= P[0] * M * outH * outW) { return; }
-  let ow = i % outW; var r = i / outW; let oh = r % outH; r = r / outH; let mm = r % M; let nn = r / M;
-  var acc = 0.0;
-  for (var c = 0u; c < C; c = c + 1u) {
-    for (var kh = 0u; kh < kH; kh = kh + 1u) {
-      let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
-      if (ih < 0 || ih >= i32(inH)) { continue; }
-      for (var kw = 0u; kw < kW; kw = kw + 1u) {
-        let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
-        if (iw < 0 || iw >= i32(inW)) { continue; }
-        acc = acc + T1[((nn * C + c) * inH + u32(ih)) * inW + u32(iw)] * T2[((mm * C + c) * kH + kh) * kW + kw];
-      }
-    }
-  }
-  if (P[3] == 1u) { acc = acc + T3[mm]; }
-  T4[i] = acc;
-}`],
-    // dX of conv2d: each input element sums dY * W over (m, kh, kw) of the outputs whose window holds it
-    conv2d_grad_x: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
-  if (i >= P[0] * C * inH * inW) { return; }
-  let iw = i % inW; var r = i / inW; let ih = r % inH; r = r / inH; let cc = r % C; let nn = r / C;
-  var acc = 0.0;
-  for (var m = 0u; m < M; m = m + 1u) {
-    for (var kh = 0u; kh < kH; kh = kh + 1u) {
-      let th = i32(ih) + i32(P[14]) - i32(kh * P[12]);
-      if (th < 0 || th % i32(P[10]) != 0) { continue; }
-      let oh = u32(th) / P[10];
-      if (oh >= outH) { continue; }
-      for (var kw = 0u; kw < kW; kw = kw + 1u) {
-        let tw = i32(iw) + i32(P[15]) - i32(kw * P[13]);
-        if (tw < 0 || tw % i32(P[11]) != 0) { continue; }
-        let ow = u32(tw) / P[11];
-        if (ow >= outW) { continue; }
-        acc = acc + T1[((nn * M + m) * outH + oh) * outW + ow] * T2[((m * C + cc) * kH + kh) * kW + kw];
-      }
-    }
-  }
-  T3[i] = acc;
-}`],
-    // dW of conv2d: each weight sums dY * X over (n, oh, ow) in order
-    conv2d_grad_w: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
-  if (i >= M * C * kH * kW) { return; }
-  let kw = i % kW; var r = i / kW; let kh = r % kH; r = r / kH; let cc = r % C; let mm = r / C;
-  var acc = 0.0;
-  for (var n = 0u; n < P[0]; n = n + 1u) {
-    for (var oh = 0u; oh < outH; oh = oh + 1u) {
-      let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
-      if (ih < 0 || ih >= i32(inH)) { continue; }
-      for (var ow = 0u; ow < outW; ow = ow + 1u) {
-        let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
-        if (iw < 0 || iw >= i32(inW)) { continue; }
-        acc = acc + T1[((n * M + mm) * outH + oh) * outW + ow] * T2[((n * C + cc) * inH + u32(ih)) * inW + u32(iw)];
-      }
-    }
-  }
-  T3[i] = acc;
-}`],
-    // dB of conv2d: dY summed over (n, oh, ow) in order, one thread per output channel
-    conv2d_grad_b: [["r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let mm = g.x;
-  let M = P[2]; let size = P[6] * P[7];
-  if (mm >= M) { return; }
-  var acc = 0.0;
-  for (var n = 0u; n < P[0]; n = n + 1u) {
-    for (var j = 0u; j < size; j = j + 1u) { acc = acc + T1[(n * M + mm) * size + j]; }
-  }
-  T2[mm] = acc;
-}`],
-    // 2-D MaxPool: the first maximum in scan order (strict >), its flat index in X (row-major) when P[3] is 1
-    max_pool2d: [["r", "w", "wi"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; if (i >= P[0] * P[1] * outH * outW) { return; }
-  let ow = i % outW; let oh = (i / outW) % outH; let plane = i / (outW * outH);
-  var best = 0.0; var at = 0u; var found = false;   // (a window always holds an element: pads < kernel)
-  for (var kh = 0u; kh < P[8]; kh = kh + 1u) {
-    let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
-    if (ih < 0 || ih >= i32(inH)) { continue; }
-    for (var kw = 0u; kw < P[9]; kw = kw + 1u) {
-      let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
-      if (iw < 0 || iw >= i32(inW)) { continue; }
-      let k = u32(ih) * inW + u32(iw);
-      let v = T1[plane * inH * inW + k];
-      if (!found || v > best) { best = v; at = k; found = true; }
-    }
-  }
-  T2[i] = best;
-  if (P[3] == 1u) { T3[i] = i32(plane * inH * inW + at); }
-}`],
-    // MaxPoolGrad: each X element sums, in order, the dY of its plane whose index is it. P = planes, in, out sizes
-    max_pool2d_grad: [["r", "ri", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  if (i >= P[0] * P[1]) { return; }
-  let plane = i / P[1];
-  var acc = 0.0;
-  for (var j = 0u; j < P[2]; j = j + 1u) {
-    let k = plane * P[2] + j;
-    if (T2[k] == i32(i)) { acc = acc + T1[k]; }
-  }
-  T3[i] = acc;
 }`],
   };
 
@@ -494,6 +375,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   }
 
   PytrainGPU.reason = "";
+  /** More kernels (gpu/shaders_nn.js: the CNN's and the embedding models'), by name as in KERNELS. */
+  PytrainGPU.addKernels = (more) => { Object.assign(KERNELS, more); PytrainGPU.KERNELS = Object.keys(KERNELS); };
   PytrainGPU.KERNELS = Object.keys(KERNELS);
   root.PytrainGPU = PytrainGPU;
 })(typeof globalThis !== "undefined" ? globalThis : this);
