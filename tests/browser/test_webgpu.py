@@ -128,6 +128,10 @@ case("reduce_grad_mean", "ReduceGrad", [f32(3, 1, 5), f32(3, 4, 5), np.array([1]
      domain=PYTRAIN_DOMAIN, cpu=(2,))
 case("reduce_grad_sum_no_keep", "ReduceGrad", [f32(3, 5), f32(3, 4, 5), np.array([-2], np.int64)], {"keepdims": 0},
      domain=PYTRAIN_DOMAIN, cpu=(2,))
+case("softmax_rows", "Softmax", [f32(6, 7, 13) * 4], ctx=OpContext(output_mask=(True,), opset=17))
+case("softmax_rows_opset11_last_axis", "Softmax", [f32(5, 33) * 4], {"axis": 1}, ctx=OpContext(output_mask=(True,), opset=11))
+sy = get_kernel("Softmax").numpy_fn(OpContext(opset=17), f32(6, 7, 13) * 4)[0]
+case("softmax_grad_rows", "SoftmaxGrad", [f32(6, 7, 13), sy], domain=PYTRAIN_DOMAIN)
 case("flatten_view", "Flatten", [f32(3, 4, 5)])
 case("reshape_view", "Reshape", [f32(3, 4, 5), np.array([0, -1], np.int64)], cpu=(1,))
 len(CASES)
@@ -354,7 +358,8 @@ OPS = (["gemm_transB_row_bias", "gemm_transA_alpha", "gemm_full_bias", "gemm_sca
           "conv_odd", "conv_no_bias_stride", "conv_grad_odd", "conv_grad_lenet_no_dx", "max_pool_overlap",
           "max_pool_2x2", "max_pool_grad_overlap", "max_pool_grad_2x2", "flatten_view", "reshape_view",
           "gather_rows", "gather_rows_grad", "layernorm", "layernorm_no_bias", "layernorm_grad", "reduce_mean_middle",
-          "reduce_mean_tokens_no_keep", "reduce_grad_mean", "reduce_grad_sum_no_keep"])
+          "reduce_mean_tokens_no_keep", "reduce_grad_mean", "reduce_grad_sum_no_keep", "softmax_rows",
+          "softmax_rows_opset11_last_axis", "softmax_grad_rows"])
 
 
 @pytest.mark.parametrize("name", OPS)

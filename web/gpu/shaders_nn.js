@@ -201,5 +201,31 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   }
   T5[j] = ds; T6[j] = db;
 }`],
+    // Softmax of rows of n: exp(x - max) / their sum (in order). P = rows, n
+    softmax_rows: [["r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.x + g.y * 65535u * 64u;
+  let n = P[1];
+  if (r >= P[0]) { return; }
+  let o = r * n;
+  var mx = T1[o];
+  for (var j = 1u; j < n; j = j + 1u) { mx = max(mx, T1[o + j]); }
+  var s = 0.0;
+  for (var j = 0u; j < n; j = j + 1u) { let e = exp(T1[o + j] - mx); T2[o + j] = e; s = s + e; }
+  for (var j = 0u; j < n; j = j + 1u) { T2[o + j] = T2[o + j] / s; }
+}`],
+    // SoftmaxGrad of rows: Y * (dY - sum(dY * Y)). P = rows, n
+    softmax_grad_rows: [["r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.x + g.y * 65535u * 64u;
+  let n = P[1];
+  if (r >= P[0]) { return; }
+  let o = r * n;
+  var s = 0.0;
+  for (var j = 0u; j < n; j = j + 1u) { s = s + T1[o + j] * T2[o + j]; }
+  for (var j = 0u; j < n; j = j + 1u) { T3[o + j] = T2[o + j] * (T1[o + j] - s); }
+}`],
   });
 })(typeof globalThis !== "undefined" ? globalThis : this);

@@ -299,7 +299,8 @@ KERNELS.update({("", "Conv"): conv.conv, (PYTRAIN_DOMAIN, "ConvGrad"): conv.conv
                 ("", "Flatten"): conv.flatten, ("", "Gather"): nn.gather, (PYTRAIN_DOMAIN, "GatherGrad"): nn.gather_grad,
                 ("", "LayerNormalization"): nn.layer_normalization,
                 (PYTRAIN_DOMAIN, "LayerNormalizationGrad"): nn.layer_normalization_grad,
-                ("", "ReduceMean"): nn.reduce_mean, (PYTRAIN_DOMAIN, "ReduceGrad"): nn.reduce_grad})
+                ("", "ReduceMean"): nn.reduce_mean, (PYTRAIN_DOMAIN, "ReduceGrad"): nn.reduce_grad,
+                ("", "Softmax"): nn.softmax, (PYTRAIN_DOMAIN, "SoftmaxGrad"): nn.softmax_grad})
 
 #: (domain, op) -> the inputs a CPU kernel reads only the shape and dtype of (a GPU tensor there needs no copy)
 SHAPE_ONLY: Dict[Tuple[str, str], FrozenSet[int]] = {

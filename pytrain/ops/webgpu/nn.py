@@ -8,6 +8,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from pytrain.ops.nn.op_softmax import softmax_axis
 from pytrain.ops.registry import OpContext
 from pytrain.ops.train._shapes import reduce_axes
 from pytrain.ops.webgpu import GpuTensor, device
@@ -161,6 +162,30 @@ def reduce_grad(ctx: OpContext, dY: Any, X: Any, axes_input: Any = None, *, mode
     # the broadcast product (binary op 2) of dY, read with its reduced axes' stride 0, and the scale
     dev.dispatch("binary", size, [_gpu(dY), dev.constant(_scalar(scale)), dx],
                  [2, size, len(out) or 1] + (out or [1]) + (strides or [0]) + [0] * (len(out) or 1))
+    return (dx,)
+
+
+def softmax(ctx: OpContext, input: Any, *, axis: Optional[int] = None) -> Optional[Tuple[GpuTensor]]:
+    """Softmax over the last axis (as the model's opset means the node's axis): per row exp(x - max) / sum."""
+    rank = len(input.shape)
+    if rank < 1 or np.dtype(input.dtype) != _F32 or softmax_axis(ctx, "Softmax", axis, rank) != rank - 1:
+        return None
+    n = int(input.shape[-1])
+    rows = int(np.prod(input.shape, dtype=np.int64)) // max(n, 1)
+    dev = device()
+    y = dev.empty(input.shape)
+    dev.dispatch("softmax_rows", rows, [_gpu(input), y], [rows, n])
+    return (y,)
+
+
+def softmax_grad(ctx: OpContext, dY: Any, Y: Any, *, axis: int = -1) -> Optional[Tuple[GpuTensor]]:
+    """SoftmaxGrad over the last axis: Y * (dY - sum(dY * Y)) per row."""
+    shape = _last_axis(Y, axis)
+    if shape is None or tuple(dY.shape) != tuple(Y.shape) or np.dtype(dY.dtype) != _F32:
+        return None
+    dev = device()
+    dx = dev.empty(Y.shape)
+    dev.dispatch("softmax_grad_rows", shape[0], [_gpu(dY), _gpu(Y), dx], list(shape))
     return (dx,)
 
 
