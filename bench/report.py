@@ -163,6 +163,8 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
     out += quantized_speed_section()
     from cnn_speed import section as cnn_speed_section   # bench/cnn_speed.json, written by cnn_speed.py --save
     out += cnn_speed_section()
+    from webgpu_bench import section as webgpu_section   # bench/webgpu.json, written by webgpu_bench.py
+    out += webgpu_section()
     out += ["## Method", "",
             "- ms / step: one full training step (forward + loss, backward, AdamW update, "
             "gradient reset, loss read back), median after warm-up; every row is measured "

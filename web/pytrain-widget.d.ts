@@ -82,6 +82,9 @@ export interface TrainerOptions {
   autoStart?: boolean;
   /** Save a resumable run in IndexedDB after each epoch (default false). */
   persist?: boolean;
+  /** The device that trains: "auto" (default: a hardware WebGPU adapter when the browser has one), true (any
+   * adapter, a software one such as SwiftShader too) or false (the CPU). */
+  gpu?: "auto" | boolean;
   workerURL?: string | URL;
 }
 
@@ -98,6 +101,13 @@ export interface RunOptions {
   /** With persist, a running run is also saved this often within an epoch. */
   saveEveryMs: number;
   seed: number | null;
+}
+
+/** What trains: "GPU: <adapter>" or "CPU, N threads", the choice, and why not the GPU ("" when it trains). */
+export interface DeviceInfo {
+  device: string;
+  mode: "auto" | "on" | "off";
+  reason: string;
 }
 
 export interface ProgressEvent {
@@ -144,6 +154,8 @@ export interface TrainerEvents {
   done: DoneEvent;
   error: ErrorEvent;
   federation: { kind: string; [key: string]: unknown };
+  /** What trains changed (a switch, or the GPU given up: the reason says why). */
+  device: DeviceInfo;
 }
 
 export interface Evaluation {
@@ -160,6 +172,10 @@ export declare class Trainer extends EventTarget {
   readonly options: TrainerOptions;
   /** Resolves once the data and the model are loaded: {data, model} summaries. */
   readonly ready: Promise<{ data: unknown; model: unknown }>;
+  /** What trains (null until Python is ready). */
+  readonly device: DeviceInfo | null;
+  /** Train on the GPU (true), the CPU (false) or "auto" from the next step on, while not training. */
+  setGPU(gpu: "auto" | boolean): Promise<DeviceInfo>;
   /** Listen to an event; the handler gets the event data. Returns an unsubscribe function. */
   on<K extends keyof TrainerEvents>(type: K, handler: (detail: TrainerEvents[K]) => void): () => void;
   /** Train up to `epochs` epochs in total; resolves with {reason, epoch, step} when training ends. */
@@ -201,7 +217,7 @@ export declare class Trainer extends EventTarget {
 export declare function createTrainer(options?: TrainerOptions): Trainer;
 
 /** <pytrain-trainer data label task artifacts model loss optimizer epochs batch-size learning-rate hidden-layers
- * heading autostart persist>: dispatches ready, progress, epoch, done, error (and prepared) on itself. */
+ * heading autostart persist gpu>: dispatches ready, progress, epoch, done, error (and prepared) on itself. */
 export declare class PytrainTrainerElement extends HTMLElement {
   trainer: Trainer | null;
   train(overrides?: Parameters<Trainer["train"]>[0]): Promise<DoneEvent>;

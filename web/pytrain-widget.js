@@ -9,7 +9,7 @@
 // or, without code:
 //   <pytrain-trainer data="iris.csv" label="species" hidden-layers="16" epochs="20"></pytrain-trainer>
 // attributes: data ("digits" or a CSV URL), label, task, artifacts, model, loss, optimizer, epochs,
-// batch-size, learning-rate, hidden-layers, heading, autostart, persist
+// batch-size, learning-rate, hidden-layers, heading, autostart, persist, gpu ("on", "off"; absent: auto)
 //
 // Python runs in a Web Worker (worker.js next to this file): the host page never freezes and no
 // data leaves the browser.
@@ -41,7 +41,9 @@ function workerURL(o) {
   if (o.workerURL) return o.workerURL;
   const digits = o.data === "digits" || !!(o.data && o.data.digits);
   const defaultModel = !o.model && !o.run && (!o.artifacts || o.artifacts === "digits-mlp");
-  return new URL(digits && defaultModel ? "./worker.js?prefetch=digits" : "./worker.js", import.meta.url);
+  const url = new URL(digits && defaultModel ? "./worker.js?prefetch=digits" : "./worker.js", import.meta.url);
+  if (o.gpu === true || o.gpu === false) url.searchParams.set("gpu", o.gpu ? "1" : "0");   // "auto": unset
+  return url;
 }
 
 async function toBytes(src, what) {
@@ -84,11 +86,14 @@ function runSettings(o) {
  *    "AdamW", 0.2: Python's defaults, pytrain.webapp.run_options.TabRun; runOptions() says what a trainer runs with)
  *  - container: an element to render a small UI into (optional); autoStart: train once ready
  *  - persist: save a resumable run in IndexedDB after each epoch (default false)
+ *  - gpu: "auto" (default: a hardware WebGPU adapter trains when there is one), true (any adapter, a software one
+ *    such as SwiftShader too) or false (the CPU); `trainer.device` says what trains ({device, mode, reason}) and
+ *    setGPU(gpu) switches between runs
  * Returns a trainer with train(), pause(), resume(), stop(), evaluate(), predict(), exportModel(),
  * checkpoint(), federate({url, heartbeat, localDp, requireClipping}), leaveFederation(), on(event, fn), destroy() and `ready`;
  * for text, also samples({prompt, newTokens, topK, seed, count}), logits(ids, mask), exportAdapters(format) and
  * exportTransformersJs() (the zip of the folder transformers.js loads).
- * Events: loading, ready, progress, epoch, done, error, federation.
+ * Events: loading, ready, progress, epoch, done, error, federation, device (what trains changed: a fallback's reason).
  */
 export function createTrainer(options = {}) {
   return new Trainer(options);
@@ -110,6 +115,9 @@ export class Trainer extends EventTarget {
     this.lastEpoch = null;
     this._done = null;
     for (const type of RUN_EVENTS) this.client.on(type, (detail) => this._emit(type, detail));
+    this.device = null;   // {device: "GPU: <adapter>" | "CPU, N threads", mode, reason: why not the GPU}
+    this.client.on("ready", (v) => { this.device = v.gpu || null; });
+    this.client.on("device", (d) => { this.device = d; });
     this.client.on("fatal", (detail) => this._emit("error", detail));
     this.client.on("done", (detail) => { if (this._done) { this._done(detail); this._done = null; } });
     this.ready = this._prepare();   // async: its first await lets the UI below subscribe in time
@@ -232,6 +240,14 @@ export class Trainer extends EventTarget {
   /** The training options this trainer runs with: those it was given, the rest Python's defaults. */
   async runOptions() { await this.client.ready; return this.client.call("runOptions", runSettings(this.options)); }
 
+  /** Train on the GPU (true: any WebGPU adapter), the CPU (false) or "auto" (a hardware adapter) from the next
+   * step on, while not training; resolves with what trains ({device, mode, reason}). */
+  async setGPU(gpu) {
+    await this.client.ready;
+    this.device = await this.client.call("setDevice", { gpu: gpu === true ? "on" : gpu === false ? "off" : "auto" });
+    return this.device;
+  }
+
   pause() { return this.client.call("pause"); }
   resume() { return this.client.call("resume"); }
   stop() { return this.client.call("stop"); }
@@ -321,7 +337,7 @@ class TrainerUI {
         <button data-act="stop" disabled>Stop</button>
         <button data-act="export" disabled>Download model</button>
       </div>
-      <div class="note">Trains in this browser tab; no data leaves it.</div></div>`;
+      <div class="note">Trains in this browser tab<span class="device"></span>; no data leaves it.</div></div>`;
     this.root = root;
     root.querySelector(".title").textContent = title || "pytrain";
     const q = (s) => root.querySelector(s);
@@ -374,6 +390,9 @@ class TrainerUI {
         (last && last.metric !== null ? ` · val ${last.metricName} ${last.metricName === "accuracy" ? (100 * last.metric).toFixed(1) + "%" : last.metric.toPrecision(4)}` : "");
     });
     trainer.on("error", (e) => this.showError(e));
+    const device = (d) => { if (d) root.querySelector(".device").textContent = " on " + d.device + (d.reason ? " (" + d.reason + ")" : ""); };
+    trainer.on("ready", (v) => device(v.gpu));
+    trainer.on("device", device);
   }
 
   showError(e) {
@@ -402,6 +421,7 @@ export class PytrainTrainerElement extends HTMLElement {
       optimizer: attr("optimizer") || undefined, loss: attr("loss") || undefined,
       hidden: attr("hidden-layers") ? attr("hidden-layers").split(",").map(Number) : undefined,
       autoStart: this.hasAttribute("autostart"), persist: this.hasAttribute("persist"),
+      gpu: { on: true, off: false }[attr("gpu")],
     };
     for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k];
     this.trainer = createTrainer(options);

@@ -10,13 +10,13 @@ in :attr:`GpuTraining.losses` once the worker's JS has awaited the device's ``se
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 from pytrain.base.layout import LR_INPUT, STEP_INPUT, grad_name, state_name
 from pytrain.device.api import Optimizer
-from pytrain.device.module import Module, model_layout
+from pytrain.device.module import MemoryEstimate, Module, model_layout
 from pytrain.engine.executor import Plan
 from pytrain.errors import InputError
 from pytrain.ops.webgpu import Device, GpuTensor
@@ -28,7 +28,10 @@ class GpuTraining:
     """``module`` and ``optimizer`` trained on ``device``: one call of :meth:`step` is a train step
     and an optimizer step (the gradients of one batch, as ``lazy_reset_grad`` before every step)."""
 
-    def __init__(self, module: Module, optimizer: Optimizer, device: Device) -> None:
+    def __init__(self, module: Module, optimizer: Optimizer, device: Device,
+                 estimate: Optional[MemoryEstimate] = None) -> None:
+        """``estimate``: the step's memory (:meth:`Module.memory_estimate`), checked against the device's memory
+        before anything is uploaded (without it, the parameters and optimizer state are)."""
         self.module, self.optimizer, self.device = module, optimizer, device
         train = module.models["training"]
         layout = model_layout(train, "training model", "training")
@@ -48,6 +51,7 @@ class GpuTraining:
         self._opt_plan = Plan(opt.graph, feeds, [o.name for o in opt.graph.output], opset=opset_version(opt),
                               kernels=gpu_kernels.choose)
         state = module.state
+        self._check_fits(estimate)
         self.params: Dict[str, GpuTensor] = {n: device.upload(state.parameters[n].data) for n in params}
         slots = state.optimizer_state.slots
         self.moments: Dict[str, List[GpuTensor]] = {}
@@ -58,6 +62,19 @@ class GpuTraining:
         #: the losses of the steps enqueued since :meth:`take_losses` (there after the JS settle())
         self.losses: List[np.ndarray] = []
         self._copies: List[Any] = []   # (state array, the copy read back into it) from to_cpu
+
+    def _check_fits(self, estimate: Optional[MemoryEstimate]) -> None:
+        """Refuse (GpuTransferError naming the tensor and the limit) a model whose parameter exceeds the device's
+        largest buffer, or whose step exceeds its memory, before any upload."""
+        params = self.module.state.parameters
+        for n in self.module.parameter_names:
+            self.device.check("parameter %r %s" % (n, list(params[n].data.shape)), params[n].data.nbytes, 0)
+        if estimate is not None:
+            self.device.check("training this model (%s)" % estimate.describe(), 0, estimate.total)
+        else:
+            held = sum(params[n].data.nbytes for n in self.module.parameter_names)
+            moments = sum(params[p].data.nbytes for p in self.optimizer.parameter_names) * len(self._slots)
+            self.device.check("this model's parameters and optimizer state", 0, held + moments)
 
     def step(self, *inputs: Any) -> int:
         """Enqueue one train step and optimizer step on ``inputs`` (the model's inputs, then the labels);

@@ -15,8 +15,8 @@ import time
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from pytrain.device.webgpu import GpuTraining
-from pytrain.errors import InputError
-from pytrain.ops.webgpu import GpuTransferError, device
+from pytrain.errors import InputError, PytrainError
+from pytrain.ops.webgpu import GpuTransferError, choice, device
 
 
 class Slice(NamedTuple):
@@ -37,17 +37,22 @@ class GpuSlices:
         self.epoch_end = False
         self._last: Optional[GpuTraining] = None   # the slice awaiting its losses
         self._start = (0, 0, 0, 0)   # (epoch, epoch_step, step, optimizer step) where that slice started
+        self._choice = choice()   # the user's device choice this training was made under
 
     def describe(self) -> Optional[str]:
         """"GPU: <adapter>" when the page has a WebGPU device and the model trains there, else None."""
         dev = device()
         return None if dev is None or self.refused else "GPU: " + dev.adapter
 
-    def _training(self, module: Any, optimizer: Any) -> Optional[GpuTraining]:
+    def _training(self, module: Any, optimizer: Any, batch: Sequence[Any]) -> Optional[GpuTraining]:
         t = self.training
         if t is None or t.module is not module or t.optimizer is not optimizer:
+            try:   # (the step's memory at this batch size, checked against the GPU's before any upload)
+                estimate = module.memory_estimate(*batch, optimizer=optimizer)
+            except PytrainError:
+                estimate = None
             try:
-                self.training = GpuTraining(module, optimizer, device())
+                self.training = GpuTraining(module, optimizer, device(), estimate)
             except (InputError, GpuTransferError) as e:
                 self.refused, self.training = str(e), None
         return self.training
@@ -55,9 +60,11 @@ class GpuSlices:
     def run(self, module: Any, optimizer: Any, at: Any, work: Slice) -> Optional[int]:
         """Enqueue the slice's steps from ``at`` (advanced in place); the number enqueued, or None when the
         device cannot train this model (``at`` unchanged: the CPU trains it)."""
+        if self._choice != choice():   # turned off or on since: the CPU may have trained in between
+            self._choice, self.training, self.refused = choice(), None, None
         if device() is None or self.refused:
             return None
-        gpu = self._training(module, optimizer)
+        gpu = self._training(module, optimizer, work.fetch(work.batches[at.epoch_step]))
         if gpu is None:
             return None
         start, done = time.perf_counter(), 0

@@ -11,6 +11,7 @@ import numpy as np
 
 from pytrain.base import limits
 from pytrain.errors import PytrainError
+from pytrain.ops import webgpu
 
 
 def install() -> bool:
@@ -70,6 +71,24 @@ def summary(session: Any) -> Optional[Dict[str, Any]]:
         limit, left = limits.heap_budget(module.held_bytes(est))
     except PytrainError as e:
         return {"error": str(e)}
-    return {"batch_size": est.batch_size, "parameters": est.parameters, "gradients": est.gradients,
-            "optimizer_state": est.optimizer_state, "activations": est.activations, "total": est.total,
-            "limit": limit, "left": max(0, left), "fits": est.total <= left, "describe": est.describe()}
+    out = {"batch_size": est.batch_size, "parameters": est.parameters, "gradients": est.gradients,
+           "optimizer_state": est.optimizer_state, "activations": est.activations, "total": est.total,
+           "limit": limit, "left": max(0, left), "fits": est.total <= left, "describe": est.describe()}
+    gpu = gpu_summary(module, est)
+    if gpu is not None:   # (the GPU's memory, apart from the wasm heap's)
+        out["gpu"] = gpu
+    return out
+
+
+def gpu_summary(module: Any, est: Any) -> Optional[Dict[str, Any]]:
+    """When the page's WebGPU device may train: the GPU memory the step takes there (all of the estimate:
+    parameters, gradients, optimizer state, activations) against what pytrain assumes the GPU has, the largest
+    parameter against its largest buffer, and what the wasm heap keeps meanwhile (the parameters and optimizer
+    state, copied back after every slice); None without a device."""
+    dev = webgpu.device()
+    if dev is None:
+        return None
+    largest = max([module.state.parameters[n].data.nbytes for n in module.parameter_names] or [0])
+    return {"adapter": dev.adapter, "total": est.total, "memory": dev.memory, "max_buffer": dev.max_buffer,
+            "largest": largest, "heap": est.parameters + est.optimizer_state,
+            "fits": est.total <= dev.memory and largest <= dev.max_buffer}

@@ -40,8 +40,9 @@ def case(name, op, args, attrs=None, domain="", ctx=None, cpu=(), gpu=()):
     assert outs is not None, name + " declined"
     boxes = []
     for o in outs:
-        box = np.full(o.shape, np.nan, np.float32)
-        o.read_into(box)
+        box = None if o is None else np.full(o.shape, np.nan, np.float32)
+        if o is not None:
+            o.read_into(box)
         boxes.append(box)
     CASES.append((name, op, domain, args, attrs, ctx, outs, boxes))
 
@@ -87,6 +88,52 @@ for name, attrs in (("adamw", {"weight_decay": 0.01, "decoupled": 1}), ("adam_l2
          domain=PYTRAIN_DOMAIN, ctx=OpContext(output_mask=(True,) * 6))
 case("sgd", "SGDStep", [np.array(0.1, np.float32), np.array(1, np.int64), f32(9, 3), f32(9, 3)],
      domain=PYTRAIN_DOMAIN)
+# CNN: odd sizes, padding, strides, dilations; MaxPool overlapping and not; MaxPoolGrad on the GPU's indices
+conv_odd = {"pads": [1, 0, 1, 1], "strides": [2, 1], "dilations": [1, 2]}
+case("conv_odd", "Conv", [f32(2, 3, 9, 7), f32(4, 3, 3, 2), f32(4)], conv_odd)
+case("conv_no_bias_stride", "Conv", [f32(3, 2, 8, 8), f32(5, 2, 3, 3)], {"strides": [2, 2]})
+case("conv_grad_odd", "ConvGrad", [f32(2, 4, 5, 6), f32(2, 3, 9, 7), f32(4, 3, 3, 2)], conv_odd,
+     domain=PYTRAIN_DOMAIN, ctx=OpContext(output_mask=(True, True, True)))
+case("conv_grad_lenet_no_dx", "ConvGrad", [f32(4, 6, 24, 24), f32(4, 1, 28, 28), f32(6, 1, 5, 5)],
+     {"kernel_shape": [5, 5]}, domain=PYTRAIN_DOMAIN, ctx=OpContext(output_mask=(False, True, True)))
+pool_overlap = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+case("max_pool_overlap", "MaxPool", [f32(2, 3, 7, 9)], pool_overlap, ctx=OpContext(output_mask=(True, False)))
+case("max_pool_2x2", "MaxPool", [f32(4, 6, 24, 24)], {"kernel_shape": [2, 2], "strides": [2, 2]},
+     ctx=OpContext(output_mask=(True, False)))
+for name, x, attrs in (("max_pool_grad_overlap", f32(2, 3, 7, 9), pool_overlap),
+                       ("max_pool_grad_2x2", f32(4, 6, 24, 24), {"kernel_shape": [2, 2], "strides": [2, 2]})):
+    cpu_y, cpu_idx = get_kernel("MaxPool").numpy_fn(OpContext(output_mask=(True, True)), x, **attrs)
+    gx = dev.upload(x)
+    _, gpu_idx = K.KERNELS[("", "MaxPool")](OpContext(output_mask=(True, True)), gx, **attrs)
+    dy = f32(*cpu_y.shape)
+    outs = K.KERNELS[(PYTRAIN_DOMAIN, "MaxPoolGrad")](OpContext(), dev.upload(dy), gpu_idx, gx)
+    box = np.full(x.shape, np.nan, np.float32)
+    outs[0].read_into(box)
+    CASES.append((name, "MaxPoolGrad", PYTRAIN_DOMAIN, [dy, cpu_idx, x], {}, OpContext(), outs, [box]))
+# embedding models: rows gathered (a negative index too) and their gradient, LayerNorm, ReduceMean, ReduceGrad
+ids = rng.randint(-11, 11, (3, 4)).astype(np.int64)
+case("gather_rows", "Gather", [f32(11, 5), ids])
+case("gather_rows_grad", "GatherGrad", [f32(3, 4, 5), ids, np.zeros((11, 5), np.float32)], domain=PYTRAIN_DOMAIN)
+case("layernorm", "LayerNormalization", [f32(6, 7, 13) * 3 + 1, f32(13), f32(13)],
+     ctx=OpContext(output_mask=(True, True, True)))
+case("layernorm_no_bias", "LayerNormalization", [f32(5, 33), f32(33)], {"epsilon": 1e-3},
+     ctx=OpContext(output_mask=(True, True, True)))
+lx = f32(6, 7, 13) * 3 + 1
+_, lmean, linv = get_kernel("LayerNormalization").numpy_fn(OpContext(output_mask=(True, True, True)), lx, f32(13))
+case("layernorm_grad", "LayerNormalizationGrad", [f32(6, 7, 13), lx, f32(13), lmean, linv], domain=PYTRAIN_DOMAIN,
+     ctx=OpContext(output_mask=(True, True, True)))
+case("reduce_mean_middle", "ReduceMean", [f32(3, 4, 5), np.array([1], np.int64)], cpu=(1,))
+case("reduce_mean_tokens_no_keep", "ReduceMean", [f32(8, 32, 6), np.array([1], np.int64)], {"keepdims": 0}, cpu=(1,))
+case("reduce_grad_mean", "ReduceGrad", [f32(3, 1, 5), f32(3, 4, 5), np.array([1], np.int64)], {"mode": "mean"},
+     domain=PYTRAIN_DOMAIN, cpu=(2,))
+case("reduce_grad_sum_no_keep", "ReduceGrad", [f32(3, 5), f32(3, 4, 5), np.array([-2], np.int64)], {"keepdims": 0},
+     domain=PYTRAIN_DOMAIN, cpu=(2,))
+case("softmax_rows", "Softmax", [f32(6, 7, 13) * 4], ctx=OpContext(output_mask=(True,), opset=17))
+case("softmax_rows_opset11_last_axis", "Softmax", [f32(5, 33) * 4], {"axis": 1}, ctx=OpContext(output_mask=(True,), opset=11))
+sy = get_kernel("Softmax").numpy_fn(OpContext(opset=17), f32(6, 7, 13) * 4)[0]
+case("softmax_grad_rows", "SoftmaxGrad", [f32(6, 7, 13), sy], domain=PYTRAIN_DOMAIN)
+case("flatten_view", "Flatten", [f32(3, 4, 5)])
+case("reshape_view", "Reshape", [f32(3, 4, 5), np.array([0, -1], np.int64)], cpu=(1,))
 len(CASES)
 """
 
@@ -98,6 +145,8 @@ for name, op, domain, args, attrs, ctx, outs, boxes in CASES:
                                            **attrs)
     errs = []
     for w, b in zip(want, boxes):
+        if b is None:   # (an output not asked for)
+            continue
         w64 = np.asarray(w, np.float64)
         if w64.shape != b.shape:
             errs.append("shape %s != %s" % (b.shape, w64.shape))
@@ -144,9 +193,12 @@ from pytrain.ops.webgpu import device
 from pytrain.webapp.demo import digits_artifacts
 
 wasm.install()   # the CPU path is the page's: the wasm kernels
-arts = digits_artifacts("mlp", OPTIMIZER)
+arts = ARTS if KIND == "given" else digits_artifacts(KIND, OPTIMIZER)
 rng = np.random.RandomState(0)
-batches = [(rng.rand(32, 784).astype(np.float32), rng.randint(0, 10, 32).astype(np.int64)) for _ in range(2)] * 10
+def sample():   # token ids for an embedding model (VOCAB), else pixels
+    return rng.randint(0, VOCAB, SHAPE).astype(np.int64) if VOCAB else rng.rand(*SHAPE).astype(np.float32)
+
+batches = [(sample(), rng.randint(0, 10, SHAPE[0]).astype(np.int64)) for _ in range(2)] * 10
 
 def fresh():
     state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
@@ -202,6 +254,71 @@ msg
 """
 
 
+LIMITS = r"""
+import json
+import types
+import numpy as np
+from pytrain.device import api
+from pytrain.device.webgpu import GpuTraining
+from pytrain.ops.webgpu import GpuTransferError, device
+from pytrain.webapp import memory
+from pytrain.webapp.demo import digits_artifacts
+from pytrain.webapp.gpu_slices import GpuSlices, Slice
+
+arts = digits_artifacts("mlp", "AdamW")
+state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
+module = api.Module(arts["training"], state, arts["eval"])
+opt = api.Optimizer(arts["optimizer"], module)
+rng = np.random.RandomState(1)
+batch = (rng.rand(16, 784).astype(np.float32), rng.randint(0, 10, 16).astype(np.int64))
+est = module.memory_estimate(*batch, optimizer=opt)
+dev = device()
+out = {"max_buffer": dev.max_buffer, "gpu_memory": dev.memory}
+
+def refused(**limits):
+    # the device's limits forced small (as a small GPU's would be): the error, and nothing left allocated
+    saved = dev.max_buffer, dev.memory
+    before = dev.allocated
+    dev.max_buffer = limits.get("max_buffer", dev.max_buffer)
+    dev.memory = limits.get("memory", dev.memory)
+    try:
+        GpuTraining(module, opt, dev, limits.get("estimate"))
+        return "trained", dev.allocated - before
+    except GpuTransferError as e:
+        return str(e), dev.allocated - before
+    finally:
+        dev.max_buffer, dev.memory = saved
+
+out["buffer"] = refused(max_buffer=200000)
+out["memory"] = refused(memory=dev.allocated + 1000000, estimate=est)
+out["memory_no_estimate"] = refused(memory=dev.allocated + 1000000)
+out["fits"] = refused(estimate=est)[0]
+try:
+    saved = dev.max_buffer
+    dev.max_buffer = 1000
+    dev.empty((16, 784))
+    out["empty"] = "allocated"
+except GpuTransferError as e:
+    out["empty"] = str(e)
+finally:
+    dev.max_buffer = saved
+
+# the page's slices: refused with the reason, the position unchanged, the CPU trains
+slices = GpuSlices()
+at = types.SimpleNamespace(epoch=0, epoch_step=0, step=0)
+dev.memory, saved = 1000000, dev.memory
+try:
+    out["slice"] = slices.run(module, opt, at, Slice([np.arange(16)], lambda idx: batch, 1000.0, 5))
+finally:
+    dev.memory = saved
+out["slice_refused"] = slices.refused
+out["at"] = [at.epoch, at.epoch_step, at.step]
+out["summary"] = memory.gpu_summary(module, est)
+out["est_total"] = est.total
+json.dumps(out)
+"""
+
+
 @pytest.fixture(scope="module")
 def gpu_browser(browser):
     """A headless Chromium with WebGPU for the module, launched by the session's playwright (its sync API
@@ -237,7 +354,12 @@ OPS = (["gemm_transB_row_bias", "gemm_transA_alpha", "gemm_full_bias", "gemm_sca
        + ["relu_odd", "relu_grad", "sum_to_shape_bias", "sum_to_shape_row", "sum_to_shape_column",
           "reduce_sum_middle_keepdims", "reduce_sum_leading", "softmax_ce_mean", "softmax_ce_sum_ignored",
           "softmax_ce_grad_mean", "softmax_ce_grad_ignored", "softmax_ce_grad_sum_dloss_on_gpu",
-          "adamw", "adam_l2", "adam", "sgd"])
+          "adamw", "adam_l2", "adam", "sgd",
+          "conv_odd", "conv_no_bias_stride", "conv_grad_odd", "conv_grad_lenet_no_dx", "max_pool_overlap",
+          "max_pool_2x2", "max_pool_grad_overlap", "max_pool_grad_2x2", "flatten_view", "reshape_view",
+          "gather_rows", "gather_rows_grad", "layernorm", "layernorm_no_bias", "layernorm_grad", "reduce_mean_middle",
+          "reduce_mean_tokens_no_keep", "reduce_grad_mean", "reduce_grad_sum_no_keep", "softmax_rows",
+          "softmax_rows_opset11_last_axis", "softmax_grad_rows"])
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -253,7 +375,8 @@ def test_every_gpu_kernel_is_tested(op_errors):
 
 @pytest.fixture(scope="module", params=["AdamW", "SGD"])
 def mlp_run(gpu_page, request):
-    gpu_page.evaluate("code => window.__py(code)", "OPTIMIZER = %r\n" % request.param + MLP)
+    gpu_page.evaluate("code => window.__py(code)", "KIND, SHAPE, OPTIMIZER, VOCAB = 'mlp', (32, 784), %r, 0\n" % request.param
+                      + MLP)
     gpu_page.evaluate("window.__settle()")
     return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
 
@@ -264,6 +387,68 @@ def test_mlp_trains_on_the_gpu_with_the_cpu_losses(mlp_run):
     for step, (c, g) in enumerate(zip(cpu, gpu)):
         assert abs(g - c) <= 1e-5 * abs(c), (step, c, g)
     assert cpu[-1] < cpu[0]   # it learns
+
+
+@pytest.fixture(scope="module")
+def cnn_run(gpu_page):
+    # the digits CNN (LeNet's ops: Conv, MaxPool, Flatten, Gemm and their gradients), 20 AdamW steps at batch 8
+    gpu_page.evaluate("code => window.__py(code)", "KIND, SHAPE, OPTIMIZER, VOCAB = 'cnn', (8, 1, 28, 28), 'AdamW', 0\n" + MLP)
+    gpu_page.evaluate("window.__settle()")
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+
+
+def test_cnn_trains_on_the_gpu_with_the_cpu_losses(cnn_run):
+    cpu, gpu = cnn_run["cpu"], cnn_run["gpu"]
+    assert len(gpu) == len(cpu) == 20
+    for step, (c, g) in enumerate(zip(cpu, gpu)):
+        assert abs(g - c) <= 1e-5 * abs(c), (step, c, g)
+    assert cpu[-1] < cpu[0]   # it learns
+    assert cnn_run["step"] == 20
+    for name, err in cnn_run["params"].items():
+        assert err <= 1e-4, (name, err)
+    # every step's Conv, MaxPool and their gradients ran on the GPU: only the batch went up and the loss came down
+    counts = cnn_run["counts"]
+    assert counts["readbacks"] <= 20 + 3 * len(cnn_run["params"]), counts
+    assert counts["uploads"] <= 4 * 20 + 3 * len(cnn_run["params"]) + 10, counts
+    print("cnn: losses %s, counts %s" % (gpu[:3], counts))
+
+
+@pytest.fixture(scope="module")
+def emb_run(gpu_page):
+    # the bench's embedding workload (Embedding(1000, 64) x 32 tokens, LayerNorm, mean over the tokens, Linear 10):
+    # Gather, LayerNormalization, ReduceMean and their gradients; 20 AdamW steps at batch 64
+    import base64
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from workloads import WORKLOADS, export_onnx
+
+    from pytrain.generator import artifacts as gen
+
+    arts = gen.generate_artifacts(export_onnx(WORKLOADS["emb"]), loss=gen.LossType.CrossEntropyLoss,
+                                  optimizer=gen.OptimType.AdamW)
+    given = {"training": arts.training_model, "eval": arts.eval_model, "optimizer": arts.optimizer_model,
+             "checkpoint": arts.checkpoint}
+    pre = ("import base64, json\nARTS = {k: base64.b64decode(v) for k, v in json.loads(%r).items()}\n"
+           % json.dumps({k: base64.b64encode(v).decode() for k, v in given.items()}))
+    shape = tuple(WORKLOADS["emb"].input_shape)   # (exported at a fixed batch, 64)
+    gpu_page.evaluate("code => window.__py(code)", pre + "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', %r, 'AdamW', %d\n"
+                      % (shape, WORKLOADS["emb"].vocab) + MLP)
+    gpu_page.evaluate("window.__settle()")
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+
+
+def test_the_embedding_model_trains_on_the_gpu_with_the_cpu_losses(emb_run):
+    cpu, gpu = emb_run["cpu"], emb_run["gpu"]
+    assert len(gpu) == len(cpu) == 20
+    for step, (c, g) in enumerate(zip(cpu, gpu)):
+        assert abs(g - c) <= 1e-5 * abs(c), (step, c, g)
+    assert cpu[-1] < cpu[0]   # it learns
+    for name, err in emb_run["params"].items():
+        assert err <= 1e-4, (name, err)
+    counts = emb_run["counts"]
+    assert counts["readbacks"] <= 20 + 3 * len(emb_run["params"]), counts
+    print("emb: losses %s, counts %s" % (gpu[:3], counts))
 
 
 def test_mlp_parameters_come_back_equal(mlp_run):
@@ -285,10 +470,11 @@ def test_mlp_reads_back_only_the_losses(mlp_run):
     assert counts["readbackBytes"] <= 4 * 20 + 4 * 3 * (784 * 128 + 128 + 128 * 10 + 10)
 
 
-def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0):
+def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose: str = ""):
     """The page at ``url``: the digits MLP built on 1000 digits and trained ``epochs`` epochs (the GPU device
-    destroyed once ``lose_after`` losses are in, when given); (versions, loss points, epochs, footer, foreign
-    requests, the GPU's counts, the reason the GPU was given up)."""
+    destroyed once ``lose_after`` losses are in, when given; the Train panel's Device set to ``choose`` first,
+    when given); (versions, loss points, epochs, device line, foreign requests, the GPU's counts, the reason the
+    GPU was given up, the error shown, the device line before the choice)."""
     from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, configure_training, new_context,
                                  open_app, wait_ms, wait_ready)
 
@@ -302,6 +488,11 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0):
         page.click("#digits-build")
         page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready",
                                timeout=LOAD_TIMEOUT_MS)
+        before = page.inner_text("#device-status")
+        if choose:
+            page.select_option("#device", choose)
+            page.wait_for_function("() => window.pytrainApp.device.mode === %r && !window.pytrainApp.busy" % choose,
+                                   timeout=wait_ms(60_000))
         configure_training(page, epochs, batch_size=64, lr=0.002)
         page.click("#start")
         if lose_after:
@@ -312,17 +503,18 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0):
                                % epochs, timeout=wait_ms(300_000))
         worker = app_worker(page)
         return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
-                app_state(page, "a.epochs"), page.inner_text("#versions"), rec.foreign(url),
+                app_state(page, "a.epochs"), page.inner_text("#device-status"), rec.foreign(url),
                 worker.evaluate("() => runtime.gpu ? runtime.gpu.counts : null"),
                 worker.evaluate("() => runtime.gpuLost || null"),
-                page.evaluate("() => document.getElementById('error').textContent"))
+                page.evaluate("() => document.getElementById('error').textContent"), before)
     finally:
         ctx.close()
 
 
 @pytest.fixture(scope="module")
 def page_runs(gpu_browser, site_url):
-    return {"gpu": _train_page(gpu_browser, site_url + "?gpu=1"), "cpu": _train_page(gpu_browser, site_url, 2),
+    # the GPU run chooses the GPU in the page (auto leaves SwiftShader alone); the lost one opens with ?gpu=1
+    return {"gpu": _train_page(gpu_browser, site_url, choose="on"), "cpu": _train_page(gpu_browser, site_url, 2),
             "lost": _train_page(gpu_browser, site_url + "?gpu=1", 2, lose_after=4)}
 
 
@@ -333,12 +525,15 @@ def _same_losses(got, want):
 
 
 def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
-    gpu_versions, gpu_losses, gpu_epochs, gpu_footer, foreign, counts, lost, _ = page_runs["gpu"]
-    cpu_versions, cpu_losses, cpu_epochs, cpu_footer, _, no_gpu, _, _ = page_runs["cpu"]
+    gpu_versions, gpu_losses, gpu_epochs, gpu_line, foreign, counts, lost, _, gpu_before = page_runs["gpu"]
+    cpu_versions, cpu_losses, cpu_epochs, cpu_line, _, no_gpu, _, _, _ = page_runs["cpu"]
     assert no_gpu is None and lost is None
-    assert gpu_versions["device"].startswith("GPU: "), gpu_versions
-    assert "trains on GPU: " in gpu_footer
-    assert cpu_versions["device"].startswith("CPU, "), cpu_versions
+    # auto: SwiftShader is a software adapter, slower than the wasm kernels: the CPU trains, and the page says why
+    for versions, line in ((gpu_versions, gpu_before), (cpu_versions, cpu_line)):
+        assert versions["device"].startswith("CPU, ") and versions["gpu"]["mode"] == "auto", versions
+        assert "software" in versions["gpu"]["reason"] and "swiftshader" in versions["gpu"]["reason"], versions
+        assert line.startswith("Trains on CPU, ") and "software" in line, line
+    assert gpu_line.startswith("Trains on GPU: google swiftshader"), gpu_line   # chosen in the page
     # every step ran its shaders on the GPU (16 dispatches a step), and read back its loss
     assert counts["dispatches"] >= 16 * len(gpu_losses) and counts["readbacks"] >= len(gpu_losses), counts
     assert len(gpu_losses) >= 12   # (800 training digits / 64)
@@ -351,9 +546,83 @@ def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
 
 
 def test_a_lost_device_falls_back_to_the_cpu_with_the_same_losses(page_runs):
-    _, losses, epochs, _, _, _, lost, shown = page_runs["lost"]
-    _, cpu_losses, cpu_epochs, _, _, _, _, _ = page_runs["cpu"]
+    versions, losses, epochs, line, _, _, lost, shown, before = page_runs["lost"]
+    _, cpu_losses, cpu_epochs, _, _, _, _, _, _ = page_runs["cpu"]
+    assert versions["device"].startswith("GPU: ") and before.startswith("Trains on GPU: "), (versions, before)  # ?gpu=1
     assert lost and "the CPU trains from step" in lost, lost
     assert "training continues on the CPU" in shown, shown   # the page says so
+    assert line.startswith("Trains on CPU, ") and "the CPU trains from step" in line, line
     _same_losses(losses, cpu_losses)
     assert len(epochs) == 2 and abs(epochs[1]["loss"] - cpu_epochs[1]["loss"]) <= 1e-4 * abs(cpu_epochs[1]["loss"])
+
+
+@pytest.fixture(scope="module")
+def limits(gpu_page):
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", LIMITS))
+
+
+def test_a_parameter_past_the_largest_buffer_is_refused_before_any_upload(limits):
+    msg, allocated = limits["buffer"]
+    # the MLP's first weight, 128 x 784 floats (401408 bytes), past a 200000-byte buffer
+    assert "parameter 'fc1.weight' [128, 784]" in msg and "401408 bytes" in msg, msg
+    assert "maxStorageBufferBindingSize" in msg and "200000" in msg, msg
+    assert allocated == 0
+
+
+def test_a_model_past_the_gpu_memory_is_refused_naming_it(limits):
+    for case in ("memory", "memory_no_estimate"):
+        msg, allocated = limits[case]
+        assert "does not fit the GPU memory left" in msg and "pytrain assumes" in msg, msg
+        assert allocated == 0
+    assert "at batch size 16" in limits["memory"][0]   # the step's estimate, activations included
+    assert limits["fits"] == "trained"   # the real limits (SwiftShader: 1 GiB buffers) hold the MLP
+    assert limits["max_buffer"] >= 2 ** 27 and limits["gpu_memory"] == 2 * 1024 ** 3
+
+
+def test_a_tensor_past_the_largest_buffer_is_refused_when_allocated(limits):
+    assert "a [16, 784] tensor of 50176 bytes" in limits["empty"] and "1000 bytes" in limits["empty"]
+
+
+def test_the_page_slices_fall_back_to_the_cpu_with_the_reason(limits):
+    assert limits["slice"] is None and limits["at"] == [0, 0, 0]
+    assert "does not fit the GPU memory left" in limits["slice_refused"]
+
+
+def test_the_memory_estimate_counts_the_gpu_apart(limits):
+    gpu = limits["summary"]
+    assert gpu["adapter"] and gpu["total"] == limits["est_total"] and gpu["fits"]
+    assert gpu["largest"] == 784 * 128 * 4 and gpu["memory"] == 2 * 1024 ** 3
+    assert 0 < gpu["heap"] < gpu["total"]
+
+
+WIDGET = """async () => {
+  const { createTrainer } = await import("./pytrain-widget.js");
+  const seen = [];
+  const trainer = createTrainer({ data: "digits", gpu: true });
+  trainer.on("device", (d) => seen.push(d.mode));
+  await trainer.ready;
+  const on = trainer.device;
+  const auto = await trainer.setGPU("auto");
+  const off = await trainer.setGPU(false);
+  const back = await trainer.setGPU(true);
+  trainer.destroy();
+  return { on, auto, off, back, seen };
+}"""
+
+
+def test_the_widget_chooses_and_shows_the_device(gpu_browser, site_url):
+    from browser_helpers import Recorder, new_context
+
+    ctx = new_context(gpu_browser, Recorder())
+    try:
+        page = ctx.new_page()
+        page.goto(site_url + "config.json")   # (any page of the site: the widget's module and worker are same-origin)
+        got = page.evaluate(WIDGET)
+    finally:
+        ctx.close()
+    # gpu: true takes the software adapter; "auto" leaves it (and says why); false turns the GPU off
+    assert got["on"]["device"].startswith("GPU: google swiftshader") and got["on"]["mode"] == "on", got
+    assert got["auto"]["device"].startswith("CPU, ") and "software" in got["auto"]["reason"], got
+    assert got["off"]["device"].startswith("CPU, ") and got["off"]["reason"] == "the GPU is turned off", got
+    assert got["back"]["device"].startswith("GPU: ") and got["back"]["reason"] == "", got
+    assert got["seen"] == ["auto", "off", "on"], got

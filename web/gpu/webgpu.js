@@ -86,7 +86,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (i >= P[0]) { return; }
   T3[i] = select(0.0, T1[i], T2[i] > 0.0);
 }`],
-    // Y[o, j] = sum over r of X[o, r, j] in order: X viewed as (outer, reduced, inner); P = outer, reduced, inner
+    // Y[o, j] = sum over r of X[o, r, j] in order (times P[3]: ReduceMean's 1 / count); X viewed as (outer,
+    // reduced, inner); P = outer, reduced, inner, scale
     reduce_sum: [["r", "w"], [64, 1, 1], `
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
@@ -96,6 +97,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let o = i / inner; let j = i % inner;
   var acc = 0.0;
   for (var r = 0u; r < red; r = r + 1u) { acc = acc + T1[(o * red + r) * inner + j]; }
+  if (pf(3) != 1.0) { acc = acc * pf(3); }
   T2[i] = acc;
 }`],
     // Per row of (N, C) scores: log_prob = x - max - log(sum exp(x - max)); row loss -log_prob[label] and its
@@ -187,7 +189,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   function source(name) {
     const [bindings, , body] = KERNELS[name];
     const decl = bindings.map((b, j) => "@group(0) @binding(" + (j + 1) + ") var<storage, " +
-      (b === "w" ? "read_write" : "read") + "> T" + (j + 1) + ": array<" + (b === "ri" ? "i32" : "f32") + ">;\n");
+      (b[0] === "w" ? "read_write" : "read") + "> T" + (j + 1) + ": array<" + (b.length > 1 ? "i32" : "f32") + ">;\n");
     return HEAD + decl.join("") + body;
   }
 
@@ -196,7 +198,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
       this.adapter = adapter;
       this.device = device;
       this.heap = heap;             // () => the Uint8Array of Pyodide's heap now (it is replaced when it grows)
-      this.name = [info.vendor, info.architecture, info.description].filter(Boolean).join(" ") || "WebGPU adapter";
+      this.name = PytrainGPU.describe(info);
+      this.software = PytrainGPU.isSoftware(adapter, info);
       this.limits = { maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
                       maxBufferSize: device.limits.maxBufferSize };
       this.buffers = new Map();     // id -> GPUBuffer
@@ -213,17 +216,35 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
       device.lost.then((info) => { this.lost = info.message || info.reason || "device lost"; });
     }
 
-    /** The device, or null with PytrainGPU.reason saying why (no navigator.gpu, no adapter). */
-    static async create(heap) {
+    /** The device, or null with PytrainGPU.reason saying why (no navigator.gpu, no adapter, or only a software
+     * adapter such as SwiftShader, slower than the wasm kernels: used only with `software: true`, the user's
+     * explicit choice). */
+    static async create(heap, { software = false } = {}) {
       const gpu = typeof navigator !== "undefined" ? navigator.gpu : undefined;
       if (!gpu) { PytrainGPU.reason = "this browser has no WebGPU (navigator.gpu)"; return null; }
       const adapter = await gpu.requestAdapter();
       if (!adapter) { PytrainGPU.reason = "WebGPU gave no adapter"; return null; }
       const info = adapter.info || (adapter.requestAdapterInfo ? await adapter.requestAdapterInfo() : {});
+      if (PytrainGPU.isSoftware(adapter, info) && !software) {
+        PytrainGPU.reason = "the only WebGPU adapter is a software one (" + PytrainGPU.describe(info) +
+          "), slower than the CPU's wasm kernels: turn the GPU on to use it anyway";
+        return null;
+      }
       const limits = { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
                        maxBufferSize: adapter.limits.maxBufferSize };
       const device = await adapter.requestDevice({ requiredLimits: limits });
       return new PytrainGPU(adapter, device, info, heap);
+    }
+
+    /** A fallback (CPU-emulated) adapter: Chromium's SwiftShader says info.isFallbackAdapter (older ones
+     * adapter.isFallbackAdapter); Mesa's llvmpipe/lavapipe and Windows' WARP by name. */
+    static isSoftware(adapter, info) {
+      return !!(info.isFallbackAdapter || adapter.isFallbackAdapter) ||
+        /swiftshader|llvmpipe|lavapipe|microsoft basic render|warp/i.test(PytrainGPU.describe(info));
+    }
+
+    static describe(info) {
+      return [info.vendor, info.architecture, info.description].filter(Boolean).join(" ") || "WebGPU adapter";
     }
 
     make(size) {
@@ -345,7 +366,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     registerWithPyodide(pyodide, name = "pytrain_webgpu") {
       const self = this;
       pyodide.registerJsModule(name, {
-        adapter: this.name, max_binding: this.limits.maxStorageBufferBindingSize,
+        adapter: this.name, max_binding: this.limits.maxStorageBufferBindingSize, max_buffer: this.limits.maxBufferSize,
         alloc: (b) => self.alloc(b), free: (id) => self.free(id), write: (id, p, b) => self.write(id, p, b),
         read_into: (id, p, b) => self.readInto(id, p, b), call: (...a) => self.call(...a),
         counts: () => JSON.stringify(self.counts),
@@ -354,6 +375,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   }
 
   PytrainGPU.reason = "";
+  /** More kernels (gpu/shaders_nn.js: the CNN's and the embedding models'), by name as in KERNELS. */
+  PytrainGPU.addKernels = (more) => { Object.assign(KERNELS, more); PytrainGPU.KERNELS = Object.keys(KERNELS); };
   PytrainGPU.KERNELS = Object.keys(KERNELS);
   root.PytrainGPU = PytrainGPU;
 })(typeof globalThis !== "undefined" ? globalThis : this);

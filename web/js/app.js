@@ -30,13 +30,17 @@ client.on("ready", (v) => {
   $("load-bar").style.width = "100%";
   $("loader").classList.add("done");
   $("load-text").textContent = "Python is ready.";
-  $("versions").textContent = `pytrain ${v.pytrain} · Python ${v.python} · numpy ${v.numpy} · Pyodide ${v.pyodide} · products: ${v.gemm}${v.device ? " · trains on " + v.device : ""}`;
+  showVersions(v);
   document.body.dataset.ready = "1";
   setStatus("setup-status", "Choose data and a model.");
   announce("Python is ready.");
   describeSetup();
   refreshButtons();
 });
+function showVersions(v) {
+  $("versions").textContent = `pytrain ${v.pytrain} · Python ${v.python} · numpy ${v.numpy} · Pyodide ${v.pyodide} · products: ${v.gemm}${v.device ? " · trains on " + v.device : ""}`;
+}
+client.on("device", (d) => { if (app.versions) showVersions(Object.assign({}, app.versions, { device: d.device })); });   // (app.versions: as at start)
 client.on("fatal", (e) => { $("load-text").textContent = "Python could not start."; showError(e); });
 client.on("error", (e) => showError(e, $("train-status")));
 

@@ -19,8 +19,8 @@
    *   "runFile"|"runOptions"|"train"|"pause"|"resume"|"stop"|"configure"|"evaluate"|"restoreGood"|"predict"|"checkpoint"|
    *   "exportModel"|"digest"|"save"|"resumeSaved"|"federate"|"leaveFederation"|"ortCreate"|"ortTrainStep"|
    *   "ortEvalStep"|"ortOptimizerStep"|"ortLazyResetGrad"|"ortParametersSize"|"ortGetParameters"|
-   *   "ortLoadParameters"|"ortRelease"|"ortInferenceCreate"|"ortInferenceRun"} Command
-   * @typedef {"loading"|"ready"|"startup"|"fatal"|"progress"|"epoch"|"saved"|"state"|"done"|"error"|"federation"} EventName
+   *   "ortLoadParameters"|"ortRelease"|"ortInferenceCreate"|"ortInferenceRun"|"setDevice"} Command
+   * @typedef {"loading"|"ready"|"startup"|"fatal"|"progress"|"epoch"|"saved"|"state"|"done"|"error"|"federation"|"device"} EventName
    * @typedef {{type: string, message: string, expected: boolean}} ErrorInfo
    * @typedef {{id: number, cmd: Command, args: Object}} Request
    * @typedef {{id: number, ok: true, result: *} | {id: number, ok: false, error: ErrorInfo}} Reply
@@ -42,6 +42,8 @@
     "runOptions", "train", "pause", "resume", "stop", "configure", "evaluate", "restoreGood",
     // the model's outputs and the saved run
     "predict", "checkpoint", "exportModel", "digest", "save", "resumeSaved",
+    // the device that trains (WebGPU or the CPU)
+    "setDevice",
     // "Join a federation" (Flower)
     "federate", "leaveFederation",
     // onnxruntime-web's TrainingSession (pytrain-ort.js)
@@ -61,7 +63,7 @@
 
   /** The events the worker sends. */
   const EVENTS = Object.freeze(["loading", "ready", "startup", "fatal", "progress", "epoch", "saved", "state", "done",
-                                "error", "federation"]);
+                                "error", "federation", "device"]);
 
   /** The events of one training run a host page listens to (the widget re-dispatches these). */
   const RUN_EVENTS = Object.freeze(EVENTS.filter((e) => e !== "startup" && e !== "fatal"));

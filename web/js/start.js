@@ -9,7 +9,13 @@ import { WorkerClient, registerServiceWorker } from "./client.js";
 // visit the Web Worker waits (briefly) for it so the downloads go through it and get cached.
 // "?prefetch=digits": the page's first run trains on the site's digits, so its worker downloads them
 // while Python starts (worker/data.js prefetchSiteData); the widget's and pytrain-ort.js's do not.
-// "&gpu=1" (the page opened with ?gpu=1): train on WebGPU when the browser has an adapter (worker/boot.js installWebGPU).
-const gpu = new URLSearchParams(location.search).get("gpu") === "1" ? "&gpu=1" : "";
+// "&gpu=1" / "&gpu=0": the GPU on (any WebGPU adapter, a software one too) or off, as the page was opened (?gpu=1,
+// ?gpu=0) or as the user last chose (the Train panel's Device, kept in localStorage); neither: auto, a hardware
+// adapter only (worker/boot.js installWebGPU).
+const asked = new URLSearchParams(location.search).get("gpu");
+let chosen = null;
+try { chosen = localStorage.getItem("pytrain-gpu"); } catch (e) { /* storage blocked: auto */ }
+const gpuMode = asked === "1" ? "on" : asked === "0" ? "off" : chosen === "on" || chosen === "off" ? chosen : "auto";
+const gpu = gpuMode === "on" ? "&gpu=1" : gpuMode === "off" ? "&gpu=0" : "";
 export const client = new WorkerClient({ workerURL: new URL("../worker.js?prefetch=digits" + gpu, import.meta.url),
                                          startAfter: registerServiceWorker() });

@@ -109,6 +109,23 @@ on("settings", (t) => {   // a resumed run's settings
   if (t.learningRate) $("lr").value = t.learningRate;
 });
 
+// ------------------------------------------------------------------ the device that trains
+
+/** "Trains on GPU: <adapter>" or "Trains on CPU, N threads" and why not the GPU (worker/boot.js describeDevice). */
+function showDevice(d) {
+  if (!d) return;
+  app.device = d;
+  $("device").value = d.mode;
+  $("device-status").textContent = `Trains on ${d.device}` + (d.reason && d.mode !== "off" ? ` (not the GPU: ${d.reason}).` : ".");
+}
+client.on("ready", (v) => showDevice(v.gpu));
+client.on("device", showDevice);
+$("device").onchange = () => guarded(null, async () => {
+  const gpu = $("device").value;
+  try { localStorage.setItem("pytrain-gpu", gpu); } catch (e) { /* storage blocked: this visit only */ }
+  showDevice(await client.call("setDevice", { gpu }));
+}, $("device"));
+
 // ------------------------------------------------------------------ training events
 
 let lastProgress = null;

@@ -127,7 +127,10 @@ export function memoryText(mem) {
   const over = mem.total > mem.left;
   return `Memory: training needs about ${mib(mem.total)} at batch size ${nf.format(mem.batch_size)} (parameters ` +
     `${mib(mem.parameters)}, gradients ${mib(mem.gradients)}, optimizer state ${mib(mem.optimizer_state)}, activations ` +
-    `${mib(mem.activations)}), ${over ? "over" : "within"} the ${mib(mem.left)} left of the ${mib(mem.limit)} limit.`;
+    `${mib(mem.activations)}), ${over ? "over" : "within"} the ${mib(mem.left)} left of the ${mib(mem.limit)} limit.` +
+    (mem.gpu ? ` On the GPU (${mem.gpu.adapter}): ${mib(mem.gpu.total)} of the ${mib(mem.gpu.memory)} pytrain assumes it has` +
+      `${mem.gpu.fits ? "" : ", too much: the CPU trains"}; the wasm heap keeps ${mib(mem.gpu.heap)} (parameters and ` +
+      "optimizer state, copied back after every slice)." : "");
 }
 
 /** "Train until epoch" is the run's total: when the run has trained that many, what to type to train on ("" otherwise). */

@@ -137,23 +137,46 @@ async function installWasmKernels(pyodide, early) {
   return "numpy";
 }
 
-/* The WebGPU device (gpu/webgpu.js) when the page asked for it (worker.js?gpu=1: the user turned the GPU on)
- * and the browser gives an adapter: registered as Python's pytrain_webgpu, so the session's slices train
- * there (pytrain/webapp/gpu_slices.py). What trains, for the page: "GPU: <adapter>" or "CPU, N threads". */
-async function installWebGPU(pyodide) {
-  const cpu = "CPU, " + (runtime.threads || 1) + (runtime.threads > 1 ? " threads" : " thread");
-  if (new URL(self.location.href).searchParams.get("gpu") !== "1") return cpu;
-  try {
-    self.importScripts(BASE + "gpu/webgpu.js");
-    const gpu = await self.PytrainGPU.create(() => pyodide._module.HEAPU8);
-    if (!gpu) return cpu + " (no GPU: " + self.PytrainGPU.reason + ")";
-    gpu.registerWithPyodide(pyodide);
-    runtime.gpu = gpu;
-    return "GPU: " + gpu.name;
-  } catch (err) {
-    console.warn("pytrain: no WebGPU device, the CPU trains:", err);
-    return cpu + " (no GPU: " + (err.message || err) + ")";
+/* The WebGPU device (gpu/webgpu.js), by the user's choice (worker.js?gpu=: "1" on, "0" off, absent auto):
+ * "auto" takes a hardware adapter and leaves a software one (SwiftShader) alone, slower than the wasm
+ * kernels; "on" takes any adapter; "off" none. A device taken is registered as Python's pytrain_webgpu, so
+ * the session's slices train there (pytrain/webapp/gpu_slices.py). runtime.device says what trains, for the
+ * page: "GPU: <adapter>" or "CPU, N threads", with runtime.deviceReason saying why not the GPU. */
+function gpuModeFromURL() {
+  const v = new URL(self.location.href).searchParams.get("gpu");
+  return v === "1" ? "on" : v === "0" ? "off" : "auto";
+}
+
+async function installWebGPU(pyodide, mode) {
+  runtime.gpuMode = mode;
+  runtime.deviceReason = "";
+  if (mode !== "off" && !runtime.gpu) {
+    try {
+      if (!self.PytrainGPU) self.importScripts(BASE + "gpu/webgpu.js", BASE + "gpu/shaders_nn.js");
+      const gpu = await self.PytrainGPU.create(() => pyodide._module.HEAPU8, { software: mode === "on" });
+      if (gpu) {
+        gpu.registerWithPyodide(pyodide);
+        runtime.gpu = gpu;
+      } else runtime.deviceReason = self.PytrainGPU.reason;
+    } catch (err) {
+      console.warn("pytrain: no WebGPU device, the CPU trains:", err);
+      runtime.deviceReason = String(err.message || err);
+    }
   }
+  const use = !!runtime.gpu && mode !== "off" && !runtime.gpu.lost && (mode === "on" || !runtime.gpu.software);
+  if (mode === "off") runtime.deviceReason = "the GPU is turned off";
+  else if (runtime.gpu && runtime.gpu.lost) runtime.deviceReason = "the GPU device was lost: " + runtime.gpu.lost;
+  else if (runtime.gpu && !use) runtime.deviceReason = "the adapter (" + runtime.gpu.name + ") is a software one";
+  runtime.gpuLost = null;
+  if (runtime.gpu) pyodide.runPython("from pytrain.ops import webgpu\nwebgpu.use(" + (use ? "True" : "False") + ")");
+  return describeDevice(use);
+}
+
+/** What trains: {device: "GPU: <adapter>" | "CPU, N threads", mode, reason: why not the GPU ("" when it trains)}. */
+function describeDevice(gpu) {
+  const cpu = "CPU, " + (runtime.threads || 1) + (runtime.threads > 1 ? " threads" : " thread");
+  runtime.device = gpu ? "GPU: " + runtime.gpu.name : cpu;
+  return { device: runtime.device, mode: runtime.gpuMode, reason: gpu ? "" : runtime.deviceReason };
 }
 
 /* Start a download now and keep its bytes for later (a rejection is reported where it is awaited). */
@@ -290,7 +313,7 @@ async function loadRuntime() {
     progress.setStage("Starting pytrain");
     const gemm = await installWasmKernels(pyodide, kernels);
     progress.mark("kernels linked");
-    const trainsOn = await installWebGPU(pyodide);
+    const trainsOn = await installWebGPU(pyodide, gpuModeFromURL());
     pyodide.runPython(
       "from pytrain import webapp as _pt_webapp\n" +
       "_pt_session = _pt_webapp.Session()\n" +
@@ -306,7 +329,8 @@ async function loadRuntime() {
     versions.pyodide = dist ? dist[1] : pyodide.version;
     versions.gemm = gemm;
     versions.threads = runtime.threads;   // threads the big products run on (kernels.js startThreads)
-    versions.device = trainsOn;           // "GPU: <adapter>" or "CPU, N threads" (installWebGPU)
+    versions.device = trainsOn.device;    // "GPU: <adapter>" or "CPU, N threads" (installWebGPU)
+    versions.gpu = trainsOn;              // {device, mode: "auto" | "on" | "off", reason: why not the GPU}
     progress.finishAll();
     progress.setStage("Ready");
     emit("ready", versions);

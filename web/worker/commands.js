@@ -116,6 +116,15 @@ const COMMAND_TABLE = {
   save: { run: async () => saveRun("manual") },
   resumeSaved: { idle: "resuming", run: resumeSaved },
 
+  /* the device that trains: gpu "auto" (a hardware WebGPU adapter), "on" (any adapter, SwiftShader too) or "off";
+   * {device: "GPU: <adapter>" | "CPU, N threads", mode, reason: why not the GPU} (boot.js installWebGPU) */
+  setDevice: { idle: "changing the device", run: async ({ gpu = "auto" }) => {
+    if (!["auto", "on", "off"].includes(gpu)) throw new UserError(`gpu is "auto", "on" or "off", not ${gpu}`, "InputError");
+    const d = await installWebGPU(runtime.pyodide, gpu);
+    emit("device", d);
+    return d;
+  } },
+
   federate: { idle: "joining a federation", run: federate },
   leaveFederation: { early: true, run: leaveFederation },
 };

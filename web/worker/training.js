@@ -101,6 +101,8 @@ function gpuFallback(reason) {
   if (runtime.gpuLost === reason) return;
   runtime.gpuLost = reason;
   console.warn("pytrain:", reason);
+  runtime.deviceReason = reason;
+  emit("device", describeDevice(false));
   emit("error", { type: "GpuFallback", message: reason + "; training continues on the CPU.", expected: true });
 }
 

@@ -43,14 +43,27 @@ _STORED = {np.dtype(np.float32): np.dtype(np.float32), np.dtype(np.int64): np.dt
            np.dtype(np.int32): np.dtype(np.int32)}
 
 
+#: the GPU memory pytrain assumes when the browser says nothing (WebGPU reports no memory size): what an
+#: integrated laptop GPU commonly has to give; a device's ``memory`` may say otherwise
+GPU_MEMORY = 2 * 1024 ** 3
+
+
 class Device:
     """The page's WebGPU device (the JS object registered as ``pytrain_webgpu``) and the transfers
-    counted on the Python side."""
+    counted on the Python side.
+
+    Its limits: ``max_buffer``, the largest tensor (the adapter's ``maxStorageBufferBindingSize`` and
+    ``maxBufferSize``, the smaller), and ``memory``, the bytes the tensors alive at once may take
+    (:data:`GPU_MEMORY` unless the page says); ``allocated`` is what they take now. A tensor past either is
+    refused (:class:`GpuTransferError` naming it and the limit) before it is allocated."""
 
     def __init__(self, js: Any) -> None:
         self.js = js
         self.adapter = str(js.adapter)
         self.max_binding = int(js.max_binding)
+        self.max_buffer = min(self.max_binding, int(getattr(js, "max_buffer", self.max_binding)))
+        self.memory = int(getattr(js, "memory", 0) or GPU_MEMORY)
+        self.allocated = 0
         self.uploads = 0
         self.upload_bytes = 0
         self.readbacks = 0
@@ -93,10 +106,22 @@ class Device:
         dt = np.dtype(dtype)
         size = int(np.prod(shape, dtype=np.int64))
         nbytes = size * _STORED[dt].itemsize
-        if nbytes > self.max_binding:
-            raise GpuTransferError("a %s tensor of %d bytes exceeds this GPU's maxStorageBufferBindingSize (%d)"
-                                   % (list(shape), nbytes, self.max_binding))
-        return GpuTensor(self, int(self._alloc(nbytes)), tuple(int(d) for d in shape), dt)
+        self.check("a %s tensor" % list(shape), nbytes, nbytes)
+        t = GpuTensor(self, int(self._alloc(nbytes)), tuple(int(d) for d in shape), dt)
+        self.allocated += nbytes
+        return t
+
+    def check(self, what: str, largest: int, total: int) -> None:
+        """Refuse (GpuTransferError naming ``what`` and the limit) a tensor of ``largest`` bytes past
+        ``max_buffer``, or ``total`` more bytes past what is left of ``memory``."""
+        if largest > self.max_buffer:
+            raise GpuTransferError("%s of %d bytes exceeds this GPU's largest buffer (maxStorageBufferBindingSize, "
+                                   "maxBufferSize: %d bytes)" % (what, largest, self.max_buffer))
+        if self.allocated + total > self.memory:
+            raise GpuTransferError("%s (%.1f MiB) does not fit the GPU memory left (%.1f MiB of the %.1f MiB pytrain "
+                                   "assumes this GPU has)" % (what, total / 2.0 ** 20,
+                                                              (self.memory - self.allocated) / 2.0 ** 20,
+                                                              self.memory / 2.0 ** 20))
 
     def dispatch(self, kernel: str, items: int, tensors: Sequence[Any], params: Sequence[Any],
                  per_group: int = 64) -> None:
@@ -112,8 +137,9 @@ class Device:
         words = [_word(p) for p in params]
         self._call(kernel, grid[0], grid[1], grid[2], len(ids), *(ids + words))
 
-    def free(self, buffer_id: int) -> None:
-        """Give buffer ``buffer_id`` back to the JS device's pool (GpuTensor does when dropped)."""
+    def free(self, buffer_id: int, nbytes: int = 0) -> None:
+        """Give buffer ``buffer_id`` (of ``nbytes``) back to the JS device's pool (GpuTensor does when dropped)."""
+        self.allocated -= nbytes
         self._free(buffer_id)
 
     def read_into(self, buffer_id: int, out: np.ndarray) -> None:
@@ -138,7 +164,7 @@ class GpuTensor:
     """A tensor in a GPU buffer: its shape and logical dtype (int64 labels are stored as int32),
     and optionally the host array it was uploaded from."""
 
-    __slots__ = ("device", "id", "shape", "dtype", "host", "__weakref__")
+    __slots__ = ("device", "id", "shape", "dtype", "host", "base", "__weakref__")
 
     def __init__(self, device: Device, id: int, shape: Tuple[int, ...], dtype: np.dtype) -> None:
         self.device = device
@@ -146,6 +172,7 @@ class GpuTensor:
         self.shape = shape
         self.dtype = dtype
         self.host: Optional[np.ndarray] = None
+        self.base: Optional["GpuTensor"] = None   # a view's tensor, which owns the buffer (kept alive by the view)
 
     @property
     def ndim(self) -> int:
@@ -167,8 +194,10 @@ class GpuTensor:
         self.device.read_into(self.id, out)
 
     def __del__(self) -> None:
+        if self.base is not None:   # a view: its base frees the buffer
+            return
         try:
-            self.device.free(self.id)
+            self.device.free(self.id, self.size * _STORED[self.dtype].itemsize)
         except Exception:  # the page is going away
             pass
 
@@ -178,11 +207,29 @@ class GpuTensor:
 
 _device: Optional[Device] = None
 _absent = False   # looked for and not registered (the page registers it before pytrain's session exists)
+_use = [True, 0]  # whether the page lets the device train (the user's choice), and how many times that was set
+
+
+def use(on: bool) -> None:
+    """Let the page's registered device train (``on``) or not (the user turned it off, or only a software
+    adapter is there and the user did not ask for it): :func:`device` returns None while off. Every call
+    starts the device's training afresh (:func:`choice`), as the CPU may have trained in between."""
+    global _absent
+    _use[0], _use[1] = bool(on), _use[1] + 1
+    if on:
+        _absent = False   # (registered since it was last looked for)
+
+
+def choice() -> int:
+    """How many times :func:`use` was called: a GPU training made under another choice is stale."""
+    return _use[1]
 
 
 def device() -> Optional[Device]:
     """The page's WebGPU device, or None when the page registered none (no adapter, turned off, CPython)."""
     global _device, _absent
+    if not _use[0]:
+        return None
     if _device is None and not _absent:
         try:  # registered by the page when the user turned the GPU on (web/gpu/webgpu.js registerWithPyodide)
             import pytrain_webgpu  # type: ignore

@@ -14,7 +14,7 @@ import numpy as np
 
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, KernelInfo, OpContext
-from pytrain.ops.webgpu import Device, GpuTensor, GpuTransferError, device
+from pytrain.ops.webgpu import Device, GpuTensor, GpuTransferError, conv, device, nn
 
 _F32 = np.dtype(np.float32)
 Kernel = Callable[..., Optional[Tuple[Any, ...]]]
@@ -138,7 +138,7 @@ def _reduce(x: Any, outer: int, red: int, inner: int, shape: Sequence[int]) -> G
     """``x`` viewed as (outer, red, inner) summed over its middle axis in order, as a tensor of ``shape``."""
     dev = device()
     y = dev.empty(shape)
-    dev.dispatch("reduce_sum", outer * inner, [_on_gpu(dev, x), y], [outer, red, inner])
+    dev.dispatch("reduce_sum", outer * inner, [_on_gpu(dev, x), y], [outer, red, inner, 1.0])
     return y
 
 
@@ -294,6 +294,14 @@ KERNELS: Dict[Tuple[str, str], Kernel] = {
     (PYTRAIN_DOMAIN, "AdamStep"): adam_step, (PYTRAIN_DOMAIN, "SGDStep"): sgd_step,
 }
 
+KERNELS.update({("", "Conv"): conv.conv, (PYTRAIN_DOMAIN, "ConvGrad"): conv.conv_grad, ("", "MaxPool"): conv.max_pool,
+                (PYTRAIN_DOMAIN, "MaxPoolGrad"): conv.max_pool_grad, ("", "Reshape"): conv.reshape,
+                ("", "Flatten"): conv.flatten, ("", "Gather"): nn.gather, (PYTRAIN_DOMAIN, "GatherGrad"): nn.gather_grad,
+                ("", "LayerNormalization"): nn.layer_normalization,
+                (PYTRAIN_DOMAIN, "LayerNormalizationGrad"): nn.layer_normalization_grad,
+                ("", "ReduceMean"): nn.reduce_mean, (PYTRAIN_DOMAIN, "ReduceGrad"): nn.reduce_grad,
+                ("", "Softmax"): nn.softmax, (PYTRAIN_DOMAIN, "SoftmaxGrad"): nn.softmax_grad})
+
 #: (domain, op) -> the inputs a CPU kernel reads only the shape and dtype of (a GPU tensor there needs no copy)
 SHAPE_ONLY: Dict[Tuple[str, str], FrozenSet[int]] = {
     ("", "Shape"): frozenset([0]), ("", "Size"): frozenset([0]), ("", "CastLike"): frozenset([1]),
@@ -315,10 +323,10 @@ def on_cpu(fn: Kernel, key: Tuple[str, str], label: str) -> Kernel:
                 elif i in shape_only:
                     cpu[i] = a.stand_in()
                 else:
-                    raise GpuTransferError(
-                        "node %s (%s) has no GPU shader for this case and reads input %d, which lives on the GPU; "
+                    raise GpuTransferError(   # (the plan names the node)
+                        "%s has no GPU shader for this case and reads input %d, which lives on the GPU; "
                         "a GPU -> CPU copy cannot happen inside a step, so this model trains on the CPU"
-                        % (label, key[1], i))
+                        % (key[1], i))
         return fn(ctx, *cpu, **kw)
     return run
 

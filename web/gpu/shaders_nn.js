@@ -1,0 +1,231 @@
+/* pytrain's WebGPU kernels for CNNs and embedding models, added to gpu/webgpu.js's (load after it): the same
+ * form (name -> [tensor bindings, workgroup size, WGSL body]; P the u32 parameters, pf(i) a float among them;
+ * one thread per output element or row, each summing in index order). */
+(function (root) {
+  "use strict";
+  root.PytrainGPU.addKernels({
+    // 2-D convolution (one group), one thread per output element summing over (c, kh, kw) in order, then the
+    // bias. Window P (all kernels below): n, c, m, flag, inH, inW, outH, outW, kH, kW, sH, sW, dH, dW, pH, pW
+    conv2d: [["r", "r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
+  if (i >= P[0] * M * outH * outW) { return; }
+  let ow = i % outW; var r = i / outW; let oh = r % outH; r = r / outH; let mm = r % M; let nn = r / M;
+  var acc = 0.0;
+  for (var c = 0u; c < C; c = c + 1u) {
+    for (var kh = 0u; kh < kH; kh = kh + 1u) {
+      let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
+      if (ih < 0 || ih >= i32(inH)) { continue; }
+      for (var kw = 0u; kw < kW; kw = kw + 1u) {
+        let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
+        if (iw < 0 || iw >= i32(inW)) { continue; }
+        acc = acc + T1[((nn * C + c) * inH + u32(ih)) * inW + u32(iw)] * T2[((mm * C + c) * kH + kh) * kW + kw];
+      }
+    }
+  }
+  if (P[3] == 1u) { acc = acc + T3[mm]; }
+  T4[i] = acc;
+}`],
+    // dX of conv2d: each input element sums dY * W over (m, kh, kw) of the outputs whose window holds it
+    conv2d_grad_x: [["r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
+  if (i >= P[0] * C * inH * inW) { return; }
+  let iw = i % inW; var r = i / inW; let ih = r % inH; r = r / inH; let cc = r % C; let nn = r / C;
+  var acc = 0.0;
+  for (var m = 0u; m < M; m = m + 1u) {
+    for (var kh = 0u; kh < kH; kh = kh + 1u) {
+      let th = i32(ih) + i32(P[14]) - i32(kh * P[12]);
+      if (th < 0 || th % i32(P[10]) != 0) { continue; }
+      let oh = u32(th) / P[10];
+      if (oh >= outH) { continue; }
+      for (var kw = 0u; kw < kW; kw = kw + 1u) {
+        let tw = i32(iw) + i32(P[15]) - i32(kw * P[13]);
+        if (tw < 0 || tw % i32(P[11]) != 0) { continue; }
+        let ow = u32(tw) / P[11];
+        if (ow >= outW) { continue; }
+        acc = acc + T1[((nn * M + m) * outH + oh) * outW + ow] * T2[((m * C + cc) * kH + kh) * kW + kw];
+      }
+    }
+  }
+  T3[i] = acc;
+}`],
+    // dW of conv2d: each weight sums dY * X over (n, oh, ow) in order
+    conv2d_grad_w: [["r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
+  if (i >= M * C * kH * kW) { return; }
+  let kw = i % kW; var r = i / kW; let kh = r % kH; r = r / kH; let cc = r % C; let mm = r / C;
+  var acc = 0.0;
+  for (var n = 0u; n < P[0]; n = n + 1u) {
+    for (var oh = 0u; oh < outH; oh = oh + 1u) {
+      let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
+      if (ih < 0 || ih >= i32(inH)) { continue; }
+      for (var ow = 0u; ow < outW; ow = ow + 1u) {
+        let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
+        if (iw < 0 || iw >= i32(inW)) { continue; }
+        acc = acc + T1[((n * M + mm) * outH + oh) * outW + ow] * T2[((n * C + cc) * inH + u32(ih)) * inW + u32(iw)];
+      }
+    }
+  }
+  T3[i] = acc;
+}`],
+    // dB of conv2d: dY summed over (n, oh, ow) in order, one thread per output channel
+    conv2d_grad_b: [["r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let mm = g.x;
+  let M = P[2]; let size = P[6] * P[7];
+  if (mm >= M) { return; }
+  var acc = 0.0;
+  for (var n = 0u; n < P[0]; n = n + 1u) {
+    for (var j = 0u; j < size; j = j + 1u) { acc = acc + T1[(n * M + mm) * size + j]; }
+  }
+  T2[mm] = acc;
+}`],
+    // 2-D MaxPool: the first maximum in scan order (strict >), its flat index in X (row-major) when P[3] is 1
+    max_pool2d: [["r", "w", "wi"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; if (i >= P[0] * P[1] * outH * outW) { return; }
+  let ow = i % outW; let oh = (i / outW) % outH; let plane = i / (outW * outH);
+  var best = 0.0; var at = 0u; var found = false;   // (a window always holds an element: pads < kernel)
+  for (var kh = 0u; kh < P[8]; kh = kh + 1u) {
+    let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
+    if (ih < 0 || ih >= i32(inH)) { continue; }
+    for (var kw = 0u; kw < P[9]; kw = kw + 1u) {
+      let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
+      if (iw < 0 || iw >= i32(inW)) { continue; }
+      let k = u32(ih) * inW + u32(iw);
+      let v = T1[plane * inH * inW + k];
+      if (!found || v > best) { best = v; at = k; found = true; }
+    }
+  }
+  T2[i] = best;
+  if (P[3] == 1u) { T3[i] = i32(plane * inH * inW + at); }
+}`],
+    // MaxPoolGrad: each X element sums, in order, the dY of its plane whose index is it. P = planes, in, out sizes
+    max_pool2d_grad: [["r", "ri", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  if (i >= P[0] * P[1]) { return; }
+  let plane = i / P[1];
+  var acc = 0.0;
+  for (var j = 0u; j < P[2]; j = j + 1u) {
+    let k = plane * P[2] + j;
+    if (T2[k] == i32(i)) { acc = acc + T1[k]; }
+  }
+  T3[i] = acc;
+}`],
+    // Gather of rows (axis 0): Y[q, j] = X[I[q], j]. P = count, inner
+    gather_rows: [["r", "ri", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  let inner = P[1];
+  if (i >= P[0] * inner) { return; }
+  T3[i] = T1[u32(T2[i / inner]) * inner + i % inner];
+}`],
+    // GatherGrad of rows: dX[r, j] sums, in order, dY[q, j] over the q whose index is r. P = count, inner, size
+    gather_rows_grad: [["r", "ri", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  let inner = P[1];
+  if (i >= P[2]) { return; }
+  let r = i32(i / inner); let j = i % inner;
+  var acc = 0.0;
+  for (var q = 0u; q < P[0]; q = q + 1u) { if (T2[q] == r) { acc = acc + T1[q * inner + j]; } }
+  T3[i] = acc;
+}`],
+    // LayerNormalization over rows of n: mean, 1 / sqrt(var + eps), y = (x - mean) * inv * scale (+ b).
+    // P = rows, n, eps bits, hasB
+    layernorm: [["r", "r", "r", "w", "w", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.x + g.y * 65535u * 64u;
+  let n = P[1];
+  if (r >= P[0]) { return; }
+  let o = r * n;
+  var s = 0.0;
+  for (var j = 0u; j < n; j = j + 1u) { s = s + T1[o + j]; }
+  let mean = s / f32(n);
+  var v = 0.0;
+  for (var j = 0u; j < n; j = j + 1u) { let d = T1[o + j] - mean; v = v + d * d; }
+  let inv = 1.0 / sqrt(v * (1.0 / f32(n)) + pf(2));
+  for (var j = 0u; j < n; j = j + 1u) {
+    var y = ((T1[o + j] - mean) * inv) * T2[j];
+    if (P[3] == 1u) { y = y + T3[j]; }
+    T4[o + j] = y;
+  }
+  T5[r] = mean; T6[r] = inv;
+}`],
+    // dX of LayerNormalization: inv * (g - mean(g) - xhat * mean(g * xhat)), g = dY * scale. P = rows, n
+    layernorm_grad_x: [["r", "r", "r", "r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.x + g.y * 65535u * 64u;
+  let n = P[1];
+  if (r >= P[0]) { return; }
+  let o = r * n; let mean = T4[r]; let inv = T5[r];
+  var sg = 0.0; var sgx = 0.0;
+  for (var j = 0u; j < n; j = j + 1u) {
+    let gj = T1[o + j] * T3[j];
+    sg = sg + gj; sgx = sgx + gj * ((T2[o + j] - mean) * inv);
+  }
+  let mg = sg * (1.0 / f32(n)); let mgx = sgx * (1.0 / f32(n));
+  for (var j = 0u; j < n; j = j + 1u) {
+    let xh = (T2[o + j] - mean) * inv;
+    T6[o + j] = inv * ((T1[o + j] * T3[j] - mg) - xh * mgx);
+  }
+}`],
+    // dScale[j] = sum over rows of dY * xhat, dB[j] = sum of dY, in row order. P = rows, n
+    layernorm_grad_params: [["r", "r", "r", "r", "w", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let j = g.x;
+  let n = P[1];
+  if (j >= n) { return; }
+  var ds = 0.0; var db = 0.0;
+  for (var r = 0u; r < P[0]; r = r + 1u) {
+    let dy = T1[r * n + j];
+    ds = ds + dy * ((T2[r * n + j] - T3[r]) * T4[r]); db = db + dy;
+  }
+  T5[j] = ds; T6[j] = db;
+}`],
+    // Softmax of rows of n: exp(x - max) / their sum (in order). P = rows, n
+    softmax_rows: [["r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.x + g.y * 65535u * 64u;
+  let n = P[1];
+  if (r >= P[0]) { return; }
+  let o = r * n;
+  var mx = T1[o];
+  for (var j = 1u; j < n; j = j + 1u) { mx = max(mx, T1[o + j]); }
+  var s = 0.0;
+  for (var j = 0u; j < n; j = j + 1u) { let e = exp(T1[o + j] - mx); T2[o + j] = e; s = s + e; }
+  for (var j = 0u; j < n; j = j + 1u) { T2[o + j] = T2[o + j] / s; }
+}`],
+    // SoftmaxGrad of rows: Y * (dY - sum(dY * Y)). P = rows, n
+    softmax_grad_rows: [["r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = g.x + g.y * 65535u * 64u;
+  let n = P[1];
+  if (r >= P[0]) { return; }
+  let o = r * n;
+  var s = 0.0;
+  for (var j = 0u; j < n; j = j + 1u) { s = s + T1[o + j] * T2[o + j]; }
+  for (var j = 0u; j < n; j = j + 1u) { T3[o + j] = T2[o + j] * (T1[o + j] - s); }
+}`],
+  });
+})(typeof globalThis !== "undefined" ? globalThis : this);
