@@ -268,7 +268,7 @@ class Session:
             return d["feeds"](d["train_x"][idx], d["train_y"][idx])
         return self.model_x(d["train_x"][idx]), self.targets(d["train_y"][idx])
 
-    def train_for(self, budget_ms: float = 200.0, max_steps: int = 1000000) -> Dict[str, Any]:
+    def train_for(self, budget_ms: float = TabRun.budget_ms, max_steps: int = 1000000) -> Dict[str, Any]:
         """Train batches until ``budget_ms`` has passed or the epoch ends; report the losses.
 
         Short slices let the worker answer pause/stop/predict between them.

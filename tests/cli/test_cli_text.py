@@ -93,7 +93,7 @@ def test_the_tabs_text_run_file_continues_in_the_cli_with_the_tabs_next_losses(c
     else:
         s.text("use", model=tiny_bert_classifier(lm.vocab_size, classes=3, length=LENGTH), tokenizer=lm.tokenizer_json,
                csv=CSV, val_fraction=0.25, lora={"rank": 4, "alpha": 8})
-    s.train_for(max_steps=3)
+    s.train_for(budget_ms=1e9, max_steps=3)
     member = "text.txt" if kind == "text" else "text.csv"
     with zipfile.ZipFile(io.BytesIO(s.run_file(epochs=2))) as z:
         assert not z.comment and {"tokenizer.json", member} <= set(z.namelist())
@@ -106,7 +106,7 @@ def test_the_tabs_text_run_file_continues_in_the_cli_with_the_tabs_next_losses(c
     cli = _step_losses(tmp_path / "cli.jsonl")
     tab = []
     while s.run.at.epoch < 2:
-        tab += s.train_for(max_steps=100)["losses"]
+        tab += s.train_for(budget_ms=1e9, max_steps=100)["losses"]
     assert cli == tab and len(cli) >= 3
 
 

@@ -119,7 +119,7 @@ def test_head_trains_on_frozen_backbone_and_export_composes(how, normalize, tmp_
     s.configure(batch_size=4, lr=0.05)
     losses = []
     for _ in range(8):
-        losses += s.train_for(10_000)["losses"]
+        losses += s.train_for(budget_ms=1e9)["losses"]
     assert runs == [], "features are computed once, at build: training epochs run no backbone"
     assert np.mean(losses[-6:]) < np.mean(losses[:6])
     res = s.evaluate()
@@ -156,7 +156,7 @@ def test_features_cached_and_weights_unchanged_after_training(tmp_path):
     s.build_cnn("SGD", backbone={"bytes": blob, "name": "bb.onnx"})
     ext_before = onnx.load_from_string(s.backbone.blob)
     for _ in range(3):
-        s.train_for(10_000)
+        s.train_for(budget_ms=1e9)
     composed = onnx.load_from_string(s.export())
     after = {t.name: numpy_helper.to_array(t) for t in composed.graph.initializer}
     for t in ext_before.graph.initializer:           # every backbone weight, bit for bit
@@ -177,7 +177,7 @@ def test_browser_resume_keeps_the_backbone_and_run_file_carries_it(tmp_path):
     s = Session()
     s.use_arrays(x, y, classes=["a", "b"])
     s.build_cnn("AdamW", backbone={"bytes": blob, "name": "bb.onnx", "normalize": "imagenet"})
-    s.train_for(10_000)
+    s.train_for(budget_ms=1e9)
     snap = s.snapshot()
     assert feature_head.ARTIFACT_KEY in snap["artifacts"]
     r = Session()

@@ -48,7 +48,7 @@ def test_backbone_output_named_features_builds_trains_and_exports():
     model = s.build_cnn("AdamW", backbone={"bytes": blob, "name": "features.onnx", "size": SIDE})
     assert model["origin"] == "backbone" and model["head_params"] == 4 * 2 + 2
     s.configure(batch_size=4, lr=0.05)
-    s.train_for(10_000)
+    s.train_for(budget_ms=1e9)
     exported = s.export()
     m = onnx.load_from_string(exported)
     onnx.checker.check_model(m)

@@ -25,7 +25,7 @@ def test_the_tabs_first_loss_logits_and_samples_are_transformers_and_onnxruntime
                  val_fraction=0.0, lora={"rank": 4, "alpha": 8, "targets": ["o_proj"]}, name=name,
                  extra_files={"config.json": (h.folder / "config.json").read_bytes()})
     assert res["model"]["text"]["inputs"] == [n for n, _, _ in specs(h.model)]
-    np.testing.assert_allclose(s.train_for(max_steps=1)["losses"][0], first_batch_loss(h.oracle, 4), rtol=1e-5)
+    np.testing.assert_allclose(s.train_for(budget_ms=1e9, max_steps=1)["losses"][0], first_batch_loss(h.oracle, 4), rtol=1e-5)
 
     ids = np.asarray(h.oracle["inputs"]["input_ids"])
     mask = np.ones_like(ids)
@@ -58,7 +58,7 @@ def test_a_past_whose_heads_the_shapes_leave_open_needs_the_config_json_chosen_w
     s = Session()
     s.configure(batch_size=4)
     s.text("use", extra_files={"config.json": (h.folder / "config.json").read_bytes()}, **args)
-    s.train_for(max_steps=1)
+    s.train_for(budget_ms=1e9, max_steps=1)
     kept = s.model["text"]["input_specs"]
     assert [sp[1:] for sp in kept if sp[0] == "past_key_values.1.value"] == [[1, ["batch", 2, "past", 8]]]
     # the saved run (the page's snapshot) and the run file feed the past again without the config.json
@@ -67,5 +67,5 @@ def test_a_past_whose_heads_the_shapes_leave_open_needs_the_config_json_chosen_w
     again.restore(snap["meta"], snap["artifacts"], snap["checkpoint"], snap["data"])
     file = Session()
     file.use_artifact_files({"run.zip": s.run_file(epochs=2)})
-    want = s.train_for(max_steps=2, budget_ms=60000)["losses"]
-    assert again.train_for(max_steps=2, budget_ms=60000)["losses"] == want == file.train_for(max_steps=2, budget_ms=60000)["losses"]
+    want = s.train_for(budget_ms=1e9, max_steps=2, budget_ms=60000)["losses"]
+    assert again.train_for(budget_ms=1e9, max_steps=2, budget_ms=60000)["losses"] == want == file.train_for(budget_ms=1e9, max_steps=2, budget_ms=60000)["losses"]

@@ -60,7 +60,7 @@ def test_a_causal_lm_trains_on_a_text_file_and_samples_greedily_from_its_export(
     again = Session()
     again.restore(snap["meta"], snap["artifacts"], snap["checkpoint"], snap["data"])
     assert again.digest() == s.digest() and again.text("samples", prompt="the cat", new_tokens=12)["ids"] == want
-    assert again.train_for(max_steps=2)["losses"] == s.train_for(max_steps=2)["losses"]
+    assert again.train_for(budget_ms=1e9, max_steps=2)["losses"] == s.train_for(budget_ms=1e9, max_steps=2)["losses"]
     with pytest.raises(WebappError, match="cannot join a federation"):
         s.federation("start", url="http://127.0.0.1:1/", public_key="")
 
@@ -123,7 +123,7 @@ def test_a_text_runs_file_goes_back_into_the_page_with_its_tokenizer_and_setting
         s = Session()
         s.configure(batch_size=3, lr=0.02)
         s.text("use", model=model, tokenizer=lm.tokenizer_json, **kw)
-        s.train_for(max_steps=2)
+        s.train_for(budget_ms=1e9, max_steps=2)
         blob = s.run_file(epochs=4)
         again = Session()
         res = again.use_artifact_files({"run.zip": blob})
@@ -132,7 +132,7 @@ def test_a_text_runs_file_goes_back_into_the_page_with_its_tokenizer_and_setting
         assert res["data"]["task"] == ("lm" if "text" in kw else "classification")
         for part in ("train_x", "train_y", "val_x", "val_y"):
             np.testing.assert_array_equal(again.source.data[part], s.source.data[part])
-        assert again.train_for(max_steps=3)["losses"] == s.train_for(max_steps=3)["losses"]
+        assert again.train_for(budget_ms=1e9, max_steps=3)["losses"] == s.train_for(budget_ms=1e9, max_steps=3)["losses"]
         assert again.evaluate()["loss"] == s.evaluate()["loss"]
         if "csv" in kw:
             assert again.text("samples", count=2)["predictions"] == s.text("samples", count=2)["predictions"]

@@ -36,7 +36,7 @@ def quantized_tab():
     s = Session()
     s.configure(batch_size=4, lr=0.02)
     res = s.text("use", model=_zip("gpt2"), name="gpt2.zip", text=CORPUS, block_size=16, lora=LORA)
-    s.train_for(max_steps=4, budget_ms=120000)
+    s.train_for(budget_ms=1e9, max_steps=4, budget_ms=120000)
     return s, res, unpack({"download.zip": s.text("transformers_js")})
 
 
@@ -72,7 +72,7 @@ def test_the_float_file_chosen_downloads_model_onnx_alone_for_every_runtime_also
     s = Session()
     s.configure(batch_size=4, lr=0.02)
     s.text("use", model=_zip("gpt2"), name="gpt2.zip", text=CORPUS, block_size=16, lora=LORA, dtype="fp32")
-    s.train_for(max_steps=1)
+    s.train_for(budget_ms=1e9, max_steps=1)
     folder = unpack({"d.zip": s.text("transformers_js")})
     assert [k for k in folder if k.startswith("onnx/")] == ["onnx/model.onnx"]
     assert json.loads(folder["config.json"])["transformers.js_config"] == {"dtype": "fp32"}
@@ -113,7 +113,7 @@ def test_a_q4_upload_downloads_model_q4_onnx_requantized_and_names_it_the_defaul
     s.text("use", model=q.model.model.SerializeToString(), name="onnx/model_q4.onnx",
            tokenizer=h.tokenizer.read_text(encoding="utf-8"), text=CORPUS, block_size=16, lora=LORA,
            extra_files={"config.json": (h.folder / "config.json").read_bytes()})
-    s.train_for(max_steps=1)
+    s.train_for(budget_ms=1e9, max_steps=1)
     folder = unpack({"d.zip": s.text("transformers_js")})
     assert [k for k in sorted(folder) if k.startswith("onnx/")] == ["onnx/model.onnx", "onnx/model_q4.onnx"]
     assert json.loads(folder["config.json"])["transformers.js_config"] == {"dtype": "q4"}   # no q8 file to find
