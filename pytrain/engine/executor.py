@@ -86,9 +86,9 @@ class Plan:
         nodes = live_nodes(nodes, self.output_names)
         # opset 1-6's broadcast/axis as an alignment of B, then today's op (pytrain/engine/legacy_forms.py)
         nodes = align_legacy_broadcasts(nodes, list(fed) + list(consts) + self.output_names, opset)
-        nodes = fusion.fuse(nodes, self.output_names)  # Conv+BatchNormalization(+Clip) chains, pytrain/engine/fusion.py
         given = set(consts)
-        if kernels is None:
+        if kernels is None:   # (a plan whose kernels are chosen, WebGPU's, runs the model's own nodes)
+            nodes = fusion.fuse(nodes, self.output_names)  # Conv chains (pytrain/engine/fusion.py)
             nodes = _fold_constants(nodes, consts, OpContext(training=training, opset=opset))
         self._folded = frozenset(consts) - given   # (not the model's constants: kept out of ``constants``)
         produced = producers(nodes)
