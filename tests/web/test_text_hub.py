@@ -67,5 +67,5 @@ def test_a_past_whose_heads_the_shapes_leave_open_needs_the_config_json_chosen_w
     again.restore(snap["meta"], snap["artifacts"], snap["checkpoint"], snap["data"])
     file = Session()
     file.use_artifact_files({"run.zip": s.run_file(epochs=2)})
-    want = s.train_for(budget_ms=1e9, max_steps=2, budget_ms=60000)["losses"]
-    assert again.train_for(budget_ms=1e9, max_steps=2, budget_ms=60000)["losses"] == want == file.train_for(budget_ms=1e9, max_steps=2, budget_ms=60000)["losses"]
+    want = s.train_for(budget_ms=1e9, max_steps=2)["losses"]
+    assert again.train_for(budget_ms=1e9, max_steps=2)["losses"] == want == file.train_for(budget_ms=1e9, max_steps=2)["losses"]

@@ -36,7 +36,7 @@ def quantized_tab():
     s = Session()
     s.configure(batch_size=4, lr=0.02)
     res = s.text("use", model=_zip("gpt2"), name="gpt2.zip", text=CORPUS, block_size=16, lora=LORA)
-    s.train_for(budget_ms=1e9, max_steps=4, budget_ms=120000)
+    s.train_for(budget_ms=1e9, max_steps=4)
     return s, res, unpack({"download.zip": s.text("transformers_js")})
 
 
