@@ -218,10 +218,10 @@ def marked(blob: bytes) -> bytes:
     return model.SerializeToString()
 
 
-def describe(blob: bytes, name: str = "the backbone", extra_files: Optional[Dict[str, bytes]] = None,
-             size: Optional[int] = None, normalize: str = "unit") -> Dict[str, Any]:
-    """What the page shows when a backbone is chosen (the checks of :func:`extractor` included)."""
-    return dict(extractor(blob, name, extra_files, size, normalize)[1], sizes=list(SIZES))
+def describe(blob: bytes, *args: Any, **options: Any) -> Dict[str, Any]:
+    """What the page shows when a backbone is chosen (the checks of :func:`extractor` included);
+    the arguments are :func:`extractor`'s, unset ones keep its defaults."""
+    return dict(extractor(blob, *args, **options)[1], sizes=list(SIZES))
 
 
 class Backbone:
@@ -365,8 +365,8 @@ def build(session: Any, spec: Dict[str, Any], optimizer: str, seed: int = 0) -> 
     if spec.get("info"):   # the extractor a run came back with (resumed, or from its run file)
         blob, info = reuse(spec["bytes"], spec["info"])
     else:
-        blob, info = extractor(spec["bytes"], spec.get("name") or "the backbone", spec.get("extra_files"),
-                               spec.get("size"), spec.get("normalize") or "unit")
+        blob, info = extractor(spec["bytes"], **{k: spec[k] for k in ("name", "extra_files", "size", "normalize")
+                                                 if spec.get(k) is not None})
     shape = [int(s) for s in d["train_x"].shape[1:]]
     if shape != info["shape"] or d["task"] != "classification" or d["num_classes"] < 2:
         raise DataError("the examples are %s images of %d class(es); the backbone takes %s images and the head "

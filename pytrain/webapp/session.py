@@ -100,10 +100,10 @@ class Session:
     # ------------------------------------------------------------ models and artifacts
 
     @staticmethod
-    def inspect_backbone(blob: bytes, name: str = "the backbone", extra_files: Optional[Dict[str, bytes]] = None,
-                         size: Optional[int] = None, normalize: str = "unit") -> Dict[str, Any]:
-        """Check and describe an uploaded feature extractor (see feature_head.describe)."""
-        return feature_head.describe(blob, name, extra_files, size, normalize)
+    def inspect_backbone(blob: bytes, *args: Any, **options: Any) -> Dict[str, Any]:
+        """Check and describe an uploaded feature extractor: name, extra_files, size, normalize, as
+        feature_head.extractor takes them (its defaults for those unset)."""
+        return feature_head.describe(blob, *args, **options)
 
     @staticmethod
     def inspect_model(blob: bytes, name: str = "the uploaded model",

@@ -82,9 +82,9 @@ const COMMAND_TABLE = {
    * with `info`, the bytes are the extractor a restored run came back with, used as they are */
   buildCNN: { idle: "changing the model", newRun: true, py: "build_cnn",
               args: ({ optimizer, backbone = null }) => ({ optimizer, backbone: backbone && {
-                bytes: backbone.bytes, name: backbone.name, extra_files: backbone.extraFiles || null,
-                size: backbone.size || null, normalize: backbone.normalize || "unit", info: backbone.info || null } }) },
-  inspectBackbone: { py: "inspect_backbone", args: ({ bytes, name, extraFiles = null, size = null, normalize = "unit" }) =>
+                bytes: backbone.bytes, name: backbone.name, extra_files: backbone.extraFiles,
+                size: backbone.size, normalize: backbone.normalize, info: backbone.info } }) },
+  inspectBackbone: { py: "inspect_backbone", args: ({ bytes, name, extraFiles, size, normalize }) =>
     ({ blob: bytes, name, extra_files: extraFiles, size, normalize }) },
   /* The samples of a run on examples, for the "By example" gallery after a resume or a run file. */
   examples: { py: "examples" },
