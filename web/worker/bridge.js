@@ -50,10 +50,22 @@ function decodeResult(value, blobs) {
 /* Synchronous call into the Python session; throws UserError with Python's message. */
 /* Option names between JavaScript's camelCase and Python's snake_case, by one rule each way (an object's own
  * keys; unset values, undefined or null, are dropped on the way to Python, whose defaults fill them). */
+function snakeName(k) { return k.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase()); }
+
 function snakeKeys(obj) {
   const out = {};
-  for (const [k, v] of Object.entries(obj || {})) if (v !== undefined && v !== null) out[k.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase())] = v;
+  for (const [k, v] of Object.entries(obj || {})) if (v !== undefined && v !== null) out[snakeName(k)] = v;
   return out;
+}
+
+/* A command's Python arguments: its fields `names`, each under its snake_case name or the one `renamed` gives
+ * (bytes -> blob); an unset (undefined) field travels as nothing, null as None. */
+function fields(names, renamed = {}) {
+  return (args) => {
+    const out = {};
+    for (const n of names) if (args && args[n] !== undefined) out[renamed[n] || snakeName(n)] = args[n];
+    return out;
+  };
 }
 
 function camelKeys(obj) {

@@ -31,17 +31,16 @@ const COMMAND_TABLE = {
   status: { onFirstPart: true, py: "status" },
   useDigits: { idle: "changing the data", newRun: true, onFirstPart: true, args: ({ nTrain = 8000, nVal = 1000 }) => digitsArgs(nTrain, nVal),
                run: (_, pyArgs) => digitsLoaded(py("use_digits", pyArgs)) },
-  inspectCSV: { py: "inspect_csv", args: ({ text }) => ({ text }) },
+  inspectCSV: { py: "inspect_csv", args: fields(["text"]) },
   useCSV: { idle: "changing the data", newRun: true, py: "use_csv",
-            args: ({ text, label, task, valFraction, seed, exclude, missing, onehot }) =>
-              ({ text, label, task, val_fraction: valFraction, seed, exclude, missing, onehot }) },
+            args: fields(["text", "label", "task", "valFraction", "seed", "exclude", "missing", "onehot"]) },
   useArrays: { idle: "changing the data", newRun: true, py: "use_arrays",
                args: ({ x, shape, y, task, classes, valFraction, seed }) =>
                  ({ x: { $array: x, shape }, y: { $array: y }, task, classes, val_fraction: valFraction, seed }) },
   useImages: { idle: "changing the data", newRun: true, py: "use_arrays", args: imagesArgs },
   addSamples: { py: "add_samples", args: ({ x, shape, y }) => ({ x: { $array: x, shape }, y: Array.from(y) }) },
 
-  inspectModel: { py: "inspect_model", args: ({ bytes, name, extraFiles }) => ({ blob: bytes, name, extra_files: extraFiles }) },
+  inspectModel: { py: "inspect_model", args: fields(["bytes", "name", "extraFiles"], { bytes: "blob" }) },
   buildDigits: { idle: "changing the model", newRun: true, onFirstPart: true, py: "build_digits",
                  args: async ({ kind = "mlp", optimizer }) => {
                    optimizer = optimizer || py("run_options").optimizer;
@@ -49,12 +48,10 @@ const COMMAND_TABLE = {
                    return { kind, optimizer, prebuilt: optimizer === "AdamW" ? await prebuiltArtifacts(kind) : null };
                  } },
   buildMLP: { idle: "changing the model", newRun: true, py: "build_mlp",
-              args: ({ hidden, activation, optimizer, standardize, seed }) =>
-                ({ hidden, activation, optimizer, standardize, seed }) },
+              args: fields(["hidden", "activation", "optimizer", "standardize", "seed"]) },
   generate: { idle: "changing the model", newRun: true, py: "generate",
-              args: ({ bytes, loss, optimizer, requiresGrad, trainableOps, output, name, batchnorm, extraFiles, lora }) =>
-                ({ blob: bytes, loss, optimizer, requires_grad: requiresGrad, trainable_ops: trainableOps, output, name, batchnorm,
-                   extra_files: extraFiles, lora }) },
+              args: fields(["bytes", "loss", "optimizer", "requiresGrad", "trainableOps", "output", "name", "batchnorm",
+                            "extraFiles", "lora"], { bytes: "blob" }) },
   /* "Your text": an ONNX language or classification model, its tokenizer.json and a text file (a causal LM) or a
    * CSV of texts and labels, LoRA on by default ({rank, alpha, targets}; null or rank 0: every weight trains) */
   useText: { idle: "changing the model", newRun: true, py: "text",
@@ -65,27 +62,24 @@ const COMMAND_TABLE = {
                ({ op: "use", model: bytes, tokenizer, text, csv, block_size: blockSize, lora, optimizer, text_column: textColumn,
                   label_column: labelColumn, val_fraction: valFraction, name, extra_files: extraFiles, dtype }) },
   /* a causal LM's continuation of `prompt` (greedy, or top-k with a seed) or a classifier's held-out predictions */
-  textSamples: { py: "text", args: ({ prompt, newTokens, topK, seed, count }) =>
-    ({ op: "samples", prompt, new_tokens: newTokens, top_k: topK, seed, count }) },
+  textSamples: { py: "text", args: (a) => Object.assign({ op: "samples" }, fields(["prompt", "newTokens", "topK", "seed", "count"])(a)) },
   /* the tab's outputs for token ids (arrays of ids; mask: a classifier's attention mask) through the exported model */
   textLogits: { py: "text", args: ({ ids, mask }) => ({ op: "logits", ids, mask }) },
   exportAdapters: { py: "text", args: ({ format }) => ({ op: "adapters", format }) },
   /* the folder transformers.js loads (config.json, tokenizer files, onnx/model.onnx[, onnx/model_quantized.onnx]) as a zip */
   exportTransformersJs: { py: "text", args: () => ({ op: "transformers_js" }) },
   useArtifacts: { idle: "changing the model", newRun: true, py: "use_artifacts",
-                  args: ({ training, eval: evalModel, optimizer, checkpoint, output }) =>
-                    ({ training, eval: evalModel, optimizer, checkpoint, output }) },
+                  args: fields(["training", "eval", "optimizer", "checkpoint", "output"]) },
   useArtifactFiles: { idle: "changing the model", newRun: true, run: useArtifactFiles },
-  changeOptimizer: { idle: "changing the optimizer", onFirstPart: true, py: "change_optimizer", args: ({ optimizer }) => ({ optimizer }) },
-  setScaling: { py: "set_scaling", args: ({ features, targets }) => ({ features, targets }) },
+  changeOptimizer: { idle: "changing the optimizer", onFirstPart: true, py: "change_optimizer", args: fields(["optimizer"]) },
+  setScaling: { py: "set_scaling", args: fields(["features", "targets"]) },
   /* backbone: {bytes, name, extraFiles, size, normalize}, a pretrained feature extractor (only a head trains);
    * with `info`, the bytes are the extractor a restored run came back with, used as they are */
   buildCNN: { idle: "changing the model", newRun: true, py: "build_cnn",
               args: ({ optimizer, backbone = null }) => ({ optimizer, backbone: backbone && {
                 bytes: backbone.bytes, name: backbone.name, extra_files: backbone.extraFiles,
                 size: backbone.size, normalize: backbone.normalize, info: backbone.info } }) },
-  inspectBackbone: { py: "inspect_backbone", args: ({ bytes, name, extraFiles, size, normalize }) =>
-    ({ blob: bytes, name, extra_files: extraFiles, size, normalize }) },
+  inspectBackbone: { py: "inspect_backbone", args: fields(["bytes", "name", "extraFiles", "size", "normalize"], { bytes: "blob" }) },
   /* The samples of a run on examples, for the "By example" gallery after a resume or a run file. */
   examples: { py: "examples" },
   insights: { py: "insights" },
