@@ -16,13 +16,13 @@ from pytrain.webapp.common import OPTIMIZERS, WebappError, core_api, load_upload
 from pytrain.webapp.demo import generate_bytes, digits_artifacts
 from pytrain.webapp.inspect_model import label_consumer_output, describe_model, refuse_unsupported
 from pytrain.webapp.memory import check_generation
-from pytrain.webapp.run_options import TabRun
+from pytrain.webapp.run_options import TAB_RUN
 
 #: (artifacts by role, model description)
 Model = Tuple[Dict[str, bytes], Dict[str, Any]]
 
 
-def digits(kind: str = "mlp", optimizer: str = TabRun.optimizer, prebuilt: Optional[Dict[str, bytes]] = None) -> Model:
+def digits(kind: str = "mlp", optimizer: str = TAB_RUN.optimizer, prebuilt: Optional[Dict[str, bytes]] = None) -> Model:
     """The digits MLP/CNN: the site's prebuilt artifacts when given, else generated here."""
     arts = prebuilt if prebuilt and optimizer == "AdamW" else digits_artifacts(kind, optimizer)
     info = {"origin": "digits", "kind": kind, "input": "input", "output": "output",
@@ -31,8 +31,8 @@ def digits(kind: str = "mlp", optimizer: str = TabRun.optimizer, prebuilt: Optio
     return arts, info
 
 
-def mlp(d: Dict[str, Any], hidden: Sequence[int] = TabRun.hidden, activation: str = "relu",
-        optimizer: str = TabRun.optimizer, standardize: bool = True, seed: int = 0) -> Model:
+def mlp(d: Dict[str, Any], hidden: Sequence[int] = TAB_RUN.hidden, activation: str = "relu",
+        optimizer: str = TAB_RUN.optimizer, standardize: bool = True, seed: int = 0) -> Model:
     """An MLP sized for the loaded table ``d`` (classification: cross-entropy; regression: MSE)."""
     _, models, _ = core_api()
     n_in = int(np.prod(d["train_x"].shape[1:]))
@@ -59,7 +59,7 @@ def mlp(d: Dict[str, Any], hidden: Sequence[int] = TabRun.hidden, activation: st
     return arts, info
 
 
-def cnn(d: Dict[str, Any], optimizer: str = TabRun.optimizer, seed: int = 0) -> Model:
+def cnn(d: Dict[str, Any], optimizer: str = TAB_RUN.optimizer, seed: int = 0) -> Model:
     """A small CNN from scratch for the loaded images ``d``."""
     _, models, _ = core_api()
     shape = [int(s) for s in d["train_x"].shape[1:]]
@@ -81,7 +81,7 @@ class GenerateOptions(NamedTuple):
     statistics, a frozen one its running statistics), 'train', 'eval' or {node or scale name: mode};
     ``extra_files``: {file name: bytes} uploaded with it (its ``.onnx.data`` external data)."""
     loss: str = "CrossEntropyLoss"
-    optimizer: str = TabRun.optimizer
+    optimizer: str = TAB_RUN.optimizer
     requires_grad: Optional[Sequence[str]] = None
     output: Optional[str] = None
     name: str = "the uploaded model"

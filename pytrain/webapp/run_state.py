@@ -12,7 +12,7 @@ from pytrain import data as _data
 from pytrain.run import properties as P
 from pytrain.run.loop import LossWatch, Position
 from pytrain.webapp.common import WebappError
-from pytrain.webapp.run_options import TabRun
+from pytrain.webapp.run_options import TAB_RUN
 
 
 class Good(NamedTuple):
@@ -30,7 +30,7 @@ class TrainingRun:
     """One model's training: module, optimizer and checkpoint state, settings, position and epoch order."""
 
     def __init__(self) -> None:
-        self.seed, self.batch_size, self.lr = 0, TabRun.batch_size, TabRun.learning_rate
+        self.seed, self.batch_size, self.lr = 0, TAB_RUN.batch_size, TAB_RUN.learning_rate
         self.state: Any = None
         self.module: Any = None
         self.optimizer: Any = None

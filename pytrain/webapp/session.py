@@ -18,7 +18,7 @@ from pytrain.webapp.common import WebappError, core_api
 from pytrain.webapp.data_source import VAL_FRACTION, DataSource
 from pytrain.webapp.gpu_slices import GpuSlices, Slice
 from pytrain.webapp.predictions import ExportCache
-from pytrain.webapp.run_options import TabRun, resolve as resolve_options
+from pytrain.webapp.run_options import TAB_RUN
 from pytrain.webapp.run_state import TrainingRun
 
 if TYPE_CHECKING:   # imported when first used: the worker starts answering sooner, its import chain stays short
@@ -112,18 +112,18 @@ class Session:
         ``extra_files``: {file name: bytes} uploaded with it (its ``.onnx.data`` external data)."""
         return inspect_upload(blob, name, extra_files)
 
-    def build_digits(self, kind: str = "mlp", optimizer: str = TabRun.optimizer,
+    def build_digits(self, kind: str = "mlp", optimizer: str = TAB_RUN.optimizer,
                      prebuilt: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
         """Use the digits MLP/CNN: the site's prebuilt artifacts when given, else generate them here."""
         return self.use_model(*model_source.digits(kind, optimizer, prebuilt))
 
-    def build_mlp(self, hidden: Sequence[int] = TabRun.hidden, activation: str = "relu",
-                  optimizer: str = TabRun.optimizer,
+    def build_mlp(self, hidden: Sequence[int] = TAB_RUN.hidden, activation: str = "relu",
+                  optimizer: str = TAB_RUN.optimizer,
                   standardize: bool = True, seed: int = 0) -> Dict[str, Any]:
         """An MLP sized for the loaded table (classification: cross-entropy; regression: MSE)."""
         return self.use_model(*model_source.mlp(self.need_data(), hidden, activation, optimizer, standardize, seed))
 
-    def build_cnn(self, optimizer: str = TabRun.optimizer, seed: int = 0,
+    def build_cnn(self, optimizer: str = TAB_RUN.optimizer, seed: int = 0,
                   backbone: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """A small CNN from scratch for the loaded images (the "teach it by example" flow); with a
         ``backbone`` ({bytes, name, extra_files, size, normalize}) only a new head trains on its
@@ -187,12 +187,12 @@ class Session:
 
     def run_options(self, **given: Any) -> Dict[str, Any]:
         """A tab's training options: what the caller set (None: unset), the rest TabRun's defaults."""
-        return resolve_options(given).as_dict()
+        return TAB_RUN.with_given(given).as_dict()
 
     def start_run(self, **given: Any) -> Dict[str, Any]:
         """Resolve a training loop's options (as :meth:`run_options`) and apply its batch size, learning rate
         and seed; the worker's loop paces itself by the rest of the answer."""
-        opts = resolve_options(given)
+        opts = TAB_RUN.with_given(given)
         self.configure(opts.batch_size, opts.learning_rate, opts.seed)
         return opts.as_dict()
 
@@ -268,7 +268,7 @@ class Session:
             return d["feeds"](d["train_x"][idx], d["train_y"][idx])
         return self.model_x(d["train_x"][idx]), self.targets(d["train_y"][idx])
 
-    def train_for(self, budget_ms: float = TabRun.budget_ms, max_steps: int = 1000000) -> Dict[str, Any]:
+    def train_for(self, budget_ms: float = TAB_RUN.budget_ms, max_steps: int = 1000000) -> Dict[str, Any]:
         """Train batches until ``budget_ms`` has passed or the epoch ends; report the losses.
 
         Short slices let the worker answer pause/stop/predict between them.

@@ -23,7 +23,7 @@ from pytrain.webapp.common import WebappError, load_upload
 from pytrain.webapp.demo import generate_bytes
 from pytrain.webapp.inspect_model import describe_model, refuse_unsupported
 from pytrain.webapp.memory import check_generation
-from pytrain.webapp.run_options import TabRun
+from pytrain.webapp.run_options import TAB_RUN
 from pytrain.webapp.model_source import lora_info, lora_spec
 
 
@@ -40,7 +40,7 @@ class TextUse(NamedTuple):
     csv: Optional[str] = None
     block_size: int = 64
     lora: Optional[Dict[str, Any]] = None
-    optimizer: str = TabRun.optimizer
+    optimizer: str = TAB_RUN.optimizer
     text_column: Optional[str] = None
     label_column: Optional[str] = None
     val_fraction: float = 0.1

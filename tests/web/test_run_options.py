@@ -11,7 +11,7 @@ import pytest
 
 from pytrain import webapp
 from pytrain.webapp.common import WebappError
-from pytrain.webapp.run_options import PAGE, TabRun
+from pytrain.webapp.run_options import PAGE, TAB_RUN, TabRun
 
 ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "web"
@@ -31,8 +31,8 @@ def test_the_widgets_documented_defaults_are_the_sessions():
 def test_start_run_applies_batch_size_learning_rate_and_seed():
     s = webapp.Session()
     opts = s.start_run(batch_size=16, seed=3)
-    assert (opts["batch_size"], opts["learning_rate"], opts["epochs"]) == (16, TabRun.learning_rate, TabRun.epochs)
-    assert (s.run.batch_size, s.run.lr, s.run.seed) == (16, TabRun.learning_rate, 3)
+    assert (opts["batch_size"], opts["learning_rate"], opts["epochs"]) == (16, TAB_RUN.learning_rate, TAB_RUN.epochs)
+    assert (s.run.batch_size, s.run.lr, s.run.seed) == (16, TAB_RUN.learning_rate, 3)
 
 
 @pytest.mark.parametrize("given, match", [({"epoch": 3}, "unknown training option"), ({"epochs": 0}, "epochs"),
@@ -50,7 +50,7 @@ def _strip_comments(js: str) -> str:
 def test_no_javascript_default_for_a_run_option():
     """`epochs: 5`, `batchSize = 32`, `optimizer = "AdamW"`, `Object.assign({ epochs: ...` style defaults: a run
     option's name given a literal anywhere in the page's, the widget's or the worker's code (comments aside)."""
-    names = "|".join(_camel(n) for n in TabRun.NAMES if n != "seed")   # (a text sample's seed is not it)
+    names = "|".join(_camel(n) for n in TabRun._fields if n != "seed")   # (a text sample's seed is not it)
     literal = re.compile(r"(?<![.\w])(%s)\s*(?::|=(?!=))\s*(-?\d|\"|'|\[\s*\d|true\b|false\b)" % names)
     page_choice = {"train.js: persist: true"}   # not a default: the page always keeps its runs (PAGE.persist)
     found = []
