@@ -24,24 +24,31 @@ def align_legacy_broadcasts(nodes: Sequence[NodeProto], taken: Sequence[str], op
     ``consumed_inputs``, or any other: the LegacyBroadcast kernel refuses those by name) split into its B's
     alignment and the bare op, and each Gemm of an ``opset`` before 7 made Gemm-7 (its C checked against the
     output's shape first unless ``broadcast=1``); ``taken``: the names already in use."""
+    if not any(_legacy(n, opset) for n in nodes):   # (today's models: no name scope built for nothing)
+        return list(nodes)
     out: List[NodeProto] = []
     scope = NameScope(taken)
     for m in nodes:
         scope.taken.update(m.input)
         scope.taken.update(m.output)
     for n in nodes:
-        if n.domain not in ("", "ai.onnx"):
+        if not _legacy(n, opset):
             out.append(n)
-        elif n.op_type in OPS and n.attribute and len(n.input) == 2:
+        elif n.op_type in OPS:
             aligned = scope.fresh(_label(n) + "/aligned_B")
             out.append(make_node("LegacyBroadcast", list(n.input), [aligned], name=_label(n), domain=PYTRAIN_DOMAIN,
                                  op=n.op_type, **node_attributes(n)))
             out.append(make_node(n.op_type, [n.input[0], aligned], list(n.output), name=n.name))
-        elif n.op_type == "Gemm" and opset < 7:
-            out += _gemm_7(n, scope)
         else:
-            out.append(n)
+            out += _gemm_7(n, scope)
     return out
+
+
+def _legacy(n: NodeProto, opset: int) -> bool:
+    """An Add/Sub/Mul/Div/Pow carrying attributes, or a Gemm of an opset before 7."""
+    if n.domain not in ("", "ai.onnx"):
+        return False
+    return (n.op_type in OPS and bool(n.attribute) and len(n.input) == 2) or (n.op_type == "Gemm" and opset < 7)
 
 
 def _label(n: NodeProto) -> str:
