@@ -258,19 +258,25 @@ class Plan:
 #: the largest tensor (elements) a node computed from constants alone may yield to be folded into the plan:
 #: shapes and index tensors (what an exporter's Constant -> Unsqueeze -> Concat chains compute), not weights
 FOLD_MAX_ELEMENTS = 4096
+#: ops whose output is small whatever their input: folded even from a large constant
+_SMALL_OUTPUT_OPS = frozenset(["Shape", "Size"])
 
 
 def _fold_constants(nodes: List[NodeProto], consts: Dict[str, np.ndarray], ctx: OpContext) -> List[NodeProto]:
     """``nodes`` without those whose inputs are all constants, their small outputs added to ``consts``
     (read-only): run once when the plan is made, not on every step (GPT-2's LoRA step ran 270 such
     Constant, Unsqueeze and Concat nodes a step). A node that draws random numbers, has a body, fails
-    or yields a large or non-array output stays in the plan, where it fails as it would have."""
+    or yields a large or non-array output stays in the plan, where it fails as it would have; a node reading a
+    large constant (a weight: its Transpose, its DequantizeLinear) is not even tried, so the plan's start does
+    not compute a weight-sized result to throw it away."""
     kept = []
     for n in nodes:
         info = get_kernel(n.op_type, n.domain or "")
         folded = None
         if (info is not None and not (n.op_type in _RANDOM_OPS and not n.domain)
-                and all(not i or i in consts for i in n.input)):
+                and all(not i or i in consts for i in n.input)
+                and (n.op_type in _SMALL_OUTPUT_OPS
+                     or all(not i or np.size(consts[i]) <= FOLD_MAX_ELEMENTS for i in n.input))):
             try:
                 attrs = kernel_attributes(n, info)
                 if not any(isinstance(v, GraphProto) for v in attrs.values()):
