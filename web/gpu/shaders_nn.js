@@ -4,8 +4,9 @@
 (function (root) {
   "use strict";
   root.PytrainGPU.addKernels({
-    // 2-D convolution (one group), one thread per output element summing over (c, kh, kw) in order, then the
-    // bias. Window P (all kernels below): n, c, m, flag, inH, inW, outH, outW, kH, kW, sH, sW, dH, dW, pH, pW
+    // 2-D convolution of G groups (depthwise when G = C), one thread per output element summing over its group's
+    // (c, kh, kw) in order, then the bias. Window P (all kernels below): n, c, m, flag, inH, inW, outH, outW, kH, kW,
+    // sH, sW, dH, dW, pH, pW, G
     conv2d: [["r", "r", "r", "w"], [64, 1, 1], `
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
@@ -13,22 +14,23 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
   if (i >= P[0] * M * outH * outW) { return; }
   let ow = i % outW; var r = i / outW; let oh = r % outH; r = r / outH; let mm = r % M; let nn = r / M;
+  let Cg = C / P[16]; let c0 = (mm / (M / P[16])) * Cg;
   var acc = 0.0;
-  for (var c = 0u; c < C; c = c + 1u) {
+  for (var c = 0u; c < Cg; c = c + 1u) {
     for (var kh = 0u; kh < kH; kh = kh + 1u) {
       let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
       if (ih < 0 || ih >= i32(inH)) { continue; }
       for (var kw = 0u; kw < kW; kw = kw + 1u) {
         let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
         if (iw < 0 || iw >= i32(inW)) { continue; }
-        acc = acc + T1[((nn * C + c) * inH + u32(ih)) * inW + u32(iw)] * T2[((mm * C + c) * kH + kh) * kW + kw];
+        acc = acc + T1[((nn * C + c0 + c) * inH + u32(ih)) * inW + u32(iw)] * T2[((mm * Cg + c) * kH + kh) * kW + kw];
       }
     }
   }
   if (P[3] == 1u) { acc = acc + T3[mm]; }
   T4[i] = acc;
 }`],
-    // dX of conv2d: each input element sums dY * W over (m, kh, kw) of the outputs whose window holds it
+    // dX of conv2d: each input element sums dY * W over its group's (m, kh, kw) of the outputs whose window holds it
     conv2d_grad_x: [["r", "r", "w"], [64, 1, 1], `
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
@@ -36,8 +38,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
   if (i >= P[0] * C * inH * inW) { return; }
   let iw = i % inW; var r = i / inW; let ih = r % inH; r = r / inH; let cc = r % C; let nn = r / C;
+  let Cg = C / P[16]; let Mg = M / P[16]; let m0 = (cc / Cg) * Mg; let cl = cc % Cg;
   var acc = 0.0;
-  for (var m = 0u; m < M; m = m + 1u) {
+  for (var m = m0; m < m0 + Mg; m = m + 1u) {
     for (var kh = 0u; kh < kH; kh = kh + 1u) {
       let th = i32(ih) + i32(P[14]) - i32(kh * P[12]);
       if (th < 0 || th % i32(P[10]) != 0) { continue; }
@@ -48,20 +51,22 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
         if (tw < 0 || tw % i32(P[11]) != 0) { continue; }
         let ow = u32(tw) / P[11];
         if (ow >= outW) { continue; }
-        acc = acc + T1[((nn * M + m) * outH + oh) * outW + ow] * T2[((m * C + cc) * kH + kh) * kW + kw];
+        acc = acc + T1[((nn * M + m) * outH + oh) * outW + ow] * T2[((m * Cg + cl) * kH + kh) * kW + kw];
       }
     }
   }
   T3[i] = acc;
 }`],
-    // dW of conv2d: each weight sums dY * X over (n, oh, ow) in order
+    // dW of conv2d: each weight (m, c of its group, kh, kw) sums dY * X over (n, oh, ow) in order
     conv2d_grad_w: [["r", "r", "w"], [64, 1, 1], `
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let i = g.x + g.y * 65535u * 64u;
   let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
-  if (i >= M * C * kH * kW) { return; }
-  let kw = i % kW; var r = i / kW; let kh = r % kH; r = r / kH; let cc = r % C; let mm = r / C;
+  let Cg = C / P[16];
+  if (i >= M * Cg * kH * kW) { return; }
+  let kw = i % kW; var r = i / kW; let kh = r % kH; r = r / kH; let cl = r % Cg; let mm = r / Cg;
+  let cc = (mm / (M / P[16])) * Cg + cl;
   var acc = 0.0;
   for (var n = 0u; n < P[0]; n = n + 1u) {
     for (var oh = 0u; oh < outH; oh = oh + 1u) {
@@ -122,6 +127,116 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   for (var j = 0u; j < P[2]; j = j + 1u) {
     let k = plane * P[2] + j;
     if (T2[k] == i32(i)) { acc = acc + T1[k]; }
+  }
+  T3[i] = acc;
+}`],
+    // BatchNormalization on running statistics: y = x * a + b, a = scale / sqrt(var + eps), b = B - mean * a for
+    // its channel. P (all batchnorm kernels) = n, c, spatial size, eps bits
+    batchnorm: [["r", "r", "r", "r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  if (i >= P[0] * P[1] * P[2]) { return; }
+  let ch = (i / P[2]) % P[1];
+  let a = T2[ch] / sqrt(T5[ch] + pf(3));
+  let b = T3[ch] - T4[ch] * a;
+  T6[i] = T1[i] * a + b;
+}`],
+    // dX of BatchNormalization on running statistics: dY * (scale * invstd)
+    batchnorm_grad_x: [["r", "r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  if (i >= P[0] * P[1] * P[2]) { return; }
+  let ch = (i / P[2]) % P[1];
+  T4[i] = T1[i] * (T2[ch] * (1.0 / sqrt(T3[ch] + pf(3))));
+}`],
+    // dScale[ch] = sum of dY * (x - mean) * invstd, dB[ch] = sum of dY, over (n, spatial) in order
+    batchnorm_grad_params: [["r", "r", "r", "r", "w", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let ch = g.x;
+  let C = P[1]; let S = P[2];
+  if (ch >= C) { return; }
+  let inv = 1.0 / sqrt(T4[ch] + pf(3)); let mean = T3[ch];
+  var ds = 0.0; var db = 0.0;
+  for (var n = 0u; n < P[0]; n = n + 1u) {
+    for (var j = 0u; j < S; j = j + 1u) {
+      let k = (n * C + ch) * S + j;
+      ds = ds + T1[k] * ((T2[k] - mean) * inv); db = db + T1[k];
+    }
+  }
+  T5[ch] = ds; T6[ch] = db;
+}`],
+    // Clip by scalar bounds: P = size, lo bits, hi bits, hasLo, hasHi
+    clip: [["r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  if (i >= P[0]) { return; }
+  var y = T1[i];
+  if (P[3] == 1u) { y = max(y, pf(1)); }
+  if (P[4] == 1u) { y = min(y, pf(2)); }
+  T2[i] = y;
+}`],
+    // ClipGrad: dY where lo <= x <= hi, else 0 (selected). P as clip's
+    clip_grad: [["r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  if (i >= P[0]) { return; }
+  let x = T2[i];
+  let keep = (P[3] == 0u || x >= pf(1)) && (P[4] == 0u || x <= pf(2));
+  T3[i] = select(0.0, T1[i], keep);
+}`],
+    // dX[i] = dY[i / plane] * scale (GlobalAveragePoolGrad). P = size, plane, scale bits
+    plane_scale: [["r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  if (i >= P[0]) { return; }
+  T2[i] = T1[i / P[1]] * pf(2);
+}`],
+    // 2-D AveragePool: the window's elements in the input summed in (kh, kw) order (pads add nothing), divided by
+    // T2[output position] (onnxruntime's count, from the host). Window P as conv2d's
+    avg_pool2d: [["r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; if (i >= P[0] * P[1] * outH * outW) { return; }
+  let ow = i % outW; let oh = (i / outW) % outH; let plane = i / (outW * outH);
+  var acc = 0.0;
+  for (var kh = 0u; kh < P[8]; kh = kh + 1u) {
+    let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
+    if (ih < 0 || ih >= i32(inH)) { continue; }
+    for (var kw = 0u; kw < P[9]; kw = kw + 1u) {
+      let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
+      if (iw < 0 || iw >= i32(inW)) { continue; }
+      acc = acc + T1[(plane * inH + u32(ih)) * inW + u32(iw)];
+    }
+  }
+  T3[i] = acc / T2[oh * outW + ow];
+}`],
+    // AveragePoolGrad: each input element sums, in (kh, kw) order, dY * (1 / max(count, 1)) of the windows holding it
+    avg_pool2d_grad: [["r", "r", "w"], [64, 1, 1], `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * 65535u * 64u;
+  let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; if (i >= P[0] * P[1] * inH * inW) { return; }
+  let iw = i % inW; let ih = (i / inW) % inH; let plane = i / (inW * inH);
+  var acc = 0.0;
+  for (var kh = 0u; kh < P[8]; kh = kh + 1u) {
+    let th = i32(ih) + i32(P[14]) - i32(kh * P[12]);
+    if (th < 0 || th % i32(P[10]) != 0) { continue; }
+    let oh = u32(th) / P[10];
+    if (oh >= outH) { continue; }
+    for (var kw = 0u; kw < P[9]; kw = kw + 1u) {
+      let tw = i32(iw) + i32(P[15]) - i32(kw * P[13]);
+      if (tw < 0 || tw % i32(P[11]) != 0) { continue; }
+      let ow = u32(tw) / P[11];
+      if (ow >= outW) { continue; }
+      acc = acc + T1[(plane * outH + oh) * outW + ow] * (1.0 / max(T2[oh * outW + ow], 1.0));
+    }
   }
   T3[i] = acc;
 }`],

@@ -1,5 +1,6 @@
-"""Layer 3, ops: the WebGPU kernels of a CNN's step (shaders in web/gpu/webgpu.js): 2-D Conv and its gradient
-(one group), 2-D MaxPool with its indices and its gradient, and Reshape/Flatten as views of the same buffer.
+"""Layer 3, ops: the WebGPU kernels of a CNN's step (shaders in web/gpu/shaders_nn.js): 2-D Conv and its gradient
+(any number of groups: depthwise when it is the channel count), 2-D MaxPool with its indices and its gradient, and
+Reshape/Flatten as views of the same buffer.
 Each declines (returns None: the CPU kernel runs, see :mod:`pytrain.ops.webgpu.kernels`) what its shader
 does not take; each sums in a fixed order, one thread per output element."""
 from __future__ import annotations
@@ -23,7 +24,7 @@ def _gpu(x: Any) -> GpuTensor:
     return x if isinstance(x, GpuTensor) else dev.constant(x) if isinstance(x, np.ndarray) else dev.upload(x)
 
 
-def _window_params(win: Window) -> list:
+def window_params(win: Window) -> list:
     """The shaders' window: in h, w, out h, w, kernel h, w, strides, dilations, pads begin (2 each)."""
     return (list(win.in_shape) + list(win.out_shape) + list(win.kernel) + list(win.strides) + list(win.dilations)
             + list(win.pads_begin))
@@ -36,30 +37,30 @@ def _is_2d_float(*xs: Any) -> bool:
 def conv(ctx: OpContext, X: Any, W: Any, B: Any = None, *, auto_pad: str = "NOTSET",
          dilations: Optional[Sequence[int]] = None, group: int = 1, kernel_shape: Optional[Sequence[int]] = None,
          pads: Optional[Sequence[int]] = None, strides: Optional[Sequence[int]] = None) -> Optional[Tuple[GpuTensor]]:
-    """2-D Conv of one group (the bias optional)."""
-    if int(group) != 1 or not _is_2d_float(X, W) or (B is not None and np.dtype(B.dtype) != _F32):
+    """2-D Conv of ``group`` groups (depthwise when it is the channel count; the bias optional)."""
+    if not _is_2d_float(X, W) or (B is not None and np.dtype(B.dtype) != _F32):
         return None
-    win = conv_window(X, W, B, 1, kernel_shape, strides, dilations, pads, auto_pad)
+    win = conv_window(X, W, B, int(group), kernel_shape, strides, dilations, pads, auto_pad)
     n, c, m = X.shape[0], X.shape[1], W.shape[0]
     dev = device()
     y = dev.empty((n, m) + tuple(win.out_shape))
     dev.dispatch("conv2d", y.size, [_gpu(X), _gpu(W), None if B is None else _gpu(B), y],
-                 [n, c, m, int(B is not None)] + _window_params(win))
+                 [n, c, m, int(B is not None)] + window_params(win) + [int(group)])
     return (y,)
 
 
 def conv_grad(ctx: OpContext, dY: Any, X: Any, W: Any, *, auto_pad: str = "NOTSET",
               dilations: Optional[Sequence[int]] = None, group: int = 1, kernel_shape: Optional[Sequence[int]] = None,
               pads: Optional[Sequence[int]] = None, strides: Optional[Sequence[int]] = None) -> Optional[Tuple[Any, ...]]:
-    """dX, dW, dB of a 2-D Conv of one group (the outputs not wanted are not computed)."""
-    if int(group) != 1 or not _is_2d_float(dY, X, W):
+    """dX, dW, dB of a 2-D Conv of ``group`` groups (the outputs not wanted are not computed)."""
+    if not _is_2d_float(dY, X, W):
         return None
-    win = conv_window(X, W, None, 1, kernel_shape, strides, dilations, pads, auto_pad)
+    win = conv_window(X, W, None, int(group), kernel_shape, strides, dilations, pads, auto_pad)
     n, c, m = X.shape[0], X.shape[1], W.shape[0]
     if tuple(dY.shape) != (n, m) + tuple(win.out_shape):
         return None   # (the CPU kernel names the mismatch)
     dev = device()
-    params = [n, c, m, 0] + _window_params(win)
+    params = [n, c, m, 0] + window_params(win) + [int(group)]
     gy, gx, gw = _gpu(dY), _gpu(X), _gpu(W)
     dx = dw = db = None
     if ctx.wants(0):
@@ -87,7 +88,7 @@ def max_pool(ctx: OpContext, X: Any, *, auto_pad: str = "NOTSET", ceil_mode: int
     shape = (n, c) + tuple(win.out_shape)
     y = dev.empty(shape)
     idx = dev.empty(shape, np.int64) if ctx.wants(1) else None
-    dev.dispatch("max_pool2d", y.size, [_gpu(X), y, idx], [n, c, 0, int(idx is not None)] + _window_params(win))
+    dev.dispatch("max_pool2d", y.size, [_gpu(X), y, idx], [n, c, 0, int(idx is not None)] + window_params(win) + [1])
     return (y, idx)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, KernelInfo, OpContext
-from pytrain.ops.webgpu import Device, GpuTensor, GpuTransferError, conv, device, nn
+from pytrain.ops.webgpu import Device, GpuTensor, GpuTransferError, conv, device, mobile, nn
 
 _F32 = np.dtype(np.float32)
 Kernel = Callable[..., Optional[Tuple[Any, ...]]]
@@ -280,6 +280,20 @@ def sgd_step(ctx: OpContext, lr: Any, step: Any, *tensors: Any, momentum: float 
     return tuple(p for p, _ in groups)
 
 
+def sum_(ctx: OpContext, *xs: Any) -> Optional[Tuple[Any]]:
+    """Sum of float32 tensors (a gradient met at a residual's fork): added left to right as the numpy kernel
+    folds them, one broadcasting Add each."""
+    if len(xs) < 2:
+        return None
+    acc = xs[0]
+    for x in xs[1:]:
+        out = _binary(0)(ctx, acc, x)
+        if out is None:
+            return None
+        acc = out[0]
+    return (acc,)
+
+
 def identity(ctx: OpContext, x: Any) -> Tuple[Any]:
     return (x,)
 
@@ -301,6 +315,14 @@ KERNELS.update({("", "Conv"): conv.conv, (PYTRAIN_DOMAIN, "ConvGrad"): conv.conv
                 (PYTRAIN_DOMAIN, "LayerNormalizationGrad"): nn.layer_normalization_grad,
                 ("", "ReduceMean"): nn.reduce_mean, (PYTRAIN_DOMAIN, "ReduceGrad"): nn.reduce_grad,
                 ("", "Softmax"): nn.softmax, (PYTRAIN_DOMAIN, "SoftmaxGrad"): nn.softmax_grad})
+
+KERNELS.update({("", "BatchNormalization"): mobile.batch_normalization, ("", "Clip"): mobile.clip,
+                (PYTRAIN_DOMAIN, "BatchNormInferenceGrad"): mobile.batchnorm_inference_grad,
+                (PYTRAIN_DOMAIN, "ClipGrad"): mobile.clip_grad, ("", "GlobalAveragePool"): mobile.global_average_pool,
+                (PYTRAIN_DOMAIN, "GlobalAveragePoolGrad"): mobile.global_average_pool_grad,
+                ("", "AveragePool"): mobile.average_pool, (PYTRAIN_DOMAIN, "AveragePoolGrad"): mobile.average_pool_grad})
+KERNELS.setdefault(("", "Dropout"), mobile.dropout)
+KERNELS.setdefault(("", "Sum"), sum_)   # (the identity case; a fuller Dropout shader may be there)
 
 #: (domain, op) -> the inputs a CPU kernel reads only the shape and dtype of (a GPU tensor there needs no copy)
 SHAPE_ONLY: Dict[Tuple[str, str], FrozenSet[int]] = {

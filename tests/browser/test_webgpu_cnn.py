@@ -1,0 +1,159 @@
+"""The WebGPU shaders a MobileNetV2's step reaches (web/gpu/shaders_nn.js, pytrain/ops/webgpu/mobile.py and conv.py's
+groups) in headless Chromium's SwiftShader adapter, each against the numpy kernel forward and gradient on odd sizes,
+pads, strides and dilations: grouped and depthwise Conv and ConvGrad, BatchNormalization on running statistics and
+its gradient, Clip (ReLU6) and ClipGrad, GlobalAveragePool, AveragePool and their gradients, Dropout as the
+identity. Then a reduced-width MobileNetV2 (inverted residual blocks, depthwise convolutions, BatchNorm in eval
+mode, ReLU6, global pooling; every parameter trains) 20 AdamW steps on the GPU against the same steps on the CPU:
+the bench's MobileNetV2 (width 0.35, 96x96, batch 16) takes minutes a step on SwiftShader, so it is measured by
+bench/webgpu_bench.py, not here."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_webgpu import COMPARE_OPS, ENQUEUE_OPS, MLP, MLP_RESULTS, gpu_browser, gpu_page  # noqa: F401  (fixtures)
+
+CASES = ENQUEUE_OPS[:ENQUEUE_OPS.index('case("gemm_transB_row_bias"')] + r"""
+mask3 = lambda: OpContext(output_mask=(True, True, True))
+dw = {"group": 6, "pads": [1, 1, 1, 1], "strides": [2, 1]}
+case("conv_depthwise_odd", "Conv", [f32(2, 6, 9, 7), f32(6, 1, 3, 3), f32(6)], dw)
+grouped = {"group": 2, "pads": [1, 0, 0, 1], "dilations": [2, 1]}
+case("conv_grouped_dilated", "Conv", [f32(2, 6, 8, 7), f32(4, 3, 3, 2)], grouped)
+case("conv_grad_depthwise", "ConvGrad", [f32(2, 6, 5, 7), f32(2, 6, 9, 7), f32(6, 1, 3, 3)], dw,
+     domain=PYTRAIN_DOMAIN, ctx=mask3())
+case("conv_grad_grouped", "ConvGrad", [f32(2, 4, 5, 7), f32(2, 6, 8, 7), f32(4, 3, 3, 2)], grouped,
+     domain=PYTRAIN_DOMAIN, ctx=mask3())
+var = lambda *s: np.abs(f32(*s)) + 0.5
+case("batchnorm_4d", "BatchNormalization", [f32(3, 5, 4, 7) * 2 + 1, f32(5), f32(5), f32(5), var(5)],
+     {"epsilon": 1e-3})
+case("batchnorm_2d", "BatchNormalization", [f32(6, 5), f32(5), f32(5), f32(5), var(5)])
+case("batchnorm_inference_grad", "BatchNormInferenceGrad", [f32(3, 5, 4, 7), f32(3, 5, 4, 7), f32(5), f32(5),
+     var(5)], {"epsilon": 1e-3}, domain=PYTRAIN_DOMAIN, ctx=mask3())
+zero, six = np.array(0.0, np.float32), np.array(6.0, np.float32)
+case("clip_relu6", "Clip", [f32(1001) * 5, zero, six])
+case("clip_min_only", "Clip", [f32(37, 11), np.array(-0.5, np.float32)])
+edge = f32(37, 11) * 5
+edge[0, :3] = [0.0, 6.0, 6.5]
+case("clip_grad_relu6_bounds_inclusive", "ClipGrad", [f32(37, 11), edge, zero, six], domain=PYTRAIN_DOMAIN)
+case("global_average_pool", "GlobalAveragePool", [f32(3, 5, 7, 9)])
+case("global_average_pool_grad", "GlobalAveragePoolGrad", [f32(3, 5, 1, 1), f32(3, 5, 7, 9)], domain=PYTRAIN_DOMAIN)
+ceil = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}
+with_pad = {"kernel_shape": [2, 3], "strides": [1, 2], "pads": [0, 1, 1, 0], "count_include_pad": 1}
+case("average_pool_ceil_pads", "AveragePool", [f32(2, 3, 9, 7)], ceil)
+case("average_pool_count_include_pad", "AveragePool", [f32(2, 3, 8, 7)], with_pad)
+for name, x, attrs in (("average_pool_grad_ceil_pads", f32(2, 3, 9, 7), ceil),
+                       ("average_pool_grad_count_include_pad", f32(2, 3, 8, 7), with_pad)):
+    y = get_kernel("AveragePool").numpy_fn(OpContext(), x, **attrs)[0]
+    case(name, "AveragePoolGrad", [f32(*y.shape), x], attrs, domain=PYTRAIN_DOMAIN)
+case("sum_three_broadcast", "Sum", [f32(4, 1, 5), f32(3, 1), f32(5)])
+case("dropout_ratio_zero_identity", "Dropout", [f32(4, 5), np.array(0.0, np.float32), np.array(True)],
+     ctx=OpContext(output_mask=(True, False)))
+len(CASES)
+"""
+
+OPS = ["conv_depthwise_odd", "conv_grouped_dilated", "conv_grad_depthwise", "conv_grad_grouped", "batchnorm_4d",
+       "batchnorm_2d", "batchnorm_inference_grad", "clip_relu6", "clip_min_only", "clip_grad_relu6_bounds_inclusive",
+       "global_average_pool", "global_average_pool_grad", "average_pool_ceil_pads", "average_pool_count_include_pad",
+       "average_pool_grad_ceil_pads", "average_pool_grad_count_include_pad", "sum_three_broadcast",
+       "dropout_ratio_zero_identity"]
+
+
+@pytest.fixture(scope="module")
+def op_errors(gpu_page):
+    gpu_page.evaluate("code => window.__py(code)", CASES)
+    gpu_page.evaluate("window.__settle()")
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", COMPARE_OPS))
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_mobilenet_shader_matches_the_numpy_kernel(op_errors, name):
+    errs = op_errors[name]
+    assert errs, name
+    for e in errs:
+        assert isinstance(e, float) and 0 <= e <= 2e-6, (name, errs)
+
+
+def test_every_mobilenet_case_ran(op_errors):
+    assert sorted(op_errors) == sorted(OPS)
+
+
+def tiny_mobilenet() -> bytes:
+    """A reduced-width MobileNetV2 (stem, an inverted residual block with its skip, a strided one, global pooling
+    and a classifier), BatchNorm in eval mode, every parameter training; exported at batch 8, 3x16x16."""
+    import torch
+    from torch import nn
+
+    from pytrain.generator.torch_export import torch_export
+
+    def cbr(cin: int, cout: int, k: int = 1, stride: int = 1, groups: int = 1, act: bool = True) -> list:
+        layers = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+        return layers + [nn.ReLU6()] if act else layers
+
+    class Inverted(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            mid = cin * 2
+            self.body = nn.Sequential(*cbr(cin, mid), *cbr(mid, mid, 3, stride, mid), *cbr(mid, cout, act=False))
+            self.skip = stride == 1 and cin == cout
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.body(x) if self.skip else self.body(x)
+
+    class Tiny(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.features = nn.Sequential(*cbr(3, 8, 3, 2), Inverted(8, 8, 1), Inverted(8, 12, 2))
+            self.head = nn.Linear(12, 10)
+
+        def train(self, mode: bool = True) -> "Tiny":
+            super().train(mode)
+            self.features.eval()   # BatchNorm on its running statistics, as a transfer's backbone
+            return self
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+    torch.manual_seed(0)
+    model = Tiny()
+    with torch.no_grad():   # running statistics other than 0 / 1, so the normalization means something
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+    return torch_export(model.train(), (torch.rand(8, 3, 16, 16),), input_names=["input"], output_names=["logits"],
+                        opset=17, dynamic_batch=False)
+
+
+@pytest.fixture(scope="module")
+def mobile_run(gpu_page):
+    import base64
+
+    from pytrain.generator import artifacts as gen
+
+    # batchnorm="eval": the scales and biases train on the running statistics (BatchNormInferenceGrad)
+    arts = gen.generate_artifacts(tiny_mobilenet(), loss=gen.LossType.CrossEntropyLoss, optimizer=gen.OptimType.AdamW,
+                                  batchnorm="eval")
+    given = {"training": arts.training_model, "eval": arts.eval_model, "optimizer": arts.optimizer_model,
+             "checkpoint": arts.checkpoint}
+    pre = ("import base64, json\nARTS = {k: base64.b64decode(v) for k, v in json.loads(%r).items()}\n"
+           % json.dumps({k: base64.b64encode(v).decode() for k, v in given.items()}))
+    gpu_page.evaluate("code => window.__py(code)",
+                      pre + "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', (8, 3, 16, 16), 'AdamW', 0\n" + MLP)
+    gpu_page.evaluate("window.__settle()")
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+
+
+def test_a_mobilenet_trains_on_the_gpu_with_the_cpu_losses(mobile_run):
+    cpu, gpu = mobile_run["cpu"], mobile_run["gpu"]
+    assert len(gpu) == len(cpu) == 20
+    for step, (c, g) in enumerate(zip(cpu, gpu)):
+        assert abs(g - c) <= 1e-5 * abs(c), (step, c, g)
+    assert cpu[-1] < cpu[0]   # it learns
+    assert mobile_run["step"] == 20
+    for name, err in mobile_run["params"].items():
+        assert err <= 1e-4, (name, err)
+    # every node ran on the GPU: the batch and its labels went up, the loss came down (the parameters once)
+    counts, params = mobile_run["counts"], len(mobile_run["params"])
+    assert counts["readbacks"] <= 20 + 3 * params, counts
+    assert counts["uploads"] <= 4 * 20 + 3 * params + 10, counts
+    print("mobilenet: losses %s, counts %s" % (gpu[:3], counts))
