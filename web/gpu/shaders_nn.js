@@ -1,6 +1,7 @@
 /* pytrain's WebGPU kernels for CNNs and embedding models, added to gpu/webgpu.js's (load after it): the same
- * form (name -> [tensor bindings, workgroup size, WGSL body]; P the u32 parameters, pf(i) a float among them;
- * one thread per output element or row, each summing in index order). */
+ * form (name -> [tensor bindings, workgroup size, the statements of main]; P the u32 parameters and the
+ * prelude's helpers, pf(i), flat(g), win(), tap_in, tap_out: see webgpu.js's PRELUDE; one thread per output
+ * element or row, each summing in index order). */
 (function (root) {
   "use strict";
   root.PytrainGPU.addKernels({
@@ -8,119 +9,96 @@
     // (c, kh, kw) in order, then the bias. Window P (all kernels below): n, c, m, flag, inH, inW, outH, outW, kH, kW,
     // sH, sW, dH, dW, pH, pW, G
     conv2d: [["r", "r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
-  if (i >= P[0] * M * outH * outW) { return; }
-  let ow = i % outW; var r = i / outW; let oh = r % outH; r = r / outH; let mm = r % M; let nn = r / M;
-  let Cg = C / P[16]; let c0 = (mm / (M / P[16])) * Cg;
+  let i = flat(g); let w = win();
+  if (i >= w.n * w.m * w.outH * w.outW) { return; }
+  let ow = i % w.outW; var r = i / w.outW; let oh = r % w.outH; r = r / w.outH; let mm = r % w.m; let nn = r / w.m;
+  let Cg = w.c / w.groups; let c0 = (mm / (w.m / w.groups)) * Cg;
   var acc = 0.0;
   for (var c = 0u; c < Cg; c = c + 1u) {
-    for (var kh = 0u; kh < kH; kh = kh + 1u) {
-      let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
-      if (ih < 0 || ih >= i32(inH)) { continue; }
-      for (var kw = 0u; kw < kW; kw = kw + 1u) {
-        let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
-        if (iw < 0 || iw >= i32(inW)) { continue; }
-        acc = acc + T1[((nn * C + c0 + c) * inH + u32(ih)) * inW + u32(iw)] * T2[((mm * Cg + c) * kH + kh) * kW + kw];
+    for (var kh = 0u; kh < w.kH; kh = kh + 1u) {
+      let ih = tap_in(oh, kh, w.sH, w.dH, w.pH);
+      if (ih < 0 || ih >= i32(w.inH)) { continue; }
+      for (var kw = 0u; kw < w.kW; kw = kw + 1u) {
+        let iw = tap_in(ow, kw, w.sW, w.dW, w.pW);
+        if (iw < 0 || iw >= i32(w.inW)) { continue; }
+        acc = acc + T1[((nn * w.c + c0 + c) * w.inH + u32(ih)) * w.inW + u32(iw)] *
+          T2[((mm * Cg + c) * w.kH + kh) * w.kW + kw];
       }
     }
   }
-  if (P[3] == 1u) { acc = acc + T3[mm]; }
-  T4[i] = acc;
-}`],
+  if (w.flag == 1u) { acc = acc + T3[mm]; }
+  T4[i] = acc;`],
     // dX of conv2d: each input element sums dY * W over its group's (m, kh, kw) of the outputs whose window holds it
     conv2d_grad_x: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
-  if (i >= P[0] * C * inH * inW) { return; }
-  let iw = i % inW; var r = i / inW; let ih = r % inH; r = r / inH; let cc = r % C; let nn = r / C;
-  let Cg = C / P[16]; let Mg = M / P[16]; let m0 = (cc / Cg) * Mg; let cl = cc % Cg;
+  let i = flat(g); let w = win();
+  if (i >= w.n * w.c * w.inH * w.inW) { return; }
+  let iw = i % w.inW; var r = i / w.inW; let ih = r % w.inH; r = r / w.inH; let cc = r % w.c; let nn = r / w.c;
+  let Cg = w.c / w.groups; let Mg = w.m / w.groups; let m0 = (cc / Cg) * Mg; let cl = cc % Cg;
   var acc = 0.0;
   for (var m = m0; m < m0 + Mg; m = m + 1u) {
-    for (var kh = 0u; kh < kH; kh = kh + 1u) {
-      let th = i32(ih) + i32(P[14]) - i32(kh * P[12]);
-      if (th < 0 || th % i32(P[10]) != 0) { continue; }
-      let oh = u32(th) / P[10];
-      if (oh >= outH) { continue; }
-      for (var kw = 0u; kw < kW; kw = kw + 1u) {
-        let tw = i32(iw) + i32(P[15]) - i32(kw * P[13]);
-        if (tw < 0 || tw % i32(P[11]) != 0) { continue; }
-        let ow = u32(tw) / P[11];
-        if (ow >= outW) { continue; }
-        acc = acc + T1[((nn * M + m) * outH + oh) * outW + ow] * T2[((m * Cg + cl) * kH + kh) * kW + kw];
+    for (var kh = 0u; kh < w.kH; kh = kh + 1u) {
+      let oh = tap_out(ih, kh, w.sH, w.dH, w.pH, w.outH);
+      if (oh < 0) { continue; }
+      for (var kw = 0u; kw < w.kW; kw = kw + 1u) {
+        let ow = tap_out(iw, kw, w.sW, w.dW, w.pW, w.outW);
+        if (ow < 0) { continue; }
+        acc = acc + T1[((nn * w.m + m) * w.outH + u32(oh)) * w.outW + u32(ow)] * T2[((m * Cg + cl) * w.kH + kh) * w.kW + kw];
       }
     }
   }
-  T3[i] = acc;
-}`],
+  T3[i] = acc;`],
     // dW of conv2d: each weight (m, c of its group, kh, kw) sums dY * X over (n, oh, ow) in order
     conv2d_grad_w: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  let C = P[1]; let M = P[2]; let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; let kH = P[8]; let kW = P[9];
-  let Cg = C / P[16];
-  if (i >= M * Cg * kH * kW) { return; }
-  let kw = i % kW; var r = i / kW; let kh = r % kH; r = r / kH; let cl = r % Cg; let mm = r / Cg;
-  let cc = (mm / (M / P[16])) * Cg + cl;
+  let i = flat(g); let w = win();
+  let Cg = w.c / w.groups;
+  if (i >= w.m * Cg * w.kH * w.kW) { return; }
+  let kw = i % w.kW; var r = i / w.kW; let kh = r % w.kH; r = r / w.kH; let cl = r % Cg; let mm = r / Cg;
+  let cc = (mm / (w.m / w.groups)) * Cg + cl;
   var acc = 0.0;
-  for (var n = 0u; n < P[0]; n = n + 1u) {
-    for (var oh = 0u; oh < outH; oh = oh + 1u) {
-      let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
-      if (ih < 0 || ih >= i32(inH)) { continue; }
-      for (var ow = 0u; ow < outW; ow = ow + 1u) {
-        let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
-        if (iw < 0 || iw >= i32(inW)) { continue; }
-        acc = acc + T1[((n * M + mm) * outH + oh) * outW + ow] * T2[((n * C + cc) * inH + u32(ih)) * inW + u32(iw)];
+  for (var n = 0u; n < w.n; n = n + 1u) {
+    for (var oh = 0u; oh < w.outH; oh = oh + 1u) {
+      let ih = tap_in(oh, kh, w.sH, w.dH, w.pH);
+      if (ih < 0 || ih >= i32(w.inH)) { continue; }
+      for (var ow = 0u; ow < w.outW; ow = ow + 1u) {
+        let iw = tap_in(ow, kw, w.sW, w.dW, w.pW);
+        if (iw < 0 || iw >= i32(w.inW)) { continue; }
+        acc = acc + T1[((n * w.m + mm) * w.outH + oh) * w.outW + ow] * T2[((n * w.c + cc) * w.inH + u32(ih)) * w.inW + u32(iw)];
       }
     }
   }
-  T3[i] = acc;
-}`],
+  T3[i] = acc;`],
     // dB of conv2d: dY summed over (n, oh, ow) in order, one thread per output channel
     conv2d_grad_b: [["r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let mm = g.x;
-  let M = P[2]; let size = P[6] * P[7];
-  if (mm >= M) { return; }
+  let mm = g.x; let w = win();
+  let size = w.outH * w.outW;
+  if (mm >= w.m) { return; }
   var acc = 0.0;
-  for (var n = 0u; n < P[0]; n = n + 1u) {
-    for (var j = 0u; j < size; j = j + 1u) { acc = acc + T1[(n * M + mm) * size + j]; }
+  for (var n = 0u; n < w.n; n = n + 1u) {
+    for (var j = 0u; j < size; j = j + 1u) { acc = acc + T1[(n * w.m + mm) * size + j]; }
   }
-  T2[mm] = acc;
-}`],
+  T2[mm] = acc;`],
     // 2-D MaxPool: the first maximum in scan order (strict >), its flat index in X (row-major) when P[3] is 1
     max_pool2d: [["r", "w", "wi"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; if (i >= P[0] * P[1] * outH * outW) { return; }
-  let ow = i % outW; let oh = (i / outW) % outH; let plane = i / (outW * outH);
+  let i = flat(g); let w = win();
+  if (i >= w.n * w.c * w.outH * w.outW) { return; }
+  let ow = i % w.outW; let oh = (i / w.outW) % w.outH; let plane = i / (w.outW * w.outH);
   var best = 0.0; var at = 0u; var found = false;   // (a window always holds an element: pads < kernel)
-  for (var kh = 0u; kh < P[8]; kh = kh + 1u) {
-    let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
-    if (ih < 0 || ih >= i32(inH)) { continue; }
-    for (var kw = 0u; kw < P[9]; kw = kw + 1u) {
-      let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
-      if (iw < 0 || iw >= i32(inW)) { continue; }
-      let k = u32(ih) * inW + u32(iw);
-      let v = T1[plane * inH * inW + k];
+  for (var kh = 0u; kh < w.kH; kh = kh + 1u) {
+    let ih = tap_in(oh, kh, w.sH, w.dH, w.pH);
+    if (ih < 0 || ih >= i32(w.inH)) { continue; }
+    for (var kw = 0u; kw < w.kW; kw = kw + 1u) {
+      let iw = tap_in(ow, kw, w.sW, w.dW, w.pW);
+      if (iw < 0 || iw >= i32(w.inW)) { continue; }
+      let k = u32(ih) * w.inW + u32(iw);
+      let v = T1[plane * w.inH * w.inW + k];
       if (!found || v > best) { best = v; at = k; found = true; }
     }
   }
   T2[i] = best;
-  if (P[3] == 1u) { T3[i] = i32(plane * inH * inW + at); }
-}`],
+  if (w.flag == 1u) { T3[i] = i32(plane * w.inH * w.inW + at); }`],
     // MaxPoolGrad: each X element sums, in order, the dY of its plane whose index is it. P = planes, in, out sizes
     max_pool2d_grad: [["r", "ri", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0] * P[1]) { return; }
   let plane = i / P[1];
   var acc = 0.0;
@@ -128,33 +106,24 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     let k = plane * P[2] + j;
     if (T2[k] == i32(i)) { acc = acc + T1[k]; }
   }
-  T3[i] = acc;
-}`],
+  T3[i] = acc;`],
     // BatchNormalization on running statistics: y = x * a + b, a = scale / sqrt(var + eps), b = B - mean * a for
     // its channel. P (all batchnorm kernels) = n, c, spatial size, eps bits
     batchnorm: [["r", "r", "r", "r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0] * P[1] * P[2]) { return; }
   let ch = (i / P[2]) % P[1];
   let a = T2[ch] / sqrt(T5[ch] + pf(3));
   let b = T3[ch] - T4[ch] * a;
-  T6[i] = T1[i] * a + b;
-}`],
+  T6[i] = T1[i] * a + b;`],
     // dX of BatchNormalization on running statistics: dY * (scale * invstd)
     batchnorm_grad_x: [["r", "r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0] * P[1] * P[2]) { return; }
   let ch = (i / P[2]) % P[1];
-  T4[i] = T1[i] * (T2[ch] * (1.0 / sqrt(T3[ch] + pf(3))));
-}`],
+  T4[i] = T1[i] * (T2[ch] * (1.0 / sqrt(T3[ch] + pf(3))));`],
     // dScale[ch] = sum of dY * (x - mean) * invstd, dB[ch] = sum of dY, over (n, spatial) in order
     batchnorm_grad_params: [["r", "r", "r", "r", "w", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let ch = g.x;
   let C = P[1]; let S = P[2];
   if (ch >= C) { return; }
@@ -166,107 +135,80 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
       ds = ds + T1[k] * ((T2[k] - mean) * inv); db = db + T1[k];
     }
   }
-  T5[ch] = ds; T6[ch] = db;
-}`],
+  T5[ch] = ds; T6[ch] = db;`],
     // Clip by scalar bounds: P = size, lo bits, hi bits, hasLo, hasHi
     clip: [["r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0]) { return; }
   var y = T1[i];
   if (P[3] == 1u) { y = max(y, pf(1)); }
   if (P[4] == 1u) { y = min(y, pf(2)); }
-  T2[i] = y;
-}`],
+  T2[i] = y;`],
     // ClipGrad: dY where lo <= x <= hi, else 0 (selected). P as clip's
     clip_grad: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0]) { return; }
   let x = T2[i];
   let keep = (P[3] == 0u || x >= pf(1)) && (P[4] == 0u || x <= pf(2));
-  T3[i] = select(0.0, T1[i], keep);
-}`],
+  T3[i] = select(0.0, T1[i], keep);`],
     // dX[i] = dY[i / plane] * scale (GlobalAveragePoolGrad). P = size, plane, scale bits
     plane_scale: [["r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0]) { return; }
-  T2[i] = T1[i / P[1]] * pf(2);
-}`],
+  T2[i] = T1[i / P[1]] * pf(2);`],
     // 2-D AveragePool: the window's elements in the input summed in (kh, kw) order (pads add nothing), divided by
     // T2[output position] (onnxruntime's count, from the host). Window P as conv2d's
     avg_pool2d: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; if (i >= P[0] * P[1] * outH * outW) { return; }
-  let ow = i % outW; let oh = (i / outW) % outH; let plane = i / (outW * outH);
+  let i = flat(g); let w = win();
+  if (i >= w.n * w.c * w.outH * w.outW) { return; }
+  let ow = i % w.outW; let oh = (i / w.outW) % w.outH; let plane = i / (w.outW * w.outH);
   var acc = 0.0;
-  for (var kh = 0u; kh < P[8]; kh = kh + 1u) {
-    let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
-    if (ih < 0 || ih >= i32(inH)) { continue; }
-    for (var kw = 0u; kw < P[9]; kw = kw + 1u) {
-      let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
-      if (iw < 0 || iw >= i32(inW)) { continue; }
-      acc = acc + T1[(plane * inH + u32(ih)) * inW + u32(iw)];
+  for (var kh = 0u; kh < w.kH; kh = kh + 1u) {
+    let ih = tap_in(oh, kh, w.sH, w.dH, w.pH);
+    if (ih < 0 || ih >= i32(w.inH)) { continue; }
+    for (var kw = 0u; kw < w.kW; kw = kw + 1u) {
+      let iw = tap_in(ow, kw, w.sW, w.dW, w.pW);
+      if (iw < 0 || iw >= i32(w.inW)) { continue; }
+      acc = acc + T1[(plane * w.inH + u32(ih)) * w.inW + u32(iw)];
     }
   }
-  T3[i] = acc / T2[oh * outW + ow];
-}`],
+  T3[i] = acc / T2[oh * w.outW + ow];`],
     // AveragePoolGrad: each input element sums, in (kh, kw) order, dY * (1 / max(count, 1)) of the windows holding it
     avg_pool2d_grad: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
-  let inH = P[4]; let inW = P[5]; let outH = P[6]; let outW = P[7]; if (i >= P[0] * P[1] * inH * inW) { return; }
-  let iw = i % inW; let ih = (i / inW) % inH; let plane = i / (inW * inH);
+  let i = flat(g); let w = win();
+  if (i >= w.n * w.c * w.inH * w.inW) { return; }
+  let iw = i % w.inW; let ih = (i / w.inW) % w.inH; let plane = i / (w.inW * w.inH);
   var acc = 0.0;
-  for (var kh = 0u; kh < P[8]; kh = kh + 1u) {
-    let th = i32(ih) + i32(P[14]) - i32(kh * P[12]);
-    if (th < 0 || th % i32(P[10]) != 0) { continue; }
-    let oh = u32(th) / P[10];
-    if (oh >= outH) { continue; }
-    for (var kw = 0u; kw < P[9]; kw = kw + 1u) {
-      let tw = i32(iw) + i32(P[15]) - i32(kw * P[13]);
-      if (tw < 0 || tw % i32(P[11]) != 0) { continue; }
-      let ow = u32(tw) / P[11];
-      if (ow >= outW) { continue; }
-      acc = acc + T1[(plane * outH + oh) * outW + ow] * (1.0 / max(T2[oh * outW + ow], 1.0));
+  for (var kh = 0u; kh < w.kH; kh = kh + 1u) {
+    let oh = tap_out(ih, kh, w.sH, w.dH, w.pH, w.outH);
+    if (oh < 0) { continue; }
+    for (var kw = 0u; kw < w.kW; kw = kw + 1u) {
+      let ow = tap_out(iw, kw, w.sW, w.dW, w.pW, w.outW);
+      if (ow < 0) { continue; }
+      let o = u32(oh) * w.outW + u32(ow);
+      acc = acc + T1[plane * w.outH * w.outW + o] * (1.0 / max(T2[o], 1.0));
     }
   }
-  T3[i] = acc;
-}`],
+  T3[i] = acc;`],
     // Gather of rows (axis 0): Y[q, j] = X[I[q], j]. P = count, inner
     gather_rows: [["r", "ri", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   let inner = P[1];
   if (i >= P[0] * inner) { return; }
-  T3[i] = T1[u32(T2[i / inner]) * inner + i % inner];
-}`],
+  T3[i] = T1[u32(T2[i / inner]) * inner + i % inner];`],
     // GatherGrad of rows: dX[r, j] sums, in order, dY[q, j] over the q whose index is r. P = count, inner, size
     gather_rows_grad: [["r", "ri", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   let inner = P[1];
   if (i >= P[2]) { return; }
   let r = i32(i / inner); let j = i % inner;
   var acc = 0.0;
   for (var q = 0u; q < P[0]; q = q + 1u) { if (T2[q] == r) { acc = acc + T1[q * inner + j]; } }
-  T3[i] = acc;
-}`],
+  T3[i] = acc;`],
     // LayerNormalization over rows of n: mean, 1 / sqrt(var + eps), y = (x - mean) * inv * scale (+ b).
     // P = rows, n, eps bits, hasB
     layernorm: [["r", "r", "r", "w", "w", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let r = g.x + g.y * 65535u * 64u;
+  let r = flat(g);
   let n = P[1];
   if (r >= P[0]) { return; }
   let o = r * n;
@@ -281,13 +223,10 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     if (P[3] == 1u) { y = y + T3[j]; }
     T4[o + j] = y;
   }
-  T5[r] = mean; T6[r] = inv;
-}`],
+  T5[r] = mean; T6[r] = inv;`],
     // dX of LayerNormalization: inv * (g - mean(g) - xhat * mean(g * xhat)), g = dY * scale. P = rows, n
     layernorm_grad_x: [["r", "r", "r", "r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let r = g.x + g.y * 65535u * 64u;
+  let r = flat(g);
   let n = P[1];
   if (r >= P[0]) { return; }
   let o = r * n; let mean = T4[r]; let inv = T5[r];
@@ -300,12 +239,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   for (var j = 0u; j < n; j = j + 1u) {
     let xh = (T2[o + j] - mean) * inv;
     T6[o + j] = inv * ((T1[o + j] * T3[j] - mg) - xh * mgx);
-  }
-}`],
+  }`],
     // dScale[j] = sum over rows of dY * xhat, dB[j] = sum of dY, in row order. P = rows, n
     layernorm_grad_params: [["r", "r", "r", "r", "w", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let j = g.x;
   let n = P[1];
   if (j >= n) { return; }
@@ -314,13 +250,10 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     let dy = T1[r * n + j];
     ds = ds + dy * ((T2[r * n + j] - T3[r]) * T4[r]); db = db + dy;
   }
-  T5[j] = ds; T6[j] = db;
-}`],
+  T5[j] = ds; T6[j] = db;`],
     // Softmax of rows of n: exp(x - max) / their sum (in order). P = rows, n
     softmax_rows: [["r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let r = g.x + g.y * 65535u * 64u;
+  let r = flat(g);
   let n = P[1];
   if (r >= P[0]) { return; }
   let o = r * n;
@@ -328,19 +261,15 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   for (var j = 1u; j < n; j = j + 1u) { mx = max(mx, T1[o + j]); }
   var s = 0.0;
   for (var j = 0u; j < n; j = j + 1u) { let e = exp(T1[o + j] - mx); T2[o + j] = e; s = s + e; }
-  for (var j = 0u; j < n; j = j + 1u) { T2[o + j] = T2[o + j] / s; }
-}`],
+  for (var j = 0u; j < n; j = j + 1u) { T2[o + j] = T2[o + j] / s; }`],
     // SoftmaxGrad of rows: Y * (dY - sum(dY * Y)). P = rows, n
     softmax_grad_rows: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let r = g.x + g.y * 65535u * 64u;
+  let r = flat(g);
   let n = P[1];
   if (r >= P[0]) { return; }
   let o = r * n;
   var s = 0.0;
   for (var j = 0u; j < n; j = j + 1u) { s = s + T1[o + j] * T2[o + j]; }
-  for (var j = 0u; j < n; j = j + 1u) { T3[o + j] = T2[o + j] * (T1[o + j] - s); }
-}`],
+  for (var j = 0u; j < n; j = j + 1u) { T3[o + j] = T2[o + j] * (T1[o + j] - s); }`],
   });
 })(typeof globalThis !== "undefined" ? globalThis : this);

@@ -9,6 +9,10 @@
  * losses it asked for. Every kernel is one thread per output element (or per row), each summing
  * in index order, so the numbers are those of a plain float32 loop.
  *
+ * A kernel (here, or added with PytrainGPU.addKernels from another file) is [tensor bindings, workgroup
+ * size, body]: the body is the statements of its main(g), compiled after PRELUDE below, which declares
+ * the parameters P and the helpers every shader shares (pf, flat, win, tap_in, tap_out).
+ *
  *   const gpu = await PytrainGPU.create(() => pyodide._module.HEAPU8);   // null: no adapter (gpu.reason says why)
  *   gpu.registerWithPyodide(pyodide);        // Python: import pytrain_webgpu
  *   await gpu.settle();                      // after Python enqueued a slice
@@ -16,18 +20,37 @@
 (function (root) {
   "use strict";
 
-  // Every kernel reads its sizes from P, a read-only array<u32> bound at @binding(0) (floats as their bits:
-  // storage arrays need no uniform padding); its tensors follow at bindings 1... in the order Python passes.
-  const HEAD = "@group(0) @binding(0) var<storage, read> P: array<u32>;\n" +
-    "fn pf(i: u32) -> f32 { return bitcast<f32>(P[i]); }\n";
+  // PRELUDE, the one piece every kernel is compiled with (WGSL has no include): its parameters P, a read-only
+  // array<u32> at @binding(0) (floats as their bits: storage arrays need no uniform padding; its tensors follow at
+  // bindings 1... in the order Python passes, declared T1, T2, ... by source()), and the index helpers:
+  //   pf(i)       parameter i as a float
+  //   flat(g)     this thread's element: x workgroups carried into y past 65535 (Device.dispatch in Python)
+  //   win()       a 2-D window's parameters, P[0..16] (see Win) as the CNN kernels are given them
+  //   tap_in(o, k, s, d, p)      the input row/column output o's tap k reads (< 0 or >= size: a pad)
+  //   tap_out(x, k, s, d, p, n)  the output whose tap k reads input x, or -1 (between strides, or outside 0..n)
+  // A body is the statements of `fn main(@builtin(global_invocation_id) g: vec3<u32>)` at the kernel's workgroup
+  // size, which source() wraps around it (a body that begins with "@compute" is a whole shader, used as it is).
+  const PRELUDE = `@group(0) @binding(0) var<storage, read> P: array<u32>;
+fn pf(i: u32) -> f32 { return bitcast<f32>(P[i]); }
+fn flat(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }
+struct Win { n: u32, c: u32, m: u32, flag: u32, inH: u32, inW: u32, outH: u32, outW: u32, kH: u32, kW: u32,
+  sH: u32, sW: u32, dH: u32, dW: u32, pH: u32, pW: u32, groups: u32 }
+fn win() -> Win {
+  return Win(P[0], P[1], P[2], P[3], P[4], P[5], P[6], P[7], P[8], P[9], P[10], P[11], P[12], P[13], P[14], P[15], P[16]);
+}
+fn tap_in(o: u32, k: u32, s: u32, d: u32, p: u32) -> i32 { return i32(o * s + k * d) - i32(p); }
+fn tap_out(x: u32, k: u32, s: u32, d: u32, p: u32, n: u32) -> i32 {
+  let t = i32(x) + i32(p) - i32(k * d);
+  if (t < 0 || t % i32(s) != 0 || u32(t) / s >= n) { return -1; }
+  return t / i32(s);
+}
+`;
 
   // name -> [tensor bindings ("r" read, "w" read_write, "ri" read i32), workgroup size, body]
   const KERNELS = {
     // C[b] = alpha * op(A[b]) @ op(B[b]) (+ bias): P = m, n, k, transA, transB, biasKind (0 none, 1 row of n,
     // 2 (m, n), 3 scalar), alpha, strideA, strideB (elements per batch; 0 broadcasts), strideC
     matmul: [["r", "r", "r", "w"], [8, 8, 1], `
-@compute @workgroup_size(8, 8, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let m = P[0]; let n = P[1]; let k = P[2];
   let row = g.y; let col = g.x; let b = g.z;
   if (row >= m || col >= n) { return; }
@@ -43,14 +66,11 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (pf(6) != 1.0) { y = pf(6) * acc; }
   if (P[5] == 1u) { y = y + T3[col]; } else if (P[5] == 2u) { y = y + T3[row * n + col]; }
   else if (P[5] == 3u) { y = y + T3[0]; }
-  T4[b * P[9] + row * n + col] = y;
-}`],
+  T4[b * P[9] + row * n + col] = y;`],
     // Y = A op B with numpy broadcasting: P = op (0 + 1 - 2 * 3 /), size, rank, then rank output dims,
     // rank strides of A, rank strides of B (0 along a broadcast axis)
     binary: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[1]) { return; }
   let rank = P[2];
   var rest = i; var ia = 0u; var ib = 0u;
@@ -68,43 +88,31 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     case 2u: { y = a * b; }
     default: { y = a / b; }
   }
-  T3[i] = y;
-}`],
+  T3[i] = y;`],
     // P = size
     relu: [["r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0]) { return; }
-  T2[i] = max(T1[i], 0.0);
-}`],
+  T2[i] = max(T1[i], 0.0);`],
     // dX = dY where Y > 0 else 0 (selected, never multiplied: an inf upstream does not leak through a dead unit)
     relu_grad: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0]) { return; }
-  T3[i] = select(0.0, T1[i], T2[i] > 0.0);
-}`],
+  T3[i] = select(0.0, T1[i], T2[i] > 0.0);`],
     // Y[o, j] = sum over r of X[o, r, j] in order (times P[3]: ReduceMean's 1 / count); X viewed as (outer,
     // reduced, inner); P = outer, reduced, inner, scale
     reduce_sum: [["r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   let inner = P[2]; let red = P[1];
   if (i >= P[0] * inner) { return; }
   let o = i / inner; let j = i % inner;
   var acc = 0.0;
   for (var r = 0u; r < red; r = r + 1u) { acc = acc + T1[(o * red + r) * inner + j]; }
   if (pf(3) != 1.0) { acc = acc * pf(3); }
-  T2[i] = acc;
-}`],
+  T2[i] = acc;`],
     // Per row of (N, C) scores: log_prob = x - max - log(sum exp(x - max)); row loss -log_prob[label] and its
     // weight (0 for ignore_index) into W (2 N floats). P = N, C, hasIgnore, ignoreIndex (i32 bits)
     softmax_ce_rows: [["r", "ri", "w", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let r = g.x;
   let n = P[0]; let c = P[1];
   if (r >= n) { return; }
@@ -116,33 +124,24 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   for (var j = 0u; j < c; j = j + 1u) { T3[r * c + j] = T1[r * c + j] - mx - lse; }
   let label = T2[r];
   if (P[2] == 1u && label == bitcast<i32>(P[3])) { T4[r] = 0.0; T4[n + r] = 0.0; return; }
-  T4[r] = -T3[r * c + u32(label)]; T4[n + r] = 1.0;
-}`],
+  T4[r] = -T3[r * c + u32(label)]; T4[n + r] = 1.0;`],
     // loss = sum of the row losses (in order), divided for "mean" by the summed weights. P = N, mean
     softmax_ce_total: [["r", "w"], [1, 1, 1], `
-@compute @workgroup_size(1, 1, 1)
-fn main() {
   let n = P[0];
   var s = 0.0; var w = 0.0;
   for (var r = 0u; r < n; r = r + 1u) { s = s + T1[r]; w = w + T1[n + r]; }
   if (P[1] == 1u) { s = s / w; }
-  T2[0] = s;
-}`],
+  T2[0] = s;`],
     // the samples not ignored, counted once for the gradient's mean: P = N, ignoreIndex
     softmax_ce_count: [["ri", "w"], [1, 1, 1], `
-@compute @workgroup_size(1, 1, 1)
-fn main() {
   var total = 0.0;
   for (var q = 0u; q < P[0]; q = q + 1u) { if (T1[q] != bitcast<i32>(P[1])) { total = total + 1.0; } }
-  T2[0] = total;
-}`],
+  T2[0] = total;`],
     // dScores = coef * w * (exp(log_prob) - onehot(label)), coef = dLoss (/ summed weights for "mean": N, or
     // T5[0] from softmax_ce_count when labels may be ignored).
     // P = N, C, mean, hasIgnore, ignoreIndex, dLoss bits, dLossInBuffer (then T4[0] is dLoss)
     softmax_ce_grad: [["r", "ri", "w", "r", "r"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   let n = P[0]; let c = P[1];
   if (i >= n * c) { return; }
   let r = i / c; let j = i % c;
@@ -157,14 +156,11 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   var coef = d;
   if (P[2] == 1u) { coef = select(0.0, d * (1.0 / total), total != 0.0); }
   if (coef != 1.0) { y = y * coef; }
-  T3[i] = y;
-}`],
+  T3[i] = y;`],
     // torch's Adam/AdamW in place, the float32 operations of pytrain's numpy update in its order.
     // P = size, b1, 1-b1, b2, 1-b2, 1/sqrt(1-b2^t), eps, lr/(1-b1^t), decayKind (0, 1 AdamW, 2 Adam L2), decay
     adam: [["w", "r", "w", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0]) { return; }
   var p = T1[i]; var gr = T2[i];
   if (P[8] == 1u) { p = p * pf(9); } else if (P[8] == 2u) { gr = gr + pf(9) * p; }
@@ -174,23 +170,21 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   var t = sqrt(v) * pf(5);
   t = t + pf(6);
   t = (m / t) * pf(7);
-  T1[i] = p - t;
-}`],
+  T1[i] = p - t;`],
     // plain SGD in place: p -= lr * g. P = size, lr
     sgd: [["w", "r"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0]) { return; }
-  T1[i] = T1[i] - pf(1) * T2[i];
-}`],
+  T1[i] = T1[i] - pf(1) * T2[i];`],
   };
 
   function source(name) {
-    const [bindings, , body] = KERNELS[name];
+    const [bindings, size, body] = KERNELS[name];
     const decl = bindings.map((b, j) => "@group(0) @binding(" + (j + 1) + ") var<storage, " +
       (b[0] === "w" ? "read_write" : "read") + "> T" + (j + 1) + ": array<" + (b.length > 1 ? "i32" : "f32") + ">;\n");
-    return HEAD + decl.join("") + body;
+    const main = /^\s*@compute/.test(body) ? body : "@compute @workgroup_size(" + size.join(", ") +
+      ")\nfn main(@builtin(global_invocation_id) g: vec3<u32>) {" + body + "\n}\n";
+    return PRELUDE + decl.join("") + main;
   }
 
   class PytrainGPU {
