@@ -2,7 +2,7 @@
 in Pyodide 0.17.1, bench/pages/webgpu_check.html) against the same page's wasm kernels, naming the adapter and
 counting the transfers per step, or the reason the GPU refuses the workload (the node without a shader).
 
-    python bench/webgpu_bench.py [--steps 3] [mlp cnn emb bert gpt2_lora]   # writes bench/webgpu.json
+    python bench/webgpu_bench.py [--steps 3] [mlp cnn emb mobilenet bert gpt2_lora]   # writes bench/webgpu.json
 
 Headless Chromium here has only SwiftShader (the GPU emulated on the CPU, `--enable-unsafe-webgpu`): its speed
 says nothing about a real GPU; the transfer counts and the refusals hold on any adapter. Artifacts are made
@@ -87,7 +87,7 @@ def run(page, name: str, steps: int) -> dict:
                tuple(y.shape)))
     py = lambda code: page.evaluate("code => window.__py(code)", code)  # noqa: E731
     py(defs + SETUP)
-    row = {"workload": name, "adapter": page.evaluate("window.__gpu.name"), "batch": list(x.shape)}
+    row = {"workload": name, "adapter": page.evaluate("window.__gpu.name"), "batch": list(x.shape), "steps": steps}
     cpu_ms = page.evaluate("""steps => { const t = []; for (let i = 0; i <= steps; i++) {
         const s = performance.now(); window.__py("cpu_step()"); t.push(performance.now() - s); }
         return t.slice(1).sort((a, b) => a - b)[Math.floor(steps / 2)]; }""", steps)
@@ -116,7 +116,7 @@ def run(page, name: str, steps: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("workloads", nargs="*", default=["mlp", "cnn", "emb", "bert", "gpt2_lora"])
+    ap.add_argument("workloads", nargs="*", default=["mlp", "cnn", "emb", "mobilenet", "bert", "gpt2_lora"])
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()
@@ -148,6 +148,12 @@ def main() -> None:
                               + "\n")
 
 
+def _steps(data: dict) -> str:
+    """The steps each row's median is of: "3", or "3 (mobilenet: 2)" when a row was run with fewer."""
+    other = ["%s: %d" % (r["workload"], r["steps"]) for r in data["rows"] if r.get("steps", data["steps"]) != data["steps"]]
+    return "%d%s" % (data["steps"], " (%s)" % ", ".join(other) if other else "")
+
+
 def section() -> list:
     """RESULTS.md's section from bench/webgpu.json (empty when absent)."""
     if not RESULTS.is_file():
@@ -157,8 +163,8 @@ def section() -> list:
            "Headless Chromium (`--enable-unsafe-webgpu`) has only **SwiftShader**, the GPU emulated on the CPU: its "
            "ms per step says nothing about a real GPU (the numbers are right, the speed is not meaningful); what holds "
            "on any adapter is which workloads train on the GPU, and the transfers per step (uploads: the batch and "
-           "its labels; readbacks: the loss). CPU: the same page's wasm kernels, one thread. Median of %d steps."
-           % data["steps"], "",
+           "its labels; readbacks: the loss). CPU: the same page's wasm kernels, one thread. Median of %s steps."
+           % _steps(data), "",
            "| workload | batch | adapter | GPU ms / step | CPU ms / step | dispatches / step | uploads / step "
            "(bytes) | readbacks / step (bytes) | refused because |", "|---|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
