@@ -19,6 +19,7 @@ A kernel reads like the ONNX spec of its op::
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -32,15 +33,17 @@ Kernel = Callable[..., Tuple[Any, ...]]
 class KernelInfo:
     """A registered kernel and the facts the planner needs about it."""
 
-    __slots__ = ("fn", "numpy_fn", "op_type", "domain", "inplace", "since")
+    __slots__ = ("fn", "numpy_fn", "op_type", "domain", "inplace", "since", "module")
 
-    def __init__(self, fn: Kernel, op_type: str, domain: str, inplace: bool, since: int = 1) -> None:
+    def __init__(self, fn: Kernel, op_type: str, domain: str, inplace: bool, since: int = 1,
+                 module: str = "") -> None:
         self.fn = fn
         self.numpy_fn = fn  # the registered kernel, whatever accelerate() put in front of it
         self.op_type = op_type
         self.domain = domain
         self.inplace = inplace
         self.since = since  # the oldest schema version of the op whose meaning the kernel implements
+        self.module = module or fn.__module__  # the module whose import registers it (pytrain.ops.kernel_index)
 
 
 _KERNELS: Dict[Tuple[str, str], KernelInfo] = {}
@@ -61,7 +64,9 @@ def kernel(op_type: str, domain: str = "", inplace: bool = False, since: int = 1
         key = (_norm_domain(domain), op_type)
         if key in _KERNELS:
             raise RuntimeError("kernel for %s registered twice" % (key,))
-        _KERNELS[key] = info = KernelInfo(fn, op_type, key[0], inplace, since)
+        # the registering module, not fn's: kernel("ReluGrad", domain=ORT)(relu_grad) registers another's function
+        caller = inspect.currentframe().f_back  # type: ignore[union-attr]
+        _KERNELS[key] = info = KernelInfo(fn, op_type, key[0], inplace, since, caller.f_globals.get("__name__", ""))
         if key in _ACCELERATED:
             _put_in_front(info, _ACCELERATED[key])
         return fn
@@ -71,8 +76,12 @@ def kernel(op_type: str, domain: str = "", inplace: bool = False, since: int = 1
 
 def get_kernel(op_type: str, domain: str = "") -> Optional[KernelInfo]:
     """The kernel of ``op_type`` in ``domain``, or None when pytrain has none."""
-    _load_all()
-    return _KERNELS.get((_norm_domain(domain), op_type))
+    key = (_norm_domain(domain), op_type)
+    info = _KERNELS.get(key)
+    if info is None and not _loaded:
+        _load_for(key)
+        info = _KERNELS.get(key)
+    return info
 
 
 #: (domain, op_type) -> the fast kernel accelerate() put in front, applied on registration too
@@ -138,6 +147,37 @@ class OpContext:
 
 
 _loaded = False
+
+
+def _load_for(key: Tuple[str, str]) -> None:
+    # Only the module pytrain.ops.kernel_index names for the op: a plan imports the kernels of its own nodes,
+    # not all ~130 modules (0.3 s of the tab's start). An op the index does not know (a kernel added since it
+    # was written: tests/ops/test_kernel_index.py says so) or one its module did not register loads them all.
+    import importlib
+
+    from pytrain.ops.kernel_index import KERNELS
+
+    name = KERNELS.get("%s:%s" % key)
+    if name is not None:
+        importlib.import_module(name)
+    if key not in _KERNELS:
+        _load_all()
+
+
+def kernel_index_source() -> str:
+    """The text of pytrain/ops/kernel_index.py for the kernels registered now (after :func:`_load_all`):
+    each kernel's ``domain:op_type`` with the module that registers it."""
+    _load_all()
+    lines = ['"""Layer 3, the kernels: which module registers each kernel (``domain:op_type``), so a plan imports',
+             'the modules of its own nodes only (pytrain.ops.registry.get_kernel). Written by',
+             '``registry.kernel_index_source()``; tests/ops/test_kernel_index.py checks it is current."""',
+             "from __future__ import annotations", "", "from typing import Dict", "",
+             "KERNELS: Dict[str, str] = {"]
+    for (domain, op), info in sorted(_KERNELS.items()):
+        if ".op_" not in info.module:
+            continue   # (registered where it is used: legacy_broadcast's kernel, by the engine's import of it)
+        lines.append('    "%s:%s": "%s",' % (domain, op, info.module))
+    return "\n".join(lines + ["}", ""])
 
 
 def _load_all() -> None:

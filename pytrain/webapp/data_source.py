@@ -10,7 +10,6 @@ import numpy as np
 
 from pytrain import data as _data
 from pytrain.errors import DataError
-from pytrain.run.text import split as text_split
 from pytrain.webapp.common import MNIST_PART_MAGIC, WebappError
 from pytrain.webapp.demo import read_mnist, read_mnist_part
 
@@ -182,6 +181,7 @@ class DataSource:
         says (its task, classes, val_fraction and seed). ``keep``: more arrays a saved run needs (the
         tokenizer), saved with ``x`` and ``y``."""
         task = source["task"]
+        from pytrain.run.text import split as text_split   # (the text stack: not at the tab's start)
         idx_train, idx_val = text_split(y, task, source["val_fraction"], source["seed"])
         summary = self._set(Split(x[idx_train], y[idx_train], x[idx_val], y[idx_val]), task, source["classes"], None,
                             source, extra)

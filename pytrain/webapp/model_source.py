@@ -14,7 +14,6 @@ from pytrain.base.layout import ARTIFACT_FILES
 from pytrain.run import scaling
 from pytrain.webapp.common import OPTIMIZERS, WebappError, core_api, load_upload
 from pytrain.webapp.demo import generate_bytes, digits_artifacts
-from pytrain.webapp.inspect_model import label_consumer_output, describe_model, refuse_unsupported
 from pytrain.webapp.memory import check_generation
 from pytrain.webapp.run_options import TAB_RUN
 
@@ -94,6 +93,7 @@ class GenerateOptions(NamedTuple):
 def upload(blob: bytes, options: GenerateOptions) -> Model:
     """Artifacts generated for an uploaded inference model (see ``Session.generate``)."""
     loss, optimizer, requires_grad, output, name, batchnorm, extra_files, trainable_ops, lora = options
+    from pytrain.webapp.inspect_model import describe_model, refuse_unsupported
     check_generation(blob, name, extra_files)
     model = load_upload(blob, name, extra_files)
     refuse_unsupported(model, name)
@@ -131,6 +131,7 @@ def lora_info(model: Any, spec: Any) -> Optional[Dict[str, Any]]:
 def ready_made(training: bytes, eval: bytes, optimizer: bytes, checkpoint: bytes,
                output: Optional[str] = None) -> Model:
     """Ready-made artifacts (e.g. from ORT's or pytrain's generate_artifacts), described."""
+    from pytrain.webapp.inspect_model import describe_model, label_consumer_output
     names = {"training": training, "eval": eval, "optimizer": optimizer, "checkpoint": checkpoint}
     models_ = {}
     for key in ("training", "eval", "optimizer"):

@@ -10,7 +10,7 @@ import numpy as np
 from pytrain.run import properties as P
 from pytrain.run.loop import Position
 from pytrain.run.runfile import RunFileError, sort_files
-from pytrain.webapp import feature_head, runfile
+from pytrain.webapp import feature_head
 from pytrain.webapp.common import WebappError, core_api
 from pytrain.webapp.data_source import VAL_FRACTION, pack_arrays, unpack_arrays
 
@@ -97,6 +97,7 @@ def use_artifact_files(session: Any, files: Dict[str, bytes]) -> Dict[str, Any]:
         from pytrain.webapp.text_source import use_run_file
         data = use_run_file(session, table, run)
     elif isinstance(table, dict) and src.get("kind") == "arrays":   # examples (and a backbone) of "By example"
+        from pytrain.webapp import runfile   # (the text stack: not at the tab's start)
         data = runfile.use_examples(session, table, run, found.get(feature_head.ARTIFACT_KEY))
     if run.get("model"):
         model = session.use_model(found, run["model"])

@@ -13,7 +13,7 @@ import numpy as np
 from pytrain.errors import DivergenceError
 from pytrain.run import rows, scaling
 from pytrain.run.loop import Position, steps
-from pytrain.webapp import feature_head, memory, model_source, predictions, runfile, saved_run
+from pytrain.webapp import feature_head, memory, model_source, predictions, saved_run
 from pytrain.webapp.common import WebappError, core_api
 from pytrain.webapp.data_source import VAL_FRACTION, DataSource
 from pytrain.webapp.gpu_slices import GpuSlices, Slice
@@ -25,7 +25,6 @@ if TYPE_CHECKING:   # imported when first used: the worker starts answering soon
     from pytrain.webapp.federation import FederationFlow, TrainerData
     from pytrain.webapp.ort_session import OrtSessions
 from pytrain.webapp.held_artifacts import Artifacts
-from pytrain.webapp.inspect_model import inspect_upload
 
 
 class Session:
@@ -110,6 +109,7 @@ class Session:
                       extra_files: Optional[Dict[str, bytes]] = None) -> Dict[str, Any]:
         """Describe an uploaded inference model (raises ModelFormatError when it is not ONNX);
         ``extra_files``: {file name: bytes} uploaded with it (its ``.onnx.data`` external data)."""
+        from pytrain.webapp.inspect_model import inspect_upload   # (the generator and autodiff: not at the start)
         return inspect_upload(blob, name, extra_files)
 
     def build_digits(self, kind: str = "mlp", optimizer: str = TAB_RUN.optimizer,
@@ -144,7 +144,7 @@ class Session:
 
     def use_model(self, arts: Mapping[str, bytes], info: Dict[str, Any]) -> Dict[str, Any]:
         """Train ``arts`` (artifacts by role) from their checkpoint; ``info``: the model's description."""
-        _, _, api = core_api()
+        from pytrain.device import api   # (not core_api(): prebuilt artifacts need no generator)
         state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
         # the models of the artifacts in use when going back (restore_good): read again, not copied
         models = arts.models if isinstance(arts, Artifacts) else {}
@@ -416,6 +416,7 @@ class Session:
     def run_file(self, epochs: Optional[int] = None, history: Optional[Dict[str, Any]] = None) -> bytes:
         """The whole run as one zip the page, the widget and ``pytrain train --resume`` take back, with the
         plots' ``history`` (see :mod:`pytrain.webapp.runfile`)."""
+        from pytrain.webapp import runfile   # (the text stack: not at the tab's start)
         self.need_model()
         return runfile.run_file(self, epochs, history)
 

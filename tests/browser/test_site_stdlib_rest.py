@@ -12,6 +12,7 @@ import build
 from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_worker, build_digits, new_context, open_app,
                              stop_training, wait_ms, wait_ready)
 
+MODULES = "() => runtime.pyodide.runPython('import json, sys\\njson.dumps(sorted(sys.modules))')"
 EARLY = "() => runtime.pyodide.runPython('import json\\njson.dumps(_pt_rest_guard.early)')"
 
 
@@ -46,6 +47,11 @@ def test_a_command_after_the_first_step_waits_for_the_stdlib_rest(browser, site_
         stop_training(page)                       # (stop is answered at once: nothing waits for the rest)
         worker = app_worker(page)
         assert worker.evaluate("() => restWritten") is False
+        # the start and the first step import what that step needs: its own nodes' kernels (pytrain/ops/kernel_index.py),
+        # not every kernel module, the generator, autodiff or the text stack (prebuilt artifacts)
+        loaded = json.loads(worker.evaluate(MODULES))
+        assert "pytrain.ops.nn.op_gemm" in loaded and len([m for m in loaded if ".op_" in m]) < 30
+        assert not [m for m in loaded if m.startswith(("pytrain.text", "pytrain.autodiff", "pytrain.generator.artifacts"))]
         # a later command waits: its reply comes after the one of an early command sent after it
         page.evaluate("() => { const c = window.pytrainApp.client; window.__evaluated = null;"
                       " c.call('evaluate').then(() => { window.__evaluated = 'ok'; }, (e) => { window.__evaluated = String(e); }); }")
