@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -87,7 +88,8 @@ def run(page, name: str, steps: int) -> dict:
                tuple(y.shape)))
     py = lambda code: page.evaluate("code => window.__py(code)", code)  # noqa: E731
     py(defs + SETUP)
-    row = {"workload": name, "adapter": page.evaluate("window.__gpu.name"), "batch": list(x.shape)}
+    row = {"workload": name, "adapter": page.evaluate("window.__gpu.name"), "batch": list(x.shape),
+           "load": round(os.getloadavg()[0], 1)}   # (the machine's: its CPU ms mean nothing past its cores)
     cpu_ms = page.evaluate("""steps => { const t = []; for (let i = 0; i <= steps; i++) {
         const s = performance.now(); window.__py("cpu_step()"); t.push(performance.now() - s); }
         return t.slice(1).sort((a, b) => a - b)[Math.floor(steps / 2)]; }""", steps)
@@ -170,9 +172,10 @@ def section() -> list:
            "(bytes) | readbacks / step (bytes) | refused because |", "|---|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
         c = r.get("per_step")
-        out.append("| %s | %s | %s | %s | %.1f | %s | %s | %s | %s |" % (
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["workload"], "x".join(str(d) for d in r["batch"]), r["adapter"],
-            "%.0f" % r["gpu_ms"] if "gpu_ms" in r else "–", r["cpu_ms"],
+            "%.0f" % r["gpu_ms"] if "gpu_ms" in r else "–",
+            "%.1f" % r["cpu_ms"] + (" (load %.0f)" % r["load"] if "load" in r else ""),
             "%.0f" % c["dispatches"] if c else "–",
             "%.0f (%.0f)" % (c["uploads"], c["uploadBytes"]) if c else "–",
             "%.0f (%.0f)" % (c["readbacks"], c["readbackBytes"]) if c else "–",
