@@ -652,6 +652,11 @@ case("pow_cube", "Pow", [f32(7, 13), np.array(3.0, np.float32)])
 case("pow_square_int_exponent", "Pow", [f32(7, 13), np.array(2, np.int64)])
 case("sum_three_broadcast", "Sum", [f32(4, 1, 5), f32(3, 5), f32(4, 3, 5)])
 case("cast_float_to_float", "Cast", [f32(3, 4)], {"to": 1})
+# int64 labels to int32: the same buffer (the GPU stores both as int32); a float -> int64 Cast is not routed (the
+# plan then refuses it naming the node)
+as32 = K.KERNELS[("", "Cast")](OpContext(), dev.upload(labels, keep_host=True), to=6)[0]
+assert as32.dtype == np.int32 and as32.host.dtype == np.int32 and (as32.host == labels).all(), as32
+assert K.KERNELS[("", "Cast")](OpContext(), dev.upload(f32(3)), to=7) is None
 case("cast_like_float", "CastLike", [f32(3, 4), f32(2)])
 case("transpose_0213", "Transpose", [f32(3, 5, 2, 7)], {"perm": [0, 2, 1, 3]})
 case("transpose_0231", "Transpose", [f32(3, 5, 2, 7)], {"perm": [0, 2, 3, 1]})
