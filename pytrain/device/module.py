@@ -279,7 +279,7 @@ class Module:
                 raise CheckpointError("the checkpoint is nominal (shapes only): fill the parameters with "
                                       "copy_buffer_to_parameters before training")
             if self._train_plan.random:
-                self._reseed()
+                self.reseed(self._train_plan.rng)
             results = self._train_plan.run(inputs + params)
             n_grads = len(self._trainable)
             grads = results[self._n_out:self._n_out + n_grads]
@@ -323,11 +323,12 @@ class Module:
                               "(lower the learning rate, check the data, or restore the last checkpoint)"
                               % (what, culprit), reason=what + culprit)
 
-    def _reseed(self) -> None:
-        # Dropout's masks come from (seed, train step), with the step kept in the checkpoint, so a
-        # run resumed from a checkpoint draws exactly the masks the uninterrupted run would have.
+    def reseed(self, rng: np.random.Generator) -> None:
+        """Set ``rng`` (a training plan's) to this train step's stream and count the step: Dropout's masks come
+        from (seed, train step), with the step kept in the checkpoint, so a run resumed from a checkpoint (or
+        trained by another device's plan: pytrain.device.webgpu) draws exactly the masks this run would have."""
         step = int(self._state.properties.get(_RNG_STEP, 0))
-        self._train_plan.rng.bit_generator.state = np.random.PCG64([self._seed, step]).state
+        rng.bit_generator.state = np.random.PCG64([self._seed, step]).state
         self._state.properties[_RNG_STEP] = step + 1
 
     # ---- memory -------------------------------------------------------------------------------------

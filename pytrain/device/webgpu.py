@@ -81,6 +81,8 @@ class GpuTraining:
         returns the step's index in :attr:`losses`."""
         dev = self.device
         feeds = [dev.upload(np.asarray(x), keep_host=True) for x in inputs]
+        if self._plan.random:   # (Dropout's masks: the CPU step's, drawn on the CPU and uploaded)
+            self.module.reseed(self._plan.rng)
         results = self._plan.run(feeds + [self.params[n] for n in self.module.parameter_names])
         grads = dict(zip(self._trainable, results[self._n_out:]))
         opt_state = self.module.state.optimizer_state

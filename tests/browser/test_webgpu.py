@@ -626,3 +626,192 @@ def test_the_widget_chooses_and_shows_the_device(gpu_browser, site_url):
     assert got["off"]["device"].startswith("CPU, ") and got["off"]["reason"] == "the GPU is turned off", got
     assert got["back"]["device"].startswith("GPU: ") and got["back"]["reason"] == "", got
     assert got["seen"] == ["auto", "off", "on"], got
+
+
+# ---- the text models' shaders (web/gpu/shaders_text.js, pytrain/ops/webgpu/text.py and batched.py) --------------
+
+TEXT_OPS = r"""
+CASES = []
+C2 = OpContext(output_mask=(True, True))
+
+def land(o):   # a kernel's output in a host array (a GPU one once settled; a CPU one as it is)
+    if o is None:
+        return None
+    box = np.full(o.shape, np.nan, np.float32)
+    if isinstance(o, np.ndarray):
+        box[...] = o
+    else:
+        o.read_into(box)
+    return box
+
+for op in ("Neg", "Exp", "Tanh", "Erf"):
+    case(op.lower() + "_odd", op, [f32(5, 7, 9) * 2])
+case("tanh_wide", "Tanh", [np.array([-40, -9, -1e-4, 0, 1e-4, 0.5, 9, 40], np.float32)])
+case("erf_wide", "Erf", [np.linspace(-5, 5, 1001).astype(np.float32)])
+case("pow_cube", "Pow", [f32(7, 13), np.array(3.0, np.float32)])
+case("pow_square_int_exponent", "Pow", [f32(7, 13), np.array(2, np.int64)])
+case("sum_three_broadcast", "Sum", [f32(4, 1, 5), f32(3, 5), f32(4, 3, 5)])
+case("cast_float_to_float", "Cast", [f32(3, 4)], {"to": 1})
+# int64 labels to int32: the same buffer (the GPU stores both as int32); a float -> int64 Cast is not routed (the
+# plan then refuses it naming the node)
+as32 = K.KERNELS[("", "Cast")](OpContext(), dev.upload(labels, keep_host=True), to=6)[0]
+assert as32.dtype == np.int32 and as32.host.dtype == np.int32 and (as32.host == labels).all(), as32
+assert K.KERNELS[("", "Cast")](OpContext(), dev.upload(f32(3)), to=7) is None
+case("cast_like_float", "CastLike", [f32(3, 4), f32(2)])
+case("transpose_0213", "Transpose", [f32(3, 5, 2, 7)], {"perm": [0, 2, 1, 3]})
+case("transpose_0231", "Transpose", [f32(3, 5, 2, 7)], {"perm": [0, 2, 3, 1]})
+case("transpose_default_reverses", "Transpose", [f32(3, 5, 7)])
+case("transpose_2d", "Transpose", [f32(33, 17)], {"perm": [1, 0]})
+case("unsqueeze_view", "Unsqueeze", [f32(3, 5), np.array([0, -1], np.int64)], cpu=(1,))
+case("squeeze_view", "Squeeze", [f32(3, 1, 5, 1), np.array([1], np.int64)], cpu=(1,))
+case("concat_middle", "Concat", [f32(2, 3, 5), f32(2, 4, 5), f32(2, 1, 5)], {"axis": 1})
+case("concat_last_negative", "Concat", [f32(3, 2), f32(3, 5)], {"axis": -1})
+case("split_sizes", "Split", [f32(4, 9, 3), np.array([2, 4, 3], np.int64)], {"axis": 1}, cpu=(1,),
+     ctx=OpContext(output_mask=(True,) * 3))
+case("split_equal_last", "Split", [f32(2, 6, 12)], {"axis": 2}, ctx=OpContext(output_mask=(True,) * 3))
+case("concat_grad", "ConcatGrad", [f32(2, 8, 5), f32(2, 3, 5), f32(2, 5, 5)], {"axis": 1}, domain=PYTRAIN_DOMAIN)
+case("split_grad", "SplitGrad", [f32(2, 3, 5), f32(2, 4, 5), f32(2, 3, 5), f32(2, 4, 5)], {"axis": 1},
+     domain=PYTRAIN_DOMAIN)
+case("matmul_broadcast_batches", "MatMul", [f32(2, 1, 5, 7), f32(3, 7, 4)])
+case("matmul_4d_equal", "MatMul", [f32(2, 3, 5, 7), f32(2, 3, 7, 4)])
+case("matmul_grad_linear", "MatMulGrad", [f32(3, 5, 4), f32(3, 5, 7), f32(7, 4)], domain=PYTRAIN_DOMAIN)
+case("matmul_grad_batched", "MatMulGrad", [f32(2, 3, 5, 4), f32(2, 3, 5, 7), f32(2, 3, 7, 4)], domain=PYTRAIN_DOMAIN)
+case("matmul_grad_broadcast", "MatMulGrad", [f32(2, 3, 5, 4), f32(2, 1, 5, 7), f32(3, 7, 4)], domain=PYTRAIN_DOMAIN)
+case("matmul_grad_2d", "MatMulGrad", [f32(5, 4), f32(5, 7), f32(7, 4)], domain=PYTRAIN_DOMAIN)
+case("gather_axis1_scalar", "Gather", [f32(4, 6, 5), np.array(0, np.int64)], {"axis": 1})
+tok = np.array([[1, -1], [6, 0]], np.int64)
+case("gather_axis_negative", "Gather", [f32(3, 7, 2), tok], {"axis": -2})
+case("gather_grad_axis1_repeats", "GatherGrad", [f32(3, 2, 2, 2), tok, np.zeros((3, 7, 2), np.float32)],
+     {"axis": 1}, domain=PYTRAIN_DOMAIN)
+tokens = rng.randint(0, 11, (3, 5)).astype(np.int64)
+tokens[1, 2] = -100
+ce = {"ignore_index": -100, "reduction": "mean"}
+case("softmax_ce_tokens", "SoftmaxCrossEntropyLoss", [f32(3, 11, 5) * 3, tokens], ce)
+lp3 = get_kernel("SoftmaxCrossEntropyLoss").numpy_fn(C2, f32(3, 11, 5) * 3, tokens, **ce)[1]
+case("softmax_ce_grad_tokens", "SoftmaxCrossEntropyLossGrad", [np.array(1.0, np.float32), lp3, tokens], ce,
+     domain=PYTRAIN_DOMAIN)
+# Dropout: the mask the CPU generator draws (the same seed on both sides), and ratio 0 (no mask drawn)
+for name, x, ratio in (("dropout_mask", f32(6, 7, 9), 0.3), ("dropout_ratio_0", f32(5, 3), 0.0)):
+    args = [x, np.array(ratio, np.float32), np.array(True)]
+    seeded = lambda: OpContext(training=True, rng=np.random.default_rng(7), output_mask=(True, True))
+    outs = K.KERNELS[("", "Dropout")](seeded(), dev.upload(x), *args[1:])
+    CASES.append((name, "Dropout", "", args, {}, seeded(), outs, [land(o) for o in outs]))
+keep = np.random.default_rng(3).random((6, 7, 9)) >= 0.3
+case("dropout_grad", "DropoutGrad", [f32(6, 7, 9), keep, np.array(0.3, np.float32)], domain=PYTRAIN_DOMAIN,
+     cpu=(1,))
+len(CASES)
+"""
+
+TEXT_OPS_NAMES = (["neg_odd", "exp_odd", "tanh_odd", "erf_odd", "tanh_wide", "erf_wide", "pow_cube",
+                   "pow_square_int_exponent", "sum_three_broadcast", "cast_float_to_float", "cast_like_float",
+                   "transpose_0213", "transpose_0231", "transpose_default_reverses", "transpose_2d", "unsqueeze_view",
+                   "squeeze_view", "concat_middle", "concat_last_negative", "split_sizes", "split_equal_last",
+                   "concat_grad", "split_grad", "matmul_broadcast_batches", "matmul_4d_equal", "matmul_grad_linear",
+                   "matmul_grad_batched", "matmul_grad_broadcast", "matmul_grad_2d", "gather_axis1_scalar",
+                   "gather_axis_negative", "gather_grad_axis1_repeats", "softmax_ce_tokens", "softmax_ce_grad_tokens",
+                   "dropout_mask", "dropout_ratio_0", "dropout_grad"])
+
+
+@pytest.fixture(scope="module")
+def text_op_errors(gpu_page, op_errors):
+    # (after op_errors: its code defined case() in the page)
+    gpu_page.evaluate("code => window.__py(code)", TEXT_OPS)
+    gpu_page.evaluate("window.__settle()")
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", COMPARE_OPS))
+
+
+@pytest.mark.parametrize("name", TEXT_OPS_NAMES)
+def test_text_shader_matches_the_numpy_kernel(text_op_errors, name):
+    errs = text_op_errors[name]
+    assert errs, name
+    for e in errs:
+        assert isinstance(e, float) and 0 <= e <= 2e-6, (name, errs)
+
+
+def test_every_text_kernel_case_is_tested(text_op_errors):
+    assert sorted(text_op_errors) == sorted(TEXT_OPS_NAMES)
+
+
+def _tiny_text_artifacts(kind: str) -> dict:
+    """A tiny BERT classifier (dropout 0.1: the CPU generator's masks) or a tiny GPT-2 fine-tuned with LoRA
+    (dropout 0), from Hugging Face configs, exported as the bench's workloads are; pytrain's AdamW artifacts."""
+    import torch
+    from torch_zoo import stub_torchvision_ops
+
+    stub_torchvision_ops()   # transformers imports torchvision, whose compiled ops this torch may lack
+    from transformers import BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel
+
+    from pytrain.engine.lora import LoRA
+    from pytrain.generator import artifacts as gen
+    from pytrain.generator.torch_export import torch_export
+
+    torch.manual_seed(0)
+    if kind == "bert":
+        cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.1,
+                         attention_probs_dropout_prob=0.1, num_labels=10, attn_implementation="eager")
+        hf, shape, lora = BertForSequenceClassification(cfg), (4, 8), None
+        wrap = lambda ids: hf(input_ids=ids).logits  # noqa: E731
+    else:
+        cfg = GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2, n_positions=8, resid_pdrop=0.0,
+                         embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, attn_implementation="eager")
+        hf, shape, lora = GPT2LMHeadModel(cfg), (2, 8), LoRA(rank=4, alpha=8, targets=["c_attn"])
+        wrap = lambda ids: hf(input_ids=ids).logits.transpose(1, 2)  # noqa: E731
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hf = hf
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return wrap(ids)
+
+    ids = torch.randint(0, 50, shape)
+    onnx_bytes = torch_export(Wrapped().train(), (ids,), input_names=["input"], output_names=["logits"], opset=17,
+                              dynamic_batch=False)
+    arts = gen.generate_artifacts(onnx_bytes, loss=gen.LossType.CrossEntropyLoss, optimizer=gen.OptimType.AdamW,
+                                  lora=lora)
+    return {"arts": {"training": arts.training_model, "eval": arts.eval_model, "optimizer": arts.optimizer_model,
+                     "checkpoint": arts.checkpoint}, "shape": shape}
+
+
+TEXT_BATCHES = "batches = [(sample(), rng.randint(0, 10, SHAPE[0]).astype(np.int64)) for _ in range(2)] * 10"
+
+
+@pytest.fixture(scope="module", params=["bert", "gpt2_lora"])
+def text_run(gpu_page, request):
+    # 20 AdamW steps of the tiny model on the GPU against the same steps on the page's CPU (wasm kernels)
+    import base64
+
+    made = _tiny_text_artifacts(request.param)
+    pre = ("import base64, json\nARTS = {k: base64.b64decode(v) for k, v in json.loads(%r).items()}\n"
+           % json.dumps({k: base64.b64encode(v).decode() for k, v in made["arts"].items()}))
+    pre += "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', %r, 'AdamW', 50\n" % (made["shape"],)
+    labels = "np.roll(x, -1, axis=1)" if request.param == "gpt2_lora" else \
+        "rng.randint(0, 10, SHAPE[0]).astype(np.int64)"
+    pre += "def pair():\n    x = sample()\n    return x, %s\n" % labels
+    assert TEXT_BATCHES in MLP
+    code = pre + MLP.replace(TEXT_BATCHES, "batches = [pair() for _ in range(2)] * 10")
+    gpu_page.evaluate("code => window.__py(code)", code)
+    gpu_page.evaluate("window.__settle()")
+    out = json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+    out["kind"] = request.param
+    return out
+
+
+def test_the_text_models_train_on_the_gpu_with_the_cpu_losses(text_run):
+    cpu, gpu = text_run["cpu"], text_run["gpu"]
+    assert len(gpu) == len(cpu) == 20
+    for step, (c, g) in enumerate(zip(cpu, gpu)):
+        assert abs(g - c) <= 1e-5 * abs(c), (text_run["kind"], step, c, g)
+    assert cpu[-1] < cpu[0]   # it learns
+    assert text_run["step"] == 20
+    for name, err in text_run["params"].items():
+        # (an attention key's bias has a true gradient of 0, softmax being blind to a row's shift: its gradient
+        # is rounding noise on either device, which Adam's normalised step turns into +-lr, so it is not compared)
+        assert err <= 1e-4 or name.endswith("key.bias"), (name, err)
+    # every node ran on the GPU: per step the batch, its labels and the constants computed on the CPU go up (and
+    # BERT's Dropout masks), the loss comes down
+    counts = text_run["counts"]
+    assert counts["readbacks"] <= 20 + 3 * len(text_run["params"]), counts
+    print("%s: losses %s, counts %s" % (text_run["kind"], gpu[:3], counts))

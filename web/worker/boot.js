@@ -152,7 +152,7 @@ async function installWebGPU(pyodide, mode) {
   runtime.deviceReason = "";
   if (mode !== "off" && !runtime.gpu) {
     try {
-      if (!self.PytrainGPU) self.importScripts(BASE + "gpu/webgpu.js", BASE + "gpu/shaders_nn.js");
+      if (!self.PytrainGPU) self.importScripts(BASE + "gpu/webgpu.js", BASE + "gpu/shaders_nn.js", BASE + "gpu/shaders_text.js");
       const gpu = await self.PytrainGPU.create(() => pyodide._module.HEAPU8, { software: mode === "on" });
       if (gpu) {
         gpu.registerWithPyodide(pyodide);

@@ -15,6 +15,7 @@ import numpy as np
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, KernelInfo, OpContext
 from pytrain.ops.webgpu import Device, GpuTensor, GpuTransferError, conv, device, mobile, nn
+from pytrain.ops.webgpu import batched, text
 
 _F32 = np.dtype(np.float32)
 Kernel = Callable[..., Optional[Tuple[Any, ...]]]
@@ -56,25 +57,6 @@ def gemm(ctx: OpContext, A: Any, B: Any, C: Any = None, *, alpha: float = 1.0, b
     return (y,)
 
 
-def matmul(ctx: OpContext, A: Any, B: Any) -> Optional[Tuple[GpuTensor]]:
-    """MatMul of float32 operands of rank >= 2 whose batch axes are equal, or one side 2-D."""
-    if len(A.shape) < 2 or len(B.shape) < 2 or not _floats(A, B):
-        return None
-    (m, k), (k2, n) = A.shape[-2:], B.shape[-2:]
-    batch_a, batch_b = tuple(A.shape[:-2]), tuple(B.shape[:-2])
-    if k != k2 or (batch_a and batch_b and batch_a != batch_b):
-        return None
-    batch = batch_a or batch_b
-    count = int(np.prod(batch, dtype=np.int64)) if batch else 1
-    if count > 65535:
-        return None
-    dev = device()
-    y = dev.empty(batch + (m, n))
-    dev.grid("matmul", (-(-n // 8), -(-m // 8), count), [_on_gpu(dev, A), _on_gpu(dev, B), None, y],
-             [m, n, k, 0, 0, 0, 1.0, m * k if batch_a else 0, k * n if batch_b else 0, m * n])
-    return (y,)
-
-
 def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> Optional[Tuple[int, ...]]:
     """numpy's broadcast of two shapes, or None when they do not broadcast (numpy 1.17 has no broadcast_shapes)."""
     rank = max(len(a), len(b))
@@ -101,8 +83,8 @@ def _strides(shape: Sequence[int], out: Sequence[int]) -> List[int]:
 def _binary(op: int) -> Kernel:
     """Add/Sub/Mul/Div (op 0-3) of float32 tensors with numpy's broadcasting."""
     def run(ctx: OpContext, A: Any, B: Any) -> Optional[Tuple[GpuTensor]]:
-        if not _floats(A, B):
-            return None
+        if not _floats(A, B) or not (isinstance(A, GpuTensor) or isinstance(B, GpuTensor)):
+            return None   # (both on the CPU, a constant's arithmetic: the CPU computes it, a later Pow reads it)
         shape = broadcast_shape(A.shape, B.shape)
         if shape is None:
             return None
@@ -280,27 +262,13 @@ def sgd_step(ctx: OpContext, lr: Any, step: Any, *tensors: Any, momentum: float 
     return tuple(p for p, _ in groups)
 
 
-def sum_(ctx: OpContext, *xs: Any) -> Optional[Tuple[Any]]:
-    """Sum of float32 tensors (a gradient met at a residual's fork): added left to right as the numpy kernel
-    folds them, one broadcasting Add each."""
-    if len(xs) < 2:
-        return None
-    acc = xs[0]
-    for x in xs[1:]:
-        out = _binary(0)(ctx, acc, x)
-        if out is None:
-            return None
-        acc = out[0]
-    return (acc,)
-
-
 def identity(ctx: OpContext, x: Any) -> Tuple[Any]:
     return (x,)
 
 
 #: (domain, op) -> the GPU kernel
 KERNELS: Dict[Tuple[str, str], Kernel] = {
-    ("", "Gemm"): gemm, ("", "MatMul"): matmul, ("", "Relu"): relu, ("", "Identity"): identity,
+    ("", "Gemm"): gemm, ("", "Relu"): relu, ("", "Identity"): identity,
     ("", "Add"): _binary(0), ("", "Sub"): _binary(1), ("", "Mul"): _binary(2), ("", "Div"): _binary(3),
     ("", "ReduceSum"): reduce_sum, ("", "SoftmaxCrossEntropyLoss"): softmax_cross_entropy,
     (PYTRAIN_DOMAIN, "ReluGrad"): relu_grad, (PYTRAIN_DOMAIN, "SumToShape"): sum_to_shape,
@@ -315,14 +283,14 @@ KERNELS.update({("", "Conv"): conv.conv, (PYTRAIN_DOMAIN, "ConvGrad"): conv.conv
                 (PYTRAIN_DOMAIN, "LayerNormalizationGrad"): nn.layer_normalization_grad,
                 ("", "ReduceMean"): nn.reduce_mean, (PYTRAIN_DOMAIN, "ReduceGrad"): nn.reduce_grad,
                 ("", "Softmax"): nn.softmax, (PYTRAIN_DOMAIN, "SoftmaxGrad"): nn.softmax_grad})
+KERNELS.update(text.table(KERNELS))   # the text models' (tiny BERT, GPT-2 with LoRA): text.py, batched.py
+KERNELS.update(batched.table(KERNELS))
 
 KERNELS.update({("", "BatchNormalization"): mobile.batch_normalization, ("", "Clip"): mobile.clip,
                 (PYTRAIN_DOMAIN, "BatchNormInferenceGrad"): mobile.batchnorm_inference_grad,
                 (PYTRAIN_DOMAIN, "ClipGrad"): mobile.clip_grad, ("", "GlobalAveragePool"): mobile.global_average_pool,
                 (PYTRAIN_DOMAIN, "GlobalAveragePoolGrad"): mobile.global_average_pool_grad,
                 ("", "AveragePool"): mobile.average_pool, (PYTRAIN_DOMAIN, "AveragePoolGrad"): mobile.average_pool_grad})
-KERNELS.setdefault(("", "Dropout"), mobile.dropout)
-KERNELS.setdefault(("", "Sum"), sum_)   # (the identity case; a fuller Dropout shader may be there)
 
 #: (domain, op) -> the inputs a CPU kernel reads only the shape and dtype of (a GPU tensor there needs no copy)
 SHAPE_ONLY: Dict[Tuple[str, str], FrozenSet[int]] = {

@@ -1,7 +1,6 @@
 """Layer 3, ops: the WebGPU kernels a MobileNet's step adds to the CNN's (shaders in web/gpu/shaders_nn.js):
 BatchNormalization on running statistics (inference form, a frozen backbone's) and its gradient, Clip with scalar
-bounds (ReLU6) and its gradient, GlobalAveragePool and 2-D AveragePool with their gradients, and Dropout where it
-is the identity (ratio 0, or not training). Each declines (returns None: the CPU kernel runs, see
+bounds (ReLU6) and its gradient, GlobalAveragePool and 2-D AveragePool with their gradients (Dropout and Sum: :mod:`.text`). Each declines (returns None: the CPU kernel runs, see
 :mod:`pytrain.ops.webgpu.kernels`) what its shader does not take; each sums in a fixed order."""
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pytrain.ops.common import scalar_of
 from pytrain.ops.registry import OpContext
 from pytrain.ops.webgpu import GpuTensor, device
 from pytrain.ops.webgpu.conv import window_params
@@ -180,14 +178,3 @@ def average_pool_grad(ctx: OpContext, dY: Any, X: Any, *, auto_pad: str = "NOTSE
     dev.dispatch("avg_pool2d_grad", dx.size, [_gpu(dY), dev.constant(_divisor(win, count_include_pad)), dx],
                  [n, c, 0, 0] + window_params(win) + [1])
     return (dx,)
-
-
-def dropout(ctx: OpContext, data: Any, ratio: Any = None, training_mode: Any = None, *, seed: Any = None,
-            **legacy: Any) -> Optional[Tuple[Any, Any]]:
-    """Dropout where it is the identity (ratio 0, or not training) and its mask is not wanted: the input itself."""
-    if legacy or ctx.wants(1) or isinstance(ratio, GpuTensor) or isinstance(training_mode, GpuTensor) \
-            or not isinstance(data, GpuTensor):
-        return None
-    r = float(scalar_of("Dropout", "ratio", ratio, 0.5))
-    training = bool(scalar_of("Dropout", "training_mode", training_mode, False))
-    return (data, None) if (r == 0.0 or not training) else None
