@@ -29,7 +29,8 @@
   //   tap_in(o, k, s, d, p)      the input row/column output o's tap k reads (< 0 or >= size: a pad)
   //   tap_out(x, k, s, d, p, n)  the output whose tap k reads input x, or -1 (between strides, or outside 0..n)
   // A body is the statements of `fn main(@builtin(global_invocation_id) g: vec3<u32>)` at the kernel's workgroup
-  // size, which source() wraps around it (a body that begins with "@compute" is a whole shader, used as it is).
+  // size, which source() wraps around it (a body with its own "@compute" entry point, after helper functions of its own, is a whole shader, used
+  // as it is).
   const PRELUDE = `@group(0) @binding(0) var<storage, read> P: array<u32>;
 fn pf(i: u32) -> f32 { return bitcast<f32>(P[i]); }
 fn flat(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }
@@ -182,7 +183,7 @@ fn tap_out(x: u32, k: u32, s: u32, d: u32, p: u32, n: u32) -> i32 {
     const [bindings, size, body] = KERNELS[name];
     const decl = bindings.map((b, j) => "@group(0) @binding(" + (j + 1) + ") var<storage, " +
       (b[0] === "w" ? "read_write" : "read") + "> T" + (j + 1) + ": array<" + (b.length > 1 ? "i32" : "f32") + ">;\n");
-    const main = /^\s*@compute/.test(body) ? body : "@compute @workgroup_size(" + size.join(", ") +
+    const main = /@compute/.test(body) ? body : "@compute @workgroup_size(" + size.join(", ") +
       ")\nfn main(@builtin(global_invocation_id) g: vec3<u32>) {" + body + "\n}\n";
     return PRELUDE + decl.join("") + main;
   }
