@@ -59,8 +59,10 @@ def _taps(win_key: tuple) -> Tuple[np.ndarray, np.ndarray]:
     idx = idx.reshape(math.prod(in_shape), math.prod(out_shape))
     onehot = np.zeros((idx.size, k + 1), dtype=np.float32)
     onehot[np.arange(idx.size), idx.reshape(-1)] = 1
-    idx.setflags(write=False)
-    return idx, onehot[:, :k]
+    onehot = onehot[:, :k]
+    idx.setflags(write=False)  # (shared by every call of this geometry)
+    onehot.setflags(write=False)
+    return idx, onehot
 
 
 def _pairs(sel_in: list, sel_out: list) -> tuple:
