@@ -213,7 +213,9 @@ NOT_LORA = ("mlp", "cnn", "emb", "mobilenet", "bert")
 #: 10 minutes a row for BERT.
 REAL_MODEL_STEPS = {"mobilenet": dict(ort_web_warmup=200, ort_web_steps=50, pyodide_warmup=3, pyodide_steps=15),
                     "bert": dict(ort_web_warmup=200, ort_web_steps=50, pyodide_warmup=3, pyodide_steps=15),
-                    "gpt2_lora": dict(pyodide_warmup=3, pyodide_steps=15)}
+                    "gpt2_lora": dict(pyodide_warmup=3, pyodide_steps=15),
+                    # issue 32's OCR CNNs (workloads.OCR_WORKLOADS): 0.1-0.5 s a step in the tab
+                    **{n: dict(pyodide_warmup=3, pyodide_steps=15) for n in ("mobilenetv3", "dbnet", "crnn")}}
 
 
 #: every browser row warms up for at least this long as well as for its step count: V8 runs a fresh

@@ -8,6 +8,7 @@ import numpy as np
 
 from pytrain.base import dtypes
 from pytrain.errors import InputError
+from pytrain.engine import heap
 from pytrain.engine.executor import Plan
 from pytrain.proto import opset_version, value_info_type
 from pytrain.engine.validate import load_model
@@ -19,6 +20,7 @@ class InferenceSession:
     def __init__(self, model: Any, external_data: Optional[Mapping[str, bytes]] = None) -> None:
         """model: a path, bytes or ModelProto; external_data: {location: bytes} of its ONNX
         external-data files when ``model`` is not a path (a path reads them from its folder)."""
+        heap.keep_freed_memory()  # every run reuses the last run's buffers, as a training step does
         self._model = load_model(model, external_data=external_data)
         g = self._model.graph
         inits = {t.name for t in g.initializer}

@@ -12,6 +12,8 @@ import numpy as np
 
 from pytrain.errors import InputError
 from pytrain.ops import linalg
+from pytrain.ops.nn import conv_taps
+from pytrain.ops.nn.depthwise import depthwise_dense, suits
 from pytrain.ops.registry import kernel
 from pytrain.ops.windows import (Window, batch_first, conv_columns, depthwise_conv2d, geometry, pad_spatial,
                                  window_view)
@@ -41,16 +43,25 @@ def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win
       ``(N, M, L)`` order: no column matrix and no transposes (MobileNet's expand/project convs);
       over few positions one product ``W @ X`` with the batch moved into the columns (a single
       position, squeeze-excite's convs: ``X (N, C) @ W.T``), with none of im2col's set-up;
-    * depthwise 2-D (group == C == M): :func:`depthwise_conv2d`, the taps as shifted planes;
+    * depthwise (group == C, any multiplier) over small maps: one dense operator per channel
+      (:mod:`pytrain.ops.nn.depthwise`); over larger 2-D maps (group == C == M)
+      :func:`depthwise_conv2d`, the taps as shifted planes;
+    * ungrouped 2-D stride-1 convs with fewer outputs than inputs: one product per tap over the
+      flat padded input (:mod:`pytrain.ops.nn.conv_taps`);
     * other ungrouped convs with large outputs: im2col per sample, products batch-first."""
     n, c = X.shape[0], X.shape[1]
     m = W.shape[0]
     positions = math.prod(win.out_shape)
     if X.dtype.kind != "f":
         return None
+    y = depthwise_dense(X, W, win, B) if group == c and W.shape[1] == 1 and suits(win) else None
+    if y is not None:
+        return y
     if (group == c == m and W.shape[1] == 1 and win.rank == 2
             and math.prod(win.in_shape) >= _DEPTHWISE_MIN_POSITIONS):
         return depthwise_conv2d(X, W, win, B)
+    if conv_taps.suits(X, W, win, group):
+        return conv_taps.conv_taps(X, W, B, win)
     pointwise = (group == 1 and all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
                  and not win.needs_padding)
     if pointwise and positions < _POINTWISE_MIN_POSITIONS:

@@ -106,6 +106,36 @@ def _plain_direction(rec: Recurrence, d: int, xw: np.ndarray, RT: np.ndarray, c0
     return ys, rec.final(h), rec.final(c)
 
 
+def _both_directions(rec: Recurrence, W: np.ndarray, R: np.ndarray, c0: np.ndarray
+                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A bidirectional :func:`_plain_direction` (inference: no cache, every sequence full) with the
+    two directions stepped together, forward step t beside backward step T-1-t: one (2, N, H) @
+    (2, H, 4H) product and one call per gate a step instead of two (CRNN's steps are 8 x 256, where
+    the calls, not the arithmetic, are the cost). Returns Y (T, 2, N, H) in the node's layout and the
+    last (2, N, H) h and c."""
+    H, T = rec.H, rec.T
+    xw = np.empty((T, 2, rec.N, 4 * H), rec.dtype)
+    for d in range(2):
+        xw[:, d] = rec.input_projection(rec.ordered(rec.x, d), W, d)
+        xw[:, d] += rec.Rb[d]
+    RT = np.ascontiguousarray(np.swapaxes(R, 1, 2))  # (2, H, 4H)
+    h, c = rec.h0, c0
+    ys = np.empty((T, 2, rec.N, H), rec.dtype)
+    pre = np.empty((2, rec.N, 4 * H), rec.dtype)
+    for t in range(T):
+        np.matmul(h, RT, out=pre)
+        pre += xw[t]
+        sig = sigmoid(pre[..., :3 * H])
+        c_new = sig[..., 2 * H:] * c
+        c_new += sig[..., :H] * np.tanh(pre[..., 3 * H:])
+        h = np.multiply(sig[..., H:2 * H], np.tanh(c_new), out=ys[t])
+        c = c_new
+    h = h.copy()  # (a view of ys[T-1], about to be reordered)
+    ys[:, 1] = ys[::-1, 1].copy()  # the backward direction's outputs in time order
+    y = ys if rec.layout == 0 else np.ascontiguousarray(np.transpose(ys, (2, 0, 1, 3)))
+    return y, h, c
+
+
 @kernel("LSTM")
 def lstm(ctx, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Optional[np.ndarray] = None,
          sequence_lens: Optional[np.ndarray] = None, initial_h: Optional[np.ndarray] = None,
@@ -117,6 +147,10 @@ def lstm(ctx, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Optional[np.ndarra
     rec = recurrence(ctx, X, W, R, B, sequence_lens, initial_h, direction, hidden_size, layout, activations, clip)
     c0 = rec.state_in(initial_c, "initial_c")
     P = peepholes(rec, P)
+    if (rec.D == 2 and P is None and rec.clip is None and not int(input_forget) and rec.mask is None
+            and rec.default_acts(0) and rec.default_acts(1)):
+        y, h, c = _both_directions(rec, W, R, c0)
+        return (y if ctx.wants(0) else None, rec.state_out(list(h)), rec.state_out(list(c)))
     ys, hs, cs = [], [], []
     for d in range(rec.D):
         y, h, c = lstm_direction(rec, d, W, R, P, c0, int(input_forget))

@@ -11,6 +11,7 @@ import numpy as np
 
 from pytrain.errors import InputError
 from pytrain.ops import linalg
+from pytrain.ops.nn.depthwise import depthwise_dense_grad, suits
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
 from pytrain.ops.train.conv_grad_paths import (depthwise_conv2d_grad, per_sample_conv_grad,
                                                 pointwise_folded_grad)
@@ -42,8 +43,9 @@ def conv_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, a
                          % (op, dY.shape, (n, m) + win.out_shape))
 
     fast = _native_form(X, W, win, g)
-    if fast is not None:
-        return fast(dY, X, W, win, (ctx.wants(0), ctx.wants(1), ctx.wants(2)))
+    grads = fast(dY, X, W, win, (ctx.wants(0), ctx.wants(1), ctx.wants(2))) if fast is not None else None
+    if grads is not None:  # (the dense depthwise form declines non-finite values: the general form below)
+        return grads
     # Channels first and the batch folded into the columns: one matmul per group covers all of N.
     dy = batch_last(dY).reshape(g, m // g, -1)  # (M, *out, N) as (G, M/G, L*N)
     dX = dW = dB = None
@@ -69,6 +71,8 @@ def _native_form(X: np.ndarray, W: np.ndarray, win: Window, g: int) -> Optional[
     if linalg.has_backend() or X.dtype.kind != "f":
         return None
     c, m = X.shape[1], W.shape[0]
+    if g == c and W.shape[1] == 1 and suits(win):
+        return depthwise_dense_grad
     if g == c == m and W.shape[1] == 1 and win.rank == 2:
         return depthwise_conv2d_grad
     if g == 1:
