@@ -156,6 +156,37 @@
   // products split from 4.2M): 0.1 and 0.2 ms made the MLP step slower than none, quiet (x1.32-1.54 against
   // x1.02-1.13) and loaded: off.
   const HELPER_SPIN_MS = 0;
+  // The helper threads decide per call shape from what they measure (options.adaptive, default on): a shape's
+  // first calls run split and alone in turn (split first), then the faster way on average (an exponential
+  // mean of its recent times, THREAD_MEAN_WEIGHT the newest's weight) runs, and every THREAD_REPROBE-th call
+  // runs the other way once, so a core that becomes free (or busy) is noticed. A fixed size threshold tuned
+  // on a quiet machine made 2 threads lose to 1 where another process wanted the core (issue 34).
+  const THREAD_PROBES = 3;
+  const THREAD_REPROBE = 24;
+  const THREAD_MEAN_WEIGHT = 0.3;
+
+  /* The per-shape choice between the calling thread alone and the split run: pick(key) says whether this call
+   * splits, record(key, split, ms) adds its time. Every way gives the same bits, so the choice changes only
+   * the time. */
+  function makeChooser() {
+    const stats = new Map();
+    return {
+      stats,
+      pick(key) {
+        let s = stats.get(key);
+        if (!s) { s = { calls: 0, ms: [0, 0], seen: [0, 0] }; stats.set(key, s); }
+        s.calls += 1;
+        if (s.calls <= 2 * THREAD_PROBES) return (s.calls & 1) === 1;
+        const best = s.ms[1] < s.ms[0];
+        return s.calls % THREAD_REPROBE === 0 ? !best : best;
+      },
+      record(key, split, ms) {
+        const s = stats.get(key), i = split ? 1 : 0;
+        s.ms[i] = s.seen[i] ? s.ms[i] + THREAD_MEAN_WEIGHT * (ms - s.ms[i]) : ms;
+        s.seen[i] += 1;
+      },
+    };
+  }
 
   function spawnThread(url) {
     if (typeof Worker === "undefined") {  // Node
@@ -173,12 +204,15 @@
    * thread). options: {count, workerURL (threads-worker.js; Node: next to this file), helperSpinMs}.
    * Resolves to {count, sgemm(...same arguments as single.sgemm...), sgemm_batched, exp, erf, adam,
    * layernorm, layernorm_grad, softmax (each with its single-thread kernel's arguments), stop(), memory,
-   * calls}, or null for count < 2. */
+   * calls, choices (makeChooser's stats)}, or null for count < 2. options.adaptive false: every call big enough
+   * is split (no timing, no choice). */
   async function startThreads(source, single, options = {}) {
     const count = Math.min(Math.max(1, options.count || 2), 8);
     const helpers = count - 1;
     if (helpers < 1) return null;
     const bytes = await toBytes(source);
+    const adaptive = options.adaptive !== false;
+    const chooser = makeChooser();
     const L = THREAD_LAYOUT;
     const words = L.slot0 + helpers * L.slotWords;
     const workStride = Math.ceil((single.workBytes + 16) / 64) * 64;
@@ -258,16 +292,43 @@
       for (let i = 0; i < args.length; i++) f64[f + i] = args[i];
     }
 
+    /* Whether the calling thread alone or the split run serves this call (options.adaptive false: always
+     * split), timed for the next choice of `key`'s calls; returns what the way taken returns. */
+    function decide(key, alone, together) {
+      if (!adaptive) return together();
+      const split = chooser.pick(key);
+      const t0 = performance.now();
+      const out = split ? together() : alone();
+      chooser.record(key, split, performance.now() - t0);
+      return out;
+    }
+
+    // gemm.c's use_dot: the dot-product path, which sums in another order than the packed one
+    const useDot = (transA, transB, M, N, K) => !transA && transB && M * N <= 4096 && K >= 4 * (M + N);
+
     function sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) {
       // Split C by rows (each helper copies its rows of op(A), all of op(B)) or by columns (its
       // columns of op(B), all of op(A)): whichever copies less; too thin to split -> one thread.
+      const alone = () => single.sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
       const share = helpers / count;
       const byRows = M >= 4 * count && (N < 8 * count || K * N + share * M * (K + N) <= M * K + share * N * (K + M));
-      if (K === 0 || (!byRows && N < 8 * count)) { single.sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); return; }
+      if (K === 0 || (!byRows && N < 8 * count)) { alone(); return; }
+      const cut = byRows ? cuts(M, 4) : cuts(N, 8);
+      // a part that would take the dot-product path where the whole does not: one thread, so that a product's
+      // bits never depend on whether it was split
+      const whole = useDot(transA, transB, M, N, K);
+      for (let p = 0; p < count; p++) {
+        const n = cut[p + 1] - cut[p];
+        if (n > 0 && useDot(transA, transB, byRows ? n : M, byRows ? N : n, K) !== whole) { alone(); return; }
+      }
+      decide(`s${transA}${transB}:${M}:${N}:${K}:${beta !== 0 ? 1 : 0}`, alone,
+             () => sgemmSplit(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, byRows, cut));
+    }
+
+    function sgemmSplit(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, byRows, cut) {
       const heap = single.heap();
       top = arena0;
       team.calls += 1;
-      const cut = byRows ? cuts(M, 4) : cuts(N, 8);
       // the operand every helper reads whole, copied once
       const whole = byRows ? copyIn(heap, B, transB ? N : K, transB ? K : N, ldb)
                            : copyIn(heap, A, transA ? K : M, transA ? M : K, lda);
@@ -317,10 +378,13 @@
      * its products' operands (one span each: stride_a, stride_b >= 0) and writes its results
      * compactly, copied back into C. */
     function sgemmBatched(nb, transA, transB, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc) {
-      if (nb < count || K === 0 || sa < 0 || sb < 0) {
-        single.sgemm_batched(nb, transA, transB, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc);
-        return;
-      }
+      const alone = () => single.sgemm_batched(nb, transA, transB, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc);
+      if (nb < count || K === 0 || sa < 0 || sb < 0) { alone(); return; }
+      decide(`b${transA}${transB}:${nb}:${M}:${N}:${K}`, alone,
+             () => sgemmBatchedSplit(nb, transA, transB, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc));
+    }
+
+    function sgemmBatchedSplit(nb, transA, transB, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc) {
       const heap = single.heap();
       top = arena0;
       team.calls += 1;
@@ -354,6 +418,15 @@
      * its part's first unit). Every unit is computed by the code that computes it on one thread, so the
      * results are the single-thread kernel's bits. Returns the parts' results, ORed. */
     function split(kernel, n, grain, arrays, args, own, also) {
+      const alone = () => {
+        const mine = single.exports[kernel](...args(arrays.map(([ptr]) => ptr), n));
+        if (also) also();
+        return mine | 0;
+      };
+      return decide(`${kernel}:${n}:${arrays[0][2]}`, alone, () => splitRun(kernel, n, grain, arrays, args, own, also));
+    }
+
+    function splitRun(kernel, n, grain, arrays, args, own, also) {
       const heap = single.heap();
       top = arena0;
       team.calls += 1;
@@ -419,6 +492,12 @@
       let total = 0;
       for (let k = 0; k < groups; k++) total += rows[5 * k];
       if (total < 4 * count) { single.adam(table, groups, ...scalars); return; }
+      decide(`adam:${groups}:${total}`, () => single.adam(table, groups, ...scalars),
+             () => adamSplit(table, groups, rows, total, scalars));
+    }
+
+    function adamSplit(table, groups, rows, total, scalars) {
+      const heap = single.heap();
       top = arena0;
       team.calls += 1;
       const cut = cuts(total, 4);
@@ -462,7 +541,8 @@
     const team = { count, sgemm, sgemm_batched: single.sgemm_batched ? sgemmBatched : undefined, stop, memory,
                    exp: unary("pytrain_exp"), erf: unary("pytrain_erf"), tanh: unary("pytrain_tanh"), adam, layernorm,
                    layernorm_grad: layernormGrad, softmax,
-                   calls: 0 };   // calls: kernel calls split so far
+                   calls: 0,   // calls: kernel calls split so far
+                   choices: chooser.stats };   // per call shape: {calls, ms: [alone, split] means, seen: [n, n]}
     return team;
   }
 
@@ -475,7 +555,7 @@
   }
 
   const api = { instantiateWithMemory, instantiateInPyodide, registerWithPyodide, pythonModule, withDylinkSection,
-                startThreads };
+                startThreads, makeChooser };
   if (typeof module === "object" && module.exports) module.exports = api;
   root.pytrainKernels = api;
 })(typeof globalThis !== "undefined" ? globalThis : this);

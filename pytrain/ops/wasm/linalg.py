@@ -14,17 +14,15 @@ from pytrain.ops.wasm import F32, plain, ptr, kernels, threaded
 # than it saves; bench/pages/gemm.html measures the crossover.
 MIN_MACS = 65536
 
-#: From this many multiply-adds a product (or a stack of them) is split across the page's helper threads
-#: (web/kernels/kernels.js startThreads: only in a cross-origin isolated page); below it the hand-over and
-#: the copies into their shared memory cost more than the second core saves. Measured in the tab by
-#: bench/threads_bench.py (bench/RESULTS.md, "Helper threads"), quiet 2-core machine, helpers sleeping
-#: between products: 2.1M multiply-adds lost in every pass (x1.11-1.17), 4.2M (attention's stacks) won in
-#: 7 of 8 (x0.87-0.93, once x1.40), 6.4M and up in every pass but one. In whole training steps (bench/run.py,
-#: quiet, 3 passes) splitting from 4.2M made the MLP's step slower (1.26-1.33 against 1.05-1.10 ms: its 6.4M
-#: Gemms pay a helper's wake-up twice a step) and did not move BERT's, so products split from 16.8M (BERT's
-#: projections and FFN: 74-77 -> 60 ms a step). With no idle core the threads lose at every size. None keeps
-#: every product on the calling thread.
-THREADS_MIN_MACS: Optional[int] = 1 << 24
+#: From this many multiply-adds a product (or a stack of them) is handed to the page's helper threads
+#: (web/kernels/kernels.js startThreads: only in a cross-origin isolated page), which then decide per call
+#: shape from what they measure whether to split it or run it on the calling thread alone (a shape's first
+#: calls are timed both ways, then the faster runs and the other is re-timed now and then): below this
+#: size a split never paid even on a quiet machine (bench/threads_bench.py: 2.1M multiply-adds lost in
+#: every pass, x1.11-1.17), so those products are not even timed. A fixed threshold (16.8M, tuned quiet)
+#: made 2 threads lose to 1 on a busy machine and on GPT-2 LoRA's step (107.5 against 77.8 ms, issue 34).
+#: None keeps every product on the calling thread.
+THREADS_MIN_MACS: Optional[int] = 1 << 22
 
 #: What runs when the kernel does not (small or non-float32 products): pytrain's
 #: previous linalg backend when installed through install(), else numpy.

@@ -1,0 +1,99 @@
+"""The kernels' helper threads decide per call shape from what they measure (web/kernels/kernels.js
+makeChooser, used by startThreads): the choice follows the faster way, notices a change, and never changes
+a result's bits. Run in Node.js (worker_threads stand in for the page's Web Workers)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNELS = ROOT / "web" / "kernels"
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
+
+# makeChooser fed made-up times (no clock): which way each call of one shape took
+CHOOSER = r"""
+const K = require(process.argv[2]);
+const c = K.makeChooser();
+const run = (calls, aloneMs, splitMs) => {
+  const ways = [];
+  for (let i = 0; i < calls; i++) {
+    const split = c.pick("shape");
+    c.record("shape", split, split ? splitMs : aloneMs);
+    ways.push(split ? 1 : 0);
+  }
+  return ways;
+};
+const slowSplit = run(200, 1.0, 2.0);   // a busy second core: the split loses
+const fastSplit = run(200, 3.0, 1.0);   // the core is free again
+const other = K.makeChooser().pick("shape");
+console.log(JSON.stringify({ slowSplit, fastSplit, other }));
+"""
+
+# real helper threads: one product shape called again and again, and a shape whose half would take
+# gemm.c's dot-product path (which sums in another order): every result the single-thread kernel's bits
+THREADS = r"""
+const [kernelsJs, wasm, shared] = process.argv.slice(2);
+const K = require(kernelsJs);
+(async () => {
+  const memory = new WebAssembly.Memory({ initial: 256 });
+  const g = await K.instantiateWithMemory(wasm, memory);
+  const team = await K.startThreads(shared, g, { count: 2 });
+  const out = {};
+  for (const [name, ta, tb, M, N, KK, reps] of [["repeated", 0, 0, 96, 80, 72, 40], ["thin", 0, 1, 80, 60, 600, 6]]) {
+    const lda = ta ? M : KK, ldb = tb ? KK : N;
+    const A = 64 * 65536, B = A + M * KK * 4, C0 = B + KK * N * 4, C = C0 + M * N * 4;
+    let f = new Float32Array(memory.buffer);
+    let seed = 7;
+    for (let i = 0; i < M * KK + KK * N; i++) f[A / 4 + i] = ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648) - 0.5;
+    g.sgemm(ta, tb, M, N, KK, 1, A, lda, B, ldb, 0, C0, N);
+    const before = team.calls;
+    let same = 0;
+    for (let r = 0; r < reps; r++) {
+      team.sgemm(ta, tb, M, N, KK, 1, A, lda, B, ldb, 0, C, N);
+      f = new Float32Array(memory.buffer);
+      let eq = true;
+      for (let i = 0; i < M * N; i++) if (Object.is(f[C / 4 + i], f[C0 / 4 + i]) === false) { eq = false; break; }
+      same += eq;
+    }
+    out[name] = { reps, same, split: team.calls - before };
+  }
+  out.choices = Object.fromEntries([...team.choices].map(([k, v]) => [k, v.seen]));
+  console.log(JSON.stringify(out));
+  team.stop();
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def _node(script: str, tmp_path: Path, *args: str) -> dict:
+    driver = tmp_path / "driver.js"
+    driver.write_text(script)
+    res = subprocess.run([NODE, str(driver), *args], check=True, capture_output=True, text=True, timeout=120)
+    return json.loads(res.stdout)
+
+
+def test_choice_follows_the_faster_way_and_notices_a_change(tmp_path: Path):
+    res = _node(CHOOSER, tmp_path, str(KERNELS / "kernels.js"))
+    slow, fast = res["slowSplit"], res["fastSplit"]
+    assert res["other"] is True   # a shape's first call splits (so a single call of a shape is split)
+    assert slow[:6] == [1, 0, 1, 0, 1, 0]   # then both ways are timed in turn
+    assert 1 <= sum(slow[6:]) <= 194 // 10   # the slower split only re-timed now and then
+    assert sum(fast[:40]) >= 1   # a re-timing finds the split faster ...
+    assert sum(fast[100:]) >= 90   # ... and the split is taken from then on (the alone way re-timed now and then)
+
+
+def test_every_choice_gives_the_single_thread_bits(tmp_path: Path):
+    res = _node(THREADS, tmp_path, str(KERNELS / "kernels.js"), str(KERNELS / "kernels.wasm"),
+                str(KERNELS / "kernels-shared.wasm"))
+    rep = res["repeated"]
+    assert rep["same"] == rep["reps"]   # split or alone, the same bits every call
+    assert rep["split"] >= 3   # the first calls were split (then the faster way)
+    seen = res["choices"]["s00:96:80:72:0"]
+    assert seen[0] >= 3 and seen[1] >= 3   # both ways timed
+    thin = res["thin"]
+    # its halves would take the dot-product path (another order of sums): never split
+    assert thin["split"] == 0 and thin["same"] == thin["reps"]
