@@ -1,6 +1,7 @@
 """The kernels' helper threads decide per call shape from what they measure (web/kernels/kernels.js
 makeChooser, used by startThreads): the choice follows the faster way, notices a change, and never changes
-a result's bits. Run in Node.js (worker_threads stand in for the page's Web Workers)."""
+a result's bits; the loss's gradient split by rows. Run in Node.js (worker_threads stand in for the page's
+Web Workers)."""
 from __future__ import annotations
 
 import json
@@ -97,3 +98,40 @@ def test_every_choice_gives_the_single_thread_bits(tmp_path: Path):
     thin = res["thin"]
     # its halves would take the dot-product path (another order of sums): never split
     assert thin["split"] == 0 and thin["same"] == thin["reps"]
+
+
+# softmax_ce.c's gradient split by rows across the helper threads: a language model's (rows, vocabulary)
+LOSS_GRAD = r"""
+const [kernelsJs, wasm, shared] = process.argv.slice(2);
+const K = require(kernelsJs);
+(async () => {
+  const memory = new WebAssembly.Memory({ initial: 256 });
+  const g = await K.instantiateWithMemory(wasm, memory);
+  const team = await K.startThreads(shared, g, { count: 2 });
+  const rows = 301, n = 997;
+  const LP = 64 * 65536, LAB = LP + Math.ceil(rows * n / 2) * 8, D1 = LAB + rows * 8, D2 = D1 + rows * n * 4;
+  if (D2 + rows * n * 4 > memory.buffer.byteLength) memory.grow(Math.ceil((D2 + rows * n * 4 - memory.buffer.byteLength) / 65536));
+  const f = new Float32Array(memory.buffer), lab = new BigInt64Array(memory.buffer);
+  let seed = 3;
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  for (let i = 0; i < rows * n; i++) f[LP / 4 + i] = -8 * rand();
+  for (let r = 0; r < rows; r++) lab[LAB / 8 + r] = BigInt(Math.floor(rand() * n));
+  const out = { ret: [] };
+  out.ret.push(g.softmax_ce_grad(LP, LAB, rows, n, 0.25, D1));
+  const before = team.calls;
+  out.ret.push(team.softmax_ce_grad(LP, LAB, rows, n, 0.25, D2));
+  out.split = team.calls - before;
+  out.same = f.subarray(D1 / 4, D1 / 4 + rows * n).every((v, i) => Object.is(v, f[D2 / 4 + i]));
+  lab[LAB / 8 + rows - 1] = BigInt(n);   // a label out of range in the helper's rows: the kernel declines
+  out.ret.push(team.softmax_ce_grad(LP, LAB, rows, n, 0.25, D2));
+  console.log(JSON.stringify(out));
+  team.stop();
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def test_loss_gradient_split_by_rows_gives_the_single_thread_bits(tmp_path: Path):
+    res = _node(LOSS_GRAD, tmp_path, str(KERNELS / "kernels.js"), str(KERNELS / "kernels.wasm"),
+                str(KERNELS / "kernels-shared.wasm"))
+    assert res["split"] == 1 and res["same"]
+    assert res["ret"][:2] == [0, 0] and res["ret"][2] != 0

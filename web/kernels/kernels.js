@@ -60,7 +60,8 @@
   // the kernels a wrap() object and Python's module hand on as they are: kernels.wasm's pytrain_<name>
   const PLAIN_KERNELS = ["adam", "im2col", "col2im", "maxpool2d", "maxpool_grad", "relu", "relu_grad", "transpose", "sum_rows", "softmax_ce", "softmax_ce_grad", "clip", "channel_affine", "depthwise_conv2d", "exp", "erf", "layernorm", "layernorm_grad", "softmax", "gather_grad", "first_non_finite", "binary", "tanh"];
   // those the helper threads split (startThreads), which Python sees as <name>_threads
-  const THREADED_KERNELS = ["sgemm", "sgemm_batched", "exp", "erf", "adam", "layernorm", "layernorm_grad", "softmax", "tanh"];
+  const THREADED_KERNELS = ["sgemm", "sgemm_batched", "exp", "erf", "adam", "layernorm", "layernorm_grad", "softmax", "tanh",
+                            "softmax_ce_grad"];
 
   function wrap(exports, workPtr, heap) {
     const raw = exports.pytrain_sgemm;
@@ -462,6 +463,12 @@
     const softmax = (x, y, rows, n) => split("pytrain_softmax", rows, 1, [[x, "in", 4 * n], [y, "out", 4 * n]],
                                              ([px, py], m) => [px, py, m, n]);
 
+    /* softmax_ce.c's gradient by rows (the loss's rows of a language model's vocabulary: an exponential an
+     * element); nonzero when a row declines (as the kernel) */
+    const softmaxCeGrad = (logProb, labels, rows, n, coef, dx) => split(
+      "pytrain_softmax_ce_grad", rows, 1, [[logProb, "in", 4 * n], [labels, "in", 8], [dx, "out", 4 * n]],
+      ([pl, pt, pd], m) => [pl, pt, m, n, coef, pd]);
+
     const layernorm = (x, scale, bias, y, mean, invStd, rows, n, eps) => {
       split("pytrain_layernorm", rows, 1, [[x, "in", 4 * n], [scale, "whole", 4 * n], [bias, "whole", 4 * n],
                                            [y, "out", 4 * n], [mean, "out", 4], [invStd, "out", 4]],
@@ -540,7 +547,7 @@
 
     const team = { count, sgemm, sgemm_batched: single.sgemm_batched ? sgemmBatched : undefined, stop, memory,
                    exp: unary("pytrain_exp"), erf: unary("pytrain_erf"), tanh: unary("pytrain_tanh"), adam, layernorm,
-                   layernorm_grad: layernormGrad, softmax,
+                   layernorm_grad: layernormGrad, softmax, softmax_ce_grad: softmaxCeGrad,
                    calls: 0,   // calls: kernel calls split so far
                    choices: chooser.stats };   // per call shape: {calls, ms: [alone, split] means, seen: [n, n]}
     return team;

@@ -39,6 +39,7 @@
       k.pytrain_softmax(A, C, n, n);
       k.pytrain_layernorm(A, B, B, C, 0, 0, n, n, 1e-5);
       k.pytrain_layernorm_grad(A, B, B, C, C, D, 0, 0, n, n);
+      k.pytrain_softmax_ce_grad(D, D + n * n * 4, n, n, 1, C);   // (log-probabilities 0, labels 0: untouched memory)
       table.set([n * n - 1, A, B, C, D]);
       k.pytrain_adam(T, 1, 0.1, 0.9, 0.001, 0.999, 1, 1e-8, 1e-3, 0.01, 1, 1);
     }

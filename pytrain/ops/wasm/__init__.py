@@ -65,7 +65,7 @@ MIN_ELEMENTS = 1024
 #: makeChooser), so a kernel whose split loses on this machine, or while the other core is busy, runs alone.
 THREADS_MIN_ELEMENTS: Dict[str, Optional[int]] = {
     "exp": 1 << 15, "erf": 1 << 15, "tanh": 1 << 15, "softmax": 1 << 15, "layernorm": 1 << 15,
-    "layernorm_grad": 1 << 15, "adam": None,
+    "layernorm_grad": 1 << 15, "adam": None, "softmax_ce_grad": 1 << 15,
 }
 
 
