@@ -135,3 +135,60 @@ def test_loss_gradient_split_by_rows_gives_the_single_thread_bits(tmp_path: Path
                 str(KERNELS / "kernels-shared.wasm"))
     assert res["split"] == 1 and res["same"]
     assert res["ret"][:2] == [0, 0] and res["ret"][2] != 0
+
+
+# a read-only operand (Python's keep token, linalg.keep_token) is copied into the shared memory once and kept
+KEPT = r"""
+const [kernelsJs, wasm, shared] = process.argv.slice(2);
+const K = require(kernelsJs);
+(async () => {
+  const memory = new WebAssembly.Memory({ initial: 256 });
+  const g = await K.instantiateWithMemory(wasm, memory);
+  const team = await K.startThreads(shared, g, { count: 2, adaptive: false });
+  const M = 96, N = 80, KK = 72;
+  const A = 64 * 65536, B = A + M * KK * 4, C0 = B + KK * N * 4, C = C0 + M * N * 4;
+  const f = new Float32Array(memory.buffer);
+  let seed = 9;
+  const fill = (at, n) => { for (let i = 0; i < n; i++) f[at / 4 + i] = ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648) - 0.5; };
+  fill(A, M * KK + KK * N);
+  const same = () => f.subarray(C / 4, C / 4 + M * N).every((v, i) => Object.is(v, f[C0 / 4 + i]));
+  const out = [];
+  const call = (token) => {
+    g.sgemm(0, 0, M, N, KK, 1, A, KK, B, N, 0, C0, N);
+    const hits = team.keptHits;
+    team.sgemm(0, 0, M, N, KK, 1, A, KK, B, N, 0, C, N, 0, token);
+    out.push({ same: same(), hit: team.keptHits - hits });
+  };
+  call(5); call(5);           // copied, then found kept
+  fill(B, KK * N); call(6);   // other memory under a new token (the array it named died): copied again
+  call(0); call(0);           // no token: copied every call
+  console.log(JSON.stringify({ out, split: team.calls }));
+  team.stop();
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def test_read_only_operand_is_kept_between_products(tmp_path: Path):
+    res = _node(KEPT, tmp_path, str(KERNELS / "kernels.js"), str(KERNELS / "kernels.wasm"),
+                str(KERNELS / "kernels-shared.wasm"))
+    assert res["split"] == 5
+    assert all(r["same"] for r in res["out"])
+    assert [r["hit"] for r in res["out"]] == [0, 1, 0, 0, 0]
+
+
+def test_keep_token_names_read_only_memory_while_it_lives():
+    import numpy as np
+
+    from pytrain.ops.wasm.linalg import keep_token
+
+    w = np.arange(12, dtype=np.float32).reshape(3, 4).copy()   # (owns its memory)
+    assert keep_token(w) == 0   # writeable: never kept
+    w.flags.writeable = False
+    token = keep_token(w)
+    assert token > 0 and keep_token(w.T) == token and keep_token(w[1:]) == token   # views of it: its token
+    other = np.zeros((3, 4), np.float32)
+    other.flags.writeable = False
+    assert keep_token(other) not in (0, token)
+    view = np.arange(4, dtype=np.float32)[:]
+    view.flags.writeable = False
+    assert keep_token(view) == 0   # read-only view of writeable memory: may change under it

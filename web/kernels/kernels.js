@@ -157,6 +157,8 @@
   // products split from 4.2M): 0.1 and 0.2 ms made the MLP step slower than none, quiet (x1.32-1.54 against
   // x1.02-1.13) and loaded: off.
   const HELPER_SPIN_MS = 0;
+  // At most this many bytes of read-only operands (frozen weights) kept in the helpers' shared memory between calls
+  const KEEP_BYTES = 64 << 20;
   // The helper threads decide per call shape from what they measure (options.adaptive, default on): a shape's
   // first calls run split and alone in turn (split first), then the faster way on average (an exponential
   // mean of its recent times, THREAD_MEAN_WEIGHT the newest's weight) runs, and every THREAD_REPROBE-th call
@@ -218,7 +220,8 @@
     const words = L.slot0 + helpers * L.slotWords;
     const workStride = Math.ceil((single.workBytes + 16) / 64) * 64;
     const work0 = Math.ceil((words * 4) / 64) * 64;
-    const arena0 = work0 + helpers * workStride;
+    const arenaBase = work0 + helpers * workStride;
+    let arena0 = arenaBase;   // a call's copies start here; below it (from arenaBase) the kept copies
     const memory = new WebAssembly.Memory({ initial: Math.ceil((arena0 + (4 << 20)) / 65536),
                                             maximum: THREAD_MAX_PAGES, shared: true });
     const url = options.workerURL || (typeof __dirname === "string" ? __dirname + "/threads-worker.js" : null);
@@ -260,6 +263,23 @@
       return at;
     };
     const copyIn = (heap, ptr, rows, cols, ld) => copyBytes(heap, ptr, spanBytes(rows, cols, ld));
+    /* A read-only operand (a frozen weight: Python's `keep` token, unique to one live read-only array, 0 for
+     * any other) copied once and kept between calls below arena0, so a frozen weight is not copied into the
+     * shared memory on every product; past KEEP_BYTES of kept copies they are all dropped and kept anew. Call
+     * first after `top = arena0`, before the call's other copies (a new kept copy moves arena0 past it). */
+    const kept = new Map();
+    const copyKept = (heap, ptr, nbytes, token) => {
+      if (!token) return copyBytes(heap, ptr, nbytes);
+      const key = `${token}:${ptr}:${nbytes}`;
+      const hit = kept.get(key);
+      if (hit !== undefined) { team.keptHits += 1; return hit; }
+      if (arena0 - arenaBase + nbytes > KEEP_BYTES) { kept.clear(); arena0 = arenaBase; }
+      top = arena0;
+      const at = copyBytes(heap, ptr, nbytes);
+      arena0 = top;
+      kept.set(key, at);
+      return at;
+    };
     /* rows x cols between a block with leading dimension ld and a compact one (row by row unless both are) */
     const copyRows = (dst, dstLd, src, srcLd, rows, cols, to, from) => {
       if (dstLd === cols && srcLd === cols) { to.set(from.subarray(src, src + rows * cols * 4), dst); return; }
@@ -307,7 +327,7 @@
     // gemm.c's use_dot: the dot-product path, which sums in another order than the packed one
     const useDot = (transA, transB, M, N, K) => !transA && transB && M * N <= 4096 && K >= 4 * (M + N);
 
-    function sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) {
+    function sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, keepA = 0, keepB = 0) {
       // Split C by rows (each helper copies its rows of op(A), all of op(B)) or by columns (its
       // columns of op(B), all of op(A)): whichever copies less; too thin to split -> one thread.
       const alone = () => single.sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -323,16 +343,16 @@
         if (n > 0 && useDot(transA, transB, byRows ? n : M, byRows ? N : n, K) !== whole) { alone(); return; }
       }
       decide(`s${transA}${transB}:${M}:${N}:${K}:${beta !== 0 ? 1 : 0}`, alone,
-             () => sgemmSplit(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, byRows, cut));
+             () => sgemmSplit(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, byRows, cut, keepA, keepB));
     }
 
-    function sgemmSplit(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, byRows, cut) {
+    function sgemmSplit(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, byRows, cut, keepA, keepB) {
       const heap = single.heap();
       top = arena0;
       team.calls += 1;
-      // the operand every helper reads whole, copied once
-      const whole = byRows ? copyIn(heap, B, transB ? N : K, transB ? K : N, ldb)
-                           : copyIn(heap, A, transA ? K : M, transA ? M : K, lda);
+      // the operand every helper reads whole, copied once (kept between calls when read-only)
+      const whole = byRows ? copyKept(heap, B, spanBytes(transB ? N : K, transB ? K : N, ldb), keepB)
+                           : copyKept(heap, A, spanBytes(transA ? K : M, transA ? M : K, lda), keepA);
       const outs = [];
       for (let h = 0; h < helpers; h++) {
         const lo = cut[h + 1], n = cut[h + 2] - lo;
@@ -549,6 +569,7 @@
                    exp: unary("pytrain_exp"), erf: unary("pytrain_erf"), tanh: unary("pytrain_tanh"), adam, layernorm,
                    layernorm_grad: layernormGrad, softmax, softmax_ce_grad: softmaxCeGrad,
                    calls: 0,   // calls: kernel calls split so far
+                   keptHits: 0,   // read-only operands found kept in the shared memory instead of copied
                    choices: chooser.stats };   // per call shape: {calls, ms: [alone, split] means, seen: [n, n]}
     return team;
   }

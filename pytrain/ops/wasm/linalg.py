@@ -3,7 +3,8 @@ batched forms, transpose.c): pytrain.ops.linalg's backends and the Gemm node.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import weakref
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -70,8 +71,39 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return c
     # Arguments are plain ints/floats: Pyodide passes them to JS as numbers, and
     # the wasm function reads the operands straight from the shared heap.
-    _threaded("sgemm", m * n * k)(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 0.0, ptr(c), n)
+    sgemm = _threaded("sgemm", m * n * k)
+    if sgemm is kernels.sgemm:
+        sgemm(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 0.0, ptr(c), n)
+    else:  # the helper threads' sgemm: a read-only operand's copy is kept between calls
+        sgemm(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 0.0, ptr(c), n, keep_token(a), keep_token(b))
     return c
+
+
+#: keep tokens of read-only arrays: id of the array owning the memory -> (a weak reference to it, its token)
+_KEPT: Dict[int, Tuple[weakref.ref, int]] = {}
+_LAST_TOKEN = [0]
+
+
+def keep_token(x: np.ndarray) -> int:
+    """A number naming the read-only memory under ``x`` (a plan's constant, a frozen weight: neither it nor the
+    array owning its memory writeable) for as long as that array lives, 0 for anything else: the helper
+    threads keep their shared-memory copy of a product's operand under it instead of copying it on every
+    call (web/kernels/kernels.js copyKept). An array written after it was made read-only would be read stale:
+    pytrain never does (the optimizer writes only the trainable parameters, which stay writeable)."""
+    owner = x
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if x.flags.writeable or owner.flags.writeable:
+        return 0
+    hit = _KEPT.get(id(owner))
+    if hit is not None and hit[0]() is owner:
+        return hit[1]
+    if len(_KEPT) >= 4096:  # forget the arrays that died (their ids may name new arrays)
+        for key in [k for k, (ref, _) in _KEPT.items() if ref() is None]:
+            del _KEPT[key]
+    _LAST_TOKEN[0] += 1
+    _KEPT[id(owner)] = (weakref.ref(owner), _LAST_TOKEN[0])
+    return _LAST_TOKEN[0]
 
 
 def _threaded(name: str, macs: int):
@@ -134,7 +166,8 @@ def gemm(ctx, A: np.ndarray, B: np.ndarray, C: Optional[np.ndarray] = None, *, a
     if sgemm is not kernels.sgemm:  # the helper threads' sgemm: the bias first, then C = A @ B + C
         if c_kind:
             y[...] = C.reshape((n,)) if c_kind == 1 else C
-        sgemm(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 1.0 if c_kind else 0.0, ptr(y), n)
+        sgemm(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 1.0 if c_kind else 0.0, ptr(y), n,
+              keep_token(a), keep_token(b))
         return (y,)
     kernels.gemm(la[0], lb[0], m, n, k, ptr(a), la[1], ptr(b), lb[1], ptr(C) if c_kind else 0, c_kind, ptr(y))
     return (y,)
