@@ -1,5 +1,5 @@
-"""The kernels' helper threads decide per call shape from what they measure (web/kernels/kernels.js
-makeChooser, used by startThreads): the choice follows the faster way, notices a change, and never changes
+"""The kernels' helper threads decide per call shape from what they measure (web/kernels/threads-team.js
+makeChooser, used by its startThreads): the choice follows the faster way, notices a change, and never changes
 a result's bits; the loss's gradient split by rows. Run in Node.js (worker_threads stand in for the page's
 Web Workers)."""
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _node(script: str, tmp_path: Path, *args: str) -> dict:
 
 
 def test_choice_follows_the_faster_way_and_notices_a_change(tmp_path: Path):
-    res = _node(CHOOSER, tmp_path, str(KERNELS / "kernels.js"))
+    res = _node(CHOOSER, tmp_path, str(KERNELS / "threads-team.js"))
     slow, fast = res["slowSplit"], res["fastSplit"]
     assert res["other"] is True   # a shape's first call splits (so a single call of a shape is split)
     assert slow[:6] == [1, 0, 1, 0, 1, 0]   # then both ways are timed in turn

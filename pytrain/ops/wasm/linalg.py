@@ -88,7 +88,7 @@ def keep_token(x: np.ndarray) -> int:
     """A number naming the read-only memory under ``x`` (a plan's constant, a frozen weight: neither it nor the
     array owning its memory writeable) for as long as that array lives, 0 for anything else: the helper
     threads keep their shared-memory copy of a product's operand under it instead of copying it on every
-    call (web/kernels/kernels.js copyKept). An array written after it was made read-only would be read stale:
+    call (web/kernels/threads-team.js copyKept). An array written after it was made read-only would be read stale:
     pytrain never does (the optimizer writes only the trainable parameters, which stay writeable)."""
     owner = x
     while isinstance(owner.base, np.ndarray):
