@@ -38,11 +38,15 @@
   const KEEP_BYTES = 64 << 20;
   // The helper threads decide per call shape from what they measure (options.adaptive, default on): a shape's
   // first calls run split and alone in turn (split first), then the faster way on average (an exponential
-  // mean of its recent times, THREAD_MEAN_WEIGHT the newest's weight) runs, and every THREAD_REPROBE-th call
-  // runs the other way once, so a core that becomes free (or busy) is noticed. A fixed size threshold tuned
-  // on a quiet machine made 2 threads lose to 1 where another process wanted the core (issue 34).
+  // mean of its recent times, THREAD_MEAN_WEIGHT the newest's weight) runs, and THREAD_REPROBE calls later the
+  // other way runs once, so a core that becomes free (or busy) is noticed; each re-timing that finds the other
+  // way still slower doubles the wait (up to THREAD_REPROBE_MAX calls): on a loaded machine a split can take
+  // 3x as long as the calling thread alone, and re-timing it often would cost more than the choice saves.
+  // A fixed size threshold tuned on a quiet machine made 2 threads lose to 1 where another process wanted
+  // the core (issue 34).
   const THREAD_PROBES = 3;
   const THREAD_REPROBE = 24;
+  const THREAD_REPROBE_MAX = 96;
   const THREAD_MEAN_WEIGHT = 0.3;
 
   /* The per-shape choice between the calling thread alone and the split run: pick(key) says whether this call
@@ -54,16 +58,26 @@
       stats,
       pick(key) {
         let s = stats.get(key);
-        if (!s) { s = { calls: 0, ms: [0, 0], seen: [0, 0] }; stats.set(key, s); }
+        if (!s) {
+          s = { calls: 0, ms: [0, 0], seen: [0, 0], wait: THREAD_REPROBE, next: 2 * THREAD_PROBES + THREAD_REPROBE,
+                reprobe: false };
+          stats.set(key, s);
+        }
         s.calls += 1;
         if (s.calls <= 2 * THREAD_PROBES) return (s.calls & 1) === 1;
         const best = s.ms[1] < s.ms[0];
-        return s.calls % THREAD_REPROBE === 0 ? !best : best;
+        s.reprobe = s.calls >= s.next;
+        return s.reprobe ? !best : best;
       },
       record(key, split, ms) {
         const s = stats.get(key), i = split ? 1 : 0;
         s.ms[i] = s.seen[i] ? s.ms[i] + THREAD_MEAN_WEIGHT * (ms - s.ms[i]) : ms;
         s.seen[i] += 1;
+        if (!s.reprobe) return;
+        s.reprobe = false;
+        // the way re-timed still the slower: wait twice as long for the next re-timing; else start over
+        s.wait = s.ms[i] >= s.ms[1 - i] ? Math.min(2 * s.wait, THREAD_REPROBE_MAX) : THREAD_REPROBE;
+        s.next = s.calls + s.wait;
       },
     };
   }
