@@ -37,8 +37,9 @@
   // At most this many bytes of read-only operands (frozen weights) kept in the helpers' shared memory between calls
   const KEEP_BYTES = 64 << 20;
   // The helper threads decide per call shape from what they measure (options.adaptive, default on): a shape's
-  // first calls run split and alone in turn (split first), then the faster way on average (an exponential
-  // mean of its recent times, THREAD_MEAN_WEIGHT the newest's weight) runs, and THREAD_REPROBE calls later the
+  // first calls run split and alone in turn (split first), then the faster way (the median of its last
+  // THREAD_SAMPLES times: a loaded machine's times have long tails, and a shape's first split pays one-off
+  // costs, the shared memory's growth among them) runs, and THREAD_REPROBE calls later the
   // other way runs once, so a core that becomes free (or busy) is noticed; each re-timing that finds the other
   // way still slower doubles the wait (up to THREAD_REPROBE_MAX calls): on a loaded machine a split can take
   // 3x as long as the calling thread alone, and re-timing it often would cost more than the choice saves.
@@ -47,7 +48,8 @@
   const THREAD_PROBES = 3;
   const THREAD_REPROBE = 24;
   const THREAD_REPROBE_MAX = 96;
-  const THREAD_MEAN_WEIGHT = 0.3;
+  const THREAD_SAMPLES = 5;
+  const median = (xs) => { const t = xs.slice().sort((a, b) => a - b); return t[t.length >> 1]; };
 
   /* The per-shape choice between the calling thread alone and the split run: pick(key) says whether this call
    * splits, record(key, split, ms) adds its time. Every way gives the same bits, so the choice changes only
@@ -59,8 +61,8 @@
       pick(key) {
         let s = stats.get(key);
         if (!s) {
-          s = { calls: 0, ms: [0, 0], seen: [0, 0], wait: THREAD_REPROBE, next: 2 * THREAD_PROBES + THREAD_REPROBE,
-                reprobe: false };
+          s = { calls: 0, ms: [0, 0], seen: [0, 0], times: [[], []], wait: THREAD_REPROBE,
+                next: 2 * THREAD_PROBES + THREAD_REPROBE, reprobe: false };
           stats.set(key, s);
         }
         s.calls += 1;
@@ -71,7 +73,10 @@
       },
       record(key, split, ms) {
         const s = stats.get(key), i = split ? 1 : 0;
-        s.ms[i] = s.seen[i] ? s.ms[i] + THREAD_MEAN_WEIGHT * (ms - s.ms[i]) : ms;
+        const times = s.times[i];
+        times.push(ms);
+        if (times.length > THREAD_SAMPLES) times.shift();
+        s.ms[i] = median(times);
         s.seen[i] += 1;
         if (!s.reprobe) return;
         s.reprobe = false;
@@ -462,7 +467,7 @@
                    layernorm_grad: layernormGrad, softmax, softmax_ce_grad: softmaxCeGrad,
                    calls: 0,   // calls: kernel calls split so far
                    keptHits: 0,   // read-only operands found kept in the shared memory instead of copied
-                   choices: chooser.stats };   // per call shape: {calls, ms: [alone, split] means, seen: [n, n]}
+                   choices: chooser.stats };   // per call shape: {calls, ms: [alone, split] medians of the last times, seen: [n, n]}
     return team;
   }
 
