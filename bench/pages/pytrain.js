@@ -146,6 +146,7 @@ json.dumps({'step_ms': _total, 'nodes': sorted(((k, v * 1e3 / ${p.steps}) for k,
   if (gemmCalls) res.gemm_calls = gemmCalls.n;
   res.threads = p.threads;
   res.threaded_calls = threads ? threads.calls : 0;   // products split across the threads
+  if (threads && threads.choices) res.choices = Object.fromEntries(threads.choices);   // per shape: alone vs split ms
   res.python = pyodide.runPython("import sys, numpy; sys.version.split()[0] + ' / numpy ' + numpy.__version__");
   return res;
 });

@@ -1,11 +1,11 @@
 /*
- * One helper thread of kernels.js's startThreads (a Web Worker, or a Node worker_threads Worker):
+ * One helper thread of threads-team.js's startThreads (a Web Worker, or a Node worker_threads Worker):
  * it instantiates kernels-shared.wasm against the shared WebAssembly.Memory it is sent, says
  * "ready", then blocks in Atomics.wait until the calling thread bumps the call counter, runs its
- * part of the call (which of THREAD_KERNELS, and the arguments kernels.js's post() wrote into its
+ * part of the call (which of THREAD_KERNELS, and the arguments threads-team.js's post() wrote into its
  * slot), and reports the counter back in its slot's done word with Atomics.notify (the kernel's
  * return value in the word after the kernel's index).
- * The layout of the control words is kernels.js's THREAD_* constants, sent along so it lives in
+ * The layout of the control words is threads-team.js's THREAD_* constants, sent along so it lives in
  * one place.
  */
 "use strict";
@@ -14,7 +14,7 @@
   const nodePort = typeof self === "undefined" ? require("worker_threads").parentPort : null;
   const post = (msg) => (nodePort ? nodePort.postMessage(msg) : self.postMessage(msg));
 
-  /* Run the module's products and the other kernels kernels.js splits on a scratch memory of its own
+  /* Run the module's products and the other kernels threads-team.js splits on a scratch memory of its own
    * until V8 has tiered them up: it first runs wasm from its baseline compiler (in Node 5x slower on
    * these kernels) and optimizes a function only once it has run a while, which a helper handed two
    * products a training step reaches after hundreds of steps (measured: 2 threads slower than 1 over a
@@ -33,12 +33,13 @@
         for (let t = 0; t < 4; t++) k.pytrain_sgemm(t & 1, t >> 1, m, nn, kk, 1, A, n, B, n, rep & 1, C, n, work);
       }
       k.pytrain_sgemm_batched(4, 0, 1, 16, 16, n, A, 16 * n, n, B, 16 * n, n, C, 256, 16, work);
-      // the element-wise and row kernels kernels.js's split() hands over, on n rows of n (zeros: no NaN)
+      // the element-wise and row kernels threads-team.js's split() hands over, on n rows of n (zeros: no NaN)
       k.pytrain_exp(A, C, n * n - 1);
       k.pytrain_erf(A, C, n * n - 1);
       k.pytrain_softmax(A, C, n, n);
       k.pytrain_layernorm(A, B, B, C, 0, 0, n, n, 1e-5);
       k.pytrain_layernorm_grad(A, B, B, C, C, D, 0, 0, n, n);
+      k.pytrain_softmax_ce_grad(D, D + n * n * 4, n, n, 1, C);   // (log-probabilities 0, labels 0: untouched memory)
       table.set([n * n - 1, A, B, C, D]);
       k.pytrain_adam(T, 1, 0.1, 0.9, 0.001, 0.999, 1, 1e-8, 1e-3, 0.01, 1, 1);
     }
@@ -57,7 +58,7 @@
     post({ ready: true });
     warmUp(module, layout.maxPages);   // after "ready": a call meanwhile waits for it (start-up does not)
     for (;;) {
-      // spin first for layout.spinMs (kernels.js HELPER_SPIN_MS: 0, a spin measured slower), then sleep
+      // spin first for layout.spinMs (threads-team.js HELPER_SPIN_MS: 0, a spin measured slower), then sleep
       for (const until = performance.now() + layout.spinMs; Atomics.load(i32, layout.seq) === seen &&
            performance.now() < until;) { /* spin */ }
       Atomics.wait(i32, layout.seq, seen);
@@ -66,7 +67,7 @@
       seen = now;
       if (Atomics.load(i32, layout.stop)) break;
       const kernel = i32[base + 1];
-      if (kernel >= 0) {   // the kernel's arguments as kernels.js's post() wrote them
+      if (kernel >= 0) {   // the kernel's arguments as threads-team.js's post() wrote them
         const argc = i32[base + 2], f = (base + layout.args) >> 1;
         args.length = argc;
         for (let i = 0; i < argc; i++) args[i] = f64[f + i];

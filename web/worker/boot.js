@@ -100,7 +100,7 @@ function trackDownloads() {
 }
 
 const KERNELS = { script: "kernels/kernels.js", wasm: "kernels/kernels.wasm", shared: "kernels/kernels-shared.wasm",
-                  helper: "kernels/threads-worker.js" };
+                  helper: "kernels/threads-worker.js", team: "kernels/threads-team.js" };
 // A cross-origin isolated page (COOP/COEP, docs/web.md) has SharedArrayBuffer: big products
 // are then split across helper threads (kernels.js startThreads), one per other core.
 const KERNEL_THREADS = self.crossOriginIsolated && (self.navigator.hardwareConcurrency || 1) > 1;
@@ -110,7 +110,7 @@ const KERNEL_THREADS = self.crossOriginIsolated && (self.navigator.hardwareConcu
 function prefetchKernels() {
   const warm = (rel) => fetch(BASE + rel).then((r) => r.arrayBuffer()).catch(() => null);
   warm(KERNELS.script);
-  if (KERNEL_THREADS) warm(KERNELS.helper);
+  if (KERNEL_THREADS) { warm(KERNELS.helper); warm(KERNELS.team); }   // (kernels.js imports the team's script)
   return { wasm: prefetch(BASE + KERNELS.wasm), shared: KERNEL_THREADS ? prefetch(BASE + KERNELS.shared) : null };
 }
 

@@ -51,19 +51,21 @@ MIN_ELEMENTS = 1024
 
 
 #: From this many elements (Exp, Erf; Adam: every parameter's together; LayerNorm, its gradient and Softmax:
-#: all rows') a kernel is split across the page's helper threads (web/kernels/kernels.js startThreads' split:
+#: all rows') a kernel is split across the page's helper threads (web/kernels/threads-team.js split():
 #: only in a cross-origin isolated page); below it the hand-over and the copies into their shared memory cost
 #: more than the second core saves. Measured in the tab by bench/threads_bench.py --only kernels,bert (2-core
 #: AMD EPYC, quiet, 5 passes, median [min - max]): Erf x0.87 [0.87 - 1.00] at 16k elements, x0.71 [0.68 - 0.81]
 #: at 32k, x0.52 at GELU's 524k; Exp x0.92 [0.92 - 1.08] at 16k, x0.76 [0.76 - 0.88] at 32k, x0.55 at 524k;
 #: Softmax (rows of 32) x0.68 at 16k, x0.52 at 262k; the tiny BERT's step x0.94. With a busy second core
-#: (another process spinning) the split cost 2-8%. None keeps a kernel on the calling thread: LayerNorm (x0.78
-#: alone at 1024 rows of 128, but no faster in the tiny BERT's step: x0.99-1.03), its gradient (x0.93 at 131k:
-#: its sums over all rows stay on the calling thread) and Adam (x1.14-1.55 at every size: 28 bytes to copy an
-#: element for a dozen float32 operations).
+#: (another process spinning) the split cost 2-8%. LayerNorm (x0.78 alone at 1024 rows of 128, no faster in
+#: the tiny BERT's step: x0.99-1.03) and its gradient (x0.93 at 131k: its sums over all rows stay on the calling
+#: thread) are left to the threads' own measurements. None keeps a kernel on the calling thread: Adam
+#: (x1.14-1.55 at every size: 28 bytes to copy an element for a dozen float32 operations).
+#: Past the minimum the helper threads decide per call shape from what they measure (threads-team.js
+#: makeChooser), so a kernel whose split loses on this machine, or while the other core is busy, runs alone.
 THREADS_MIN_ELEMENTS: Dict[str, Optional[int]] = {
-    "exp": 1 << 15, "erf": 1 << 15, "tanh": 1 << 15, "softmax": 1 << 15, "layernorm": None,
-    "layernorm_grad": None, "adam": None,
+    "exp": 1 << 15, "erf": 1 << 15, "tanh": 1 << 15, "softmax": 1 << 15, "layernorm": 1 << 15,
+    "layernorm_grad": 1 << 15, "adam": None, "softmax_ce_grad": 1 << 15,
 }
 
 

@@ -3,7 +3,8 @@ batched forms, transpose.c): pytrain.ops.linalg's backends and the Gemm node.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import weakref
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -14,17 +15,15 @@ from pytrain.ops.wasm import F32, plain, ptr, kernels, threaded
 # than it saves; bench/pages/gemm.html measures the crossover.
 MIN_MACS = 65536
 
-#: From this many multiply-adds a product (or a stack of them) is split across the page's helper threads
-#: (web/kernels/kernels.js startThreads: only in a cross-origin isolated page); below it the hand-over and
-#: the copies into their shared memory cost more than the second core saves. Measured in the tab by
-#: bench/threads_bench.py (bench/RESULTS.md, "Helper threads"), quiet 2-core machine, helpers sleeping
-#: between products: 2.1M multiply-adds lost in every pass (x1.11-1.17), 4.2M (attention's stacks) won in
-#: 7 of 8 (x0.87-0.93, once x1.40), 6.4M and up in every pass but one. In whole training steps (bench/run.py,
-#: quiet, 3 passes) splitting from 4.2M made the MLP's step slower (1.26-1.33 against 1.05-1.10 ms: its 6.4M
-#: Gemms pay a helper's wake-up twice a step) and did not move BERT's, so products split from 16.8M (BERT's
-#: projections and FFN: 74-77 -> 60 ms a step). With no idle core the threads lose at every size. None keeps
-#: every product on the calling thread.
-THREADS_MIN_MACS: Optional[int] = 1 << 24
+#: From this many multiply-adds a product (or a stack of them) is handed to the page's helper threads
+#: (web/kernels/kernels.js startThreads: only in a cross-origin isolated page), which then decide per call
+#: shape from what they measure whether to split it or run it on the calling thread alone (a shape's first
+#: calls are timed both ways, then the faster runs and the other is re-timed now and then): below this
+#: size a split never paid even on a quiet machine (bench/threads_bench.py: 2.1M multiply-adds lost in
+#: every pass, x1.11-1.17), so those products are not even timed. A fixed threshold (16.8M, tuned quiet)
+#: made 2 threads lose to 1 on a busy machine and on GPT-2 LoRA's step (107.5 against 77.8 ms, issue 34).
+#: None keeps every product on the calling thread.
+THREADS_MIN_MACS: Optional[int] = 1 << 22
 
 #: What runs when the kernel does not (small or non-float32 products): pytrain's
 #: previous linalg backend when installed through install(), else numpy.
@@ -72,8 +71,39 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return c
     # Arguments are plain ints/floats: Pyodide passes them to JS as numbers, and
     # the wasm function reads the operands straight from the shared heap.
-    _threaded("sgemm", m * n * k)(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 0.0, ptr(c), n)
+    sgemm = _threaded("sgemm", m * n * k)
+    if sgemm is kernels.sgemm:
+        sgemm(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 0.0, ptr(c), n)
+    else:  # the helper threads' sgemm: a read-only operand's copy is kept between calls
+        sgemm(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 0.0, ptr(c), n, keep_token(a), keep_token(b))
     return c
+
+
+#: keep tokens of read-only arrays: id of the array owning the memory -> (a weak reference to it, its token)
+_KEPT: Dict[int, Tuple[weakref.ref, int]] = {}
+_LAST_TOKEN = [0]
+
+
+def keep_token(x: np.ndarray) -> int:
+    """A number naming the read-only memory under ``x`` (a plan's constant, a frozen weight: neither it nor the
+    array owning its memory writeable) for as long as that array lives, 0 for anything else: the helper
+    threads keep their shared-memory copy of a product's operand under it instead of copying it on every
+    call (web/kernels/threads-team.js copyKept). An array written after it was made read-only would be read stale:
+    pytrain never does (the optimizer writes only the trainable parameters, which stay writeable)."""
+    owner = x
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if x.flags.writeable or owner.flags.writeable:
+        return 0
+    hit = _KEPT.get(id(owner))
+    if hit is not None and hit[0]() is owner:
+        return hit[1]
+    if len(_KEPT) >= 4096:  # forget the arrays that died (their ids may name new arrays)
+        for key in [k for k, (ref, _) in _KEPT.items() if ref() is None]:
+            del _KEPT[key]
+    _LAST_TOKEN[0] += 1
+    _KEPT[id(owner)] = (weakref.ref(owner), _LAST_TOKEN[0])
+    return _LAST_TOKEN[0]
 
 
 def _threaded(name: str, macs: int):
@@ -136,7 +166,8 @@ def gemm(ctx, A: np.ndarray, B: np.ndarray, C: Optional[np.ndarray] = None, *, a
     if sgemm is not kernels.sgemm:  # the helper threads' sgemm: the bias first, then C = A @ B + C
         if c_kind:
             y[...] = C.reshape((n,)) if c_kind == 1 else C
-        sgemm(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 1.0 if c_kind else 0.0, ptr(y), n)
+        sgemm(la[0], lb[0], m, n, k, 1.0, ptr(a), la[1], ptr(b), lb[1], 1.0 if c_kind else 0.0, ptr(y), n,
+              keep_token(a), keep_token(b))
         return (y,)
     kernels.gemm(la[0], lb[0], m, n, k, ptr(a), la[1], ptr(b), lb[1], ptr(C) if c_kind else 0, c_kind, ptr(y))
     return (y,)

@@ -85,7 +85,8 @@ def softmax_cross_entropy_grad(ctx, dLoss: np.ndarray, log_prob: np.ndarray, lab
     n, c = rows.shape
     coef = float(np.asarray(dLoss).reshape(())) / (n if reduction == "mean" else 1)
     dx = np.empty_like(rows)
-    if kernels.softmax_ce_grad(ptr(rows), ptr(flat), n, c, coef, ptr(dx)):
+    grad_rows = threaded("softmax_ce_grad", n * c, THREADS_MIN_ELEMENTS["softmax_ce_grad"])
+    if grad_rows(ptr(rows), ptr(flat), n, c, coef, ptr(dx)):
         return None
     return (_as_input(dx, log_prob),)
 
