@@ -1,5 +1,5 @@
 /* pytrain's WebGPU kernels for text models (tiny BERT, GPT-2 with LoRA), added to gpu/webgpu.js's (load after it):
- * the same form (name -> [tensor bindings, workgroup size, WGSL body]; P the u32 parameters, pf(i) a float among
+ * the same form (name -> [tensor bindings, workgroup size, WGSL body, its own WGSL functions if any]; P the u32 parameters, pf(i) a float among
  * them; one thread per output element, each summing in index order). Python's side: pytrain/ops/webgpu/text.py. */
 (function (root) {
   "use strict";
@@ -19,10 +19,8 @@ fn erf1(v: f32) -> f32 {
 `;
   root.PytrainGPU.addKernels({
     // Y = f(X): P = size, f (0 Neg, 1 Exp, 2 Tanh, 3 Erf, 4 x^2, 5 x^3 as (x * x) * x, 6 copy)
-    unary_text: [["r", "w"], [64, 1, 1], ERF + `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+    unary_text: [["r", "w"], [64, 1, 1], `
+  let i = flat(g);
   if (i >= P[0]) { return; }
   let x = T1[i];
   var y: f32;
@@ -35,67 +33,43 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     case 5u: { y = (x * x) * x; }
     default: { y = x; }
   }
-  T2[i] = y;
-}`],
+  T2[i] = y;`, ERF],
     // Y[out index] = X[in index] for a permutation: P = size, rank, then rank output dims, rank strides of X
     // along the output's axes
     transpose: [["r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0]) { return; }
   let rank = P[1];
-  var rest = i; var src = 0u;
-  for (var d = 0u; d < rank; d = d + 1u) {
-    let axis = rank - 1u - d;
-    let dim = P[2u + axis];
-    src = src + (rest % dim) * P[2u + rank + axis]; rest = rest / dim;
-  }
-  T2[i] = T1[src];
-}`],
+  T2[i] = T1[at(i, rank, 2u, 2u + rank)];`],
     // dst[o * dstRow + dstOff + j] = src[o * srcRow + srcOff + j], j < n: a slab of Concat/Split and their
     // gradients. P = outer, n, srcRow, srcOff, dstRow, dstOff
     copy_block: [["r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   let n = P[1];
   if (i >= P[0] * n) { return; }
   let o = i / n; let j = i % n;
-  T2[o * P[4] + P[5] + j] = T1[o * P[2] + P[3] + j];
-}`],
+  T2[o * P[4] + P[5] + j] = T1[o * P[2] + P[3] + j];`],
     // Dropout with the CPU generator's keep-mask M (1.0 / 0.0): Y = (X * M) * scale. P = size, scale
     dropout: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0]) { return; }
-  T3[i] = (T1[i] * T2[i]) * pf(1);
-}`],
+  T3[i] = (T1[i] * T2[i]) * pf(1);`],
     // dX = dY * scale where the mask kept, else 0 (selected: an inf upstream does not leak). P = size, scale
     dropout_grad: [["r", "r", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   if (i >= P[0]) { return; }
-  T3[i] = select(0.0, T1[i] * pf(1), T2[i] != 0.0);
-}`],
+  T3[i] = select(0.0, T1[i] * pf(1), T2[i] != 0.0);`],
     // Gather along an axis: X viewed as (outer, rows, inner), Y as (outer, count, inner), indices in range.
     // P = outer, count, inner, rows
     gather_axis: [["r", "ri", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   let count = P[1]; let inner = P[2];
   if (i >= P[0] * count * inner) { return; }
   let k = i % inner; let r = i / inner; let j = r % count; let o = r / count;
-  T3[i] = T1[(o * P[3] + u32(T2[j])) * inner + k];
-}`],
+  T3[i] = T1[(o * P[3] + u32(T2[j])) * inner + k];`],
     // its gradient: dX[o, row, k] sums, in index order, dY[o, j, k] over the j whose index is row
     gather_axis_grad: [["r", "ri", "w"], [64, 1, 1], `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = g.x + g.y * 65535u * 64u;
+  let i = flat(g);
   let count = P[1]; let inner = P[2]; let rows = P[3];
   if (i >= P[0] * rows * inner) { return; }
   let k = i % inner; let r = i / inner; let row = r % rows; let o = r / rows;
@@ -103,24 +77,15 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   for (var j = 0u; j < count; j = j + 1u) {
     if (u32(T2[j]) == row) { acc = acc + T1[(o * count + j) * inner + k]; }
   }
-  T3[i] = acc;
-}`],
+  T3[i] = acc;`],
     // C[b] = op(A[b]) @ op(B[b]) with broadcast batch axes: P = m, n, k, transA, transB, batch rank, batch dims,
     // A's batch strides, B's (elements; 0 along a broadcast axis); one thread per output element, summing over k
     // in order
     matmul_nd: [["r", "r", "w"], [8, 8, 1], `
-@compute @workgroup_size(8, 8, 1)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let m = P[0]; let n = P[1]; let k = P[2]; let rank = P[5];
   let row = g.y; let col = g.x; let b = g.z;
   if (row >= m || col >= n) { return; }
-  var rest = b; var oa = 0u; var ob = 0u;
-  for (var d = 0u; d < rank; d = d + 1u) {
-    let axis = rank - 1u - d;
-    let dim = P[6u + axis];
-    let c = rest % dim; rest = rest / dim;
-    oa = oa + c * P[6u + rank + axis]; ob = ob + c * P[6u + 2u * rank + axis];
-  }
+  let oa = at(b, rank, 6u, 6u + rank); let ob = at(b, rank, 6u, 6u + 2u * rank);
   var acc = 0.0;
   for (var i = 0u; i < k; i = i + 1u) {
     var a: f32; var w: f32;
@@ -128,7 +93,6 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     if (P[4] == 1u) { w = T2[ob + col * k + i]; } else { w = T2[ob + i * n + col]; }
     acc = acc + a * w;
   }
-  T3[b * m * n + row * n + col] = acc;
-}`],
+  T3[b * m * n + row * n + col] = acc;`],
   });
 })(typeof globalThis !== "undefined" ? globalThis : this);

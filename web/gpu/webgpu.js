@@ -25,12 +25,13 @@
   // bindings 1... in the order Python passes, declared T1, T2, ... by source()), and the index helpers:
   //   pf(i)       parameter i as a float
   //   flat(g)     this thread's element: x workgroups carried into y past 65535 (Device.dispatch in Python)
+  //   at(i, rank, dims, strides)  the offset of row-major element i of the shape P[dims..] in a tensor whose
+  //               strides along those axes are P[strides..] (0: broadcast), in elements
   //   win()       a 2-D window's parameters, P[0..16] (see Win) as the CNN kernels are given them
   //   tap_in(o, k, s, d, p)      the input row/column output o's tap k reads (< 0 or >= size: a pad)
   //   tap_out(x, k, s, d, p, n)  the output whose tap k reads input x, or -1 (between strides, or outside 0..n)
   // A body is the statements of `fn main(@builtin(global_invocation_id) g: vec3<u32>)` at the kernel's workgroup
-  // size, which source() wraps around it (a body with its own "@compute" entry point, after helper functions of its own, is a whole shader, used
-  // as it is).
+  // size, which source() wraps around it; a kernel's own WGSL functions, if any, are its fourth element.
   const PRELUDE = `@group(0) @binding(0) var<storage, read> P: array<u32>;
 fn pf(i: u32) -> f32 { return bitcast<f32>(P[i]); }
 fn flat(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }
@@ -38,6 +39,15 @@ struct Win { n: u32, c: u32, m: u32, flag: u32, inH: u32, inW: u32, outH: u32, o
   sH: u32, sW: u32, dH: u32, dW: u32, pH: u32, pW: u32, groups: u32 }
 fn win() -> Win {
   return Win(P[0], P[1], P[2], P[3], P[4], P[5], P[6], P[7], P[8], P[9], P[10], P[11], P[12], P[13], P[14], P[15], P[16]);
+}
+fn at(i: u32, rank: u32, dims: u32, strides: u32) -> u32 {
+  var rest = i; var o = 0u;
+  for (var d = 0u; d < rank; d = d + 1u) {
+    let axis = rank - 1u - d;
+    let dim = P[dims + axis];
+    o = o + (rest % dim) * P[strides + axis]; rest = rest / dim;
+  }
+  return o;
 }
 fn tap_in(o: u32, k: u32, s: u32, d: u32, p: u32) -> i32 { return i32(o * s + k * d) - i32(p); }
 fn tap_out(x: u32, k: u32, s: u32, d: u32, p: u32, n: u32) -> i32 {
@@ -47,7 +57,7 @@ fn tap_out(x: u32, k: u32, s: u32, d: u32, p: u32, n: u32) -> i32 {
 }
 `;
 
-  // name -> [tensor bindings ("r" read, "w" read_write, "ri" read i32), workgroup size, body]
+  // name -> [tensor bindings ("r" read, "w" read_write, "ri" read i32), workgroup size, body, its own functions]
   const KERNELS = {
     // C[b] = alpha * op(A[b]) @ op(B[b]) (+ bias): P = m, n, k, transA, transB, biasKind (0 none, 1 row of n,
     // 2 (m, n), 3 scalar), alpha, strideA, strideB (elements per batch; 0 broadcasts), strideC
@@ -74,14 +84,7 @@ fn tap_out(x: u32, k: u32, s: u32, d: u32, p: u32, n: u32) -> i32 {
   let i = flat(g);
   if (i >= P[1]) { return; }
   let rank = P[2];
-  var rest = i; var ia = 0u; var ib = 0u;
-  for (var d = 0u; d < rank; d = d + 1u) {
-    let axis = rank - 1u - d;
-    let dim = P[3u + axis];
-    let c = rest % dim; rest = rest / dim;
-    ia = ia + c * P[3u + rank + axis]; ib = ib + c * P[3u + 2u * rank + axis];
-  }
-  let a = T1[ia]; let b = T2[ib];
+  let a = T1[at(i, rank, 3u, 3u + rank)]; let b = T2[at(i, rank, 3u, 3u + 2u * rank)];
   var y: f32;
   switch (P[0]) {
     case 0u: { y = a + b; }
@@ -180,12 +183,11 @@ fn tap_out(x: u32, k: u32, s: u32, d: u32, p: u32, n: u32) -> i32 {
   };
 
   function source(name) {
-    const [bindings, size, body] = KERNELS[name];
+    const [bindings, size, body, helpers] = KERNELS[name];
     const decl = bindings.map((b, j) => "@group(0) @binding(" + (j + 1) + ") var<storage, " +
       (b[0] === "w" ? "read_write" : "read") + "> T" + (j + 1) + ": array<" + (b.length > 1 ? "i32" : "f32") + ">;\n");
-    const main = /@compute/.test(body) ? body : "@compute @workgroup_size(" + size.join(", ") +
+    return PRELUDE + (helpers || "") + decl.join("") + "@compute @workgroup_size(" + size.join(", ") +
       ")\nfn main(@builtin(global_invocation_id) g: vec3<u32>) {" + body + "\n}\n";
-    return PRELUDE + decl.join("") + main;
   }
 
   class PytrainGPU {
