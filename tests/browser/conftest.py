@@ -18,7 +18,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 sys.path.insert(0, str(ROOT))
 import build  # noqa: E402  (the repository's build.py)
-from browser_helpers import Recorder, new_context  # noqa: E402
+from browser_helpers import Recorder, checkout_page, new_context, pytrain_sources  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +43,29 @@ def browser() -> Iterator[object]:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def gpu_browser(browser) -> Iterator[object]:
+    """A headless Chromium with WebGPU (the SwiftShader adapter needs --enable-unsafe-webgpu), launched by the
+    session's playwright (its sync API runs one at a time); shared by the WebGPU modules."""
+    gpu = browser.browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + ["--enable-unsafe-webgpu"])
+    yield gpu
+    gpu.close()
+
+
+@pytest.fixture(scope="session")
+def gpu_page(gpu_browser) -> Iterator[object]:
+    """bench/pages/webgpu_check.html with Pyodide and this checkout's pytrain, its GPU device ready: loaded once for
+    every WebGPU module (each module's Python defines what it runs; its start takes ~30 s)."""
+    if not (ROOT / "node_modules" / "@pyodide" / "pyodide" / "dist" / "pyodide.js").exists():
+        pytest.skip("needs node_modules (npm ci; python build.py test runs it)")
+    with checkout_page(gpu_browser, "/bench/pages/webgpu_check.html", timeout_ms=120_000) as page:
+        ready = page.evaluate("window.__ready")
+        if not ready.startswith("GPU: "):
+            pytest.skip("this Chromium gives no WebGPU adapter: " + ready)
+        page.evaluate("paths => window.__loadSources(paths)", pytrain_sources())
+        yield page
 
 
 @pytest.fixture()

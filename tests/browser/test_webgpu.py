@@ -1,22 +1,16 @@
 """The WebGPU device (web/gpu/webgpu.js's WGSL shaders, pytrain/ops/webgpu, pytrain/device/webgpu.py) where it
 really runs: headless Chromium's SwiftShader adapter (``--enable-unsafe-webgpu``), Pyodide 0.17.1 with pytrain
 from this checkout (bench/pages/webgpu_check.html). Every shader against the numpy kernel, forward and gradient,
-on odd sizes and broadcasts; the digits MLP trained 20 steps on the GPU against the same steps on the CPU."""
+on odd sizes and broadcasts; the digits MLP trained 20 steps on the GPU against the same steps on the CPU.
+The WebGPU Chromium and its page (``gpu_browser``, ``gpu_page``) are conftest.py's, shared by the WebGPU modules."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-from browser_helpers import checkout_page, pytrain_sources
 
 ROOT = Path(__file__).resolve().parents[2]
-PYODIDE = ROOT / "node_modules" / "@pyodide" / "pyodide" / "dist" / "pyodide.js"
-CHROMIUM = "/usr/bin/chromium"
-# WebGPU in headless Chromium: the SwiftShader adapter needs --enable-unsafe-webgpu (with or without --disable-gpu)
-GPU_ARGS = ["--no-sandbox", "--disable-gpu", "--enable-unsafe-webgpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"]
 
 ENQUEUE_OPS = r"""
 import numpy as np
@@ -317,27 +311,6 @@ out["summary"] = memory.gpu_summary(module, est)
 out["est_total"] = est.total
 json.dumps(out)
 """
-
-
-@pytest.fixture(scope="module")
-def gpu_browser(browser):
-    """A headless Chromium with WebGPU for the module, launched by the session's playwright (its sync API
-    runs one at a time)."""
-    gpu = browser.browser_type.launch(executable_path=CHROMIUM, args=GPU_ARGS)
-    yield gpu
-    gpu.close()
-
-
-@pytest.fixture(scope="module")
-def gpu_page(gpu_browser):
-    if not PYODIDE.exists():
-        pytest.skip("needs node_modules (npm ci; python build.py test runs it)")
-    with checkout_page(gpu_browser, "/bench/pages/webgpu_check.html", timeout_ms=120_000) as page:
-        ready = page.evaluate("window.__ready")
-        if not ready.startswith("GPU: "):
-            pytest.skip("this Chromium gives no WebGPU adapter: " + ready)
-        page.evaluate("paths => window.__loadSources(paths)", pytrain_sources())
-        yield page
 
 
 @pytest.fixture(scope="module")

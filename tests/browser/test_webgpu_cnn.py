@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_webgpu import COMPARE_OPS, ENQUEUE_OPS, MLP, MLP_RESULTS, gpu_browser, gpu_page  # noqa: F401  (fixtures)
+from test_webgpu import COMPARE_OPS, ENQUEUE_OPS, MLP, MLP_RESULTS
 
 CASES = ENQUEUE_OPS[:ENQUEUE_OPS.index('case("gemm_transB_row_bias"')] + r"""
 mask3 = lambda: OpContext(output_mask=(True, True, True))
