@@ -86,13 +86,7 @@ fn erf1(v: f32) -> f32 {
   let row = g.y; let col = g.x; let b = g.z;
   if (row >= m || col >= n) { return; }
   let oa = at(b, rank, 6u, 6u + rank); let ob = at(b, rank, 6u, 6u + 2u * rank);
-  var acc = 0.0;
-  for (var i = 0u; i < k; i = i + 1u) {
-    var a: f32; var w: f32;
-    if (P[3] == 1u) { a = T1[oa + i * m + row]; } else { a = T1[oa + row * k + i]; }
-    if (P[4] == 1u) { w = T2[ob + col * k + i]; } else { w = T2[ob + i * n + col]; }
-    acc = acc + a * w;
-  }
-  T3[b * m * n + row * n + col] = acc;`],
+  let acc = dot_rc(oa, ob, row, col, m, n, k);
+  T3[b * m * n + row * n + col] = acc;`, root.PytrainGPU.MATMUL_DOT],
   });
 })(typeof globalThis !== "undefined" ? globalThis : this);

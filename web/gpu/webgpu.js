@@ -57,6 +57,21 @@ fn tap_out(x: u32, k: u32, s: u32, d: u32, p: u32, n: u32) -> i32 {
 }
 `;
 
+  // op(A)[row, :] . op(B)[:, col] over k, in order, A's matrix at T1[oa], B's at T2[ob] (P[3], P[4]: transposed):
+  // the one loop of the products (matmul here, matmul_nd in shaders_text.js), a kernel's own function
+  const MATMUL_DOT = `
+fn dot_rc(oa: u32, ob: u32, row: u32, col: u32, m: u32, n: u32, k: u32) -> f32 {
+  var acc = 0.0;
+  for (var i = 0u; i < k; i = i + 1u) {
+    var a: f32; var w: f32;
+    if (P[3] == 1u) { a = T1[oa + i * m + row]; } else { a = T1[oa + row * k + i]; }
+    if (P[4] == 1u) { w = T2[ob + col * k + i]; } else { w = T2[ob + i * n + col]; }
+    acc = acc + a * w;
+  }
+  return acc;
+}
+`;
+
   // name -> [tensor bindings ("r" read, "w" read_write, "ri" read i32), workgroup size, body, its own functions]
   const KERNELS = {
     // C[b] = alpha * op(A[b]) @ op(B[b]) (+ bias): P = m, n, k, transA, transB, biasKind (0 none, 1 row of n,
@@ -66,18 +81,12 @@ fn tap_out(x: u32, k: u32, s: u32, d: u32, p: u32, n: u32) -> i32 {
   let row = g.y; let col = g.x; let b = g.z;
   if (row >= m || col >= n) { return; }
   let oa = b * P[7]; let ob = b * P[8];
-  var acc = 0.0;
-  for (var i = 0u; i < k; i = i + 1u) {
-    var a: f32; var w: f32;
-    if (P[3] == 1u) { a = T1[oa + i * m + row]; } else { a = T1[oa + row * k + i]; }
-    if (P[4] == 1u) { w = T2[ob + col * k + i]; } else { w = T2[ob + i * n + col]; }
-    acc = acc + a * w;
-  }
+  let acc = dot_rc(oa, ob, row, col, m, n, k);
   var y = acc;
   if (pf(6) != 1.0) { y = pf(6) * acc; }
   if (P[5] == 1u) { y = y + T3[col]; } else if (P[5] == 2u) { y = y + T3[row * n + col]; }
   else if (P[5] == 3u) { y = y + T3[0]; }
-  T4[b * P[9] + row * n + col] = y;`],
+  T4[b * P[9] + row * n + col] = y;`, MATMUL_DOT],
     // Y = A op B with numpy broadcasting: P = op (0 + 1 - 2 * 3 /), size, rank, then rank output dims,
     // rank strides of A, rank strides of B (0 along a broadcast axis)
     binary: [["r", "r", "w"], [64, 1, 1], `
@@ -186,7 +195,7 @@ fn tap_out(x: u32, k: u32, s: u32, d: u32, p: u32, n: u32) -> i32 {
     const [bindings, size, body, helpers] = KERNELS[name];
     const decl = bindings.map((b, j) => "@group(0) @binding(" + (j + 1) + ") var<storage, " +
       (b[0] === "w" ? "read_write" : "read") + "> T" + (j + 1) + ": array<" + (b.length > 1 ? "i32" : "f32") + ">;\n");
-    return PRELUDE + (helpers || "") + decl.join("") + "@compute @workgroup_size(" + size.join(", ") +
+    return PRELUDE + decl.join("") + (helpers || "") + "@compute @workgroup_size(" + size.join(", ") +
       ")\nfn main(@builtin(global_invocation_id) g: vec3<u32>) {" + body + "\n}\n";
   }
 
@@ -373,6 +382,7 @@ fn tap_out(x: u32, k: u32, s: u32, d: u32, p: u32, n: u32) -> i32 {
 
   PytrainGPU.reason = "";
   /** More kernels (gpu/shaders_nn.js: the CNN's and the embedding models'), by name as in KERNELS. */
+  PytrainGPU.MATMUL_DOT = MATMUL_DOT;
   PytrainGPU.addKernels = (more) => { Object.assign(KERNELS, more); PytrainGPU.KERNELS = Object.keys(KERNELS); };
   PytrainGPU.KERNELS = Object.keys(KERNELS);
   root.PytrainGPU = PytrainGPU;
