@@ -313,11 +313,24 @@ json.dumps(out)
 """
 
 
+def shader_errors(page, cases: str) -> dict:
+    """Run ``cases`` (Python calling case(): ENQUEUE_OPS's, or code after it) in the GPU page, let the device
+    settle, and compare every case with the numpy kernel: name -> its outputs' largest errors."""
+    page.evaluate("code => window.__py(code)", cases)
+    page.evaluate("window.__settle()")
+    return json.loads(page.evaluate("code => window.__py(code)", COMPARE_OPS))
+
+
+def assert_within_float32(name: str, errs: list) -> None:
+    """Every output of case ``name`` within 2e-6 of the numpy kernel's (float32 accumulation order)."""
+    assert errs, name
+    for e in errs:
+        assert isinstance(e, float) and 0 <= e <= 2e-6, (name, errs)
+
+
 @pytest.fixture(scope="module")
 def op_errors(gpu_page):
-    gpu_page.evaluate("code => window.__py(code)", ENQUEUE_OPS)
-    gpu_page.evaluate("window.__settle()")
-    return json.loads(gpu_page.evaluate("code => window.__py(code)", COMPARE_OPS))
+    return shader_errors(gpu_page, ENQUEUE_OPS)
 
 
 OPS = (["gemm_transB_row_bias", "gemm_transA_alpha", "gemm_full_bias", "gemm_scalar_bias_both_transposed",
@@ -337,9 +350,7 @@ OPS = (["gemm_transB_row_bias", "gemm_transA_alpha", "gemm_full_bias", "gemm_sca
 
 @pytest.mark.parametrize("name", OPS)
 def test_shader_matches_the_numpy_kernel(op_errors, name):
-    errs = op_errors[name]
-    for e in errs:
-        assert isinstance(e, float) and 0 <= e <= 2e-6, (name, errs)
+    assert_within_float32(name, op_errors[name])
 
 
 def test_every_gpu_kernel_is_tested(op_errors):
@@ -687,18 +698,12 @@ TEXT_OPS_NAMES = (["neg_odd", "exp_odd", "tanh_odd", "erf_odd", "tanh_wide", "er
 
 @pytest.fixture(scope="module")
 def text_op_errors(gpu_page, op_errors):
-    # (after op_errors: its code defined case() in the page)
-    gpu_page.evaluate("code => window.__py(code)", TEXT_OPS)
-    gpu_page.evaluate("window.__settle()")
-    return json.loads(gpu_page.evaluate("code => window.__py(code)", COMPARE_OPS))
+    return shader_errors(gpu_page, TEXT_OPS)   # (after op_errors: its code defined case() in the page)
 
 
 @pytest.mark.parametrize("name", TEXT_OPS_NAMES)
 def test_text_shader_matches_the_numpy_kernel(text_op_errors, name):
-    errs = text_op_errors[name]
-    assert errs, name
-    for e in errs:
-        assert isinstance(e, float) and 0 <= e <= 2e-6, (name, errs)
+    assert_within_float32(name, text_op_errors[name])
 
 
 def test_every_text_kernel_case_is_tested(text_op_errors):

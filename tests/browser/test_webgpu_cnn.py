@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_webgpu import COMPARE_OPS, ENQUEUE_OPS, MLP, MLP_RESULTS
+from test_webgpu import ENQUEUE_OPS, MLP, MLP_RESULTS, assert_within_float32, shader_errors
 
 CASES = ENQUEUE_OPS[:ENQUEUE_OPS.index('case("gemm_transB_row_bias"')] + r"""
 mask3 = lambda: OpContext(output_mask=(True, True, True))
@@ -60,17 +60,12 @@ OPS = ["conv_depthwise_odd", "conv_grouped_dilated", "conv_grad_depthwise", "con
 
 @pytest.fixture(scope="module")
 def op_errors(gpu_page):
-    gpu_page.evaluate("code => window.__py(code)", CASES)
-    gpu_page.evaluate("window.__settle()")
-    return json.loads(gpu_page.evaluate("code => window.__py(code)", COMPARE_OPS))
+    return shader_errors(gpu_page, CASES)
 
 
 @pytest.mark.parametrize("name", OPS)
 def test_mobilenet_shader_matches_the_numpy_kernel(op_errors, name):
-    errs = op_errors[name]
-    assert errs, name
-    for e in errs:
-        assert isinstance(e, float) and 0 <= e <= 2e-6, (name, errs)
+    assert_within_float32(name, op_errors[name])
 
 
 def test_every_mobilenet_case_ran(op_errors):
