@@ -241,3 +241,12 @@ def device() -> Optional[Device]:
             return None
         _device = Device(pytrain_webgpu)
     return _device
+
+
+def on_gpu(x: Any) -> GpuTensor:
+    """``x`` as a GPU kernel's input: itself, a read-only array (a plan's constant) uploaded once and kept while it
+    lives (:meth:`Device.constant`), or another array uploaded (counted)."""
+    if isinstance(x, GpuTensor):
+        return x
+    dev = device()
+    return dev.constant(x) if isinstance(x, np.ndarray) else dev.upload(np.asarray(x))

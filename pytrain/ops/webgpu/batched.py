@@ -10,8 +10,8 @@ import numpy as np
 
 from pytrain.ops.common import norm_axis
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext
-from pytrain.ops.webgpu import GpuTensor, device, nn
-from pytrain.ops.webgpu.text import gpu, held, transpose, view
+from pytrain.ops.webgpu import GpuTensor, device, nn, on_gpu
+from pytrain.ops.webgpu.text import held, transpose, view
 
 _F32 = np.dtype(np.float32)
 
@@ -45,7 +45,7 @@ def product(a: Any, b: Any, trans: Tuple[int, int] = (0, 0)) -> Optional[GpuTens
         if count > 65535:
             return None
         y = dev.empty(batch + (m, n))
-        dev.grid("matmul", (-(-n // 8), -(-m // 8), count), [gpu(a), gpu(b), None, y],
+        dev.grid("matmul", (-(-n // 8), -(-m // 8), count), [on_gpu(a), on_gpu(b), None, y],
                  [m, n, k, trans[0], trans[1], 0, 1.0, m * k if ba else 0, k * n if bb else 0, m * n])
         return y
     rank = max(len(ba), len(bb))
@@ -56,7 +56,7 @@ def product(a: Any, b: Any, trans: Tuple[int, int] = (0, 0)) -> Optional[GpuTens
     if _prod(batch) > 65535:
         return None
     y = dev.empty(batch + (m, n))
-    dev.grid("matmul_nd", (-(-n // 8), -(-m // 8), _prod(batch)), [gpu(a), gpu(b), y],
+    dev.grid("matmul_nd", (-(-n // 8), -(-m // 8), _prod(batch)), [on_gpu(a), on_gpu(b), y],
              [m, n, k, trans[0], trans[1], rank] + list(batch) + _batch_strides(ba, batch, m * k)
              + _batch_strides(bb, batch, k * n))
     return y
@@ -88,7 +88,7 @@ def matmul_grad(ctx: OpContext, dY: Any, A: Any, B: Any) -> Optional[Tuple[Any, 
         if len(A.shape) == 2 and len(B.shape) > 2:
             return None   # (a batch of B sharing A: not routed)
         if len(B.shape) == 2 and len(A.shape) > 2:
-            flat = product(view(gpu(dY), (-1, dY.shape[-1])), B, (0, 1))
+            flat = product(view(on_gpu(dY), (-1, dY.shape[-1])), B, (0, 1))
             da = None if flat is None else view(flat, A.shape)
         else:
             full = product(dY, B, (0, 1))
@@ -97,7 +97,7 @@ def matmul_grad(ctx: OpContext, dY: Any, A: Any, B: Any) -> Optional[Tuple[Any, 
             return None
     if ctx.wants(1):
         if len(B.shape) == 2 and len(A.shape) > 2:
-            db = product(view(gpu(A), (-1, A.shape[-1])), view(gpu(dY), (-1, dY.shape[-1])), (1, 0))
+            db = product(view(on_gpu(A), (-1, A.shape[-1])), view(on_gpu(dY), (-1, dY.shape[-1])), (1, 0))
         elif len(A.shape) == 2 and len(B.shape) > 2:
             return None
         else:
@@ -117,7 +117,7 @@ def gather(ctx: OpContext, data: Any, indices: Any, *, axis: int = 0) -> Optiona
     if a == 0:
         return nn.gather(ctx, data, indices, axis=0)
     rows = int(data.shape[a])
-    idx = _indices(indices, rows)
+    idx = nn.row_indices(indices, rows)
     if idx is None:
         return None
     outer, inner, count = _prod(data.shape[:a]), _prod(data.shape[a + 1:]), _prod(indices.shape)
@@ -135,27 +135,14 @@ def gather_grad(ctx: OpContext, dY: Any, indices: Any, X: Any, *, axis: int = 0)
     if a == 0:
         return nn.gather_grad(ctx, dY, indices, X, axis=0)
     rows = int(X.shape[a])
-    idx = _indices(indices, rows)
+    idx = nn.row_indices(indices, rows)
     outer, inner, count = _prod(X.shape[:a]), _prod(X.shape[a + 1:]), _prod(indices.shape)
     if idx is None or _prod(dY.shape) != outer * count * inner:
         return None
     dev = device()
     dx = dev.empty(X.shape)
-    dev.dispatch("gather_axis_grad", dx.size, [gpu(dY), idx, dx], [outer, count, inner, rows])
+    dev.dispatch("gather_axis_grad", dx.size, [on_gpu(dY), idx, dx], [outer, count, inner, rows])
     return (dx,)
-
-
-def _indices(indices: Any, rows: int) -> Optional[GpuTensor]:
-    """The indices on the GPU, checked and made non-negative on their host copy (None without one, or out
-    of range: the CPU kernel names the error)."""
-    host = indices.host if isinstance(indices, GpuTensor) else np.asarray(indices)
-    if host is None or np.dtype(host.dtype).kind not in "iu":
-        return None
-    if host.size and (host.min() < -rows or host.max() >= rows):
-        return None
-    if isinstance(indices, GpuTensor) and not (host.size and host.min() < 0):
-        return indices
-    return device().upload(np.where(host < 0, host + rows, host).reshape(-1).astype(np.int64), keep_host=True)
 
 
 def _class_last(x: GpuTensor) -> GpuTensor:

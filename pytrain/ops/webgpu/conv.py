@@ -13,15 +13,10 @@ from pytrain.ops.nn.op_conv import conv_window
 from pytrain.ops.registry import OpContext
 from pytrain.ops.common import int_list
 from pytrain.ops.shape.op_reshape import target_shape
-from pytrain.ops.webgpu import GpuTensor, device
+from pytrain.ops.webgpu import GpuTensor, device, on_gpu
 from pytrain.ops.windows import Window, geometry
 
 _F32 = np.dtype(np.float32)
-
-
-def _gpu(x: Any) -> GpuTensor:
-    dev = device()
-    return x if isinstance(x, GpuTensor) else dev.constant(x) if isinstance(x, np.ndarray) else dev.upload(x)
 
 
 def window_params(win: Window) -> list:
@@ -44,7 +39,7 @@ def conv(ctx: OpContext, X: Any, W: Any, B: Any = None, *, auto_pad: str = "NOTS
     n, c, m = X.shape[0], X.shape[1], W.shape[0]
     dev = device()
     y = dev.empty((n, m) + tuple(win.out_shape))
-    dev.dispatch("conv2d", y.size, [_gpu(X), _gpu(W), None if B is None else _gpu(B), y],
+    dev.dispatch("conv2d", y.size, [on_gpu(X), on_gpu(W), None if B is None else on_gpu(B), y],
                  [n, c, m, int(B is not None)] + window_params(win) + [int(group)])
     return (y,)
 
@@ -61,7 +56,7 @@ def conv_grad(ctx: OpContext, dY: Any, X: Any, W: Any, *, auto_pad: str = "NOTSE
         return None   # (the CPU kernel names the mismatch)
     dev = device()
     params = [n, c, m, 0] + window_params(win) + [int(group)]
-    gy, gx, gw = _gpu(dY), _gpu(X), _gpu(W)
+    gy, gx, gw = on_gpu(dY), on_gpu(X), on_gpu(W)
     dx = dw = db = None
     if ctx.wants(0):
         dx = dev.empty(X.shape)
@@ -88,7 +83,7 @@ def max_pool(ctx: OpContext, X: Any, *, auto_pad: str = "NOTSET", ceil_mode: int
     shape = (n, c) + tuple(win.out_shape)
     y = dev.empty(shape)
     idx = dev.empty(shape, np.int64) if ctx.wants(1) else None
-    dev.dispatch("max_pool2d", y.size, [_gpu(X), y, idx], [n, c, 0, int(idx is not None)] + window_params(win) + [1])
+    dev.dispatch("max_pool2d", y.size, [on_gpu(X), y, idx], [n, c, 0, int(idx is not None)] + window_params(win) + [1])
     return (y, idx)
 
 
@@ -101,7 +96,7 @@ def max_pool_grad(ctx: OpContext, dY: Any, Indices: Any, X: Any, *, storage_orde
     dev = device()
     dx = dev.empty(X.shape)
     planes = int(X.shape[0]) * int(X.shape[1])
-    dev.dispatch("max_pool2d_grad", dx.size, [_gpu(dY), Indices, dx],
+    dev.dispatch("max_pool2d_grad", dx.size, [on_gpu(dY), Indices, dx],
                  [planes, int(X.shape[2]) * int(X.shape[3]), int(dY.shape[2]) * int(dY.shape[3])])
     return (dx,)
 

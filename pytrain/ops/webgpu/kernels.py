@@ -14,18 +14,11 @@ import numpy as np
 
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, KernelInfo, OpContext
-from pytrain.ops.webgpu import Device, GpuTensor, GpuTransferError, conv, device, mobile, nn
+from pytrain.ops.webgpu import GpuTensor, GpuTransferError, conv, device, mobile, nn, on_gpu
 from pytrain.ops.webgpu import batched, text
 
 _F32 = np.dtype(np.float32)
 Kernel = Callable[..., Optional[Tuple[Any, ...]]]
-
-
-def _on_gpu(dev: Device, x: Any) -> GpuTensor:
-    """``x`` as a GPU tensor: itself, or a CPU array uploaded (a plan's read-only constant once)."""
-    if isinstance(x, GpuTensor):
-        return x
-    return dev.constant(x) if isinstance(x, np.ndarray) else dev.upload(np.asarray(x))
 
 
 def _floats(*xs: Any) -> bool:
@@ -51,8 +44,8 @@ def gemm(ctx: OpContext, A: Any, B: Any, C: Any = None, *, alpha: float = 1.0, b
             return None
     dev = device()
     y = dev.empty((m, n))
-    bias = _on_gpu(dev, C) if kind else None
-    dev.grid("matmul", (-(-n // 8), -(-m // 8), 1), [_on_gpu(dev, A), _on_gpu(dev, B), bias, y],
+    bias = on_gpu(C) if kind else None
+    dev.grid("matmul", (-(-n // 8), -(-m // 8), 1), [on_gpu(A), on_gpu(B), bias, y],
              [m, n, k, int(bool(transA)), int(bool(transB)), kind, float(alpha), 0, 0, 0])
     return (y,)
 
@@ -93,7 +86,7 @@ def _binary(op: int) -> Kernel:
         size = int(np.prod(shape, dtype=np.int64))
         dims = list(shape) or [1]
         params = [op, size, len(dims)] + dims + (_strides(A.shape, shape) or [0]) + (_strides(B.shape, shape) or [0])
-        dev.dispatch("binary", size, [_on_gpu(dev, A), _on_gpu(dev, B), y], params)
+        dev.dispatch("binary", size, [on_gpu(A), on_gpu(B), y], params)
         return (y,)
     return run
 
@@ -103,7 +96,7 @@ def relu(ctx: OpContext, X: Any) -> Optional[Tuple[GpuTensor]]:
         return None
     dev = device()
     y = dev.empty(X.shape)
-    dev.dispatch("relu", y.size, [_on_gpu(dev, X), y], [y.size])
+    dev.dispatch("relu", y.size, [on_gpu(X), y], [y.size])
     return (y,)
 
 
@@ -112,7 +105,7 @@ def relu_grad(ctx: OpContext, dY: Any, Y: Any) -> Optional[Tuple[GpuTensor]]:
         return None
     dev = device()
     dx = dev.empty(dY.shape)
-    dev.dispatch("relu_grad", dx.size, [_on_gpu(dev, dY), _on_gpu(dev, Y), dx], [dx.size])
+    dev.dispatch("relu_grad", dx.size, [on_gpu(dY), on_gpu(Y), dx], [dx.size])
     return (dx,)
 
 
@@ -120,7 +113,7 @@ def _reduce(x: Any, outer: int, red: int, inner: int, shape: Sequence[int]) -> G
     """``x`` viewed as (outer, red, inner) summed over its middle axis in order, as a tensor of ``shape``."""
     dev = device()
     y = dev.empty(shape)
-    dev.dispatch("reduce_sum", outer * inner, [_on_gpu(dev, x), y], [outer, red, inner, 1.0])
+    dev.dispatch("reduce_sum", outer * inner, [on_gpu(x), y], [outer, red, inner, 1.0])
     return y
 
 
@@ -196,7 +189,7 @@ def softmax_cross_entropy(ctx: OpContext, scores: Any, labels: Any, weights: Any
     dev = device()
     log_prob, rows, loss = dev.empty((n, c)), dev.empty((2 * n,)), dev.empty(())
     ignore = [1, int(ignore_index)] if ignore_index is not None else [0, 0]
-    dev.dispatch("softmax_ce_rows", n, [_on_gpu(dev, scores), _on_gpu(dev, labels), log_prob, rows], [n, c] + ignore)
+    dev.dispatch("softmax_ce_rows", n, [on_gpu(scores), on_gpu(labels), log_prob, rows], [n, c] + ignore)
     dev.grid("softmax_ce_total", (1, 1, 1), [rows, loss], [n, int(reduction == "mean")])
     return (loss, log_prob)
 
@@ -212,16 +205,16 @@ def softmax_cross_entropy_grad(ctx: OpContext, dLoss: Any, log_prob: Any, labels
         return None
     dev = device()
     dx = dev.empty((n, c))
-    on_gpu = isinstance(dLoss, GpuTensor)
-    d = 0.0 if on_gpu else float(np.asarray(dLoss).reshape(()))
+    dloss_on_gpu = isinstance(dLoss, GpuTensor)
+    d = 0.0 if dloss_on_gpu else float(np.asarray(dLoss).reshape(()))
     ignore = [1, int(ignore_index)] if ignore_index is not None else [0, 0]
-    gpu_labels = _on_gpu(dev, labels)
+    gpu_labels = on_gpu(labels)
     total = None
     if ignore_index is not None:
         total = dev.empty(())
         dev.grid("softmax_ce_count", (1, 1, 1), [gpu_labels, total], [n, int(ignore_index)])
-    dev.dispatch("softmax_ce_grad", n * c, [_on_gpu(dev, log_prob), gpu_labels, dx, dLoss if on_gpu else None, total],
-                 [n, c, int(reduction == "mean")] + ignore + [d, int(on_gpu)])
+    dev.dispatch("softmax_ce_grad", n * c, [on_gpu(log_prob), gpu_labels, dx, dLoss if dloss_on_gpu else None, total],
+                 [n, c, int(reduction == "mean")] + ignore + [d, int(dloss_on_gpu)])
     return (dx,)
 
 

@@ -10,16 +10,11 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from pytrain.ops.registry import OpContext
-from pytrain.ops.webgpu import GpuTensor, device
+from pytrain.ops.webgpu import GpuTensor, device, on_gpu
 from pytrain.ops.webgpu.conv import window_params
 from pytrain.ops.windows import Window, avg_divisor, geometry
 
 _F32 = np.dtype(np.float32)
-
-
-def _gpu(x: Any) -> GpuTensor:
-    dev = device()
-    return x if isinstance(x, GpuTensor) else dev.constant(x) if isinstance(x, np.ndarray) else dev.upload(x)
 
 
 def _channels(X: Any, *per_channel: Any) -> Optional[Tuple[int, int, int]]:
@@ -42,7 +37,7 @@ def batch_normalization(ctx: OpContext, X: Any, scale: Any, B: Any, input_mean: 
         return None
     dev = device()
     y = dev.empty(X.shape)
-    dev.dispatch("batchnorm", y.size, [_gpu(X), _gpu(scale), _gpu(B), _gpu(input_mean), _gpu(input_var), y],
+    dev.dispatch("batchnorm", y.size, [on_gpu(X), on_gpu(scale), on_gpu(B), on_gpu(input_mean), on_gpu(input_var), y],
                  list(dims) + [float(np.float32(epsilon))])
     return (y,)
 
@@ -56,14 +51,14 @@ def batchnorm_inference_grad(ctx: OpContext, dY: Any, X: Any, scale: Any, mean: 
         return None
     dev = device()
     params = list(dims) + [float(np.float32(epsilon))]
-    gy, gvar = _gpu(dY), _gpu(var)
+    gy, gvar = on_gpu(dY), on_gpu(var)
     dx = dscale = db = None
     if ctx.wants(0):
         dx = dev.empty(X.shape)
-        dev.dispatch("batchnorm_grad_x", dx.size, [gy, _gpu(scale), gvar, dx], params)
+        dev.dispatch("batchnorm_grad_x", dx.size, [gy, on_gpu(scale), gvar, dx], params)
     if ctx.wants(1) or ctx.wants(2):
         dscale, db = dev.empty((dims[1],)), dev.empty((dims[1],))
-        dev.dispatch("batchnorm_grad_params", dims[1], [gy, _gpu(X), _gpu(mean), gvar, dscale, db], params)
+        dev.dispatch("batchnorm_grad_params", dims[1], [gy, on_gpu(X), on_gpu(mean), gvar, dscale, db], params)
     return (dx, dscale if ctx.wants(1) else None, db if ctx.wants(2) else None)
 
 
@@ -87,7 +82,7 @@ def clip(ctx: OpContext, input: Any, min: Any = None, max: Any = None, **legacy:
         return None
     dev = device()
     y = dev.empty(input.shape)
-    dev.dispatch("clip", y.size, [_gpu(input), y], [y.size] + b)
+    dev.dispatch("clip", y.size, [on_gpu(input), y], [y.size] + b)
     return (y,)
 
 
@@ -98,7 +93,7 @@ def clip_grad(ctx: OpContext, dY: Any, X: Any, lo: Any = None, hi: Any = None) -
         return None
     dev = device()
     dx = dev.empty(X.shape)
-    dev.dispatch("clip_grad", dx.size, [_gpu(dY), _gpu(X), dx], [dx.size] + b)
+    dev.dispatch("clip_grad", dx.size, [on_gpu(dY), on_gpu(X), dx], [dx.size] + b)
     return (dx,)
 
 
@@ -111,7 +106,7 @@ def global_average_pool(ctx: OpContext, X: Any) -> Optional[Tuple[GpuTensor]]:
         return None
     dev = device()
     y = dev.empty(tuple(X.shape[:2]) + (1,) * (len(X.shape) - 2))
-    dev.dispatch("reduce_sum", planes, [_gpu(X), y], [planes, size, 1, 1.0 / size])
+    dev.dispatch("reduce_sum", planes, [on_gpu(X), y], [planes, size, 1, 1.0 / size])
     return (y,)
 
 
@@ -123,7 +118,7 @@ def global_average_pool_grad(ctx: OpContext, dY: Any, X: Any) -> Optional[Tuple[
     size = int(np.prod(X.shape[2:], dtype=np.int64))
     dev = device()
     dx = dev.empty(X.shape)
-    dev.dispatch("plane_scale", dx.size, [_gpu(dY), dx], [dx.size, size, 1.0 / max(size, 1)])
+    dev.dispatch("plane_scale", dx.size, [on_gpu(dY), dx], [dx.size, size, 1.0 / max(size, 1)])
     return (dx,)
 
 
@@ -159,7 +154,7 @@ def average_pool(ctx: OpContext, X: Any, *, auto_pad: str = "NOTSET", ceil_mode:
     n, c = int(X.shape[0]), int(X.shape[1])
     dev = device()
     y = dev.empty((n, c) + tuple(win.out_shape))
-    dev.dispatch("avg_pool2d", y.size, [_gpu(X), dev.constant(_divisor(win, count_include_pad)), y],
+    dev.dispatch("avg_pool2d", y.size, [on_gpu(X), dev.constant(_divisor(win, count_include_pad)), y],
                  [n, c, 0, 0] + window_params(win) + [1])
     return (y,)
 
@@ -175,6 +170,6 @@ def average_pool_grad(ctx: OpContext, dY: Any, X: Any, *, auto_pad: str = "NOTSE
     n, c = int(X.shape[0]), int(X.shape[1])
     dev = device()
     dx = dev.empty(X.shape)
-    dev.dispatch("avg_pool2d_grad", dx.size, [_gpu(dY), dev.constant(_divisor(win, count_include_pad)), dx],
+    dev.dispatch("avg_pool2d_grad", dx.size, [on_gpu(dY), dev.constant(_divisor(win, count_include_pad)), dx],
                  [n, c, 0, 0] + window_params(win) + [1])
     return (dx,)

@@ -11,27 +11,22 @@ import numpy as np
 from pytrain.ops.nn.op_softmax import softmax_axis
 from pytrain.ops.registry import OpContext
 from pytrain.ops.train._shapes import reduce_axes
-from pytrain.ops.webgpu import GpuTensor, device
+from pytrain.ops.webgpu import GpuTensor, device, on_gpu
 
 _F32 = np.dtype(np.float32)
 
 
-def _gpu(x: Any) -> GpuTensor:
-    dev = device()
-    return x if isinstance(x, GpuTensor) else dev.constant(x) if isinstance(x, np.ndarray) else dev.upload(x)
-
-
-def _rows_indices(indices: Any, rows: int) -> Optional[GpuTensor]:
-    """The indices on the GPU, checked (and negative ones counted from the end) on their host copy; None
-    without one, or out of range (the CPU kernel then names the error)."""
+def row_indices(indices: Any, rows: int) -> Optional[GpuTensor]:
+    """Gather's indices into ``rows`` rows on the GPU, flat, checked and made non-negative on their host copy
+    (kept); None without one, or out of range (the CPU kernel then names the error)."""
     host = indices.host if isinstance(indices, GpuTensor) else np.asarray(indices)
     if host is None or np.dtype(host.dtype).kind not in "iu":
         return None
     if host.size and (host.min() < -rows or host.max() >= rows):
         return None
-    if host.size and host.min() < 0:
-        return device().upload(np.where(host < 0, host + rows, host))
-    return indices if isinstance(indices, GpuTensor) else device().upload(host)
+    if isinstance(indices, GpuTensor) and not (host.size and host.min() < 0):
+        return indices
+    return device().upload(np.where(host < 0, host + rows, host).reshape(-1).astype(np.int64), keep_host=True)
 
 
 def gather(ctx: OpContext, data: Any, indices: Any, *, axis: int = 0) -> Optional[Tuple[GpuTensor]]:
@@ -39,13 +34,13 @@ def gather(ctx: OpContext, data: Any, indices: Any, *, axis: int = 0) -> Optiona
     if axis != 0 or len(data.shape) < 1 or np.dtype(data.dtype) != _F32:
         return None
     rows = int(data.shape[0])
-    idx = _rows_indices(indices, rows)
+    idx = row_indices(indices, rows)
     if idx is None:
         return None
     inner = int(np.prod(data.shape[1:], dtype=np.int64))
     dev = device()
     y = dev.empty(tuple(indices.shape) + tuple(data.shape[1:]))
-    dev.dispatch("gather_rows", y.size, [_gpu(data), idx, y], [int(np.prod(indices.shape, dtype=np.int64)), inner])
+    dev.dispatch("gather_rows", y.size, [on_gpu(data), idx, y], [int(np.prod(indices.shape, dtype=np.int64)), inner])
     return (y,)
 
 
@@ -54,14 +49,14 @@ def gather_grad(ctx: OpContext, dY: Any, indices: Any, X: Any, *, axis: int = 0)
     if axis != 0 or len(X.shape) < 1 or np.dtype(dY.dtype) != _F32:
         return None
     rows = int(X.shape[0])
-    idx = _rows_indices(indices, rows)
+    idx = row_indices(indices, rows)
     count = int(np.prod(indices.shape, dtype=np.int64))
     inner = int(np.prod(X.shape[1:], dtype=np.int64))
     if idx is None or int(np.prod(dY.shape, dtype=np.int64)) != count * inner:
         return None
     dev = device()
     dx = dev.empty(X.shape)
-    dev.dispatch("gather_rows_grad", dx.size, [_gpu(dY), idx, dx], [count, inner, dx.size])
+    dev.dispatch("gather_rows_grad", dx.size, [on_gpu(dY), idx, dx], [count, inner, dx.size])
     return (dx,)
 
 
@@ -85,7 +80,7 @@ def layer_normalization(ctx: OpContext, X: Any, Scale: Any, B: Any = None, *, ax
     dev = device()
     stats = tuple(X.shape[:-1]) + (1,)
     y, mean, inv = dev.empty(X.shape), dev.empty(stats), dev.empty(stats)
-    dev.dispatch("layernorm", rows, [_gpu(X), _gpu(Scale), None if B is None else _gpu(B), y, mean, inv],
+    dev.dispatch("layernorm", rows, [on_gpu(X), on_gpu(Scale), None if B is None else on_gpu(B), y, mean, inv],
                  [rows, n, float(epsilon), int(B is not None)])
     return (y, mean, inv)
 
@@ -99,11 +94,11 @@ def layer_normalization_grad(ctx: OpContext, dY: Any, X: Any, Scale: Any, Mean: 
         return None
     rows, n = shape
     dev = device()
-    gy, gx, gm, gi = _gpu(dY), _gpu(X), _gpu(Mean), _gpu(InvStdDev)
+    gy, gx, gm, gi = on_gpu(dY), on_gpu(X), on_gpu(Mean), on_gpu(InvStdDev)
     dx = dscale = db = None
     if ctx.wants(0):
         dx = dev.empty(X.shape)
-        dev.dispatch("layernorm_grad_x", rows, [gy, gx, _gpu(Scale), gm, gi, dx], [rows, n])
+        dev.dispatch("layernorm_grad_x", rows, [gy, gx, on_gpu(Scale), gm, gi, dx], [rows, n])
     if ctx.wants(1) or ctx.wants(2):
         dscale, db = dev.empty((n,)), dev.empty((n,))
         dev.dispatch("layernorm_grad_params", n, [gy, gx, gm, gi, dscale, db], [rows, n])
@@ -130,7 +125,7 @@ def reduce_mean(ctx: OpContext, data: Any, axes_in: Any = None, *, axes: Any = N
         [d for i, d in enumerate(data.shape) if i not in red]
     dev = device()
     y = dev.empty(shape)
-    dev.dispatch("reduce_sum", run[0] * run[2], [_gpu(data), y], [run[0], run[1], run[2], 1.0 / run[1]])
+    dev.dispatch("reduce_sum", run[0] * run[2], [on_gpu(data), y], [run[0], run[1], run[2], 1.0 / run[1]])
     return (y,)
 
 
@@ -160,7 +155,7 @@ def reduce_grad(ctx: OpContext, dY: Any, X: Any, axes_input: Any = None, *, mode
         step *= kept[a]
     size = dx.size
     # the broadcast product (binary op 2) of dY, read with its reduced axes' stride 0, and the scale
-    dev.dispatch("binary", size, [_gpu(dY), dev.constant(_scalar(scale)), dx],
+    dev.dispatch("binary", size, [on_gpu(dY), dev.constant(_scalar(scale)), dx],
                  [2, size, len(out) or 1] + (out or [1]) + (strides or [0]) + [0] * (len(out) or 1))
     return (dx,)
 
@@ -174,7 +169,7 @@ def softmax(ctx: OpContext, input: Any, *, axis: Optional[int] = None) -> Option
     rows = int(np.prod(input.shape, dtype=np.int64)) // max(n, 1)
     dev = device()
     y = dev.empty(input.shape)
-    dev.dispatch("softmax_rows", rows, [_gpu(input), y], [rows, n])
+    dev.dispatch("softmax_rows", rows, [on_gpu(input), y], [rows, n])
     return (y,)
 
 
@@ -185,7 +180,7 @@ def softmax_grad(ctx: OpContext, dY: Any, Y: Any, *, axis: int = -1) -> Optional
         return None
     dev = device()
     dx = dev.empty(Y.shape)
-    dev.dispatch("softmax_grad_rows", shape[0], [_gpu(dY), _gpu(Y), dx], list(shape))
+    dev.dispatch("softmax_grad_rows", shape[0], [on_gpu(dY), on_gpu(Y), dx], list(shape))
     return (dx,)
 
 

@@ -12,16 +12,10 @@ import numpy as np
 from pytrain.base import dtypes
 from pytrain.ops.common import norm_axis, scalar_of
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, get_kernel
-from pytrain.ops.webgpu import GpuTensor, conv, device
+from pytrain.ops.webgpu import GpuTensor, conv, device, on_gpu
 
 _F32 = np.dtype(np.float32)
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))
-
-
-def gpu(x: Any) -> GpuTensor:
-    """``x`` on the GPU: itself, a read-only constant uploaded once, or an array uploaded (counted)."""
-    dev = device()
-    return x if isinstance(x, GpuTensor) else dev.constant(x) if isinstance(x, np.ndarray) else dev.upload(x)
 
 
 def held(x: Any) -> Any:
@@ -46,7 +40,7 @@ def view(x: GpuTensor, shape: Sequence[int]) -> GpuTensor:
 def _apply(x: Any, code: int) -> GpuTensor:
     dev = device()
     y = dev.empty(x.shape)
-    dev.dispatch("unary_text", y.size, [gpu(x), y], [y.size, code])
+    dev.dispatch("unary_text", y.size, [on_gpu(x), y], [y.size, code])
     return y
 
 
@@ -102,7 +96,7 @@ def dropout(ctx: OpContext, data: Any, ratio: Any = None, training_mode: Any = N
     mask = dev.upload(keep.astype(np.float32))
     mask.host = keep   # (a CPU DropoutGrad reads the bool mask)
     y = dev.empty(data.shape)
-    dev.dispatch("dropout", y.size, [gpu(data), mask, y], [y.size, float(np.float32(1.0 / (1.0 - r)))])
+    dev.dispatch("dropout", y.size, [on_gpu(data), mask, y], [y.size, float(np.float32(1.0 / (1.0 - r)))])
     return (y, mask if ctx.wants(1) else None)
 
 
@@ -118,7 +112,7 @@ def dropout_grad(ctx: OpContext, dY: Any, mask: Any, ratio: Any = None) -> Optio
     dev = device()
     m = mask if isinstance(mask, GpuTensor) else dev.upload(np.asarray(mask, np.float32))
     dx = dev.empty(dY.shape)
-    dev.dispatch("dropout_grad", dx.size, [gpu(dY), m, dx], [dx.size, float(np.float32(1.0 / (1.0 - r)))])
+    dev.dispatch("dropout_grad", dx.size, [on_gpu(dY), m, dx], [dx.size, float(np.float32(1.0 / (1.0 - r)))])
     return (dx,)
 
 
@@ -214,7 +208,7 @@ def concat(ctx: OpContext, *inputs: Any, axis: Optional[int] = None) -> Optional
     at = 0
     for x in inputs:
         n = int(x.shape[a]) * inner
-        _copy_block(gpu(x), y, outer, n, (n, total * inner), (0, at * inner))
+        _copy_block(on_gpu(x), y, outer, n, (n, total * inner), (0, at * inner))
         at += int(x.shape[a])
     return (y,)
 
