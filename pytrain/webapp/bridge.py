@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import traceback
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -52,6 +52,17 @@ def _as_bytes(blob: Any) -> bytes:
     return bytes(blob)
 
 
+#: the session's methods that do not read the CheckpointState's values, so run while the GPU holds newer ones
+GPU_SAFE = frozenset(("status", "train_for", "gpu_finish", "gpu_lost", "gpu_sync", "gpu_commit", "run_options",
+                      "configure"))
+
+
+def reads_no_parameter(method: str, args: Dict[str, Any]) -> bool:
+    """Whether the session's ``method`` with ``args`` may run while the GPU holds newer parameters than the heap:
+    :data:`GPU_SAFE`, and the rest of the digits joining a run that started on their first part (data only)."""
+    return method in GPU_SAFE or (method == "use_digits" and bool(args.get("rest")))
+
+
 def call(session: Session, method: str, args_json: str = "{}", blobs: Any = ()) -> Tuple[str, List[np.ndarray]]:
     """Run ``session.<method>(**args)`` for the worker; never raises.
 
@@ -65,6 +76,8 @@ def call(session: Session, method: str, args_json: str = "{}", blobs: Any = ()) 
             raise WebappError("unknown session method %r" % method)
         raw = [_as_bytes(b) for b in (blobs or [])]
         args = _decode(json.loads(args_json or "{}"), raw)
+        if session.gpu.stale and not reads_no_parameter(method, args):   # (the worker calls gpu_sync first)
+            raise WebappError("%s needs the parameters the GPU trained, not read back yet (gpu_sync)" % method)
         result = getattr(session, method)(**args)
         return json.dumps({"ok": True, "result": _encode(result, out)}), out
     except Exception as exc:  # the page shows every failure instead of losing the worker

@@ -1,19 +1,23 @@
 """Layer 9, webapp: the page's training slices on the WebGPU device (pytrain/device/webgpu.py), when the
 page registered one (the user turned the GPU on: web/worker/boot.js installWebGPU).
 
-A slice enqueues its steps and then the copy of the parameters and optimizer state back into the
-CheckpointState, and returns at once; the worker's JS awaits the device (``settle()``) and then calls
-the session's ``gpu_finish``, which hands over the slice's losses and does what the CPU slice does at
-its end (the position saved, the good checkpoint kept at an epoch's end). Between slices the
-CheckpointState is therefore current, so saving, evaluating, exporting and predicting work as on the CPU.
+A slice enqueues its steps and returns at once; the worker's JS awaits the device (``settle()``) and then
+calls the session's ``gpu_finish``, which hands over the slice's losses and does what the CPU slice does at
+its end (the position saved, the good checkpoint kept at an epoch's end). The parameters and optimizer state
+stay on the GPU between slices: the CheckpointState in the wasm heap is then :attr:`GpuSlices.stale`, and is
+refreshed only when the CPU needs it (a save, an export, an evaluation, a prediction: the worker's JS calls
+``gpu_sync``, awaits the device, then ``gpu_commit``; an epoch's end and a refusal enqueue the copy with the
+slice). The session's bridge refuses any other call while the heap is stale. A device lost rewinds the
+position to the last state read back (or uploaded: the heap's, still valid), from where the CPU trains.
 A model the GPU cannot train (an op without a shader reading a GPU tensor, running statistics) is
 refused once, with the reason kept, and trains on the CPU.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from pytrain.base import limits
 from pytrain.device.webgpu import GpuTraining
 from pytrain.errors import InputError, PytrainError
 from pytrain.ops.webgpu import GpuTransferError, choice, device
@@ -35,8 +39,14 @@ class GpuSlices:
         self.training: Optional[GpuTraining] = None
         self.refused: Optional[str] = None
         self.epoch_end = False
+        #: the GPU holds parameters and optimizer state newer than the CheckpointState's (not read back yet)
+        self.stale = False
+        #: how many times the state was read back (whole: every parameter and moment)
+        self.readbacks = 0
         self._last: Optional[GpuTraining] = None   # the slice awaiting its losses
-        self._start = (0, 0, 0, 0)   # (epoch, epoch_step, step, optimizer step) where that slice started
+        self._valid: Optional[Mark] = None   # where the heap's state is: the CPU goes on from there if the GPU fails
+        self._copying: Optional[Mark] = None   # where the copy enqueued (to_cpu) was taken, until committed
+        self._drop = False   # the copy's commit lets the GPU training go (the CPU will change the state)
         self._choice = choice()   # the user's device choice this training was made under
 
     def describe(self) -> Optional[str]:
@@ -44,40 +54,44 @@ class GpuSlices:
         dev = device()
         return None if dev is None or self.refused else "GPU: " + dev.adapter
 
-    def _training(self, module: Any, optimizer: Any, batch: Sequence[Any]) -> Optional[GpuTraining]:
+    def _training(self, module: Any, optimizer: Any, batch: Sequence[Any], at: Any) -> Optional[GpuTraining]:
         t = self.training
         if t is None or t.module is not module or t.optimizer is not optimizer:
+            if self.stale:   # (the worker reads the state back before it changes the model: gpu_sync(drop=True))
+                raise PytrainError("the model changed while its trained parameters were on the GPU, not read back")
             try:   # (the step's memory at this batch size, checked against the GPU's before any upload)
                 estimate = module.memory_estimate(*batch, optimizer=optimizer)
             except PytrainError:
                 estimate = None
+            if estimate is not None:
+                check_heap(module, estimate)
             try:
                 self.training = GpuTraining(module, optimizer, device(), estimate)
             except (InputError, GpuTransferError) as e:
                 self.refused, self.training = str(e), None
+            else:
+                self._valid = Mark.now(module, at)
         return self.training
 
     def run(self, module: Any, optimizer: Any, at: Any, work: Slice) -> Optional[int]:
         """Enqueue the slice's steps from ``at`` (advanced in place); the number enqueued, or None when the
         device cannot train this model (``at`` unchanged: the CPU trains it)."""
         if self._choice != choice():   # turned off or on since: the CPU may have trained in between
+            if self.stale:   # (the worker reads the state back before it changes the device: gpu_sync(drop=True))
+                raise PytrainError("the device changed while the trained parameters were on the GPU, not read back")
             self._choice, self.training, self.refused = choice(), None, None
         if device() is None or self.refused:
             return None
-        gpu = self._training(module, optimizer, work.fetch(work.batches[at.epoch_step]))
+        gpu = self._training(module, optimizer, work.fetch(work.batches[at.epoch_step]), at)
         if gpu is None:
             return None
         start, done = time.perf_counter(), 0
         self.epoch_end, self._last = False, gpu
-        opt_state = module.state.optimizer_state
-        self._start = (at.epoch, at.epoch_step, at.step, opt_state.step)
         while at.epoch_step < len(work.batches) and done < work.max_steps:
             try:
                 gpu.step(*work.fetch(work.batches[at.epoch_step]))
             except GpuTransferError as e:   # (raised in the training plan: this step changed nothing)
                 self.refused, self.training = str(e), None
-                if done == 0:
-                    return None
                 break
             done += 1
             at.step += 1
@@ -87,23 +101,90 @@ class GpuSlices:
                 break
             if (time.perf_counter() - start) * 1000.0 >= work.budget_ms:
                 break
-        gpu.to_cpu()
+        self.stale = self.stale or done > 0
+        if done == 0 and not self.stale:
+            return None   # (refused at its first step, the heap current: the CPU trains this slice)
+        if self.epoch_end or self.training is None:   # (the epoch's evaluation and save, or the CPU, read it next)
+            self._copy(gpu, at, False)
         return done
 
+    def _copy(self, gpu: GpuTraining, at: Any, drop: bool) -> None:
+        gpu.to_cpu()
+        self._last, self._drop = gpu, drop
+        self._copying = Mark.now(gpu.module, at)
+
+    def sync(self, at: Any, drop: bool = False) -> bool:
+        """Enqueue the copy of the GPU's parameters and optimizer state back into the CheckpointState (there after
+        the JS awaited the device and called :meth:`commit`); False when the heap is current (nothing to wait for).
+        ``drop``: the CPU is about to change the state or the model, so the GPU training goes once read back."""
+        if self.stale and self.training is not None:
+            self._copy(self.training, at, drop)
+            return True
+        if drop:
+            self.training = None
+        return False
+
+    def commit(self) -> None:
+        """Put the copies enqueued (landed: after the JS settle) into the CheckpointState: the heap is current."""
+        if self._copying is None or self._last is None:
+            return
+        self._last.commit()
+        self._valid, self._copying = self._copying, None
+        self.stale = False
+        self.readbacks += 1
+        if self._drop:
+            self.training, self._drop = None, False
+
     def finish(self) -> List[float]:
-        """The last slice's losses, its parameters and moments put into the CheckpointState (call after the JS
-        awaited the device)."""
+        """The last slice's losses (and, at an epoch's end or a refusal, its parameters and moments put into the
+        CheckpointState): call after the JS awaited the device."""
         if self._last is None:
             return []
-        self._last.commit()
+        self.commit()
         return self._last.take_losses()
 
     def lost(self, at: Any, module: Any, reason: str) -> None:
-        """The device failed before the last slice came back: the slice is undone (the position and the
-        optimizer's step count as at its start; the CheckpointState never took its copies) and the CPU trains
-        from there on, with the same numbers."""
-        self.refused = "the GPU failed (%s): the CPU trains from step %d" % (reason, self._start[2])
-        if self._last is not None:
-            at.epoch, at.epoch_step, at.step, module.state.optimizer_state.step = self._start
-        self.training = self._last = None
-        self.epoch_end = False
+        """The device failed: every step since the state was last read back (or uploaded) is undone (the position,
+        the optimizer's step count and the checkpoint's properties, the dropout generator's step among them, as
+        then; the CheckpointState never took a copy that did not land) and the CPU trains from there on, with the
+        same numbers."""
+        mark = self._valid if self.stale or self._copying is not None else None
+        if mark is not None and module is not None:
+            mark.restore(at, module)
+        step = at.step if mark is None else mark.position[2]
+        self.refused = "the GPU failed (%s): the CPU trains from step %d" % (reason, step)
+        self.training = self._last = self._copying = None
+        self.epoch_end = self.stale = self._drop = False
+
+
+class Mark(NamedTuple):
+    """Where a CheckpointState's values are: the position, the optimizer's step count, the checkpoint's properties."""
+    position: Tuple[int, int, int]
+    optimizer_step: int
+    properties: Dict[str, Any]
+
+    @staticmethod
+    def now(module: Any, at: Any) -> "Mark":
+        return Mark((at.epoch, at.epoch_step, at.step), optimizer_step(module), dict(module.state.properties.items()))
+
+    def restore(self, at: Any, module: Any) -> None:
+        at.epoch, at.epoch_step, at.step = self.position
+        module.state.optimizer_state.step = self.optimizer_step
+        props = module.state.properties
+        for k in [k for k in props if k not in self.properties]:
+            del props[k]
+        props.update(self.properties)
+
+
+def optimizer_step(module: Any) -> int:
+    opt = module.state.optimizer_state
+    return int(opt.step) if opt is not None else 0
+
+
+def check_heap(module: Any, est: Any) -> None:
+    """Refuse (LimitError naming the bytes and the limit) a GPU training whose heap copy would not fit what is left
+    of the wasm heap's budget: on the GPU the heap keeps only the parameters and, once read back, the optimizer
+    state (the gradients and activations are GPU memory, checked against the device's)."""
+    need = est.parameters + est.optimizer_state
+    limits.check_heap(need, "training this model on the GPU keeps its parameters and optimizer state in the wasm heap "
+                      "(%.1f MiB)" % (need / 2.0 ** 20), module.held_bytes(est))

@@ -75,7 +75,8 @@ def summary(session: Any) -> Optional[Dict[str, Any]]:
            "optimizer_state": est.optimizer_state, "activations": est.activations, "total": est.total,
            "limit": limit, "left": max(0, left), "fits": est.total <= left, "describe": est.describe()}
     gpu = gpu_summary(module, est)
-    if gpu is not None:   # (the GPU's memory, apart from the wasm heap's)
+    if gpu is not None:   # (the GPU's memory, apart from the wasm heap's, which keeps only gpu["heap"] then)
+        gpu["heap_fits"] = gpu["heap"] <= left
         out["gpu"] = gpu
     return out
 
@@ -83,8 +84,9 @@ def summary(session: Any) -> Optional[Dict[str, Any]]:
 def gpu_summary(module: Any, est: Any) -> Optional[Dict[str, Any]]:
     """When the page's WebGPU device may train: the GPU memory the step takes there (all of the estimate:
     parameters, gradients, optimizer state, activations) against what pytrain assumes the GPU has, the largest
-    parameter against its largest buffer, and what the wasm heap keeps meanwhile (the parameters and optimizer
-    state, copied back after every slice); None without a device."""
+    parameter against its largest buffer, and what the wasm heap keeps meanwhile (the parameters, and the optimizer
+    state once read back for a save or an export: the gradients and activations live on the GPU only, so a step
+    past the heap's budget trains there, :func:`pytrain.webapp.gpu_slices.check_heap`); None without a device."""
     dev = webgpu.device()
     if dev is None:
         return None

@@ -322,9 +322,21 @@ class Session:
         return {"losses": losses, "diverged": self._divergence("the loss is %s" % bad[0], None) if bad else None,
                 "device": self.gpu.describe() or self.gpu.refused}
 
+    def gpu_sync(self, drop: bool = False) -> Dict[str, Any]:
+        """Enqueue the read back of the GPU's parameters and optimizer state when the heap's are older (``pending``:
+        the worker's JS awaits the device, then calls gpu_commit); ``drop``: the command that follows changes the
+        state or the model, so the GPU training is let go once read back (the next slice uploads anew)."""
+        return {"pending": self.gpu.sync(self.run.at, drop)}
+
+    def gpu_commit(self) -> Dict[str, Any]:
+        """After the worker's JS awaited the device: the state read back into the CheckpointState."""
+        self.gpu.commit()
+        self.exports.forget()
+        return {"step": self.run.at.step}
+
     def gpu_lost(self, reason: str) -> Dict[str, Any]:
-        """The WebGPU device failed (lost, or an error) before the last slice came back: that slice is undone
-        and the CPU trains from its start."""
+        """The WebGPU device failed (lost, or an error): the steps since the state was last read back are undone
+        and the CPU trains from there."""
         self.gpu.lost(self.run.at, self.run.module, reason)
         return {"device": self.gpu.refused, "step": self.run.at.step}
 

@@ -309,6 +309,33 @@ out["slice_refused"] = slices.refused
 out["at"] = [at.epoch, at.epoch_step, at.step]
 out["summary"] = memory.gpu_summary(module, est)
 out["est_total"] = est.total
+
+# the wasm heap's budget lowered (as a model past 2 GiB would find it): the GPU keeps gradients and activations
+from pytrain.base import limits as L
+from pytrain.errors import LimitError
+KEPT = []   # (a slice's loss lands in its GpuSlices' array at the next settle: kept alive until then)
+def heap_case(budget):
+    saved = L.max_heap_bytes
+    L.set_limits(max_heap_bytes=budget)
+    s, a = GpuSlices(), types.SimpleNamespace(epoch=0, epoch_step=0, step=0)
+    KEPT.append(s)
+    try:
+        try:
+            module.check_memory(*batch, optimizer=opt)
+            cpu = "fits"
+        except LimitError as e:
+            cpu = str(e)
+        try:
+            gpu = s.run(module, opt, a, Slice([np.arange(16)], lambda idx: batch, 1000.0, 1))
+        except LimitError as e:
+            gpu = str(e)
+        return [cpu, gpu, s.refused]
+    finally:
+        L.set_limits(max_heap_bytes=saved)
+heap_kept = est.parameters + est.optimizer_state
+out["heap_kept"] = heap_kept
+out["heap_between"] = heap_case((heap_kept + est.total) // 2)
+out["heap_below"] = heap_case(heap_kept - 1)
 json.dumps(out)
 """
 
@@ -488,7 +515,8 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose:
         worker = app_worker(page)
         return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
                 app_state(page, "a.epochs"), page.inner_text("#device-status"), rec.foreign(url),
-                worker.evaluate("() => runtime.gpu ? runtime.gpu.counts : null"),
+                worker.evaluate("() => runtime.gpu ? Object.assign({ stateReadbacks: runtime.gpuReadbacks || 0, "
+                                "rewound: runtime.gpuRewound }, runtime.gpu.counts) : null"),
                 worker.evaluate("() => runtime.gpuLost || null"),
                 page.evaluate("() => document.getElementById('error').textContent"), before)
     finally:
@@ -521,6 +549,10 @@ def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
     # every step ran its shaders on the GPU (16 dispatches a step), and read back its loss
     assert counts["dispatches"] >= 16 * len(gpu_losses) and counts["readbacks"] >= len(gpu_losses), counts
     assert len(gpu_losses) >= 12   # (800 training digits / 64)
+    # the parameters stayed on the GPU between slices: besides the losses, the 4 parameters and 8 moments came back
+    # only at the epoch's end and for what the CPU read (a save within the epoch)
+    state = counts["readbacks"] - len(gpu_losses)
+    assert state % 12 == 0 and 12 <= state <= 12 * (1 + counts["stateReadbacks"]), counts
     _same_losses(gpu_losses, cpu_losses[:len(gpu_losses)])
     # after the epoch the parameters came back: the held-out evaluation is the CPU's
     assert abs(gpu_epochs[0]["loss"] - cpu_epochs[0]["loss"]) <= 1e-4 * abs(cpu_epochs[0]["loss"])
@@ -530,10 +562,10 @@ def test_the_page_trains_on_the_gpu_with_the_cpu_losses(page_runs):
 
 
 def test_a_lost_device_falls_back_to_the_cpu_with_the_same_losses(page_runs):
-    versions, losses, epochs, line, _, _, lost, shown, before = page_runs["lost"]
+    versions, losses, epochs, line, _, counts, lost, shown, before = page_runs["lost"]
     _, cpu_losses, cpu_epochs, _, _, _, _, _, _ = page_runs["cpu"]
     assert versions["device"].startswith("GPU: ") and before.startswith("Trains on GPU: "), (versions, before)  # ?gpu=1
-    assert lost and "the CPU trains from step" in lost, lost
+    assert lost and "the CPU trains from step %d" % counts["rewound"] in lost, (lost, counts)   # the last read back
     assert "training continues on the CPU" in shown, shown   # the page says so
     assert line.startswith("Trains on CPU, ") and "the CPU trains from step" in line, line
     _same_losses(losses, cpu_losses)
@@ -572,11 +604,156 @@ def test_the_page_slices_fall_back_to_the_cpu_with_the_reason(limits):
     assert "does not fit the GPU memory left" in limits["slice_refused"]
 
 
+def test_a_step_past_the_heap_trains_on_the_gpu(limits):
+    # the heap's budget below the step's estimate but above the parameters and optimizer state: the CPU refuses it,
+    # the GPU trains it (its gradients and activations live there)
+    cpu, gpu, refused = limits["heap_between"]
+    assert "over pytrain's memory limit" in cpu, cpu
+    assert gpu == 1 and refused is None, (gpu, refused)
+    # below what the heap keeps even then: refused, saying what and why
+    cpu, gpu, refused = limits["heap_below"]
+    assert "over pytrain's memory limit" in cpu, cpu
+    assert isinstance(gpu, str) and "on the GPU keeps its parameters and optimizer state" in gpu, gpu
+    assert "%d bytes" % limits["heap_kept"] in gpu, gpu
+
+
 def test_the_memory_estimate_counts_the_gpu_apart(limits):
     gpu = limits["summary"]
     assert gpu["adapter"] and gpu["total"] == limits["est_total"] and gpu["fits"]
     assert gpu["largest"] == 784 * 128 * 4 and gpu["memory"] == 2 * 1024 ** 3
-    assert 0 < gpu["heap"] < gpu["total"]
+    assert 0 < gpu["heap"] < gpu["total"] and gpu["heap"] == limits["heap_kept"]
+
+
+RESIDENT = r"""
+import json, types
+import numpy as np
+from pytrain.device import api
+from pytrain.engine.runtime import InferenceSession
+from pytrain.ops import wasm
+from pytrain.ops.webgpu import device
+from pytrain.webapp.demo import digits_artifacts
+from pytrain.webapp.gpu_slices import GpuSlices, Slice
+
+wasm.install()
+arts = digits_artifacts("mlp", "AdamW")
+rng = np.random.RandomState(2)
+data = [(rng.rand(16, 784).astype(np.float32), rng.randint(0, 10, 16).astype(np.int64)) for _ in range(8)]
+probe = rng.rand(5, 784).astype(np.float32)
+
+def fresh():
+    state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
+    module = api.Module(arts["training"], state, arts["eval"])
+    opt = api.Optimizer(arts["optimizer"], module)
+    opt.set_learning_rate(0.01)
+    return module, opt
+
+def train_cpu(module, opt, upto):
+    out = []
+    for x, y in data[int(module.state.optimizer_state.step):upto]:
+        module.lazy_reset_grad()
+        outs = module(x, y)
+        out.append(float(np.asarray(outs[0] if isinstance(outs, list) else outs)))
+        opt.step()
+    return out
+
+def exported(module):
+    return InferenceSession(module.export_model_for_inferencing(None, ["output"])).run(None, {"input": probe})[0]
+
+def rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(1e-6, float(np.max(np.abs(b)))))
+
+cpu, cpu_opt = fresh()
+cpu_losses = train_cpu(cpu, cpu_opt, 2)
+cpu_ckpt_bytes, cpu_out = cpu.state.to_bytes(), exported(cpu)
+cpu_losses += train_cpu(cpu, cpu_opt, 8)
+
+module, opt = fresh()
+initial = {n: module.state.parameters[n].data.copy() for n in module.parameter_names}
+slices, at = GpuSlices(), types.SimpleNamespace(epoch=0, epoch_step=0, step=0)
+work = Slice(list(range(8)), lambda i: data[i], 1e9, 2)
+before = device().counts()
+slices.run(module, opt, at, work)
+"""
+
+RESIDENT_SYNC = r"""
+out = {"losses": slices.finish(), "stale": slices.stale}
+after = device().counts()
+out["slice"] = {k: after[k] - before[k] for k in after}   # the two steps: no parameter came back
+out["heap_untouched"] = all(np.array_equal(initial[n], module.state.parameters[n].data) for n in initial)
+out["sync"] = slices.sync(at)
+"""
+
+RESIDENT_COMMIT = r"""
+slices.commit()
+out["stale_after"] = slices.stale
+ck = module.state.to_bytes()
+loaded, want = api.CheckpointState.load_checkpoint(ck), api.CheckpointState.load_checkpoint(cpu_ckpt_bytes)
+out["ckpt"] = {n: rel(loaded.parameters[n].data, want.parameters[n].data) for n in module.parameter_names}
+out["moments"] = {p + "." + s: rel(a, want.optimizer_state.slots[p][s])
+                  for p, per in loaded.optimizer_state.slots.items() for s, a in per.items()}
+out["ckpt_step"] = loaded.optimizer_state.step
+out["export"] = rel(exported(module), cpu_out)
+boxes = [(module.state.parameters[n].data, np.empty(t.shape, np.float32)) for n, t in slices.training.params.items()]
+for (_, box), t in zip(boxes, slices.training.params.values()):
+    t.read_into(box)
+"""
+
+RESIDENT_LOST = r"""
+out["exact"] = all(np.array_equal(a, b) for a, b in boxes)   # the heap holds the GPU's very bits
+out["resident_readbacks"] = slices.readbacks
+held = {n: module.state.parameters[n].data.copy() for n in module.parameter_names}
+slices.run(module, opt, at, work)   # steps 3, 4 (the heap stays at step 2)
+"""
+
+RESIDENT_END = r"""
+out["losses"] += slices.finish()
+out["at_before_loss"] = at.step
+slices.lost(at, module, "lost in a test")
+out["refused"], out["at"] = slices.refused, [at.epoch, at.epoch_step, at.step]
+out["opt_step"] = int(module.state.optimizer_state.step)
+out["rewound_to_heap"] = all(np.array_equal(held[n], module.state.parameters[n].data) for n in held)
+out["cpu_after"] = train_cpu(module, opt, 8)   # the CPU goes on from the last read back
+out["cpu"] = cpu_losses
+json.dumps(out)
+"""
+
+
+@pytest.fixture(scope="module")
+def resident(gpu_page):
+    run = lambda code: gpu_page.evaluate("code => window.__py(code)", code)
+    for code in (RESIDENT, RESIDENT_SYNC, RESIDENT_COMMIT, RESIDENT_LOST):
+        run(code)
+        gpu_page.evaluate("window.__settle()")
+    return json.loads(run(RESIDENT_END))
+
+
+def test_the_parameters_stay_on_the_gpu_between_slices(resident):
+    # a slice reads back its losses only: the heap keeps the parameters it had, and says they are old
+    assert resident["slice"]["readbacks"] == 2 and resident["slice"]["readbackBytes"] == 8, resident["slice"]
+    assert resident["stale"] and resident["heap_untouched"] and resident["sync"]
+    assert not resident["stale_after"] and resident["resident_readbacks"] == 1
+
+
+def test_a_read_back_checkpoint_and_export_are_the_cpu_runs(resident):
+    assert resident["ckpt_step"] == 2
+    for name, err in list(resident["ckpt"].items()) + list(resident["moments"].items()):
+        assert err <= 1e-4, (name, err)
+    assert len(resident["moments"]) == 2 * len(resident["ckpt"])
+    assert resident["export"] <= 1e-4
+    assert resident["exact"]
+
+
+def test_a_lost_device_rewinds_to_the_last_read_back(resident):
+    cpu, gpu = resident["cpu"], resident["losses"]
+    assert len(gpu) == 4 and resident["at_before_loss"] == 4
+    for c, g in zip(cpu, gpu):
+        assert abs(g - c) <= 1e-5 * abs(c), (c, g)
+    # steps 3 and 4 were on the GPU only: undone, back to step 2 (read back), and the CPU retrains them
+    assert resident["at"] == [0, 2, 2] and resident["opt_step"] == 2 and resident["rewound_to_heap"]
+    assert "the CPU trains from step 2" in resident["refused"], resident["refused"]
+    for c, g in zip(cpu[2:], resident["cpu_after"]):
+        assert abs(g - c) <= 1e-5 * abs(c), (c, g)
+    assert len(resident["cpu_after"]) == 6
 
 
 WIDGET = """async () => {

@@ -32,6 +32,12 @@ function resetPlots() {
 }
 
 function addLosses(firstStep, losses) {
+  // (steps from firstStep on were shown before: the GPU failed and the CPU retrains from its last read back)
+  const last = (pts) => pts[pts.length - 1];
+  if (lossSeries.points.length && last(lossSeries.points)[0] >= firstStep) {
+    while (lossSeries.points.length && last(lossSeries.points)[0] >= firstStep) { lossSeries.points.pop(); emaSeries.points.pop(); }
+    ema = emaSeries.points.length ? last(emaSeries.points)[1] : null;
+  }
   losses.forEach((l, i) => {
     const s = firstStep + i;
     lossSeries.points.push([s, l]);

@@ -6,6 +6,8 @@
  *                   other command waits for the whole digits and the stdlib's second part first
  *                   (data.js completeFirstPart)
  *   idle: "what"    refused as Busy ("stop training before <what>") while training or federating
+ *   gpuSafe: true   reads no parameter: runs while the WebGPU device holds newer ones than the heap (any other
+ *                   command reads them back first, training.js gpuToHeap; an idle one lets the GPU's copy go)
  *   newRun: true    starts a new run (empty history, the next save writes everything)
  *   py, args        the Session method it calls and its arguments from the command's
  *                   (args may be async: it runs before the new run starts)
@@ -28,7 +30,7 @@ const COMMAND_TABLE = {
   clearSaved: { early: true, run: async () => { await dbPut({}, true); return true; } },
   config: { early: true, run: async () => runtime.config },
 
-  status: { onFirstPart: true, py: "status" },
+  status: { onFirstPart: true, gpuSafe: true, py: "status" },
   useDigits: { idle: "changing the data", newRun: true, onFirstPart: true, args: ({ nTrain = 8000, nVal = 1000 }) => digitsArgs(nTrain, nVal),
                run: (_, pyArgs) => digitsLoaded(py("use_digits", pyArgs)) },
   inspectCSV: { py: "inspect_csv", args: fields(["text"]) },
@@ -86,12 +88,12 @@ const COMMAND_TABLE = {
   runFile: { py: "run_file", args: ({ epochs }) => ({ epochs, history: runHistory() }) },
 
   /* a training run's options resolved by Python: what the caller set, the rest pytrain.webapp.run_options.TabRun's */
-  runOptions: { onFirstPart: true, run: async (args) => camelKeys(py("run_options", snakeKeys(args))) },
+  runOptions: { onFirstPart: true, gpuSafe: true, run: async (args) => camelKeys(py("run_options", snakeKeys(args))) },
   train: { onFirstPart: true, run: startTraining },
   pause: { early: true, run: async () => pauseTraining() },
   resume: { early: true, run: async () => resumeTraining() },
   stop: { early: true, run: async () => resumeTraining(true) },
-  configure: { onFirstPart: true, py: "configure", args: ({ batchSize, learningRate }) => {
+  configure: { onFirstPart: true, gpuSafe: true, py: "configure", args: ({ batchSize, learningRate }) => {
     configureTraining({ batchSize, learningRate });
     return { batch_size: batchSize, lr: learningRate };
   } },
@@ -182,6 +184,7 @@ async function runCommand(spec, args) {
   if (!spec.early) await ready;
   if (!spec.early && !spec.onFirstPart) await completeFirstPart();
   if (spec.idle) needIdle(spec.idle);
+  if (!spec.early && !spec.gpuSafe) await gpuToHeap(!!spec.idle);   // (what the GPU trained, for the CPU to read)
   if (spec.run && !spec.newRun) return spec.run(args);
   const pyArgs = spec.args ? await spec.args(args) : undefined;
   if (spec.newRun) startNewRun();

@@ -55,7 +55,11 @@ function startNewRun() {
 }
 
 /** Losses of the steps first, first + 1, ... (for the plots after a reload). */
-function recordSteps(first, losses) { losses.forEach((l, i) => history.losses.push([first + i, l])); }
+function recordSteps(first, losses) {
+  // (steps from `first` on were trained before: the GPU failed and the CPU went back to its last read back)
+  while (history.losses.length && history.losses[history.losses.length - 1][0] >= first) history.losses.pop();
+  losses.forEach((l, i) => history.losses.push([first + i, l]));
+}
 
 function recordEpoch(rec) { history.epochs.push(rec); }
 
@@ -81,6 +85,7 @@ function adoptSavedRun(meta, status) {
 }
 
 async function saveRun(reason) {
+  await gpuToHeap();   // (the parameters the GPU trained, into the heap's checkpoint)
   const snap = py("snapshot", { data_version: savedVersions.data, artifacts_version: savedVersions.artifacts });
   const meta = Object.assign({}, snap.meta, {
     savedAt: Date.now(), reason, history, train: trainingOptions(),

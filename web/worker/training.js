@@ -43,17 +43,8 @@ async function trainLoop(opts) {
         continue;
       }
       // (a run's first slice is its first step alone: the page shows it as soon as it is done)
-      const sliceStart = performance.now();
-      const r = py("train_for", { budget_ms: opts.budgetMs, max_steps: status.step === startStep ? 1 : undefined });
-      if (r.pending !== undefined) {   // enqueued on the WebGPU device: its losses and parameters come back now
-        try {
-          await runtime.gpu.settle();
-        } catch (e) {   // the device was lost (or failed): the slice is undone and the CPU trains from its start
-          gpuFallback(py("gpu_lost", { reason: String(e.message || e) }).device);
-          continue;
-        }
-        Object.assign(r, py("gpu_finish"), { seconds: (performance.now() - sliceStart) / 1000 });
-      } else if (r.gpu_refused && runtime.gpu) gpuFallback(r.gpu_refused);
+      const r = await gpuExclusive(() => trainSlice(opts.budgetMs, status.step === startStep ? 1 : undefined));
+      if (r === null) continue;   // the GPU failed: the CPU trains from the last state read back
       if (r.loading && !r.losses.length) {   // trained on all of the digits' first part: the rest joins now
         await completeDigits();
         continue;
@@ -75,6 +66,7 @@ async function trainLoop(opts) {
       if (r.diverged) { reason = "diverged"; divergence = r.diverged; break; }
       if (r.epoch_end) {
         await completeDigits();   // (the held-out digits may not be in yet; a stdlib import fetches its part: the guard)
+        await gpuToHeap();
         const ev = py("evaluate");
         const rec = { epoch: r.epoch, step: r.step, loss: ev.loss, metric: ev.metric, metricName: ev.metric_name, mae: ev.mae };
         recordEpoch(rec);
@@ -94,6 +86,57 @@ async function trainLoop(opts) {
     const s = pythonReady() ? safeStatus() : {};
     emit("done", { reason, epoch: s.epoch, step: s.step, divergence });
   }
+}
+
+/** One slice: Python's train_for, and on the WebGPU device the wait for its losses (the parameters stay there);
+ * null when the device failed (the steps since the last read back are undone). */
+async function trainSlice(budgetMs, maxSteps) {
+  const sliceStart = performance.now();
+  const r = py("train_for", { budget_ms: budgetMs, max_steps: maxSteps });
+  if (r.pending !== undefined) {   // enqueued on the WebGPU device: its losses come back now
+    try {
+      await runtime.gpu.settle();
+    } catch (e) {
+      gpuLost(e);
+      return null;
+    }
+    Object.assign(r, py("gpu_finish"), { seconds: (performance.now() - sliceStart) / 1000 });
+  } else if (r.gpu_refused && runtime.gpu) gpuFallback(r.gpu_refused);
+  return r;
+}
+
+/* The device's work in turn: a slice, or a read back, runs from its enqueueing to its settle before the next starts
+ * (a command between slices waits for the slice in flight). */
+let gpuTurn = Promise.resolve();
+function gpuExclusive(fn) {
+  const p = gpuTurn.then(fn);
+  gpuTurn = p.catch(() => {});
+  return p;
+}
+
+/** The parameters and optimizer state the GPU trained read back into the wasm heap, when they are newer there: before
+ * anything on the CPU reads them (a save, an evaluation, an export, a prediction). `drop`: the command changes the state
+ * or the model, so the GPU training lets go of them (the next slice uploads anew). */
+async function gpuToHeap(drop = false) {
+  if (!runtime.gpu || !pythonReady()) return;
+  await gpuExclusive(async () => {
+    if (!py("gpu_sync", { drop }).pending) return;
+    runtime.gpuReadbacks = (runtime.gpuReadbacks || 0) + 1;
+    try {
+      await runtime.gpu.settle();
+    } catch (e) {
+      gpuLost(e);
+      return;
+    }
+    py("gpu_commit");
+  });
+}
+
+/** The device failed: Python rewinds to the last state read back; the plots' later steps go (the CPU retrains them). */
+function gpuLost(e) {
+  const r = py("gpu_lost", { reason: String(e.message || e) });
+  runtime.gpuRewound = r.step;
+  gpuFallback(r.device);
 }
 
 /** Say once why the WebGPU device does not train (lost, or a model it cannot run): the CPU trains on. */
