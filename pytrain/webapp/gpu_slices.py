@@ -184,7 +184,9 @@ def optimizer_step(module: Any) -> int:
 def check_heap(module: Any, est: Any) -> None:
     """Refuse (LimitError naming the bytes and the limit) a GPU training whose heap copy would not fit what is left
     of the wasm heap's budget: on the GPU the heap keeps only the parameters and, once read back, the optimizer
-    state (the gradients and activations are GPU memory, checked against the device's)."""
+    state (the gradients and activations are GPU memory, checked against the device's). A read back lands in arrays
+    of its own before it replaces the heap's (never half: a device lost meanwhile leaves the last whole state), a
+    passing copy of the trained parameters and moments not counted, as a save's serialized copy is not on the CPU."""
     need = est.parameters + est.optimizer_state
     limits.check_heap(need, "training this model on the GPU keeps its parameters and optimizer state in the wasm heap "
                       "(%.1f MiB)" % (need / 2.0 ** 20), module.held_bytes(est))

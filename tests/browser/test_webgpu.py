@@ -703,10 +703,17 @@ out["exact"] = all(np.array_equal(a, b) for a, b in boxes)   # the heap holds th
 out["resident_readbacks"] = slices.readbacks
 held = {n: module.state.parameters[n].data.copy() for n in module.parameter_names}
 slices.run(module, opt, at, work)   # steps 3, 4 (the heap stays at step 2)
+# a run resumed from the checkpoint read back at step 2, on the GPU
+resumed = api.Module(arts["training"], api.CheckpointState.load_checkpoint(ck), arts["eval"])
+resumed_opt = api.Optimizer(arts["optimizer"], resumed)
+resumed_opt.set_learning_rate(0.01)
+resumed_slices, resumed_at = GpuSlices(), types.SimpleNamespace(epoch=0, epoch_step=2, step=2)
+resumed_slices.run(resumed, resumed_opt, resumed_at, work)
 """
 
 RESIDENT_END = r"""
 out["losses"] += slices.finish()
+out["resumed"] = resumed_slices.finish()
 out["at_before_loss"] = at.step
 slices.lost(at, module, "lost in a test")
 out["refused"], out["at"] = slices.refused, [at.epoch, at.epoch_step, at.step]
@@ -734,13 +741,17 @@ def test_the_parameters_stay_on_the_gpu_between_slices(resident):
     assert not resident["stale_after"] and resident["resident_readbacks"] == 1
 
 
-def test_a_read_back_checkpoint_and_export_are_the_cpu_runs(resident):
+def test_a_read_back_checkpoint_export_and_resume_are_the_cpu_runs(resident):
     assert resident["ckpt_step"] == 2
     for name, err in list(resident["ckpt"].items()) + list(resident["moments"].items()):
         assert err <= 1e-4, (name, err)
     assert len(resident["moments"]) == 2 * len(resident["ckpt"])
     assert resident["export"] <= 1e-4
     assert resident["exact"]
+    # resumed from that checkpoint, the GPU goes on with the CPU run's losses
+    assert len(resident["resumed"]) == 2
+    for c, g in zip(resident["cpu"][2:4], resident["resumed"]):
+        assert abs(g - c) <= 1e-5 * abs(c), (c, g)
 
 
 def test_a_lost_device_rewinds_to_the_last_read_back(resident):
