@@ -36,7 +36,9 @@ function loraSetting() {
 /** The memory estimate against what the tab has left (the model panel's words, ui.js). */
 function showMemory(mem) {
   $("text-memory").textContent = mem ? memoryText(mem) : "";
-  $("text-memory").classList.toggle("bad", !!mem && !mem.fits);
+  // (a step past the heap fits when the GPU trains it: the heap keeps only its parameters and optimizer state)
+  const gpu = !!mem && !!mem.gpu && mem.gpu.fits && mem.gpu.heap_fits;
+  $("text-memory").classList.toggle("bad", !!mem && !mem.fits && !gpu);
 }
 
 $("text-build").onclick = () => guarded($("text-build"), async () => {

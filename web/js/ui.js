@@ -129,8 +129,8 @@ export function memoryText(mem) {
     `${mib(mem.parameters)}, gradients ${mib(mem.gradients)}, optimizer state ${mib(mem.optimizer_state)}, activations ` +
     `${mib(mem.activations)}), ${over ? "over" : "within"} the ${mib(mem.left)} left of the ${mib(mem.limit)} limit.` +
     (mem.gpu ? ` On the GPU (${mem.gpu.adapter}): ${mib(mem.gpu.total)} of the ${mib(mem.gpu.memory)} pytrain assumes it has` +
-      `${mem.gpu.fits ? "" : ", too much: the CPU trains"}; the wasm heap keeps ${mib(mem.gpu.heap)} (parameters and ` +
-      "optimizer state, copied back after every slice)." : "");
+      `${mem.gpu.fits ? "" : ", too much: the CPU trains"}; the wasm heap keeps only ${mib(mem.gpu.heap)} there ` +
+      `(parameters, and optimizer state read back for saving), ${mem.gpu.heap_fits ? "within" : "over"} what is left.` : "");
 }
 
 /** "Train until epoch" is the run's total: when the run has trained that many, what to type to train on ("" otherwise). */
