@@ -29,3 +29,27 @@ def test_the_bridge_refuses_reading_parameters_the_gpu_holds():
         assert _call(s, method, **args)["ok"], method
     s.gpu.stale = False
     assert _call(s, "checkpoint")["ok"] and _call(s, "digest")["ok"]
+
+
+def test_a_rewind_restores_the_position_the_optimizer_step_and_the_properties():
+    # what a lost device goes back to (gpu_slices.Mark): the dropout generator's step is a checkpoint property
+    from types import SimpleNamespace
+
+    from pytrain.webapp.gpu_slices import Mark
+
+    s = webapp.Session()
+    x = np.random.default_rng(1).standard_normal((40, 6)).astype(np.float32)
+    s.use_arrays(x, (x[:, 0] > 0).astype(np.int64), classes=["no", "yes"])
+    s.build_mlp(hidden=[8])
+    module = s.run.module
+    module.state.properties["pytrain.rng_step"] = 3
+    at = SimpleNamespace(epoch=1, epoch_step=2, step=7)
+    mark = Mark.now(module, at)
+    module.state.properties["pytrain.rng_step"] = 9
+    module.state.properties["added.later"] = "x"
+    module.state.optimizer_state.step += 5
+    at.epoch, at.epoch_step, at.step = 2, 0, 12
+    mark.restore(at, module)
+    assert (at.epoch, at.epoch_step, at.step) == (1, 2, 7)
+    assert module.state.optimizer_state.step == mark.optimizer_step
+    assert module.state.properties["pytrain.rng_step"] == 3 and "added.later" not in module.state.properties
