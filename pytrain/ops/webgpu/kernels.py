@@ -15,7 +15,7 @@ import numpy as np
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, KernelInfo, OpContext
 from pytrain.ops.webgpu import GpuTensor, GpuTransferError, conv, device, mobile, nn, on_gpu
-from pytrain.ops.webgpu import batched, text
+from pytrain.ops.webgpu import batched, bn_train, text
 
 _F32 = np.dtype(np.float32)
 Kernel = Callable[..., Optional[Tuple[Any, ...]]]
@@ -279,7 +279,17 @@ KERNELS.update({("", "Conv"): conv.conv, (PYTRAIN_DOMAIN, "ConvGrad"): conv.conv
 KERNELS.update(text.table(KERNELS))   # the text models' (tiny BERT, GPT-2 with LoRA): text.py, batched.py
 KERNELS.update(batched.table(KERNELS))
 
-KERNELS.update({("", "BatchNormalization"): mobile.batch_normalization, ("", "Clip"): mobile.clip,
+def batch_normalization(ctx: OpContext, *args: Any, training_mode: int = 0, spatial: int = 1,
+                        **kw: Any) -> Optional[Tuple[Any, ...]]:
+    """BatchNormalization: on the batch's statistics (training_mode=1, :mod:`.bn_train`) or the running ones."""
+    if training_mode and spatial:
+        return bn_train.batch_normalization_training(ctx, *args, **kw)
+    return mobile.batch_normalization(ctx, *args, training_mode=training_mode, spatial=spatial, **kw)
+
+
+KERNELS.update({("", "BatchNormalization"): batch_normalization, ("", "Clip"): mobile.clip,
+                (PYTRAIN_DOMAIN, "BatchNormTraining"): bn_train.batchnorm_training,
+                (PYTRAIN_DOMAIN, "BatchNormGrad"): bn_train.batchnorm_grad,
                 (PYTRAIN_DOMAIN, "BatchNormInferenceGrad"): mobile.batchnorm_inference_grad,
                 (PYTRAIN_DOMAIN, "ClipGrad"): mobile.clip_grad, ("", "GlobalAveragePool"): mobile.global_average_pool,
                 (PYTRAIN_DOMAIN, "GlobalAveragePoolGrad"): mobile.global_average_pool_grad,
