@@ -228,5 +228,6 @@ def test_batchnorm_trains_on_the_batch_statistics_on_the_gpu_with_the_cpu_losses
         assert err <= 1e-4, (name, err)
     print("batchnorm: parameter errors %s, counts %s" % (bn_run["params"], bn_run["counts"]))
     counts = bn_run["counts"]   # nothing fell back to the CPU: the batch and labels up, the loss down
+    assert bn_run["later_uploads"] == 2 * 19, bn_run
     assert counts["uploads"] <= 4 * 20 + 3 * len(bn_run["params"]) + 10, counts
     assert counts["readbacks"] <= 20 + 3 * len(bn_run["params"]), counts
