@@ -5,7 +5,9 @@ its gradient, Clip (ReLU6) and ClipGrad, GlobalAveragePool, AveragePool and thei
 identity. Then a reduced-width MobileNetV2 (inverted residual blocks, depthwise convolutions, BatchNorm in eval
 mode, ReLU6, global pooling; every parameter trains) 20 AdamW steps on the GPU against the same steps on the CPU:
 the bench's MobileNetV2 (width 0.35, 96x96, batch 16) takes minutes a step on SwiftShader, so it is measured by
-bench/webgpu_bench.py, not here."""
+bench/webgpu_bench.py, not here. BatchNormalization on the batch's statistics (BatchNormTraining, BatchNormGrad,
+ONNX's training_mode=1) on 1-D/2-D/3-D spatial shapes, (N, C), N = 1 and a large channel, and a small CNN whose
+BatchNormalizations train, 20 AdamW steps against the CPU with its running statistics."""
 from __future__ import annotations
 
 import json
