@@ -233,3 +233,29 @@ def test_batchnorm_trains_on_the_batch_statistics_on_the_gpu_with_the_cpu_losses
     assert bn_run["later_uploads"] == 2 * 19, bn_run
     assert counts["uploads"] <= 4 * 20 + 3 * len(bn_run["params"]) + 10, counts
     assert counts["readbacks"] <= 20 + 3 * len(bn_run["params"]), counts
+
+
+BN_REFUSED = r"""
+import numpy as np
+from pytrain.engine.executor import Plan
+from pytrain.ops.registry import PYTRAIN_DOMAIN
+from pytrain.ops.webgpu import device, kernels as K
+from pytrain.proto import make_graph, make_node, make_value_info
+from pytrain.base import dtypes
+c = 65536   # more channels than a grid's row of workgroups (one a channel): a form the shaders do not take
+ins = [make_value_info("x", dtypes.FLOAT, [2, c])] + [make_value_info(n, dtypes.FLOAT, [c]) for n in "sbmv"]
+g = make_graph([make_node("BatchNormTraining", ["x", "s", "b", "m", "v"], ["y", "rm", "rv", "sm", "si"],
+                          name="wide_bn", domain=PYTRAIN_DOMAIN)], "g", ins, [make_value_info("y", dtypes.FLOAT, [2, c])])
+plan = Plan(g, ["x", "s", "b", "m", "v"], ["y"], opset=17, kernels=K.choose)
+try:
+    plan.run([device().upload(np.ones((2, c), np.float32))] + [np.ones(c, np.float32)] * 4)
+    msg = "ran"
+except Exception as e:
+    msg = type(e).__name__ + ": " + str(e)
+msg
+"""
+
+
+def test_a_batchnorm_form_without_a_shader_is_refused_naming_the_node(gpu_page):
+    err = gpu_page.evaluate("code => window.__py(code)", BN_REFUSED)
+    assert "GpuTransferError" in err and "wide_bn" in err and "BatchNormTraining" in err, err

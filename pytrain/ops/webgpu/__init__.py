@@ -15,7 +15,9 @@ Design (Pyodide 0.17 cannot await inside a synchronous call):
   as a zero-stride stand-in of its shape when the op reads only shapes (Shape, CastLike's target,
   SumToShape's target), and otherwise is refused with :class:`GpuTransferError` naming the node: a
   GPU -> CPU copy is asynchronous, so it cannot happen inside the step. CPU results a later shader
-  reads are uploaded (``queue.writeBuffer``, synchronous from here), and every upload is counted.
+  reads are uploaded (``queue.writeBuffer``, synchronous from here), and every upload is counted; those
+  computed from constants and shapes alone are kept while their bytes stay the same, and go up once
+  (:func:`.kernels.on_cpu`, :meth:`Device.constant`).
 - Only the loss (and metrics) come back: :meth:`GpuTensor.read_into` enqueues a copy whose promise
   writes the bytes into a numpy array in the wasm heap; the worker's JS awaits the device's
   ``settle()`` between training slices, after Python has returned, and the next slice reads them.
