@@ -168,11 +168,14 @@ def section() -> list:
     out = ["## WebGPU in the tab (`bench/webgpu_bench.py`)", "",
            "Headless Chromium (`--enable-unsafe-webgpu`) has only **SwiftShader**, the GPU emulated on the CPU: its "
            "ms per step says nothing about a real GPU (the numbers are right, the speed is not meaningful); what holds "
-           "on any adapter is which workloads train on the GPU, and the transfers per step (uploads: the batch and "
-           "its labels, and for the text models the small tensors the step computes on the CPU from shapes and "
-           "constants (an attention mask, position ids, scalars: a GPU plan does not fold them at start) and "
-           "Dropout's masks when its ratio is not 0; readbacks: the loss). CPU: the same page's wasm kernels, one "
-           "thread. Median of %s steps."
+           "on any adapter is which workloads train on the GPU, and the transfers per step after the first (uploads: "
+           "the batch and its labels, and Dropout's masks when its ratio is not 0; what the step computes on the "
+           "CPU from constants and shapes alone, an attention mask, position ids, scalars, goes up in the first "
+           "step only (rows measured before 2026-11-28 uploaded it every step: GPT-2 LoRA 25 uploads of 267 KB); "
+           "readbacks: the loss). CPU: the same page's wasm kernels, one thread. Median of %s steps. MobileNetV2 "
+           "(its frozen backbone's depthwise Conv, BatchNorm on running statistics, ReLU6, global pooling), tiny "
+           "BERT and GPT-2 with LoRA train wholly on the GPU. The CPU ms were measured with the shared machine at "
+           "the load shown where a row keeps it (`os.getloadavg()`): SwiftShader's ms are the CPU's too."
            % _steps(data), "",
            "| workload | batch | adapter | GPU ms / step | CPU ms / step | dispatches / step | uploads / step "
            "(bytes) | readbacks / step (bytes) | refused because |", "|---|---|---|---|---|---|---|---|---|"]

@@ -18,7 +18,6 @@ from pytrain.base.layout import LR_INPUT, STEP_INPUT, grad_name, state_name
 from pytrain.device.api import Optimizer
 from pytrain.device.module import MemoryEstimate, Module, model_layout
 from pytrain.engine.executor import Plan
-from pytrain.errors import InputError
 from pytrain.ops.webgpu import Device, GpuTensor
 from pytrain.ops.webgpu import kernels as gpu_kernels
 from pytrain.proto import opset_version
@@ -35,13 +34,13 @@ class GpuTraining:
         self.module, self.optimizer, self.device = module, optimizer, device
         train = module.models["training"]
         layout = model_layout(train, "training model", "training")
-        if layout.get("state_updates"):
-            raise InputError("this model updates running statistics (BatchNormalization), which the WebGPU "
-                             "device does not train yet")
+        # {update output: the buffer it replaces}: BatchNormalization's running statistics, kept on the GPU
+        self._updates: Dict[str, str] = layout.get("state_updates", {})
         self._n_out = len(layout["outputs"])
         self._trainable = module.trainable_names
         params = module.parameter_names
-        self._plan = Plan(train.graph, module.input_names() + params, layout["outputs"] + layout["grads"],
+        self._plan = Plan(train.graph, module.input_names() + params,
+                          layout["outputs"] + layout["grads"] + list(self._updates),
                           opset=opset_version(train), training=True, kernels=gpu_kernels.choose)
         opt = optimizer.model
         self._slots = optimizer.state_names
@@ -84,7 +83,10 @@ class GpuTraining:
         if self._plan.random:   # (Dropout's masks: the CPU step's, drawn on the CPU and uploaded)
             self.module.reseed(self._plan.rng)
         results = self._plan.run(feeds + [self.params[n] for n in self.module.parameter_names])
-        grads = dict(zip(self._trainable, results[self._n_out:]))
+        n_grads = len(self._trainable)
+        grads = dict(zip(self._trainable, results[self._n_out:self._n_out + n_grads]))
+        for buf, value in zip(self._updates.values(), results[self._n_out + n_grads:]):
+            self.params[buf] = value if isinstance(value, GpuTensor) else dev.upload(np.asarray(value, np.float32))
         opt_state = self.module.state.optimizer_state
         opt_feeds: List[Any] = [np.asarray(opt_state.learning_rate, np.float32),
                                 np.asarray(opt_state.step + 1, np.int64)]

@@ -5,7 +5,9 @@ its gradient, Clip (ReLU6) and ClipGrad, GlobalAveragePool, AveragePool and thei
 identity. Then a reduced-width MobileNetV2 (inverted residual blocks, depthwise convolutions, BatchNorm in eval
 mode, ReLU6, global pooling; every parameter trains) 20 AdamW steps on the GPU against the same steps on the CPU:
 the bench's MobileNetV2 (width 0.35, 96x96, batch 16) takes minutes a step on SwiftShader, so it is measured by
-bench/webgpu_bench.py, not here."""
+bench/webgpu_bench.py, not here. BatchNormalization on the batch's statistics (BatchNormTraining, BatchNormGrad,
+ONNX's training_mode=1) on 1-D/2-D/3-D spatial shapes, (N, C), N = 1 and a large channel, and a small CNN whose
+BatchNormalizations train, 20 AdamW steps against the CPU with its running statistics."""
 from __future__ import annotations
 
 import json
@@ -45,6 +47,25 @@ for name, x, attrs in (("average_pool_grad_ceil_pads", f32(2, 3, 9, 7), ceil),
                        ("average_pool_grad_count_include_pad", f32(2, 3, 8, 7), with_pad)):
     y = get_kernel("AveragePool").numpy_fn(OpContext(), x, **attrs)[0]
     case(name, "AveragePoolGrad", [f32(*y.shape), x], attrs, domain=PYTRAIN_DOMAIN)
+# BatchNormalization on the batch's statistics (training): odd sizes, 1-D/2-D/3-D spatial, (N, C), N = 1, a channel
+# of 7,585 values (each workgroup thread sums 60 of them); the gradient on the forward's saved statistics
+train5 = lambda: OpContext(output_mask=(True,) * 5)
+bn_shapes = (("4d", (3, 5, 4, 7)), ("2d", (6, 5)), ("3d_n1", (1, 5, 13)), ("5d", (2, 5, 3, 4, 5)),
+             ("large", (5, 5, 37, 41)))
+for tag, shape in bn_shapes:
+    xs = f32(*shape) * 2 + 1
+    params = [f32(5), f32(5), f32(5), var(5)]
+    case("bn_training_" + tag, "BatchNormTraining", [xs] + params, {"epsilon": 1e-3, "momentum": 0.8},
+         domain=PYTRAIN_DOMAIN, ctx=train5())
+    saved = get_kernel("BatchNormTraining", PYTRAIN_DOMAIN).numpy_fn(train5(), xs, *params, epsilon=1e-3)
+    case("bn_grad_" + tag, "BatchNormGrad", [f32(*shape), xs, params[0], saved[3], saved[4]], domain=PYTRAIN_DOMAIN,
+         ctx=mask3())
+case("bn_grad_no_dx", "BatchNormGrad", [f32(3, 5, 4, 7), xs[:3, :, :4, :7].copy(), f32(5), f32(5), var(5)],
+     domain=PYTRAIN_DOMAIN, ctx=OpContext(output_mask=(False, True, True)))
+case("batchnorm_training_mode_biased_running_var", "BatchNormalization",
+     [f32(4, 5, 3, 7) * 2 + 1, f32(5), f32(5), f32(5), var(5)], {"training_mode": 1, "momentum": 0.7}, ctx=mask3())
+case("batchnorm_training_mode_y_only", "BatchNormalization", [f32(1, 5, 9), f32(5), f32(5), f32(5), var(5)],
+     {"training_mode": 1}, ctx=OpContext(output_mask=(True, False, False)))
 case("sum_three_broadcast", "Sum", [f32(4, 1, 5), f32(3, 1), f32(5)])
 case("dropout_ratio_zero_identity", "Dropout", [f32(4, 5), np.array(0.0, np.float32), np.array(True)],
      ctx=OpContext(output_mask=(True, False)))
@@ -55,7 +76,9 @@ OPS = ["conv_depthwise_odd", "conv_grouped_dilated", "conv_grad_depthwise", "con
        "batchnorm_2d", "batchnorm_inference_grad", "clip_relu6", "clip_min_only", "clip_grad_relu6_bounds_inclusive",
        "global_average_pool", "global_average_pool_grad", "average_pool_ceil_pads", "average_pool_count_include_pad",
        "average_pool_grad_ceil_pads", "average_pool_grad_count_include_pad", "sum_three_broadcast",
-       "dropout_ratio_zero_identity"]
+       "dropout_ratio_zero_identity"] + ["bn_%s_%s" % (kind, tag) for tag in ("4d", "2d", "3d_n1", "5d", "large")
+                                         for kind in ("training", "grad")] + \
+    ["bn_grad_no_dx", "batchnorm_training_mode_biased_running_var", "batchnorm_training_mode_y_only"]
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +175,87 @@ def test_a_mobilenet_trains_on_the_gpu_with_the_cpu_losses(mobile_run):
     assert counts["readbacks"] <= 20 + 3 * params, counts
     assert counts["uploads"] <= 4 * 20 + 3 * params + 10, counts
     print("mobilenet: losses %s, counts %s" % (gpu[:3], counts))
+
+
+def tiny_bn_cnn() -> bytes:
+    """Conv, BatchNorm2d, ReLU twice (odd maps, a stride), global pooling, Linear, BatchNorm1d on (N, C), Linear: every
+    BatchNormalization trains on the batch's statistics (the generator's 'auto': its scale and bias train) and
+    updates its running statistics; exported at batch 6, 3x9x11."""
+    import torch
+    from torch import nn
+
+    from pytrain.generator.torch_export import torch_export
+
+    torch.manual_seed(0)
+    # no bias before a BatchNormalization: its true gradient is 0, and Adam would amplify either device's rounding
+    # noise there into different biases (and different running means)
+    model = nn.Sequential(nn.Conv2d(3, 5, 3, padding=1, bias=False), nn.BatchNorm2d(5), nn.ReLU(),
+                          nn.Conv2d(5, 6, 3, stride=2, bias=False), nn.BatchNorm2d(6), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 7, bias=False), nn.BatchNorm1d(7),
+                          nn.ReLU(), nn.Linear(7, 10))
+    return torch_export(model.train(), (torch.rand(6, 3, 9, 11),), input_names=["input"], output_names=["logits"],
+                        opset=17, dynamic_batch=False)
+
+
+@pytest.fixture(scope="module")
+def bn_run(gpu_page):
+    import base64
+
+    from pytrain.generator import artifacts as gen
+
+    arts = gen.generate_artifacts(tiny_bn_cnn(), loss=gen.LossType.CrossEntropyLoss, optimizer=gen.OptimType.AdamW)
+    given = {"training": arts.training_model, "eval": arts.eval_model, "optimizer": arts.optimizer_model,
+             "checkpoint": arts.checkpoint}
+    pre = ("import base64, json\nARTS = {k: base64.b64decode(v) for k, v in json.loads(%r).items()}\n"
+           % json.dumps({k: base64.b64encode(v).decode() for k, v in given.items()}))
+    gpu_page.evaluate("code => window.__py(code)",
+                      pre + "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', (6, 3, 9, 11), 'AdamW', 0\n" + MLP)
+    gpu_page.evaluate("window.__settle()")
+    out = json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+    out["trainable"] = json.loads(gpu_page.evaluate("code => window.__py(code)",
+                                                    "json.dumps(cpu_module.trainable_names)"))
+    return out
+
+
+def test_batchnorm_trains_on_the_batch_statistics_on_the_gpu_with_the_cpu_losses(bn_run):
+    cpu, gpu = bn_run["cpu"], bn_run["gpu"]
+    assert len(gpu) == len(cpu) == 20
+    for step, (c, g) in enumerate(zip(cpu, gpu)):
+        assert abs(g - c) <= 1e-5 * abs(c), (step, c, g)
+    assert cpu[-1] < cpu[0]
+    # the running statistics (frozen parameters the step replaces) came back equal, as did every trained parameter
+    stats = [n for n in bn_run["params"] if n not in bn_run["trainable"]]
+    assert len(stats) == 6, stats
+    for name, err in bn_run["params"].items():
+        assert err <= 1e-4, (name, err)
+    print("batchnorm: parameter errors %s, counts %s" % (bn_run["params"], bn_run["counts"]))
+    counts = bn_run["counts"]   # nothing fell back to the CPU: the batch and labels up, the loss down
+    assert bn_run["later_uploads"] == 2 * 19, bn_run
+    assert counts["uploads"] <= 4 * 20 + 3 * len(bn_run["params"]) + 10, counts
+    assert counts["readbacks"] <= 20 + 3 * len(bn_run["params"]), counts
+
+
+BN_REFUSED = r"""
+import numpy as np
+from pytrain.engine.executor import Plan
+from pytrain.ops.registry import PYTRAIN_DOMAIN
+from pytrain.ops.webgpu import device, kernels as K
+from pytrain.proto import make_graph, make_node, make_value_info
+from pytrain.base import dtypes
+c = 65536   # more channels than a grid's row of workgroups (one a channel): a form the shaders do not take
+ins = [make_value_info("x", dtypes.FLOAT, [2, c])] + [make_value_info(n, dtypes.FLOAT, [c]) for n in "sbmv"]
+g = make_graph([make_node("BatchNormTraining", ["x", "s", "b", "m", "v"], ["y", "rm", "rv", "sm", "si"],
+                          name="wide_bn", domain=PYTRAIN_DOMAIN)], "g", ins, [make_value_info("y", dtypes.FLOAT, [2, c])])
+plan = Plan(g, ["x", "s", "b", "m", "v"], ["y"], opset=17, kernels=K.choose)
+try:
+    plan.run([device().upload(np.ones((2, c), np.float32))] + [np.ones(c, np.float32)] * 4)
+    msg = "ran"
+except Exception as e:
+    msg = type(e).__name__ + ": " + str(e)
+msg
+"""
+
+
+def test_a_batchnorm_form_without_a_shader_is_refused_naming_the_node(gpu_page):
+    err = gpu_page.evaluate("code => window.__py(code)", BN_REFUSED)
+    assert "GpuTransferError" in err and "wide_bn" in err and "BatchNormTraining" in err, err

@@ -4,6 +4,21 @@
  * element or row, each summing in index order). */
 (function (root) {
   "use strict";
+  // the workgroup's 128 shares summed in a tree (part[0] + part[64] ..., then pairs): every thread gets the sum;
+  // the barriers after the read let the caller fill part again
+  const BN_TREE = `
+var<workgroup> part: array<f32, 128>;
+fn tree(lid: u32) -> f32 {
+  for (var s = 64u; s > 0u; s = s >> 1u) {
+    workgroupBarrier();
+    if (lid < s) { part[lid] = part[lid] + part[lid + s]; }
+  }
+  workgroupBarrier();
+  let total = part[0];
+  workgroupBarrier();
+  return total;
+}
+`;
   root.PytrainGPU.addKernels({
     // 2-D convolution of G groups (depthwise when G = C), one thread per output element summing over its group's
     // (c, kh, kw) in order, then the bias. Window P (all kernels below): n, c, m, flag, inH, inW, outH, outW, kH, kW,
@@ -271,5 +286,70 @@
   var s = 0.0;
   for (var j = 0u; j < n; j = j + 1u) { s = s + T1[o + j] * T2[o + j]; }
   for (var j = 0u; j < n; j = j + 1u) { T3[o + j] = T2[o + j] * (T1[o + j] - s); }`],
+    // BatchNormalization on the batch's statistics (training): a workgroup of 128 threads per channel, each summing
+    // a strided share of the channel's n * spatial values, then a tree over the shares (any size, odd or large).
+    // bn_stats: T2 mean, T3 biased variance (over the centred values: a second pass), T4 1 / sqrt(var + eps).
+    // P = n, c, spatial size, 1 / (n * spatial) bits, eps bits
+    bn_stats: [["r", "w", "w", "w"], [128, 1, 1], `
+  let C = P[1]; let S = P[2]; let cnt = P[0] * S;
+  let ch = g.x / 128u; let lid = g.x % 128u;
+  var acc = 0.0;
+  for (var e = lid; e < cnt; e = e + 128u) { acc = acc + T1[((e / S) * C + ch) * S + e % S]; }
+  part[lid] = acc;
+  let mean = tree(lid) * pf(3);
+  acc = 0.0;
+  for (var e = lid; e < cnt; e = e + 128u) { let d = T1[((e / S) * C + ch) * S + e % S] - mean; acc = acc + d * d; }
+  part[lid] = acc;
+  let v = tree(lid) * pf(3);
+  if (lid == 0u) { T2[ch] = mean; T3[ch] = v; T4[ch] = 1.0 / sqrt(v + pf(4)); }`, BN_TREE],
+    // the running statistics: T5 = T3 * m + T1 * (1 - m), T6 = T4 * m + T2 * factor * (1 - m) (factor n / (n - 1):
+    // the unbiased variance, BatchNormTraining's; 1: ONNX BatchNormalization's). P = c, m bits, 1 - m bits, factor bits
+    bn_running: [["r", "r", "r", "r", "w", "w"], [64, 1, 1], `
+  let ch = flat(g);
+  if (ch >= P[0]) { return; }
+  T5[ch] = T3[ch] * pf(1) + T1[ch] * pf(2);
+  var v = T2[ch];
+  if (pf(3) != 1.0) { v = v * pf(3); }
+  T6[ch] = T4[ch] * pf(1) + v * pf(2);`],
+    // Y from the batch's statistics: mode 0 (BatchNormTraining) (x - mean) * (invstd * scale) + B with T3 = invstd;
+    // mode 1 (ONNX BatchNormalization) x * a + (B - mean * a), a = scale / sqrt(var + eps), T3 = var.
+    // P = n, c, spatial size, eps bits, mode
+    bn_apply: [["r", "r", "r", "r", "r", "w"], [64, 1, 1], `
+  let i = flat(g);
+  if (i >= P[0] * P[1] * P[2]) { return; }
+  let ch = (i / P[2]) % P[1];
+  if (P[4] == 0u) { T6[i] = (T1[i] - T2[ch]) * (T3[ch] * T4[ch]) + T5[ch]; return; }
+  let a = T4[ch] / sqrt(T3[ch] + pf(3));
+  T6[i] = T1[i] * a + (T5[ch] - T2[ch] * a);`],
+    // BatchNormGrad's sums per channel (a workgroup each, as bn_stats): T5 dScale = sum dY * xhat, T6 dB = sum dY,
+    // xhat = (x - mean) * invstd. P = n, c, spatial size
+    bn_grad_sums: [["r", "r", "r", "r", "w", "w"], [128, 1, 1], `
+  let C = P[1]; let S = P[2]; let cnt = P[0] * S;
+  let ch = g.x / 128u; let lid = g.x % 128u;
+  let mean = T3[ch]; let inv = T4[ch];
+  var ds = 0.0; var db = 0.0;
+  for (var e = lid; e < cnt; e = e + 128u) {
+    let k = ((e / S) * C + ch) * S + e % S;
+    ds = ds + T1[k] * ((T2[k] - mean) * inv); db = db + T1[k];
+  }
+  part[lid] = ds;
+  let s = tree(lid);
+  part[lid] = db;
+  let b = tree(lid);
+  if (lid == 0u) { T5[ch] = s; T6[ch] = b; }`, BN_TREE],
+    // BatchNormGrad's per-channel coefficients into T5 (3 c): k = scale * invstd, k * dScale / count, k * dB / count.
+    // P = c, 1 / count bits
+    bn_grad_coef: [["r", "r", "r", "r", "w"], [64, 1, 1], `
+  let ch = flat(g); let C = P[0];
+  if (ch >= C) { return; }
+  let k = T1[ch] * T2[ch];
+  T5[ch] = k; T5[C + ch] = (k * T3[ch]) * pf(1); T5[2u * C + ch] = (k * T4[ch]) * pf(1);`],
+    // dX = dY * k - xhat * (k dScale / count) - k dB / count, xhat = (x - mean) * invstd. P = n, c, spatial size
+    bn_grad_x: [["r", "r", "r", "r", "r", "w"], [64, 1, 1], `
+  let i = flat(g);
+  if (i >= P[0] * P[1] * P[2]) { return; }
+  let C = P[1]; let ch = (i / P[2]) % C;
+  let xhat = (T2[i] - T3[ch]) * T4[ch];
+  T6[i] = (T1[i] * T5[ch] - xhat * T5[C + ch]) - T5[2u * C + ch];`],
   });
 })(typeof globalThis !== "undefined" ? globalThis : this);

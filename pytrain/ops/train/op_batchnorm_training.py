@@ -1,6 +1,8 @@
 """BatchNormTraining: batch normalisation in training mode, with PyTorch's running-stat update."""
 from __future__ import annotations
 
+from typing import Tuple
+
 import numpy as np
 
 from pytrain.errors import KernelError
@@ -20,6 +22,19 @@ def channel_sums(x: np.ndarray) -> np.ndarray:
     return x.sum(axis=0, dtype=acc).reshape(x.shape[1], -1).sum(axis=1, dtype=acc)
 
 
+def check_batch(ctx: OpContext, shape: Tuple[int, ...]) -> int:
+    """The values per channel of an X of ``shape``, refused (KernelError naming the node) unless X is (N, C, ...)
+    with more than one value per channel (the batch's variance needs two)."""
+    if len(shape) < 2:
+        raise KernelError("BatchNormTraining node %r: X must be (N, C, ...), got shape %s"
+                          % (ctx.node_name, tuple(shape)))
+    n = int(np.prod(shape, dtype=np.int64)) // int(shape[1]) if shape[1] else 0
+    if n < 2:
+        raise KernelError("BatchNormTraining node %r: training needs more than one value per channel, "
+                          "got X of shape %s" % (ctx.node_name, tuple(shape)))
+    return n
+
+
 @kernel("BatchNormTraining", domain=PYTRAIN_DOMAIN)
 def batchnorm_training(ctx: OpContext, X: np.ndarray, scale: np.ndarray, B: np.ndarray,
                        running_mean: np.ndarray, running_var: np.ndarray, *,
@@ -30,14 +45,7 @@ def batchnorm_training(ctx: OpContext, X: np.ndarray, scale: np.ndarray, B: np.n
     takes the unbiased batch variance and ``momentum`` weighs the old value (ONNX convention:
     ONNX momentum 0.9 is torch momentum 0.1).
     """
-    if X.ndim < 2:
-        raise KernelError("BatchNormTraining node %r: X must be (N, C, ...), got shape %s"
-                          % (ctx.node_name, X.shape))
-    axes = (0,) + tuple(range(2, X.ndim))
-    n = X.size // X.shape[1] if X.shape[1] else 0
-    if n < 2:
-        raise KernelError("BatchNormTraining node %r: training needs more than one value per channel, "
-                          "got X of shape %s" % (ctx.node_name, X.shape))
+    n = check_batch(ctx, X.shape)
     mean = channel_sums(X) * (1.0 / n)
     centred = X - channel_view(mean.astype(X.dtype, copy=False), X.ndim)
     Y = np.square(centred)  # a buffer: first the squares, then the output in place

@@ -15,7 +15,9 @@ Design (Pyodide 0.17 cannot await inside a synchronous call):
   as a zero-stride stand-in of its shape when the op reads only shapes (Shape, CastLike's target,
   SumToShape's target), and otherwise is refused with :class:`GpuTransferError` naming the node: a
   GPU -> CPU copy is asynchronous, so it cannot happen inside the step. CPU results a later shader
-  reads are uploaded (``queue.writeBuffer``, synchronous from here), and every upload is counted.
+  reads are uploaded (``queue.writeBuffer``, synchronous from here), and every upload is counted; those
+  computed from constants and shapes alone are kept while their bytes stay the same, and go up once
+  (:func:`.kernels.on_cpu`, :meth:`Device.constant`).
 - Only the loss (and metrics) come back: :meth:`GpuTensor.read_into` enqueues a copy whose promise
   writes the bytes into a numpy array in the wasm heap; the worker's JS awaits the device's
   ``settle()`` between training slices, after Python has returned, and the next slice reads them.
@@ -29,7 +31,7 @@ from __future__ import annotations
 import json
 import struct
 import weakref
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -70,7 +72,7 @@ class Device:
         self.readbacks = 0
         self._alloc, self._free, self._write = js.alloc, js.free, js.write
         self._read_into, self._call = js.read_into, js.call
-        self._constants: Dict[int, Tuple[Any, "GpuTensor"]] = {}
+        self._constants: Dict[Tuple[int, str], Tuple[Any, "GpuTensor"]] = {}
 
     def upload(self, array: np.ndarray, keep_host: bool = False) -> "GpuTensor":
         """``array`` copied to a new GPU tensor (int64 labels as int32, refused beyond its range);
@@ -92,16 +94,19 @@ class Device:
             t.host = a
         return t
 
-    def constant(self, array: np.ndarray) -> "GpuTensor":
+    def constant(self, array: np.ndarray, form: str = "", make: Optional[Callable[[], "GpuTensor"]] = None) \
+            -> "GpuTensor":
         """A read-only array (a plan's constant) on the GPU, uploaded once and kept while the array lives (a
-        read-only view made in a step is uploaded each time, and its copy freed with it)."""
+        read-only view made in a step is uploaded each time, and its copy freed with it). ``make``: the tensor to
+        keep for it instead of its plain upload, named ``form`` (Gather's indices made non-negative)."""
         if array.flags.writeable:
-            return self.upload(array)
-        hit = self._constants.get(id(array))
+            return self.upload(array) if make is None else make()
+        key = (id(array), form)
+        hit = self._constants.get(key)
         if hit is None or hit[0]() is not array:
-            hit = (weakref.ref(array), self.upload(array))
-            self._constants[id(array)] = hit
-            weakref.finalize(array, self._constants.pop, id(array), None)
+            hit = (weakref.ref(array), self.upload(array) if make is None else make())
+            self._constants[key] = hit
+            weakref.finalize(array, self._constants.pop, key, None)
         return hit[1]
 
     def empty(self, shape: Sequence[int], dtype: Any = np.float32) -> "GpuTensor":

@@ -7,6 +7,7 @@ on the CPU kernel (see the package docstring for what a CPU node may read).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
@@ -15,7 +16,7 @@ import numpy as np
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, KernelInfo, OpContext
 from pytrain.ops.webgpu import GpuTensor, GpuTransferError, conv, device, mobile, nn, on_gpu
-from pytrain.ops.webgpu import batched, text
+from pytrain.ops.webgpu import batched, bn_train, text
 
 _F32 = np.dtype(np.float32)
 Kernel = Callable[..., Optional[Tuple[Any, ...]]]
@@ -279,7 +280,17 @@ KERNELS.update({("", "Conv"): conv.conv, (PYTRAIN_DOMAIN, "ConvGrad"): conv.conv
 KERNELS.update(text.table(KERNELS))   # the text models' (tiny BERT, GPT-2 with LoRA): text.py, batched.py
 KERNELS.update(batched.table(KERNELS))
 
-KERNELS.update({("", "BatchNormalization"): mobile.batch_normalization, ("", "Clip"): mobile.clip,
+def batch_normalization(ctx: OpContext, *args: Any, training_mode: int = 0, spatial: int = 1,
+                        **kw: Any) -> Optional[Tuple[Any, ...]]:
+    """BatchNormalization: on the batch's statistics (training_mode=1, :mod:`.bn_train`) or the running ones."""
+    if training_mode and spatial:
+        return bn_train.batch_normalization_training(ctx, *args, **kw)
+    return mobile.batch_normalization(ctx, *args, training_mode=training_mode, spatial=spatial, **kw)
+
+
+KERNELS.update({("", "BatchNormalization"): batch_normalization, ("", "Clip"): mobile.clip,
+                (PYTRAIN_DOMAIN, "BatchNormTraining"): bn_train.batchnorm_training,
+                (PYTRAIN_DOMAIN, "BatchNormGrad"): bn_train.batchnorm_grad,
                 (PYTRAIN_DOMAIN, "BatchNormInferenceGrad"): mobile.batchnorm_inference_grad,
                 (PYTRAIN_DOMAIN, "ClipGrad"): mobile.clip_grad, ("", "GlobalAveragePool"): mobile.global_average_pool,
                 (PYTRAIN_DOMAIN, "GlobalAveragePoolGrad"): mobile.global_average_pool_grad,
@@ -292,15 +303,47 @@ SHAPE_ONLY: Dict[Tuple[str, str], FrozenSet[int]] = {
 }
 
 
+def _digest(a: np.ndarray) -> bytes:
+    h = hashlib.blake2b(digest_size=32)
+    h.update(("%s%s" % (a.dtype.str, a.shape)).encode())
+    h.update(np.ascontiguousarray(a))
+    return h.digest()
+
+
+def _keep_constant(outs: Any, kept: Dict[int, Tuple[bytes, np.ndarray]]) -> Any:
+    """A CPU node's outputs computed from constants and shapes alone (GPT-2's causal mask, its scalars), each as
+    the read-only array ``kept`` holds while its bytes stay the same (compared by a 256-bit digest): a GPU kernel
+    reading it then finds it uploaded already (:meth:`Device.constant`) instead of uploading it every step."""
+    if not isinstance(outs, (tuple, list)):
+        return outs
+    out = list(outs)
+    for j, v in enumerate(outs):
+        if not isinstance(v, np.ndarray) or v.dtype.kind not in "biuf":
+            continue
+        d = _digest(v)
+        hit = kept.get(j)
+        if hit is None or hit[0] != d:
+            v = np.array(v)   # its own copy (a kernel may reuse the buffer it returned), read-only
+            v.flags.writeable = False
+            hit = kept[j] = (d, v)
+        out[j] = hit[1]
+    return tuple(out)
+
+
 def on_cpu(fn: Kernel, key: Tuple[str, str], label: str) -> Kernel:
     """``fn`` (a numpy/wasm kernel) run with CPU arrays: a GPU input as its host copy, or as a stand-in of its
-    shape where the op reads only shapes; any other GPU input is refused (it would need a readback)."""
+    shape where the op reads only shapes; any other GPU input is refused (it would need a readback). A node whose
+    inputs are all read-only arrays (the plan's constants, or such a node's outputs) or read only for their shape
+    keeps its outputs as constants while they stay the same (:func:`_keep_constant`)."""
     shape_only = SHAPE_ONLY.get(key, frozenset())
+    kept: Dict[int, Tuple[bytes, np.ndarray]] = {}
 
     def run(ctx: OpContext, *args: Any, **kw: Any) -> Any:
         cpu = list(args)
+        fixed = True   # (a random op's new values are new bytes: uploaded as before)
         for i, a in enumerate(args):
             if isinstance(a, GpuTensor):
+                fixed = fixed and i in shape_only
                 if a.host is not None:
                     cpu[i] = a.host
                 elif i in shape_only:
@@ -310,7 +353,10 @@ def on_cpu(fn: Kernel, key: Tuple[str, str], label: str) -> Kernel:
                         "%s has no GPU shader for this case and reads input %d, which lives on the GPU; "
                         "a GPU -> CPU copy cannot happen inside a step, so this model trains on the CPU"
                         % (key[1], i))
-        return fn(ctx, *cpu, **kw)
+            elif a is not None and not (isinstance(a, np.ndarray) and not a.flags.writeable):
+                fixed = fixed and i in shape_only
+        out = fn(ctx, *cpu, **kw)
+        return _keep_constant(out, kept) if fixed else out
     return run
 
 

@@ -17,7 +17,7 @@ from pytrain.ops.windows import Window, avg_divisor, geometry
 _F32 = np.dtype(np.float32)
 
 
-def _channels(X: Any, *per_channel: Any) -> Optional[Tuple[int, int, int]]:
+def channels(X: Any, *per_channel: Any) -> Optional[Tuple[int, int, int]]:
     """(n, c, spatial size) of a float32 (N, C, ...) ``X`` whose per-channel tensors are float32 (C,)."""
     if len(X.shape) < 2 or np.dtype(X.dtype) != _F32:
         return None
@@ -32,7 +32,7 @@ def batch_normalization(ctx: OpContext, X: Any, scale: Any, B: Any, input_mean: 
                         spatial: int = 1) -> Optional[Tuple[GpuTensor]]:
     """Inference-mode BatchNormalization: y = x * a + b per channel, a = scale / sqrt(var + eps),
     b = B - mean * a (the numpy kernel's per-channel forms)."""
-    dims = _channels(X, scale, B, input_mean, input_var)
+    dims = channels(X, scale, B, input_mean, input_var)
     if training_mode or not spatial or dims is None:
         return None
     dev = device()
@@ -46,7 +46,7 @@ def batchnorm_inference_grad(ctx: OpContext, dY: Any, X: Any, scale: Any, mean: 
                              epsilon: float = 1e-5) -> Optional[Tuple[Any, Any, Any]]:
     """BatchNormInferenceGrad: dX = dY * scale * invstd; dScale = sum dY * (x - mean) * invstd, dB = sum dY
     (over every axis but the channels, in order)."""
-    dims = _channels(X, scale, mean, var)
+    dims = channels(X, scale, mean, var)
     if dims is None or tuple(dY.shape) != tuple(X.shape) or np.dtype(dY.dtype) != _F32:
         return None
     dev = device()

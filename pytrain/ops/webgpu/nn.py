@@ -26,7 +26,10 @@ def row_indices(indices: Any, rows: int) -> Optional[GpuTensor]:
         return None
     if isinstance(indices, GpuTensor) and not (host.size and host.min() < 0):
         return indices
-    return device().upload(np.where(host < 0, host + rows, host).reshape(-1).astype(np.int64), keep_host=True)
+    dev = device()
+    # (read-only indices, a constant's: GPT-2's positions, uploaded once)
+    return dev.constant(host, "rows%d" % rows, lambda: dev.upload(np.where(host < 0, host + rows, host).reshape(-1)
+                                                                  .astype(np.int64), keep_host=True))
 
 
 def gather(ctx: OpContext, data: Any, indices: Any, *, axis: int = 0) -> Optional[Tuple[GpuTensor]]:
