@@ -162,3 +162,23 @@ def test_constant_memo_keeps_only_immutable_inputs():
     other = np.frombuffer(np.arange(4, dtype=np.float32).tobytes(), dtype=np.float32)
     ctx.constant_memo((other, None), lambda: calls.append(3))  # other arrays: computed afresh
     assert calls.count(3) == 1
+
+
+def test_resize_plans_are_kept_by_value_read_only_and_errors_are_not():
+    from pytrain.errors import InputError
+    from pytrain.ops.nn import op_resize
+
+    X = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    attrs = dict(coordinate_transformation_mode="asymmetric", mode="nearest", nearest_mode="floor")
+    sizes = np.array([2, 3, 10, 14], np.int64)
+    check("Resize", [X, None, None, sizes], attrs, oracle="ort", opset=13)
+    args = (0, None, "asymmetric", -0.75, 0, "stretch", "nearest", "floor")
+    plan = op_resize.kept_plan("Resize", X.shape, None, None, sizes, *args)
+    assert op_resize.kept_plan("Resize", X.shape, None, None, sizes.copy(), *args) is plan
+    assert all(not m.idx.flags.writeable for m in plan.maps)
+    other = op_resize.kept_plan("Resize", X.shape, None, None, np.array([2, 3, 15, 14], np.int64), *args)
+    assert other is not plan and other.out_shape == (2, 3, 15, 14)
+    check("Resize", [X, None, None, np.array([2, 3, 15, 21], np.int64)], attrs, oracle="ort", opset=13)
+    for _ in range(2):
+        with pytest.raises(InputError, match="sizes"):
+            op_resize.kept_plan("Resize", X.shape, None, None, np.array([2, 3, 0, 14], np.int64), *args)
