@@ -4,8 +4,9 @@ HardSigmoid, as one node.
 Never in a model file: pytrain.fusion puts it in a plan in place of that chain when nothing else
 reads the Conv's (or the BatchNormalization's) output, as in a frozen MobileNet backbone. The
 normalisation is folded into the convolution, computed afresh on every call from whatever the
-parameters are then (nothing is cached, so a BatchNormalization whose parameters change between
-steps stays right), and the activation runs in place on the convolution's fresh output:
+parameters are then (so a BatchNormalization whose parameters change between steps stays right; only
+arrays that can never change, an InferenceSession's initializers, are folded once per node:
+OpContext.constant_memo), and the activation runs in place on the convolution's fresh output:
 
     BN(conv(x, W) + B) = conv(x, W * a) + (B * a + b),  a = scale / sqrt(var + eps),  b = bias - mean * a
 
