@@ -147,11 +147,11 @@ class OpContext:
         and none of them can ever change (each None or a read-only view of an immutable ``bytes``: an
         InferenceSession's initializers). Anything else (a training Module's parameters, a feed, any
         writable array) is computed afresh on every call, so a weight that changes stays right."""
-        if not all(a is None or _immutable(a) for a in inputs):
-            return compute()
-        memo = self._memo
+        memo = self._memo  # (kept inputs were immutable when kept, and so are still: only their identity is checked)
         if memo is not None and len(memo[0]) == len(inputs) and all(m is a for m, a in zip(memo[0], inputs)):
             return memo[1]
+        if not all(a is None or _immutable(a) for a in inputs):
+            return compute()
         value = compute()
         self._memo = (tuple(inputs), value)  # (holds the inputs: their ids cannot be reused meanwhile)
         return value

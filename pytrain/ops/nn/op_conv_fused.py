@@ -60,11 +60,15 @@ def _fold(W: np.ndarray, B: Optional[np.ndarray], bn: tuple, y_shape: tuple, eps
     return w, b.astype(W.dtype, copy=False)
 
 
-def _operators(kept: dict, X: np.ndarray, W: np.ndarray, win: Window, group: int) -> Optional[np.ndarray]:
+def _operators(ctx: OpContext, kept: Optional[dict], X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray],
+               win: Window, group: int) -> Optional[np.ndarray]:
     """W's dense depthwise operators for this window when the Conv takes that form, built once per
-    window and dtype into ``kept`` (a dict that lives as long as the memo of constant weights does)."""
+    window and dtype into ``kept`` (a dict that lives as long as the memo of constant weights does;
+    with no BatchNormalization, the memo of W and B themselves)."""
     if not uses_dense_depthwise(X, W, win, group):
         return None
+    if kept is None:
+        kept = ctx.constant_memo((W, B), dict)
     key = (win, X.dtype)
     if key not in kept:
         if len(kept) >= 8:  # (a model fed ever new shapes keeps only the latest few)
@@ -97,7 +101,7 @@ def fused_conv(ctx: OpContext, X: np.ndarray, W: np.ndarray, B: Optional[np.ndar
         shape = (X.shape[0], W.shape[0]) + win.out_shape
         W, B, kept = ctx.constant_memo((W, B) + bn, lambda: _fold(W, B, bn, shape, epsilon) + ({},))
     else:
-        W, B, kept = ctx.constant_memo((W, B), lambda: (W, B, {}))
+        kept = None  # (kept below only if the dense depthwise operators are wanted)
     if isinstance(activation, bytes):
         activation = activation.decode()
     lo = clip_bound("min", clip_min, X.dtype) if clip else None
@@ -107,7 +111,7 @@ def fused_conv(ctx: OpContext, X: np.ndarray, W: np.ndarray, B: Optional[np.ndar
         y, = info.fn(ctx, X, W, B, auto_pad=auto_pad, dilations=dilations, group=group,
                      kernel_shape=kernel_shape, pads=pads, strides=strides)
     else:  # (natively: no second pass over the checks)
-        y = convolve(X, W, B, win, group, _operators(kept, X, W, win, group))
+        y = convolve(X, W, B, win, group, _operators(ctx, kept, X, W, B, win, group))
     if clip:
         return (clip_into(y, y, lo, hi),)
     return (_activate(y, activation, alpha, beta),)
