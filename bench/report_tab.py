@@ -99,8 +99,9 @@ def ocr_tab_section(rows: List[dict], loads: Callable[[object], str], load_avg: 
             "--rows \"wasm kernels,onnxruntime-web\"`)", ""] + [f"- **{w}**: {t}" for w, t in OCR_TITLES.items()] + [
         "", "pytrain in Pyodide 0.17.1 on the wasm kernels against onnxruntime-web 1.19.2 (wasm EP), both in the same "
         "Chromium session, alternating per pass; ms: median [min – max] over the passes; ratio per pass. "
-        "onnxruntime-training 1.19.2 trains none of these models (no gradient for HardSigmoid, Resize, "
-        "ConvTranspose or a bidirectional LSTM; issue 32), so onnxruntime-web's rows are inference only. "
+        "onnxruntime-training 1.19.2 trains none of these models (no gradient builder for HardSwish, no "
+        "ConvTransposeGrad CPU kernel, its LSTM training kernel refuses the bidirectional LSTM: the native section "
+        "below), so onnxruntime-web's rows are inference only (its training build's InferenceSession). "
         f"Load average over the run: {loads(load_avg)}.", "",
         "| model | what | pytrain ms | onnxruntime-web ms | pytrain / onnxruntime-web |",
         "|---|---|---|---|---|"] + lines + [""]

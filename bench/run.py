@@ -206,9 +206,9 @@ TFJS_WORKLOADS = ("mlp", "cnn", "emb")   # keep in sync with workloads.TFJS_WORK
 #: rows only (onnxruntime-training/-web and TF.js have no LoRA)
 LORA_WORKLOADS = ("gpt2_lora",)
 NOT_LORA = ("mlp", "cnn", "emb", "mobilenet", "bert")
-#: issue 32's OCR CNNs (workloads.OCR_WORKLOADS): onnxruntime-training 1.19.2 trains none of them (no gradient
-#: for HardSigmoid, Resize, ConvTranspose or a bidirectional LSTM), so the tab's peer is onnxruntime-web's
-#: inference, beside pytrain's inference and its training step
+#: issue 32's OCR CNNs (workloads.OCR_WORKLOADS): onnxruntime-training 1.19.2 trains none of them (RESULTS.md's
+#: native CNN section says why), so the tab's peer is onnxruntime-web's inference, beside pytrain's inference
+#: and its training step
 OCR_WORKLOADS = ("mobilenetv3", "dbnet", "crnn")
 
 
