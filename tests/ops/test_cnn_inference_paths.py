@@ -1,8 +1,9 @@
 """The CNN inference fast paths of issue 32 against onnxruntime and torch: the depthwise Conv as one
 BLAS product per channel over its taps' columns (pytrain/ops/windows.py depthwise_conv2d: strides,
 dilations, uneven pads, bias, channel chunks, NaN/inf staying in their windows), GlobalAveragePool as
-one matrix-vector product (1-D/2-D/3-D, float64, NaN/inf rows), and an InferenceSession's constant
-weights folded once per node (OpContext.constant_memo) while a Module's writable ones are not."""
+one einsum row sum (1-D/2-D/3-D, float64, NaN/inf rows, a sample's value independent of its batch),
+Resize's plans kept by value, and an InferenceSession's constant weights folded once per node
+(OpContext.constant_memo) while a Module's writable ones are not."""
 from __future__ import annotations
 
 import numpy as np
@@ -95,6 +96,21 @@ def test_global_average_pool_nonfinite_rows():
         got, = check("GlobalAveragePool", [X], {}, oracle="ort")
     assert np.isnan(got[0, 1, 0, 0]) and got[1, 2, 0, 0] == np.inf and np.isnan(got[1, 3, 0, 0])
     assert np.isfinite(np.delete(got.reshape(8), [1, 6, 7])).all()
+
+
+@pytest.mark.parametrize("xs", [(8, 288, 2, 6), (8, 30, 3, 12), (5, 3, 7, 7)])
+def test_global_average_pool_of_a_sample_does_not_depend_on_its_batch(xs):
+    # the feature head caches a sample's pooled features by its bytes (pytrain/webapp/feature_head.py):
+    # the same sample must pool to the same values alone, in any batch and at any address
+    pool = get_kernel("GlobalAveragePool").fn
+    X = RNG.standard_normal(xs).astype(np.float32)
+    batch, = pool(OpContext(), X)
+    buf = np.empty(X.size + 3, np.float32)
+    shifted = buf[3:].reshape(X.shape)
+    shifted[...] = X
+    np.testing.assert_array_equal(pool(OpContext(), shifted)[0], batch)
+    for n in range(xs[0]):
+        np.testing.assert_array_equal(pool(OpContext(), X[n:n + 1].copy())[0], batch[n:n + 1])
 
 
 def _conv_bn_hardswish(c: int, m: int, k: int, group: int) -> onnx.ModelProto:
