@@ -172,7 +172,10 @@ def section() -> list:
            "its labels, and for the text models the small tensors the step computes on the CPU from shapes and "
            "constants (an attention mask, position ids, scalars: a GPU plan does not fold them at start) and "
            "Dropout's masks when its ratio is not 0; readbacks: the loss). CPU: the same page's wasm kernels, one "
-           "thread. Median of %s steps."
+           "thread. Median of %s steps. MobileNetV2 (its frozen backbone's depthwise Conv, BatchNorm on running "
+           "statistics, ReLU6, global pooling), tiny BERT and GPT-2 with LoRA train wholly on the GPU. The text rows' "
+           "CPU ms were measured with the shared machine at the load shown (`os.getloadavg()`, kept in each row): "
+           "SwiftShader's ms are the CPU's."
            % _steps(data), "",
            "| workload | batch | adapter | GPU ms / step | CPU ms / step | dispatches / step | uploads / step "
            "(bytes) | readbacks / step (bytes) | refused because |", "|---|---|---|---|---|---|---|---|---|"]
