@@ -13,6 +13,7 @@ from typing import List, Optional
 import network
 from report_app import app_section, gemm_section, widget_section
 from report_format import fmt, fmt_range, with_ratio
+from report_tab import gpt2_lora_tab_section, ocr_tab_section
 
 MB = 2 ** 20
 
@@ -132,6 +133,9 @@ def render(res: dict, history: Optional[List[dict]] = None) -> str:
             rows = [r for r in res["rows"] if r["workload"] == w and r["group"] == group]
             if rows:
                 out += [f"### {name}", ""] + _table(rows, cols) + [""]
+    ocr_run = [m for m in res.get("merged") or [] if "mobilenetv3" in m.get("workloads", [])]  # (--merge)
+    out += gpt2_lora_tab_section() + ocr_tab_section(res["rows"], _loads, ocr_run[-1]["load_avg"] if ocr_run else [
+        res["env"].get("load_avg_start"), res["env"].get("load_avg_end")])
     gens = res.get("gen", [])
     if gens:
         out += ["## Artifact generation (training/eval/optimizer models + checkpoint)", "",

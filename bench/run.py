@@ -206,6 +206,10 @@ TFJS_WORKLOADS = ("mlp", "cnn", "emb")   # keep in sync with workloads.TFJS_WORK
 #: rows only (onnxruntime-training/-web and TF.js have no LoRA)
 LORA_WORKLOADS = ("gpt2_lora",)
 NOT_LORA = ("mlp", "cnn", "emb", "mobilenet", "bert")
+#: issue 32's OCR CNNs (workloads.OCR_WORKLOADS): onnxruntime-training 1.19.2 trains none of them (RESULTS.md's
+#: native CNN section says why), so the tab's peer is onnxruntime-web's inference, beside pytrain's inference
+#: and its training step
+OCR_WORKLOADS = ("mobilenetv3", "dbnet", "crnn")
 
 
 #: step counts of the real models in the browser, where one step takes 0.05-1 s: onnxruntime-web's
@@ -214,8 +218,10 @@ NOT_LORA = ("mlp", "cnn", "emb", "mobilenet", "bert")
 REAL_MODEL_STEPS = {"mobilenet": dict(ort_web_warmup=200, ort_web_steps=50, pyodide_warmup=3, pyodide_steps=15),
                     "bert": dict(ort_web_warmup=200, ort_web_steps=50, pyodide_warmup=3, pyodide_steps=15),
                     "gpt2_lora": dict(pyodide_warmup=3, pyodide_steps=15),
-                    # issue 32's OCR CNNs (workloads.OCR_WORKLOADS): 0.1-0.5 s a step in the tab
-                    **{n: dict(pyodide_warmup=3, pyodide_steps=15) for n in ("mobilenetv3", "dbnet", "crnn")}}
+                    # issue 32's OCR CNNs (workloads.OCR_WORKLOADS): 0.1-0.5 s a step in the tab; their
+                    # onnxruntime-web rows are inference (10-100 ms)
+                    **{n: dict(pyodide_warmup=3, pyodide_steps=15, ort_web_warmup=20, ort_web_steps=50)
+                       for n in OCR_WORKLOADS}}
 
 
 #: every browser row warms up for at least this long as well as for its step count: V8 runs a fresh
@@ -251,6 +257,12 @@ def browser_rows() -> List[dict]:
         dict(label="TensorFlow.js 4.22 wasm (2 threads, COOP/COEP)", page="tfjs.html", counts=tfjs,
              extra="&threads=2", isolated=True, workloads=TFJS_WORKLOADS),
     ]
+    rows += [dict(label="pytrain inference (Pyodide 0.17.1 + wasm kernels%s)" % tag, page="pytrain.html", counts=pyo,
+                  extra="&gemm=1&infer=1" + q, isolated=bool(q), workloads=OCR_WORKLOADS)
+             for tag, q in (("", ""), (", 2 threads, COOP/COEP", "&threads=2"))]
+    rows += [dict(label="onnxruntime-web 1.19.2 inference (%s)" % tag, page="ort.html", counts=ortw,
+                  extra="&infer=1&threads=%d" % t, isolated=t > 1, workloads=OCR_WORKLOADS)
+             for t, tag in ((1, "1 thread"), (2, "2 threads, COOP/COEP"))]
     for row in rows:   # pytrain.html trains a LoRA workload's artifacts as any other (the adapters alone train)
         if row["page"] != "pytrain.html" and "workloads" not in row:
             row["workloads"] = NOT_LORA

@@ -61,6 +61,7 @@
       threads: Number(get("threads", 1)),
       gemm: get("gemm", "0") === "1",
       gen: get("gen", "0") === "1",
+      infer: get("infer", "0") === "1",  // inference of the workload's model.onnx instead of a training step
       profile: get("profile", "0") === "1",
       nodes: get("nodes", "0") === "1",
       base: get("base", "0") === "1",

@@ -74,6 +74,32 @@ artifacts.generate_artifacts(open('/tmp/model.onnx', 'rb').read(),
 `);
     return { gen_ms: ms };
   }
+  if (p.infer) {  // ?infer=1: pytrain's InferenceSession on the exported model.onnx, the batch's input
+    const [model, batchJson, batchBin] = await Promise.all(
+      ["model.onnx", "batch.json", "batch.bin"].map((f) => benchLib.fetchBytes(dir + f)));
+    FS.writeFile("/tmp/model.onnx", model);
+    FS.writeFile("/tmp/batch.json", batchJson);
+    FS.writeFile("/tmp/batch.bin", batchBin);
+    pyodide.runPython(`
+import json
+import numpy as np
+from pytrain.engine.runtime import InferenceSession
+_m = json.load(open('/tmp/batch.json'))['input']
+_x = np.frombuffer(open('/tmp/batch.bin', 'rb').read(), dtype=_m['dtype'], count=int(np.prod(_m['shape'])),
+                   offset=_m['offset']).reshape(_m['shape'])
+_sess = InferenceSession(open('/tmp/model.onnx', 'rb').read())
+_name = _sess.input_names()[0]
+
+def bench_infer():
+    return float(_sess.run(None, {_name: _x})[0].reshape(-1)[0])
+`);
+    const infer = pyodide.globals.get("bench_infer");
+    const res = await benchLib.timeSteps(() => infer(), p.warmup, p.steps, p.warmupMs);
+    Object.assign(res, { gemm: p.gemm, threads: p.threads, infer: true });
+    if (gemmCalls) res.gemm_calls = gemmCalls.n;
+    res.threaded_calls = threads ? threads.calls : 0;
+    return res;
+  }
   const art = `/bench/.cache/art/pytrain/${p.workload}/`;
   const files = ["checkpoint", "training_model.onnx", "eval_model.onnx", "optimizer_model.onnx"];
   const [batchJson, batchBin, ...arts] = await Promise.all([

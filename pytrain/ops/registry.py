@@ -125,7 +125,7 @@ def supported_ops(domain: str = "") -> Sequence[str]:
 class OpContext:
     """What a kernel may know beyond its inputs: bound once per node when a graph is planned."""
 
-    __slots__ = ("training", "rng", "opset", "node_name", "output_mask")
+    __slots__ = ("training", "rng", "opset", "node_name", "output_mask", "_memo")
 
     def __init__(
         self,
@@ -140,10 +140,37 @@ class OpContext:
         self.opset = opset
         self.node_name = node_name
         self.output_mask = tuple(output_mask)
+        self._memo: Optional[tuple] = None
+
+    def constant_memo(self, inputs: Sequence[Optional[np.ndarray]], compute: Callable[[], Any]) -> Any:
+        """``compute()``, kept for the next call of this node while ``inputs`` are the very same arrays
+        and none of them can ever change (each None or a read-only view of an immutable ``bytes``: an
+        InferenceSession's initializers). Anything else (a training Module's parameters, a feed, any
+        writable array) is computed afresh on every call, so a weight that changes stays right."""
+        memo = self._memo  # (kept inputs were immutable when kept, and so are still: only their identity is checked)
+        if memo is not None and len(memo[0]) == len(inputs) and all(m is a for m, a in zip(memo[0], inputs)):
+            return memo[1]
+        if not all(a is None or _immutable(a) for a in inputs):
+            return compute()
+        value = compute()
+        self._memo = (tuple(inputs), value)  # (holds the inputs: their ids cannot be reused meanwhile)
+        return value
 
     def wants(self, i: int) -> bool:
         """Whether output ``i`` of this node is read by anyone (optional outputs may be skipped)."""
         return i < len(self.output_mask) and self.output_mask[i]
+
+
+def _immutable(a: Any) -> bool:
+    """Whether ``a`` is an array whose values can never change: read-only, its memory a ``bytes``."""
+    if not isinstance(a, np.ndarray) or a.flags.writeable:
+        return False
+    base = a
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return isinstance(base, bytes)
 
 
 _loaded = False

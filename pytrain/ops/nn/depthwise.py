@@ -77,7 +77,7 @@ def _key(win: Window) -> tuple:
     return (win.in_shape, win.out_shape, win.kernel, win.strides, win.dilations, win.pads_begin)
 
 
-def _operators(W: np.ndarray, win: Window, dtype: np.dtype) -> np.ndarray:
+def dense_operators(W: np.ndarray, win: Window, dtype: np.dtype) -> np.ndarray:
     """``T`` of every output channel, ``(C*m, L_in, L_out)``."""
     idx, _ = _taps(_key(win))
     o = W.shape[0]
@@ -93,15 +93,17 @@ def _finite(a: np.ndarray) -> bool:
         return bool(np.isfinite(a.sum()))
 
 
-def depthwise_dense(X: np.ndarray, W: np.ndarray, win: Window, B: Optional[np.ndarray]) -> Optional[np.ndarray]:
+def depthwise_dense(X: np.ndarray, W: np.ndarray, win: Window, B: Optional[np.ndarray],
+                    operators: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
     """Conv(X, W, B) with group == C (W ``(C*m, 1, *kernel)``) as per-channel dense products, or None
     when the result is not finite: ``T``'s zeros would spread a NaN or infinity of X (0 * inf is NaN)
-    over its whole channel, where the taps keep it inside the windows that read it."""
+    over its whole channel, where the taps keep it inside the windows that read it. ``operators``:
+    :func:`dense_operators` of W for ``win`` if the caller has them."""
     n, c = X.shape[0], X.shape[1]
     o = W.shape[0]
     mult = o // c
     lin, lout = math.prod(win.in_shape), math.prod(win.out_shape)
-    T = _operators(W, win, X.dtype).reshape(c, mult, lin, lout)
+    T = (dense_operators(W, win, X.dtype) if operators is None else operators).reshape(c, mult, lin, lout)
     y = np.empty((n, c, mult, lout), dtype=X.dtype)
     xs = X.reshape(n, c, 1, lin).transpose(1, 2, 0, 3)  # (C, 1, N, L_in): a view, rows contiguous
     with np.errstate(invalid="ignore", over="ignore"):  # (a non-finite result is declined below)
@@ -124,7 +126,7 @@ def depthwise_dense_grad(dY: np.ndarray, X: np.ndarray, W: np.ndarray, win: Wind
     dy = dY.reshape(n, c, mult, lout).transpose(1, 2, 0, 3)  # (C, m, N, L_out)
     dX = dW = dB = None
     if wants[0]:
-        T = _operators(W, win, X.dtype).reshape(c, mult, lin, lout)
+        T = dense_operators(W, win, X.dtype).reshape(c, mult, lin, lout)
         with np.errstate(invalid="ignore", over="ignore"):
             dx = np.matmul(dy, T.transpose(0, 1, 3, 2))  # (C, m, N, L_in)
         dX = np.ascontiguousarray((dx[:, 0] if mult == 1 else dx.sum(axis=1)).transpose(1, 0, 2))

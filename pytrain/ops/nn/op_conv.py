@@ -20,10 +20,10 @@ from pytrain.ops.windows import (Window, batch_first, conv_columns, depthwise_co
 
 #: below these many output positions per sample the batch-folded im2col GEMM wins (measured natively
 #: on MobileNetV2's layers: a 1x1 conv on 6x6 is 2x faster per sample, on 3x3 no faster); the
-#: depthwise taps count input positions: they win from a 24x24 input on, stride 2 too (MobileNetV2's
-#: 48 channels, 24x24 -> 12x12: 0.54 against 0.74 ms CPU per call in its training step), and lose on 12x12
+#: depthwise taps count input positions: as one BLAS product per channel over its taps' columns they
+#: win over im2col from 8x8 inputs on (MobileNetV3's 48 channels, 6x24 3x3: 0.49 -> 0.3-0.4 ms)
 _POINTWISE_MIN_POSITIONS = 32
-_DEPTHWISE_MIN_POSITIONS = 256
+_DEPTHWISE_MIN_POSITIONS = 64
 #: a full conv over this many output positions per sample does its im2col per sample, batch-first
 #: (MobileNet's first conv, 48x48 outputs: 2x faster; LeNet's 24x24 ones: no faster)
 _PER_SAMPLE_MIN_POSITIONS = 1024
@@ -35,8 +35,15 @@ def _native_products() -> bool:
     return not linalg.has_backend()
 
 
+def uses_dense_depthwise(X: np.ndarray, W: np.ndarray, win: Window, group: int) -> bool:
+    """Whether :func:`convolve` takes the per-channel dense operators of
+    :mod:`pytrain.ops.nn.depthwise` for these inputs (whose ``operators`` a caller may then keep)."""
+    return (_native_products() and X.dtype.kind == "f" and group == X.shape[1] and W.shape[1] == 1
+            and suits(win))
+
+
 def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window,
-                      group: int) -> Optional[np.ndarray]:
+                      group: int, operators: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
     """Conv shapes with a cheaper exact form than im2col, or None.
 
     * 1x1, stride 1, no padding: a per-sample product ``W (M, C) @ X[n] (C, L)``, already in
@@ -54,7 +61,7 @@ def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win
     positions = math.prod(win.out_shape)
     if X.dtype.kind != "f":
         return None
-    y = depthwise_dense(X, W, win, B) if group == c and W.shape[1] == 1 and suits(win) else None
+    y = depthwise_dense(X, W, win, B, operators) if group == c and W.shape[1] == 1 and suits(win) else None
     if y is not None:
         return y
     if (group == c == m and W.shape[1] == 1 and win.rank == 2
@@ -129,10 +136,13 @@ def _geometry(x_shape: Tuple[int, ...], ks: Tuple[int, ...], strides, dilations,
     return geometry("Conv", x_shape, ks, strides, dilations, pads, auto_pad)
 
 
-def convolve(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window, group: int) -> np.ndarray:
-    """Y = Conv(X, W, B) over the checked window ``win`` (:func:`conv_window`), as a new array."""
+def convolve(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window, group: int,
+             operators: Optional[np.ndarray] = None) -> np.ndarray:
+    """Y = Conv(X, W, B) over the checked window ``win`` (:func:`conv_window`), as a new array.
+    ``operators``: W's dense depthwise operators for ``win`` when :func:`uses_dense_depthwise` (kept by
+    the caller for constant weights), else None (built here when needed)."""
     n, m = X.shape[0], W.shape[0]
-    y = _native_fast_path(X, W, B, win, group) if _native_products() else None
+    y = _native_fast_path(X, W, B, win, group, operators) if _native_products() else None
     if y is not None:
         return y
     # The batch folded into the columns: one (M/G, C/G*K) @ (C/G*K, N*L) product per group,

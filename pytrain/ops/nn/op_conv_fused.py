@@ -4,8 +4,9 @@ HardSigmoid, as one node.
 Never in a model file: pytrain.fusion puts it in a plan in place of that chain when nothing else
 reads the Conv's (or the BatchNormalization's) output, as in a frozen MobileNet backbone. The
 normalisation is folded into the convolution, computed afresh on every call from whatever the
-parameters are then (nothing is cached, so a BatchNormalization whose parameters change between
-steps stays right), and the activation runs in place on the convolution's fresh output:
+parameters are then (so a BatchNormalization whose parameters change between steps stays right; only
+arrays that can never change, an InferenceSession's initializers, are folded once per node:
+OpContext.constant_memo), and the activation runs in place on the convolution's fresh output:
 
     BN(conv(x, W) + B) = conv(x, W * a) + (B * a + b),  a = scale / sqrt(var + eps),  b = bias - mean * a
 
@@ -21,8 +22,10 @@ import numpy as np
 from pytrain.errors import InputError
 from pytrain.ops.elementwise.op_clip import clip_bound, clip_into
 from pytrain.ops.normalization.op_batchnorm import check_parameters, scale_shift
-from pytrain.ops.nn.op_conv import conv_window, convolve
+from pytrain.ops.nn.depthwise import dense_operators
+from pytrain.ops.nn.op_conv import conv_window, convolve, uses_dense_depthwise
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, get_kernel, kernel
+from pytrain.ops.windows import Window
 
 
 def _activate(y: np.ndarray, activation: str, alpha: float, beta: float) -> np.ndarray:
@@ -57,6 +60,23 @@ def _fold(W: np.ndarray, B: Optional[np.ndarray], bn: tuple, y_shape: tuple, eps
     return w, b.astype(W.dtype, copy=False)
 
 
+def _operators(ctx: OpContext, kept: Optional[dict], X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray],
+               win: Window, group: int) -> Optional[np.ndarray]:
+    """W's dense depthwise operators for this window when the Conv takes that form, built once per
+    window and dtype into ``kept`` (a dict that lives as long as the memo of constant weights does;
+    with no BatchNormalization, the memo of W and B themselves)."""
+    if not uses_dense_depthwise(X, W, win, group):
+        return None
+    if kept is None:
+        kept = ctx.constant_memo((W, B), dict)
+    key = (win, X.dtype)
+    if key not in kept:
+        if len(kept) >= 8:  # (a model fed ever new shapes keeps only the latest few)
+            kept.clear()
+        kept[key] = dense_operators(W, win, X.dtype)
+    return kept[key]
+
+
 @kernel("FusedConv", domain=PYTRAIN_DOMAIN)
 def fused_conv(ctx: OpContext, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None,
                scale: Optional[np.ndarray] = None, bias: Optional[np.ndarray] = None,
@@ -76,8 +96,12 @@ def fused_conv(ctx: OpContext, X: np.ndarray, W: np.ndarray, B: Optional[np.ndar
         if any(p is None for p in bn):
             raise InputError("FusedConv: BatchNormalization needs scale, bias, mean and var, got %s"
                              % ([p is not None for p in bn],))
-        # the Conv's output, the BatchNormalization's input, is (N, M, ...)
-        W, B = _fold(W, B, bn, (X.shape[0], W.shape[0]) + win.out_shape, epsilon)
+        # the Conv's output, the BatchNormalization's input, is (N, M, ...); an InferenceSession's
+        # constant weights and statistics are folded once (ctx.constant_memo), a Module's on every call
+        shape = (X.shape[0], W.shape[0]) + win.out_shape
+        W, B, kept = ctx.constant_memo((W, B) + bn, lambda: _fold(W, B, bn, shape, epsilon) + ({},))
+    else:
+        kept = None  # (kept below only if the dense depthwise operators are wanted)
     if isinstance(activation, bytes):
         activation = activation.decode()
     lo = clip_bound("min", clip_min, X.dtype) if clip else None
@@ -86,8 +110,8 @@ def fused_conv(ctx: OpContext, X: np.ndarray, W: np.ndarray, B: Optional[np.ndar
     if info.fn is not info.numpy_fn:  # an accelerated Conv (the browser's wasm kernels): through it
         y, = info.fn(ctx, X, W, B, auto_pad=auto_pad, dilations=dilations, group=group,
                      kernel_shape=kernel_shape, pads=pads, strides=strides)
-    else:
-        y = convolve(X, W, B, win, group)  # (natively: no second pass over the checks)
+    else:  # (natively: no second pass over the checks)
+        y = convolve(X, W, B, win, group, _operators(ctx, kept, X, W, B, win, group))
     if clip:
         return (clip_into(y, y, lo, hi),)
     return (_activate(y, activation, alpha, beta),)

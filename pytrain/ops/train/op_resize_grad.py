@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pytrain.errors import InputError
-from pytrain.ops.nn.op_resize import resample_adjoint, resize_plan
+from pytrain.ops.nn.op_resize import kept_plan, resample_adjoint
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, kernel
 
 
@@ -22,8 +22,8 @@ def resize_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, roi=None, scales=
     """dX of Resize(X, roi, scales, sizes) given dY; attributes as Resize-19's (``nearest_mode`` may
     also be "simple", Resize-10's and Upsample's rounding)."""
     op = "ResizeGrad node %r" % ctx.node_name
-    plan = resize_plan(op, X.shape, roi, scales, sizes, antialias, axes, coordinate_transformation_mode,
-                       cubic_coeff_a, exclude_outside, keep_aspect_ratio_policy, mode, nearest_mode)
+    plan = kept_plan(op, X.shape, roi, scales, sizes, antialias, axes, coordinate_transformation_mode,
+                     cubic_coeff_a, exclude_outside, keep_aspect_ratio_policy, mode, nearest_mode)
     if dY.shape != plan.out_shape:
         raise InputError("%s: dY has shape %s, expected Resize's output shape %s" % (op, dY.shape, plan.out_shape))
     return (resample_adjoint(dY, plan).astype(X.dtype, copy=False),)

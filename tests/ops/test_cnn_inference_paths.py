@@ -1,0 +1,200 @@
+"""The CNN inference fast paths of issue 32 against onnxruntime and torch: the depthwise Conv as one
+BLAS product per channel over its taps' columns (pytrain/ops/windows.py depthwise_conv2d: strides,
+dilations, uneven pads, bias, channel chunks, NaN/inf staying in their windows), GlobalAveragePool as
+one einsum row sum (1-D/2-D/3-D, float64, NaN/inf rows, a sample's value independent of its batch),
+Resize's plans kept by value, and an InferenceSession's constant weights folded once per node
+(OpContext.constant_memo) while a Module's writable ones are not."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+from ops_oracle import check
+from pytrain.engine.runtime import InferenceSession
+from pytrain.ops import OpContext, get_kernel, windows
+from pytrain.ops.nn.op_conv import conv_window
+from pytrain.ops.registry import PYTRAIN_DOMAIN
+
+RNG = np.random.default_rng(32)
+
+DEPTHWISE = [
+    # (X shape, kernel, attributes): MobileNetV3's mid-size maps, then the corners
+    ((2, 8, 24, 30), (3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2])),
+    ((2, 5, 6, 24), (3, 3), dict(pads=[1, 1, 1, 1])),
+    ((2, 6, 6, 24), (5, 5), dict(pads=[2, 2, 2, 2], strides=[2, 2])),
+    ((1, 3, 11, 13), (3, 2), dict(pads=[2, 1, 0, 2], strides=[1, 2], dilations=[2, 3])),
+    ((3, 4, 9, 10), (3, 3), dict(pads=[1, 0, 2, 1], strides=[2, 3])),
+    ((2, 3, 9, 9), (1, 1), dict(strides=[2, 2])),
+]
+
+
+def _depthwise(xs, ks, attrs, dtype=np.float32):
+    X = RNG.standard_normal(xs).astype(dtype)
+    W = RNG.standard_normal((xs[1], 1) + ks).astype(dtype)
+    B = RNG.standard_normal(xs[1]).astype(dtype)
+    attrs = dict(attrs, group=xs[1])
+    win = conv_window(X, W, B, xs[1], None, attrs.get("strides"), attrs.get("dilations"), attrs.get("pads"),
+                      "NOTSET")
+    return X, W, B, attrs, win
+
+
+@pytest.mark.parametrize("chunk", [1 << 19, 1], ids=["whole", "per-channel"])
+@pytest.mark.parametrize("case", range(len(DEPTHWISE)))
+def test_depthwise_columns_against_onnxruntime(monkeypatch, case, chunk):
+    monkeypatch.setattr(windows, "_DEPTHWISE_CHUNK", chunk)
+    X, W, B, attrs, win = _depthwise(*DEPTHWISE[case])
+    y = windows.depthwise_conv2d(X, W, win, B)
+    want, = check("Conv", [X, W, B], attrs, oracle="ort", rtol=1e-4, atol=1e-5)
+    assert y.flags.c_contiguous and y.dtype == np.float32
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+
+
+def test_depthwise_columns_float64_against_torch():
+    X, W, B, attrs, win = _depthwise(*DEPTHWISE[3], dtype=np.float64)
+    y = windows.depthwise_conv2d(X, W, win, B)
+    xp = torch.nn.functional.pad(torch.tensor(X), [1, 2, 2, 0])
+    want = torch.nn.functional.conv2d(xp, torch.tensor(W), torch.tensor(B), stride=(1, 2), dilation=(2, 3),
+                                      groups=X.shape[1]).numpy()
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_depthwise_columns_keep_nonfinite_values_in_their_windows(bad):
+    X = RNG.standard_normal((2, 4, 8, 10)).astype(np.float32)
+    X[1, 2, 3, 4] = bad
+    X[0, 0, 7, 9] = bad  # the last position: the grid's tail and the next channel must not see it
+    W = np.abs(RNG.standard_normal((4, 1, 3, 3))).astype(np.float32) + 0.1
+    attrs = dict(group=4, pads=[1, 1, 1, 1])
+    win = conv_window(X, W, None, 4, None, None, None, attrs["pads"], "NOTSET")
+    y = windows.depthwise_conv2d(X, W, win)
+    want = torch.nn.functional.conv2d(torch.tensor(X), torch.tensor(W), padding=1, groups=4).numpy()
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(y), np.isinf(want))
+    assert (~np.isfinite(y)).sum() == 9 + 4
+    fine = np.isfinite(want)
+    np.testing.assert_allclose(y[fine], want[fine], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("xs", [(8, 288, 2, 6), (2, 3, 5), (2, 3, 2, 3, 4), (1, 1, 1, 1), (3, 5, 7, 9)])
+def test_global_average_pool_against_onnxruntime(xs):
+    X = RNG.standard_normal(xs).astype(np.float32)
+    check("GlobalAveragePool", [X], {}, oracle="ort", rtol=1e-5, atol=1e-6)
+    check("GlobalAveragePool", [X.astype(np.float64)], {}, rtol=1e-12, atol=1e-12)
+
+
+def test_global_average_pool_nonfinite_rows():
+    X = RNG.standard_normal((2, 4, 3, 5)).astype(np.float32)
+    X[0, 1, 2, 3] = np.nan
+    X[1, 2, 0, 0] = np.inf
+    X[1, 3, 0, 0], X[1, 3, 1, 1] = np.inf, -np.inf
+    with np.errstate(invalid="ignore"):
+        got, = check("GlobalAveragePool", [X], {}, oracle="ort")
+    assert np.isnan(got[0, 1, 0, 0]) and got[1, 2, 0, 0] == np.inf and np.isnan(got[1, 3, 0, 0])
+    assert np.isfinite(np.delete(got.reshape(8), [1, 6, 7])).all()
+
+
+@pytest.mark.parametrize("xs", [(8, 288, 2, 6), (8, 30, 3, 12), (5, 3, 7, 7)])
+def test_global_average_pool_of_a_sample_does_not_depend_on_its_batch(xs):
+    # the feature head caches a sample's pooled features by its bytes (pytrain/webapp/feature_head.py):
+    # the same sample must pool to the same values alone, in any batch and at any address
+    pool = get_kernel("GlobalAveragePool").fn
+    X = RNG.standard_normal(xs).astype(np.float32)
+    batch, = pool(OpContext(), X)
+    buf = np.empty(X.size + 3, np.float32)
+    shifted = buf[3:].reshape(X.shape)
+    shifted[...] = X
+    np.testing.assert_array_equal(pool(OpContext(), shifted)[0], batch)
+    for n in range(xs[0]):
+        np.testing.assert_array_equal(pool(OpContext(), X[n:n + 1].copy())[0], batch[n:n + 1])
+
+
+def _conv_bn_hardswish(c: int, m: int, k: int, group: int) -> onnx.ModelProto:
+    """Conv -> BatchNormalization -> HardSwish -> Conv (depthwise) -> BatchNormalization -> Relu, all
+    weights initializers (what FusedConv folds)."""
+    inits, nodes = [], []
+    x = "x"
+    for i, (cin, cout, g, act) in enumerate([(c, m, group, "HardSwish"), (m, m, m, "Relu")]):
+        w = RNG.standard_normal((cout, cin // g, k, k)).astype(np.float32) * 0.3
+        bn = [RNG.random(cout).astype(np.float32) + 0.5, RNG.standard_normal(cout).astype(np.float32),
+              RNG.standard_normal(cout).astype(np.float32) * 0.1, RNG.random(cout).astype(np.float32) + 0.5]
+        names = ["w%d" % i] + ["bn%d_%d" % (i, j) for j in range(4)]
+        inits += [numpy_helper.from_array(a, n) for a, n in zip([w] + bn, names)]
+        nodes += [helper.make_node("Conv", [x, names[0]], ["c%d" % i], group=g, pads=[k // 2] * 4),
+                  helper.make_node("BatchNormalization", ["c%d" % i] + names[1:], ["b%d" % i]),
+                  helper.make_node(act, ["b%d" % i], ["y%d" % i])]
+        x = "y%d" % i
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("hw", [(3, 12), (2, 6), (12, 20)])
+def test_inference_session_folds_constant_weights_once_and_agrees_with_onnxruntime(hw):
+    model = _conv_bn_hardswish(6, 12, 5, 1)
+    sess = InferenceSession(model.SerializeToString())
+    oracle = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for _ in range(2):  # the second run reads the kept folds and (small maps) dense operators
+        for n in (2, 3):  # ... for another batch size too
+            X = RNG.standard_normal((n, 6) + hw).astype(np.float32)
+            X[0, 0, 0, 0] = np.nan  # and stays in its windows as onnxruntime's does
+            got, = sess.run(None, {"x": X})
+            want, = oracle.run(None, {"x": X})
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            fine = ~np.isnan(want)
+            np.testing.assert_allclose(got[fine], want[fine], rtol=1e-4, atol=1e-4)
+
+
+def test_writable_weights_are_folded_afresh_on_every_call():
+    fused = get_kernel("FusedConv", PYTRAIN_DOMAIN).fn
+    ctx = OpContext()
+    X = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    W = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    bn = [np.ones(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32), np.ones(4, np.float32)]
+    first, = fused(ctx, X, W, None, *bn, pads=[1, 1, 1, 1], epsilon=0.0)
+    W *= 2  # a training step's in-place update
+    bn[0][:] = 3
+    second, = fused(ctx, X, W, None, *bn, pads=[1, 1, 1, 1], epsilon=0.0)
+    np.testing.assert_allclose(second, 6 * first, rtol=1e-5, atol=1e-5)
+
+
+def test_constant_memo_keeps_only_immutable_inputs():
+    ctx = OpContext()
+    frozen = np.frombuffer(np.arange(4, dtype=np.float32).tobytes(), dtype=np.float32)
+    calls = []
+    for _ in range(3):
+        ctx.constant_memo((frozen, None), lambda: calls.append(1))
+    assert len(calls) == 1
+    writable = np.arange(4, dtype=np.float32)
+    readonly_view = writable.view()
+    readonly_view.flags.writeable = False  # read-only, but its owner can still change it
+    for _ in range(2):
+        ctx.constant_memo((readonly_view,), lambda: calls.append(2))
+    assert calls.count(2) == 2
+    other = np.frombuffer(np.arange(4, dtype=np.float32).tobytes(), dtype=np.float32)
+    ctx.constant_memo((other, None), lambda: calls.append(3))  # other arrays: computed afresh
+    assert calls.count(3) == 1
+
+
+def test_resize_plans_are_kept_by_value_read_only_and_errors_are_not():
+    from pytrain.errors import InputError
+    from pytrain.ops.nn import op_resize
+
+    X = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    attrs = dict(coordinate_transformation_mode="asymmetric", mode="nearest", nearest_mode="floor")
+    sizes = np.array([2, 3, 10, 14], np.int64)
+    check("Resize", [X, None, None, sizes], attrs, oracle="ort", opset=13)
+    args = (0, None, "asymmetric", -0.75, 0, "stretch", "nearest", "floor")
+    plan = op_resize.kept_plan("Resize", X.shape, None, None, sizes, *args)
+    assert op_resize.kept_plan("Resize", X.shape, None, None, sizes.copy(), *args) is plan
+    assert all(not m.idx.flags.writeable for m in plan.maps)
+    other = op_resize.kept_plan("Resize", X.shape, None, None, np.array([2, 3, 15, 14], np.int64), *args)
+    assert other is not plan and other.out_shape == (2, 3, 15, 14)
+    check("Resize", [X, None, None, np.array([2, 3, 15, 21], np.int64)], attrs, oracle="ort", opset=13)
+    for _ in range(2):
+        with pytest.raises(InputError, match="sizes"):
+            op_resize.kept_plan("Resize", X.shape, None, None, np.array([2, 3, 0, 14], np.int64), *args)
