@@ -52,7 +52,8 @@ def app_transfer(site: Path) -> dict:
     config = json.loads((site / "config.json").read_text())
     index = config["pyodide"]["indexURL"]
     digits = config["mnist"].get("first") or config["mnist"]   # the whole file arrives after the first step
-    rels = ["index.html", "config.json", "sw.js", "worker.js", "kernels/kernels.js", "kernels/kernels.wasm",
+    # (kernels.js is inlined in worker.js; Chromium has relaxed SIMD: the worker fetches the FMA build)
+    rels = ["index.html", "config.json", "sw.js", "worker.js", "kernels/kernels-fma.wasm",
             digits["file"]] + [str(p.relative_to(site)) for p in (site / "js").glob("*.js")]
     rels += [str(p.relative_to(site)) for p in (site / "worker").glob("*.js")]   # worker.js's rooms
     rels += [index + n for n in ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data",

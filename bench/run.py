@@ -269,11 +269,16 @@ def browser_rows() -> List[dict]:
     return rows
 
 
+#: run.py --kernels: the query the pytrain rows add (pages/pytrain.js ?kernels=)
+KERNELS_QUERY = [""]
+
+
 def page_url(row: dict, n: str, steps: dict) -> str:
     st = workload_steps(n, steps)
     warmup, count = row["counts"]
+    kernels = KERNELS_QUERY[0] if row["page"] == "pytrain.html" else ""
     return (f"/bench/pages/{row['page']}?workload={n}&warmup={st[warmup]}&warmup_ms={st.get('browser_warmup_ms', 0)}"
-            f"&steps={st[count]}{row['extra']}")
+            f"&steps={st[count]}{row['extra']}{kernels}")
 
 
 def run_browser(names: List[str], steps: dict, results: dict, with_gemm: bool,
@@ -441,6 +446,9 @@ def main(argv: Optional[list] = None) -> None:
     ap.add_argument("--verbose", action="store_true", help="echo browser console output")
     ap.add_argument("--rows", help="browser rows whose label contains one of these comma-separated strings "
                     "(e.g. 'wasm kernels,onnxruntime-web'); no start-up, generation or GEMM sections")
+    ap.add_argument("--kernels", choices=["plain", "fma"],
+                    help="the wasm kernels' build the pytrain rows run (default: the browser's, as the app picks: "
+                         "kernels-fma.wasm where it has relaxed SIMD); for A/B runs")
     ap.add_argument("--out", default=str(HERE), help="where results.json/RESULTS.md go")
     ap.add_argument("--merge", action="store_true",
                     help="put this run's rows into the results.json already in --out, replacing that file's "
@@ -455,6 +463,8 @@ def main(argv: Optional[list] = None) -> None:
     names = [w for w in args.workloads.split(",") if w]
     args.repeat = args.repeat or (1 if args.quick else 3)
     steps = step_counts(args)
+    if args.kernels:
+        KERNELS_QUERY[0] = "&kernels=" + args.kernels
     t0 = time.time()
     results = {"env": environment(), "steps": steps, "quick": args.quick, "repeat": args.repeat, "rows": [], "gen": [],
                "steps_real": {n: workload_steps(n, steps) for n in names if n in REAL_MODEL_STEPS},

@@ -6,6 +6,7 @@
  * uses only what the ones before it define, and what later ones define once a command runs):
  *
  *   worker/messages.js     replies, events and the errors commands answer with
+ *   kernels/kernels.js     the wasm kernels' loader (which build this browser runs: kernelBuild)
  *   worker/boot.js         Pyodide's start, the bytecode bundle, pytrain's zip, the wasm kernels
  *   worker/bridge.js       the Python bridge: the call codec over pytrain.webapp.call
  *   worker/store.js        the saved run in IndexedDB and the run's history
@@ -17,7 +18,7 @@
  */
 "use strict";
 
-self.importScripts("js/protocol.js", "worker/messages.js", "worker/boot.js", "worker/bridge.js", "worker/store.js",
+self.importScripts("js/protocol.js", "worker/messages.js", "kernels/kernels.js", "worker/boot.js", "worker/bridge.js", "worker/store.js",
                    "worker/data.js", "worker/training.js",
                    "worker/secagg_crypto.js", "worker/federation.js", "worker/commands.js");
 

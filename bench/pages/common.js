@@ -60,6 +60,7 @@
       steps: Number(get("steps", 50)),
       threads: Number(get("threads", 1)),
       gemm: get("gemm", "0") === "1",
+      kernels: get("kernels", ""),   // "plain" / "fma": which kernels build (kernels.js kernelBuild), absent the browser's
       gen: get("gen", "0") === "1",
       infer: get("infer", "0") === "1",  // inference of the workload's model.onnx instead of a training step
       profile: get("profile", "0") === "1",

@@ -17,6 +17,15 @@
     ["conv2 16x150@150x4096 NN", 0, 0, 16, 4096, 150],
     ["conv2 dW 16x4096@(150x4096)^T NT", 0, 1, 16, 150, 4096],
     ["conv2 dX (16x150)^T@16x4096 TN", 1, 0, 150, 4096, 16],
+    // the GPT-2 LoRA step's (bench/workloads.py: 8 x 64 tokens, n_embd 128, 2 heads, vocabulary 1000)
+    ["gpt2 lm_head 512x128@(1000x128)^T NT", 0, 1, 512, 1000, 128],
+    ["gpt2 lm_head dX 512x1000@1000x128 NN", 0, 0, 512, 128, 1000],
+    ["gpt2 c_attn 512x128@128x384 NN", 0, 0, 512, 384, 128],
+    ["gpt2 c_fc 512x128@128x512 NN", 0, 0, 512, 512, 128],
+    ["gpt2 c_proj 512x512@512x128 NN", 0, 0, 512, 128, 512],
+    ["gpt2 c_fc dX 512x512@(128x512)^T NT", 0, 1, 512, 128, 512],
+    ["gpt2 head QK^T 64x64@(64x64)^T NT", 0, 1, 64, 64, 64],
+    ["gpt2 head PV 64x64@64x64 NN", 0, 0, 64, 64, 64],
   ];
 
   async function benchGemmRaw(gemmApi, wasmSource, reps) {

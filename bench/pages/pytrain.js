@@ -25,9 +25,11 @@ sys.path.insert(0, '/tmp/site')
 `);
   let gemmCalls = null, threads = null;
   if (p.gemm) {
-    const g = await pytrainKernels.instantiateInPyodide("/web/kernels/kernels.wasm", pyodide);
+    const build = pytrainKernels.kernelBuild(p.kernels || undefined);   // the app's choice unless ?kernels= says
+    console.log("pytrain.html: kernels " + build.name);
+    const g = await pytrainKernels.instantiateInPyodide("/web/kernels/" + build.wasm, pyodide);
     if (p.threads > 1) {  // ?threads=N: N - 1 helper threads for the big products (needs COOP/COEP and a worker)
-      g.threads = await pytrainKernels.startThreads("/web/kernels/kernels-shared.wasm", g,
+      g.threads = await pytrainKernels.startThreads("/web/kernels/" + build.shared, g,
                                                     { count: p.threads, workerURL: "/web/kernels/threads-worker.js" });
     }
     gemmCalls = { n: 0 };

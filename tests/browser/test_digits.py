@@ -32,9 +32,10 @@ def trained(browser, site_url):
 
 
 def test_matrix_products_run_on_the_wasm_simd_gemm(trained):
-    """The worker linked web/kernels/kernels.wasm into Pyodide and pytrain's products use it."""
+    """The worker linked web/kernels' FMA build into Pyodide (kernels.js kernelBuild: Chromium has relaxed
+    SIMD since 114; kernels-fma.wasm) and pytrain's products use it."""
     versions = app_state(trained["page"], "a.versions")
-    assert versions["gemm"] == "wasm-simd"
+    assert versions["gemm"] == "wasm-simd-fma"
     assert versions["python"].startswith("3.8") and versions["numpy"] == "1.17.5"
 
 

@@ -296,7 +296,7 @@ def test_app_reports_its_threads_and_trains(browser, cross_origin_isolated):
         assert page.evaluate("crossOriginIsolated") is cross_origin_isolated
         cores = page.evaluate("navigator.hardwareConcurrency")
         assert app_state(page, "a.versions.threads") == (min(cores, 8) if cross_origin_isolated and cores > 1 else 1)
-        assert app_state(page, "a.versions.gemm") == "wasm-simd"
+        assert app_state(page, "a.versions.gemm") == "wasm-simd-fma"   # (kernels.js kernelBuild: relaxed SIMD)
         page.goto(url + "examples/widget.html")
         page.wait_for_selector("#train:not([disabled])", timeout=LOAD_TIMEOUT_MS)
         page.click("#train")

@@ -3,6 +3,12 @@
 # exp_erf.c, transpose.c, layernorm.c, softmax.c, softmax_ce.c, gather_grad.c; expmath.h is shared)
 # with clang + lld (no emscripten, no libc).
 # Usage: build.sh [out.wasm] [extra clang flags...]   (default out: kernels.wasm next to this script)
+# Third and fourth builds, kernels-fma.wasm and kernels-fma-shared.wasm: the same two with -DPYTRAIN_FMA
+# -mrelaxed-simd (gemm.c's multiply-adds as f32x4.relaxed_madd), for browsers with relaxed SIMD (kernels.js
+# picks them by feature detection). Debian's clang 14 emits the proposal's pre-standard relaxed opcodes, so
+# these need a newer clang: $FMA_CC, by default the clang 22 of PyPI's `ziglang` (a dev-time tool: the
+# built files are checked in), which names its target wasm32-freestanding ($FMA_TARGET). Without it the
+# FMA files are left as they are (FMA=0 skips them on purpose).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/kernels.wasm}
@@ -19,15 +25,34 @@ CC=${CC:-clang}
 shared=${out%.wasm}-shared.wasm
 build() {
     target=$1; shift
-    $CC --target=wasm32 -msimd128 -O3 -ffreestanding -fno-builtin -nostdlib \
+    $CC --target=$TARGET -msimd128 -O3 -ffreestanding -fno-builtin -nostdlib \
         -Wl,--no-entry -Wl,--import-memory -Wl,-z,stack-size=0 -Wl,--strip-all \
         "$@" -o "$target" "$here/gemm.c" "$here/gemm_ops.c" "$here/optim.c" "$here/im2col.c" "$here/pool.c" \
         "$here/conv.c" "$here/batchnorm.c" "$here/elementwise.c" "$here/exp_erf.c" "$here/transpose.c" \
         "$here/layernorm.c" "$here/softmax.c" "$here/softmax_ce.c" "$here/gather_grad.c"
 }
+TARGET=wasm32
 build "$out" "$@"
 build "$shared" -matomics -mbulk-memory -Wl,--shared-memory -Wl,--max-memory=1073741824 "$@"
-for out in "$out" "$shared"; do
+built="$out $shared"
+fma=${out%.wasm}-fma.wasm
+fma_shared=${out%.wasm}-fma-shared.wasm
+if [ "${FMA:-1}" != 0 ]; then
+    if [ -z "${FMA_CC:-}" ] && python3 -c "import ziglang" 2>/dev/null; then
+        FMA_CC="python3 -m ziglang cc"; FMA_TARGET=${FMA_TARGET:-wasm32-freestanding}
+    fi
+    if [ -n "${FMA_CC:-}" ]; then
+        CC=$FMA_CC; TARGET=${FMA_TARGET:-wasm32}
+        # -mcpu=mvp: the features of the clang 14 builds (a newer clang's default adds bulk memory and more)
+        build "$fma" -mcpu=mvp -mrelaxed-simd -DPYTRAIN_FMA "$@"
+        build "$fma_shared" -mcpu=mvp -mrelaxed-simd -DPYTRAIN_FMA -matomics -mbulk-memory -Wl,--shared-memory \
+            -Wl,--max-memory=1073741824 "$@"
+        built="$built $fma $fma_shared"
+    else
+        echo "build.sh: no clang with standard relaxed SIMD (FMA_CC, or pip install ziglang): $fma not rebuilt" >&2
+    fi
+fi
+for out in $built; do
 if command -v llvm-objdump >/dev/null 2>&1; then
     # global 0 is __stack_pointer; any access means a spill into host memory.
     if llvm-objdump -d "$out" | grep -Eq 'global\.(get|set)'; then

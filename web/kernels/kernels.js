@@ -1,6 +1,7 @@
 /*
  * Loader for kernels.wasm (all of web/kernels/*.c: the WebAssembly SIMD sgemm and the
- * other kernels, one module that imports its memory).
+ * other kernels, one module that imports its memory), or its FMA build, kernels-fma.wasm, where the
+ * engine has relaxed SIMD (kernelBuild).
  *
  * Works as a classic <script> (defines globalThis.pytrainKernels) and as a
  * CommonJS module in Node (module.exports).  Two ways to give it a memory:
@@ -55,6 +56,27 @@
     out.set(section, 8);
     out.set(bytes.subarray(8), 8 + section.length);
     return out;
+  }
+
+  /* A module of one function returning f32x4.relaxed_madd(0, 0, 0): it validates only where the engine has
+   * relaxed SIMD (Chrome >= 114 by default; Node 20 behind --experimental-wasm-relaxed-simd). */
+  const RELAXED_MADD_PROBE = new Uint8Array([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,       // magic, version
+    0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b,             // type: () -> v128
+    0x03, 0x02, 0x01, 0x00,                               // one function of that type
+    0x0a, 0x3d, 0x01, 0x3b, 0x00,                         // its code: no locals,
+    ...[0, 1, 2].flatMap(() => [0xfd, 0x0c, ...new Array(16).fill(0)]),   // three v128.const 0,
+    0xfd, 0x85, 0x02, 0x0b]);                             // f32x4.relaxed_madd, end
+
+  /* Which pair of build.sh's builds to run: "wasm-simd-fma" (kernels-fma.wasm and kernels-fma-shared.wasm:
+   * gemm.c's multiply-adds as one relaxed_madd, a fused instruction where the CPU has one) where this
+   * engine validates relaxed SIMD, else "wasm-simd" (kernels.wasm, kernels-shared.wasm). `want` ("fma",
+   * "plain") overrides the detection (A/B runs). The single thread and the helpers must run the same pair:
+   * a split product then has the unsplit one's bits (threads-team.js, makeChooser). */
+  function kernelBuild(want) {
+    const fma = want === "fma" || (want !== "plain" && WebAssembly.validate(RELAXED_MADD_PROBE));
+    return fma ? { name: "wasm-simd-fma", wasm: "kernels-fma.wasm", shared: "kernels-fma-shared.wasm" }
+               : { name: "wasm-simd", wasm: "kernels.wasm", shared: "kernels-shared.wasm" };
   }
 
   // the kernels a wrap() object and Python's module hand on as they are: kernels.wasm's pytrain_<name>
@@ -150,7 +172,7 @@
   }
 
   const api = { instantiateWithMemory, instantiateInPyodide, registerWithPyodide, pythonModule, withDylinkSection,
-                startThreads };
+                startThreads, kernelBuild };
   if (typeof module === "object" && module.exports) module.exports = api;
   root.pytrainKernels = api;
 })(typeof globalThis !== "undefined" ? globalThis : this);

@@ -99,38 +99,38 @@ function trackDownloads() {
   return () => { self.fetch = origFetch; self.XMLHttpRequest = OrigXHR; };
 }
 
-const KERNELS = { script: "kernels/kernels.js", wasm: "kernels/kernels.wasm", shared: "kernels/kernels-shared.wasm",
-                  helper: "kernels/threads-worker.js", team: "kernels/threads-team.js" };
+const KERNELS = { helper: "kernels/threads-worker.js", team: "kernels/threads-team.js" };
 // A cross-origin isolated page (COOP/COEP, docs/web.md) has SharedArrayBuffer: big products
 // are then split across helper threads (kernels.js startThreads), one per other core.
 const KERNEL_THREADS = self.crossOriginIsolated && (self.navigator.hardwareConcurrency || 1) > 1;
 
 /* The kernels' files fetched while Python starts, not one round trip after another once it has:
- * the two .wasm as bytes; the scripts only fetched (the service worker's cache then has them). */
+ * the two .wasm as bytes; the scripts only fetched (the service worker's cache then has them).
+ * kernels.js (one of worker.js's rooms) picks the build: the FMA pair where the browser has relaxed SIMD. */
 function prefetchKernels() {
   const warm = (rel) => fetch(BASE + rel).then((r) => r.arrayBuffer()).catch(() => null);
-  warm(KERNELS.script);
   if (KERNEL_THREADS) { warm(KERNELS.helper); warm(KERNELS.team); }   // (kernels.js imports the team's script)
-  return { wasm: prefetch(BASE + KERNELS.wasm), shared: KERNEL_THREADS ? prefetch(BASE + KERNELS.shared) : null };
+  const build = self.pytrainKernels.kernelBuild();
+  const files = { name: build.name, wasm: "kernels/" + build.wasm, shared: "kernels/" + build.shared };
+  return { files, wasm: prefetch(BASE + files.wasm), shared: KERNEL_THREADS ? prefetch(BASE + files.shared) : null };
 }
 
-/* Link the WebAssembly SIMD kernels (kernels/kernels.wasm: the GEMM and the other kernels of
- * web/kernels/*.c) into Pyodide's heap and route pytrain's ops through them (pytrain.ops.wasm);
+/* Link the WebAssembly SIMD kernels (kernels/kernels.wasm or kernels-fma.wasm: the GEMM and the other kernels
+ * of web/kernels/*.c) into Pyodide's heap and route pytrain's ops through them (pytrain.ops.wasm);
  * numpy's own kernels stay the fallback when that is not possible. */
 async function installWasmKernels(pyodide, early) {
   try {
-    self.importScripts(BASE + KERNELS.script);
     // (a failed prefetch: kernels.js fetches the file itself)
     const bytes = (p, rel) => (p ? p.catch(() => BASE + rel) : BASE + rel);
     const threads = KERNEL_THREADS
-      ? { source: await bytes(early.shared, KERNELS.shared), workerURL: BASE + KERNELS.helper,
+      ? { source: await bytes(early.shared, early.files.shared), workerURL: BASE + KERNELS.helper,
           count: self.navigator.hardwareConcurrency }
       : null;
-    const gemm = await self.pytrainKernels.registerWithPyodide(pyodide, await bytes(early.wasm, KERNELS.wasm), undefined,
+    const gemm = await self.pytrainKernels.registerWithPyodide(pyodide, await bytes(early.wasm, early.files.wasm), undefined,
                                                                 threads);
     runtime.threads = gemm.threads ? gemm.threads.count : 1;
     progress.mark("kernels loaded");
-    if (pyodide.runPython("from pytrain.ops import wasm\nwasm.install()")) return "wasm-simd";
+    if (pyodide.runPython("from pytrain.ops import wasm\nwasm.install()")) return early.files.name;
   } catch (err) {
     console.warn("pytrain: the wasm kernels are unavailable, numpy does the work:", err);
   }
