@@ -20,10 +20,11 @@ from buildsite.site import build, needs_build
 TEST_REQUIREMENTS = ["numpy", "onnx", "onnxruntime", "scikit-learn", "pytest", "vermin", "playwright",
                      "Pillow", "torch==2.13.0", "onnxscript", "transformers", "peft",
                      "brotli",  # the site's .br twins (buildsite/compress.py) and the server tests that decode them
-                     "cryptography"]  # SecAgg+'s and the native nodes' keys (tests/flower, the tab's WebCrypto test)
+                     "cryptography",  # SecAgg+'s and the native nodes' keys (tests/flower, the tab's WebCrypto test)
+                     "ziglang"]  # its clang has standard relaxed SIMD: the FMA kernels' fresh build (test_wasm_gemm)
 #: the module each of TEST_REQUIREMENTS installs, in the same order
 TEST_MODULES = ["numpy", "onnx", "onnxruntime", "sklearn", "pytest", "vermin", "playwright", "PIL", "torch",
-                "onnxscript", "transformers", "peft", "brotli", "cryptography"]
+                "onnxscript", "transformers", "peft", "brotli", "cryptography", "ziglang"]
 #: torchvision's model definitions for tests/training/test_architectures.py, installed with --no-deps so that
 #: pip keeps torch 2.13.0's CPU build (its C ops do not load beside it; tests/helpers/torch_zoo.py copes)
 TORCHVISION = "torchvision==0.28.0"
