@@ -22,7 +22,7 @@ TEST_REQUIREMENTS = ["numpy", "onnx", "onnxruntime", "scikit-learn", "pytest", "
                      "Pillow", "torch==2.13.0", "onnxscript", "transformers", "peft",
                      "brotli",  # the site's .br twins (buildsite/compress.py) and the server tests that decode them
                      "cryptography",  # SecAgg+'s and the native nodes' keys (tests/flower, the tab's WebCrypto test)
-                     "pytest-xdist"]  # the suite's two streams (stream_options)
+                     "pytest-xdist"]  # PYTRAIN_TEST_STREAMS=2 (stream_options)
 #: the module each of TEST_REQUIREMENTS installs, in the same order
 TEST_MODULES = ["numpy", "onnx", "onnxruntime", "sklearn", "pytest", "vermin", "playwright", "PIL", "torch",
                 "onnxscript", "transformers", "peft", "brotli", "cryptography", "xdist"]
@@ -179,12 +179,11 @@ def _ensure_test_venvs() -> None:
 
 
 def stream_options(pytest_args: Sequence[str]) -> List[str]:
-    """pytest-xdist's options running the suite as PYTRAIN_TEST_STREAMS processes (default: 2 where there are 2
-    cores), each taking whole test files (their module fixtures stay shared), the longest folders first
-    (tests/conftest.py); none where the caller chose (``-n``, ``-p no:xdist``) or asked for 1. Most of the
-    suite's wall time is waiting (page loads, a federation's rounds, subprocess start-ups): one stream kept a
-    quiet 2-core machine about 35% busy."""
-    streams = int(os.environ.get("PYTRAIN_TEST_STREAMS") or min(2, os.cpu_count() or 1))
+    """pytest-xdist's options running the suite as PYTRAIN_TEST_STREAMS processes (default 1: measured on this
+    2-core machine shared with other work, two streams were slower, see README's Tests), each taking whole test
+    files (their module fixtures stay shared), the longest folders first (tests/conftest.py); none where the
+    caller chose (``-n``, ``-p no:xdist``)."""
+    streams = int(os.environ.get("PYTRAIN_TEST_STREAMS") or 1)
     chosen = any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in pytest_args)
     return [] if streams < 2 or chosen else ["-n", str(streams), "--dist", "loadfile", "--no-loadscope-reorder"]
 

@@ -41,7 +41,7 @@ def _reseed_grad_harness(request):
     grad_harness.reseed(request.node.name)
 
 
-#: under pytest-xdist (``python build.py test`` runs two streams), the folders of the longest test files first,
+#: under pytest-xdist (``PYTRAIN_TEST_STREAMS=2 python build.py test``), the folders of the longest test files first,
 #: so that the last files handed out are short ones and neither stream ends long after the other
 _LONG_FIRST = ("browser", "flower")
 
