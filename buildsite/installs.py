@@ -1,6 +1,7 @@
 """What ``python build.py test`` installs (test packages, torchvision, chromium) before running the suite."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -21,10 +22,11 @@ TEST_REQUIREMENTS = ["numpy", "onnx", "onnxruntime", "scikit-learn", "pytest", "
                      "Pillow", "torch==2.13.0", "onnxscript", "transformers", "peft",
                      "brotli",  # the site's .br twins (buildsite/compress.py) and the server tests that decode them
                      "cryptography",  # SecAgg+'s and the native nodes' keys (tests/flower, the tab's WebCrypto test)
-                     "ziglang"]  # its clang has standard relaxed SIMD: the FMA kernels' fresh build (test_wasm_gemm)
+                     "ziglang",  # its clang has standard relaxed SIMD: the FMA kernels' fresh build (test_wasm_gemm)
+                     "pytest-xdist"]  # PYTRAIN_TEST_STREAMS=2 (stream_options)
 #: the module each of TEST_REQUIREMENTS installs, in the same order
 TEST_MODULES = ["numpy", "onnx", "onnxruntime", "sklearn", "pytest", "vermin", "playwright", "PIL", "torch",
-                "onnxscript", "transformers", "peft", "brotli", "cryptography", "ziglang"]
+                "onnxscript", "transformers", "peft", "brotli", "cryptography", "ziglang", "xdist"]
 #: torchvision's model definitions for tests/training/test_architectures.py, installed with --no-deps so that
 #: pip keeps torch 2.13.0's CPU build (its C ops do not load beside it; tests/helpers/torch_zoo.py copes)
 TORCHVISION = "torchvision==0.28.0"
@@ -157,12 +159,15 @@ def ensure_npm_folder(name: str, dependencies: Dict[str, str]) -> Path:
                           indent=2, sort_keys=True) + "\n"
     folder.mkdir(parents=True, exist_ok=True)
     pkg = folder / "package.json"
-    # no install scripts: the tests use the packages' files, and some scripts download more (onnxruntime-node's
-    # fetch binaries from nuget.org, which the registry-only network here refuses)
-    (folder / ".npmrc").write_text("ignore-scripts=true\n", encoding="utf-8")
-    if not pkg.is_file() or pkg.read_text(encoding="utf-8") != manifest:
-        pkg.write_text(manifest, encoding="utf-8")
-    npm_install(folder)
+    # one install at a time: two test streams (stream_options) may want the same folder at once
+    with open(str(folder.parent / (name + ".lock")), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # no install scripts: the tests use the packages' files, and some scripts download more (onnxruntime-node's
+        # fetch binaries from nuget.org, which the registry-only network here refuses)
+        (folder / ".npmrc").write_text("ignore-scripts=true\n", encoding="utf-8")
+        if not pkg.is_file() or pkg.read_text(encoding="utf-8") != manifest:
+            pkg.write_text(manifest, encoding="utf-8")
+        npm_install(folder)
     return folder
 
 
@@ -172,6 +177,16 @@ def _ensure_test_venvs() -> None:
         log("no Python 3.8 here (pyenv install 3.8): the tests on Python 3.8 + numpy 1.17.5 will be skipped")
     if ensure_flwr_venv() is None:
         log("flwr %s needs Python >= 3.11: the Flower tests will be skipped" % FLWR_VERSION)
+
+
+def stream_options(pytest_args: Sequence[str]) -> List[str]:
+    """pytest-xdist's options running the suite as PYTRAIN_TEST_STREAMS processes (default 1: measured on this
+    2-core machine shared with other work, two streams were slower, see README's Tests), each taking whole test
+    files (their module fixtures stay shared), the longest folders first (tests/conftest.py); none where the
+    caller chose (``-n``, ``-p no:xdist``)."""
+    streams = int(os.environ.get("PYTRAIN_TEST_STREAMS") or 1)
+    chosen = any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in pytest_args)
+    return [] if streams < 2 or chosen else ["-n", str(streams), "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 def run_tests(pytest_args: List[str]) -> int:
@@ -190,5 +205,5 @@ def run_tests(pytest_args: List[str]) -> int:
         if needs_build():
             build()
         venvs.result()
-    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"] + pytest_args,
-                           cwd=str(ROOT))
+    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"]
+                           + stream_options(pytest_args) + pytest_args, cwd=str(ROOT))

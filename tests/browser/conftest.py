@@ -3,6 +3,7 @@ thread, and one Chromium instance is shared by every test (each test gets its ow
 IndexedDB and caches start empty)."""
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
 from pathlib import Path
@@ -25,8 +26,11 @@ from browser_helpers import Recorder, checkout_page, new_context, pytrain_source
 def site_url() -> Iterator[str]:
     """Build the site (only when its sources changed) and serve it on 127.0.0.1:<free port>."""
     site = build.SITE
-    if build.needs_build(site) or not (site / "artifacts").is_dir():
-        build.build(site=site)
+    site.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(site.parent / "site.lock"), "w") as lock:  # one build, whatever the number of pytest-xdist streams
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if build.needs_build(site) or not (site / "artifacts").is_dir():
+            build.build(site=site)
     server, url = build.serve_in_thread(site)
     yield url
     server.shutdown()
