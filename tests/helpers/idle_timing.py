@@ -13,6 +13,7 @@ import pytest
 
 _TICK = float(os.sysconf("SC_CLK_TCK"))
 _ROWS: List[Tuple[float, float, float, float, str]] = []
+_LOST: List[str] = []   # tests whose process tree lost a member's CPU seconds: not measured
 
 
 def _machine_busy() -> float:
@@ -53,6 +54,9 @@ def pytest_runtest_protocol(item, nextitem):
     t0, c0, m0 = time.monotonic(), _tree_cpu(), _machine_busy()
     yield
     wall, cpu, busy = time.monotonic() - t0, _tree_cpu() - c0, _machine_busy() - m0
+    if cpu < 0:   # (a process left the tree unreaped, e.g. re-parented to init: its CPU seconds cannot be told)
+        _LOST.append(item.nodeid)
+        return
     _ROWS.append((wall - cpu, wall, cpu, busy / wall if wall else 0.0, item.nodeid))
 
 
@@ -70,3 +74,5 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line("%7.2f %7.2f %7.2f %5.2f  %s" % (idle, wall, cpu, cores, nodeid))
     terminalreporter.write_line("total: wall %.0f s, cpu %.0f s, idle %.0f s" % (
         sum(r[1] for r in rows), sum(r[2] for r in rows), sum(r[0] for r in rows)))
+    if _LOST:
+        terminalreporter.write_line("not measured (a process left the tree unreaped): " + ", ".join(_LOST))
