@@ -180,8 +180,9 @@ def _ensure_test_venvs() -> None:
 
 
 def stream_options(pytest_args: Sequence[str]) -> List[str]:
-    """pytest-xdist's options running the suite as PYTRAIN_TEST_STREAMS processes (default 1: measured on this
-    2-core machine shared with other work, two streams were slower, see README's Tests), each taking whole test
+    """pytest-xdist's options running the suite as PYTRAIN_TEST_STREAMS processes (default 1: on a quiet 2-core
+    machine two streams took 25 min against 35, but beside other work they were slower, see README's Tests;
+    a run may meet load it did not start with), each taking whole test
     files (their module fixtures stay shared), the longest folders first (tests/conftest.py); none where the
     caller chose (``-n``, ``-p no:xdist``)."""
     streams = int(os.environ.get("PYTRAIN_TEST_STREAMS") or 1)
