@@ -29,6 +29,19 @@ def _stats(X: Any, dims: Tuple[int, int, int], epsilon: float) -> List[GpuTensor
     return out
 
 
+def _normalized(X: Any, dims: Tuple[int, int, int], scale: Any, B: Any, epsilon: float,
+                onnx_form: bool) -> Tuple[GpuTensor, List[GpuTensor]]:
+    """Y from the batch's statistics, and those statistics (:func:`_stats`): BatchNormTraining's arithmetic, (x -
+    mean) * invstd * scale + B, or with ``onnx_form`` ONNX BatchNormalization's, x * a + b from the variance (each
+    as its CPU kernel computes it)."""
+    n, c, s = dims
+    stats = _stats(X, dims, epsilon)
+    y = device().empty(X.shape)
+    device().dispatch("bn_apply", y.size, [on_gpu(X), stats[0], stats[1 if onnx_form else 2], on_gpu(scale),
+                                           on_gpu(B), y], [n, c, s, float(np.float32(epsilon)), int(onnx_form)])
+    return y, stats
+
+
 def _running(ctx: OpContext, stats: List[GpuTensor], running: Tuple[Any, Any], weights: Tuple[float, float],
              factor: float) -> Tuple[Optional[GpuTensor], Optional[GpuTensor]]:
     """The running mean and variance: old * m + batch's * (1 - m) (``weights``: m, 1 - m as the CPU kernel rounds
@@ -55,14 +68,9 @@ def batchnorm_training(ctx: OpContext, X: Any, scale: Any, B: Any, running_mean:
     if dims is None:
         return None
     check_batch(ctx, X.shape)
-    n, c, s = dims
-    mean, var, invstd = _stats(X, dims, epsilon)
-    dev = device()
-    y = dev.empty(X.shape)
-    dev.dispatch("bn_apply", y.size, [on_gpu(X), mean, invstd, on_gpu(scale), on_gpu(B), y],
-                 [n, c, s, float(np.float32(epsilon)), 0])
+    y, (mean, var, invstd) = _normalized(X, dims, scale, B, epsilon, False)
     m = float(momentum)
-    count = n * s
+    count = dims[0] * dims[2]
     rm, rv = _running(ctx, [mean, var], (running_mean, running_var), (m, 1.0 - m), count / (count - 1.0))
     return (y, rm, rv, mean, invstd)
 
@@ -74,12 +82,7 @@ def batch_normalization_training(ctx: OpContext, X: Any, scale: Any, B: Any, inp
     dims = _dims(X, scale, B, input_mean, input_var)
     if dims is None:
         return None
-    n, c, s = dims
-    mean, var, _ = _stats(X, dims, epsilon)
-    dev = device()
-    y = dev.empty(X.shape)
-    dev.dispatch("bn_apply", y.size, [on_gpu(X), mean, var, on_gpu(scale), on_gpu(B), y],
-                 [n, c, s, float(np.float32(epsilon)), 1])
+    y, (mean, var, _) = _normalized(X, dims, scale, B, epsilon, True)
     mom = np.float32(momentum)
     rm, rv = _running(ctx, [mean, var], (input_mean, input_var), (float(mom), float(np.float32(1) - mom)), 1.0)
     return (y, rm, rv)
