@@ -5,6 +5,7 @@ on odd sizes and broadcasts; the digits MLP trained 20 steps on the GPU against 
 The WebGPU Chromium and its page (``gpu_browser``, ``gpu_page``) are conftest.py's, shared by the WebGPU modules."""
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -233,6 +234,23 @@ json.dumps({"cpu": cpu_losses, "gpu": gpu.take_losses(), "params": params,
 """
 
 
+def artifacts_setup(arts) -> str:
+    """The page's lines defining ``ARTS`` (for ``KIND = 'given'``): a generate_artifacts result or a dict of bytes."""
+    if not isinstance(arts, dict):
+        arts = {"training": arts.training_model, "eval": arts.eval_model, "optimizer": arts.optimizer_model,
+                "checkpoint": arts.checkpoint}
+    return ("import base64, json\nARTS = {k: base64.b64decode(v) for k, v in json.loads(%r).items()}\n"
+            % json.dumps({k: base64.b64encode(v).decode() for k, v in arts.items()}))
+
+
+def train_on_page(gpu_page, setup: str, code: str = MLP) -> dict:
+    """Run ``setup`` + the training script (20 steps on the CPU, then on the GPU), await the device, and return
+    :data:`MLP_RESULTS`."""
+    gpu_page.evaluate("code => window.__py(code)", setup + code)
+    gpu_page.evaluate("window.__settle()")
+    return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+
+
 REFUSED = r"""
 import numpy as np
 from pytrain.engine.executor import Plan
@@ -389,10 +407,7 @@ def test_every_gpu_kernel_is_tested(op_errors):
 
 @pytest.fixture(scope="module", params=["AdamW", "SGD"])
 def mlp_run(gpu_page, request):
-    gpu_page.evaluate("code => window.__py(code)", "KIND, SHAPE, OPTIMIZER, VOCAB = 'mlp', (32, 784), %r, 0\n" % request.param
-                      + MLP)
-    gpu_page.evaluate("window.__settle()")
-    return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+    return train_on_page(gpu_page, "KIND, SHAPE, OPTIMIZER, VOCAB = 'mlp', (32, 784), %r, 0\n" % request.param)
 
 
 def test_mlp_trains_on_the_gpu_with_the_cpu_losses(mlp_run):
@@ -406,9 +421,7 @@ def test_mlp_trains_on_the_gpu_with_the_cpu_losses(mlp_run):
 @pytest.fixture(scope="module")
 def cnn_run(gpu_page):
     # the digits CNN (LeNet's ops: Conv, MaxPool, Flatten, Gemm and their gradients), 20 AdamW steps at batch 8
-    gpu_page.evaluate("code => window.__py(code)", "KIND, SHAPE, OPTIMIZER, VOCAB = 'cnn', (8, 1, 28, 28), 'AdamW', 0\n" + MLP)
-    gpu_page.evaluate("window.__settle()")
-    return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+    return train_on_page(gpu_page, "KIND, SHAPE, OPTIMIZER, VOCAB = 'cnn', (8, 1, 28, 28), 'AdamW', 0\n")
 
 
 def test_cnn_trains_on_the_gpu_with_the_cpu_losses(cnn_run):
@@ -431,7 +444,6 @@ def test_cnn_trains_on_the_gpu_with_the_cpu_losses(cnn_run):
 def emb_run(gpu_page):
     # the bench's embedding workload (Embedding(1000, 64) x 32 tokens, LayerNorm, mean over the tokens, Linear 10):
     # Gather, LayerNormalization, ReduceMean and their gradients; 20 AdamW steps at batch 64
-    import base64
     import sys
 
     sys.path.insert(0, str(ROOT / "bench"))
@@ -441,15 +453,9 @@ def emb_run(gpu_page):
 
     arts = gen.generate_artifacts(export_onnx(WORKLOADS["emb"]), loss=gen.LossType.CrossEntropyLoss,
                                   optimizer=gen.OptimType.AdamW)
-    given = {"training": arts.training_model, "eval": arts.eval_model, "optimizer": arts.optimizer_model,
-             "checkpoint": arts.checkpoint}
-    pre = ("import base64, json\nARTS = {k: base64.b64decode(v) for k, v in json.loads(%r).items()}\n"
-           % json.dumps({k: base64.b64encode(v).decode() for k, v in given.items()}))
     shape = tuple(WORKLOADS["emb"].input_shape)   # (exported at a fixed batch, 64)
-    gpu_page.evaluate("code => window.__py(code)", pre + "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', %r, 'AdamW', %d\n"
-                      % (shape, WORKLOADS["emb"].vocab) + MLP)
-    gpu_page.evaluate("window.__settle()")
-    return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+    return train_on_page(gpu_page, artifacts_setup(arts) + "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', %r, 'AdamW', %d\n"
+                         % (shape, WORKLOADS["emb"].vocab))
 
 
 def test_the_embedding_model_trains_on_the_gpu_with_the_cpu_losses(emb_run):
@@ -950,20 +956,15 @@ TEXT_BATCHES = "batches = [(sample(), rng.randint(0, 10, SHAPE[0]).astype(np.int
 @pytest.fixture(scope="module", params=["bert", "gpt2_lora"])
 def text_run(gpu_page, request):
     # 20 AdamW steps of the tiny model on the GPU against the same steps on the page's CPU (wasm kernels)
-    import base64
 
     made = _tiny_text_artifacts(request.param)
-    pre = ("import base64, json\nARTS = {k: base64.b64decode(v) for k, v in json.loads(%r).items()}\n"
-           % json.dumps({k: base64.b64encode(v).decode() for k, v in made["arts"].items()}))
+    pre = artifacts_setup(made["arts"])
     pre += "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', %r, 'AdamW', 50\n" % (made["shape"],)
     labels = "np.roll(x, -1, axis=1)" if request.param == "gpt2_lora" else \
         "rng.randint(0, 10, SHAPE[0]).astype(np.int64)"
     pre += "def pair():\n    x = sample()\n    return x, %s\n" % labels
     assert TEXT_BATCHES in MLP
-    code = pre + MLP.replace(TEXT_BATCHES, "batches = [pair() for _ in range(2)] * 10")
-    gpu_page.evaluate("code => window.__py(code)", code)
-    gpu_page.evaluate("window.__settle()")
-    out = json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+    out = train_on_page(gpu_page, pre, MLP.replace(TEXT_BATCHES, "batches = [pair() for _ in range(2)] * 10"))
     out["kind"] = request.param
     return out
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_webgpu import ENQUEUE_OPS, MLP, MLP_RESULTS, assert_within_float32, shader_errors
+from test_webgpu import ENQUEUE_OPS, artifacts_setup, assert_within_float32, shader_errors, train_on_page
 
 CASES = ENQUEUE_OPS[:ENQUEUE_OPS.index('case("gemm_transB_row_bias"')] + r"""
 mask3 = lambda: OpContext(output_mask=(True, True, True))
@@ -144,21 +144,13 @@ def tiny_mobilenet() -> bytes:
 
 @pytest.fixture(scope="module")
 def mobile_run(gpu_page):
-    import base64
-
     from pytrain.generator import artifacts as gen
 
     # batchnorm="eval": the scales and biases train on the running statistics (BatchNormInferenceGrad)
     arts = gen.generate_artifacts(tiny_mobilenet(), loss=gen.LossType.CrossEntropyLoss, optimizer=gen.OptimType.AdamW,
                                   batchnorm="eval")
-    given = {"training": arts.training_model, "eval": arts.eval_model, "optimizer": arts.optimizer_model,
-             "checkpoint": arts.checkpoint}
-    pre = ("import base64, json\nARTS = {k: base64.b64decode(v) for k, v in json.loads(%r).items()}\n"
-           % json.dumps({k: base64.b64encode(v).decode() for k, v in given.items()}))
-    gpu_page.evaluate("code => window.__py(code)",
-                      pre + "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', (8, 3, 16, 16), 'AdamW', 0\n" + MLP)
-    gpu_page.evaluate("window.__settle()")
-    return json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+    return train_on_page(gpu_page, artifacts_setup(arts) + "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', (8, 3, 16, 16), "
+                         "'AdamW', 0\n")
 
 
 def test_a_mobilenet_trains_on_the_gpu_with_the_cpu_losses(mobile_run):
@@ -199,19 +191,11 @@ def tiny_bn_cnn() -> bytes:
 
 @pytest.fixture(scope="module")
 def bn_run(gpu_page):
-    import base64
-
     from pytrain.generator import artifacts as gen
 
     arts = gen.generate_artifacts(tiny_bn_cnn(), loss=gen.LossType.CrossEntropyLoss, optimizer=gen.OptimType.AdamW)
-    given = {"training": arts.training_model, "eval": arts.eval_model, "optimizer": arts.optimizer_model,
-             "checkpoint": arts.checkpoint}
-    pre = ("import base64, json\nARTS = {k: base64.b64decode(v) for k, v in json.loads(%r).items()}\n"
-           % json.dumps({k: base64.b64encode(v).decode() for k, v in given.items()}))
-    gpu_page.evaluate("code => window.__py(code)",
-                      pre + "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', (6, 3, 9, 11), 'AdamW', 0\n" + MLP)
-    gpu_page.evaluate("window.__settle()")
-    out = json.loads(gpu_page.evaluate("code => window.__py(code)", MLP_RESULTS))
+    out = train_on_page(gpu_page, artifacts_setup(arts) + "KIND, SHAPE, OPTIMIZER, VOCAB = 'given', (6, 3, 9, 11), "
+                        "'AdamW', 0\n")
     out["trainable"] = json.loads(gpu_page.evaluate("code => window.__py(code)",
                                                     "json.dumps(cpu_module.trainable_names)"))
     return out
