@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytrain.checkpoint.state import READERS, CheckpointState, decode_any
 from pytrain.checkpoint.values import OptimizerState, Parameter, Properties, Property
-from pytrain.checkpoint.zip_format import FORMAT, VERSION, decode, encode
+from pytrain.checkpoint.zip_format import FORMAT, VERSION, decode, encode, encode_chunks
 
 __all__ = ["CheckpointState", "FORMAT", "OptimizerState", "Parameter", "Properties", "Property", "READERS",
-           "VERSION", "decode", "decode_any", "encode"]
+           "VERSION", "decode", "decode_any", "encode", "encode_chunks"]

@@ -14,7 +14,7 @@ import struct
 import zipfile
 import zlib
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -37,38 +37,103 @@ def _npy(a: np.ndarray) -> bytes:
 def encode(parameters: Mapping[str, Parameter], properties: Mapping[str, Property],
            optimizer: Optional[OptimizerState]) -> bytes:
     """Serialize to the zip format described in the module docstring."""
-    out = io.BytesIO()
+    return b"".join(bytes(c) for c in encode_chunks(parameters, properties, optimizer))
+
+
+def encode_chunks(parameters: Mapping[str, Parameter], properties: Mapping[str, Property],
+                  optimizer: Optional[OptimizerState]) -> Iterator[Any]:
+    """:func:`encode`'s bytes in pieces (bytes or memoryviews over the arrays themselves, no copy), yielded after
+    each member: a writer holding one array at a time streams a checkpoint larger than its memory. Each array is
+    read when its member is written (``optimizer.slots[p][slot]`` one slot at a time, in sorted order), so the
+    mapping may fetch it then."""
+    sink = _Sink()
     manifest: Dict[str, Any] = {"format": FORMAT, "version": VERSION, "parameters": [],
                                 "properties": dict(properties), "optimizer": None}
     def member(path: str) -> zipfile.ZipInfo:
         # a fixed date: the same state always gives the same bytes (caches, diffs, hashes)
         return zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0))
 
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
-        def put(path: str, array: np.ndarray) -> str:
-            data = _npy(array)
-            z.writestr(member(path), data)
-            return hashlib.sha256(data).hexdigest()
+    z = zipfile.ZipFile(sink, "w", zipfile.ZIP_STORED)
+    def put(path: str, array: np.ndarray) -> str:
+        pieces = _npy_pieces(array)
+        info = member(path)
+        info.file_size = sum(len(p) for p in pieces)   # (as writestr sets it: the same header)
+        digest = hashlib.sha256()
+        with z.open(info, "w") as dest:
+            for piece in pieces:
+                dest.write(piece)
+                digest.update(piece)
+        return digest.hexdigest()
 
-        for i, p in enumerate(parameters.values()):
-            entry = {"name": p.name, "shape": list(p.shape), "dtype": p.dtype.str,
-                     "requires_grad": bool(p.requires_grad), "file": None, "sha256": None}
-            if p.data is not None:
-                entry["file"] = "parameters/%04d.npy" % i
-                entry["sha256"] = put(entry["file"], p.data)
-            manifest["parameters"].append(entry)
-        if optimizer is not None:
-            slots = []
-            for i, (pname, states) in enumerate(sorted(optimizer.slots.items())):
-                for slot, arr in sorted(states.items()):
-                    path = "optimizer/%04d.%s.npy" % (i, slot)
-                    slots.append({"param": pname, "slot": slot, "file": path, "sha256": put(path, arr)})
-            manifest["optimizer"] = {"step": int(optimizer.step), "learning_rate": optimizer.learning_rate,
-                                     "state": slots}
-        body = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
-        z.writestr(member(_MANIFEST), body)
-        z.writestr(member(_MANIFEST_SUM), hashlib.sha256(body).hexdigest())
-    return out.getvalue()
+    for i, p in enumerate(parameters.values()):
+        entry = {"name": p.name, "shape": list(p.shape), "dtype": p.dtype.str,
+                 "requires_grad": bool(p.requires_grad), "file": None, "sha256": None}
+        if p.data is not None:
+            entry["file"] = "parameters/%04d.npy" % i
+            entry["sha256"] = put(entry["file"], p.data)
+            yield from sink.take()
+        manifest["parameters"].append(entry)
+    if optimizer is not None:
+        slots = []
+        for i, pname in enumerate(sorted(optimizer.slots)):
+            states = optimizer.slots[pname]
+            for slot in sorted(states):
+                path = "optimizer/%04d.%s.npy" % (i, slot)
+                slots.append({"param": pname, "slot": slot, "file": path, "sha256": put(path, states[slot])})
+                yield from sink.take()
+        manifest["optimizer"] = {"step": int(optimizer.step), "learning_rate": optimizer.learning_rate,
+                                 "state": slots}
+    body = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
+    z.writestr(member(_MANIFEST), body)
+    z.writestr(member(_MANIFEST_SUM), hashlib.sha256(body).hexdigest())
+    z.close()
+    yield from sink.take()
+
+
+def _npy_pieces(a: np.ndarray) -> List[Any]:
+    """``_npy(a)`` as pieces: the header, then the array's own bytes (a view) when it is C-contiguous."""
+    a = np.asarray(a)
+    if not a.flags.c_contiguous or a.dtype.hasobject:
+        return [_npy(a)]
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, np.lib.format.header_data_from_array_1_0(a))
+    return [head.getvalue(), memoryview(a.reshape(-1).view(np.uint8))]
+
+
+class _Sink:
+    """A seekable output for zipfile that hands its bytes on member by member (:meth:`take`): zipfile seeks back
+    only to rewrite the header of the member it is writing, which is still held."""
+
+    def __init__(self) -> None:
+        self._pieces: List[Tuple[int, Any]] = []   # (offset, bytes) not taken yet
+        self._end = 0
+        self._pos = 0
+
+    def write(self, data: Any) -> int:
+        n = len(data)
+        if self._pos == self._end:
+            self._pieces.append((self._pos, data if isinstance(data, (bytes, memoryview)) else bytes(data)))
+            self._end += n
+        else:   # a header rewritten in place: the very piece, same length
+            k = next(k for k, (at, old) in enumerate(self._pieces) if at == self._pos and len(old) == n)
+            self._pieces[k] = (self._pos, bytes(data))
+        self._pos += n
+        return n
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self._pos = pos if whence == 0 else self._end + pos if whence == 2 else self._pos + pos
+        return self._pos
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> List[Any]:
+        out = [p for _, p in self._pieces]
+        self._pieces = []
+        return out
 
 
 #: dtypes a checkpoint array may have (numbers and booleans: never objects, which would need pickle)
