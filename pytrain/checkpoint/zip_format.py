@@ -37,13 +37,13 @@ def _npy(a: np.ndarray) -> bytes:
 def encode(parameters: Mapping[str, Parameter], properties: Mapping[str, Property],
            optimizer: Optional[OptimizerState]) -> bytes:
     """Serialize to the zip format described in the module docstring."""
-    return b"".join(bytes(c) for c in encode_chunks(parameters, properties, optimizer))
+    return b"".join(bytes(p) for member in encode_chunks(parameters, properties, optimizer) for p in member)
 
 
 def encode_chunks(parameters: Mapping[str, Parameter], properties: Mapping[str, Property],
-                  optimizer: Optional[OptimizerState]) -> Iterator[Any]:
-    """:func:`encode`'s bytes in pieces (bytes or memoryviews over the arrays themselves, no copy), yielded after
-    each member: a writer holding one array at a time streams a checkpoint larger than its memory. Each array is
+                  optimizer: Optional[OptimizerState]) -> Iterator[List[Any]]:
+    """:func:`encode`'s bytes in pieces (bytes or memoryviews over the arrays themselves, no copy), a list yielded
+    after each member is written (the last: the manifest and the archive's directory): a writer holding one array at a time streams a checkpoint larger than its memory. Each array is
     read when its member is written (``optimizer.slots[p][slot]`` one slot at a time, in sorted order), so the
     mapping may fetch it then."""
     sink = _Sink()
@@ -71,7 +71,7 @@ def encode_chunks(parameters: Mapping[str, Parameter], properties: Mapping[str, 
         if p.data is not None:
             entry["file"] = "parameters/%04d.npy" % i
             entry["sha256"] = put(entry["file"], p.data)
-            yield from sink.take()
+            yield sink.take()
         manifest["parameters"].append(entry)
     if optimizer is not None:
         slots = []
@@ -80,14 +80,14 @@ def encode_chunks(parameters: Mapping[str, Parameter], properties: Mapping[str, 
             for slot in sorted(states):
                 path = "optimizer/%04d.%s.npy" % (i, slot)
                 slots.append({"param": pname, "slot": slot, "file": path, "sha256": put(path, states[slot])})
-                yield from sink.take()
+                yield sink.take()
         manifest["optimizer"] = {"step": int(optimizer.step), "learning_rate": optimizer.learning_rate,
                                  "state": slots}
     body = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
     z.writestr(member(_MANIFEST), body)
     z.writestr(member(_MANIFEST_SUM), hashlib.sha256(body).hexdigest())
     z.close()
-    yield from sink.take()
+    yield sink.take()
 
 
 def _npy_pieces(a: np.ndarray) -> List[Any]:

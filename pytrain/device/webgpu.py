@@ -18,6 +18,7 @@ from pytrain.base.layout import LR_INPUT, STEP_INPUT, grad_name, state_name
 from pytrain.device.api import Optimizer
 from pytrain.device.module import MemoryEstimate, Module, model_layout
 from pytrain.engine.executor import Plan
+from pytrain.errors import InputError, LimitError
 from pytrain.ops.webgpu import Device, GpuTensor
 from pytrain.ops.webgpu import kernels as gpu_kernels
 from pytrain.proto import opset_version
@@ -28,9 +29,12 @@ class GpuTraining:
     and an optimizer step (the gradients of one batch, as ``lazy_reset_grad`` before every step)."""
 
     def __init__(self, module: Module, optimizer: Optimizer, device: Device,
-                 estimate: Optional[MemoryEstimate] = None) -> None:
+                 estimate: Optional[MemoryEstimate] = None, keep_moments: bool = False) -> None:
         """``estimate``: the step's memory (:meth:`Module.memory_estimate`), checked against the device's memory
-        before anything is uploaded (without it, the parameters and optimizer state are)."""
+        before anything is uploaded (without it, the parameters and optimizer state are). ``keep_moments``: the
+        optimizer state lives on the GPU only (a model whose state does not fit the wasm heap): the heap's moments
+        go up one by one and leave the heap, the missing ones are zeros made on the GPU, :meth:`to_cpu` reads the
+        parameters only, and the CheckpointState's slots become :class:`MomentsOnGpu` (reading them raises)."""
         self.module, self.optimizer, self.device = module, optimizer, device
         train = module.models["training"]
         layout = model_layout(train, "training model", "training")
@@ -50,17 +54,35 @@ class GpuTraining:
         self._opt_plan = Plan(opt.graph, feeds, [o.name for o in opt.graph.output], opset=opset_version(opt),
                               kernels=gpu_kernels.choose)
         state = module.state
+        if isinstance(state.optimizer_state.slots, MomentsOnGpu):
+            raise InputError(state.optimizer_state.slots.why)
         self._check_fits(estimate)
+        self.keep_moments = keep_moments
         self.params: Dict[str, GpuTensor] = {n: device.upload(state.parameters[n].data) for n in params}
-        slots = state.optimizer_state.slots
-        self.moments: Dict[str, List[GpuTensor]] = {}
-        for p in optimizer.parameter_names:
-            held = slots.setdefault(p, {})
-            data = state.parameters[p].data
-            self.moments[p] = [device.upload(held[s] if s in held else np.zeros_like(data)) for s in self._slots]
+        self.moments: Dict[str, List[GpuTensor]] = {p: [self._moment(p, s) for s in self._slots]
+                                                     for p in optimizer.parameter_names}
+        if keep_moments:
+            state.optimizer_state.slots = MomentsOnGpu(self._moments_bytes())
         #: the losses of the steps enqueued since :meth:`take_losses` (there after the JS settle())
         self.losses: List[np.ndarray] = []
         self._copies: List[Any] = []   # (state array, the copy read back into it) from to_cpu
+
+    def _moment(self, p: str, slot: str) -> GpuTensor:
+        """Moment ``slot`` of parameter ``p`` on the GPU: the heap's (which leaves the heap when ``keep_moments``),
+        or zeros (made on the GPU when ``keep_moments``)."""
+        held = self.module.state.optimizer_state.slots.setdefault(p, {})
+        data = self.module.state.parameters[p].data
+        if slot in held:
+            return self.device.upload(held.pop(slot) if self.keep_moments else held[slot])
+        return self.device.zeros(data.shape) if self.keep_moments else self.device.upload(np.zeros_like(data))
+
+    def _moments_bytes(self) -> int:
+        return sum(4 * t.size for per in self.moments.values() for t in per)
+
+    @property
+    def slot_names(self) -> List[str]:
+        """The optimizer state's slots of each parameter, in :attr:`moments`' order."""
+        return list(self._slots)
 
     def _check_fits(self, estimate: Optional[MemoryEstimate]) -> None:
         """Refuse (GpuTransferError naming the tensor and the limit) a model whose parameter exceeds the device's
@@ -116,6 +138,8 @@ class GpuTraining:
         self._copies = []
         for n, t in self.params.items():
             self._copies.append((self.module.state.parameters[n].data, self._read(t)))
+        if self.keep_moments:   # (read one by one when saved: pytrain.webapp.gpu_save)
+            return
         slots = self.module.state.optimizer_state.slots
         for p, moments in self.moments.items():
             held = slots.setdefault(p, {})
@@ -139,3 +163,23 @@ class GpuTraining:
         """The device's counted transfers and dispatches so far (see Device.counts)."""
         return self.device.counts()
 
+
+
+class MomentsOnGpu(dict):
+    """The CheckpointState's optimizer slots while the moments live on the GPU only (``keep_moments``): reading
+    them on the CPU (a CPU step, a save or a memory count that is not the streamed one) raises LimitError saying
+    why, instead of finding no moments and starting from zeros."""
+
+    def __init__(self, nbytes: int) -> None:
+        super().__init__()
+        self.why = ("the optimizer state (%.1f MiB) lives on the GPU only, past the wasm heap's budget: the CPU "
+                    "cannot read it (save the run, streamed from the GPU, and resume it)" % (nbytes / 2.0 ** 20))
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise LimitError(self.why)
+
+    def values(self) -> Any:
+        return []   # (what the heap holds of them, as Module.held_bytes counts: nothing)
+
+    __getitem__ = __setitem__ = __delitem__ = __iter__ = __contains__ = __len__ = _refuse
+    get = setdefault = pop = items = keys = copy = update = clear = _refuse

@@ -29,8 +29,8 @@ def _decode(value: Any, blobs: List[bytes]) -> Any:
 
 def _encode(value: Any, out: List[np.ndarray]) -> Any:
     """Replace bytes with {"$blob": i} (the blob goes out as a uint8 array) and numpy scalars with floats."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        out.append(np.frombuffer(bytes(value), dtype=np.uint8))
+    if isinstance(value, (bytes, bytearray, memoryview)):   # (bytes and views go out as they are: no heap copy)
+        out.append(np.frombuffer(value if not isinstance(value, bytearray) else bytes(value), dtype=np.uint8))
         return {"$blob": len(out) - 1}
     if isinstance(value, dict):
         return {str(k): _encode(v, out) for k, v in value.items()}

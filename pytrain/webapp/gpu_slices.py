@@ -19,8 +19,9 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 from pytrain.base import limits
 from pytrain.device.webgpu import GpuTraining
-from pytrain.errors import InputError, PytrainError
+from pytrain.errors import InputError, LimitError, PytrainError
 from pytrain.ops.webgpu import GpuTransferError, choice, device
+from pytrain.webapp.gpu_save import SaveStream
 
 
 class Slice(NamedTuple):
@@ -48,6 +49,7 @@ class GpuSlices:
         self._copying: Optional[Mark] = None   # where the copy enqueued (to_cpu) was taken, until committed
         self._drop = False   # the copy's commit lets the GPU training go (the CPU will change the state)
         self._choice = choice()   # the user's device choice this training was made under
+        self._save: Optional[SaveStream] = None   # the streamed save under way
 
     def describe(self) -> Optional[str]:
         """"GPU: <adapter>" when the page has a WebGPU device and the model trains there, else None."""
@@ -63,10 +65,9 @@ class GpuSlices:
                 estimate = module.memory_estimate(*batch, optimizer=optimizer)
             except PytrainError:
                 estimate = None
-            if estimate is not None:
-                check_heap(module, estimate)
+            keep = check_heap(module, estimate) if estimate is not None else False
             try:
-                self.training = GpuTraining(module, optimizer, device(), estimate)
+                self.training = GpuTraining(module, optimizer, device(), estimate, keep_moments=keep)
             except (InputError, GpuTransferError) as e:
                 self.refused, self.training = str(e), None
             else:
@@ -113,6 +114,25 @@ class GpuSlices:
         self._last, self._drop = gpu, drop
         self._copying = Mark.now(gpu.module, at)
 
+    @property
+    def moments_on_gpu(self) -> bool:
+        """Whether the optimizer state lives on the GPU only (past the heap's budget): a save streams it."""
+        return self.training is not None and self.training.keep_moments
+
+    def save(self, start: bool) -> Dict[str, Any]:
+        """The streamed checkpoint (:class:`pytrain.webapp.gpu_save.SaveStream`): ``start`` begins one (``on_heap``
+        when the optimizer state is in the heap: the plain save is whole); each call then its next step."""
+        if start:
+            if not self.moments_on_gpu or self.training is None:
+                return {"on_heap": True}
+            self._save = SaveStream(self.training)
+        if self._save is None:
+            raise PytrainError("no streamed save is under way (gpu_save(start=True) first)")
+        out = self._save.next()
+        if out["done"]:
+            self._save = None
+        return out
+
     def sync(self, at: Any, drop: bool = False) -> bool:
         """Enqueue the copy of the GPU's parameters and optimizer state back into the CheckpointState (there after
         the JS awaited the device and called :meth:`commit`); False when the heap is current (nothing to wait for).
@@ -153,6 +173,10 @@ class GpuSlices:
             mark.restore(at, module)
         step = at.step if mark is None else mark.position[2]
         self.refused = "the GPU failed (%s): the CPU trains from step %d" % (reason, step)
+        if self.moments_on_gpu:   # (the heap never held them: the CPU step refuses by name, MomentsOnGpu)
+            self.refused = ("the GPU failed (%s) with the optimizer state on it, past the wasm heap's budget: resume "
+                            "the run from its last save" % reason)
+        self._save = None
         self.training = self._last = self._copying = None
         self.epoch_end = self.stale = self._drop = False
 
@@ -181,12 +205,28 @@ def optimizer_step(module: Any) -> int:
     return int(opt.step) if opt is not None else 0
 
 
-def check_heap(module: Any, est: Any) -> None:
-    """Refuse (LimitError naming the bytes and the limit) a GPU training whose heap copy would not fit what is left
-    of the wasm heap's budget: on the GPU the heap keeps only the parameters and, once read back, the optimizer
-    state (the gradients and activations are GPU memory, checked against the device's). A read back lands in arrays
-    of its own before it replaces the heap's (never half: a device lost meanwhile leaves the last whole state), a
-    passing copy of the trained parameters and moments not counted, as a save's serialized copy is not on the CPU."""
-    need = est.parameters + est.optimizer_state
-    limits.check_heap(need, "training this model on the GPU keeps its parameters and optimizer state in the wasm heap "
-                      "(%.1f MiB)" % (need / 2.0 ** 20), module.held_bytes(est))
+def check_heap(module: Any, est: Any) -> bool:
+    """Whether the optimizer state must live on the GPU only (``keep_moments``): False when the parameters and the
+    optimizer state fit what is left of the wasm heap's budget (the gradients and activations are GPU memory,
+    checked against the device's); True when only the parameters and the largest moment do (a save streams the
+    moments one by one, :mod:`pytrain.webapp.gpu_save`); else LimitError naming the bytes and the limit. A read back
+    lands in arrays of its own before it replaces the heap's (never half: a device lost meanwhile leaves the last
+    whole state), a passing copy of the trained parameters not counted, as a save's serialized copy is not."""
+    need, held = heap_need(module, est)
+    try:
+        limits.check_heap(est.parameters + est.optimizer_state, "", held)
+        return False
+    except LimitError:
+        pass
+    limits.check_heap(need, "training this model on the GPU keeps its parameters and the largest optimizer moment "
+                      "in the wasm heap (%.1f MiB; the optimizer state, %.1f MiB, stays on the GPU)"
+                      % (need / 2.0 ** 20, est.optimizer_state / 2.0 ** 20), held)
+    return True
+
+
+def heap_need(module: Any, est: Any) -> Tuple[int, int]:
+    """The least the wasm heap holds for a GPU training (the parameters and the largest moment, a save's one at a
+    time), and what of ``est`` the heap already holds."""
+    params = module.state.parameters
+    largest = max([params[n].data.nbytes for n in module.trainable_names] or [0]) if est.optimizer_state else 0
+    return est.parameters + largest, module.held_bytes(est)

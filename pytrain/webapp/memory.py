@@ -12,6 +12,7 @@ import numpy as np
 from pytrain.base import limits
 from pytrain.errors import PytrainError
 from pytrain.ops import webgpu
+from pytrain.webapp.gpu_slices import heap_need
 
 
 def install() -> bool:
@@ -76,6 +77,8 @@ def summary(session: Any) -> Optional[Dict[str, Any]]:
            "limit": limit, "left": max(0, left), "fits": est.total <= left, "describe": est.describe()}
     gpu = gpu_summary(module, est)
     if gpu is not None:   # (the GPU's memory, apart from the wasm heap's, which keeps only gpu["heap"] then)
+        gpu["moments_on_gpu"] = gpu["heap"] > left   # (then the heap keeps the parameters and one moment at a time)
+        gpu["heap"] = gpu["heap_least"] if gpu["moments_on_gpu"] else gpu["heap"]
         gpu["heap_fits"] = gpu["heap"] <= left
         out["gpu"] = gpu
     return out
@@ -93,4 +96,5 @@ def gpu_summary(module: Any, est: Any) -> Optional[Dict[str, Any]]:
     largest = max([module.state.parameters[n].data.nbytes for n in module.parameter_names] or [0])
     return {"adapter": dev.adapter, "total": est.total, "memory": dev.memory, "max_buffer": dev.max_buffer,
             "largest": largest, "heap": est.parameters + est.optimizer_state,
+            "heap_least": heap_need(module, est)[0],   # (past the heap's budget the optimizer state stays on the GPU)
             "fits": est.total <= dev.memory and largest <= dev.max_buffer}

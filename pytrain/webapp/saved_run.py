@@ -15,8 +15,10 @@ from pytrain.webapp.common import WebappError, core_api
 from pytrain.webapp.data_source import VAL_FRACTION, pack_arrays, unpack_arrays
 
 
-def snapshot(session: Any, data_version: int = -1, artifacts_version: int = -1) -> Dict[str, Any]:
-    """Everything needed to resume this run; data/artifacts only when newer than the given versions."""
+def snapshot(session: Any, data_version: int = -1, artifacts_version: int = -1,
+             checkpoint: bool = True) -> Dict[str, Any]:
+    """Everything needed to resume this run; data/artifacts only when newer than the given versions; the
+    checkpoint unless the worker streams it (``checkpoint`` False: Session.gpu_save)."""
     session.need_model()
     session.need_data()
     run, source = session.run, session.source
@@ -25,7 +27,9 @@ def snapshot(session: Any, data_version: int = -1, artifacts_version: int = -1) 
             "lr": run.lr, "seed": run.seed, "data_version": source.version,
             "artifacts_version": session.artifacts_version, "digest": session.digest(),
             "classes": source.data.get("classes"), "epoch_n": run.epoch_n()}
-    out: Dict[str, Any] = {"meta": meta, "checkpoint": session.checkpoint()}
+    out: Dict[str, Any] = {"meta": meta}
+    if checkpoint:
+        out["checkpoint"] = session.checkpoint()
     if int(artifacts_version) != session.artifacts_version:
         out["artifacts"] = dict(session.artifacts)
     if int(data_version) != source.version:

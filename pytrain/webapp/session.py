@@ -315,7 +315,7 @@ class Session:
         one means: the GPU does not refuse the step before its update), and train_for's end of a slice."""
         losses = self.gpu.finish()
         self.exports.forget()   # (a prediction made while the parameters were coming back saw the old ones)
-        if self.gpu.epoch_end:
+        if self.gpu.epoch_end and not self.gpu.moments_on_gpu:   # (else the good one stays the last the heap held)
             self.run.remember_good()
         self.run.save_progress()
         bad = [v for v in losses if not np.isfinite(v)]
@@ -333,6 +333,14 @@ class Session:
         self.gpu.commit()
         self.exports.forget()
         return {"step": self.run.at.step}
+
+    def gpu_save(self, start: bool = False) -> Dict[str, Any]:
+        """The checkpoint streamed from the GPU when its optimizer state lives there only (``on_heap`` when it does
+        not: :meth:`checkpoint` is whole); the worker's JS calls again, awaiting the device when ``pending``, until
+        ``done``, and joins the ``chunks`` (see :mod:`pytrain.webapp.gpu_save`)."""
+        if start:
+            self.run.save_progress()
+        return self.gpu.save(bool(start))
 
     def gpu_lost(self, reason: str) -> Dict[str, Any]:
         """The WebGPU device failed (lost, or an error): the steps since the state was last read back are undone
@@ -411,9 +419,10 @@ class Session:
         flat = np.ascontiguousarray(self.run.module.get_contiguous_parameters(trainable_only=False))
         return hashlib.sha256(flat.tobytes()).hexdigest()[:16]
 
-    def snapshot(self, data_version: int = -1, artifacts_version: int = -1) -> Dict[str, Any]:
-        """Everything needed to resume this run; data/artifacts only when newer than the given versions."""
-        return saved_run.snapshot(self, data_version, artifacts_version)
+    def snapshot(self, data_version: int = -1, artifacts_version: int = -1, checkpoint: bool = True) -> Dict[str, Any]:
+        """Everything needed to resume this run; data/artifacts only when newer than the given versions;
+        without ``checkpoint`` when the worker streams it (:meth:`gpu_save`)."""
+        return saved_run.snapshot(self, data_version, artifacts_version, checkpoint)
 
     def restore(self, meta: Dict[str, Any], artifacts: Dict[str, bytes], checkpoint: bytes,
                 data: bytes = b"", digits: Optional[bytes] = None) -> Dict[str, Any]:

@@ -53,3 +53,54 @@ def test_a_rewind_restores_the_position_the_optimizer_step_and_the_properties():
     assert (at.epoch, at.epoch_step, at.step) == (1, 2, 7)
     assert module.state.optimizer_state.step == mark.optimizer_step
     assert module.state.properties["pytrain.rng_step"] == 3 and "added.later" not in module.state.properties
+
+
+class _HostTensor:
+    """A GPU tensor's stand-in: its read back lands at once (as after the JS settle)."""
+
+    def __init__(self, a):
+        self.a, self.shape = a, a.shape
+        self.reads = 0
+
+    def read_into(self, out):
+        self.reads += 1
+        np.copyto(out, self.a)
+
+
+def test_a_streamed_save_is_the_checkpoint_holding_one_moment_at_a_time():
+    # pytrain/webapp/gpu_save.py: the moments read back one by one, written and let go; the bytes are to_bytes'
+    from types import SimpleNamespace
+
+    from pytrain.device.webgpu import MomentsOnGpu
+    from pytrain.errors import LimitError
+    from pytrain.webapp.gpu_save import SaveStream
+
+    s = webapp.Session()
+    x = np.random.default_rng(2).standard_normal((40, 6)).astype(np.float32)
+    s.use_arrays(x, (x[:, 0] > 0).astype(np.int64), classes=["no", "yes"])
+    s.build_mlp(hidden=[8])
+    s.train_for(max_steps=3)
+    state = s.run.module.state
+    want = state.to_bytes()
+    slots = ["exp_avg", "exp_avg_sq"]
+    moments = {p: [_HostTensor(state.optimizer_state.slots[p][k].copy()) for k in slots]
+               for p in state.optimizer_state.slots}
+    state.optimizer_state.slots = MomentsOnGpu(1 << 20)   # (the heap holds none: reading them is refused)
+    try:
+        state.to_bytes()
+        raise AssertionError("a checkpoint without the moments was written")
+    except LimitError as e:
+        assert "lives on the GPU only" in str(e)
+    stream = SaveStream(SimpleNamespace(module=s.run.module, slot_names=slots, moments=moments))
+    parts, calls, pending = [], 0, 0
+    while True:
+        r = stream.next()
+        calls += 1
+        pending += r["pending"]
+        assert not (r["pending"] and r["chunks"])   # (a read enqueued, or pieces written: never both at once)
+        parts += [bytes(c) for c in r["chunks"]]
+        if r["done"]:
+            break
+    assert b"".join(parts) == want
+    assert pending == 2 * len(moments) and all(t.reads == 1 for per in moments.values() for t in per)
+    assert stream.held == max(t.a.nbytes for per in moments.values() for t in per)

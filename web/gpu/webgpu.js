@@ -293,6 +293,13 @@ fn dot_rc(oa: u32, ob: u32, row: u32, col: u32, m: u32, n: u32, k: u32) -> f32 {
       this.counts.uploadBytes += bytes;
     }
 
+    /** Enqueue the zeroing of buffer `id` (a new tensor of zeros made on the GPU: nothing crosses from the heap). */
+    zero(id) {
+      if (this.lost) return;
+      if (!this.encoder) this.encoder = this.device.createCommandEncoder();
+      this.encoder.clearBuffer(this.buffers.get(id));
+    }
+
     /** Enqueue a copy of buffer `id`'s first `bytes` to Pyodide's heap at `ptr`, done once settle() resolves. */
     readInto(id, ptr, bytes, offset = 0) {
       if (this.lost) { this.pending.push(Promise.reject(new Error("the GPU device was lost: " + this.lost))); return; }
@@ -374,6 +381,7 @@ fn dot_rc(oa: u32, ob: u32, row: u32, col: u32, m: u32, n: u32, k: u32) -> f32 {
       pyodide.registerJsModule(name, {
         adapter: this.name, max_binding: this.limits.maxStorageBufferBindingSize, max_buffer: this.limits.maxBufferSize,
         alloc: (b) => self.alloc(b), free: (id) => self.free(id), write: (id, p, b) => self.write(id, p, b),
+        zero: (id) => self.zero(id),
         read_into: (id, p, b) => self.readInto(id, p, b), call: (...a) => self.call(...a),
         counts: () => JSON.stringify(self.counts),
       });

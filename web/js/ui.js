@@ -130,7 +130,8 @@ export function memoryText(mem) {
     `${mib(mem.activations)}), ${over ? "over" : "within"} the ${mib(mem.left)} left of the ${mib(mem.limit)} limit.` +
     (mem.gpu ? ` On the GPU (${mem.gpu.adapter}): ${mib(mem.gpu.total)} of the ${mib(mem.gpu.memory)} pytrain assumes it has` +
       `${mem.gpu.fits ? "" : ", too much: the CPU trains"}; the wasm heap keeps only ${mib(mem.gpu.heap)} there ` +
-      `(parameters, and optimizer state read back for saving), ${mem.gpu.heap_fits ? "within" : "over"} what is left.` : "");
+      `(${mem.gpu.moments_on_gpu ? "parameters and one optimizer moment at a time: the optimizer state stays on the GPU"
+        : "parameters, and optimizer state read back for saving"}), ${mem.gpu.heap_fits ? "within" : "over"} what is left.` : "");
 }
 
 /** "Train until epoch" is the run's total: when the run has trained that many, what to type to train on ("" otherwise). */

@@ -106,7 +106,7 @@ const COMMAND_TABLE = {
 
   /* x: samples (Float32Array) of `shape`; or row: a table's row as typed, one string per column */
   predict: { py: "predict", args: ({ x, shape, row = null }) => (row ? { row: row.map(String) } : { x: { $array: x, shape } }) },
-  checkpoint: { py: "checkpoint" },
+  checkpoint: { run: async () => (await gpuCheckpoint()) || py("checkpoint") },
   exportModel: { py: "export" },
   digest: { py: "digest" },
   save: { run: async () => saveRun("manual") },

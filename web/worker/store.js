@@ -86,7 +86,10 @@ function adoptSavedRun(meta, status) {
 
 async function saveRun(reason) {
   await gpuToHeap();   // (the parameters the GPU trained, into the heap's checkpoint)
-  const snap = py("snapshot", { data_version: savedVersions.data, artifacts_version: savedVersions.artifacts });
+  const streamed = await gpuCheckpoint();   // (the optimizer state on the GPU only: streamed, moment by moment)
+  const snap = py("snapshot", { data_version: savedVersions.data, artifacts_version: savedVersions.artifacts,
+                                checkpoint: !streamed });
+  if (streamed) snap.checkpoint = streamed;
   const meta = Object.assign({}, snap.meta, {
     savedAt: Date.now(), reason, history, train: trainingOptions(),
   });

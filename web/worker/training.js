@@ -132,6 +132,36 @@ async function gpuToHeap(drop = false) {
   });
 }
 
+/** The checkpoint streamed from the GPU when the optimizer state lives there only (past the wasm heap's budget): each
+ * moment read back alone, written into the checkpoint and let go, its pieces copied out of the heap and joined here
+ * (pytrain/webapp/gpu_save.py); null when the heap holds the optimizer state (Python's checkpoint is whole). Call after
+ * gpuToHeap (the parameters). */
+async function gpuCheckpoint() {
+  if (!runtime.gpu || !pythonReady()) return null;
+  return gpuExclusive(async () => {
+    let r = py("gpu_save", { start: true });
+    if (r.on_heap) return null;
+    const parts = [];
+    for (;;) {
+      parts.push(...r.chunks);
+      if (r.done) break;
+      if (r.pending) {
+        try {
+          await runtime.gpu.settle();
+        } catch (e) {
+          gpuLost(e);
+          throw e;
+        }
+      }
+      r = py("gpu_save");
+    }
+    const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) { out.set(p, at); at += p.length; }
+    return out;
+  });
+}
+
 /** The device failed: Python rewinds to the last state read back; the plots' later steps go (the CPU retrains them). */
 function gpuLost(e) {
   const r = py("gpu_lost", { reason: String(e.message || e) });

@@ -119,6 +119,12 @@ class Device:
         self.allocated += nbytes
         return t
 
+    def zeros(self, shape: Sequence[int], dtype: Any = np.float32) -> "GpuTensor":
+        """A new GPU tensor of ``shape`` filled with zeros on the GPU (no upload: nothing of its size in the heap)."""
+        t = self.empty(shape, dtype)
+        self.js.zero(t.id)
+        return t
+
     def check(self, what: str, largest: int, total: int) -> None:
         """Refuse (GpuTransferError naming ``what`` and the limit) a tensor of ``largest`` bytes past
         ``max_buffer``, or ``total`` more bytes past what is left of ``memory``."""
