@@ -353,10 +353,11 @@ def heap_case(budget):
         return [cpu, gpu, s.refused]
     finally:
         L.set_limits(max_heap_bytes=saved)
-heap_kept = est.parameters + est.optimizer_state
-out["heap_kept"] = heap_kept
+from pytrain.webapp.gpu_slices import heap_need
+heap_kept, heap_least = est.parameters + est.optimizer_state, heap_need(module, est)[0]
+out["heap_kept"], out["heap_least"] = heap_kept, heap_least
 out["heap_between"] = heap_case((heap_kept + est.total) // 2)
-out["heap_below"] = heap_case(heap_kept - 1)
+out["heap_below"] = heap_case(heap_least - 1)
 json.dumps(out)
 """
 
@@ -619,11 +620,12 @@ def test_a_step_past_the_heap_trains_on_the_gpu(limits):
     cpu, gpu, refused = limits["heap_between"]
     assert "over pytrain's memory limit" in cpu, cpu
     assert gpu == 1 and refused is None, (gpu, refused)
-    # below what the heap keeps even then: refused, saying what and why
+    # below what the heap keeps even then (the parameters and the largest moment, the optimizer state on the GPU:
+    # test_webgpu_big.py): refused, saying what and why
     cpu, gpu, refused = limits["heap_below"]
     assert "over pytrain's memory limit" in cpu, cpu
-    assert isinstance(gpu, str) and "on the GPU keeps its parameters and optimizer state" in gpu, gpu
-    assert "%d bytes" % limits["heap_kept"] in gpu, gpu
+    assert isinstance(gpu, str) and "keeps its parameters and the largest optimizer moment" in gpu, gpu
+    assert "%d bytes" % limits["heap_least"] in gpu, gpu
 
 
 def test_the_memory_estimate_counts_the_gpu_apart(limits):
@@ -631,6 +633,7 @@ def test_the_memory_estimate_counts_the_gpu_apart(limits):
     assert gpu["adapter"] and gpu["total"] == limits["est_total"] and gpu["fits"]
     assert gpu["largest"] == 784 * 128 * 4 and gpu["memory"] == 2 * 1024 ** 3
     assert 0 < gpu["heap"] < gpu["total"] and gpu["heap"] == limits["heap_kept"]
+    assert gpu["heap_least"] == limits["heap_least"] < gpu["heap"]
 
 
 RESIDENT = r"""
