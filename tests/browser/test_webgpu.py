@@ -491,11 +491,14 @@ def test_mlp_reads_back_only_the_losses(mlp_run):
     assert counts["readbackBytes"] <= 4 * 20 + 4 * 3 * (784 * 128 + 128 + 128 * 10 + 10)
 
 
-def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose: str = ""):
+def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose: str = "", budget: bool = False):
     """The page at ``url``: the digits MLP built on 1000 digits and trained ``epochs`` epochs (the GPU device
     destroyed once ``lose_after`` losses are in, when given; the Train panel's Device set to ``choose`` first,
     when given); (versions, loss points, epochs, device line, foreign requests, the GPU's counts, the reason the
-    GPU was given up, the error shown, the device line before the choice)."""
+    GPU was given up, the error shown, the device line before the choice). ``budget``: the worker's heap budget
+    set between the parameters + largest moment and the parameters + optimizer state (the state on the GPU only),
+    and two more items: the worker's ``checkpoint`` command's bytes (streamed), base64, and whether the optimizer
+    state was on the GPU only."""
     from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, configure_training, new_context,
                                  open_app, wait_ms, wait_ready)
 
@@ -514,6 +517,8 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose:
             page.select_option("#device", choose)
             page.wait_for_function("() => window.pytrainApp.device.mode === %r && !window.pytrainApp.busy" % choose,
                                    timeout=wait_ms(60_000))
+        if budget:
+            app_worker(page).evaluate("code => runtime.pyodide.runPython(code)", BUDGET)
         configure_training(page, epochs, batch_size=64, lr=0.002)
         page.click("#start")
         if lose_after:
@@ -523,14 +528,36 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose:
         page.wait_for_function("() => window.pytrainApp.epochs.length >= %d && !window.pytrainApp.training"
                                % epochs, timeout=wait_ms(300_000))
         worker = app_worker(page)
+        extra = (worker.evaluate(CHECKPOINT_B64), worker.evaluate(
+            "() => runtime.pyodide.runPython('_pt_session.gpu.moments_on_gpu')")) if budget else ()
         return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
                 app_state(page, "a.epochs"), page.inner_text("#device-status"), rec.foreign(url),
                 worker.evaluate("() => runtime.gpu ? Object.assign({ stateReadbacks: runtime.gpuReadbacks || 0, "
                                 "rewound: runtime.gpuRewound }, runtime.gpu.counts) : null"),
                 worker.evaluate("() => runtime.gpuLost || null"),
-                page.evaluate("() => document.getElementById('error').textContent"), before)
+                page.evaluate("() => document.getElementById('error').textContent"), before) + extra
     finally:
         ctx.close()
+
+
+#: the worker's heap budget (absolute, as natively) between the parameters + largest moment and the parameters +
+#: optimizer state of the page's model at batch 64
+BUDGET = r"""
+import numpy as np
+from pytrain.base import limits as L
+from pytrain.webapp.gpu_slices import heap_need
+_m = _pt_session.run.module
+_est = _m.memory_estimate(*_pt_session.batch(np.arange(64)), optimizer=_pt_session.run.optimizer)
+L.heap_now = None
+L.set_limits(max_heap_bytes=(heap_need(_m, _est)[0] + _est.parameters + _est.optimizer_state) // 2)
+"""
+
+CHECKPOINT_B64 = """async () => {
+  const c = await runCommand(COMMAND_TABLE.checkpoint, {});
+  let s = "";
+  for (let i = 0; i < c.length; i += 32768) s += String.fromCharCode.apply(null, c.subarray(i, i + 32768));
+  return btoa(s);
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -580,6 +607,32 @@ def test_a_lost_device_falls_back_to_the_cpu_with_the_same_losses(page_runs):
     assert line.startswith("Trains on CPU, ") and "the CPU trains from step" in line, line
     _same_losses(losses, cpu_losses)
     assert len(epochs) == 2 and abs(epochs[1]["loss"] - cpu_epochs[1]["loss"]) <= 1e-4 * abs(cpu_epochs[1]["loss"])
+
+
+@pytest.fixture(scope="module")
+def big_page_run(gpu_browser, site_url):
+    return _train_page(gpu_browser, site_url, choose="on", budget=True)
+
+
+def test_the_page_trains_past_the_heap_with_the_state_on_the_gpu(big_page_run, page_runs):
+    # the optimizer state on the GPU only (test_webgpu_big.py): the epoch's save and the checkpoint command stream it
+    import numpy as np
+
+    from pytrain.checkpoint import CheckpointState
+
+    versions, losses, epochs, line, foreign, counts, lost, shown, _, ckpt, on_gpu = big_page_run
+    assert on_gpu
+    _, cpu_losses, cpu_epochs, _, _, _, _, _, _ = page_runs["cpu"]
+    message = shown.split("Something went wrong:")[-1].split("Nothing trained so far is lost.")[0]
+    assert line.startswith("Trains on GPU: ") and lost is None and not message.strip(), (line, lost, shown)
+    _same_losses(losses, cpu_losses[:len(losses)])
+    assert abs(epochs[0]["loss"] - cpu_epochs[0]["loss"]) <= 1e-4 * abs(cpu_epochs[0]["loss"])
+    state = CheckpointState.load_checkpoint(base64.b64decode(ckpt))
+    assert state.optimizer_state.step == len(losses)
+    slots = state.optimizer_state.slots
+    assert sorted(slots) == sorted(n for n in state.parameters) and all(len(v) == 2 for v in slots.values())
+    assert all(np.isfinite(a).all() and np.any(a != 0) for v in slots.values() for a in v.values())
+    assert not foreign
 
 
 @pytest.fixture(scope="module")
