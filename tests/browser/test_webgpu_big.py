@@ -211,6 +211,8 @@ def test_a_streamed_save_is_the_checkpoint_holding_one_moment_at_a_time(big):
     largest = big["least"] - big["parameters"]
     assert big["save_peak"] <= largest + 64 * 1024, (big["save_peak"], largest)
     assert big["parameters"] + big["save_peak"] <= big["budget"]
+    print("streamed save: %d calls, heap peak %d B (largest moment %d B, optimizer state %d B, budget %d B)"
+          % (big["save_calls"], big["save_peak"], largest, big["state"], big["budget"]))
 
 
 def test_a_run_resumed_from_the_streamed_save_goes_on_with_the_same_losses(big):
