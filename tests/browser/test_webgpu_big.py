@@ -149,7 +149,17 @@ END = r"""
 out["losses"] += slices.finish()
 out["resumed"] = resumed_slices.finish()
 out["resumed_on_gpu"] = resumed_slices.moments_on_gpu
+# a device lost with the optimizer state on it: the CPU cannot go on (the heap never held the state), said by name
 L.set_limits(max_heap_bytes=saved_budget)
+slices.lost(at, module, "lost in a test")
+out["lost"] = slices.refused
+try:   # (the epoch ended with the GPU's parameters read back: at step 8, the CPU's next step)
+    module.lazy_reset_grad()
+    module(*data[0])
+    opt.step()
+    out["cpu_after_loss"] = "trained"
+except LimitError as e:
+    out["cpu_after_loss"] = str(e)
 out["cpu_losses"] = cpu_losses
 json.dumps(out)
 """
@@ -219,3 +229,8 @@ def test_a_run_resumed_from_the_streamed_save_goes_on_with_the_same_losses(big):
     assert big["resumed_on_gpu"] and len(big["resumed"]) == 4
     for u, r in zip(big["losses"][4:], big["resumed"]):
         assert abs(r - u) <= 1e-5 * abs(u), (u, r)
+
+
+def test_a_device_lost_with_the_state_on_it_is_refused_on_the_cpu_by_name(big):
+    assert "with the optimizer state on it" in big["lost"] and "resume the run from its last save" in big["lost"]
+    assert "lives on the GPU only" in big["cpu_after_loss"], big["cpu_after_loss"]
