@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 from pytrain.base import limits
 from pytrain.device.webgpu import GpuTraining
-from pytrain.errors import InputError, LimitError, PytrainError
+from pytrain.errors import InputError, PytrainError
 from pytrain.ops.webgpu import GpuTransferError, choice, device
 from pytrain.webapp.gpu_save import SaveStream
 
@@ -213,11 +213,8 @@ def check_heap(module: Any, est: Any) -> bool:
     lands in arrays of its own before it replaces the heap's (never half: a device lost meanwhile leaves the last
     whole state), a passing copy of the trained parameters not counted, as a save's serialized copy is not."""
     need, held = heap_need(module, est)
-    try:
-        limits.check_heap(est.parameters + est.optimizer_state, "", held)
+    if est.parameters + est.optimizer_state <= limits.heap_budget(held)[1]:
         return False
-    except LimitError:
-        pass
     limits.check_heap(need, "training this model on the GPU keeps its parameters and the largest optimizer moment "
                       "in the wasm heap (%.1f MiB; the optimizer state, %.1f MiB, stays on the GPU)"
                       % (need / 2.0 ** 20, est.optimizer_state / 2.0 ** 20), held)
