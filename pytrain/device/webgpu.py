@@ -173,7 +173,7 @@ class MomentsOnGpu(dict):
     def __init__(self, nbytes: int) -> None:
         super().__init__()
         self.why = ("the optimizer state (%.1f MiB) lives on the GPU only, past the wasm heap's budget: the CPU "
-                    "cannot read it (save the run, streamed from the GPU, and resume it)" % (nbytes / 2.0 ** 20))
+                    "cannot read it (a save streams it from the GPU: resume the run from its last save)" % (nbytes / 2.0 ** 20))
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise LimitError(self.why)
