@@ -167,13 +167,14 @@ class GpuTraining:
 
 class MomentsOnGpu(dict):
     """The CheckpointState's optimizer slots while the moments live on the GPU only (``keep_moments``): reading
-    them on the CPU (a CPU step, a save or a memory count that is not the streamed one) raises LimitError saying
-    why, instead of finding no moments and starting from zeros."""
+    them on the CPU (a CPU step, a save that is not the streamed one) raises LimitError saying why, instead of
+    finding no moments and starting from zeros; ``values()`` alone answers, empty: what the heap holds of them."""
 
     def __init__(self, nbytes: int) -> None:
         super().__init__()
         self.why = ("the optimizer state (%.1f MiB) lives on the GPU only, past the wasm heap's budget: the CPU "
-                    "cannot read it (a save streams it from the GPU: resume the run from its last save)" % (nbytes / 2.0 ** 20))
+                    "cannot read it (a save streams it from the GPU: resume the run from its last save)"
+                    % (nbytes / 2.0 ** 20))
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise LimitError(self.why)
