@@ -43,9 +43,9 @@ def encode(parameters: Mapping[str, Parameter], properties: Mapping[str, Propert
 def encode_chunks(parameters: Mapping[str, Parameter], properties: Mapping[str, Property],
                   optimizer: Optional[OptimizerState]) -> Iterator[List[Any]]:
     """:func:`encode`'s bytes in pieces (bytes or memoryviews over the arrays themselves, no copy), a list yielded
-    after each member is written (the last: the manifest and the archive's directory): a writer holding one array at a time streams a checkpoint larger than its memory. Each array is
-    read when its member is written (``optimizer.slots[p][slot]`` one slot at a time, in sorted order), so the
-    mapping may fetch it then."""
+    after each member is written (the last: the manifest and the archive's directory): a writer holding one array
+    at a time streams a checkpoint larger than its memory. Each array is read when its member is written
+    (``optimizer.slots[p][slot]`` one slot at a time, in sorted order), so the mapping may fetch it then."""
     sink = _Sink()
     manifest: Dict[str, Any] = {"format": FORMAT, "version": VERSION, "parameters": [],
                                 "properties": dict(properties), "optimizer": None}
