@@ -1,6 +1,7 @@
 """Helpers shared by the browser tests: request recording, contexts, waiting for the app."""
 from __future__ import annotations
 
+import os
 import re
 import sys
 from contextlib import contextmanager
@@ -88,6 +89,19 @@ def open_app(ctx, url: str, recorder: Recorder, path: str = ""):
     recorder.watch(page)
     page.goto(url + path)
     return page
+
+
+#: where the tests' screenshots go: they are for a person to look at the screens (no test reads them), and each
+#: full-page PNG costs the browser a render and an encoding, so none is taken unless PYTRAIN_TEST_SHOTS names a folder
+SHOTS = os.environ.get("PYTRAIN_TEST_SHOTS") or ""
+
+
+def shot(target, name: str, full_page: bool = False) -> None:
+    """A screenshot of ``target`` (a page or a locator) as ``<PYTRAIN_TEST_SHOTS>/<name>.png``, when that is set."""
+    if not SHOTS:
+        return
+    Path(SHOTS).mkdir(parents=True, exist_ok=True)
+    target.screenshot(path=str(Path(SHOTS) / (name + ".png")), **({"full_page": True} if full_page else {}))
 
 
 def wait_ready(page) -> None:

@@ -49,6 +49,19 @@ def browser() -> Iterator[object]:
         b.close()
 
 
+#: Chromium's fake camera, allowed without asking (the "By example" tab records from it)
+FAKE_CAMERA = ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"]
+
+
+@pytest.fixture(scope="session")
+def camera_browser(browser) -> Iterator[object]:
+    """A headless Chromium with a fake camera, launched once for the "By example" modules (each test still gets
+    its own context)."""
+    b = browser.browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + FAKE_CAMERA)
+    yield b
+    b.close()
+
+
 @pytest.fixture(scope="session")
 def gpu_browser(browser) -> Iterator[object]:
     """A headless Chromium with WebGPU (the SwiftShader adapter needs --enable-unsafe-webgpu), launched by the

@@ -7,19 +7,15 @@ import numpy as np
 import pytest
 
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, train_epochs, wait_ready
-from conftest import CHROMIUM_ARGS, CHROMIUM
 from test_page_a11y import axe_violations, shoot
 from test_tables_and_models import _png
 
-FAKE_CAMERA = ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"]
-
 
 @pytest.fixture()
-def camera_page(browser, site_url):
+def camera_page(camera_browser, site_url):
     """(page, recorder): the app on its "By example" tab in a Chromium with a fake camera, allowed."""
-    b = browser.browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + FAKE_CAMERA)
     rec = Recorder()
-    ctx = new_context(b, rec)
+    ctx = new_context(camera_browser, rec)
     try:
         ctx.grant_permissions(["camera"])
         page = open_app(ctx, site_url, rec)
@@ -28,7 +24,6 @@ def camera_page(browser, site_url):
         yield page, rec
     finally:
         ctx.close()
-        b.close()
 
 
 def _hold_until(page, selector, condition):

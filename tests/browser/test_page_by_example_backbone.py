@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, shot, train_epochs, wait_ready
 from test_page_a11y import axe_violations, shoot
 from test_page_by_example import _hold_until, camera_page  # noqa: F401  (the fake-camera fixture)
 from test_tables_and_models import _png
@@ -132,7 +132,7 @@ def test_backbone_head_trains_predicts_and_exports(camera_page, site_url, tmp_pa
     _legends_inside(page)
     page.set_viewport_size({"width": 390, "height": 844})
     phone = _legends_inside(page)
-    page.locator(".plots").screenshot(path="/tmp/shots/by-example-backbone-plots-390.png")
+    shot(page.locator(".plots"), "by-example-backbone-plots-390")
     assert any(b["y"] > 30 for b in phone[0]["boxes"]), "the loss legend should wrap under the plot at 390 px"
     page.set_viewport_size({"width": 1280, "height": 800})
     shoot(page, "by-example-backbone-trained")

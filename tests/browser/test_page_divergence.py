@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, configure_training, open_app, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, configure_training, open_app, shot, wait_ready
 
 
 def test_session_stops_an_exploding_run_and_goes_back():
@@ -63,7 +63,7 @@ def test_page_reports_divergence_and_restores_the_last_good_checkpoint(context, 
     assert page.evaluate("window.pytrainApp.lossPlotLog()") is True
     assert app_state(page, "a.errors") == []          # an outcome, not an error banner
     page.set_viewport_size({"width": 1280, "height": 800})
-    page.locator("#train").screenshot(path="/tmp/shots/diverged-1280.png")
+    shot(page.locator("#train"), "diverged-1280")
 
     page.click("#restore-good")
     page.wait_for_function("() => document.getElementById('diverged').hidden", timeout=wait_ms(30_000))

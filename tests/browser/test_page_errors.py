@@ -1,7 +1,7 @@
 """An error shows where the action was (in view, focused), also on a phone."""
 from __future__ import annotations
 
-from browser_helpers import wait_ms, open_app, wait_ready
+from browser_helpers import wait_ms, open_app, shot, wait_ready
 
 
 def _in_view(page, selector):
@@ -29,7 +29,7 @@ def test_error_shows_next_to_the_action_and_takes_focus_on_a_phone(browser, site
                              "document.getElementById('data-csv-load').closest('fieldset')")
         assert _in_view(page, "#error")
         assert page.evaluate("document.activeElement.id") == "error"
-        page.screenshot(path="/tmp/shots/error-390.png")
+        shot(page, "error-390")
         page.click("#error-close")
         assert page.evaluate("document.activeElement.id") == "data-csv-load"
 

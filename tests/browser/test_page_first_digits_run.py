@@ -4,7 +4,7 @@ model (but the digits pad on the digits tab), step ticks that are whole steps, a
 stay inside their cells."""
 from __future__ import annotations
 
-from browser_helpers import app_state, build_digits, open_ready, train_epochs, wait_ms
+from browser_helpers import app_state, build_digits, open_ready, shot, train_epochs, wait_ms
 from test_page_stale_state import _draw
 
 OVERFLOWING = """() => Array.from(document.querySelectorAll('#confusion th, #confusion td'))
@@ -42,6 +42,6 @@ def test_a_first_digits_run_reads_right(context, site_url):
     page.wait_for_function("() => window.pytrainApp.learned", timeout=wait_ms(60_000))
     page.set_viewport_size({"width": 390, "height": 844})
     page.locator("#learned-classes").scroll_into_view_if_needed()
-    page.locator("#learned").screenshot(path="/tmp/shots/confusion-390.png")
+    shot(page.locator("#learned"), "confusion-390")
     assert page.evaluate(OVERFLOWING) == []
     assert app_state(page, "a.errors") == [] and not rec.console_errors, rec.console_errors

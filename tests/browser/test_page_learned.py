@@ -43,7 +43,9 @@ def test_predicted_against_true_for_a_regression(context, site_url, tmp_path):
     page.select_option("#csv-label", "proline")
     page.click("#csv-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)
-    epochs = train_epochs(page, 20, 240_000, batch_size=16, lr=0.002)
+    # what is checked (the pairs, their RMSE as the last epoch's, the scatter, the summary's baseline) holds
+    # after any number of epochs: 2, not the 20 a good fit would need
+    epochs = train_epochs(page, 2, 240_000, batch_size=16, lr=0.002)
     page.wait_for_function("() => window.pytrainApp.learned", timeout=wait_ms(60_000))
     r = app_state(page, "a.learned")
     pairs = np.array(r["pairs"])

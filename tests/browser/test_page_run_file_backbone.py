@@ -9,7 +9,7 @@ import zipfile
 
 import numpy as np
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, shot, train_epochs, wait_ready
 from test_page_a11y import axe_violations
 from test_page_by_example_backbone import PREDICT, SIDE, _backbone
 from test_tables_and_models import _png
@@ -52,7 +52,7 @@ def test_backbone_run_file_goes_back_into_the_page_and_the_widget(context, site_
     assert page.get_attribute("#download-run", "aria-describedby") == "run-file-note"
     assert not app_state(page, "a.errors") and axe_violations(page) == []
     note.scroll_into_view_if_needed()
-    page.screenshot(path=str(tmp_path / "run-file-note.png"))
+    shot(page, "run-file-note")
 
     # reload, and take the zip back instead of the run saved in this browser
     page.reload()
