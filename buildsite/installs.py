@@ -14,6 +14,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 from buildsite.paths import BUILD, ROOT, log
 from buildsite.pyodide import ensure_node_modules
 from buildsite.site import build, needs_build
+from buildsite.streams import stream_options
 
 
 
@@ -23,7 +24,7 @@ TEST_REQUIREMENTS = ["numpy", "onnx", "onnxruntime", "scikit-learn", "pytest", "
                      "brotli",  # the site's .br twins (buildsite/compress.py) and the server tests that decode them
                      "cryptography",  # SecAgg+'s and the native nodes' keys (tests/flower, the tab's WebCrypto test)
                      "ziglang",  # its clang has standard relaxed SIMD: the FMA kernels' fresh build (test_wasm_gemm)
-                     "pytest-xdist"]  # PYTRAIN_TEST_STREAMS=2 (stream_options)
+                     "pytest-xdist"]  # PYTRAIN_TEST_STREAMS=2 or auto (buildsite/streams.py)
 #: the module each of TEST_REQUIREMENTS installs, in the same order
 TEST_MODULES = ["numpy", "onnx", "onnxruntime", "sklearn", "pytest", "vermin", "playwright", "PIL", "torch",
                 "onnxscript", "transformers", "peft", "brotli", "cryptography", "ziglang", "xdist"]
@@ -159,7 +160,7 @@ def ensure_npm_folder(name: str, dependencies: Dict[str, str]) -> Path:
                           indent=2, sort_keys=True) + "\n"
     folder.mkdir(parents=True, exist_ok=True)
     pkg = folder / "package.json"
-    # one install at a time: two test streams (stream_options) may want the same folder at once
+    # one install at a time: two test streams (buildsite/streams.py) may want the same folder at once
     with open(str(folder.parent / (name + ".lock")), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         # no install scripts: the tests use the packages' files, and some scripts download more (onnxruntime-node's
@@ -177,17 +178,6 @@ def _ensure_test_venvs() -> None:
         log("no Python 3.8 here (pyenv install 3.8): the tests on Python 3.8 + numpy 1.17.5 will be skipped")
     if ensure_flwr_venv() is None:
         log("flwr %s needs Python >= 3.11: the Flower tests will be skipped" % FLWR_VERSION)
-
-
-def stream_options(pytest_args: Sequence[str]) -> List[str]:
-    """pytest-xdist's options running the suite as PYTRAIN_TEST_STREAMS processes (default 1: on a quiet 2-core
-    machine two streams took 25 min against 35, but beside other work they were slower, see README's Tests;
-    a run may meet load it did not start with), each taking whole test
-    files (their module fixtures stay shared), the longest folders first (tests/conftest.py); none where the
-    caller chose (``-n``, ``-p no:xdist``)."""
-    streams = int(os.environ.get("PYTRAIN_TEST_STREAMS") or 1)
-    chosen = any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in pytest_args)
-    return [] if streams < 2 or chosen else ["-n", str(streams), "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 def run_tests(pytest_args: List[str]) -> int:

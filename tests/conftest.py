@@ -9,6 +9,15 @@ from pathlib import Path
 
 import pytest
 
+#: one thread for OpenBLAS (numpy's matmul) and torch in pytest and the processes it starts
+#: (``PYTRAIN_TEST_THREADS`` to change): the suite's tensors are small, and a pool of threads beside other work
+#: (another stream, Chromium, other jobs) spins waiting for a core: test_architectures' ResNet-18 run took 22 CPU s
+#: with two threads each at load 8 against 9 with one, a tiny Hugging Face model's 10 steps 2 s at load 13 against
+#: 0.04 s. Set before numpy or torch start their pools.
+_THREADS = os.environ.get("PYTRAIN_TEST_THREADS", "1")
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, _THREADS)
+
 _HERE = Path(__file__).resolve().parent
 for _folder in sorted(p for p in _HERE.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
     if str(_folder) not in sys.path:
@@ -31,6 +40,15 @@ def lm():
     from tiny_lm import LENGTH, tiny_gpt2
 
     return tiny_gpt2(length=LENGTH)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """torch's intra-op pool as ``_THREADS`` says, whichever test imported torch (a set-up that imported it
+    before this file could not read OMP_NUM_THREADS)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_num_threads") and torch.get_num_threads() != int(_THREADS):
+        torch.set_num_threads(int(_THREADS))
 
 
 @pytest.fixture(autouse=True)

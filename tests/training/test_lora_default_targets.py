@@ -44,14 +44,6 @@ def peft_targets(hf) -> list:
     return sorted(n[len(prefix):] for n, m in wrapped.named_modules() if isinstance(m, LoraLayer))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 #: every family through the default (dynamo) exporter, whose names need the metadata; TorchScript's names are
 #: the modules' own, so three layouts suffice there (fused c_attn, fused qkv_proj, separate query/value)
 CASES = [(f, "dynamo") for f in FAMILIES] + [(f, "torchscript") for f in ("gpt2", "phi3", "bert")]

@@ -80,16 +80,6 @@ CASES = [(f, e) for f in FAMILIES for e in ("dynamo", "torchscript") if (f, e) !
 _EXPORTS: dict = {}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Models this small step in milliseconds on one thread; torch's thread pool on a loaded 2-core
-    machine makes each step wait for a core (2 s of CPU for 10 steps at load 13, 0.04 s on one thread)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """One export per (family, exporter), shared by the optimizers' tests."""
