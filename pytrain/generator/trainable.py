@@ -292,12 +292,31 @@ def _broadcast_source(values: np.ndarray) -> Optional[np.ndarray]:
     return source if source.size < values.size else None
 
 
+def _distinct(flat: np.ndarray) -> int:
+    """How many distinct values ``flat`` holds (NaNs one value, -0.0 equal to 0.0), by a sort: numpy's hashed
+    unique is several times slower on a convolution's millions of float32 weights."""
+    if flat.size == 0:
+        return 0
+    ordered = np.sort(flat)
+    nan = int(np.count_nonzero(np.isnan(ordered[-1:]))) and int(np.count_nonzero(np.isnan(ordered)))
+    return 1 + int(np.count_nonzero(ordered[1:] != ordered[:-1])) - max(nan - 1, 0)
+
+
 def _rows_repeat(values: np.ndarray, distinct: int) -> bool:
     """A gather of whole rows with repeated indices: along some axis, the vectors repeat, and equal entries are
     exactly the same entry of equal vectors (two entries equal by chance are not)."""
+    # equal floats have equal bits once -0.0 is 0.0 (+ 0.0 does it; the values are finite, _may_repeat): a hash
+    # of each vector's bits that is exact modular arithmetic (no rounding, any order) rules an axis out cheaply
+    # when no two of its vectors hash alike, before sorting the vectors themselves
+    bits = (values.astype(np.float32) + np.float32(0)).view(np.uint32).astype(np.uint64)
     for d in range(values.ndim):
         size = values.shape[d]
-        if size < 2:
+        if size < 2 or distinct % size:
+            continue   # (equal vectors' entries count size at a time)
+        weights = np.random.RandomState(size).randint(1, 2 ** 62, size=size, dtype=np.int64).astype(np.uint64)
+        hashes = (np.moveaxis(bits, d, -1).reshape(-1, size) * weights).sum(axis=1, dtype=np.uint64)
+        hashes.sort()
+        if not np.any(hashes[1:] == hashes[:-1]):
             continue
         rows = np.moveaxis(values, d, -1).reshape(-1, size)
         unique = np.unique(rows, axis=0).shape[0]
@@ -315,17 +334,17 @@ def _re_express(graph: Any, t: Any, param: Optional[str], scope: Any) -> Optiona
     values = to_array(t)
     entry = {"copy": t.name, "parameter": param or t.name, "trains_as": t.name}
     flat = values.ravel()
-    _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+    distinct = _distinct(flat)   # (where the first reads are is asked only of a gather, below)
     selection = dict(entry, how="selection", shape=list(values.shape))
-    if first.size == flat.size:
+    if distinct == flat.size:
         return selection
-    if not _may_repeat(values, first.size):
+    if not _may_repeat(values, distinct):
         return None
     source = _broadcast_source(values)
-    gather = source is None and _rows_repeat(values, first.size) and not _half_precision(values)
+    gather = source is None and _rows_repeat(values, distinct) and not _half_precision(values)
     if source is None and not gather:
         # a few entries equal by chance in distinct rows: a selection; many, without a row structure: unknown
-        return selection if flat.size - first.size <= max(2, flat.size // 100) else None
+        return selection if flat.size - distinct <= max(2, flat.size // 100) else None
     name = param if param and param not in scope.taken else scope.fresh((param or t.name) + "/entries")
     scope.taken.add(name)
     if source is not None:
@@ -334,6 +353,7 @@ def _re_express(graph: Any, t: Any, param: Optional[str], scope: Any) -> Optiona
         node = make_node("Expand", [name, shape], [t.name], name=scope.fresh(t.name + "/expand"))
         how = "expand"
     else:
+        _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
         order = np.argsort(first, kind="stable")  # the entries in the order the copy first reads them
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)

@@ -382,3 +382,40 @@ def test_equal_entries_tie_only_when_they_repeat_as_rows():
     assert [(t["copy"], t["how"], t["trains_as"], t["shape"]) for t in summary["tied"]] == [
         ("onnx::Add_7", "gather", "onnx::Add_7/entries", [8])]
     assert sorted(summary["trainable"]) == ["onnx::Add_7/entries", "onnx::Add_8"]
+
+
+def test_the_vectors_hash_rules_out_only_axes_whose_vectors_are_all_distinct():
+    """``_rows_repeat`` skips sorting an axis's vectors when their exact bit hashes differ: on repeated rows (with
+    -0.0 beside 0.0), chance-equal entries, broadcasts and float16/float64 values it answers as the plain sort of
+    every axis's vectors does, and ``_distinct`` counts as ``np.unique`` (NaNs one value)."""
+    from pytrain.generator import trainable
+
+    def plain(values, distinct):
+        for d in range(values.ndim):
+            size = values.shape[d]
+            if size >= 2:
+                rows = np.moveaxis(values, d, -1).reshape(-1, size)
+                unique = np.unique(rows, axis=0).shape[0]
+                if unique < rows.shape[0] and distinct == unique * size:
+                    return True
+        return False
+
+    rng = np.random.default_rng(5)
+    cases = []
+    for dtype in (np.float32, np.float64, np.float16):
+        table = rng.standard_normal((6, 4)).astype(dtype)
+        cases.append(table[[0, 3, 3, 1]])                       # a gather's repeated rows
+        cases.append(table[[2, 2, 5]].T.copy())                 # repeated along the other axis
+        signed = table[[1, 4, 1]].copy()
+        signed[0, signed[0] == 0] = 0
+        signed[2, 0], signed[0, 0] = -0.0, 0.0                  # equal rows that differ in zero's sign
+        cases.append(signed)
+        chance = rng.standard_normal((3, 5, 4)).astype(dtype)
+        chance[1, 2, 3] = chance[0, 0, 0]                       # one entry equal by chance
+        cases.append(chance)
+        cases.append(np.broadcast_to(table[:1], (3, 4)).copy())
+    for values in cases:
+        distinct = np.unique(values.ravel()).size
+        assert trainable._distinct(values.ravel()) == distinct
+        assert trainable._rows_repeat(values, distinct) == plain(values, distinct), values
+    assert trainable._distinct(np.array([np.nan, 1.0, np.nan, -0.0, 0.0])) == 3
