@@ -535,3 +535,100 @@ def test_binary_kernel_equals_numpy_bit_for_bit(wasm_path, tmp_path, op_code, op
         nan = np.isnan(want.ravel())
         np.testing.assert_array_equal(np.isnan(g), nan)
         assert g[~nan].tobytes() == want.ravel()[~nan].tobytes()
+
+
+#: (x shape, M, kernel, strides, pads (top, left, bottom, right), dilations, bias, fold)
+CONV2D = [
+    ((2, 3, 13, 17), 5, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True, False),   # a stem: stride 2, odd sizes
+    ((1, 4, 9, 11), 6, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False, False),
+    ((3, 5, 7, 6), 7, (3, 2), (1, 2), (2, 0, 1, 1), (2, 1), True, True),      # uneven pads, dilation, folded
+    ((2, 2, 5, 5), 3, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), True, True),      # a strided 1x1
+    ((1, 3, 6, 9), 2, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), True, False),     # windows wider than the pads
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV2D)))
+def test_conv2d_equals_the_numpy_conv(wasm_path, tmp_path, case):
+    """pytrain_conv2d (per image an im2col reading the padding as zeros, then one product; or the images
+    side by side) gives the numpy Conv kernel's output for strides, asymmetric pads, dilations, odd sizes,
+    with and without bias, within float32 rounding of the sum of |terms|."""
+    conv = get_kernel("Conv").numpy_fn
+    rng = np.random.default_rng(17 + case)
+    xs, m, k, st, pads, dil, has_bias, fold = CONV2D[case]
+    n, c, h, w = xs
+    x = rng.standard_normal(xs).astype(np.float32)
+    wt = rng.standard_normal((m, c) + k).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if has_bias else None
+    attrs = dict(strides=list(st), pads=list(pads), dilations=list(dil))
+    y = conv(OpContext(), x, wt, b, **attrs)[0]
+    mag = conv(OpContext(), np.abs(x), np.abs(wt), None if b is None else np.abs(b), **attrs)[0]
+    win = _conv_geometry(xs, wt.shape, st, pads, dil)
+    oh, ow = win.out_shape
+    ck, ll = c * k[0] * k[1], oh * ow
+    bufs = [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True}]
+    inputs = [x, wt]
+    if has_bias:
+        bufs.append({"len": m, "fill": True})
+        inputs.append(b)
+    out = len(bufs)
+    bufs += [{"len": y.size, "fill": False}, {"len": ck * n * ll + m * n * ll if fold else ck * ll, "fill": False}]
+    cases = [{"fn": "conv2d", "buffers": bufs, "read": [out],
+              "args": ["$0", "$1", "$2" if has_bias else 0, "$%d" % out, n, c, h, w, m, k[0], k[1], oh, ow,
+                       st[0], st[1], dil[0], dil[1], win.pads_begin[0], win.pads_begin[1], int(fold),
+                       "$%d" % (out + 1)]}]
+    got, = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    assert np.all(np.abs(got - y.ravel()) <= 2e-6 * (mag.ravel() + 1e-30)), np.max(np.abs(got - y.ravel()))
+
+
+def test_hard_activation_equals_fused_conv_numpy_activation(wasm_path, tmp_path):
+    """pytrain_hard_activation (in place) gives the numpy HardSigmoid and HardSwish kernels' values (whose
+    float32 operations FusedConv's activation repeats), NaN and infinities included (SIMD body and tail)."""
+    rng = np.random.default_rng(19)
+    x = (rng.standard_normal(1031) * 4).astype(np.float32)
+    x[:8] = [np.nan, -np.inf, np.inf, -0.0, 3.0, -3.0, 2.5, -2.5]
+    x[-3:] = [np.nan, np.inf, -np.inf]
+    alpha, beta = float(np.float32(0.2)), 0.5
+    cases = [{"fn": "hard_activation", "buffers": [{"len": x.size, "fill": True}], "read": [0],
+              "args": ["$0", x.size, 1, alpha, beta]},
+             {"fn": "hard_activation", "buffers": [{"len": x.size, "fill": True}], "read": [0],
+              "args": ["$0", x.size, 2, float(np.float32(1.0 / 6.0)), 0.5]}]
+    sig, swish = _call_kernels(wasm_path, tmp_path, cases, [x, x])
+    want_sig = get_kernel("HardSigmoid").numpy_fn(OpContext(), x, alpha=0.2, beta=0.5)[0]
+    want_swish = get_kernel("HardSwish").numpy_fn(OpContext(), x)[0]
+    assert _ulps(sig, want_sig).max() <= 1
+    assert _ulps(swish, want_swish).max() <= 2
+
+
+@pytest.mark.parametrize("op_code,op", [(0, np.add), (2, np.multiply), (1, np.subtract), (3, np.divide)])
+def test_binary_rows_equals_numpy_broadcast(wasm_path, tmp_path, op_code, op):
+    """pytrain_binary_rows: an (N, C, H, W) tensor with an (N, C, 1, 1) one, either side, numpy's bits."""
+    rng = np.random.default_rng(23)
+    a = rng.standard_normal((3, 5, 7, 3)).astype(np.float32)
+    b = (rng.standard_normal((3, 5, 1, 1)) + 2).astype(np.float32)
+    cases = [{"fn": "binary_rows", "buffers": [{"len": a.size, "fill": True}, {"len": b.size, "fill": True},
+                                              {"len": a.size, "fill": False}], "read": [2],
+              "args": [op_code, "$0", "$1", "$2", b.size, a.size // b.size, swap]} for swap in (0, 1)]
+    got, got_swapped = _call_kernels(wasm_path, tmp_path, cases, [a, b, a, b])
+    assert np.array_equal(got, op(a, b).ravel())
+    assert np.array_equal(got_swapped, op(b, a).ravel())
+
+
+def test_upsample_nearest_equals_the_numpy_resize(wasm_path, tmp_path):
+    """pytrain_upsample_nearest gives Resize's nearest integer upsampling (x2 SIMD rows, odd widths, x3 by
+    x1, x1 by x4) exactly."""
+    from pytrain.ops.nn.op_resize import resample, kept_plan
+
+    rng = np.random.default_rng(29)
+    cases, inputs, want = [], [], []
+    for shape, (fh, fw) in (((2, 3, 5, 9), (2, 2)), ((1, 2, 4, 3), (3, 1)), ((1, 1, 3, 5), (1, 4))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        plan = kept_plan("Resize", shape, None, np.array([1, 1, fh, fw], np.float32), None, 0, None,
+                         "asymmetric", -0.75, 0, "stretch", "nearest", "floor")
+        want.append(np.repeat(np.repeat(x, fh, axis=2), fw, axis=3))
+        assert np.array_equal(resample(x, plan), want[-1])
+        cases.append({"fn": "upsample_nearest", "buffers": [{"len": x.size, "fill": True},
+                                                            {"len": want[-1].size, "fill": False}],
+                      "read": [1], "args": ["$0", "$1", shape[0] * shape[1], shape[2], shape[3], fh, fw]})
+        inputs.append(x)
+    for g, w in zip(_call_kernels(wasm_path, tmp_path, cases, inputs), want):
+        assert np.array_equal(g, w.ravel())

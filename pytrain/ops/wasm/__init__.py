@@ -9,8 +9,8 @@ shares; the routing itself is one module per family:
 
 - :mod:`.linalg`: 2-D and batched matrix products, Gemm, 2-D transposes (gemm.c, gemm_ops.c,
   transpose.c)
-- :mod:`.conv`: convolution columns (im2col.c), depthwise and pointwise Conv (conv.c),
-  FusedConv's clip, MaxPool and its gradient (pool.c)
+- :mod:`.conv`: convolution columns (im2col.c), depthwise, pointwise and other ungrouped 2-D Conv
+  (conv.c), FusedConv's clip and activations, MaxPool and its gradient, nearest upsampling (pool.c)
 - :mod:`.normalization`: inference BatchNormalization (batchnorm.c), LayerNormalization and its
   gradient (layernorm.c)
 - :mod:`.elementwise`: Relu and its gradient, Clip, Add/Sub/Mul/Div broadcasts, SumToShape's bias
@@ -105,10 +105,11 @@ def plain(*arrays: np.ndarray, min_size: int = MIN_ELEMENTS) -> bool:
 def install() -> bool:
     """Install into :mod:`pytrain.ops.backend` pytrain's 2-D float32 products, stacks of products and
     transposes (pytrain.ops.linalg), Adam updates (op_optimizers), the finite-gradient guard
-    (pytrain.module), convolution columns (pytrain.ops.windows) and 2-D MaxPool (op_maxpool), and
+    (pytrain.module), convolution columns (pytrain.ops.windows), 2-D MaxPool (op_maxpool) and Resize's
+    nearest integer upsampling (op_resize), and
     route through registry.accelerate Relu, ReluGrad, MaxPoolGrad,
     SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip,
-    BatchNormalization (inference), Conv (depthwise, pointwise), Exp, Erf, Tanh, Pow by 2 or 3,
+    BatchNormalization (inference), Conv (depthwise, pointwise, ungrouped 2-D), Exp, Erf, Tanh, Pow by 2 or 3,
     LayerNormalization with its gradient, Softmax and GatherGrad through the kernels."""
     if kernels is None:
         return False
@@ -126,6 +127,8 @@ def install() -> bool:
         backend.use("columns_adjoint", conv.columns_adjoint)
     if hasattr(kernels, "maxpool2d"):
         backend.use("max_pool", conv.max_pool)
+    if getattr(kernels, "upsample_nearest", None) is not None:
+        backend.use("upsample", conv.upsample)
     if hasattr(kernels, "transpose"):
         backend.use("transpose", wasm_linalg.transpose)
     if getattr(kernels, "sgemm_batched", None) is not None:

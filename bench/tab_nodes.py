@@ -1,0 +1,108 @@
+"""The OCR CNNs' inference in the tab (issue 32): where the time goes per op type, and A/B runs of two
+checkouts' wheels against onnxruntime-web in one browser session.
+
+    python bench/tab_nodes.py --nodes                      # ms per op type and the top nodes, 1 thread
+    python bench/tab_nodes.py --ab /work/main --repeat 3   # this checkout vs another, alternating, + ORT-web
+
+pages/pytrain.html?infer=1&nodes=1 times each node of the InferenceSession's plan (Plan.time_nodes, what
+native_runner.py infer --nodes does natively); ?wheel=NAME picks bench/.cache/NAME.whl, so the same page,
+kernels.wasm and Chromium run both checkouts' Python (the other checkout's pytrain/ is zipped as is: a wheel
+is a zip the page unpacks onto sys.path). Both checkouts run this checkout's web/kernels/*.wasm.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import zipfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import run  # noqa: E402
+from report_format import log  # noqa: E402
+
+WORKLOADS = run.OCR_WORKLOADS
+
+
+def zip_checkout(root: Path, name: str) -> str:
+    """``root``'s pytrain/ as .cache/NAME.whl; returns NAME."""
+    out = run.CACHE / (name + ".whl")
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in sorted((root / "pytrain").rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+                z.write(p, p.relative_to(root).as_posix())
+    return name
+
+
+def by_op(nodes: list) -> list:
+    acc: dict = {}
+    for key, ms in nodes:
+        op = key.split(" ", 1)[0]
+        n, t = acc.get(op, (0, 0.0))
+        acc[op] = (n + 1, t + ms)
+    return sorted(((op, n, t) for op, (n, t) in acc.items()), key=lambda r: -r[2])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--nodes", action="store_true", help="time per node and op type (this checkout)")
+    ap.add_argument("--profile", action="store_true", help="cProfile of the timed calls, by own time (this checkout)")
+    ap.add_argument("--ab", help="another checkout whose pytrain/ runs alternating with this one's")
+    ap.add_argument("--ort", action="store_true", help="onnxruntime-web 1.19.2 inference rows too")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=15)
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--out", help="JSON of every measurement")
+    args = ap.parse_args(argv)
+    names = [w for w in args.workloads.split(",") if w]
+    run.prepare_models(names)
+    run.build_pytrain_wheel()
+    wheels = ["pytrain"] + ([zip_checkout(Path(args.ab), "ab_other")] if args.ab else [])
+    from browser import BrowserSession
+
+    rows, out = [], {}
+    with BrowserSession() as s:
+        for rep in range(args.repeat):
+            for n in names:
+                q = f"workload={n}&warmup={args.warmup}&steps={args.steps}"
+                for w in (wheels if rep % 2 == 0 else wheels[::-1]):
+                    extra = "&nodes=1" if args.nodes else "&profile=1" if args.profile else ""
+                    rec = s.run_page(f"/bench/pages/pytrain.html?{q}&gemm=1&infer=1&wheel={w}{extra}")
+                    if args.profile:
+                        log(f"{n} [{w}]\n" + rec["profile"])
+                        continue
+                    if args.nodes:
+                        nodes = rec["nodes"]["nodes"]
+                        ms = rec["nodes"]["step_ms"]
+                        log(f"{n} [{w}] {ms:.1f} ms a step, nodes {sum(v for _, v in nodes):.1f} ms")
+                        for op, cnt, t in by_op(nodes):
+                            log(f"   {op:24s} x{cnt:3d} {t:8.2f} ms")
+                        for key, t in nodes[:args.top]:
+                            log(f"     {t:7.2f}  {key}")
+                    else:
+                        ms = rec["step_ms"]
+                        log(f"{n} [{w}] {ms:.1f} ms (min {rec['step_ms_min']:.1f})")
+                    out.setdefault(n, {}).setdefault(w, []).append(ms)
+                    rows.append(dict(workload=n, wheel=w, rec=rec))
+                if args.ort:
+                    rec = s.run_page(f"/bench/pages/ort.html?workload={n}&warmup=20&steps=50&infer=1&threads=1")
+                    log(f"{n} [onnxruntime-web] {rec['step_ms']:.1f} ms")
+                    out.setdefault(n, {}).setdefault("ort-web", []).append(rec["step_ms"])
+    for n, per in out.items():
+        ort = statistics.median(per["ort-web"]) if "ort-web" in per else None
+        cells = []
+        for w, v in per.items():
+            med = statistics.median(v)
+            cells.append(f"{w} {med:.1f} ms" + (f" (x{med / ort:.2f})" if ort and w != "ort-web" else ""))
+        log(f"{n}: " + ", ".join(cells) + f"  [{len(next(iter(per.values())))} passes]")
+    if args.out:
+        Path(args.out).write_text(json.dumps(dict(summary=out, rows=rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()
