@@ -2,9 +2,9 @@
 linked into its heap (bench/pages/kernels_check.html), pytrain from this checkout. A small network with
 MobileNetV3's blocks (a strided stem Conv + BatchNorm + HardSwish, depthwise + Relu, squeeze-excite with
 HardSigmoid and its (N, C, 1, 1) Mul), DBNet's (a dilated 5x5 Conv, x2 nearest Resize, ConvTranspose) and
-CRNN's (3x3 Conv + MaxPool) runs in an InferenceSession after pytrain.ops.wasm.install(): its output equals
+CRNN's (3x3 Conv + MaxPool, a bidirectional LSTM over the columns) runs in an InferenceSession after pytrain.ops.wasm.install(): its output equals
 onnxruntime's within float32 tolerance, and each new kernel (conv.c conv2d, elementwise.c hard_activation
-and binary_rows, pool.c upsample_nearest) was really called, not silently left to numpy."""
+and binary_rows, pool.c upsample_nearest, lstm.c lstm_steps) was really called, not silently left to numpy."""
 from __future__ import annotations
 
 import base64
@@ -33,13 +33,16 @@ class _Net(torch.nn.Module):
         self.wide = nn.Conv2d(8, 6, 5, 1, 4, dilation=2)
         self.up = nn.ConvTranspose2d(6, 4, 2, 2)
         self.crnn = nn.Sequential(nn.Conv2d(10, 5, 3, 1, 1), nn.ReLU(), nn.MaxPool2d(2))
+        self.rnn = nn.LSTM(5, 6, bidirectional=True)
 
     def forward(self, x):
         x = self.dw(self.stem(x))
         s = torch.nn.functional.hardsigmoid(self.se2(torch.relu(self.se1(x.mean((2, 3), keepdim=True)))))
         x = self.wide(x * s)
         x = torch.cat([self.up(x), torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest")], 1)
-        return self.crnn(x)
+        x = self.crnn(x)
+        seq = x.mean(2).permute(2, 0, 1)  # CRNN's columns as time steps: (W, N, C)
+        return torch.cat([x.flatten(1), self.rnn(seq)[0].permute(1, 0, 2).flatten(1)], 1)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +71,7 @@ from pytrain.engine.runtime import InferenceSession
 
 assert wasm.install()
 calls = {}
-for name in ("conv2d", "hard_activation", "binary_rows", "upsample_nearest", "depthwise_conv2d", "relu"):
+for name in ("conv2d", "hard_activation", "binary_rows", "upsample_nearest", "depthwise_conv2d", "relu", "lstm_steps"):
     fn = getattr(wasm.kernels, name)
     def counted(*a, _fn=fn, _name=name):
         calls[_name] = calls.get(_name, 0) + 1
@@ -105,6 +108,6 @@ def test_cnn_layers_in_the_tab_equal_onnxruntime(tab, model):
 
 
 @pytest.mark.parametrize("kernel", ["conv2d", "hard_activation", "binary_rows", "upsample_nearest",
-                                    "depthwise_conv2d", "relu"])
+                                    "depthwise_conv2d", "relu", "lstm_steps"])
 def test_each_cnn_kernel_answered(tab, kernel):
     assert tab["calls"].get(kernel, 0) >= 2, tab["calls"]

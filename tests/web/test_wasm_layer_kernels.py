@@ -632,3 +632,37 @@ def test_upsample_nearest_equals_the_numpy_resize(wasm_path, tmp_path):
         inputs.append(x)
     for g, w in zip(_call_kernels(wasm_path, tmp_path, cases, inputs), want):
         assert np.array_equal(g, w.ravel())
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_lstm_steps_equal_the_numpy_lstm(wasm_path, tmp_path, bidirectional):
+    """pytrain_lstm_steps (every step of every direction: the recurrent product, Sigmoid/Tanh/Tanh gates in
+    double rounded to float32) gives the numpy LSTM kernel's Y, Y_h and Y_c to float32 rounding: odd sizes,
+    initial states, saturated gates (pre-activations past +-20)."""
+    rng = np.random.default_rng(31)
+    T, N, I, H = 5, 3, 7, 6
+    D = 2 if bidirectional else 1
+    X = rng.standard_normal((T, N, I)).astype(np.float32)
+    W = (rng.standard_normal((D, 4 * H, I)) * 2).astype(np.float32)
+    W[0, 0] *= 20  # (saturated input gates)
+    R = rng.standard_normal((D, 4 * H, H)).astype(np.float32)
+    B = rng.standard_normal((D, 8 * H)).astype(np.float32)
+    h0, c0 = rng.standard_normal((D, N, H)).astype(np.float32), rng.standard_normal((D, N, H)).astype(np.float32)
+    direction = "bidirectional" if bidirectional else "forward"
+    Y, Yh, Yc = get_kernel("LSTM").numpy_fn(OpContext(), X, W, R, B, None, h0, c0, direction=direction,
+                                            hidden_size=H)
+    xw = np.stack([(X if d == 0 else X[::-1]) @ W[d].T + B[d, :4 * H] + B[d, 4 * H:] for d in range(D)], 1)
+    rt = np.ascontiguousarray(np.swapaxes(R, 1, 2))
+    xw = np.ascontiguousarray(xw, np.float32)
+    bufs = [{"len": a.size, "fill": True} for a in (xw, rt, h0, c0)]
+    bufs += [{"len": T * D * N * H, "fill": False}, {"len": D * N * H, "fill": False},
+             {"len": D * N * H, "fill": False}, {"len": N * 4 * H, "fill": False}]
+    cases = [{"fn": "lstm_steps", "buffers": bufs, "read": [4, 5, 6],
+              "args": ["$0", "$1", "$2", "$3", "$4", "$5", "$6", "$7", T, D, N, H]}]
+    ys, ht, ct = _call_kernels(wasm_path, tmp_path, cases, [xw, rt, h0, c0])
+    ys = ys.reshape(T, D, N, H)
+    if bidirectional:
+        ys[:, 1] = ys[::-1, 1].copy()  # (processing order -> time order)
+    np.testing.assert_allclose(ys, Y, rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(ht.reshape(D, N, H), Yh, rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(ct.reshape(D, N, H), Yc, rtol=1e-5, atol=2e-6)

@@ -17,6 +17,7 @@ shares; the routing itself is one module per family:
   case (elementwise.c), Exp, Erf and Tanh (exp_erf.c), Pow by 2 or 3
 - :mod:`.softmax`: Softmax (softmax.c), SoftmaxCrossEntropyLoss and its gradient (softmax_ce.c)
 - :mod:`.gather`: GatherGrad (gather_grad.c)
+- :mod:`.recurrent`: LSTM inference (lstm.c)
 - :mod:`.optimizer`: the Adam update and the finite-gradient guard (optim.c)
 """
 from __future__ import annotations
@@ -110,11 +111,11 @@ def install() -> bool:
     route through registry.accelerate Relu, ReluGrad, MaxPoolGrad,
     SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip,
     BatchNormalization (inference), Conv (depthwise, pointwise, ungrouped 2-D), Exp, Erf, Tanh, Pow by 2 or 3,
-    LayerNormalization with its gradient, Softmax and GatherGrad through the kernels."""
+    LayerNormalization with its gradient, Softmax, GatherGrad and LSTM (inference) through the kernels."""
     if kernels is None:
         return False
     from pytrain.ops import backend, linalg, registry
-    from pytrain.ops.wasm import conv, elementwise, gather, normalization, optimizer, softmax
+    from pytrain.ops.wasm import conv, elementwise, gather, normalization, optimizer, recurrent, softmax
     from pytrain.ops.wasm import linalg as wasm_linalg
 
     previous = backend.use("matmul", wasm_linalg.matmul2d)  # (linalg installed its default when imported)
@@ -173,4 +174,6 @@ def install() -> bool:
         registry.accelerate("Softmax", softmax.softmax)
     if getattr(kernels, "gather_grad", None) is not None:
         registry.accelerate("GatherGrad", gather.gather_grad, registry.PYTRAIN_DOMAIN)
+    if getattr(kernels, "lstm_steps", None) is not None:
+        registry.accelerate("LSTM", recurrent.lstm)
     return True
