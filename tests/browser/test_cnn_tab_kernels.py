@@ -71,7 +71,8 @@ from pytrain.engine.runtime import InferenceSession
 
 assert wasm.install()
 calls = {}
-for name in ("conv2d", "hard_activation", "binary_rows", "upsample_nearest", "depthwise_conv2d", "relu", "lstm_steps"):
+for name in ("conv2d", "hard_activation", "binary_rows", "upsample_nearest", "depthwise_conv2d", "relu", "lstm_steps",
+             "conv_transpose_tiles"):
     fn = getattr(wasm.kernels, name)
     def counted(*a, _fn=fn, _name=name):
         calls[_name] = calls.get(_name, 0) + 1
@@ -108,6 +109,6 @@ def test_cnn_layers_in_the_tab_equal_onnxruntime(tab, model):
 
 
 @pytest.mark.parametrize("kernel", ["conv2d", "hard_activation", "binary_rows", "upsample_nearest",
-                                    "depthwise_conv2d", "relu", "lstm_steps"])
+                                    "depthwise_conv2d", "relu", "lstm_steps", "conv_transpose_tiles"])
 def test_each_cnn_kernel_answered(tab, kernel):
     assert tab["calls"].get(kernel, 0) >= 2, tab["calls"]

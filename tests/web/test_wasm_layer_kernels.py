@@ -666,3 +666,32 @@ def test_lstm_steps_equal_the_numpy_lstm(wasm_path, tmp_path, bidirectional):
     np.testing.assert_allclose(ys, Y, rtol=1e-5, atol=2e-6)
     np.testing.assert_allclose(ht.reshape(D, N, H), Yh, rtol=1e-5, atol=2e-6)
     np.testing.assert_allclose(ct.reshape(D, N, H), Yc, rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_transpose_tiles_equal_the_numpy_conv_transpose(wasm_path, tmp_path, bias):
+    """pytrain_conv_transpose_tiles (kernel == strides: one product per image, each tap's plane put in its
+    place) gives the numpy ConvTranspose's output: 2x2 / stride 2 over odd sizes, 3x1 / (3, 1)."""
+    conv_t = get_kernel("ConvTranspose").numpy_fn
+    rng = np.random.default_rng(37)
+    cases, inputs, expected = [], [], []
+    for xs, m, k in (((2, 5, 7, 9), 3, (2, 2)), ((1, 3, 4, 5), 6, (3, 1))):
+        n, c, h, w = xs
+        x = rng.standard_normal(xs).astype(np.float32)
+        wt = rng.standard_normal((c, m) + k).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32) if bias else None
+        y = conv_t(OpContext(), x, wt, b, strides=list(k))[0]
+        mag = conv_t(OpContext(), np.abs(x), np.abs(wt), None if b is None else np.abs(b), strides=list(k))[0]
+        bufs = [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True}]
+        inputs += [x, wt]
+        if bias:
+            bufs.append({"len": m, "fill": True})
+            inputs.append(b)
+        out = len(bufs)
+        bufs += [{"len": y.size, "fill": False}, {"len": m * k[0] * k[1] * h * w, "fill": False}]
+        cases.append({"fn": "conv_transpose_tiles", "buffers": bufs, "read": [out],
+                      "args": ["$0", "$1", "$2" if bias else 0, "$%d" % out, n, c, h, w, m, k[0], k[1],
+                               "$%d" % (out + 1)]})
+        expected.append((y, mag))
+    for g, (y, mag) in zip(_call_kernels(wasm_path, tmp_path, cases, inputs), expected):
+        assert np.all(np.abs(g - y.ravel()) <= 2e-6 * (mag.ravel() + 1e-30)), np.max(np.abs(g - y.ravel()))

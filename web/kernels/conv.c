@@ -267,3 +267,32 @@ void conv2d(const float *x, const float *w, const float *bias, float *y, int n, 
         }
     }
 }
+
+/* A 2-D ConvTranspose whose kernel equals its strides (no overlap, no dilation, no padding: DBNet's
+ * x2 upsampling 2x2 / stride 2), group 1, NCHW: per image T (M*KH*KW x H*W) = W^T (W: C x M*KH*KW) @
+ * X[img] (C x H*W), one product, then every tap's plane put in its place, the bias added:
+ * Y[img][o][y*KH + i][x*KW + j] = T[(o*KH + i)*KW + j][y*W + x] + bias[o]. Each output is one sum over
+ * the C input channels (the numpy path's product, then its col2im adds it to a zero). tmp: M*KH*KW*H*W floats. */
+EXPORT("pytrain_conv_transpose_tiles")
+void conv_transpose_tiles(const float *x, const float *w, const float *bias, float *y, int n, int c, int h,
+                          int wd, int m, int kh, int kw, float *tmp, void *work) {
+    int mk = m * kh * kw, l = h * wd, ow = wd * kw;
+    for (int img = 0; img < n; img++) {
+        sgemm(1, 0, mk, l, c, 1.0f, w, mk, x + (long)img * c * l, l, 0.0f, tmp, l, work);
+        float *yi = y + (long)img * m * l * kh * kw;
+        for (int o = 0; o < m; o++) {
+            float b = bias ? bias[o] : 0.0f;
+            float *yo = yi + (long)o * l * kh * kw;
+            for (int i = 0; i < kh; i++)
+                for (int j = 0; j < kw; j++) {
+                    const float *t = tmp + (long)((o * kh + i) * kw + j) * l;
+                    for (int yy = 0; yy < h; yy++) {
+                        float *dst = yo + (long)(yy * kh + i) * ow + j;
+                        const float *src = t + (long)yy * wd;
+                        if (bias) for (int xx = 0; xx < wd; xx++) dst[xx * kw] = src[xx] + b;
+                        else for (int xx = 0; xx < wd; xx++) dst[xx * kw] = src[xx];
+                    }
+                }
+        }
+    }
+}

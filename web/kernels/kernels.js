@@ -103,6 +103,10 @@
         ? (x, w, bias, y, n, c, h, wd, m, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, fold, tmp) =>
           exports.pytrain_conv2d(x, w, bias, y, n, c, h, wd, m, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, fold, tmp, workPtr)
         : undefined,
+      conv_transpose_tiles: exports.pytrain_conv_transpose_tiles
+        ? (x, w, bias, y, n, c, h, wd, m, kh, kw, tmp) =>
+          exports.pytrain_conv_transpose_tiles(x, w, bias, y, n, c, h, wd, m, kh, kw, tmp, workPtr)
+        : undefined,
       lstm_steps: exports.pytrain_lstm_steps
         ? (xw, rt, h0, c0, ys, ht, ct, pre, t, d, n, h) => exports.pytrain_lstm_steps(xw, rt, h0, c0, ys, ht, ct, pre, t, d, n, h, workPtr)
         : undefined,
@@ -174,7 +178,7 @@
   /* What pytrain.ops.wasm imports as pytrain_wasm_kernels. */
   function pythonModule(gemm) {
     const out = { work_bytes: gemm.workBytes, threads: gemm.threads ? gemm.threads.count : 1 };
-    for (const name of PLAIN_KERNELS.concat(["sgemm", "conv1x1", "conv2d", "lstm_steps", "sgemm_batched", "gemm"])) out[name] = gemm[name];
+    for (const name of PLAIN_KERNELS.concat(["sgemm", "conv1x1", "conv2d", "conv_transpose_tiles", "lstm_steps", "sgemm_batched", "gemm"])) out[name] = gemm[name];
     for (const name of THREADED_KERNELS) out[name + "_threads"] = gemm.threads ? gemm.threads[name] : undefined;
     return out;
   }

@@ -110,7 +110,7 @@ def install() -> bool:
     nearest integer upsampling (op_resize), and
     route through registry.accelerate Relu, ReluGrad, MaxPoolGrad,
     SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip,
-    BatchNormalization (inference), Conv (depthwise, pointwise, ungrouped 2-D), Exp, Erf, Tanh, Pow by 2 or 3,
+    BatchNormalization (inference), Conv (depthwise, pointwise, ungrouped 2-D), ConvTranspose (kernel = strides), Exp, Erf, Tanh, Pow by 2 or 3,
     LayerNormalization with its gradient, Softmax, GatherGrad and LSTM (inference) through the kernels."""
     if kernels is None:
         return False
@@ -157,6 +157,8 @@ def install() -> bool:
         registry.accelerate("BatchNormalization", normalization.batch_normalization)
     if getattr(kernels, "depthwise_conv2d", None) is not None and getattr(kernels, "conv1x1", None) is not None:
         registry.accelerate("Conv", conv.conv)
+    if getattr(kernels, "conv_transpose_tiles", None) is not None:
+        registry.accelerate("ConvTranspose", conv.conv_transpose)
     if getattr(kernels, "exp", None) is not None:
         registry.accelerate("Exp", elementwise.unary("exp"))
     if getattr(kernels, "erf", None) is not None:

@@ -116,8 +116,8 @@ def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, a
         tmp = np.empty((c + m) * n * s, dtype=np.float32) if s < CONV1X1_BATCHED_BELOW else None
         kernels.conv1x1(ptr(X), ptr(W), bias, ptr(y), n, c, m, s, ptr(tmp) if tmp is not None else 0)
         return (y,)
-    if pointwise or getattr(kernels, "conv2d", None) is None:
-        return None
+    if getattr(kernels, "conv2d", None) is None:
+        return None  # (an older page: the numpy path, on the wasm im2col and GEMM)
     return (conv2d(X, W, bias, y, win),)
 
 
@@ -133,6 +133,36 @@ def conv2d(X: np.ndarray, W: np.ndarray, bias: int, y: np.ndarray, win) -> np.nd
     kernels.conv2d(ptr(X), ptr(W), bias, ptr(y), n, c, h, w, m, kh, kw, oh, ow, win.strides[0], win.strides[1],
                    win.dilations[0], win.dilations[1], win.pads_begin[0], win.pads_begin[1], int(fold), ptr(tmp))
     return y
+
+
+def conv_transpose(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, auto_pad: str = "NOTSET",
+                   dilations=None, group: int = 1, kernel_shape=None, output_padding=None, output_shape=None,
+                   pads=None, strides=None) -> Optional[Tuple[np.ndarray]]:
+    """2-D float32 ConvTranspose whose kernel equals its strides, ungrouped, unpadded (DBNet's 2x2 stride-2
+    upsampling: every output from one tap) in one call (conv.c conv_transpose_tiles), for
+    registry.accelerate; anything else, or anything malformed, goes to numpy."""
+    from pytrain.ops.nn.op_conv_transpose import transpose_geometry
+
+    if (X.ndim != 4 or W.ndim != 4 or X.dtype != F32 or W.dtype != F32 or not X.flags.c_contiguous
+            or not W.flags.c_contiguous or X.size == 0 or W.size == 0 or int(group) != 1
+            or (B is not None and (B.dtype != F32 or B.shape != (W.shape[1],) or not B.flags.c_contiguous))):
+        return None
+    try:
+        geo = transpose_geometry("ConvTranspose", X.shape, W.shape, auto_pad, dilations, group, kernel_shape,
+                                 output_padding, output_shape, pads, strides)
+    except Exception:
+        return None
+    win = geo.win
+    if (tuple(win.kernel) != tuple(win.strides) or any(d != 1 for d in win.dilations)
+            or tuple(geo.out_shape) != tuple(geo.full_shape) or any(geo.pads_begin)):
+        return None
+    n, c, h, w = X.shape
+    m, (kh, kw) = W.shape[1], win.kernel
+    y = np.empty((n, m, h * kh, w * kw), dtype=np.float32)
+    tmp = np.empty(m * kh * kw * h * w, dtype=np.float32)
+    kernels.conv_transpose_tiles(ptr(X), ptr(W), ptr(B) if B is not None else 0, ptr(y), n, c, h, w, m, kh, kw,
+                                 ptr(tmp))
+    return (y,)
 
 
 def upsample(x: np.ndarray, factors) -> Optional[np.ndarray]:
