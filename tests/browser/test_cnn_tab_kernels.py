@@ -2,9 +2,10 @@
 linked into its heap (bench/pages/kernels_check.html), pytrain from this checkout. A small network with
 MobileNetV3's blocks (a strided stem Conv + BatchNorm + HardSwish, depthwise + Relu, squeeze-excite with
 HardSigmoid and its (N, C, 1, 1) Mul), DBNet's (a dilated 5x5 Conv, x2 nearest Resize, ConvTranspose) and
-CRNN's (3x3 Conv + MaxPool, a bidirectional LSTM over the columns) runs in an InferenceSession after pytrain.ops.wasm.install(): its output equals
-onnxruntime's within float32 tolerance, and each new kernel (conv.c conv2d, elementwise.c hard_activation
-and binary_rows, pool.c upsample_nearest, lstm.c lstm_steps) was really called, not silently left to numpy."""
+CRNN's (3x3 Conv + MaxPool, a bidirectional LSTM over the columns) runs in an InferenceSession after
+pytrain.ops.wasm.install(): its output equals onnxruntime's within float32 tolerance, and each new kernel
+(conv.c conv2d and conv_transpose_tiles, elementwise.c hard_activation and binary_rows, pool.c upsample_nearest
+and row_means, lstm.c lstm_steps) was really called, not silently left to numpy."""
 from __future__ import annotations
 
 import base64
@@ -37,7 +38,8 @@ class _Net(torch.nn.Module):
 
     def forward(self, x):
         x = self.dw(self.stem(x))
-        s = torch.nn.functional.hardsigmoid(self.se2(torch.relu(self.se1(x.mean((2, 3), keepdim=True)))))
+        pooled = torch.nn.functional.adaptive_avg_pool2d(x, 1)  # (GlobalAveragePool)
+        s = torch.nn.functional.hardsigmoid(self.se2(torch.relu(self.se1(pooled))))
         x = self.wide(x * s)
         x = torch.cat([self.up(x), torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest")], 1)
         x = self.crnn(x)
@@ -72,7 +74,7 @@ from pytrain.engine.runtime import InferenceSession
 assert wasm.install()
 calls = {}
 for name in ("conv2d", "hard_activation", "binary_rows", "upsample_nearest", "depthwise_conv2d", "relu", "lstm_steps",
-             "conv_transpose_tiles"):
+             "conv_transpose_tiles", "row_means"):
     fn = getattr(wasm.kernels, name)
     def counted(*a, _fn=fn, _name=name):
         calls[_name] = calls.get(_name, 0) + 1
@@ -109,6 +111,7 @@ def test_cnn_layers_in_the_tab_equal_onnxruntime(tab, model):
 
 
 @pytest.mark.parametrize("kernel", ["conv2d", "hard_activation", "binary_rows", "upsample_nearest",
-                                    "depthwise_conv2d", "relu", "lstm_steps", "conv_transpose_tiles"])
+                                    "depthwise_conv2d", "relu", "lstm_steps", "conv_transpose_tiles",
+                                    "row_means"])
 def test_each_cnn_kernel_answered(tab, kernel):
     assert tab["calls"].get(kernel, 0) >= 2, tab["calls"]

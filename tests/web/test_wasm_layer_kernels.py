@@ -695,3 +695,30 @@ def test_conv_transpose_tiles_equal_the_numpy_conv_transpose(wasm_path, tmp_path
         expected.append((y, mag))
     for g, (y, mag) in zip(_call_kernels(wasm_path, tmp_path, cases, inputs), expected):
         assert np.all(np.abs(g - y.ravel()) <= 2e-6 * (mag.ravel() + 1e-30)), np.max(np.abs(g - y.ravel()))
+
+
+def test_row_means_equal_global_average_pool(wasm_path, tmp_path):
+    """pytrain_row_means gives the numpy GlobalAveragePool to float32 rounding (rows of 12, 7 and 1
+    positions; NaN and inf rows), and a row's mean is the same bits alone and inside a batch."""
+    pool = get_kernel("GlobalAveragePool").numpy_fn
+    rng = np.random.default_rng(41)
+    cases, inputs, want = [], [], []
+    for shape in ((8, 9, 2, 6), (3, 5, 7), (2, 4, 1, 1)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        want.append(pool(OpContext(), x)[0])
+        cases.append({"fn": "row_means", "buffers": [{"len": x.size, "fill": True},
+                                                     {"len": shape[0] * shape[1], "fill": False}],
+                      "read": [1], "args": ["$0", "$1", shape[0] * shape[1], x.size // (shape[0] * shape[1])]})
+        inputs.append(x)
+    x = inputs[0]
+    x[0, 0, 0, 0], x[0, 1, 1, 1] = np.nan, np.inf
+    want[0] = pool(OpContext(), x)[0]
+    one = np.ascontiguousarray(x[3:4])  # (the fourth sample alone)
+    cases.append({"fn": "row_means", "buffers": [{"len": one.size, "fill": True}, {"len": 9, "fill": False}],
+                  "read": [1], "args": ["$0", "$1", 9, 12]})
+    inputs.append(one)
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.ravel(), rtol=1e-6, atol=1e-7)
+    assert np.isnan(got[0][0]) and np.isinf(got[0][1])
+    assert np.array_equal(got[3], got[0][27:36])

@@ -124,3 +124,22 @@ void upsample_nearest(const float *x, float *y, int planes, int h, int w, int fh
         }
     }
 }
+
+/* ---- GlobalAveragePool ------------------------------------------------------------------------- */
+
+/* y[r] = (sum of x[r][0..cols)) / cols over C-contiguous rows (N*C rows of the spatial positions): four
+ * running lane sums from the row's start, combined, the tail added, then divided as the mean divides.
+ * The order depends on the row alone, so a sample pools to the same bits alone or in a batch. */
+EXPORT("pytrain_row_means")
+void row_means(const float *x, float *y, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (long)r * cols;
+        v128_t acc = wasm_f32x4_splat(0.0f);
+        int j = 0;
+        for (; j + 4 <= cols; j += 4) acc = wasm_f32x4_add(acc, wasm_v128_load(xr + j));
+        float s = (wasm_f32x4_extract_lane(acc, 0) + wasm_f32x4_extract_lane(acc, 1))
+                + (wasm_f32x4_extract_lane(acc, 2) + wasm_f32x4_extract_lane(acc, 3));
+        for (; j < cols; j++) s += xr[j];
+        y[r] = s / (float)cols;
+    }
+}

@@ -10,7 +10,8 @@ shares; the routing itself is one module per family:
 - :mod:`.linalg`: 2-D and batched matrix products, Gemm, 2-D transposes (gemm.c, gemm_ops.c,
   transpose.c)
 - :mod:`.conv`: convolution columns (im2col.c), depthwise, pointwise and other ungrouped 2-D Conv
-  (conv.c), FusedConv's clip and activations, MaxPool and its gradient, nearest upsampling (pool.c)
+  (conv.c), FusedConv's clip and activations, MaxPool and its gradient, GlobalAveragePool, nearest upsampling
+  (pool.c)
 - :mod:`.normalization`: inference BatchNormalization (batchnorm.c), LayerNormalization and its
   gradient (layernorm.c)
 - :mod:`.elementwise`: Relu and its gradient, Clip, Add/Sub/Mul/Div broadcasts, SumToShape's bias
@@ -109,8 +110,9 @@ def install() -> bool:
     (pytrain.module), convolution columns (pytrain.ops.windows), 2-D MaxPool (op_maxpool) and Resize's
     nearest integer upsampling (op_resize), and
     route through registry.accelerate Relu, ReluGrad, MaxPoolGrad,
-    SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip,
-    BatchNormalization (inference), Conv (depthwise, pointwise, ungrouped 2-D), ConvTranspose (kernel = strides), Exp, Erf, Tanh, Pow by 2 or 3,
+    SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip and
+    activations, BatchNormalization (inference), Conv (depthwise, pointwise, ungrouped 2-D),
+    ConvTranspose (kernel = strides), GlobalAveragePool, Exp, Erf, Tanh, Pow by 2 or 3,
     LayerNormalization with its gradient, Softmax, GatherGrad and LSTM (inference) through the kernels."""
     if kernels is None:
         return False
@@ -130,6 +132,8 @@ def install() -> bool:
         backend.use("max_pool", conv.max_pool)
     if getattr(kernels, "upsample_nearest", None) is not None:
         backend.use("upsample", conv.upsample)
+    if getattr(kernels, "row_means", None) is not None:
+        registry.accelerate("GlobalAveragePool", conv.global_average_pool)
     if hasattr(kernels, "transpose"):
         backend.use("transpose", wasm_linalg.transpose)
     if getattr(kernels, "sgemm_batched", None) is not None:
