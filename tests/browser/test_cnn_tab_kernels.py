@@ -42,6 +42,7 @@ class _Net(torch.nn.Module):
         s = torch.nn.functional.hardsigmoid(self.se2(torch.relu(self.se1(pooled))))
         x = self.wide(x * s)
         x = torch.cat([self.up(x), torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest")], 1)
+        x = torch.nn.functional.hardswish(x)  # (a HardSwish no Conv precedes: unfused)
         x = self.crnn(x)
         seq = x.mean(2).permute(2, 0, 1)  # CRNN's columns as time steps: (W, N, C)
         return torch.cat([x.flatten(1), self.rnn(seq)[0].permute(1, 0, 2).flatten(1)], 1)

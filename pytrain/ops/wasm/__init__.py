@@ -112,7 +112,7 @@ def install() -> bool:
     route through registry.accelerate Relu, ReluGrad, MaxPoolGrad,
     SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip and
     activations, BatchNormalization (inference), Conv (depthwise, pointwise, ungrouped 2-D),
-    ConvTranspose (kernel = strides), GlobalAveragePool, Exp, Erf, Tanh, Pow by 2 or 3,
+    ConvTranspose (kernel = strides), GlobalAveragePool, HardSigmoid, HardSwish, Exp, Erf, Tanh, Pow by 2 or 3,
     LayerNormalization with its gradient, Softmax, GatherGrad and LSTM (inference) through the kernels."""
     if kernels is None:
         return False
@@ -132,6 +132,9 @@ def install() -> bool:
         backend.use("max_pool", conv.max_pool)
     if getattr(kernels, "upsample_nearest", None) is not None:
         backend.use("upsample", conv.upsample)
+    if getattr(kernels, "hard_activation", None) is not None:
+        registry.accelerate("HardSigmoid", elementwise.hard_activation(1))
+        registry.accelerate("HardSwish", elementwise.hard_activation(2))
     if getattr(kernels, "row_means", None) is not None:
         registry.accelerate("GlobalAveragePool", conv.global_average_pool)
     if hasattr(kernels, "transpose"):

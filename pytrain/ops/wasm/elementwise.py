@@ -151,3 +151,21 @@ def unary(name: str):
         threaded(name, X.size, THREADS_MIN_ELEMENTS[name])(ptr(X), ptr(y), X.size)
         return (y,)
     return run
+
+
+def hard_activation(kind: int):
+    """HardSigmoid (kind 1) or HardSwish (kind 2) of a float32 tensor in one pass (elementwise.c
+    hard_activation, on a copy), for registry.accelerate: numpy makes four passes with their temporaries
+    (a MobileNetV3 training step's forward runs them unfused)."""
+    def run(ctx, X: np.ndarray, **attrs) -> Optional[Tuple[np.ndarray]]:
+        if not plain(X):
+            return None
+        y = X.copy()
+        if kind == 1:
+            alpha = float(np.float32(attrs.get("alpha", 0.2)))
+            beta = float(np.float32(attrs.get("beta", 0.5)))
+        else:
+            alpha, beta = float(np.float32(1.0 / 6.0)), 0.5
+        kernels.hard_activation(ptr(y), y.size, kind, alpha, beta)
+        return (y,)
+    return run
