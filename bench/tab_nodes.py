@@ -2,7 +2,8 @@
 checkouts' wheels against onnxruntime-web in one browser session.
 
     python bench/tab_nodes.py --nodes                      # ms per op type and the top nodes, 1 thread
-    python bench/tab_nodes.py --ab /work/main --repeat 3   # this checkout vs another, alternating, + ORT-web
+    python bench/tab_nodes.py --ab /work/main --ort --repeat 3   # this checkout vs another, alternating, + ORT-web
+    python bench/tab_nodes.py --ab /work/main --train            # the same for a training step
 
 pages/pytrain.html?infer=1&nodes=1 times each node of the InferenceSession's plan (Plan.time_nodes, what
 native_runner.py infer --nodes does natively); ?wheel=NAME picks bench/.cache/NAME.whl, so the same page,
@@ -53,6 +54,8 @@ def main(argv=None) -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile of the timed calls, by own time (this checkout)")
     ap.add_argument("--ab", help="another checkout whose pytrain/ runs alternating with this one's")
     ap.add_argument("--ort", action="store_true", help="onnxruntime-web 1.19.2 inference rows too")
+    ap.add_argument("--train", action="store_true", help="a training step (pytrain's artifacts, AdamW) instead of "
+                    "inference (onnxruntime-training cannot train these models: no peer row)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=15)
@@ -62,6 +65,12 @@ def main(argv=None) -> None:
     names = [w for w in args.workloads.split(",") if w]
     run.prepare_models(names)
     run.build_pytrain_wheel()
+    if args.train:  # this checkout's artifacts (both wheels read the same files)
+        for n in names:
+            art = run.CACHE / "art" / "pytrain" / n
+            run.run_json([sys.executable, str(run.RUNNER), "gen", "--runtime", "pytrain", "--model",
+                          str(run.CACHE / "models" / n / "model.onnx"), "--out", str(art)], run.pytrain_env())
+    mode = "" if args.train else "&infer=1"
     wheels = ["pytrain"] + ([zip_checkout(Path(args.ab), "ab_other")] if args.ab else [])
     from browser import BrowserSession
 
@@ -73,7 +82,7 @@ def main(argv=None) -> None:
                 for w in (wheels if rep % 2 == 0 else wheels[::-1]):
                     extra = "&nodes=1" if args.nodes else "&profile=1" if args.profile else ""
                     # (per node: a cross-origin isolated page, whose performance.now() ticks in 5 us, not 100)
-                    rec = s.run_page(f"/bench/pages/pytrain.html?{q}&gemm=1&infer=1&wheel={w}{extra}",
+                    rec = s.run_page(f"/bench/pages/pytrain.html?{q}&gemm=1{mode}&wheel={w}{extra}",
                                      isolated=bool(extra))
                     if args.profile:
                         log(f"{n} [{w}]\n" + rec["profile"])
@@ -95,7 +104,7 @@ def main(argv=None) -> None:
                         out.setdefault(n, {}).setdefault(w + " min", []).append(rec["step_ms_min"])
                     out.setdefault(n, {}).setdefault(w, []).append(ms)
                     rows.append(dict(workload=n, wheel=w, rec=rec))
-                if args.ort:
+                if args.ort and not args.train:
                     rec = s.run_page(f"/bench/pages/ort.html?workload={n}&warmup=20&steps=50&infer=1&threads=1")
                     log(f"{n} [onnxruntime-web] {rec['step_ms']:.1f} ms (min {rec['step_ms_min']:.1f})")
                     out.setdefault(n, {}).setdefault("ort-web", []).append(rec["step_ms"])
