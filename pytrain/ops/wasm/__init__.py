@@ -117,7 +117,7 @@ def install() -> bool:
     if kernels is None:
         return False
     from pytrain.ops import backend, linalg, registry
-    from pytrain.ops.wasm import conv, elementwise, gather, normalization, optimizer, recurrent, softmax
+    from pytrain.ops.wasm import conv, elementwise, gather, normalization, optimizer, softmax
     from pytrain.ops.wasm import linalg as wasm_linalg
 
     previous = backend.use("matmul", wasm_linalg.matmul2d)  # (linalg installed its default when imported)
@@ -130,13 +130,6 @@ def install() -> bool:
         backend.use("columns_adjoint", conv.columns_adjoint)
     if hasattr(kernels, "maxpool2d"):
         backend.use("max_pool", conv.max_pool)
-    if getattr(kernels, "upsample_nearest", None) is not None:
-        backend.use("upsample", conv.upsample)
-    if getattr(kernels, "hard_activation", None) is not None:
-        registry.accelerate("HardSigmoid", elementwise.hard_activation(1))
-        registry.accelerate("HardSwish", elementwise.hard_activation(2))
-    if getattr(kernels, "row_means", None) is not None:
-        registry.accelerate("GlobalAveragePool", conv.global_average_pool)
     if hasattr(kernels, "transpose"):
         backend.use("transpose", wasm_linalg.transpose)
     if getattr(kernels, "sgemm_batched", None) is not None:
@@ -164,8 +157,6 @@ def install() -> bool:
         registry.accelerate("BatchNormalization", normalization.batch_normalization)
     if getattr(kernels, "depthwise_conv2d", None) is not None and getattr(kernels, "conv1x1", None) is not None:
         registry.accelerate("Conv", conv.conv)
-    if getattr(kernels, "conv_transpose_tiles", None) is not None:
-        registry.accelerate("ConvTranspose", conv.conv_transpose)
     if getattr(kernels, "exp", None) is not None:
         registry.accelerate("Exp", elementwise.unary("exp"))
     if getattr(kernels, "erf", None) is not None:
@@ -173,6 +164,7 @@ def install() -> bool:
     if getattr(kernels, "tanh", None) is not None:
         registry.accelerate("Tanh", elementwise.unary("tanh"))
     registry.accelerate("Pow", elementwise.power)  # (numpy products: no kernel needed)
+    _install_cnn()
     if getattr(kernels, "first_non_finite", None) is not None:
         backend.use("finite", optimizer.first_non_finite)
     if getattr(kernels, "layernorm", None) is not None and getattr(kernels, "layernorm_grad", None) is not None:
@@ -183,6 +175,24 @@ def install() -> bool:
         registry.accelerate("Softmax", softmax.softmax)
     if getattr(kernels, "gather_grad", None) is not None:
         registry.accelerate("GatherGrad", gather.gather_grad, registry.PYTRAIN_DOMAIN)
+    return True
+
+
+def _install_cnn() -> None:
+    """install()'s part for the OCR CNNs (issue 32): Resize's nearest upsampling, HardSigmoid/HardSwish,
+    GlobalAveragePool, ConvTranspose (kernel = strides) and LSTM inference, each where the page's
+    kernels.wasm has its kernel."""
+    from pytrain.ops import backend, registry
+    from pytrain.ops.wasm import conv, elementwise, recurrent
+
+    if getattr(kernels, "upsample_nearest", None) is not None:
+        backend.use("upsample", conv.upsample)
+    if getattr(kernels, "hard_activation", None) is not None:
+        registry.accelerate("HardSigmoid", elementwise.hard_activation(1))
+        registry.accelerate("HardSwish", elementwise.hard_activation(2))
+    if getattr(kernels, "row_means", None) is not None:
+        registry.accelerate("GlobalAveragePool", conv.global_average_pool)
+    if getattr(kernels, "conv_transpose_tiles", None) is not None:
+        registry.accelerate("ConvTranspose", conv.conv_transpose)
     if getattr(kernels, "lstm_steps", None) is not None:
         registry.accelerate("LSTM", recurrent.lstm)
-    return True
