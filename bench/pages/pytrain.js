@@ -15,7 +15,7 @@ async function setup(p) {
   const pyodide = await loadPyodide({ indexURL: PYODIDE });
   await pyodide.loadPackage(["numpy"]);
   const FS = pyodide._module.FS;
-  FS.writeFile("/tmp/pytrain.whl", await benchLib.fetchBytes("/bench/.cache/pytrain.whl"));
+  FS.writeFile("/tmp/pytrain.whl", await benchLib.fetchBytes("/bench/.cache/" + (new URLSearchParams(location.search).get("wheel") || "pytrain") + ".whl"));
   // A wheel is a zip: unpacking it onto sys.path is all a pure-Python install does
   // (and avoids micropip resolving dependencies on PyPI).
   pyodide.runPython(`
@@ -60,6 +60,54 @@ _backend.use("finite", None)
   return { pyodide, FS, gemmCalls, threads };
 }
 
+/** Wall time per graph node (ms per step: the mean over the timed steps, and the fastest step's) of the Python function
+ * ``fn`` (bench_step or bench_infer): every Plan's compiled step rebuilt with each kernel wrapped
+ * in a timer (Plan.time_nodes), the same as native_runner.py --nodes; opt-in, the normal path untouched. */
+function nodeTimes(pyodide, p, fn) {
+  return JSON.parse(pyodide.runPython(`
+import gc, json, time
+from pytrain.engine.executor import Plan
+
+class _Calls(dict):  # every call's seconds per node (Plan.time_nodes adds to get(k, 0.0))
+    def get(self, k, d=0.0):
+        return 0.0
+    def __setitem__(self, k, v):
+        self.setdefault(k, []).append(v)
+
+${fn}()
+_acc = _Calls()
+for _plan in [o for o in gc.get_objects() if isinstance(o, Plan)]:
+    _plan.time_nodes(_acc, lambda n: n.op_type + ' ' + (n.name or n.output[0]))
+for _ in range(${p.warmup}): ${fn}()
+_acc.clear()
+_t0 = time.perf_counter()
+for _ in range(${p.steps}): ${fn}()
+_total = (time.perf_counter() - _t0) * 1e3 / ${p.steps}
+def _min(v):  # the fastest step's time (a node's calls per step summed)
+    c = max(1, len(v) // ${p.steps})
+    return min(sum(v[i:i + c]) for i in range(0, len(v), c)) * 1e3
+
+json.dumps({'step_ms': _total,
+            'nodes': sorted(((k, sum(v) * 1e3 / ${p.steps}) for k, v in _acc.items()), key=lambda kv: -kv[1]),
+            'nodes_min': sorted(((k, _min(v)) for k, v in _acc.items()), key=lambda kv: -kv[1])})
+`));
+}
+
+/** Where the time goes inside Pyodide over the timed calls of ``fn``: cProfile, by own time. */
+function profileSteps(pyodide, p, fn) {
+  return pyodide.runPython(`
+import cProfile, io, pstats
+for _ in range(${p.warmup}): ${fn}()
+_prof = cProfile.Profile()
+_prof.enable()
+for _ in range(${p.steps}): ${fn}()
+_prof.disable()
+_out = io.StringIO()
+pstats.Stats(_prof, stream=_out).sort_stats('tottime').print_stats(40)
+_out.getvalue()
+`);
+}
+
 benchLib.runBench(async (p) => {
   const { pyodide, FS, gemmCalls, threads } = await setup(p);
   const dir = `/bench/.cache/models/${p.workload}/`;
@@ -95,6 +143,8 @@ _name = _sess.input_names()[0]
 def bench_infer():
     return float(_sess.run(None, {_name: _x})[0].reshape(-1)[0])
 `);
+    if (p.nodes) return { nodes: nodeTimes(pyodide, p, "bench_infer"), infer: true };
+    if (p.profile) return { profile: profileSteps(pyodide, p, "bench_infer"), infer: true };
     const infer = pyodide.globals.get("bench_infer");
     const res = await benchLib.timeSteps(() => infer(), p.warmup, p.steps, p.warmupMs);
     Object.assign(res, { gemm: p.gemm, threads: p.threads, infer: true });
@@ -141,34 +191,8 @@ def bench_step():
   const step = pyodide.globals.get("bench_step");
   // ?gcoff=1: Python's cyclic collector off while timing (is it behind the spread?)
   if (p.gcoff) pyodide.runPython("import gc\ngc.collect()\ngc.disable()");
-  if (p.profile) {  // ?profile=1: where the time goes inside Pyodide (cProfile, by own time)
-    return { profile: pyodide.runPython(`
-import cProfile, io, pstats
-for _ in range(${p.warmup}): bench_step()
-_prof = cProfile.Profile()
-_prof.enable()
-for _ in range(${p.steps}): bench_step()
-_prof.disable()
-_out = io.StringIO()
-pstats.Stats(_prof, stream=_out).sort_stats('tottime').print_stats(30)
-_out.getvalue()
-`) };
-  }
-  if (p.nodes) {  // ?nodes=1: wall time per graph node (ms per step), summed over the timed steps
-    return { nodes: JSON.parse(pyodide.runPython(`
-import gc, json, time
-from pytrain.engine.executor import Plan
-_acc = {}
-for _plan in [o for o in gc.get_objects() if isinstance(o, Plan)]:
-    _plan.time_nodes(_acc, lambda n: n.op_type + ' ' + (n.name or n.output[0]))
-for _ in range(${p.warmup}): bench_step()
-_acc.clear()
-_t0 = time.perf_counter()
-for _ in range(${p.steps}): bench_step()
-_total = (time.perf_counter() - _t0) * 1e3 / ${p.steps}
-json.dumps({'step_ms': _total, 'nodes': sorted(((k, v * 1e3 / ${p.steps}) for k, v in _acc.items()), key=lambda kv: -kv[1])})
-`)) };
-  }
+  if (p.profile) return { profile: profileSteps(pyodide, p, "bench_step") };  // ?profile=1: cProfile, by own time
+  if (p.nodes) return { nodes: nodeTimes(pyodide, p, "bench_step") };  // ?nodes=1: ms per graph node
   const res = await benchLib.timeSteps(() => step(), p.warmup, p.steps, p.warmupMs);
   res.gemm = p.gemm;
   if (gemmCalls) res.gemm_calls = gemmCalls.n;

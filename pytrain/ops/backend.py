@@ -13,6 +13,8 @@ Names and their contracts:
 - ``columns`` / ``columns_adjoint``: ``(xt, win)`` / ``(dcols, win)`` -> im2col / col2im in the
   batch-last layout ``xt = (C, *padded, N)`` (:mod:`pytrain.ops.windows`), or None
 - ``max_pool``: ``(xp, win, want_indices, storage_order)`` -> MaxPool's ``(y, indices)``, or None
+- ``upsample``: ``(x, factors)`` -> ``x`` with each entry repeated ``factors[axis]`` times along every
+  axis (Resize's nearest integer upsampling) as a new array, or None
 - ``adam``: ``(groups, lr, step, beta1, beta2, epsilon, weight_decay, decoupled)`` -> True when it
   updated every (param, grad, m, v) group in place
 - ``finite``: ``(arrays)`` -> the index of the first array holding a NaN or an infinity, -1, or None
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional
 
-NAMES = ("matmul", "matmul_batched", "transpose", "columns", "columns_adjoint", "max_pool", "adam", "finite")
+NAMES = ("matmul", "matmul_batched", "transpose", "columns", "columns_adjoint", "max_pool", "upsample", "adam", "finite")
 
 _impls: Dict[str, Callable[..., Any]] = {}
 

@@ -535,3 +535,190 @@ def test_binary_kernel_equals_numpy_bit_for_bit(wasm_path, tmp_path, op_code, op
         nan = np.isnan(want.ravel())
         np.testing.assert_array_equal(np.isnan(g), nan)
         assert g[~nan].tobytes() == want.ravel()[~nan].tobytes()
+
+
+#: (x shape, M, kernel, strides, pads (top, left, bottom, right), dilations, bias, fold)
+CONV2D = [
+    ((2, 3, 13, 17), 5, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True, False),   # a stem: stride 2, odd sizes
+    ((1, 4, 9, 11), 6, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False, False),
+    ((3, 5, 7, 6), 7, (3, 2), (1, 2), (2, 0, 1, 1), (2, 1), True, True),      # uneven pads, dilation, folded
+    ((2, 2, 5, 5), 3, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), True, True),      # a strided 1x1
+    ((1, 3, 6, 9), 2, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), True, False),     # windows wider than the pads
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV2D)))
+def test_conv2d_equals_the_numpy_conv(wasm_path, tmp_path, case):
+    """pytrain_conv2d (per image an im2col reading the padding as zeros, then one product; or the images
+    side by side) gives the numpy Conv kernel's output for strides, asymmetric pads, dilations, odd sizes,
+    with and without bias, within float32 rounding of the sum of |terms|."""
+    conv = get_kernel("Conv").numpy_fn
+    rng = np.random.default_rng(17 + case)
+    xs, m, k, st, pads, dil, has_bias, fold = CONV2D[case]
+    n, c, h, w = xs
+    x = rng.standard_normal(xs).astype(np.float32)
+    wt = rng.standard_normal((m, c) + k).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if has_bias else None
+    attrs = dict(strides=list(st), pads=list(pads), dilations=list(dil))
+    y = conv(OpContext(), x, wt, b, **attrs)[0]
+    mag = conv(OpContext(), np.abs(x), np.abs(wt), None if b is None else np.abs(b), **attrs)[0]
+    win = _conv_geometry(xs, wt.shape, st, pads, dil)
+    oh, ow = win.out_shape
+    ck, ll = c * k[0] * k[1], oh * ow
+    bufs = [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True}]
+    inputs = [x, wt]
+    if has_bias:
+        bufs.append({"len": m, "fill": True})
+        inputs.append(b)
+    out = len(bufs)
+    bufs += [{"len": y.size, "fill": False}, {"len": ck * n * ll + m * n * ll if fold else ck * ll, "fill": False}]
+    cases = [{"fn": "conv2d", "buffers": bufs, "read": [out],
+              "args": ["$0", "$1", "$2" if has_bias else 0, "$%d" % out, n, c, h, w, m, k[0], k[1], oh, ow,
+                       st[0], st[1], dil[0], dil[1], win.pads_begin[0], win.pads_begin[1], int(fold),
+                       "$%d" % (out + 1)]}]
+    got, = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    assert np.all(np.abs(got - y.ravel()) <= 2e-6 * (mag.ravel() + 1e-30)), np.max(np.abs(got - y.ravel()))
+
+
+def test_hard_activation_equals_fused_conv_numpy_activation(wasm_path, tmp_path):
+    """pytrain_hard_activation (in place) gives the numpy HardSigmoid and HardSwish kernels' values (whose
+    float32 operations FusedConv's activation repeats), NaN and infinities included (SIMD body and tail)."""
+    rng = np.random.default_rng(19)
+    x = (rng.standard_normal(1031) * 4).astype(np.float32)
+    x[:8] = [np.nan, -np.inf, np.inf, -0.0, 3.0, -3.0, 2.5, -2.5]
+    x[-3:] = [np.nan, np.inf, -np.inf]
+    alpha, beta = float(np.float32(0.2)), 0.5
+    cases = [{"fn": "hard_activation", "buffers": [{"len": x.size, "fill": True}], "read": [0],
+              "args": ["$0", x.size, 1, alpha, beta]},
+             {"fn": "hard_activation", "buffers": [{"len": x.size, "fill": True}], "read": [0],
+              "args": ["$0", x.size, 2, float(np.float32(1.0 / 6.0)), 0.5]}]
+    sig, swish = _call_kernels(wasm_path, tmp_path, cases, [x, x])
+    want_sig = get_kernel("HardSigmoid").numpy_fn(OpContext(), x, alpha=0.2, beta=0.5)[0]
+    want_swish = get_kernel("HardSwish").numpy_fn(OpContext(), x)[0]
+    assert _ulps(sig, want_sig).max() <= 1
+    assert _ulps(swish, want_swish).max() <= 2
+
+
+@pytest.mark.parametrize("op_code,op", [(0, np.add), (2, np.multiply), (1, np.subtract), (3, np.divide)])
+def test_binary_rows_equals_numpy_broadcast(wasm_path, tmp_path, op_code, op):
+    """pytrain_binary_rows: an (N, C, H, W) tensor with an (N, C, 1, 1) one, either side, numpy's bits."""
+    rng = np.random.default_rng(23)
+    a = rng.standard_normal((3, 5, 7, 3)).astype(np.float32)
+    b = (rng.standard_normal((3, 5, 1, 1)) + 2).astype(np.float32)
+    cases = [{"fn": "binary_rows", "buffers": [{"len": a.size, "fill": True}, {"len": b.size, "fill": True},
+                                              {"len": a.size, "fill": False}], "read": [2],
+              "args": [op_code, "$0", "$1", "$2", b.size, a.size // b.size, swap]} for swap in (0, 1)]
+    got, got_swapped = _call_kernels(wasm_path, tmp_path, cases, [a, b, a, b])
+    assert np.array_equal(got, op(a, b).ravel())
+    assert np.array_equal(got_swapped, op(b, a).ravel())
+
+
+def test_upsample_nearest_equals_the_numpy_resize(wasm_path, tmp_path):
+    """pytrain_upsample_nearest gives Resize's nearest integer upsampling (x2 SIMD rows, odd widths, x3 by
+    x1, x1 by x4) exactly."""
+    from pytrain.ops.nn.op_resize import resample, kept_plan
+
+    rng = np.random.default_rng(29)
+    cases, inputs, want = [], [], []
+    for shape, (fh, fw) in (((2, 3, 5, 9), (2, 2)), ((1, 2, 4, 3), (3, 1)), ((1, 1, 3, 5), (1, 4))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        plan = kept_plan("Resize", shape, None, np.array([1, 1, fh, fw], np.float32), None, 0, None,
+                         "asymmetric", -0.75, 0, "stretch", "nearest", "floor")
+        want.append(np.repeat(np.repeat(x, fh, axis=2), fw, axis=3))
+        assert np.array_equal(resample(x, plan), want[-1])
+        cases.append({"fn": "upsample_nearest", "buffers": [{"len": x.size, "fill": True},
+                                                            {"len": want[-1].size, "fill": False}],
+                      "read": [1], "args": ["$0", "$1", shape[0] * shape[1], shape[2], shape[3], fh, fw]})
+        inputs.append(x)
+    for g, w in zip(_call_kernels(wasm_path, tmp_path, cases, inputs), want):
+        assert np.array_equal(g, w.ravel())
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_lstm_steps_equal_the_numpy_lstm(wasm_path, tmp_path, bidirectional):
+    """pytrain_lstm_steps (every step of every direction: the recurrent product, Sigmoid/Tanh/Tanh gates in
+    double rounded to float32) gives the numpy LSTM kernel's Y, Y_h and Y_c to float32 rounding: odd sizes,
+    initial states, saturated gates (pre-activations past +-20)."""
+    rng = np.random.default_rng(31)
+    T, N, I, H = 5, 3, 7, 6
+    D = 2 if bidirectional else 1
+    X = rng.standard_normal((T, N, I)).astype(np.float32)
+    W = (rng.standard_normal((D, 4 * H, I)) * 2).astype(np.float32)
+    W[0, 0] *= 20  # (saturated input gates)
+    R = rng.standard_normal((D, 4 * H, H)).astype(np.float32)
+    B = rng.standard_normal((D, 8 * H)).astype(np.float32)
+    h0, c0 = rng.standard_normal((D, N, H)).astype(np.float32), rng.standard_normal((D, N, H)).astype(np.float32)
+    direction = "bidirectional" if bidirectional else "forward"
+    Y, Yh, Yc = get_kernel("LSTM").numpy_fn(OpContext(), X, W, R, B, None, h0, c0, direction=direction,
+                                            hidden_size=H)
+    xw = np.stack([(X if d == 0 else X[::-1]) @ W[d].T + B[d, :4 * H] + B[d, 4 * H:] for d in range(D)], 1)
+    rt = np.ascontiguousarray(np.swapaxes(R, 1, 2))
+    xw = np.ascontiguousarray(xw, np.float32)
+    bufs = [{"len": a.size, "fill": True} for a in (xw, rt, h0, c0)]
+    bufs += [{"len": T * D * N * H, "fill": False}, {"len": D * N * H, "fill": False},
+             {"len": D * N * H, "fill": False}, {"len": N * 4 * H, "fill": False}]
+    cases = [{"fn": "lstm_steps", "buffers": bufs, "read": [4, 5, 6],
+              "args": ["$0", "$1", "$2", "$3", "$4", "$5", "$6", "$7", T, D, N, H]}]
+    ys, ht, ct = _call_kernels(wasm_path, tmp_path, cases, [xw, rt, h0, c0])
+    ys = ys.reshape(T, D, N, H)
+    if bidirectional:
+        ys[:, 1] = ys[::-1, 1].copy()  # (processing order -> time order)
+    np.testing.assert_allclose(ys, Y, rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(ht.reshape(D, N, H), Yh, rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(ct.reshape(D, N, H), Yc, rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_transpose_tiles_equal_the_numpy_conv_transpose(wasm_path, tmp_path, bias):
+    """pytrain_conv_transpose_tiles (kernel == strides: one product per image, each tap's plane put in its
+    place) gives the numpy ConvTranspose's output: 2x2 / stride 2 over odd sizes, 3x1 / (3, 1)."""
+    conv_t = get_kernel("ConvTranspose").numpy_fn
+    rng = np.random.default_rng(37)
+    cases, inputs, expected = [], [], []
+    for xs, m, k in (((2, 5, 7, 9), 3, (2, 2)), ((1, 3, 4, 5), 6, (3, 1))):
+        n, c, h, w = xs
+        x = rng.standard_normal(xs).astype(np.float32)
+        wt = rng.standard_normal((c, m) + k).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32) if bias else None
+        y = conv_t(OpContext(), x, wt, b, strides=list(k))[0]
+        mag = conv_t(OpContext(), np.abs(x), np.abs(wt), None if b is None else np.abs(b), strides=list(k))[0]
+        bufs = [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True}]
+        inputs += [x, wt]
+        if bias:
+            bufs.append({"len": m, "fill": True})
+            inputs.append(b)
+        out = len(bufs)
+        bufs += [{"len": y.size, "fill": False}, {"len": m * k[0] * k[1] * h * w, "fill": False}]
+        cases.append({"fn": "conv_transpose_tiles", "buffers": bufs, "read": [out],
+                      "args": ["$0", "$1", "$2" if bias else 0, "$%d" % out, n, c, h, w, m, k[0], k[1],
+                               "$%d" % (out + 1)]})
+        expected.append((y, mag))
+    for g, (y, mag) in zip(_call_kernels(wasm_path, tmp_path, cases, inputs), expected):
+        assert np.all(np.abs(g - y.ravel()) <= 2e-6 * (mag.ravel() + 1e-30)), np.max(np.abs(g - y.ravel()))
+
+
+def test_row_means_equal_global_average_pool(wasm_path, tmp_path):
+    """pytrain_row_means gives the numpy GlobalAveragePool to float32 rounding (rows of 12, 7 and 1
+    positions; NaN and inf rows), and a row's mean is the same bits alone and inside a batch."""
+    pool = get_kernel("GlobalAveragePool").numpy_fn
+    rng = np.random.default_rng(41)
+    cases, inputs, want = [], [], []
+    for shape in ((8, 9, 2, 6), (3, 5, 7), (2, 4, 1, 1)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        want.append(pool(OpContext(), x)[0])
+        cases.append({"fn": "row_means", "buffers": [{"len": x.size, "fill": True},
+                                                     {"len": shape[0] * shape[1], "fill": False}],
+                      "read": [1], "args": ["$0", "$1", shape[0] * shape[1], x.size // (shape[0] * shape[1])]})
+        inputs.append(x)
+    x = inputs[0]
+    x[0, 0, 0, 0], x[0, 1, 1, 1] = np.nan, np.inf
+    want[0] = pool(OpContext(), x)[0]
+    one = np.ascontiguousarray(x[3:4])  # (the fourth sample alone)
+    cases.append({"fn": "row_means", "buffers": [{"len": one.size, "fill": True}, {"len": 9, "fill": False}],
+                  "read": [1], "args": ["$0", "$1", 9, 12]})
+    inputs.append(one)
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.ravel(), rtol=1e-6, atol=1e-7)
+    assert np.isnan(got[0][0]) and np.isinf(got[0][1])
+    assert np.array_equal(got[3], got[0][27:36])

@@ -188,3 +188,111 @@ void conv1x1(const float *x, const float *w, const float *bias, float *y, int n,
         }
     }
 }
+
+/* One image's im2col from the unpadded NCHW input, padding read as zeros: cols (C*KH*KW x L), row
+ * (c*KH + i)*KW + j, column y*OW + x (+ col0 within rows of `ld` columns: the images side by side)
+ * = x[c][y*SH - PH + i*DH][x*SW - PW + j*DW]. */
+static void image_columns(const float *x, float *cols, int ld, int col0, int c, int h, int wd, int kh, int kw,
+                          int oh, int ow, int sh, int sw, int dh, int dw, int ph, int pw) {
+    for (int ci = 0; ci < c; ci++) {
+        const float *xc = x + (long)ci * h * wd;
+        for (int i = 0; i < kh; i++)
+            for (int j = 0; j < kw; j++) {
+                float *dst = cols + (long)((ci * kh + i) * kw + j) * ld + col0;
+                int off = j * dw - pw;
+                /* output columns reading inside the row: lo <= ox < hi */
+                int lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+                int hi = wd - off <= 0 ? 0 : (wd - off - 1) / sw + 1;
+                if (hi > ow) hi = ow;
+                if (lo > hi) lo = hi;
+                for (int oy = 0; oy < oh; oy++, dst += ow) {
+                    int iy = oy * sh - ph + i * dh;
+                    if (iy < 0 || iy >= h) {
+                        for (int ox = 0; ox < ow; ox++) dst[ox] = 0.0f;
+                        continue;
+                    }
+                    const float *src = xc + (long)iy * wd + off;
+                    for (int ox = 0; ox < lo; ox++) dst[ox] = 0.0f;
+                    if (sw == 1) {
+                        for (int ox = lo; ox < hi; ox++) dst[ox] = src[ox];
+                    } else {
+                        for (int ox = lo; ox < hi; ox++) dst[ox] = src[ox * sw];
+                    }
+                    for (int ox = hi; ox < ow; ox++) dst[ox] = 0.0f;
+                }
+            }
+    }
+}
+
+/* A 2-D convolution, group 1, any kernel, strides, dilations and zero padding, NCHW in and out: per
+ * image its im2col (padding read as zeros, no padded copy) and Y[img] (M x L) = W (M x C*K) @ cols,
+ * then the bias (bias != 0) per channel; one call where the numpy path pads, moves the batch last,
+ * builds the columns, multiplies, moves the batch first and adds the bias in five passes. Each output
+ * sums its C*K terms in the order the batch-last path does, through the same GEMM. `tmp`: scratch of
+ * C*K*L floats, or with `fold` (few positions per image) C*K*N*L + M*N*L: the images side by side in
+ * one product, as conv1x1 does. */
+EXPORT("pytrain_conv2d")
+void conv2d(const float *x, const float *w, const float *bias, float *y, int n, int c, int h, int wd, int m,
+            int kh, int kw, int oh, int ow, int sh, int sw, int dh, int dw, int ph, int pw, int fold,
+            float *tmp, void *work) {
+    int l = oh * ow, ck = c * kh * kw;
+    if (fold) {
+        long nl = (long)n * l;
+        float *yt = tmp + (long)ck * nl;
+        for (int img = 0; img < n; img++)
+            image_columns(x + (long)img * c * h * wd, tmp, (int)nl, img * l, c, h, wd, kh, kw, oh, ow, sh, sw,
+                          dh, dw, ph, pw);
+        sgemm(0, 0, m, (int)nl, ck, 1.0f, w, ck, tmp, (int)nl, 0.0f, yt, (int)nl, work);
+        for (int img = 0; img < n; img++)
+            for (int o = 0; o < m; o++) {
+                const float *src = yt + o * nl + (long)img * l;
+                float *dst = y + ((long)img * m + o) * l;
+                float b = bias ? bias[o] : 0.0f;
+                if (bias) for (int j = 0; j < l; j++) dst[j] = src[j] + b;
+                else for (int j = 0; j < l; j++) dst[j] = src[j];
+            }
+        return;
+    }
+    for (int img = 0; img < n; img++) {
+        image_columns(x + (long)img * c * h * wd, tmp, l, 0, c, h, wd, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw);
+        float *yi = y + (long)img * m * l;
+        sgemm(0, 0, m, l, ck, 1.0f, w, ck, tmp, l, 0.0f, yi, l, work);
+        if (!bias) continue;
+        for (int o = 0; o < m; o++) {
+            float *yo = yi + (long)o * l;
+            v128_t vb = wasm_f32x4_splat(bias[o]);
+            int j = 0;
+            for (; j + 4 <= l; j += 4) wasm_v128_store(yo + j, wasm_f32x4_add(wasm_v128_load(yo + j), vb));
+            for (; j < l; j++) yo[j] += bias[o];
+        }
+    }
+}
+
+/* A 2-D ConvTranspose whose kernel equals its strides (no overlap, no dilation, no padding: DBNet's
+ * x2 upsampling 2x2 / stride 2), group 1, NCHW: per image T (M*KH*KW x H*W) = W^T (W: C x M*KH*KW) @
+ * X[img] (C x H*W), one product, then every tap's plane put in its place, the bias added:
+ * Y[img][o][y*KH + i][x*KW + j] = T[(o*KH + i)*KW + j][y*W + x] + bias[o]. Each output is one sum over
+ * the C input channels (the numpy path's product, then its col2im adds it to a zero). tmp: M*KH*KW*H*W floats. */
+EXPORT("pytrain_conv_transpose_tiles")
+void conv_transpose_tiles(const float *x, const float *w, const float *bias, float *y, int n, int c, int h,
+                          int wd, int m, int kh, int kw, float *tmp, void *work) {
+    int mk = m * kh * kw, l = h * wd, ow = wd * kw;
+    for (int img = 0; img < n; img++) {
+        sgemm(1, 0, mk, l, c, 1.0f, w, mk, x + (long)img * c * l, l, 0.0f, tmp, l, work);
+        float *yi = y + (long)img * m * l * kh * kw;
+        for (int o = 0; o < m; o++) {
+            float b = bias ? bias[o] : 0.0f;
+            float *yo = yi + (long)o * l * kh * kw;
+            for (int i = 0; i < kh; i++)
+                for (int j = 0; j < kw; j++) {
+                    const float *t = tmp + (long)((o * kh + i) * kw + j) * l;
+                    for (int yy = 0; yy < h; yy++) {
+                        float *dst = yo + (long)(yy * kh + i) * ow + j;
+                        const float *src = t + (long)yy * wd;
+                        if (bias) for (int xx = 0; xx < wd; xx++) dst[xx * kw] = src[xx] + b;
+                        else for (int xx = 0; xx < wd; xx++) dst[xx * kw] = src[xx];
+                    }
+                }
+        }
+    }
+}

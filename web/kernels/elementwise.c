@@ -101,3 +101,39 @@ void clip(const float *x, float *y, int n, float lo, float hi) {
         y[i] = (v <= hi || v != v) ? v : hi;
     }
 }
+
+/* ---- rows broadcast, hard activations ---------------------------------------------------------- */
+
+/* y[r, :] = a[r, :] (op) b[r] over (rows x cols) float32, op as `binary` (swap: b[r] (op) a[r, :]): a
+ * (N, C, H, W) tensor with an (N, C, 1, 1) one, squeeze-and-excite's channel scale, which numpy's
+ * broadcasting loop in Pyodide runs one short row at a time. The same IEEE operation per element. */
+EXPORT("pytrain_binary_rows")
+void binary_rows(int op, const float *a, const float *b, float *y, int rows, int cols, int swap) {
+    for (int r = 0; r < rows; r++)
+        binary(op, a + (long)r * cols, b + r, y + (long)r * cols, cols, 1, swap);
+}
+
+/* In place over n float32: kind 1 HardSigmoid y = clip(y * alpha + beta, 0, 1); kind 2 HardSwish
+ * y = y * clip(y * alpha + beta, 0, 1) (alpha = float32(1/6), beta = 0.5): the float32 operations of
+ * FusedConv's numpy activation (op_conv_fused._activate) in its order, one pass instead of four
+ * numpy ones with their temporaries. NaN stays NaN (wasm's min/max propagate it, as np.clip). */
+EXPORT("pytrain_hard_activation")
+void hard_activation(float *y, int n, int kind, float alpha, float beta) {
+    v128_t va = wasm_f32x4_splat(alpha), vb = wasm_f32x4_splat(beta);
+    v128_t zero = wasm_f32x4_splat(0.0f), one = wasm_f32x4_splat(1.0f);
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v128_t v = wasm_v128_load(y + i);
+        v128_t g = wasm_f32x4_add(wasm_f32x4_mul(v, va), vb);
+        g = wasm_f32x4_min(wasm_f32x4_max(g, zero), one);
+        wasm_v128_store(y + i, kind == 2 ? wasm_f32x4_mul(v, g) : g);
+    }
+    for (; i < n; i++) {
+        float v = y[i];
+        float g = v * alpha;
+        g = g + beta;
+        g = (g >= 0.0f || g != g) ? g : 0.0f;
+        g = (g <= 1.0f || g != g) ? g : 1.0f;
+        y[i] = kind == 2 ? v * g : g;
+    }
+}

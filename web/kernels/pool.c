@@ -90,3 +90,56 @@ int maxpool_grad(const float *dy, const long long *idx, float *dx, int n, int si
     }
     return 0;
 }
+
+/* ---- nearest upsampling by whole factors ------------------------------------------------------- */
+
+/* y[p][oy][ox] = x[p][oy / fh][ox / fw] over `planes` (N*C) planes of h x w: Resize's nearest mode
+ * where output o reads input o // k (DBNet's x2 / x4 upsampling), one pass instead of numpy's two
+ * np.repeat copies. Pure copies: the same bits. */
+EXPORT("pytrain_upsample_nearest")
+void upsample_nearest(const float *x, float *y, int planes, int h, int w, int fh, int fw) {
+    int ow = w * fw;
+    for (int p = 0; p < planes; p++) {
+        const float *xp = x + (long)p * h * w;
+        float *yp = y + (long)p * h * fh * ow;
+        for (int iy = 0; iy < h; iy++) {
+            const float *xr = xp + (long)iy * w;
+            float *yr = yp + (long)iy * fh * ow;
+            int ix = 0;
+            if (fw == 2) {
+                for (; ix + 4 <= w; ix += 4) {
+                    v128_t v = wasm_v128_load(xr + ix);
+                    wasm_v128_store(yr + 2 * ix, wasm_i32x4_shuffle(v, v, 0, 0, 1, 1));
+                    wasm_v128_store(yr + 2 * ix + 4, wasm_i32x4_shuffle(v, v, 2, 2, 3, 3));
+                }
+            }
+            for (; ix < w; ix++)
+                for (int k = 0; k < fw; k++) yr[ix * fw + k] = xr[ix];
+            for (int r = 1; r < fh; r++) {
+                float *dst = yr + (long)r * ow;
+                int j = 0;
+                for (; j + 4 <= ow; j += 4) wasm_v128_store(dst + j, wasm_v128_load(yr + j));
+                for (; j < ow; j++) dst[j] = yr[j];
+            }
+        }
+    }
+}
+
+/* ---- GlobalAveragePool ------------------------------------------------------------------------- */
+
+/* y[r] = (sum of x[r][0..cols)) / cols over C-contiguous rows (N*C rows of the spatial positions): four
+ * running lane sums from the row's start, combined, the tail added, then divided as the mean divides.
+ * The order depends on the row alone, so a sample pools to the same bits alone or in a batch. */
+EXPORT("pytrain_row_means")
+void row_means(const float *x, float *y, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (long)r * cols;
+        v128_t acc = wasm_f32x4_splat(0.0f);
+        int j = 0;
+        for (; j + 4 <= cols; j += 4) acc = wasm_f32x4_add(acc, wasm_v128_load(xr + j));
+        float s = (wasm_f32x4_extract_lane(acc, 0) + wasm_f32x4_extract_lane(acc, 1))
+                + (wasm_f32x4_extract_lane(acc, 2) + wasm_f32x4_extract_lane(acc, 3));
+        for (; j < cols; j++) s += xr[j];
+        y[r] = s / (float)cols;
+    }
+}

@@ -9,14 +9,16 @@ shares; the routing itself is one module per family:
 
 - :mod:`.linalg`: 2-D and batched matrix products, Gemm, 2-D transposes (gemm.c, gemm_ops.c,
   transpose.c)
-- :mod:`.conv`: convolution columns (im2col.c), depthwise and pointwise Conv (conv.c),
-  FusedConv's clip, MaxPool and its gradient (pool.c)
+- :mod:`.conv`: convolution columns (im2col.c), depthwise, pointwise and other ungrouped 2-D Conv
+  (conv.c), FusedConv's clip and activations, MaxPool and its gradient, GlobalAveragePool, nearest upsampling
+  (pool.c)
 - :mod:`.normalization`: inference BatchNormalization (batchnorm.c), LayerNormalization and its
   gradient (layernorm.c)
 - :mod:`.elementwise`: Relu and its gradient, Clip, Add/Sub/Mul/Div broadcasts, SumToShape's bias
   case (elementwise.c), Exp, Erf and Tanh (exp_erf.c), Pow by 2 or 3
 - :mod:`.softmax`: Softmax (softmax.c), SoftmaxCrossEntropyLoss and its gradient (softmax_ce.c)
 - :mod:`.gather`: GatherGrad (gather_grad.c)
+- :mod:`.recurrent`: LSTM inference (lstm.c)
 - :mod:`.optimizer`: the Adam update and the finite-gradient guard (optim.c)
 """
 from __future__ import annotations
@@ -105,11 +107,13 @@ def plain(*arrays: np.ndarray, min_size: int = MIN_ELEMENTS) -> bool:
 def install() -> bool:
     """Install into :mod:`pytrain.ops.backend` pytrain's 2-D float32 products, stacks of products and
     transposes (pytrain.ops.linalg), Adam updates (op_optimizers), the finite-gradient guard
-    (pytrain.module), convolution columns (pytrain.ops.windows) and 2-D MaxPool (op_maxpool), and
+    (pytrain.module), convolution columns (pytrain.ops.windows), 2-D MaxPool (op_maxpool) and Resize's
+    nearest integer upsampling (op_resize), and
     route through registry.accelerate Relu, ReluGrad, MaxPoolGrad,
-    SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip,
-    BatchNormalization (inference), Conv (depthwise, pointwise), Exp, Erf, Tanh, Pow by 2 or 3,
-    LayerNormalization with its gradient, Softmax and GatherGrad through the kernels."""
+    SumToShape's bias case, SoftmaxCrossEntropyLoss with its gradient, Clip, FusedConv's clip and
+    activations, BatchNormalization (inference), Conv (depthwise, pointwise, ungrouped 2-D),
+    ConvTranspose (kernel = strides), GlobalAveragePool, HardSigmoid, HardSwish, Exp, Erf, Tanh, Pow by 2 or 3,
+    LayerNormalization with its gradient, Softmax, GatherGrad and LSTM (inference) through the kernels."""
     if kernels is None:
         return False
     from pytrain.ops import backend, linalg, registry
@@ -160,6 +164,7 @@ def install() -> bool:
     if getattr(kernels, "tanh", None) is not None:
         registry.accelerate("Tanh", elementwise.unary("tanh"))
     registry.accelerate("Pow", elementwise.power)  # (numpy products: no kernel needed)
+    _install_cnn()
     if getattr(kernels, "first_non_finite", None) is not None:
         backend.use("finite", optimizer.first_non_finite)
     if getattr(kernels, "layernorm", None) is not None and getattr(kernels, "layernorm_grad", None) is not None:
@@ -171,3 +176,23 @@ def install() -> bool:
     if getattr(kernels, "gather_grad", None) is not None:
         registry.accelerate("GatherGrad", gather.gather_grad, registry.PYTRAIN_DOMAIN)
     return True
+
+
+def _install_cnn() -> None:
+    """install()'s part for the OCR CNNs (issue 32): Resize's nearest upsampling, HardSigmoid/HardSwish,
+    GlobalAveragePool, ConvTranspose (kernel = strides) and LSTM inference, each where the page's
+    kernels.wasm has its kernel."""
+    from pytrain.ops import backend, registry
+    from pytrain.ops.wasm import conv, elementwise, recurrent
+
+    if getattr(kernels, "upsample_nearest", None) is not None:
+        backend.use("upsample", conv.upsample)
+    if getattr(kernels, "hard_activation", None) is not None:
+        registry.accelerate("HardSigmoid", elementwise.hard_activation(1))
+        registry.accelerate("HardSwish", elementwise.hard_activation(2))
+    if getattr(kernels, "row_means", None) is not None:
+        registry.accelerate("GlobalAveragePool", conv.global_average_pool)
+    if getattr(kernels, "conv_transpose_tiles", None) is not None:
+        registry.accelerate("ConvTranspose", conv.conv_transpose)
+    if getattr(kernels, "lstm_steps", None) is not None:
+        registry.accelerate("LSTM", recurrent.lstm)

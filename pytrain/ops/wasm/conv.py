@@ -78,10 +78,11 @@ def max_pool_grad(ctx, dY: np.ndarray, Indices: np.ndarray, X: np.ndarray, *,
 def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, auto_pad: str = "NOTSET",
          dilations=None, group: int = 1, kernel_shape=None, pads=None,
          strides=None) -> Optional[Tuple[np.ndarray]]:
-    """2-D float32 Conv in one call for the two shapes im2col serves worst (conv.c), for
-    registry.accelerate: depthwise (group == C, one input channel per filter) and pointwise
-    (1x1, stride 1, no padding, group 1). Anything else, or anything malformed, goes to numpy."""
-    from pytrain.ops.windows import geometry
+    """2-D float32 Conv in one call (conv.c), for registry.accelerate: depthwise (group == C, one input
+    channel per filter), pointwise (1x1, stride 1, no padding, group 1) and, where the page has it, any
+    other ungrouped one (conv2d: per image its im2col with the padding read as zeros, then one product,
+    in NCHW throughout). Anything else (other groups, other ranks), or anything malformed, goes to numpy."""
+    from pytrain.ops.nn.op_conv import conv_window
 
     if (X.ndim != 4 or W.ndim != 4 or X.dtype != np.float32 or W.dtype != np.float32
             or not X.flags.c_contiguous or not W.flags.c_contiguous or X.size == 0 or W.size == 0):
@@ -89,16 +90,13 @@ def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, a
     n, c, h, w = X.shape
     m, cg, kh, kw = W.shape
     group = int(group)
-    if kernel_shape and tuple(kernel_shape) != (kh, kw):
-        return None
-    if B is not None and (B.shape != (m,) or B.dtype != np.float32 or not B.flags.c_contiguous):
+    if B is not None and (B.dtype != np.float32 or not B.flags.c_contiguous):
         return None
     depthwise = group == c and group > 1 and cg == 1 and m % c == 0
-    pointwise = group == 1 and cg == c and kh == 1 and kw == 1
-    if not (depthwise or pointwise):
+    if not (depthwise or group == 1):
         return None
-    try:
-        win = geometry("Conv", X.shape, (kh, kw), strides, dilations, pads, auto_pad)
+    try:  # (the window of these shapes and attributes is resolved once: conv_window keeps it)
+        win = conv_window(X, W, B, group, kernel_shape, strides, dilations, pads, auto_pad)
     except Exception:
         return None  # the numpy kernel raises the proper error
     oh, ow = win.out_shape
@@ -111,13 +109,86 @@ def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, a
                                win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
                                win.pads_begin[0], win.pads_begin[1])
         return (y,)
-    if tuple(win.strides) != (1, 1) or any(win.pads_begin) or (oh, ow) != (h, w) or m * h * w * c < MIN_MACS:
+    pointwise = kh == 1 and kw == 1 and tuple(win.strides) == (1, 1) and not any(win.pads_begin) and (oh, ow) == (h, w)
+    if pointwise and m * h * w * c >= MIN_MACS:
+        s = h * w
+        # few positions per image: the images side by side in one product, through scratch (conv.c)
+        tmp = np.empty((c + m) * n * s, dtype=np.float32) if s < CONV1X1_BATCHED_BELOW else None
+        kernels.conv1x1(ptr(X), ptr(W), bias, ptr(y), n, c, m, s, ptr(tmp) if tmp is not None else 0)
+        return (y,)
+    if getattr(kernels, "conv2d", None) is None:
+        return None  # (an older page: the numpy path, on the wasm im2col and GEMM)
+    return (conv2d(X, W, bias, y, win),)
+
+
+def conv2d(X: np.ndarray, W: np.ndarray, bias: int, y: np.ndarray, win) -> np.ndarray:
+    """``y`` = the ungrouped 2-D Conv of X by W (+ the bias at address ``bias``, 0: none) over ``win``
+    (conv.c conv2d); with few positions per image the images side by side in one product."""
+    n, c, h, w = X.shape
+    m, _, kh, kw = W.shape
+    oh, ow = win.out_shape
+    ck, l = c * kh * kw, oh * ow
+    fold = n > 1 and l < CONV1X1_BATCHED_BELOW
+    tmp = np.empty(ck * n * l + m * n * l if fold else ck * l, dtype=np.float32)
+    kernels.conv2d(ptr(X), ptr(W), bias, ptr(y), n, c, h, w, m, kh, kw, oh, ow, win.strides[0], win.strides[1],
+                   win.dilations[0], win.dilations[1], win.pads_begin[0], win.pads_begin[1], int(fold), ptr(tmp))
+    return y
+
+
+def conv_transpose(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, auto_pad: str = "NOTSET",
+                   dilations=None, group: int = 1, kernel_shape=None, output_padding=None, output_shape=None,
+                   pads=None, strides=None) -> Optional[Tuple[np.ndarray]]:
+    """2-D float32 ConvTranspose whose kernel equals its strides, ungrouped, unpadded (DBNet's 2x2 stride-2
+    upsampling: every output from one tap) in one call (conv.c conv_transpose_tiles), for
+    registry.accelerate; anything else, or anything malformed, goes to numpy."""
+    from pytrain.ops.nn.op_conv_transpose import transpose_geometry
+
+    if (X.ndim != 4 or W.ndim != 4 or X.dtype != F32 or W.dtype != F32 or not X.flags.c_contiguous
+            or not W.flags.c_contiguous or X.size == 0 or W.size == 0 or int(group) != 1
+            or (B is not None and (B.dtype != F32 or B.shape != (W.shape[1],) or not B.flags.c_contiguous))):
         return None
-    s = h * w
-    # few positions per image: the images side by side in one product, through scratch (conv.c)
-    tmp = np.empty((c + m) * n * s, dtype=np.float32) if s < CONV1X1_BATCHED_BELOW else None
-    kernels.conv1x1(ptr(X), ptr(W), bias, ptr(y), n, c, m, s, ptr(tmp) if tmp is not None else 0)
+    try:
+        geo = transpose_geometry("ConvTranspose", X.shape, W.shape, auto_pad, dilations, group, kernel_shape,
+                                 output_padding, output_shape, pads, strides)
+    except Exception:
+        return None
+    win = geo.win
+    if (tuple(win.kernel) != tuple(win.strides) or any(d != 1 for d in win.dilations)
+            or tuple(geo.out_shape) != tuple(geo.full_shape) or any(geo.pads_begin)):
+        return None
+    n, c, h, w = X.shape
+    m, (kh, kw) = W.shape[1], win.kernel
+    y = np.empty((n, m, h * kh, w * kw), dtype=np.float32)
+    tmp = np.empty(m * kh * kw * h * w, dtype=np.float32)
+    kernels.conv_transpose_tiles(ptr(X), ptr(W), ptr(B) if B is not None else 0, ptr(y), n, c, h, w, m, kh, kw,
+                                 ptr(tmp))
     return (y,)
+
+
+def global_average_pool(ctx, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
+    """GlobalAveragePool of a float32 (N, C, d1, ...) tensor (pool.c row_means: each row's sum in an
+    order that depends on the row alone, divided as the mean divides), for registry.accelerate; one call
+    where numpy's einsum and division make two passes with a temporary (squeeze-excite pools 10 times a
+    MobileNetV3 inference)."""
+    if X.ndim < 3 or not plain(X, min_size=1):
+        return None
+    n, c = X.shape[0], X.shape[1]
+    y = np.empty((n, c) + (1,) * (X.ndim - 2), dtype=np.float32)
+    kernels.row_means(ptr(X), ptr(y), n * c, X.size // (n * c) if n * c else 0)
+    return (y,)
+
+
+def upsample(x: np.ndarray, factors) -> Optional[np.ndarray]:
+    """Resize's nearest upsampling by whole factors of the last two axes of a float32 tensor (pool.c),
+    for backend.use("upsample"); other cases go to numpy."""
+    if (x.dtype != F32 or x.ndim < 2 or not x.flags.c_contiguous or any(k != 1 for k in factors[:-2])
+            or x.size < 1):
+        return None
+    h, w = x.shape[-2:]
+    fh, fw = int(factors[-2]), int(factors[-1])
+    y = np.empty(x.shape[:-2] + (h * fh, w * fw), dtype=np.float32)
+    kernels.upsample_nearest(ptr(x), ptr(y), x.size // (h * w), h, w, fh, fw)
+    return y
 
 
 #: Below this many positions per image a pointwise Conv puts the images side by side in one product
@@ -128,23 +199,40 @@ CONV1X1_BATCHED_BELOW = 128
 def fused_conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], scale: np.ndarray, bias: np.ndarray,
                mean: np.ndarray, var: np.ndarray, clip_min: Optional[np.ndarray] = None,
                clip_max: Optional[np.ndarray] = None, **attrs):
-    """pytrain.engine.fusion's FusedConv with its Clip (MobileNet's Conv + BatchNormalization + ReLU6): the
-    numpy kernel folds the normalisation and runs the convolution (through the accelerated Conv),
-    told not to clip; the clip then runs in place in one wasm pass (elementwise.c) instead of numpy's
-    per-element branching np.clip. For registry.accelerate."""
+    """pytrain.engine.fusion's FusedConv with its Clip, Relu, HardSigmoid or HardSwish (MobileNet's Conv +
+    BatchNormalization + ReLU6 / HardSwish, squeeze-excite's Conv + HardSigmoid): the numpy kernel folds
+    the normalisation and runs the convolution (through the accelerated Conv), told not to activate;
+    the activation then runs in place in one wasm pass (elementwise.c) instead of numpy's several
+    passes with their temporaries. For registry.accelerate."""
     from pytrain.ops.registry import PYTRAIN_DOMAIN, get_kernel
 
-    if not attrs.get("clip") or X.dtype != F32 or W.dtype != F32:
+    activation = attrs.get("activation", "")
+    if isinstance(activation, bytes):
+        activation = activation.decode()
+    act = "clip" if attrs.get("clip") else activation
+    if act not in ("clip", "Relu", "HardSigmoid", "HardSwish") or X.dtype != F32 or W.dtype != F32:
         return None  # nothing to add: the numpy kernel already runs the accelerated Conv
-    lo = scalar_bound(clip_min, np.float32, -math.inf)
-    hi = scalar_bound(clip_max, np.float32, math.inf)
-    if lo is None or hi is None:
-        return None  # the numpy kernel names the bad bound
+    if act == "clip":
+        lo = scalar_bound(clip_min, np.float32, -math.inf)
+        hi = scalar_bound(clip_max, np.float32, math.inf)
+        if lo is None or hi is None:
+            return None  # the numpy kernel names the bad bound
     attrs["clip"] = 0
+    attrs["activation"] = ""
     y, = get_kernel("FusedConv", PYTRAIN_DOMAIN).numpy_fn(ctx, X, W, B, scale, bias, mean, var, clip_min,
                                                           clip_max, **attrs)
-    if not plain(y, min_size=1):
-        y = np.minimum(np.maximum(y, np.float32(lo)), np.float32(hi)).astype(y.dtype, copy=False)
-        return (y,)
-    kernels.clip(ptr(y), ptr(y), y.size, lo, hi)
+    if y.dtype != F32 or y.size == 0:
+        attrs["activation"] = activation  # (float64 batch statistics: numpy's activation, as it would)
+        return get_kernel("FusedConv", PYTRAIN_DOMAIN).numpy_fn(ctx, X, W, B, scale, bias, mean, var, clip_min,
+                                                                clip_max, **attrs)
+    y = np.ascontiguousarray(y)
+    if act == "clip":
+        kernels.clip(ptr(y), ptr(y), y.size, lo, hi)
+    elif act == "Relu":
+        kernels.relu(ptr(y), ptr(y), y.size)
+    elif act == "HardSigmoid":
+        kernels.hard_activation(ptr(y), y.size, 1, float(np.float32(attrs.get("alpha", 0.2))),
+                                float(np.float32(attrs.get("beta", 0.5))))
+    else:
+        kernels.hard_activation(ptr(y), y.size, 2, float(np.float32(1.0 / 6.0)), 0.5)
     return (y,)

@@ -35,7 +35,8 @@ MIN_BINARY_ELEMENTS = 4096
 
 def binary(op: int):
     """Add/Sub/Mul/Div (op 0-3) of float32 tensors (elementwise.c) for registry.accelerate: a scalar
-    operand or a trailing-axes broadcast (a bias row) on either side, and equal shapes for Div, the
+    operand, a trailing-axes broadcast (a bias row) or a leading-axes one (a value per row:
+    squeeze-and-excite's channel scale) on either side, and equal shapes for Div, the
     result of the larger operand's shape. Measured in Chromium (Pyodide 0.17, BERT's 32x32x512):
     numpy's broadcasting loops and its division are 3-8x slower than the kernel, its same-shape
     add and multiply are not (0.16 ms against 0.24 for 524k products), so those stay with numpy,
@@ -51,11 +52,26 @@ def binary(op: int):
             if op != 3 or A.shape != B.shape:
                 return None
         elif k != 1 and tuple(small.shape) != tuple(big.shape[big.ndim - small.ndim:]):
-            return None
+            if not leading_broadcast(big.shape, small.shape) or getattr(kernels, "binary_rows", None) is None:
+                return None
+            y = np.empty(big.shape, dtype=np.float32)  # one value per row: (N, C, H, W) with (N, C, 1, 1)
+            kernels.binary_rows(op, ptr(big), ptr(small), ptr(y), k, n // k, swap)
+            return (y,)
         y = np.empty(big.shape, dtype=np.float32)
         kernels.binary(op, ptr(big), ptr(small), ptr(y), n, k, swap)
         return (y,)
     return run
+
+
+def leading_broadcast(big: tuple, small: tuple) -> bool:
+    """Whether ``small`` is ``big``'s leading axes followed by ones, of the same rank (squeeze-and-excite's
+    (N, C, 1, 1) scale of an (N, C, H, W) map): one value per row of ``big``."""
+    if len(small) != len(big):
+        return False
+    j = len(small)
+    while j and small[j - 1] == 1:
+        j -= 1
+    return 0 < j < len(big) and tuple(small[:j]) == tuple(big[:j])
 
 
 def sum_to_shape(ctx, dY: np.ndarray, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:
@@ -133,5 +149,23 @@ def unary(name: str):
             return None
         y = np.empty_like(X)
         threaded(name, X.size, THREADS_MIN_ELEMENTS[name])(ptr(X), ptr(y), X.size)
+        return (y,)
+    return run
+
+
+def hard_activation(kind: int):
+    """HardSigmoid (kind 1) or HardSwish (kind 2) of a float32 tensor in one pass (elementwise.c
+    hard_activation, on a copy), for registry.accelerate: numpy makes four passes with their temporaries
+    (a MobileNetV3 training step's forward runs them unfused)."""
+    def run(ctx, X: np.ndarray, **attrs) -> Optional[Tuple[np.ndarray]]:
+        if not plain(X):
+            return None
+        y = X.copy()
+        if kind == 1:
+            alpha = float(np.float32(attrs.get("alpha", 0.2)))
+            beta = float(np.float32(attrs.get("beta", 0.5)))
+        else:
+            alpha, beta = float(np.float32(1.0 / 6.0)), 0.5
+        kernels.hard_activation(ptr(y), y.size, kind, alpha, beta)
         return (y,)
     return run

@@ -1,0 +1,118 @@
+"""The OCR CNNs' layers on the wasm kernels where they really run (issue 32): Pyodide 0.17.1 with kernels.wasm
+linked into its heap (bench/pages/kernels_check.html), pytrain from this checkout. A small network with
+MobileNetV3's blocks (a strided stem Conv + BatchNorm + HardSwish, depthwise + Relu, squeeze-excite with
+HardSigmoid and its (N, C, 1, 1) Mul), DBNet's (a dilated 5x5 Conv, x2 nearest Resize, ConvTranspose) and
+CRNN's (3x3 Conv + MaxPool, a bidirectional LSTM over the columns) runs in an InferenceSession after
+pytrain.ops.wasm.install(): its output equals onnxruntime's within float32 tolerance, and each new kernel
+(conv.c conv2d and conv_transpose_tiles, elementwise.c hard_activation and binary_rows, pool.c upsample_nearest
+and row_means, lstm.c lstm_steps) was really called, not silently left to numpy."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser_helpers import checkout_page, pytrain_sources
+
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+
+ROOT = Path(__file__).resolve().parents[2]
+PYODIDE = ROOT / "node_modules" / "@pyodide" / "pyodide" / "dist" / "pyodide.js"
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.Hardswish())
+        self.dw = nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1, groups=8, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.se1, self.se2 = nn.Conv2d(8, 4, 1), nn.Conv2d(4, 8, 1)
+        self.wide = nn.Conv2d(8, 6, 5, 1, 4, dilation=2)
+        self.up = nn.ConvTranspose2d(6, 4, 2, 2)
+        self.crnn = nn.Sequential(nn.Conv2d(10, 5, 3, 1, 1), nn.ReLU(), nn.MaxPool2d(2))
+        self.rnn = nn.LSTM(5, 6, bidirectional=True)
+
+    def forward(self, x):
+        x = self.dw(self.stem(x))
+        pooled = torch.nn.functional.adaptive_avg_pool2d(x, 1)  # (GlobalAveragePool)
+        s = torch.nn.functional.hardsigmoid(self.se2(torch.relu(self.se1(pooled))))
+        x = self.wide(x * s)
+        x = torch.cat([self.up(x), torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest")], 1)
+        x = torch.nn.functional.hardswish(x)  # (a HardSwish no Conv precedes: unfused)
+        x = self.crnn(x)
+        seq = x.mean(2).permute(2, 0, 1)  # CRNN's columns as time steps: (W, N, C)
+        return torch.cat([x.flatten(1), self.rnn(seq)[0].permute(1, 0, 2).flatten(1)], 1)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    net = _Net()
+    for m in net.modules():  # statistics that are not the identity
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    x = torch.randn(3, 3, 33, 38)  # (the squeeze-excite Mul past MIN_BINARY_ELEMENTS)
+    buf = io.BytesIO()
+    torch.onnx.export(net, (x,), buf, opset_version=17, input_names=["x"], output_names=["y"], dynamo=False,
+                      do_constant_folding=False)
+    onnx_bytes = buf.getvalue()
+    want = ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"]).run(None, {"x": x.numpy()})[0]
+    return onnx_bytes, x.numpy(), want
+
+
+RUN = r"""
+import base64, json
+import numpy as np
+from pytrain.ops import wasm
+from pytrain.engine.runtime import InferenceSession
+
+assert wasm.install()
+calls = {}
+for name in ("conv2d", "hard_activation", "binary_rows", "upsample_nearest", "depthwise_conv2d", "relu", "lstm_steps",
+             "conv_transpose_tiles", "row_means"):
+    fn = getattr(wasm.kernels, name)
+    def counted(*a, _fn=fn, _name=name):
+        calls[_name] = calls.get(_name, 0) + 1
+        return _fn(*a)
+    setattr(wasm.kernels, name, counted)
+x = np.frombuffer(base64.b64decode(X_B64), dtype=np.float32).reshape(X_SHAPE)
+sess = InferenceSession(base64.b64decode(MODEL_B64))
+y1 = sess.run(None, {"x": x})[0]
+y2 = sess.run(None, {"x": x})[0]   # the kept (folded) weights a second time
+json.dumps({"y": base64.b64encode(np.ascontiguousarray(y1, np.float32).tobytes()).decode(),
+            "shape": list(y1.shape), "same": bool(np.array_equal(y1, y2)), "calls": calls})
+"""
+
+
+@pytest.fixture(scope="module")
+def tab(browser, model):
+    if not PYODIDE.exists():
+        pytest.skip("needs node_modules (npm ci; python build.py test runs it)")
+    onnx_bytes, x, _ = model
+    code = ("MODEL_B64 = %r\nX_B64 = %r\nX_SHAPE = %r\n" % (base64.b64encode(onnx_bytes).decode(),
+                                                          base64.b64encode(x.tobytes()).decode(), x.shape)) + RUN
+    with checkout_page(browser, "/bench/pages/kernels_check.html", timeout_ms=120_000) as page:
+        page.evaluate("window.__ready")
+        page.evaluate("paths => window.__loadSources(paths)", pytrain_sources())
+        return json.loads(page.evaluate("code => window.__py(code)", code))
+
+
+def test_cnn_layers_in_the_tab_equal_onnxruntime(tab, model):
+    _, _, want = model
+    got = np.frombuffer(base64.b64decode(tab["y"]), dtype=np.float32).reshape(tab["shape"])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert tab["same"]
+
+
+@pytest.mark.parametrize("kernel", ["conv2d", "hard_activation", "binary_rows", "upsample_nearest",
+                                    "depthwise_conv2d", "relu", "lstm_steps", "conv_transpose_tiles",
+                                    "row_means"])
+def test_each_cnn_kernel_answered(tab, kernel):
+    assert tab["calls"].get(kernel, 0) >= 2, tab["calls"]
