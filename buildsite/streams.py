@@ -1,4 +1,4 @@
-"""How many pytest streams ``python build.py test`` runs (``PYTRAIN_TEST_STREAMS``: a number, or ``auto``
+"""How many pytest streams ``python build.py test`` runs (``PYTRAIN_TEST_STREAMS``: a number, or ``auto``, the default,
 to choose from the machine's measured idle time just before pytest starts)."""
 from __future__ import annotations
 
@@ -53,10 +53,10 @@ def measure_idle(seconds: float = SAMPLE_SECONDS, read: Callable[[], str] = _rea
 
 
 def streams_from_env(setting: Optional[str]) -> int:
-    """PYTRAIN_TEST_STREAMS's number of streams: unset means 1, ``auto`` measures the machine now (and says
-    what it measured and chose)."""
-    if (setting or "").strip().lower() != "auto":
-        return int(setting or 1)
+    """PYTRAIN_TEST_STREAMS's number of streams: a number as given; unset or ``auto`` measures the machine now (and
+    says what it measured and chose)."""
+    if (setting or "auto").strip().lower() != "auto":
+        return int(setting)
     cores = os.cpu_count() or 1
     idle, how = measure_idle()
     streams = choose_streams(idle, cores)
@@ -66,9 +66,9 @@ def streams_from_env(setting: Optional[str]) -> int:
 
 
 def stream_options(pytest_args: Sequence[str]) -> List[str]:
-    """pytest-xdist's options running the suite as PYTRAIN_TEST_STREAMS processes (default 1: on a quiet 2-core
-    machine two streams took 25 min against 35, but beside other work they were slower, see README's Tests;
-    ``auto`` chooses from the idle time measured now), each taking whole test files (their module fixtures stay
+    """pytest-xdist's options running the suite as PYTRAIN_TEST_STREAMS processes (by default ``auto``: two where
+    the cores are idle now, since on a quiet 2-core machine two streams took 25 min against 35 but beside other work
+    they were slower, see README's Tests), each taking whole test files (their module fixtures stay
     shared), the longest folders first (tests/conftest.py); none where the caller chose (``-n``, ``-p no:xdist``)."""
     if any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in pytest_args):
         return []

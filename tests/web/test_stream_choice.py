@@ -36,9 +36,12 @@ def test_no_tick_between_the_readings_reads_as_idle():
     assert streams.idle_fraction(stat(5, 5, 5), stat(5, 5, 5)) == 1.0
 
 
-def test_the_setting_a_number_or_unset_is_taken_as_given(monkeypatch):
+def test_a_number_is_taken_as_given_and_unset_is_auto(monkeypatch):
     monkeypatch.setattr(streams, "measure_idle", lambda: pytest.fail("measured without auto"))
-    assert streams.streams_from_env(None) == 1 and streams.streams_from_env("2") == 2
+    assert streams.streams_from_env("1") == 1 and streams.streams_from_env("2") == 2
+    monkeypatch.setattr(streams, "measure_idle", lambda: (0.99, "/proc/stat over 2 s"))
+    monkeypatch.setattr(streams.os, "cpu_count", lambda: 2)
+    assert streams.streams_from_env(None) == 2
 
 
 def test_auto_measures_then_chooses_and_says_so(monkeypatch, capsys):
