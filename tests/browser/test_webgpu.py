@@ -689,24 +689,17 @@ def test_the_memory_estimate_counts_the_gpu_apart(limits):
     assert gpu["heap_least"] == limits["heap_least"] < gpu["heap"]
 
 
-RESIDENT = r"""
-import json, types
-import numpy as np
-from pytrain.device import api
-from pytrain.engine.runtime import InferenceSession
-from pytrain.ops import wasm
-from pytrain.ops.webgpu import device
-from pytrain.webapp.demo import digits_artifacts
-from pytrain.webapp.gpu_slices import GpuSlices, Slice
-
+#: the page-side CPU run of the digits MLP both GPU-residency scripts compare with (here and test_webgpu_big.py):
+#: 8 batches of 16, ``fresh(ckpt)`` a Module + AdamW at lr 0.01 from the artifacts' (or ``ckpt``'s) state,
+#: ``train_cpu(module, opt, upto)`` the losses of the steps from the state's step up to ``upto``
+MLP_CPU_RUN = r"""
 wasm.install()
 arts = digits_artifacts("mlp", "AdamW")
 rng = np.random.RandomState(2)
 data = [(rng.rand(16, 784).astype(np.float32), rng.randint(0, 10, 16).astype(np.int64)) for _ in range(8)]
-probe = rng.rand(5, 784).astype(np.float32)
 
-def fresh():
-    state = api.CheckpointState.load_checkpoint(arts["checkpoint"])
+def fresh(ckpt=None):
+    state = api.CheckpointState.load_checkpoint(ckpt or arts["checkpoint"])
     module = api.Module(arts["training"], state, arts["eval"])
     opt = api.Optimizer(arts["optimizer"], module)
     opt.set_learning_rate(0.01)
@@ -720,6 +713,21 @@ def train_cpu(module, opt, upto):
         out.append(float(np.asarray(outs[0] if isinstance(outs, list) else outs)))
         opt.step()
     return out
+"""
+
+
+RESIDENT = r"""
+import json, types
+import numpy as np
+from pytrain.device import api
+from pytrain.engine.runtime import InferenceSession
+from pytrain.ops import wasm
+from pytrain.ops.webgpu import device
+from pytrain.webapp.demo import digits_artifacts
+from pytrain.webapp.gpu_slices import GpuSlices, Slice
+
+""" + MLP_CPU_RUN + r"""
+probe = rng.rand(5, 784).astype(np.float32)
 
 def exported(module):
     return InferenceSession(module.export_model_for_inferencing(None, ["output"])).run(None, {"input": probe})[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_webgpu import MLP_CPU_RUN
 
 BIG = r"""
 import hashlib, json, types, tracemalloc
@@ -20,26 +21,7 @@ from pytrain.ops import wasm
 from pytrain.webapp.demo import digits_artifacts
 from pytrain.webapp.gpu_slices import GpuSlices, Slice, heap_need
 
-wasm.install()
-arts = digits_artifacts("mlp", "AdamW")
-rng = np.random.RandomState(2)
-data = [(rng.rand(16, 784).astype(np.float32), rng.randint(0, 10, 16).astype(np.int64)) for _ in range(8)]
-
-def fresh(ckpt=None):
-    state = api.CheckpointState.load_checkpoint(ckpt or arts["checkpoint"])
-    module = api.Module(arts["training"], state, arts["eval"])
-    opt = api.Optimizer(arts["optimizer"], module)
-    opt.set_learning_rate(0.01)
-    return module, opt
-
-def train_cpu(module, opt, upto):
-    out = []
-    for x, y in data[int(module.state.optimizer_state.step):upto]:
-        module.lazy_reset_grad()
-        outs = module(x, y)
-        out.append(float(np.asarray(outs[0] if isinstance(outs, list) else outs)))
-        opt.step()
-    return out
+""" + MLP_CPU_RUN + r"""
 
 # the CPU run with pytrain's own (large) heap budget: 8 steps, its checkpoint at step 4
 cpu, cpu_opt = fresh()
