@@ -220,8 +220,10 @@ def test_committed_wasm_exports(wasm):
     assert imports == [{"module": "env", "name": "memory", "kind": "memory"}]
     assert exports == ["pytrain_adam", "pytrain_binary", "pytrain_binary_rows", "pytrain_channel_affine",
                        "pytrain_clip", "pytrain_col2im", "pytrain_conv1x1", "pytrain_conv2d",
-                       "pytrain_conv_transpose_tiles", "pytrain_depthwise_conv2d", "pytrain_erf", "pytrain_exp",
+                       "pytrain_conv2d_grad", "pytrain_conv_transpose_tiles", "pytrain_depthwise_conv2d",
+                       "pytrain_depthwise_conv2d_grad", "pytrain_erf", "pytrain_exp",
                        "pytrain_first_non_finite", "pytrain_gather_grad", "pytrain_gemm", "pytrain_hard_activation",
+                       "pytrain_hard_activation_grad",
                        "pytrain_im2col", "pytrain_layernorm", "pytrain_layernorm_grad", "pytrain_lstm_steps",
                        "pytrain_maxpool2d", "pytrain_maxpool_grad", "pytrain_relu", "pytrain_relu_grad",
                        "pytrain_row_means", "pytrain_sgemm", "pytrain_sgemm_batched", "pytrain_sgemm_work_bytes",

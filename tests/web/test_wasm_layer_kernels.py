@@ -11,6 +11,7 @@ import pytest
 from test_wasm_gemm import _call_kernels, wasm_path  # noqa: F401  (wasm_path is a fixture)
 
 from pytrain.ops import OpContext, get_kernel
+from pytrain.ops.registry import PYTRAIN_DOMAIN
 
 
 def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -722,3 +723,89 @@ def test_row_means_equal_global_average_pool(wasm_path, tmp_path):
         np.testing.assert_allclose(g, w.ravel(), rtol=1e-6, atol=1e-7)
     assert np.isnan(got[0][0]) and np.isinf(got[0][1])
     assert np.array_equal(got[3], got[0][27:36])
+
+
+def _conv_grads(xs, wshape, group, st, pads, dil, seed):
+    """X, W, dY and the numpy ConvGrad's (dX, dW) with their magnitudes (the grads of |X|, |W|, |dY|)."""
+    conv_grad = get_kernel("ConvGrad", PYTRAIN_DOMAIN).numpy_fn
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(xs).astype(np.float32)
+    wt = rng.standard_normal(wshape).astype(np.float32)
+    win = _conv_geometry(xs, wshape, st, pads, dil)
+    dy = rng.standard_normal((xs[0], wshape[0]) + tuple(win.out_shape)).astype(np.float32)
+    attrs = dict(strides=list(st), pads=list(pads), dilations=list(dil), group=group)
+    ctx = OpContext(output_mask=(True, True, False))
+    dx, dw, _ = conv_grad(ctx, dy, x, wt, **attrs)
+    mdx, mdw, _ = conv_grad(ctx, np.abs(dy), np.abs(x), np.abs(wt), **attrs)
+    return x, wt, dy, win, [(dx, mdx), (dw, mdw)]
+
+
+def _assert_grads(got, want, rel=4e-6):
+    for g, (w, mag) in zip(got, want):
+        assert np.all(np.abs(g - w.ravel()) <= rel * (mag.ravel() + 1e-30)), np.max(np.abs(g - w.ravel()))
+
+
+@pytest.mark.parametrize("case", range(len(CONV2D)))
+def test_conv2d_grad_equals_the_numpy_conv_grad(wasm_path, tmp_path, case):
+    """pytrain_conv2d_grad (per image the columns, dW += dY @ cols^T, dX = col2im(W^T @ dY) with the padding
+    dropped; or the images side by side) gives the numpy ConvGrad's dX and dW for strides, asymmetric pads,
+    dilations, odd sizes, within float32 rounding of the sum of |terms|; each gradient alone too."""
+    xs, m, k, st, pads, dil, _, fold = CONV2D[case]
+    n, c, h, w = xs
+    x, wt, dy, win, want = _conv_grads(xs, (m, c) + k, 1, st, pads, dil, 43 + case)
+    oh, ow = win.out_shape
+    ck, ll = c * k[0] * k[1], oh * ow
+    tmp = ck * n * ll + m * n * ll if fold else ck * ll
+    bufs = [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True}, {"len": dy.size, "fill": True},
+            {"len": x.size, "fill": False}, {"len": wt.size, "fill": False}, {"len": tmp, "fill": False}]
+    geo = [n, c, h, w, m, k[0], k[1], oh, ow, st[0], st[1], dil[0], dil[1], win.pads_begin[0], win.pads_begin[1],
+           int(fold), "$5"]
+    cases = [{"fn": "conv2d_grad", "buffers": bufs, "read": [3, 4], "args": ["$0", "$1", "$2", "$3", "$4"] + geo},
+             {"fn": "conv2d_grad", "buffers": bufs, "read": [3], "args": ["$0", "$1", "$2", "$3", 0] + geo},
+             {"fn": "conv2d_grad", "buffers": bufs, "read": [4], "args": ["$0", "$1", "$2", 0, "$4"] + geo}]
+    got = _call_kernels(wasm_path, tmp_path, cases, [x, wt, dy] * 3)
+    _assert_grads(got[:2], want)
+    _assert_grads(got[2:3], want[:1])
+    _assert_grads(got[3:], want[1:])
+
+
+def test_depthwise_conv2d_grad_equals_the_numpy_conv_grad(wasm_path, tmp_path):
+    """pytrain_depthwise_conv2d_grad gives the numpy ConvGrad's dX and dW (group == C) for DEPTHWISE's strides,
+    asymmetric pads, dilations, a channel multiplier and kernels wider than the input."""
+    cases, inputs, want = [], [], []
+    for i, (xs, mult, k, st, pads, dil, _) in enumerate(DEPTHWISE):
+        n, c, h, w = xs
+        x, wt, dy, win, grads = _conv_grads(xs, (c * mult, 1) + k, c, st, pads, dil, 53 + i)
+        oh, ow = win.out_shape
+        cases.append({"fn": "depthwise_conv2d_grad",
+                      "buffers": [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True},
+                                  {"len": dy.size, "fill": True}, {"len": x.size, "fill": False},
+                                  {"len": wt.size, "fill": False}], "read": [3, 4],
+                      "args": ["$0", "$1", "$2", "$3", "$4", n, c, mult, h, w, k[0], k[1], oh, ow, st[0], st[1],
+                               dil[0], dil[1], pads[0], pads[1]]})
+        inputs += [x, wt, dy]
+        want += grads
+    _assert_grads(_call_kernels(wasm_path, tmp_path, cases, inputs), want)
+
+
+def test_hard_activation_grad_equals_the_numpy_grads(wasm_path, tmp_path):
+    """pytrain_hard_activation_grad gives HardSigmoidGrad's and HardSwishGrad's numpy values (the same float32
+    operations), the corners, NaN and infinities included (SIMD body and tail)."""
+    rng = np.random.default_rng(59)
+    x = (rng.standard_normal(1031) * 4).astype(np.float32)
+    x[:10] = [np.nan, -np.inf, np.inf, -0.0, 3.0, -3.0, 2.5, -2.5, 2.5, -7.5]
+    x[-3:] = [np.nan, np.inf, -np.inf]
+    dy = rng.standard_normal(x.size).astype(np.float32)
+    alpha, beta = float(np.float32(0.2)), 0.5
+    bufs = [{"len": x.size, "fill": True}, {"len": x.size, "fill": True}, {"len": x.size, "fill": False}]
+    cases = [{"fn": "hard_activation_grad", "buffers": bufs, "read": [2],
+              "args": ["$0", "$1", "$2", x.size, 1, alpha, beta]},
+             {"fn": "hard_activation_grad", "buffers": bufs, "read": [2],
+              "args": ["$0", "$1", "$2", x.size, 2, 0.0, 0.0]}]
+    sig, swish = _call_kernels(wasm_path, tmp_path, cases, [dy, x, dy, x])
+    want_sig = get_kernel("HardSigmoidGrad", PYTRAIN_DOMAIN).numpy_fn(OpContext(), dy, x, alpha=0.2, beta=0.5)[0]
+    want_swish = get_kernel("HardSwishGrad", PYTRAIN_DOMAIN).numpy_fn(OpContext(), dy, x)[0]
+    assert sig.tobytes() == want_sig.tobytes()
+    nan = np.isnan(want_swish)
+    np.testing.assert_array_equal(np.isnan(swish), nan)
+    assert swish[~nan].tobytes() == want_swish[~nan].tobytes()

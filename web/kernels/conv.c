@@ -296,3 +296,146 @@ void conv_transpose_tiles(const float *x, const float *w, const float *bias, flo
         }
     }
 }
+
+/* The adjoint of image_columns: every column entry (row (c*KH + i)*KW + j, column y*OW + x + col0 within
+ * rows of `ld`) added back onto the input position it was read from; entries read from the padding are
+ * dropped. x (one image, NCHW) must be zeroed by the caller; overlapping windows accumulate, tap by tap. */
+static void image_columns_adjoint(const float *cols, int ld, int col0, float *x, int c, int h, int wd, int kh,
+                                  int kw, int oh, int ow, int sh, int sw, int dh, int dw, int ph, int pw) {
+    for (int ci = 0; ci < c; ci++) {
+        float *xc = x + (long)ci * h * wd;
+        for (int i = 0; i < kh; i++)
+            for (int j = 0; j < kw; j++) {
+                const float *src = cols + (long)((ci * kh + i) * kw + j) * ld + col0;
+                int off = j * dw - pw;
+                int lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+                int hi = wd - off <= 0 ? 0 : (wd - off - 1) / sw + 1;
+                if (hi > ow) hi = ow;
+                if (lo > hi) lo = hi;
+                for (int oy = 0; oy < oh; oy++, src += ow) {
+                    int iy = oy * sh - ph + i * dh;
+                    if (iy < 0 || iy >= h) continue;
+                    float *dst = xc + (long)iy * wd + off;
+                    if (sw == 1) {
+                        for (int ox = lo; ox < hi; ox++) dst[ox] += src[ox];
+                    } else {
+                        for (int ox = lo; ox < hi; ox++) dst[ox * sw] += src[ox];
+                    }
+                }
+            }
+    }
+}
+
+/* ConvGrad of an ungrouped 2-D convolution (conv2d's geometry), NCHW: dW (M x C*K) = sum over the images
+ * of dY[img] (M x L) @ cols[img]^T, dX[img] = col2im(W^T @ dY[img]) with the padding dropped; dw == 0 or
+ * dx == 0 skips that gradient, dx must be zeroed by the caller. `tmp`: C*K*L floats, or with `fold` (few
+ * positions per image) C*K*N*L + M*N*L: the images side by side, one product for each gradient (the
+ * columns' buffer is reused for W^T @ dY once dW is made). */
+EXPORT("pytrain_conv2d_grad")
+void conv2d_grad(const float *x, const float *w, const float *dy, float *dx, float *dwt, int n, int c, int h,
+                 int wd, int m, int kh, int kw, int oh, int ow, int sh, int sw, int dh, int dw, int ph, int pw,
+                 int fold, float *tmp, void *work) {
+    int l = oh * ow, ck = c * kh * kw;
+    long chw = (long)c * h * wd;
+    if (fold) {
+        long nl = (long)n * l;
+        float *dyt = tmp + (long)ck * nl;
+        for (int img = 0; img < n; img++)
+            for (int o = 0; o < m; o++) {
+                const float *src = dy + ((long)img * m + o) * l;
+                float *dst = dyt + o * nl + (long)img * l;
+                for (int j = 0; j < l; j++) dst[j] = src[j];
+            }
+        if (dwt) {
+            for (int img = 0; img < n; img++)
+                image_columns(x + img * chw, tmp, (int)nl, img * l, c, h, wd, kh, kw, oh, ow, sh, sw, dh, dw,
+                              ph, pw);
+            sgemm(0, 1, m, ck, (int)nl, 1.0f, dyt, (int)nl, tmp, (int)nl, 0.0f, dwt, ck, work);
+        }
+        if (dx) {
+            sgemm(1, 0, ck, (int)nl, m, 1.0f, w, ck, dyt, (int)nl, 0.0f, tmp, (int)nl, work);
+            for (int img = 0; img < n; img++)
+                image_columns_adjoint(tmp, (int)nl, img * l, dx + img * chw, c, h, wd, kh, kw, oh, ow, sh, sw,
+                                      dh, dw, ph, pw);
+        }
+        return;
+    }
+    for (int img = 0; img < n; img++) {
+        const float *dyi = dy + (long)img * m * l;
+        if (dwt) {
+            image_columns(x + img * chw, tmp, l, 0, c, h, wd, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw);
+            sgemm(0, 1, m, ck, l, 1.0f, dyi, l, tmp, l, img ? 1.0f : 0.0f, dwt, ck, work);
+        }
+        if (dx) {
+            sgemm(1, 0, ck, l, m, 1.0f, w, ck, dyi, l, 0.0f, tmp, l, work);
+            image_columns_adjoint(tmp, l, 0, dx + img * chw, c, h, wd, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw);
+        }
+    }
+}
+
+/* ConvGrad of a depthwise 2-D convolution (group == C, W (C*mult, 1, kh, kw): output channel o reads input
+ * channel o / mult), NCHW, direct: dW[o][tap] = the sum over the images and output positions of dY times
+ * the tap's input (per output row a float32 sum, the rows' sums in double, rounded once), dX[ci] += dY[o]
+ * times the tap's weight at the tap's shift (padding dropped). dw == 0 or dx == 0 skips that gradient; dx
+ * must be zeroed by the caller. */
+EXPORT("pytrain_depthwise_conv2d_grad")
+void depthwise_conv2d_grad(const float *x, const float *w, const float *dy, float *dx, float *dwt, int n,
+                           int c, int mult, int h, int wd, int kh, int kw, int oh, int ow, int sh, int sw, int dh,
+                           int dw, int ph, int pw) {
+    int m = c * mult, k = kh * kw;
+    for (int o = 0; o < m; o++) {
+        int ci = o / mult;
+        for (int i = 0; i < kh; i++)
+            for (int j = 0; j < kw; j++) {
+                int off = j * dw - pw;
+                int lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+                int hi = wd - off <= 0 ? 0 : (wd - off - 1) / sw + 1;
+                if (hi > ow) hi = ow;
+                if (lo > hi) lo = hi;
+                float wt = w[o * k + i * kw + j];
+                v128_t vw = wasm_f32x4_splat(wt);
+                double total = 0.0;
+                for (int img = 0; img < n; img++) {
+                    const float *xc = x + ((long)img * c + ci) * h * wd;
+                    float *dxc = dx ? dx + ((long)img * c + ci) * h * wd : 0;
+                    const float *dyo = dy + ((long)img * m + o) * oh * ow;
+                    for (int oy = 0; oy < oh; oy++) {
+                        int iy = oy * sh - ph + i * dh;
+                        if (iy < 0 || iy >= h) continue;
+                        const float *g = dyo + (long)oy * ow;
+                        const float *src = xc + (long)iy * wd + off;
+                        int ox = lo;
+                        if (sw == 1) {
+                            if (dwt) {
+                                v128_t acc = wasm_f32x4_splat(0.0f);
+                                for (; ox + 4 <= hi; ox += 4)
+                                    acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_v128_load(g + ox),
+                                                                             wasm_v128_load(src + ox)));
+                                float s = (wasm_f32x4_extract_lane(acc, 0) + wasm_f32x4_extract_lane(acc, 1))
+                                          + (wasm_f32x4_extract_lane(acc, 2) + wasm_f32x4_extract_lane(acc, 3));
+                                for (; ox < hi; ox++) s += g[ox] * src[ox];
+                                total += s;
+                            }
+                            if (dxc) {
+                                float *d = dxc + (long)iy * wd + off;
+                                int q = lo;
+                                for (; q + 4 <= hi; q += 4)
+                                    wasm_v128_store(d + q, wasm_f32x4_add(wasm_v128_load(d + q),
+                                                                          wasm_f32x4_mul(wasm_v128_load(g + q), vw)));
+                                for (; q < hi; q++) d[q] += g[q] * wt;
+                            }
+                        } else {
+                            float s = 0.0f;
+                            float *d = dxc ? dxc + (long)iy * wd + off : 0;
+                            for (; ox < hi; ox++) {
+                                s += g[ox] * src[ox * sw];
+                                if (d) d[ox * sw] += g[ox] * wt;
+                            }
+                            total += s;
+                        }
+                    }
+                }
+                if (dwt) dwt[o * k + i * kw + j] = (float)total;
+            }
+    }
+}

@@ -137,3 +137,43 @@ void hard_activation(float *y, int n, int kind, float alpha, float beta) {
         y[i] = kind == 2 ? v * g : g;
     }
 }
+
+/* The gradient of hard_activation in one pass (pytrain/ops/train/op_hard_activations_grad.py's formulas,
+ * the same float32 operations): kind 1 HardSigmoid, dx = alpha * dy where 0 < alpha * x + beta < 1, else 0
+ * (NaN x: 0); kind 2 HardSwish, s = x / 6, z = s + 1/2, dx = dy * (clip(z, 0, 1) + (s where 0 < z < 1))
+ * (NaN x: NaN). */
+EXPORT("pytrain_hard_activation_grad")
+void hard_activation_grad(const float *dy, const float *x, float *dx, int n, int kind, float alpha, float beta) {
+    v128_t zero = wasm_f32x4_splat(0.0f), one = wasm_f32x4_splat(1.0f);
+    int i = 0;
+    if (kind == 1) {
+        v128_t va = wasm_f32x4_splat(alpha), vb = wasm_f32x4_splat(beta);
+        for (; i + 4 <= n; i += 4) {
+            v128_t z = wasm_f32x4_add(wasm_f32x4_mul(wasm_v128_load(x + i), va), vb);
+            v128_t in = wasm_v128_and(wasm_f32x4_gt(z, zero), wasm_f32x4_lt(z, one));
+            wasm_v128_store(dx + i, wasm_v128_and(wasm_f32x4_mul(wasm_v128_load(dy + i), va), in));
+        }
+        for (; i < n; i++) {
+            float z = x[i] * alpha;
+            z = z + beta;
+            dx[i] = (z > 0.0f && z < 1.0f) ? dy[i] * alpha : 0.0f;
+        }
+        return;
+    }
+    v128_t six = wasm_f32x4_splat(6.0f), half = wasm_f32x4_splat(0.5f);
+    for (; i + 4 <= n; i += 4) {
+        v128_t s = wasm_f32x4_div(wasm_v128_load(x + i), six);
+        v128_t z = wasm_f32x4_add(s, half);
+        v128_t in = wasm_v128_and(wasm_f32x4_gt(z, zero), wasm_f32x4_lt(z, one));
+        v128_t slope = wasm_f32x4_min(wasm_f32x4_max(z, zero), one);
+        slope = wasm_f32x4_add(slope, wasm_v128_and(s, in));
+        wasm_v128_store(dx + i, wasm_f32x4_mul(slope, wasm_v128_load(dy + i)));
+    }
+    for (; i < n; i++) {
+        float s = x[i] / 6.0f;
+        float z = s + 0.5f;
+        float slope = z != z ? z : (z < 0.0f ? 0.0f : (z > 1.0f ? 1.0f : z));
+        if (z > 0.0f && z < 1.0f) slope = slope + s;
+        dx[i] = slope * dy[i];
+    }
+}

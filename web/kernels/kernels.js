@@ -81,7 +81,8 @@
 
   // the kernels a wrap() object and Python's module hand on as they are: kernels.wasm's pytrain_<name>
   const PLAIN_KERNELS = ["adam", "im2col", "col2im", "maxpool2d", "maxpool_grad", "relu", "relu_grad", "transpose", "sum_rows", "softmax_ce", "softmax_ce_grad", "clip", "channel_affine", "depthwise_conv2d", "exp", "erf", "layernorm", "layernorm_grad", "softmax", "gather_grad", "first_non_finite", "binary", "tanh",
-                         "binary_rows", "hard_activation", "upsample_nearest", "row_means"];
+                         "binary_rows", "hard_activation", "upsample_nearest", "row_means", "depthwise_conv2d_grad",
+                         "hard_activation_grad"];
   // those the helper threads split (startThreads), which Python sees as <name>_threads
   const THREADED_KERNELS = ["sgemm", "sgemm_batched", "exp", "erf", "adam", "layernorm", "layernorm_grad", "softmax", "tanh",
                             "softmax_ce_grad"];
@@ -102,6 +103,11 @@
       conv2d: exports.pytrain_conv2d
         ? (x, w, bias, y, n, c, h, wd, m, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, fold, tmp) =>
           exports.pytrain_conv2d(x, w, bias, y, n, c, h, wd, m, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, fold, tmp, workPtr)
+        : undefined,
+      conv2d_grad: exports.pytrain_conv2d_grad
+        ? (x, w, dy, dx, dwt, n, c, h, wd, m, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, fold, tmp) =>
+          exports.pytrain_conv2d_grad(x, w, dy, dx, dwt, n, c, h, wd, m, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, fold, tmp,
+                                      workPtr)
         : undefined,
       conv_transpose_tiles: exports.pytrain_conv_transpose_tiles
         ? (x, w, bias, y, n, c, h, wd, m, kh, kw, tmp) =>
@@ -178,7 +184,7 @@
   /* What pytrain.ops.wasm imports as pytrain_wasm_kernels. */
   function pythonModule(gemm) {
     const out = { work_bytes: gemm.workBytes, threads: gemm.threads ? gemm.threads.count : 1 };
-    for (const name of PLAIN_KERNELS.concat(["sgemm", "conv1x1", "conv2d", "conv_transpose_tiles", "lstm_steps", "sgemm_batched", "gemm"])) out[name] = gemm[name];
+    for (const name of PLAIN_KERNELS.concat(["sgemm", "conv1x1", "conv2d", "conv2d_grad", "conv_transpose_tiles", "lstm_steps", "sgemm_batched", "gemm"])) out[name] = gemm[name];
     for (const name of THREADED_KERNELS) out[name + "_threads"] = gemm.threads ? gemm.threads[name] : undefined;
     return out;
   }
