@@ -5,7 +5,10 @@ HardSigmoid and its (N, C, 1, 1) Mul), DBNet's (a dilated 5x5 Conv, x2 nearest R
 CRNN's (3x3 Conv + MaxPool, a bidirectional LSTM over the columns) runs in an InferenceSession after
 pytrain.ops.wasm.install(): its output equals onnxruntime's within float32 tolerance, and each new kernel
 (conv.c conv2d and conv_transpose_tiles, elementwise.c hard_activation and binary_rows, pool.c upsample_nearest
-and row_means, lstm.c lstm_steps) was really called, not silently left to numpy."""
+and row_means, lstm.c lstm_steps) was really called, not silently left to numpy. A training step of a smaller
+network with the same blocks (strided stem + BatchNorm + HardSwish, depthwise, squeeze-excite's HardSigmoid, a
+dilated 3x3 Conv) gives in the tab the gradients of the numpy path natively, with conv.c conv2d_grad and
+depthwise_conv2d_grad and elementwise.c hard_activation_grad answering."""
 from __future__ import annotations
 
 import base64
@@ -90,8 +93,61 @@ json.dumps({"y": base64.b64encode(np.ascontiguousarray(y1, np.float32).tobytes()
 """
 
 
+class _TrainNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.Hardswish())
+        self.dw = nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1, groups=8, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.se = nn.Conv2d(8, 8, 1)
+        self.wide = nn.Conv2d(8, 6, 3, 2, 2, dilation=2)
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x):
+        x = self.dw(self.stem(x))
+        x = x * torch.nn.functional.hardsigmoid(self.se(torch.nn.functional.adaptive_avg_pool2d(x, 1)))
+        x = torch.nn.functional.hardswish(self.wide(x))
+        return self.fc(x.mean((2, 3)))
+
+
 @pytest.fixture(scope="module")
-def tab(browser, model):
+def training():
+    """A training step's artifacts and batch, and the gradients the numpy path gives natively."""
+    from pytrain.generator import artifacts
+    from pytrain.device.api import CheckpointState, Module
+
+    torch.manual_seed(1)
+    x = torch.randn(4, 3, 19, 17)
+    buf = io.BytesIO()
+    torch.onnx.export(_TrainNet().eval(), (x,), buf, opset_version=17, input_names=["x"], output_names=["y"],
+                      dynamo=False, do_constant_folding=False)
+    arts = artifacts.generate_artifacts(buf.getvalue(), loss=artifacts.LossType.CrossEntropyLoss)
+    labels = np.array([0, 3, 1, 2], dtype=np.int64)
+    module = Module(arts.training_model, CheckpointState.load_checkpoint(arts.checkpoint))
+    module(x.numpy(), labels)
+    grads = {n: module.state.parameters[n].grad for n in module.trainable_names}
+    return arts, x.numpy(), labels, grads
+
+
+TRAIN = r"""
+from pytrain.device.api import CheckpointState, Module
+
+calls.clear()
+for name in ("conv2d_grad", "depthwise_conv2d_grad", "hard_activation_grad"):
+    fn = getattr(wasm.kernels, name)
+    def counted(*a, _fn=fn, _name=name):
+        calls[_name] = calls.get(_name, 0) + 1
+        return _fn(*a)
+    setattr(wasm.kernels, name, counted)
+module = Module(base64.b64decode(TRAIN_B64), CheckpointState.load_checkpoint(base64.b64decode(CKPT_B64)))
+module(np.frombuffer(base64.b64decode(TX_B64), dtype=np.float32).reshape(TX_SHAPE), np.array(LABELS, np.int64))
+json.dumps({"grads": {n: base64.b64encode(np.ascontiguousarray(module.state.parameters[n].grad, np.float32)
+                                          .tobytes()).decode() for n in module.trainable_names}, "calls": calls})
+"""
+
+
+@pytest.fixture(scope="module")
+def tab(browser, model, training):
     if not PYODIDE.exists():
         pytest.skip("needs node_modules (npm ci; python build.py test runs it)")
     onnx_bytes, x, _ = model
@@ -100,7 +156,13 @@ def tab(browser, model):
     with checkout_page(browser, "/bench/pages/kernels_check.html", timeout_ms=120_000) as page:
         page.evaluate("window.__ready")
         page.evaluate("paths => window.__loadSources(paths)", pytrain_sources())
-        return json.loads(page.evaluate("code => window.__py(code)", code))
+        out = json.loads(page.evaluate("code => window.__py(code)", code))
+        arts, tx, labels, _ = training
+        train = ("TRAIN_B64 = %r\nCKPT_B64 = %r\nTX_B64 = %r\nTX_SHAPE = %r\nLABELS = %r\n"
+                 % (base64.b64encode(arts.training_model).decode(), base64.b64encode(arts.checkpoint).decode(),
+                    base64.b64encode(tx.tobytes()).decode(), tx.shape, labels.tolist())) + TRAIN
+        out["train"] = json.loads(page.evaluate("code => window.__py(code)", train))
+        return out
 
 
 def test_cnn_layers_in_the_tab_equal_onnxruntime(tab, model):
@@ -116,3 +178,18 @@ def test_cnn_layers_in_the_tab_equal_onnxruntime(tab, model):
                                     "row_means"])
 def test_each_cnn_kernel_answered(tab, kernel):
     assert tab["calls"].get(kernel, 0) >= 2, tab["calls"]
+
+
+def test_training_step_gradients_in_the_tab_equal_the_numpy_path(tab, training):
+    """Every trainable parameter's gradient of one step (the BatchNorms in training mode) as natively."""
+    want = training[3]
+    got = tab["train"]["grads"]
+    assert sorted(got) == sorted(want)
+    for name, w in want.items():
+        g = np.frombuffer(base64.b64decode(got[name]), dtype=np.float32).reshape(w.shape)
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5 * float(np.abs(w).max() + 1e-30), err_msg=name)
+
+
+@pytest.mark.parametrize("kernel", ["conv2d_grad", "depthwise_conv2d_grad", "hard_activation_grad"])
+def test_each_gradient_kernel_answered(tab, kernel):
+    assert tab["train"]["calls"].get(kernel, 0) >= 1, tab["train"]["calls"]

@@ -10,7 +10,7 @@ shares; the routing itself is one module per family:
 - :mod:`.linalg`: 2-D and batched matrix products, Gemm, 2-D transposes (gemm.c, gemm_ops.c,
   transpose.c)
 - :mod:`.conv`: convolution columns (im2col.c), depthwise, pointwise and other ungrouped 2-D Conv
-  (conv.c), FusedConv's clip and activations, MaxPool and its gradient, GlobalAveragePool, nearest upsampling
+  and their ConvGrad (conv.c), FusedConv's clip and activations, MaxPool and its gradient, GlobalAveragePool, nearest upsampling
   (pool.c)
 - :mod:`.normalization`: inference BatchNormalization (batchnorm.c), LayerNormalization and its
   gradient (layernorm.c)
@@ -180,8 +180,9 @@ def install() -> bool:
 
 def _install_cnn() -> None:
     """install()'s part for the OCR CNNs (issue 32): Resize's nearest upsampling, HardSigmoid/HardSwish,
-    GlobalAveragePool, ConvTranspose (kernel = strides) and LSTM inference, each where the page's
-    kernels.wasm has its kernel."""
+    GlobalAveragePool, ConvTranspose (kernel = strides), LSTM inference, and in a training step ConvGrad
+    (ungrouped or depthwise 2-D) and HardSigmoidGrad/HardSwishGrad, each where the page's kernels.wasm has
+    its kernel."""
     from pytrain.ops import backend, registry
     from pytrain.ops.wasm import conv, elementwise, recurrent
 
@@ -196,3 +197,8 @@ def _install_cnn() -> None:
         registry.accelerate("ConvTranspose", conv.conv_transpose)
     if getattr(kernels, "lstm_steps", None) is not None:
         registry.accelerate("LSTM", recurrent.lstm)
+    if getattr(kernels, "conv2d_grad", None) is not None:  # (depthwise_conv2d_grad came with it)
+        registry.accelerate("ConvGrad", conv.conv_grad, registry.PYTRAIN_DOMAIN)
+    if getattr(kernels, "hard_activation_grad", None) is not None:
+        registry.accelerate("HardSigmoidGrad", elementwise.hard_activation_grad(1), registry.PYTRAIN_DOMAIN)
+        registry.accelerate("HardSwishGrad", elementwise.hard_activation_grad(2), registry.PYTRAIN_DOMAIN)

@@ -236,3 +236,46 @@ def fused_conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], scale
     else:
         kernels.hard_activation(ptr(y), y.size, 2, float(np.float32(1.0 / 6.0)), 0.5)
     return (y,)
+
+
+def conv_grad(ctx, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, auto_pad: str = "NOTSET", dilations=None,
+              group: int = 1, kernel_shape=None, pads=None, strides=None) -> Optional[Tuple]:
+    """ConvGrad's (dX, dW, dB) of a float32 2-D Conv in one call (conv.c), for registry.accelerate: ungrouped
+    (conv2d_grad: per image the columns read with the padding as zeros, dW += dY @ cols^T, dX = col2im(W^T @
+    dY), NCHW throughout; few positions per image side by side) or depthwise (depthwise_conv2d_grad, direct),
+    where the numpy kernel moves the batch last and pads, and takes a depthwise conv as C one-row products.
+    Other groups and ranks, or anything malformed, go to numpy (which names what is wrong)."""
+    from pytrain.ops.windows import geometry
+
+    if (X.ndim != 4 or W.ndim != 4 or dY.ndim != 4 or X.dtype != F32 or W.dtype != F32 or dY.dtype != F32
+            or X.size == 0 or W.size == 0 or getattr(kernels, "conv2d_grad", None) is None):
+        return None
+    n, c, h, w = X.shape
+    m, cg, kh, kw = W.shape
+    g = int(group)
+    depthwise = g == c and g > 1 and cg == 1 and m % c == 0
+    if not (depthwise or (g == 1 and cg == c)) or (kernel_shape and tuple(kernel_shape) != (kh, kw)):
+        return None
+    try:
+        win = geometry("ConvGrad", X.shape, (kh, kw), strides, dilations, pads, auto_pad)
+    except Exception:
+        return None
+    oh, ow = win.out_shape
+    if oh <= 0 or ow <= 0 or dY.shape != (n, m, oh, ow):
+        return None
+    X, W, dY = np.ascontiguousarray(X), np.ascontiguousarray(W), np.ascontiguousarray(dY)
+    dx = np.zeros(X.shape, dtype=F32) if ctx.wants(0) else None
+    dw = np.empty(W.shape, dtype=F32) if ctx.wants(1) else None
+    geo = (oh, ow, win.strides[0], win.strides[1], win.dilations[0], win.dilations[1], win.pads_begin[0],
+           win.pads_begin[1])
+    if dx is not None or dw is not None:
+        pdx, pdw = ptr(dx) if dx is not None else 0, ptr(dw) if dw is not None else 0
+        if depthwise:
+            kernels.depthwise_conv2d_grad(ptr(X), ptr(W), ptr(dY), pdx, pdw, n, c, m // c, h, w, kh, kw, *geo)
+        else:
+            ck, l = c * kh * kw, oh * ow
+            fold = n > 1 and l < CONV1X1_BATCHED_BELOW
+            tmp = np.empty(ck * n * l + m * n * l if fold else ck * l, dtype=F32)
+            kernels.conv2d_grad(ptr(X), ptr(W), ptr(dY), pdx, pdw, n, c, h, w, m, kh, kw, *geo, int(fold), ptr(tmp))
+    db = dY.reshape(n, m, -1).sum(axis=(0, 2)) if ctx.wants(2) else None
+    return (dx, dw, db)

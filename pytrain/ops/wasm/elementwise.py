@@ -169,3 +169,18 @@ def hard_activation(kind: int):
         kernels.hard_activation(ptr(y), y.size, kind, alpha, beta)
         return (y,)
     return run
+
+
+def hard_activation_grad(kind: int):
+    """HardSigmoidGrad (kind 1) or HardSwishGrad (kind 2) of float32 tensors of one shape in one pass
+    (elementwise.c hard_activation_grad: the numpy kernel's float32 operations), for registry.accelerate:
+    numpy makes five or six passes with their temporaries (every activation of a MobileNetV3 step)."""
+    def run(ctx, dY: np.ndarray, X: np.ndarray, **attrs) -> Optional[Tuple[np.ndarray]]:
+        if not plain(dY, X):
+            return None
+        alpha = float(np.float32(attrs.get("alpha", 0.2))) if kind == 1 else 0.0
+        beta = float(np.float32(attrs.get("beta", 0.5))) if kind == 1 else 0.0
+        dx = np.empty(X.shape, dtype=np.float32)
+        kernels.hard_activation_grad(ptr(dY), ptr(X), ptr(dx), X.size, kind, alpha, beta)
+        return (dx,)
+    return run
