@@ -8,7 +8,8 @@ pytrain.ops.wasm.install(): its output equals onnxruntime's within float32 toler
 and row_means, lstm.c lstm_steps) was really called, not silently left to numpy. A training step of a smaller
 network with the same blocks (strided stem + BatchNorm + HardSwish, depthwise, squeeze-excite's HardSigmoid, a
 dilated 3x3 Conv) gives in the tab the gradients of the numpy path natively, with conv.c conv2d_grad and
-depthwise_conv2d_grad and elementwise.c hard_activation_grad answering."""
+depthwise_conv2d_grad, elementwise.c hard_activation_grad and batchnorm.c batchnorm_training and batchnorm_grad
+answering."""
 from __future__ import annotations
 
 import base64
@@ -133,7 +134,8 @@ TRAIN = r"""
 from pytrain.device.api import CheckpointState, Module
 
 calls.clear()
-for name in ("conv2d_grad", "depthwise_conv2d_grad", "hard_activation_grad"):
+for name in ("conv2d_grad", "depthwise_conv2d_grad", "hard_activation_grad", "batchnorm_training",
+             "batchnorm_grad"):
     fn = getattr(wasm.kernels, name)
     def counted(*a, _fn=fn, _name=name):
         calls[_name] = calls.get(_name, 0) + 1
@@ -190,6 +192,7 @@ def test_training_step_gradients_in_the_tab_equal_the_numpy_path(tab, training):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5 * float(np.abs(w).max() + 1e-30), err_msg=name)
 
 
-@pytest.mark.parametrize("kernel", ["conv2d_grad", "depthwise_conv2d_grad", "hard_activation_grad"])
+@pytest.mark.parametrize("kernel", ["conv2d_grad", "depthwise_conv2d_grad", "hard_activation_grad",
+                                    "batchnorm_training", "batchnorm_grad"])
 def test_each_gradient_kernel_answered(tab, kernel):
     assert tab["train"]["calls"].get(kernel, 0) >= 1, tab["train"]["calls"]

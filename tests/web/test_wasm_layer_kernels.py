@@ -809,3 +809,42 @@ def test_hard_activation_grad_equals_the_numpy_grads(wasm_path, tmp_path):
     nan = np.isnan(want_swish)
     np.testing.assert_array_equal(np.isnan(swish), nan)
     assert swish[~nan].tobytes() == want_swish[~nan].tobytes()
+
+
+@pytest.mark.parametrize("shape", [(4, 5, 7, 9), (3, 6, 1, 1), (2, 3, 13)])
+def test_batchnorm_training_kernels_equal_numpy(wasm_path, tmp_path, shape):
+    """pytrain_batchnorm_training gives BatchNormTraining's output, batch mean, biased variance and invstd, and
+    pytrain_batchnorm_grad BatchNormGrad's dX, dScale and dB (with and without dX), within float32 rounding:
+    planes of 63 (SIMD body and tail), of one value (squeeze-excite's), and a 3-D (N, C, L) input; inputs with
+    a mean far from zero."""
+    rng = np.random.default_rng(61)
+    n, c = shape[0], shape[1]
+    s = int(np.prod(shape[2:]))
+    x = (rng.standard_normal(shape) * 2 + 3).astype(np.float32)
+    scale, bias = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    ctx = OpContext(output_mask=(True, True, True, True, True))
+    y, _, _, mean, invstd = get_kernel("BatchNormTraining", PYTRAIN_DOMAIN).numpy_fn(
+        ctx, x, scale, bias, np.zeros(c, np.float32), np.ones(c, np.float32), epsilon=1e-5)
+    dx, dscale, db = get_kernel("BatchNormGrad", PYTRAIN_DOMAIN).numpy_fn(ctx, dy, x, scale, mean, invstd)
+    var = x.reshape(n, c, s).astype(np.float64).var(axis=(0, 2))
+    vec = {"len": c, "fill": False}
+    cases = [{"fn": "batchnorm_training",
+              "buffers": [{"len": x.size, "fill": True}, {"len": x.size, "fill": False}, {"len": c, "fill": True},
+                          {"len": c, "fill": True}, vec, vec, vec], "read": [1, 4, 5, 6],
+              "args": ["$0", "$1", "$2", "$3", "$4", "$5", "$6", n, c, s, 1e-5]}]
+    grad_bufs = [{"len": x.size, "fill": True}, {"len": x.size, "fill": True}] + [{"len": c, "fill": True}] * 3
+    grad_bufs += [{"len": x.size, "fill": False}, vec, vec]
+    for with_dx in (True, False):
+        cases.append({"fn": "batchnorm_grad", "buffers": grad_bufs, "read": [5, 6, 7] if with_dx else [6, 7],
+                      "args": ["$0", "$1", "$2", "$3", "$4", "$5" if with_dx else 0, "$6", "$7", n, c, s]})
+    got = _call_kernels(wasm_path, tmp_path, cases, [x, scale, bias] + [dy, x, scale, mean, invstd] * 2)
+    gy, gmean, gvar, ginv, gdx, gds, gdb, gds2, gdb2 = got
+    np.testing.assert_allclose(gmean, mean, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(gvar, var, rtol=1e-5)
+    np.testing.assert_allclose(ginv, invstd, rtol=1e-5)
+    np.testing.assert_allclose(gy, y.ravel(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gds, dscale, rtol=1e-4, atol=1e-4 * np.abs(dy).sum() / c)
+    np.testing.assert_allclose(gdb, db, rtol=1e-5, atol=1e-5 * np.abs(dy).sum() / c)
+    np.testing.assert_allclose(gdx, dx.ravel(), rtol=1e-4, atol=1e-4 * np.abs(dx).max())
+    assert gds2.tobytes() == gds.tobytes() and gdb2.tobytes() == gdb.tobytes()

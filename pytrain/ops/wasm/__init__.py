@@ -10,10 +10,10 @@ shares; the routing itself is one module per family:
 - :mod:`.linalg`: 2-D and batched matrix products, Gemm, 2-D transposes (gemm.c, gemm_ops.c,
   transpose.c)
 - :mod:`.conv`: convolution columns (im2col.c), depthwise, pointwise and other ungrouped 2-D Conv
-  and their ConvGrad (conv.c), FusedConv's clip and activations, MaxPool and its gradient, GlobalAveragePool, nearest upsampling
-  (pool.c)
-- :mod:`.normalization`: inference BatchNormalization (batchnorm.c), LayerNormalization and its
-  gradient (layernorm.c)
+  and their ConvGrad (conv.c), FusedConv's clip and activations, MaxPool and its gradient,
+  GlobalAveragePool, nearest upsampling (pool.c)
+- :mod:`.normalization`: BatchNormalization in inference and training with its gradient (batchnorm.c),
+  LayerNormalization and its gradient (layernorm.c)
 - :mod:`.elementwise`: Relu and its gradient, Clip, Add/Sub/Mul/Div broadcasts, SumToShape's bias
   case (elementwise.c), Exp, Erf and Tanh (exp_erf.c), Pow by 2 or 3
 - :mod:`.softmax`: Softmax (softmax.c), SoftmaxCrossEntropyLoss and its gradient (softmax_ce.c)
@@ -181,10 +181,10 @@ def install() -> bool:
 def _install_cnn() -> None:
     """install()'s part for the OCR CNNs (issue 32): Resize's nearest upsampling, HardSigmoid/HardSwish,
     GlobalAveragePool, ConvTranspose (kernel = strides), LSTM inference, and in a training step ConvGrad
-    (ungrouped or depthwise 2-D) and HardSigmoidGrad/HardSwishGrad, each where the page's kernels.wasm has
-    its kernel."""
+    (ungrouped or depthwise 2-D), HardSigmoidGrad/HardSwishGrad, BatchNormTraining and BatchNormGrad, each
+    where the page's kernels.wasm has its kernel."""
     from pytrain.ops import backend, registry
-    from pytrain.ops.wasm import conv, elementwise, recurrent
+    from pytrain.ops.wasm import conv, elementwise, normalization, recurrent
 
     if getattr(kernels, "upsample_nearest", None) is not None:
         backend.use("upsample", conv.upsample)
@@ -202,3 +202,6 @@ def _install_cnn() -> None:
     if getattr(kernels, "hard_activation_grad", None) is not None:
         registry.accelerate("HardSigmoidGrad", elementwise.hard_activation_grad(1), registry.PYTRAIN_DOMAIN)
         registry.accelerate("HardSwishGrad", elementwise.hard_activation_grad(2), registry.PYTRAIN_DOMAIN)
+    if getattr(kernels, "batchnorm_training", None) is not None:
+        registry.accelerate("BatchNormTraining", normalization.batchnorm_training, registry.PYTRAIN_DOMAIN)
+        registry.accelerate("BatchNormGrad", normalization.batchnorm_grad, registry.PYTRAIN_DOMAIN)

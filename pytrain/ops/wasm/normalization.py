@@ -84,3 +84,52 @@ def layer_normalization_grad(ctx, dY: np.ndarray, X: np.ndarray, Scale: np.ndarr
                    ptr(dx) if dx is not None else 0, ptr(dscale) if dscale is not None else 0,
                    ptr(dbias) if dbias is not None else 0, rows, n)
     return (dx, dscale, dbias)
+
+
+def _channel_vectors(c: int, *vs: np.ndarray) -> bool:
+    """Each of ``vs`` a C-contiguous float32 vector of ``c`` values."""
+    for v in vs:
+        if v.shape != (c,) or v.dtype != np.float32 or not v.flags.c_contiguous:
+            return False
+    return True
+
+
+def batchnorm_training(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, running_mean: np.ndarray,
+                       running_var: np.ndarray, *, epsilon: float = 1e-5,
+                       momentum: float = 0.9) -> Optional[Tuple]:
+    """BatchNormTraining of float32 (N, C, ...) (batchnorm.c batchnorm_training: the statistics and the
+    output in three passes over each channel, where numpy makes about eight with their temporaries), for
+    registry.accelerate; the running statistics as the numpy kernel updates them. A batch of one value per
+    channel goes to numpy, which refuses it by name."""
+    if X.ndim < 2 or not plain(X) or not _channel_vectors(X.shape[1], scale, B):
+        return None
+    n, c = X.shape[0], X.shape[1]
+    s = X.size // (n * c)
+    if n * s < 2:
+        return None
+    y = np.empty_like(X)
+    mean, var, invstd = (np.empty(c, dtype=np.float32) for _ in range(3))
+    kernels.batchnorm_training(ptr(X), ptr(y), ptr(scale), ptr(B), ptr(mean), ptr(var), ptr(invstd), n, c, s,
+                               float(epsilon))
+    outs = [y, None, None, mean, invstd]
+    m = float(momentum)
+    if ctx.wants(1):
+        outs[1] = (running_mean * m + mean * (1.0 - m)).astype(running_mean.dtype, copy=False)
+    if ctx.wants(2):
+        unbiased = var * (n * s / (n * s - 1.0))
+        outs[2] = (running_var * m + unbiased * (1.0 - m)).astype(running_var.dtype, copy=False)
+    return tuple(outs)
+
+
+def batchnorm_grad(ctx, dY: np.ndarray, X: np.ndarray, scale: np.ndarray, saved_mean: np.ndarray,
+                   saved_invstd: np.ndarray) -> Optional[Tuple]:
+    """BatchNormGrad's (dX, dScale, dB) of float32 (N, C, ...) in two passes per channel (batchnorm.c
+    batchnorm_grad), for registry.accelerate."""
+    if X.ndim < 2 or not plain(dY, X) or not _channel_vectors(X.shape[1], scale, saved_mean, saved_invstd):
+        return None
+    n, c = X.shape[0], X.shape[1]
+    dx = np.empty_like(X) if ctx.wants(0) else None
+    dscale, db = np.empty(c, dtype=np.float32), np.empty(c, dtype=np.float32)
+    kernels.batchnorm_grad(ptr(dY), ptr(X), ptr(scale), ptr(saved_mean), ptr(saved_invstd),
+                           ptr(dx) if dx is not None else 0, ptr(dscale), ptr(db), n, c, X.size // (n * c))
+    return (dx, dscale if ctx.wants(1) else None, db if ctx.wants(2) else None)
