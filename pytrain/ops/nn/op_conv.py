@@ -58,9 +58,11 @@ def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win
     * other ungrouped convs with large outputs: im2col per sample, products batch-first."""
     n, c = X.shape[0], X.shape[1]
     m = W.shape[0]
-    positions = math.prod(win.out_shape)
     if X.dtype.kind != "f":
         return None
+    if group == 1 and X.size == n * c and W.size == m * c and not win.needs_padding:
+        return _single_position(X, W, B, win)  # (checked first: squeeze-excite's convs are many and tiny)
+    positions = math.prod(win.out_shape)
     y = depthwise_dense(X, W, win, B, operators) if group == c and W.shape[1] == 1 and suits(win) else None
     if y is not None:
         return y
@@ -86,15 +88,19 @@ def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win
     return y.reshape((n, m) + win.out_shape)
 
 
+def _single_position(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window) -> np.ndarray:
+    """A 1x1 conv of a one-position input (squeeze-excite's, X ``(N, C, 1, ...)``) as ``(N, C) @ (C, M)``."""
+    n, c, m = X.shape[0], X.shape[1], W.shape[0]
+    y = np.matmul(X.reshape(n, c), W.reshape(m, c).T.astype(X.dtype, copy=False))
+    if B is not None:
+        y += B.astype(X.dtype, copy=False)
+    return y.reshape((n, m) + win.out_shape)
+
+
 def _pointwise_folded(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window) -> np.ndarray:
     """A 1x1 conv over few positions per sample as one product, the batch in the columns."""
     n, c, m = X.shape[0], X.shape[1], W.shape[0]
     w = W.reshape(m, c).astype(X.dtype, copy=False)
-    if X.size == n * c:  # one position: (N, C) @ (C, M)
-        y = np.matmul(X.reshape(n, c), w.T)
-        if B is not None:
-            y += B.astype(X.dtype, copy=False)
-        return y.reshape((n, m) + win.out_shape)
     cols = X.reshape(n, c, -1).transpose(1, 0, 2).reshape(c, -1)  # (C, N*L)
     y = np.matmul(w, cols).reshape(m, n, -1)
     out = np.empty((n, m, y.shape[2]), dtype=X.dtype)
