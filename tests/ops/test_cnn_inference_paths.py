@@ -260,9 +260,9 @@ def test_single_position_pointwise_conv_against_onnxruntime(xs, strides, bias):
 @pytest.mark.parametrize("attrs", [dict(strides=[2, 2]), dict(strides=[2, 2], pads=[1, 0, 0, 1]),
                                    dict(strides=[2, 2], output_padding=[1, 0]), dict(strides=[1, 1]),
                                    dict(strides=[3, 3])])
-def test_conv_transpose_bias_added_with_the_taps_against_onnxruntime(attrs):
-    """DBNet's 2x2 stride-2 upsampling adds its bias as each tap is copied; cropped, padded-out and
-    overlapping taps add it afterwards."""
+def test_conv_transpose_per_sample_taps_against_onnxruntime(attrs):
+    """ConvTranspose's per-sample product and tap copies (DBNet's 2x2 stride-2 upsampling), with and
+    without bias, cropped, padded out and with overlapping taps."""
     X = RNG.standard_normal((2, 5, 4, 6)).astype(np.float32)
     W = RNG.standard_normal((5, 3, 2, 2)).astype(np.float32)
     B = RNG.standard_normal(3).astype(np.float32)

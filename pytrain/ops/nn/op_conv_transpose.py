@@ -142,14 +142,14 @@ def conv_transpose(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
     geo = transpose_geometry(op, X.shape, W.shape, auto_pad, dilations, group, kernel_shape, output_padding,
                              output_shape, pads, strides)
     g, n, c, m = geo.group, X.shape[0], X.shape[1], geo.m
-    if B is not None and B.shape != (m,):
-        raise InputError("%s: bias B must have shape (%d,), got %s" % (op, m, B.shape))
     if g == 1 and X.dtype.kind == "f" and not linalg.has_backend():
-        full, B = _per_sample_full(X, W, geo, B)
+        full = _per_sample_full(X, W, geo)
     else:
         full = _batch_folded_full(X, W, geo)
     y = shift_spatial(full, geo.out_shape, geo.pads_begin)
     if B is not None:
+        if B.shape != (m,):
+            raise InputError("%s: bias B must have shape (%d,), got %s" % (op, m, B.shape))
         if y is full:
             y += B.reshape((m,) + (1,) * geo.win.rank).astype(y.dtype, copy=False)
         else:
@@ -157,13 +157,9 @@ def conv_transpose(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
     return (np.ascontiguousarray(y, dtype=X.dtype),)
 
 
-def _per_sample_full(X: np.ndarray, W: np.ndarray, geo: TransposeGeometry,
-                     B: Optional[np.ndarray]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+def _per_sample_full(X: np.ndarray, W: np.ndarray, geo: TransposeGeometry) -> np.ndarray:
     """Natively: ``cols[n] = W^T @ X[n]`` batch-first (one product, no batch transposes) and each
-    tap's slice added onto the full extent (DBNet's 2x2 stride-2 upsampling: 4 strided copies).
-    Where the taps tile the output exactly (no overlap, nothing cropped) the bias ``B`` is added as
-    each tap is copied, not in a pass of its own. Returns the full extent and the bias still to add
-    (None once added)."""
+    tap's slice added onto the full extent (DBNet's 2x2 stride-2 upsampling: 4 strided copies)."""
     n, c, m = X.shape[0], X.shape[1], geo.m
     win = geo.win
     positions = int(np.prod(win.out_shape))
@@ -171,18 +167,13 @@ def _per_sample_full(X: np.ndarray, W: np.ndarray, geo: TransposeGeometry,
     d = cols.reshape((n, m) + win.kernel + win.out_shape)
     non_overlapping = all(k == s for k, s in zip(win.kernel, win.strides)) and all(v == 1 for v in win.dilations)
     full = (np.empty if non_overlapping else np.zeros)((n, m) + geo.full_shape, dtype=X.dtype)
-    if B is not None and non_overlapping and geo.out_shape == geo.full_shape and not any(geo.pads_begin):
-        b = B.reshape((m,) + (1,) * win.rank).astype(X.dtype, copy=False)
-        for tap in win.taps():
-            np.add(d[(slice(None), slice(None)) + tuple(tap)], b, out=full[tap_slices(win, tap)])
-        return full, None
     for tap in win.taps():
         part = d[(slice(None), slice(None)) + tuple(tap)]
         if non_overlapping:  # every output element belongs to exactly one tap
             full[tap_slices(win, tap)] = part
         else:
             full[tap_slices(win, tap)] += part
-    return full, B
+    return full
 
 
 def _batch_folded_full(X: np.ndarray, W: np.ndarray, geo: TransposeGeometry) -> np.ndarray:
