@@ -268,3 +268,29 @@ def test_conv_transpose_per_sample_taps_against_onnxruntime(attrs):
     B = RNG.standard_normal(3).astype(np.float32)
     check("ConvTranspose", [X, W, B], attrs, oracle="ort", rtol=1e-5, atol=1e-5)
     check("ConvTranspose", [X, W], attrs, oracle="ort", rtol=1e-5, atol=1e-5)
+
+
+STRIDED = [
+    # (X shape, M, kernel, attributes): DBNet's stride-2 convs at batch 2, then the corners
+    ((2, 16, 40, 40), 32, (3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2])),
+    ((2, 5, 11, 13), 7, (3, 2), dict(pads=[2, 0, 1, 1], strides=[2, 3], dilations=[2, 1])),
+    ((3, 4, 17, 9), 6, (1, 1), dict(strides=[2, 2])),
+    ((1, 3, 12), 4, (3,), dict(pads=[1, 1], strides=[2])),
+    ((2, 3, 10, 10), 4, (3, 3), dict(strides=[2, 2], auto_pad="SAME_UPPER")),
+]
+
+
+@pytest.mark.parametrize("case", range(len(STRIDED)))
+def test_strided_conv_per_sample_columns_against_onnxruntime(case):
+    """Strided ungrouped convs over >= 25 output positions take the per-sample im2col: odd sizes,
+    uneven pads, dilation, 1-D, SAME, +-inf (NaN where a window mixes them), float64."""
+    xs, m, ks, attrs = STRIDED[case]
+    X = RNG.standard_normal(xs).astype(np.float32)
+    W = RNG.standard_normal((m, xs[1]) + ks).astype(np.float32)
+    B = RNG.standard_normal(m).astype(np.float32)
+    check("Conv", [X, W, B], attrs, oracle="ort", rtol=1e-4, atol=1e-4)
+    # (onnx.reference dilates the kernel with zeros, so its 0 * inf would spread NaN: finite there)
+    check("Conv", [a.astype(np.float64) for a in (X, W, B)], attrs, rtol=1e-10, atol=1e-10)
+    X.reshape(-1)[::53] = np.inf
+    X.reshape(-1)[7::61] = -np.inf
+    check("Conv", [X, W, B], attrs, oracle="ort", rtol=1e-4, atol=1e-4)
