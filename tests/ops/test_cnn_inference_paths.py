@@ -2,7 +2,8 @@
 BLAS product per channel over its taps' columns (pytrain/ops/windows.py depthwise_conv2d: strides,
 dilations, uneven pads, bias, channel chunks, NaN/inf staying in their windows), GlobalAveragePool as
 one einsum row sum (1-D/2-D/3-D, float64, NaN/inf rows, a sample's value independent of its batch),
-Resize's plans kept by value, and an InferenceSession's constant weights folded once per node
+Resize's plans kept by value, MaxPool one axis at a time, squeeze-excite's single-position 1x1 Conv
+as one product, and an InferenceSession's constant weights folded once per node
 (OpContext.constant_memo) while a Module's writable ones are not."""
 from __future__ import annotations
 
@@ -198,3 +199,98 @@ def test_resize_plans_are_kept_by_value_read_only_and_errors_are_not():
     for _ in range(2):
         with pytest.raises(InputError, match="sizes"):
             op_resize.kept_plan("Resize", X.shape, None, None, np.array([2, 3, 0, 14], np.int64), *args)
+
+
+MAXPOOLS = [
+    # CRNN's pools (2x2, 2x1 and 4x1 windows), then padding, dilation, ceil_mode, 1-D, 3-D, overlap
+    ((2, 3, 8, 12), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ((2, 4, 8, 5), dict(kernel_shape=[2, 1], strides=[2, 1])),
+    ((1, 3, 8, 7), dict(kernel_shape=[4, 1], strides=[4, 1])),
+    ((2, 3, 9, 11), dict(kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1], dilations=[2, 1], ceil_mode=1)),
+    ((2, 3, 10), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ((1, 2, 5, 6, 7), dict(kernel_shape=[2, 3, 1], strides=[1, 2, 1])),
+    ((1, 2, 7, 7), dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER")),
+    ((1, 1, 3, 3), dict(kernel_shape=[1, 1])),
+]
+
+
+@pytest.mark.parametrize("case", range(len(MAXPOOLS)))
+def test_separable_max_pool_against_onnxruntime(case):
+    xs, attrs = MAXPOOLS[case]
+    X = RNG.standard_normal(xs).astype(np.float32)
+    X.reshape(-1)[3::29] = np.inf
+    X.reshape(-1)[5::31] = -np.inf
+    check("MaxPool", [X], attrs, oracle="ort", rtol=0, atol=0)
+    check("MaxPool", [X.astype(np.float64)], attrs, rtol=0, atol=0)
+
+
+def test_separable_max_pool_keeps_nan_in_its_windows():
+    """A NaN makes the maximum of every window that reads it NaN and no other (as the tap-by-tap
+    maximum did; onnxruntime skips NaNs instead)."""
+    X = RNG.standard_normal((1, 2, 6, 8)).astype(np.float32)
+    X[0, 1, 3, 5] = np.nan
+    y, _ = get_kernel("MaxPool").fn(OpContext(output_mask=(True, False)), X, kernel_shape=[2, 3],
+                                     strides=[1, 2], pads=[0, 1, 0, 1])
+    xp = np.pad(X, ((0, 0), (0, 0), (0, 0), (1, 1)), constant_values=-np.inf)
+    want = np.full(y.shape, -np.inf, np.float32)
+    for i in range(2):
+        for j in range(3):
+            want = np.maximum(want, xp[:, :, i:i + 5, j:j + 7:2])
+    np.testing.assert_array_equal(y, want)
+    assert np.isnan(y).sum() == 4  # the 2 x 2 windows that read it
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("xs, strides", [((8, 30, 1, 1), None), ((3, 7, 1, 1), [2, 2]), ((2, 5, 1), None),
+                                         ((0, 4, 1, 1), None)])
+def test_single_position_pointwise_conv_against_onnxruntime(xs, strides, bias):
+    """Squeeze-excite's 1x1 convs over one position: one (N, C) @ (C, M) product."""
+    rank = len(xs) - 2
+    X = RNG.standard_normal(xs).astype(np.float32)
+    X.reshape(-1)[1::7] = np.inf
+    W = RNG.standard_normal((6, xs[1]) + (1,) * rank).astype(np.float32)
+    B = RNG.standard_normal(6).astype(np.float32) if bias else None
+    attrs = {} if strides is None else dict(strides=strides)
+    inputs = [X, W, B] if bias else [X, W]
+    got, = check("Conv", inputs, attrs, oracle="ort" if xs[0] else "ref", rtol=1e-5, atol=1e-5)
+    assert got.flags.c_contiguous
+    check("Conv", [a.astype(np.float64) for a in inputs], attrs, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("attrs", [dict(strides=[2, 2]), dict(strides=[2, 2], pads=[1, 0, 0, 1]),
+                                   dict(strides=[2, 2], output_padding=[1, 0]), dict(strides=[1, 1]),
+                                   dict(strides=[3, 3])])
+def test_conv_transpose_per_sample_taps_against_onnxruntime(attrs):
+    """ConvTranspose's per-sample product and tap copies (DBNet's 2x2 stride-2 upsampling), with and
+    without bias, cropped, padded out and with overlapping taps."""
+    X = RNG.standard_normal((2, 5, 4, 6)).astype(np.float32)
+    W = RNG.standard_normal((5, 3, 2, 2)).astype(np.float32)
+    B = RNG.standard_normal(3).astype(np.float32)
+    check("ConvTranspose", [X, W, B], attrs, oracle="ort", rtol=1e-5, atol=1e-5)
+    check("ConvTranspose", [X, W], attrs, oracle="ort", rtol=1e-5, atol=1e-5)
+
+
+STRIDED = [
+    # (X shape, M, kernel, attributes): DBNet's stride-2 convs at batch 2, then the corners
+    ((2, 16, 40, 40), 32, (3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2])),
+    ((2, 5, 11, 13), 7, (3, 2), dict(pads=[2, 0, 1, 1], strides=[2, 3], dilations=[2, 1])),
+    ((3, 4, 17, 9), 6, (1, 1), dict(strides=[2, 2])),
+    ((1, 3, 12), 4, (3,), dict(pads=[1, 1], strides=[2])),
+    ((2, 3, 10, 10), 4, (3, 3), dict(strides=[2, 2], auto_pad="SAME_UPPER")),
+]
+
+
+@pytest.mark.parametrize("case", range(len(STRIDED)))
+def test_strided_conv_per_sample_columns_against_onnxruntime(case):
+    """Strided ungrouped convs over >= 25 output positions take the per-sample im2col: odd sizes,
+    uneven pads, dilation, 1-D, SAME, +-inf (NaN where a window mixes them), float64."""
+    xs, m, ks, attrs = STRIDED[case]
+    X = RNG.standard_normal(xs).astype(np.float32)
+    W = RNG.standard_normal((m, xs[1]) + ks).astype(np.float32)
+    B = RNG.standard_normal(m).astype(np.float32)
+    check("Conv", [X, W, B], attrs, oracle="ort", rtol=1e-4, atol=1e-4)
+    # (onnx.reference dilates the kernel with zeros, so its 0 * inf would spread NaN: finite there)
+    check("Conv", [a.astype(np.float64) for a in (X, W, B)], attrs, rtol=1e-10, atol=1e-10)
+    X.reshape(-1)[::53] = np.inf
+    X.reshape(-1)[7::61] = -np.inf
+    check("Conv", [X, W, B], attrs, oracle="ort", rtol=1e-4, atol=1e-4)

@@ -204,3 +204,23 @@ def test_sequence_lens_against_torch_packed(op):
     np.testing.assert_allclose(got[0], want_y, rtol=1e-10, atol=1e-12)
     for k, s in enumerate(states):
         np.testing.assert_allclose(got[1 + k], s.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("gain", [1.0, 40.0], ids=["moderate", "saturated"])
+def test_bidirectional_lstm_gates_from_one_exp_against_onnxruntime(gain):
+    """The bidirectional inference path (both directions stepped together, every gate from one exp
+    with its scale folded into the weights) against onnxruntime, also where the gates saturate and
+    exp overflows to inf (a gate of exactly 0, 1 or -1); float64 against onnx.reference; a NaN in
+    one sample's input stays in that sample."""
+    rng = np.random.default_rng(77)
+    ins = _inputs("LSTM", "bidirectional", rng, initial=False, peepholes=False)
+    ins[1] = ins[1] * np.float32(gain)
+    ins[2] = ins[2] * np.float32(gain)
+    attrs = dict(direction="bidirectional", hidden_size=H)
+    _close(run_pytrain("LSTM", ins, attrs, 3), run_ort("LSTM", ins, attrs, 3, 14), "LSTM gain %g" % gain)
+    ins64 = [None if x is None else x.astype(np.float64) for x in ins]
+    _close(run_pytrain("LSTM", ins64, attrs, 3), run_reference("LSTM", ins64, attrs, 3), "float64", 1e-10, 1e-10)
+    ins[0] = ins[0].copy()
+    ins[0][2, 1, 0] = np.nan
+    y, yh, yc = run_pytrain("LSTM", ins, attrs, 3)
+    assert np.isnan(y[:, :, 1]).any() and not np.isnan(y[:, :, [0, 2]]).any()

@@ -8,12 +8,36 @@ import numpy as np
 from pytrain.errors import GraphError, InputError
 from pytrain.ops import backend
 from pytrain.ops.registry import kernel
-from pytrain.ops.windows import geometry, pad_spatial, tap_slices
+from pytrain.ops.windows import Window, geometry, pad_spatial, tap_slices
+
 
 def _lowest(dtype: np.dtype):
     if dtype.kind == "f":
         return -np.inf
     return np.iinfo(dtype).min
+
+
+def _separable_max(xp: np.ndarray, win: Window) -> np.ndarray:
+    """The window maxima of the padded input ``xp``, one spatial axis at a time: the maximum over a
+    box is the maximum over its rows of the maxima along them, so a ``kh x kw`` window takes
+    ``kh + kw`` passes (the first over whole contiguous rows, the next over an already reduced
+    array) instead of ``kh * kw`` strided ones (CRNN's 2x2, 2x1 and 4x1 pools). A NaN in a window
+    reaches its maximum either way (np.maximum propagates it)."""
+    y = xp
+    for ax in range(win.rank):
+        k, s, d, o = win.kernel[ax], win.strides[ax], win.dilations[ax], win.out_shape[ax]
+        if k == 1 and s == 1 and y.shape[2 + ax] == o:
+            continue
+        sl = [slice(None)] * y.ndim
+        parts = []
+        for t in range(k):
+            sl[2 + ax] = slice(t * d, t * d + (o - 1) * s + 1, s)
+            parts.append(y[tuple(sl)])
+        acc = parts[0].copy() if len(parts) == 1 else np.maximum(parts[0], parts[1])
+        for v in parts[2:]:
+            np.maximum(acc, v, out=acc)
+        y = acc
+    return y if y is not xp else xp.copy()
 
 
 @kernel("MaxPool")
@@ -32,12 +56,9 @@ def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
         fast = fast_pool(xp, win, ctx.wants(1), storage_order)
         if fast is not None:
             return fast
-    taps = list(win.taps())
     if not ctx.wants(1):
-        y = xp[tap_slices(win, taps[0])].copy()
-        for tap in taps[1:]:
-            np.maximum(y, xp[tap_slices(win, tap)], out=y)
-        return (y, None)
+        return (_separable_max(xp, win), None)
+    taps = list(win.taps())
 
     # Index = (n * C + c) * spatial size + window origin + offset of the winning tap, with
     # row-major spatial strides (column-major for storage_order 1). Strict '>' keeps the first
