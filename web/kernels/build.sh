@@ -4,11 +4,12 @@
 # with clang + lld (no emscripten, no libc).
 # Usage: build.sh [out.wasm] [extra clang flags...]   (default out: kernels.wasm next to this script)
 # Third and fourth builds, kernels-fma.wasm and kernels-fma-shared.wasm: the same two with -DPYTRAIN_FMA
-# -mrelaxed-simd (gemm.c's multiply-adds as f32x4.relaxed_madd), for browsers with relaxed SIMD (kernels.js
-# picks them by feature detection). Debian's clang 14 emits the proposal's pre-standard relaxed opcodes, so
-# these need a newer clang: $FMA_CC, by default the clang 22 of PyPI's `ziglang` (a dev-time tool: the
-# built files are checked in), which names its target wasm32-freestanding ($FMA_TARGET). Without it the
-# FMA files are left as they are (FMA=0 skips them on purpose).
+# (gemm.c's multiply-adds as f32x4.relaxed_madd; relaxed SIMD enabled in gemm.c alone, by a pragma), for
+# browsers with relaxed SIMD (kernels.js picks them by feature detection). Debian's clang 14 emits the
+# proposal's pre-standard relaxed opcodes, so these need a newer clang: $FMA_CC, by default the clang 22
+# of PyPI's `ziglang` (a dev-time tool: the built files are checked in), which names its target
+# wasm32-freestanding ($FMA_TARGET). Without it the FMA files are left as they are (FMA=0 skips them on
+# purpose).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/kernels.wasm}
@@ -44,8 +45,8 @@ if [ "${FMA:-1}" != 0 ]; then
     if [ -n "${FMA_CC:-}" ]; then
         CC=$FMA_CC; TARGET=${FMA_TARGET:-wasm32}
         # -mcpu=mvp: the features of the clang 14 builds (a newer clang's default adds bulk memory and more)
-        build "$fma" -mcpu=mvp -mrelaxed-simd -DPYTRAIN_FMA "$@"
-        build "$fma_shared" -mcpu=mvp -mrelaxed-simd -DPYTRAIN_FMA -matomics -mbulk-memory -Wl,--shared-memory \
+        build "$fma" -mcpu=mvp -DPYTRAIN_FMA "$@"
+        build "$fma_shared" -mcpu=mvp -DPYTRAIN_FMA -matomics -mbulk-memory -Wl,--shared-memory \
             -Wl,--max-memory=1073741824 "$@"
         built="$built $fma $fma_shared"
     else

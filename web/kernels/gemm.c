@@ -50,11 +50,14 @@
 
 #define EXPORT(name) __attribute__((export_name(name)))
 
-/* c + a * b. kernels-fma*.wasm (build.sh with -DPYTRAIN_FMA -mrelaxed-simd) make it one relaxed
+/* c + a * b. kernels-fma*.wasm (build.sh with -DPYTRAIN_FMA) make it one relaxed
  * multiply-add, which V8 compiles to one fused instruction (vfmadd on x86 with FMA3): twice the
  * multiply-adds an instruction, one rounding instead of two. Every thread of a page runs the same
- * build, so a split product and an unsplit one still give the same bits. */
+ * build, so a split product and an unsplit one still give the same bits. Relaxed SIMD is this file's
+ * feature alone (the pragma, not -mrelaxed-simd for every file): elsewhere clang 22 turns a clip by
+ * f32x4.min/max into f32x4.relaxed_min, whose NaN result the engine may choose. */
 #ifdef PYTRAIN_FMA
+#pragma clang attribute push (__attribute__((target("relaxed-simd"))), apply_to = function)
 #define MADD(a, b, c) wasm_f32x4_relaxed_madd(a, b, c)
 #else
 #define MADD(a, b, c) wasm_f32x4_add(c, wasm_f32x4_mul(a, b))
@@ -369,3 +372,7 @@ void sgemm(int transA, int transB, int M, int N, int K, float alpha, const float
         }
     }
 }
+
+#ifdef PYTRAIN_FMA
+#pragma clang attribute pop
+#endif
