@@ -122,8 +122,18 @@ class Walk:
         assert region, "the error region is gone"
 
     def click(self, sel):
-        if self.usable(sel):
-            self.page.click(sel)
+        """Click ``sel`` if it is enabled and shown. A button can turn disabled between the check and the click
+        (Stop, Pause as a short training ends): a click that times out on an element no longer usable is that
+        race, not a failure; one that times out on an element still usable is."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        if not self.usable(sel):
+            return
+        try:
+            self.page.click(sel, timeout=wait_ms(15_000))
+        except PlaywrightTimeout:
+            if self.usable(sel):
+                raise
 
     def tab(self, name):
         self.page.click("#tabbtn-%s" % name)

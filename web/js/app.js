@@ -96,8 +96,8 @@ $("resume-btn").onclick = () => guarded($("resume-btn"), async () => {
   app.data = res.data;
   app.rebuild = null;
   setModel(res.model);
+  app.step = res.step; app.epoch = res.epoch;   // with the model, before any await: one state, never step 0
   await emit("runBack", res.model);   // a "By example" run: its classes and examples back in the gallery
-  app.step = res.step; app.epoch = res.epoch;
   emit("history", res.history);
   const t = res.train || {};
   emit("settings", t);

@@ -190,8 +190,8 @@ $("artifacts-use").onclick = () => guarded($("artifacts-use"), async () => {
   app.rebuild = null;
   if (res.data && res.data.loaded) setData(res.data);
   setModel(res.model);
+  app.step = res.step; app.epoch = res.epoch;   // with the model, before any await: one state, never step 0
   await emit("runBack", res.model);   // a "By example" run: its classes and examples back in the gallery
-  app.step = res.step; app.epoch = res.epoch;
   emit("history", res.history);
   emit("settings", { epochs: res.epochs, batchSize: res.batch_size, learningRate: res.lr });
   const took = Object.entries(res.files).filter(([, what]) => !/run file/.test(what))
