@@ -1,7 +1,7 @@
 """BatchNormTraining: batch normalisation in training mode, with PyTorch's running-stat update."""
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Any, Tuple
 
 import numpy as np
 
@@ -55,11 +55,19 @@ def batchnorm_training(ctx: OpContext, X: np.ndarray, scale: np.ndarray, B: np.n
     Y += channel_view(B.astype(X.dtype, copy=False), X.ndim)
     mean = mean.astype(X.dtype, copy=False)
 
-    outs = [Y.astype(X.dtype, copy=False), None, None, mean, invstd]
+    return (Y.astype(X.dtype, copy=False),) + running_statistics(ctx, running_mean, running_var, mean, var, n,
+                                                                momentum) + (mean, invstd)
+
+
+def running_statistics(ctx: Any, running_mean: np.ndarray, running_var: np.ndarray, mean: np.ndarray,
+                       var: np.ndarray, n: int, momentum: float) -> Tuple[Any, Any]:
+    """BatchNormTraining's updated running mean and variance (None where the node does not ask for them): the
+    old value weighed by ``momentum``, the batch's mean and its unbiased variance (``var`` over ``n`` values a
+    channel) by 1 - momentum, in the running statistics' dtype. Shared by the numpy and the wasm kernels."""
     m = float(momentum)
-    if ctx.wants(1):
-        outs[1] = (running_mean * m + mean * (1.0 - m)).astype(running_mean.dtype, copy=False)
+    new_mean = (running_mean * m + mean * (1.0 - m)).astype(running_mean.dtype, copy=False) if ctx.wants(1) else None
+    new_var = None
     if ctx.wants(2):
         unbiased = var * (n / (n - 1.0))
-        outs[2] = (running_var * m + unbiased * (1.0 - m)).astype(running_var.dtype, copy=False)
-    return tuple(outs)
+        new_var = (running_var * m + unbiased * (1.0 - m)).astype(running_var.dtype, copy=False)
+    return new_mean, new_var

@@ -111,14 +111,9 @@ def batchnorm_training(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, run
     mean, var, invstd = (np.empty(c, dtype=np.float32) for _ in range(3))
     kernels.batchnorm_training(ptr(X), ptr(y), ptr(scale), ptr(B), ptr(mean), ptr(var), ptr(invstd), n, c, s,
                                float(epsilon))
-    outs = [y, None, None, mean, invstd]
-    m = float(momentum)
-    if ctx.wants(1):
-        outs[1] = (running_mean * m + mean * (1.0 - m)).astype(running_mean.dtype, copy=False)
-    if ctx.wants(2):
-        unbiased = var * (n * s / (n * s - 1.0))
-        outs[2] = (running_var * m + unbiased * (1.0 - m)).astype(running_var.dtype, copy=False)
-    return tuple(outs)
+    from pytrain.ops.train.op_batchnorm_training import running_statistics
+
+    return (y,) + running_statistics(ctx, running_mean, running_var, mean, var, n * s, momentum) + (mean, invstd)
 
 
 def batchnorm_grad(ctx, dY: np.ndarray, X: np.ndarray, scale: np.ndarray, saved_mean: np.ndarray,
