@@ -116,6 +116,9 @@
       lstm_steps: exports.pytrain_lstm_steps
         ? (xw, rt, h0, c0, ys, ht, ct, pre, t, d, n, h) => exports.pytrain_lstm_steps(xw, rt, h0, c0, ys, ht, ct, pre, t, d, n, h, workPtr)
         : undefined,
+      lstm_grad_steps: exports.pytrain_lstm_grad_steps
+        ? (...a) => exports.pytrain_lstm_grad_steps(...a, workPtr)
+        : undefined,
       sgemm_batched: exports.pytrain_sgemm_batched
         ? (count, ta, tb, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc) =>
           exports.pytrain_sgemm_batched(count, ta, tb, M, N, K, A, sa, lda, B, sb, ldb, C, sc, ldc, workPtr)
@@ -184,7 +187,7 @@
   /* What pytrain.ops.wasm imports as pytrain_wasm_kernels. */
   function pythonModule(gemm) {
     const out = { work_bytes: gemm.workBytes, threads: gemm.threads ? gemm.threads.count : 1 };
-    for (const name of PLAIN_KERNELS.concat(["sgemm", "conv1x1", "conv2d", "conv2d_grad", "conv_transpose_tiles", "lstm_steps", "sgemm_batched", "gemm"])) out[name] = gemm[name];
+    for (const name of PLAIN_KERNELS.concat(["sgemm", "conv1x1", "conv2d", "conv2d_grad", "conv_transpose_tiles", "lstm_steps", "lstm_grad_steps", "sgemm_batched", "gemm"])) out[name] = gemm[name];
     for (const name of THREADED_KERNELS) out[name + "_threads"] = gemm.threads ? gemm.threads[name] : undefined;
     return out;
   }

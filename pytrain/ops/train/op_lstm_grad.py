@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from pytrain.ops import linalg
-from pytrain.ops.recurrent.cells import parameter_grads
+from pytrain.ops.recurrent.cells import Recurrence, parameter_grads
 from pytrain.ops.recurrent.op_lstm import lstm_direction, peepholes, recurrence
 from pytrain.ops.registry import PYTRAIN_DOMAIN, kernel
 
@@ -42,7 +42,7 @@ def lstm_grad(ctx, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Optional[np.n
     dys = rec.dy_in(dY)
     dhs = rec.dstate_in(dY_h, "dY_h")
     dcs = rec.dstate_in(dY_c, "dY_c")
-    dxs, dW, dR, dB, dh0, dc0 = [], np.zeros_like(W), np.zeros_like(R), [], [], []
+    dpres, h_prevs, dh0, dc0 = [], [], [], []
     dP = np.zeros((rec.D, 3 * H), rec.dtype)
     for d in range(rec.D):
         cache = []
@@ -52,13 +52,29 @@ def lstm_grad(ctx, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Optional[np.n
             dh, dc = _plain_backward(cache, dys[d], dhs[d], dcs[d], R[d], dpre)
         else:
             dh, dc = _general_backward(rec, d, cache, (dys[d], dhs[d], dcs[d]), R, P, int(input_forget), dpre, dP)
+        dpres.append(dpre)
+        h_prevs.append(np.stack([c[0] for c in cache]))
         dh0.append(dh)
         dc0.append(dc)
-        h_prevs = np.stack([c[0] for c in cache]).reshape(T * N, H)
-        dR[d] = linalg.matmul(np.ascontiguousarray(dpre.reshape(T * N, 4 * H).T), h_prevs)
+    return node_gradients(ctx, rec, (W, R), dpres, h_prevs, (dh0, dc0), dP)
+
+
+def node_gradients(ctx, rec: Recurrence, weights: tuple, dpres: Sequence[np.ndarray],
+                   h_prevs: Sequence[np.ndarray], d_states: tuple, dP: np.ndarray) -> tuple:
+    """LSTMGrad's outputs from each direction's walk back: ``dpres[d]`` (T, N, 4H) the gradient of the gate
+    pre-activations at every step (processing order), ``h_prevs[d]`` (T, N, H) the h each step read,
+    ``d_states`` the per-direction (dinitial_h, dinitial_c); ``weights`` is (W, R). (The numpy kernel's and the
+    browser's wasm recurrence, pytrain/ops/wasm/recurrent.py, share it.)"""
+    W, R = weights
+    H, T, N = rec.H, rec.T, rec.N
+    dxs, dW, dR, dB = [], np.zeros_like(W), np.zeros_like(R), []
+    for d in range(rec.D):
+        dpre = dpres[d]
+        dR[d] = linalg.matmul(np.ascontiguousarray(dpre.reshape(T * N, 4 * H).T), h_prevs[d].reshape(T * N, H))
         dx, dW[d], dwb = parameter_grads(rec, d, rec.ordered(rec.x, d), W, dpre)
         dxs.append(dx)
         dB.append(np.concatenate([dwb, dwb]))
+    dh0, dc0 = d_states
     return (rec.x_out(dxs) if ctx.wants(0) else None, dW, dR,
             np.stack(dB).astype(rec.dtype, copy=False) if ctx.wants(3) else None,
             rec.state_out(dh0) if ctx.wants(4) else None,

@@ -18,7 +18,7 @@ shares; the routing itself is one module per family:
   case (elementwise.c), Exp, Erf and Tanh (exp_erf.c), Pow by 2 or 3
 - :mod:`.softmax`: Softmax (softmax.c), SoftmaxCrossEntropyLoss and its gradient (softmax_ce.c)
 - :mod:`.gather`: GatherGrad (gather_grad.c)
-- :mod:`.recurrent`: LSTM inference (lstm.c)
+- :mod:`.recurrent`: LSTM inference and LSTMGrad (lstm.c)
 - :mod:`.optimizer`: the Adam update and the finite-gradient guard (optim.c)
 """
 from __future__ import annotations
@@ -180,7 +180,7 @@ def install() -> bool:
 
 def _install_cnn() -> None:
     """install()'s part for the OCR CNNs (issue 32): Resize's nearest upsampling, HardSigmoid/HardSwish,
-    GlobalAveragePool, ConvTranspose (kernel = strides), LSTM inference, and in a training step ConvGrad
+    GlobalAveragePool, ConvTranspose (kernel = strides), LSTM inference, and in a training step LSTMGrad, ConvGrad
     (ungrouped or depthwise 2-D), HardSigmoidGrad/HardSwishGrad, BatchNormTraining and BatchNormGrad, each
     where the page's kernels.wasm has its kernel."""
     from pytrain.ops import backend, registry
@@ -197,6 +197,8 @@ def _install_cnn() -> None:
         registry.accelerate("ConvTranspose", conv.conv_transpose)
     if getattr(kernels, "lstm_steps", None) is not None:
         registry.accelerate("LSTM", recurrent.lstm)
+    if getattr(kernels, "lstm_grad_steps", None) is not None:
+        registry.accelerate("LSTMGrad", recurrent.lstm_grad, registry.PYTRAIN_DOMAIN)
     if getattr(kernels, "conv2d_grad", None) is not None:  # (depthwise_conv2d_grad came with it)
         registry.accelerate("ConvGrad", conv.conv_grad, registry.PYTRAIN_DOMAIN)
     if getattr(kernels, "hard_activation_grad", None) is not None:
