@@ -848,3 +848,83 @@ def test_batchnorm_training_kernels_equal_numpy(wasm_path, tmp_path, shape):
     np.testing.assert_allclose(gdb, db, rtol=1e-5, atol=1e-5 * np.abs(dy).sum() / c)
     np.testing.assert_allclose(gdx, dx.ravel(), rtol=1e-4, atol=1e-4 * np.abs(dx).max())
     assert gds2.tobytes() == gds.tobytes() and gdb2.tobytes() == gdb.tobytes()
+
+
+def test_softmax_ce_planes_equal_the_numpy_loss_and_gradient(wasm_path, tmp_path):
+    """pytrain_softmax_ce_planes and its gradient (SoftmaxCrossEntropyLoss over (N, C, d1, ...) scores in their own
+    layout, class axis 1: DBNet's per-pixel logits) give the numpy kernels' loss, log_prob and gradient to float32
+    rounding, with the coefficient pytrain.ops.wasm.softmax computes: odd plane sizes, two and many classes, tiny to
+    huge scores, mean and sum; a NaN score or a label out of range makes both decline (return nonzero)."""
+    loss_fn = get_kernel("SoftmaxCrossEntropyLoss").numpy_fn
+    grad_fn = get_kernel("SoftmaxCrossEntropyLossGrad", PYTRAIN_DOMAIN).numpy_fn
+    rng = np.random.default_rng(17)
+    cases, inputs, expected = [], [], []
+    for shape, scale, reduction in (((2, 2, 7, 9), 3.0, "mean"), ((3, 5, 11), 30.0, "sum"), ((1, 3, 4, 5), 500.0, "mean"),
+                                    ((2, 7, 1, 1), 1e-6, "mean")):
+        n, c = shape[:2]
+        s = int(np.prod(shape[2:]))
+        x = (rng.standard_normal(shape) * scale).astype(np.float32)
+        t = rng.integers(0, c, (n,) + shape[2:]).astype(np.int64)
+        loss, log_prob = loss_fn(OpContext(output_mask=[True, True]), x, t, reduction=reduction)
+        dloss = np.float32(0.75)
+        (dx,) = grad_fn(OpContext(), np.asarray(dloss), log_prob, t, reduction=reduction)
+        coef = float(dloss) / (n * s if reduction == "mean" else 1)
+        cases.append({"fn": "softmax_ce_planes", "ret": True, "read": [2, 3],
+                      "args": ["$0", "$1", n, c, s, "$2", int(reduction == "mean"), "$3", "$4"],
+                      "buffers": [{"len": x.size, "fill": True}, {"len": 2 * t.size, "fill": True},
+                                  {"len": x.size, "fill": False}, {"len": 1, "fill": False},
+                                  {"len": 4 * s, "fill": False}]})
+        cases.append({"fn": "softmax_ce_planes_grad", "ret": True, "read": [2],
+                      "args": ["$0", "$1", n, c, s, coef, "$2"],
+                      "buffers": [{"len": x.size, "fill": True}, {"len": 2 * t.size, "fill": True},
+                                  {"len": x.size, "fill": False}]})
+        inputs += [x, t.view(np.float32), log_prob, t.view(np.float32)]
+        expected.append((log_prob, loss, dx))
+    bad = np.zeros((1, 2, 3), np.float32)
+    bad[0, 1, 2] = np.nan
+    for labels, x, fn in ((np.array([0, 1, 1]), bad, "softmax_ce_planes"),
+                          (np.array([0, 2, 1]), np.zeros((1, 2, 3), np.float32), "softmax_ce_planes"),
+                          (np.array([0, 1, 1]), bad, "softmax_ce_planes_grad"),
+                          (np.array([0, 2, 1]), np.full((1, 2, 3), -0.7, np.float32), "softmax_ce_planes_grad")):
+        args = ["$0", "$1", 1, 2, 3, 0, 1, "$2", "$3"] if fn == "softmax_ce_planes" else ["$0", "$1", 1, 2, 3, 1.0, "$2"]
+        cases.append({"fn": fn, "ret": True, "read": [], "args": args,
+                      "buffers": [{"len": 6, "fill": True}, {"len": 6, "fill": True}, {"len": 6, "fill": False},
+                                  {"len": 12, "fill": False}]})
+        inputs += [x, labels.astype(np.int64).view(np.float32)]
+    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
+    for k, (log_prob, loss, dx) in enumerate(expected):
+        got_lp, got_loss, ret, got_dx, ret_grad = got[5 * k: 5 * k + 5]
+        assert ret[0] == 0 and ret_grad[0] == 0
+        np.testing.assert_allclose(got_lp, log_prob.ravel(), rtol=2e-6,
+                                   atol=2e-6 * max(1.0, float(np.abs(log_prob).max())))
+        np.testing.assert_allclose(got_loss[0], loss, rtol=2e-6)
+        np.testing.assert_allclose(got_dx, dx.ravel(), rtol=1e-5, atol=1e-7)
+    assert [int(r[0]) for r in got[-4:]] == [2, 1, 2, 1]  # NaN score; label out of range; the same for the gradient
+
+
+def test_softmax_ce_routes_class_axis_1_planes(monkeypatch):
+    """pytrain.ops.wasm.softmax hands (N, C, d1, ...) float32 scores in their own layout to the planes kernels
+    (with N * S positions for the mean) and keeps the other cases as before: (N, C) rows, weights, ignore_index."""
+    from pytrain.ops.wasm import softmax as wasm_softmax
+
+    calls = []
+
+    class _Record:
+        def __getattr__(self, name):
+            return lambda *a: calls.append((name, a)) or 0
+
+    monkeypatch.setattr(wasm_softmax, "kernels", _Record())
+    monkeypatch.setattr(wasm_softmax, "threaded", lambda name, *_: getattr(_Record(), name))
+    x = np.zeros((2, 3, 4, 5), np.float32)
+    t = np.zeros((2, 4, 5), np.int64)
+    assert wasm_softmax.softmax_cross_entropy(OpContext(output_mask=[True, True]), x, t) is not None
+    assert wasm_softmax.softmax_cross_entropy_grad(OpContext(), np.float32(1.0), x, t) is not None
+    assert [c[0] for c in calls] == ["softmax_ce_planes", "softmax_ce_planes_grad"]
+    assert calls[0][1][2:5] == (2, 3, 20) and calls[1][1][2:6] == (2, 3, 20, 1.0 / 40)
+    calls.clear()
+    assert wasm_softmax.softmax_cross_entropy(OpContext(), x, t, np.ones(3, np.float32)) is None
+    assert wasm_softmax.softmax_cross_entropy(OpContext(), x, t + 1, ignore_index=1) is None
+    assert wasm_softmax.softmax_cross_entropy(OpContext(), x.astype(np.float64), t) is None
+    assert wasm_softmax.softmax_cross_entropy(OpContext(), x[:, :, ::2], t[:, ::2]) is None
+    assert wasm_softmax.softmax_cross_entropy(OpContext(), x[:, :, 0, 0].copy(), t[:, 0, 0].copy()) is not None
+    assert [c[0] for c in calls] == ["softmax_ce"]

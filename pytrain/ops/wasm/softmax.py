@@ -48,14 +48,34 @@ def _flat_labels(labels: np.ndarray, n: int) -> Optional[np.ndarray]:
     return flat if _labels_ok(flat, n) else None
 
 
+def _planes(x: np.ndarray) -> Optional[Tuple[int, int, int]]:
+    """(N, C, S) for C-contiguous float32 (N, C, d1, ...) scores whose class axis is not the last in memory
+    (DBNet's (N, 2, H, W) per-pixel logits), which the planes kernels read in place; None otherwise (or when
+    the page's kernels.wasm has none)."""
+    if (x.ndim < 3 or x.dtype != F32 or not x.flags.c_contiguous or x.size == 0
+            or getattr(kernels, "softmax_ce_planes", None) is None):
+        return None
+    return x.shape[0], x.shape[1], x.size // (x.shape[0] * x.shape[1])
+
+
+def _takes(labels: np.ndarray, x: np.ndarray, weights, ignore_index, reduction: str) -> bool:
+    return (weights is None and not _ignores(labels, ignore_index) and reduction in ("mean", "sum")
+            and x.ndim >= 2 and labels.shape == x.shape[:1] + x.shape[2:])
+
+
 def softmax_cross_entropy(ctx, scores: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None, *,
                           ignore_index: Optional[int] = None, reduction: str = "mean"):
-    """SoftmaxCrossEntropyLoss of (N, C) scores, or (N, C, T) ones laid out class-last (see _class_last),
-    without weights or ignore_index (softmax_ce.c), for registry.accelerate, at any size (what it saves
-    is a dozen numpy calls, not arithmetic); the kernel declines rows with NaN/inf and labels out of range."""
+    """SoftmaxCrossEntropyLoss of (N, C) scores, (N, C, T) ones laid out class-last (see _class_last) or
+    (N, C, d1, ...) ones in their own layout (_planes), without weights or ignore_index (softmax_ce.c), for
+    registry.accelerate, at any size (what it saves is a dozen numpy calls, not arithmetic); the kernels
+    decline rows with NaN/inf and labels out of range."""
+    if not _takes(labels, scores, weights, ignore_index, reduction):
+        return None
     rows = _class_last(scores)
-    if (weights is not None or rows is None or _ignores(labels, ignore_index) or reduction not in ("mean", "sum")
-            or rows.shape[0] == 0 or labels.shape != scores.shape[:1] + scores.shape[2:]):
+    planes = _planes(scores) if rows is None else None
+    if planes is not None:
+        return _planes_loss(ctx, scores, labels, planes, reduction)
+    if rows is None or rows.shape[0] == 0:
         return None
     flat = _flat_labels(labels, rows.shape[0])
     if flat is None:
@@ -69,24 +89,45 @@ def softmax_cross_entropy(ctx, scores: np.ndarray, labels: np.ndarray, weights: 
     return (loss, _as_input(log_prob, scores) if log_prob is not None else None)
 
 
+def _planes_loss(ctx, scores: np.ndarray, labels: np.ndarray, planes: Tuple[int, int, int], reduction: str):
+    n, c, s = planes
+    flat = _flat_labels(labels, n * s)
+    if flat is None:
+        return None
+    log_prob = np.empty_like(scores) if ctx.wants(1) else None
+    loss = np.empty((), dtype=np.float32)
+    scratch = np.empty(2 * s, np.float64)
+    if kernels.softmax_ce_planes(ptr(scores), ptr(flat), n, c, s, ptr(log_prob) if log_prob is not None else 0,
+                                 int(reduction == "mean"), ptr(loss), ptr(scratch)):
+        return None
+    return (loss, log_prob)
+
+
 def softmax_cross_entropy_grad(ctx, dLoss: np.ndarray, log_prob: np.ndarray, labels: np.ndarray,
                                weights: Optional[np.ndarray] = None, *, reduction: str = "mean",
                                ignore_index: Optional[int] = None):
     """SoftmaxCrossEntropyLossGrad for the same cases (softmax_ce.c), for registry.accelerate: the
-    gradient in log_prob's layout (for (N, C, T), a view of (N * T, C) rows)."""
-    rows = _class_last(log_prob)
-    if (weights is not None or rows is None or _ignores(labels, ignore_index) or reduction not in ("mean", "sum")
-            or rows.shape[0] == 0 or np.size(dLoss) != 1
-            or labels.shape != log_prob.shape[:1] + log_prob.shape[2:]):
+    gradient in log_prob's layout (for (N, C, T) laid out class-last, a view of (N * T, C) rows)."""
+    if not _takes(labels, log_prob, weights, ignore_index, reduction) or np.size(dLoss) != 1:
         return None
-    flat = _flat_labels(labels, rows.shape[0])
+    rows = _class_last(log_prob)
+    planes = _planes(log_prob) if rows is None else None
+    if planes is not None:
+        n, c, s = planes
+        rows_n, dx = n * s, np.empty_like(log_prob)
+    elif rows is None or rows.shape[0] == 0:
+        return None
+    else:
+        rows_n, c = rows.shape
+        dx = np.empty_like(rows)
+    flat = _flat_labels(labels, rows_n)
     if flat is None:
         return None
-    n, c = rows.shape
-    coef = float(np.asarray(dLoss).reshape(())) / (n if reduction == "mean" else 1)
-    dx = np.empty_like(rows)
-    grad_rows = threaded("softmax_ce_grad", n * c, THREADS_MIN_ELEMENTS["softmax_ce_grad"])
-    if grad_rows(ptr(rows), ptr(flat), n, c, coef, ptr(dx)):
+    coef = float(np.asarray(dLoss).reshape(())) / (rows_n if reduction == "mean" else 1)
+    if planes is not None:
+        return None if kernels.softmax_ce_planes_grad(ptr(log_prob), ptr(flat), n, c, s, coef, ptr(dx)) else (dx,)
+    grad_rows = threaded("softmax_ce_grad", rows_n * c, THREADS_MIN_ELEMENTS["softmax_ce_grad"])
+    if grad_rows(ptr(rows), ptr(flat), rows_n, c, coef, ptr(dx)):
         return None
     return (_as_input(dx, log_prob),)
 
