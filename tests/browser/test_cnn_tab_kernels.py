@@ -7,9 +7,10 @@ pytrain.ops.wasm.install(): its output equals onnxruntime's within float32 toler
 (conv.c conv2d and conv_transpose_tiles, elementwise.c hard_activation and binary_rows, pool.c upsample_nearest
 and row_means, lstm.c lstm_steps) was really called, not silently left to numpy. A training step of a smaller
 network with the same blocks (strided stem + BatchNorm + HardSwish, depthwise, squeeze-excite's HardSigmoid, a
-dilated 3x3 Conv) gives in the tab the gradients of the numpy path natively, with conv.c conv2d_grad and
-depthwise_conv2d_grad, elementwise.c hard_activation_grad and batchnorm.c batchnorm_training and batchnorm_grad
-answering."""
+dilated 3x3 Conv, a bidirectional LSTM over the columns, per-pixel class logits under the cross-entropy loss)
+gives in the tab the gradients of the numpy path natively, with conv.c conv2d_grad and depthwise_conv2d_grad,
+elementwise.c hard_activation_grad, batchnorm.c batchnorm_training and batchnorm_grad, lstm.c lstm_grad_steps
+and softmax_ce.c softmax_ce_planes with its gradient answering."""
 from __future__ import annotations
 
 import base64
@@ -102,13 +103,17 @@ class _TrainNet(torch.nn.Module):
         self.dw = nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1, groups=8, bias=False), nn.BatchNorm2d(8), nn.ReLU())
         self.se = nn.Conv2d(8, 8, 1)
         self.wide = nn.Conv2d(8, 6, 3, 2, 2, dilation=2)
-        self.fc = nn.Linear(6, 4)
+        self.head = nn.Conv2d(6, 4, 1)
+        self.rnn = nn.LSTM(6, 5, bidirectional=True)
+        self.fc = nn.Linear(10, 4)
 
     def forward(self, x):
         x = self.dw(self.stem(x))
         x = x * torch.nn.functional.hardsigmoid(self.se(torch.nn.functional.adaptive_avg_pool2d(x, 1)))
         x = torch.nn.functional.hardswish(self.wide(x))
-        return self.fc(x.mean((2, 3)))
+        seq = x.mean(2).permute(2, 0, 1)  # CRNN's columns as time steps: (W, N, C)
+        cols = self.fc(self.rnn(seq)[0]).permute(1, 2, 0).unsqueeze(2)  # (N, 4, 1, W)
+        return self.head(x) + cols  # DBNet's per-pixel class logits (N, 4, H, W)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +128,7 @@ def training():
     torch.onnx.export(_TrainNet().eval(), (x,), buf, opset_version=17, input_names=["x"], output_names=["y"],
                       dynamo=False, do_constant_folding=False)
     arts = artifacts.generate_artifacts(buf.getvalue(), loss=artifacts.LossType.CrossEntropyLoss)
-    labels = np.array([0, 3, 1, 2], dtype=np.int64)
+    labels = np.random.default_rng(1).integers(0, 4, (4, 5, 5)).astype(np.int64)  # (N, H, W)
     module = Module(arts.training_model, CheckpointState.load_checkpoint(arts.checkpoint))
     module(x.numpy(), labels)
     grads = {n: module.state.parameters[n].grad for n in module.trainable_names}
@@ -135,7 +140,7 @@ from pytrain.device.api import CheckpointState, Module
 
 calls.clear()
 for name in ("conv2d_grad", "depthwise_conv2d_grad", "hard_activation_grad", "batchnorm_training",
-             "batchnorm_grad"):
+             "batchnorm_grad", "lstm_grad_steps", "softmax_ce_planes", "softmax_ce_planes_grad"):
     fn = getattr(wasm.kernels, name)
     def counted(*a, _fn=fn, _name=name):
         calls[_name] = calls.get(_name, 0) + 1
@@ -193,6 +198,7 @@ def test_training_step_gradients_in_the_tab_equal_the_numpy_path(tab, training):
 
 
 @pytest.mark.parametrize("kernel", ["conv2d_grad", "depthwise_conv2d_grad", "hard_activation_grad",
-                                    "batchnorm_training", "batchnorm_grad"])
+                                    "batchnorm_training", "batchnorm_grad", "lstm_grad_steps", "softmax_ce_planes",
+                                    "softmax_ce_planes_grad"])
 def test_each_gradient_kernel_answered(tab, kernel):
     assert tab["train"]["calls"].get(kernel, 0) >= 1, tab["train"]["calls"]
