@@ -859,8 +859,8 @@ def test_softmax_ce_planes_equal_the_numpy_loss_and_gradient(wasm_path, tmp_path
     grad_fn = get_kernel("SoftmaxCrossEntropyLossGrad", PYTRAIN_DOMAIN).numpy_fn
     rng = np.random.default_rng(17)
     cases, inputs, expected = [], [], []
-    for shape, scale, reduction in (((2, 2, 7, 9), 3.0, "mean"), ((3, 5, 11), 30.0, "sum"), ((1, 3, 4, 5), 500.0, "mean"),
-                                    ((2, 7, 1, 1), 1e-6, "mean")):
+    for shape, scale, reduction in (((2, 2, 7, 9), 3.0, "mean"), ((3, 5, 11), 30.0, "sum"),
+                                    ((1, 3, 4, 5), 500.0, "mean"), ((2, 7, 1, 1), 1e-6, "mean")):
         n, c = shape[:2]
         s = int(np.prod(shape[2:]))
         x = (rng.standard_normal(shape) * scale).astype(np.float32)
@@ -886,7 +886,8 @@ def test_softmax_ce_planes_equal_the_numpy_loss_and_gradient(wasm_path, tmp_path
                           (np.array([0, 2, 1]), np.zeros((1, 2, 3), np.float32), "softmax_ce_planes"),
                           (np.array([0, 1, 1]), bad, "softmax_ce_planes_grad"),
                           (np.array([0, 2, 1]), np.full((1, 2, 3), -0.7, np.float32), "softmax_ce_planes_grad")):
-        args = ["$0", "$1", 1, 2, 3, 0, 1, "$2", "$3"] if fn == "softmax_ce_planes" else ["$0", "$1", 1, 2, 3, 1.0, "$2"]
+        args = (["$0", "$1", 1, 2, 3, 0, 1, "$2", "$3"] if fn == "softmax_ce_planes"
+                else ["$0", "$1", 1, 2, 3, 1.0, "$2"])
         cases.append({"fn": fn, "ret": True, "read": [], "args": args,
                       "buffers": [{"len": 6, "fill": True}, {"len": 6, "fill": True}, {"len": 6, "fill": False},
                                   {"len": 12, "fill": False}]})
