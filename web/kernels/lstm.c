@@ -28,31 +28,109 @@ static inline float tanh_f(float v) {
     return (float)(x < 0 ? -r : r);
 }
 
+/* Two lanes of sigmoid_f and tanh_f (their operations in their order, exp_nonpositive_f64x2 giving
+ * exp_nonpositive's bits: the same results), for lanes the scalar forms would not special-case: *_ok says
+ * whether both lanes are such (no NaN; for the sigmoid e^-|x| in exp_nonpositive_f64x2's range, for tanh
+ * 1e-8 <= |x| < 20). */
+static inline int sigmoid2_ok(v128_t x) {
+    return exp_nonpositive_range(wasm_f64x2_neg(wasm_f64x2_abs(x)));
+}
+
+static inline v128_t sigmoid2(v128_t x) {
+    v128_t one = wasm_f64x2_splat(1.0);
+    v128_t e = exp_nonpositive_f64x2(wasm_f64x2_neg(wasm_f64x2_abs(x)));
+    v128_t num = wasm_v128_bitselect(e, one, wasm_f64x2_lt(x, wasm_f64x2_splat(0.0)));
+    return wasm_f64x2_div(num, wasm_f64x2_add(one, e));
+}
+
+static inline int tanh2_ok(v128_t x) {
+    v128_t a = wasm_f64x2_abs(x);
+    return wasm_i64x2_all_true(wasm_v128_and(wasm_f64x2_ge(a, wasm_f64x2_splat(1e-8)),
+                                             wasm_f64x2_lt(a, wasm_f64x2_splat(20.0))));
+}
+
+static inline v128_t tanh2(v128_t x) {
+    v128_t one = wasm_f64x2_splat(1.0);
+    v128_t e = exp_nonpositive_f64x2(wasm_f64x2_mul(wasm_f64x2_splat(-2.0), wasm_f64x2_abs(x)));
+    v128_t r = wasm_f64x2_div(wasm_f64x2_sub(one, e), wasm_f64x2_add(one, e));
+    return wasm_v128_bitselect(wasm_f64x2_neg(r), r, wasm_f64x2_lt(x, wasm_f64x2_splat(0.0)));
+}
+
+/* A gate's pre-activations at columns k, k + 1 of a row: h R^T + the input projection, in float32 as the
+ * scalar path adds them, then widened. */
+static inline v128_t pre2(const float *p, const float *xr, int k) {
+    return wasm_f64x2_make((double)(p[k] + xr[k]), (double)(p[k + 1] + xr[k + 1]));
+}
+
+/* The cell at column j of a row from its four gates: C, h, and with `gr` (the row's gates) what the gradient
+ * reads. */
+static inline void cell_out(int j, int hs, float gi, float go, float gf, float gc, const float *cp, float *cr,
+                            float *hr, float *gr, float *hcr) {
+    float cn = gf * cp[j];
+    cn = cn + gi * gc;
+    cr[j] = cn;
+    float th = tanh_f(cn);
+    hr[j] = go * th;
+    if (gr) {
+        gr[j] = gi; gr[hs + j] = go; gr[2 * hs + j] = gf; gr[3 * hs + j] = gc;
+        hcr[j] = th;
+    }
+}
+
 /* One step of one direction for every row: pre (n, 4H) holds h_prev R^T, x the step's input projection with
  * both biases; c_prev -> c (may be the same buffer), h gets the new h. With `gates` (n, 4H) and `hc` (n, H) the
- * step also keeps what the gradient reads: i, o, f, c~ after their activations and tanh(C). */
+ * step also keeps what the gradient reads: i, o, f, c~ after their activations and tanh(C). The gates two
+ * columns at a time in double lanes where no lane needs a special case, else one at a time: the same bits. */
 static void cell_rows(const float *pre, const float *x, const float *c_prev, float *c, float *h, float *gates,
                       float *hc, int n, int hs) {
     int g4 = 4 * hs;
     for (int r = 0; r < n; r++) {
         const float *p = pre + (long)r * g4, *xr = x + (long)r * g4, *cp = c_prev + (long)r * hs;
         float *cr = c + (long)r * hs, *hr = h + (long)r * hs;
-        for (int j = 0; j < hs; j++) {
-            float gi = sigmoid_f(p[j] + xr[j]);
-            float go = sigmoid_f(p[hs + j] + xr[hs + j]);
-            float gf = sigmoid_f(p[2 * hs + j] + xr[2 * hs + j]);
-            float gc = tanh_f(p[3 * hs + j] + xr[3 * hs + j]);
-            float cn = gf * cp[j];
-            cn = cn + gi * gc;
-            cr[j] = cn;
-            float th = tanh_f(cn);
-            hr[j] = go * th;
-            if (gates) {
-                float *gr = gates + (long)r * g4;
-                gr[j] = gi; gr[hs + j] = go; gr[2 * hs + j] = gf; gr[3 * hs + j] = gc;
-                hc[(long)r * hs + j] = th;
+        float *gr = gates ? gates + (long)r * g4 : 0, *hcr = gates ? hc + (long)r * hs : 0;
+        int j = 0;
+        for (; j + 2 <= hs; j += 2) {
+            v128_t vi = pre2(p, xr, j), vo = pre2(p, xr, hs + j), vf = pre2(p, xr, 2 * hs + j);
+            v128_t vc = pre2(p, xr, 3 * hs + j);
+            if (!(sigmoid2_ok(vi) && sigmoid2_ok(vo) && sigmoid2_ok(vf) && tanh2_ok(vc))) {
+                for (int q = j; q < j + 2; q++)
+                    cell_out(q, hs, sigmoid_f(p[q] + xr[q]), sigmoid_f(p[hs + q] + xr[hs + q]),
+                             sigmoid_f(p[2 * hs + q] + xr[2 * hs + q]), tanh_f(p[3 * hs + q] + xr[3 * hs + q]), cp,
+                             cr, hr, gr, hcr);
+                continue;
+            }
+            vi = sigmoid2(vi); vo = sigmoid2(vo); vf = sigmoid2(vf); vc = tanh2(vc);
+            float gi0 = (float)wasm_f64x2_extract_lane(vi, 0), gi1 = (float)wasm_f64x2_extract_lane(vi, 1);
+            float go0 = (float)wasm_f64x2_extract_lane(vo, 0), go1 = (float)wasm_f64x2_extract_lane(vo, 1);
+            float gf0 = (float)wasm_f64x2_extract_lane(vf, 0), gf1 = (float)wasm_f64x2_extract_lane(vf, 1);
+            float gc0 = (float)wasm_f64x2_extract_lane(vc, 0), gc1 = (float)wasm_f64x2_extract_lane(vc, 1);
+            float cn0 = gf0 * cp[j], cn1 = gf1 * cp[j + 1];
+            cn0 = cn0 + gi0 * gc0;
+            cn1 = cn1 + gi1 * gc1;
+            cr[j] = cn0;
+            cr[j + 1] = cn1;
+            v128_t vn = wasm_f64x2_make((double)cn0, (double)cn1);
+            float th0, th1;
+            if (tanh2_ok(vn)) {
+                vn = tanh2(vn);
+                th0 = (float)wasm_f64x2_extract_lane(vn, 0);
+                th1 = (float)wasm_f64x2_extract_lane(vn, 1);
+            } else {
+                th0 = tanh_f(cn0);
+                th1 = tanh_f(cn1);
+            }
+            hr[j] = go0 * th0;
+            hr[j + 1] = go1 * th1;
+            if (gr) {
+                gr[j] = gi0; gr[hs + j] = go0; gr[2 * hs + j] = gf0; gr[3 * hs + j] = gc0; hcr[j] = th0;
+                gr[j + 1] = gi1; gr[hs + j + 1] = go1; gr[2 * hs + j + 1] = gf1; gr[3 * hs + j + 1] = gc1;
+                hcr[j + 1] = th1;
             }
         }
+        for (; j < hs; j++)
+            cell_out(j, hs, sigmoid_f(p[j] + xr[j]), sigmoid_f(p[hs + j] + xr[hs + j]),
+                     sigmoid_f(p[2 * hs + j] + xr[2 * hs + j]), tanh_f(p[3 * hs + j] + xr[3 * hs + j]), cp, cr, hr,
+                     gr, hcr);
     }
 }
 
