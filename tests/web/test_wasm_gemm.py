@@ -227,7 +227,8 @@ def test_committed_wasm_exports(wasm):
                        "pytrain_im2col", "pytrain_layernorm", "pytrain_layernorm_grad", "pytrain_lstm_steps",
                        "pytrain_maxpool2d", "pytrain_maxpool_grad", "pytrain_relu", "pytrain_relu_grad",
                        "pytrain_row_means", "pytrain_sgemm", "pytrain_sgemm_batched", "pytrain_sgemm_work_bytes",
-                       "pytrain_softmax", "pytrain_softmax_ce", "pytrain_softmax_ce_grad", "pytrain_sum_rows",
+                       "pytrain_softmax", "pytrain_softmax_ce", "pytrain_softmax_ce_f32", "pytrain_softmax_ce_grad",
+                       "pytrain_softmax_ce_grad_f32", "pytrain_sum_rows",
                        "pytrain_tanh", "pytrain_transpose", "pytrain_upsample_nearest"]  # tests/web/test_wasm_layer_kernels.py tests the second batch
 
 

@@ -382,8 +382,8 @@
 
     /* softmax_ce.c's gradient by rows (the loss's rows of a language model's vocabulary: an exponential an
      * element); nonzero when a row declines (as the kernel) */
-    const softmaxCeGrad = (logProb, labels, rows, n, coef, dx) => split(
-      "pytrain_softmax_ce_grad", rows, 1, [[logProb, "in", 4 * n], [labels, "in", 8], [dx, "out", 4 * n]],
+    const softmaxCeGrad = (kernel) => (logProb, labels, rows, n, coef, dx) => split(
+      kernel, rows, 1, [[logProb, "in", 4 * n], [labels, "in", 8], [dx, "out", 4 * n]],
       ([pl, pt, pd], m) => [pl, pt, m, n, coef, pd]);
 
     const layernorm = (x, scale, bias, y, mean, invStd, rows, n, eps) => {
@@ -464,7 +464,8 @@
 
     const team = { count, sgemm, sgemm_batched: single.sgemm_batched ? sgemmBatched : undefined, stop, memory,
                    exp: unary("pytrain_exp"), erf: unary("pytrain_erf"), tanh: unary("pytrain_tanh"), adam, layernorm,
-                   layernorm_grad: layernormGrad, softmax, softmax_ce_grad: softmaxCeGrad,
+                   layernorm_grad: layernormGrad, softmax, softmax_ce_grad: softmaxCeGrad("pytrain_softmax_ce_grad"),
+                   softmax_ce_grad_f32: softmaxCeGrad("pytrain_softmax_ce_grad_f32"),
                    calls: 0,   // calls: kernel calls split so far
                    keptHits: 0,   // read-only operands found kept in the shared memory instead of copied
                    choices: chooser.stats };   // per call shape: {calls, ms: [alone, split] medians of the last times, seen: [n, n]}

@@ -1,5 +1,5 @@
-"""Softmax (softmax.c) and SoftmaxCrossEntropyLoss with its gradient (softmax_ce.c) on the wasm
-kernels.
+"""Softmax (softmax.c) and SoftmaxCrossEntropyLoss with its gradient (softmax.c's float32 forms, or softmax_ce.c's
+in an older kernels.wasm) on the wasm kernels.
 """
 from __future__ import annotations
 
@@ -48,6 +48,13 @@ def _flat_labels(labels: np.ndarray, n: int) -> Optional[np.ndarray]:
     return flat if _labels_ok(flat, n) else None
 
 
+def _f32(name: str):
+    """The kernel ``name``'s float32-exponential form (softmax.c, ``name``_f32: 5x softmax_ce.c's double-precision
+    series a value, within a few float32 ulps of it) where the page's kernels.wasm has it, else ``name``."""
+    fn = getattr(kernels, name + "_f32", None)
+    return fn if fn is not None else getattr(kernels, name)
+
+
 def softmax_cross_entropy(ctx, scores: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None, *,
                           ignore_index: Optional[int] = None, reduction: str = "mean"):
     """SoftmaxCrossEntropyLoss of (N, C) scores, or (N, C, T) ones laid out class-last (see _class_last),
@@ -63,7 +70,7 @@ def softmax_cross_entropy(ctx, scores: np.ndarray, labels: np.ndarray, weights: 
     n, c = rows.shape
     log_prob = np.empty_like(rows) if ctx.wants(1) else None
     loss = np.empty((), dtype=np.float32)
-    if kernels.softmax_ce(ptr(rows), ptr(flat), n, c, ptr(log_prob) if log_prob is not None else 0,
+    if _f32("softmax_ce")(ptr(rows), ptr(flat), n, c, ptr(log_prob) if log_prob is not None else 0,
                           int(reduction == "mean"), ptr(loss)):
         return None
     return (loss, _as_input(log_prob, scores) if log_prob is not None else None)
@@ -85,7 +92,8 @@ def softmax_cross_entropy_grad(ctx, dLoss: np.ndarray, log_prob: np.ndarray, lab
     n, c = rows.shape
     coef = float(np.asarray(dLoss).reshape(())) / (n if reduction == "mean" else 1)
     dx = np.empty_like(rows)
-    grad_rows = threaded("softmax_ce_grad", n * c, THREADS_MIN_ELEMENTS["softmax_ce_grad"])
+    grad_rows = threaded("softmax_ce_grad_f32" if getattr(kernels, "softmax_ce_grad_f32", None) is not None
+                         else "softmax_ce_grad", n * c, THREADS_MIN_ELEMENTS["softmax_ce_grad"])
     if grad_rows(ptr(rows), ptr(flat), n, c, coef, ptr(dx)):
         return None
     return (_as_input(dx, log_prob),)
