@@ -229,7 +229,7 @@ def test_committed_wasm_exports(wasm):
                        "pytrain_row_means", "pytrain_sgemm", "pytrain_sgemm_batched", "pytrain_sgemm_work_bytes",
                        "pytrain_softmax", "pytrain_softmax_ce", "pytrain_softmax_ce_f32", "pytrain_softmax_ce_grad",
                        "pytrain_softmax_ce_grad_f32", "pytrain_sum_rows",
-                       "pytrain_tanh", "pytrain_transpose", "pytrain_upsample_nearest"]  # tests/web/test_wasm_layer_kernels.py tests the second batch
+                       "pytrain_tanh", "pytrain_tanh_f32", "pytrain_transpose", "pytrain_upsample_nearest"]  # tests/web/test_wasm_layer_kernels.py tests the second batch
 
 
 # Calls one kernel (an export, or kernels.js's sgemm) per case of calls.json. Each case lists float32

@@ -59,3 +59,31 @@ def test_float32_cross_entropy_kernels_equal_numpy(wasm_path: Path, tmp_path: Pa
         np.testing.assert_allclose(got_loss[0], loss, rtol=2e-6)
         np.testing.assert_allclose(got_dx, dx.ravel(), rtol=1e-5, atol=1e-7 * abs(0.75))
     assert [float(r[0]) for r in got[5 * len(expected):]] == [2.0, 2.0, 2.0, 1.0, 2.0, 2.0, 1.0]
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distance in float32 ulps (on the ordered integer line, so across 0 too)."""
+    ia, ib = (np.asarray(v, np.float32).view(np.int32).astype(np.int64) for v in (a, b))
+    ia = np.where(ia < 0, -(ia & 0x7FFFFFFF), ia)
+    ib = np.where(ib < 0, -(ib & 0x7FFFFFFF), ib)
+    return np.abs(ia - ib)
+
+
+def test_float32_tanh_kernel_within_3_ulps(wasm_path: Path, tmp_path: Path):
+    """pytrain_tanh_f32 (GPT-2's tanh-form GELU in float32): within 3 ulps of the float64 tanh rounded to float32
+    across tiny |x|, both sides of its two forms' seam at 0.625, the plateau, an odd length (the scalar tail);
+    NaN stays NaN, +-inf give +-1, -0 stays -0; and within 2e-6 of the Tanh numpy kernel (the routing's bound)."""
+    tanh = get_kernel("Tanh").numpy_fn
+    rng = np.random.default_rng(35)
+    x = np.concatenate([np.float32([np.nan, -0.0, 0.0, np.inf, -np.inf, 0.625, -0.625, 0.62499994, 9.01, 1e-30]),
+                        rng.uniform(-12, 12, 4001).astype(np.float32), rng.uniform(-1e-3, 1e-3, 501).astype(np.float32),
+                        rng.uniform(-0.7, 0.7, 2001).astype(np.float32)])
+    got = _call_kernels(wasm_path, tmp_path, [{"fn": "tanh_f32", "buffers": [{"len": x.size, "fill": True},
+                                                                               {"len": x.size, "fill": False}],
+                                               "read": [1], "args": ["$0", "$1", x.size]}], [x])[0]
+    exact = np.tanh(x.astype(np.float64)).astype(np.float32)
+    finite = ~np.isnan(x)
+    assert _ulps(got[finite], exact[finite]).max() <= 3
+    assert np.isnan(got[0]) and np.signbit(got[1]) and got[1] == 0 and got[3] == 1.0 and got[4] == -1.0
+    want = tanh(OpContext(), x)[0]
+    np.testing.assert_allclose(got[finite], want[finite], rtol=0, atol=2e-6)

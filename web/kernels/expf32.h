@@ -12,7 +12,7 @@
 static inline v128_t exp_nonpositive_f32x4(v128_t x) {
     const v128_t lo = wasm_f32x4_splat(-87.33654f);
     v128_t under = wasm_f32x4_lt(x, lo);
-    v128_t xc = wasm_f32x4_pmax(lo, x);   /* (NaN lanes stay NaN: pmax(lo, NaN) = NaN) */
+    v128_t xc = wasm_f32x4_pmax(x, lo);   /* x < lo ? lo : x, so NaN lanes stay NaN */
     v128_t k = wasm_f32x4_nearest(wasm_f32x4_mul(xc, wasm_f32x4_splat(1.44269504088896341f)));
     v128_t r = wasm_f32x4_sub(xc, wasm_f32x4_mul(k, wasm_f32x4_splat(0.693359375f)));
     r = wasm_f32x4_sub(r, wasm_f32x4_mul(k, wasm_f32x4_splat(-2.12194440e-4f)));

@@ -83,10 +83,10 @@
   const PLAIN_KERNELS = ["adam", "im2col", "col2im", "maxpool2d", "maxpool_grad", "relu", "relu_grad", "transpose", "sum_rows", "softmax_ce", "softmax_ce_grad", "clip", "channel_affine", "depthwise_conv2d", "exp", "erf", "layernorm", "layernorm_grad", "softmax", "gather_grad", "first_non_finite", "binary", "tanh",
                          "binary_rows", "hard_activation", "upsample_nearest", "row_means", "depthwise_conv2d_grad",
                          "hard_activation_grad", "batchnorm_training", "batchnorm_grad",
-                         "softmax_ce_f32", "softmax_ce_grad_f32"];
+                         "softmax_ce_f32", "softmax_ce_grad_f32", "tanh_f32"];
   // those the helper threads split (startThreads), which Python sees as <name>_threads
   const THREADED_KERNELS = ["sgemm", "sgemm_batched", "exp", "erf", "adam", "layernorm", "layernorm_grad", "softmax", "tanh",
-                            "softmax_ce_grad", "softmax_ce_grad_f32"];
+                            "softmax_ce_grad", "softmax_ce_grad_f32", "tanh_f32"];
 
   function wrap(exports, workPtr, heap) {
     const raw = exports.pytrain_sgemm;

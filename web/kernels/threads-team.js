@@ -463,7 +463,8 @@
     }
 
     const team = { count, sgemm, sgemm_batched: single.sgemm_batched ? sgemmBatched : undefined, stop, memory,
-                   exp: unary("pytrain_exp"), erf: unary("pytrain_erf"), tanh: unary("pytrain_tanh"), adam, layernorm,
+                   exp: unary("pytrain_exp"), erf: unary("pytrain_erf"), tanh: unary("pytrain_tanh"),
+                   tanh_f32: unary("pytrain_tanh_f32"), adam, layernorm,
                    layernorm_grad: layernormGrad, softmax, softmax_ce_grad: softmaxCeGrad("pytrain_softmax_ce_grad"),
                    softmax_ce_grad_f32: softmaxCeGrad("pytrain_softmax_ce_grad_f32"),
                    calls: 0,   // calls: kernel calls split so far
