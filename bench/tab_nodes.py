@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import zipfile
@@ -71,6 +72,8 @@ def main(argv=None) -> None:
                     "inference (onnxruntime-training cannot train these models: no peer row)")
     ap.add_argument("--threads", type=int, default=1, help="the kernels' threads (2: a cross-origin isolated "
                     "page with a helper thread)")
+    ap.add_argument("--torch", action="store_true", help="PyTorch (+ peft for gpt2_lora) natively after each pass's "
+                    "pages, 1 and the default threads (native_runner.py): the ratio at the same time, same load")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=15)
@@ -118,10 +121,19 @@ def main(argv=None) -> None:
                         out.setdefault(n, {}).setdefault(w + " min", []).append(sum(fastest.values()))
                     else:
                         ms = rec["step_ms"]
-                        log(f"{n} [{w}] {ms:.1f} ms (min {rec['step_ms_min']:.1f})")
+                        log(f"{n} [{w}] {ms:.1f} ms (min {rec['step_ms_min']:.1f})  load {os.getloadavg()[0]:.1f}")
                         out.setdefault(n, {}).setdefault(w + " min", []).append(rec["step_ms_min"])
                     out.setdefault(n, {}).setdefault(w, []).append(ms)
                     rows.append(dict(workload=n, wheel=w, rec=rec))
+                if args.torch:
+                    for t in (1, 0):
+                        tag = "torch %s" % ("1 thread" if t == 1 else "default threads")
+                        rec = run.run_json([sys.executable, str(run.RUNNER), "train", "--runtime", "torch", "--workload",
+                                            n, "--dir", str(run.CACHE / "art" / "torch" / n), "--batch",
+                                            str(run.CACHE / "models" / n / "batch.npz"), "--warmup", "3", "--steps", "20",
+                                            "--threads", str(t)])
+                        log(f"{n} [{tag}] {rec['step_ms']:.1f} ms  load {os.getloadavg()[0]:.1f}")
+                        out.setdefault(n, {}).setdefault(tag, []).append(rec["step_ms"])
                 if args.ort and not args.train:
                     rec = s.run_page(f"/bench/pages/ort.html?workload={n}&warmup=20&steps=50&infer=1&threads=1")
                     log(f"{n} [onnxruntime-web] {rec['step_ms']:.1f} ms (min {rec['step_ms_min']:.1f})")
@@ -131,8 +143,11 @@ def main(argv=None) -> None:
         cells = []
         for w, v in per.items():
             peer = per.get("ort-web min" if w.endswith(" min") else "ort-web")
+            if peer is None and "torch 1 thread" in per:   # PyTorch's better row, pass by pass (the same load)
+                peer = [min(a, b) for a, b in zip(per["torch 1 thread"], per["torch default threads"])]
             med, ort = statistics.median(v), statistics.median(peer) if peer else None
-            cells.append(f"{w} {med:.1f} ms" + (f" (x{med / ort:.2f})" if ort and not w.startswith("ort-web") else ""))
+            cells.append(f"{w} {med:.1f} ms" + (f" (x{med / ort:.2f})" if ort and not w.startswith(("ort-web", "torch"))
+                                                 else ""))
         log(f"{n}: " + ", ".join(cells) + f"  [{len(next(iter(per.values())))} passes]")
     if args.out:
         Path(args.out).write_text(json.dumps(dict(summary=out, rows=rows), indent=1))
