@@ -132,8 +132,10 @@ def main(argv=None) -> None:
                                             n, "--dir", str(run.CACHE / "art" / "torch" / n), "--batch",
                                             str(run.CACHE / "models" / n / "batch.npz"), "--warmup", "3", "--steps", "20",
                                             "--threads", str(t)])
-                        log(f"{n} [{tag}] {rec['step_ms']:.1f} ms  load {os.getloadavg()[0]:.1f}")
+                        log(f"{n} [{tag}] {rec['step_ms']:.1f} ms (min {rec['step_ms_min']:.1f})  "
+                            f"load {os.getloadavg()[0]:.1f}")
                         out.setdefault(n, {}).setdefault(tag, []).append(rec["step_ms"])
+                        out.setdefault(n, {}).setdefault(tag + " min", []).append(rec["step_ms_min"])
                 if args.ort and not args.train:
                     rec = s.run_page(f"/bench/pages/ort.html?workload={n}&warmup=20&steps=50&infer=1&threads=1")
                     log(f"{n} [onnxruntime-web] {rec['step_ms']:.1f} ms (min {rec['step_ms_min']:.1f})")
@@ -144,7 +146,8 @@ def main(argv=None) -> None:
         for w, v in per.items():
             peer = per.get("ort-web min" if w.endswith(" min") else "ort-web")
             if peer is None and "torch 1 thread" in per:   # PyTorch's better row, pass by pass (the same load)
-                peer = [min(a, b) for a, b in zip(per["torch 1 thread"], per["torch default threads"])]
+                tail = " min" if w.endswith(" min") else ""
+                peer = [min(a, b) for a, b in zip(per["torch 1 thread" + tail], per["torch default threads" + tail])]
             med, ort = statistics.median(v), statistics.median(peer) if peer else None
             cells.append(f"{w} {med:.1f} ms" + (f" (x{med / ort:.2f})" if ort and not w.startswith(("ort-web", "torch"))
                                                  else ""))
