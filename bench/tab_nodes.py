@@ -128,10 +128,10 @@ def main(argv=None) -> None:
                 if args.torch:
                     for t in (1, 0):
                         tag = "torch %s" % ("1 thread" if t == 1 else "default threads")
-                        rec = run.run_json([sys.executable, str(run.RUNNER), "train", "--runtime", "torch", "--workload",
-                                            n, "--dir", str(run.CACHE / "art" / "torch" / n), "--batch",
-                                            str(run.CACHE / "models" / n / "batch.npz"), "--warmup", "3", "--steps", "20",
-                                            "--threads", str(t)])
+                        rec = run.run_json([sys.executable, str(run.RUNNER), "train", "--runtime", "torch",
+                                            "--workload", n, "--dir", str(run.CACHE / "art" / "torch" / n),
+                                            "--batch", str(run.CACHE / "models" / n / "batch.npz"),
+                                            "--warmup", "3", "--steps", "20", "--threads", str(t)])
                         log(f"{n} [{tag}] {rec['step_ms']:.1f} ms (min {rec['step_ms_min']:.1f})  "
                             f"load {os.getloadavg()[0]:.1f}")
                         out.setdefault(n, {}).setdefault(tag, []).append(rec["step_ms"])

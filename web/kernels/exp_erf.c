@@ -209,7 +209,8 @@ static inline v128_t tanh_f32x4(v128_t x) {
     return wasm_v128_or(y, wasm_v128_and(x, wasm_f32x4_splat(-0.0f)));   /* x's sign (-0 too) */
 }
 
-/* y = tanh(x) in float32 arithmetic (5x pytrain_tanh's double-precision path, within 3 float32 ulps of it). */
+/* y = tanh(x) in float32 arithmetic (2x pytrain_tanh's double-precision path on GPT-2's GELU, within 3 float32
+ * ulps of it). */
 EXPORT("pytrain_tanh_f32")
 void tanh_f32_fast(const float *x, float *y, int n) {
     int i = 0;

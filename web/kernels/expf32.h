@@ -1,7 +1,8 @@
 /* e^x in float32, four lanes at a time, for the kernels whose results are float32 to a few ulps (softmax.c's
  * Softmax and language-model loss): Cephes' expf (x = k ln2 + r, |r| <= ln2/2, a degree-7 polynomial, relative
- * error under 2 float32 ulps), about five times the throughput of expmath.h's double-precision series on two
- * lanes, which those kernels spent most of their time in (GPT-2's (512, 1000) logits). */
+ * error under 2 float32 ulps): on GPT-2's (512, 1000) logits the loss 3.6x and its gradient 5x as fast as with
+ * expmath.h's double-precision series on two lanes, where those kernels spent most of their time (Node 20,
+ * fastest of 40 calls). */
 #ifndef PYTRAIN_EXPF32_H
 #define PYTRAIN_EXPF32_H
 

@@ -2,7 +2,8 @@
  * model's (tokens, vocabulary) logits), linked into kernels.wasm by build.sh: one call where numpy in Pyodide
  * makes five to a dozen passes with temporaries. The exponentials are float32 (expf32.h, four lanes, within 2
  * ulps), the row sums double: the results equal the numpy kernels to a few float32 ulps (tests/web compare
- * them with tolerances). softmax_ce.c's kernels compute the same loss in double precision, 5x slower a value.
+ * them with tolerances). softmax_ce.c's kernels compute the same loss in double precision, 3.6x (the loss) and 5x (its gradient)
+ * slower on GPT-2's (512, 1000) logits.
  */
 #include "expf32.h"
 

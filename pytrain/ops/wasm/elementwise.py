@@ -144,7 +144,7 @@ def power(ctx, X: np.ndarray, Y: np.ndarray, **legacy: object) -> Optional[Tuple
 def unary(name: str):
     """The element-wise float32 kernel ``name(x, y, n)`` (exp, erf, tanh) as a registry.accelerate kernel, on the
     helper threads from THREADS_MIN_ELEMENTS[name] elements."""
-    # tanh: exp_erf.c's float32 form (within 3 ulps, 5x the double-precision one) where kernels.wasm has it
+    # tanh: exp_erf.c's float32 form (within 3 ulps, 2x the double-precision one) where kernels.wasm has it
     fast = name + "_f32" if getattr(kernels, name + "_f32", None) is not None else name
 
     def run(ctx, X: np.ndarray) -> Optional[Tuple[np.ndarray]]:

@@ -49,8 +49,9 @@ def _flat_labels(labels: np.ndarray, n: int) -> Optional[np.ndarray]:
 
 
 def _f32(name: str):
-    """The kernel ``name``'s float32-exponential form (softmax.c, ``name``_f32: 5x softmax_ce.c's double-precision
-    series a value, within a few float32 ulps of it) where the page's kernels.wasm has it, else ``name``."""
+    """The kernel ``name``'s float32-exponential form (softmax.c, ``name``_f32: 3.6x (the loss) and 5x (its
+    gradient) softmax_ce.c's double-precision series, within a few float32 ulps of it) where kernels.wasm has it,
+    else ``name``."""
     fn = getattr(kernels, name + "_f32", None)
     return fn if fn is not None else getattr(kernels, name)
 
