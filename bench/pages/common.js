@@ -67,6 +67,7 @@
       nodes: get("nodes", "0") === "1",
       base: get("base", "0") === "1",
       gcoff: get("gcoff", "0") === "1",
+      kdir: get("kdir", ""),   // pytrain.js: bench/.cache/<kdir>/ holds the kernels to run (A/B of two checkouts)
     };
   }
 

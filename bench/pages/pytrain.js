@@ -27,9 +27,11 @@ sys.path.insert(0, '/tmp/site')
   if (p.gemm) {
     const build = pytrainKernels.kernelBuild(p.kernels || undefined);   // the app's choice unless ?kernels= says
     console.log("pytrain.html: kernels " + build.name);
-    const g = await pytrainKernels.instantiateInPyodide("/web/kernels/" + build.wasm, pyodide);
+    // ?kdir=NAME: another checkout's built kernels, copied to bench/.cache/NAME (tab_nodes.py --ab A/B runs)
+    const kdir = p.kdir ? "/bench/.cache/" + p.kdir + "/" : "/web/kernels/";
+    const g = await pytrainKernels.instantiateInPyodide(kdir + build.wasm, pyodide);
     if (p.threads > 1) {  // ?threads=N: N - 1 helper threads for the big products (needs COOP/COEP and a worker)
-      g.threads = await pytrainKernels.startThreads("/web/kernels/" + build.shared, g,
+      g.threads = await pytrainKernels.startThreads(kdir + build.shared, g,
                                                     { count: p.threads, workerURL: "/web/kernels/threads-worker.js" });
     }
     gemmCalls = { n: 0 };

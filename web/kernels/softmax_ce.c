@@ -1,11 +1,12 @@
-/* SoftmaxCrossEntropyLoss and its gradient for (N, C) scores (linked into kernels.wasm by build.sh).
+/* SoftmaxCrossEntropyLoss and its gradient over (N, C, d1, ...) scores in their own layout, class axis 1 (linked
+ * into kernels.wasm by build.sh; (N, C) rows are softmax.c's).
  *
  * In numpy the loss is a dozen small array operations, each a Python -> C round trip that in
- * Pyodide costs more than the arithmetic on a 64 x 10 batch; here it is one pass per row.
+ * Pyodide costs more than the arithmetic; here it is one pass per plane.
  * There is no libm, so exp (expmath.h) and log (here) are computed in double precision (errors
- * ~1e-16, far below float32's rounding), and every row is summed in double: the results agree with
+ * ~1e-16, far below float32's rounding), and every position is summed in double: the results agree with
  * pytrain/ops/op_softmax_cross_entropy_loss.py to float32 rounding (tests compare them).
- * A row with a NaN or an infinity, or a label outside [0, C), makes the kernel return nonzero
+ * A position with a NaN or an infinity, or a label outside [0, C), makes the kernel return nonzero
  * without finishing: the caller then leaves the node to numpy, which has the exact semantics
  * and names a bad label.
  */
@@ -30,71 +31,6 @@ static double log_ge1(double s) {
 }
 
 static int finite(float x) { return x == x && x - x == 0.0f; }
-
-/* Loss (mean over rows when `mean`, else the sum) into *loss; log_prob (may be 0) = x - logsumexp. */
-EXPORT("pytrain_softmax_ce")
-int softmax_ce(const float *x, const long long *labels, int n, int c, float *log_prob, int mean,
-               float *loss) {
-    double total = 0.0;
-    for (int i = 0; i < n; i++, x += c) {
-        long long t = labels[i];
-        if (t < 0 || t >= c) return 1;
-        float mx = x[0];
-        for (int j = 0; j < c; j++) {
-            if (!finite(x[j])) return 2;
-            mx = x[j] > mx ? x[j] : mx;
-        }
-        /* two running sums (even and odd columns), added at the end: SIMD lanes, the same
-         * exponentials; only the order of the double additions differs from one running sum */
-        v128_t acc = wasm_f64x2_splat(0.0);
-        v128_t vmx = wasm_f64x2_splat((double)mx);
-        int j = 0;
-        for (; j + 2 <= c; j += 2) {
-            v128_t d = wasm_f64x2_sub(wasm_f64x2_make((double)x[j], (double)x[j + 1]), vmx);
-            if (exp_nonpositive_range(d)) {
-                acc = wasm_f64x2_add(acc, exp_nonpositive_f64x2(d));
-            } else {
-                acc = wasm_f64x2_add(acc, wasm_f64x2_make(exp_nonpositive((double)x[j] - mx),
-                                                          exp_nonpositive((double)x[j + 1] - mx)));
-            }
-        }
-        double s = wasm_f64x2_extract_lane(acc, 0) + wasm_f64x2_extract_lane(acc, 1);
-        for (; j < c; j++) s += exp_nonpositive((double)x[j] - mx);
-        double lse = log_ge1(s);
-        if (log_prob) {
-            for (int j = 0; j < c; j++) log_prob[j] = (float)((double)x[j] - mx - lse);
-            log_prob += c;
-        }
-        total -= (double)x[t] - mx - lse;
-    }
-    *loss = (float)(mean ? total / n : total);
-    return 0;
-}
-
-/* dx = coef * (softmax - onehot(label)), softmax = exp(log_prob), as the numpy gradient kernel:
- * g = exp(lp); g[label] -= 1; g *= coef (each step rounded to float32). */
-EXPORT("pytrain_softmax_ce_grad")
-int softmax_ce_grad(const float *log_prob, const long long *labels, int n, int c, float coef, float *dx) {
-    for (int i = 0; i < n; i++, log_prob += c, dx += c) {
-        long long t = labels[i];
-        if (t < 0 || t >= c) return 1;
-        int j = 0;
-        for (; j + 2 <= c; j += 2) { /* two at a time: the same exponentials, the same bits */
-            v128_t d = wasm_f64x2_make((double)log_prob[j], (double)log_prob[j + 1]);
-            if (!exp_nonpositive_range(d)) break;   /* the scalar loop checks and finishes */
-            v128_t e = exp_nonpositive_f64x2(d);
-            dx[j] = (float)wasm_f64x2_extract_lane(e, 0);
-            dx[j + 1] = (float)wasm_f64x2_extract_lane(e, 1);
-        }
-        for (; j < c; j++) {
-            if (!(log_prob[j] <= 0.0f)) return 2; /* NaN, or not a log-probability */
-            dx[j] = (float)exp_nonpositive((double)log_prob[j]);
-        }
-        dx[t] = dx[t] - 1.0f;
-        for (j = 0; j < c; j++) dx[j] = dx[j] * coef;
-    }
-    return 0;
-}
 
 /* The same loss over (N, C, S) scores, class axis 1 with S spatial positions (DBNet's (N, 2, H, W) per-pixel
  * logits): plane by plane, so each pass reads S contiguous floats. labels (N, S); log_prob (may be 0) (N, C, S);

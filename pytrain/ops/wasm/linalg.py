@@ -112,10 +112,25 @@ def _threaded(name: str, macs: int):
     return threaded(name, macs, THREADS_MIN_MACS)
 
 
+def _batch_strides(x: np.ndarray) -> Optional[Tuple[int, ...]]:
+    """The element strides of ``x``'s batch axes (all but the last two), None when one is not a whole float32."""
+    st = x.strides[:-2]
+    return None if any(v % 4 or v < 0 for v in st) else tuple(v // 4 for v in st)
+
+
+def _folds(shape: Tuple[int, ...], strides: Tuple[int, ...]) -> bool:
+    """Whether batch axes of ``shape`` with element ``strides`` are one stride apart (a reshape to one batch axis
+    is then a view, not a copy); axes of one entry do not count."""
+    axes = [(d, s) for d, s in zip(shape, strides) if d != 1]
+    return all(s0 == s1 * d1 for (_, s0), (d1, s1) in zip(axes, axes[1:]))
+
+
 def matmul_batched(a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:
     """A stack of float32 products with equal batch shapes (..., m, k) @ (..., k, n) in one call
     (gemm_ops.c's loop over sgemm), for backend "matmul_batched"; None for other cases. Operands
-    may be transposed views (MatMulGrad's swapaxes) as long as the batch axes fold into one stride."""
+    may be transposed views (MatMulGrad's swapaxes) as long as the batch axes fold into one stride, or, with
+    two batch axes that do not (attention's heads split off a row: (batch, heads) views of (batch, tokens,
+    heads * size)), one call per entry of the shorter axis, without copying either operand."""
     if a.dtype != np.float32 or b.dtype != np.float32 or a.shape[:-2] != b.shape[:-2]:
         return None
     m, k = a.shape[-2:]
@@ -123,16 +138,40 @@ def matmul_batched(a: np.ndarray, b: np.ndarray) -> Optional[np.ndarray]:
     count = int(np.prod(a.shape[:-2]))
     if k != k2 or m == 0 or n == 0 or k == 0 or count == 0 or count * m * n * k < MIN_MACS:
         return None
+    c = np.empty(a.shape[:-2] + (m, n), dtype=np.float32)
+    # split by whole products across the helper threads from THREADS_MIN_MACS on (each product the
+    # calling thread's bits)
+    run = _threaded("sgemm_batched", count * m * n * k)
+    batch = a.shape[:-2]
+    if len(batch) == 2:
+        sa, sb = _batch_strides(a), _batch_strides(b)
+        if sa is not None and sb is not None and not (_folds(batch, sa) and _folds(batch, sb)):
+            la, lb = _layout(a[0, 0]), _layout(b[0, 0])
+            if la is not None and lb is not None:
+                return _two_axes(run, a, b, c, (la, lb, sa, sb))
     a3 = a.reshape((count, m, k))  # a view when the batch axes fold (numpy copies otherwise)
     b3 = b.reshape((count, k, n))
     la, lb = _layout(a3[0]), _layout(b3[0])
     if la is None or lb is None or a3.strides[0] % 4 or b3.strides[0] % 4:
         return None
-    c = np.empty(a.shape[:-2] + (m, n), dtype=np.float32)
-    # split by whole products across the helper threads from THREADS_MIN_MACS on (each product the
-    # calling thread's bits)
-    _threaded("sgemm_batched", count * m * n * k)(count, la[0], lb[0], m, n, k, ptr(a3), a3.strides[0] // 4,
-                                                  la[1], ptr(b3), b3.strides[0] // 4, lb[1], ptr(c), m * n, n)
+    run(count, la[0], lb[0], m, n, k, ptr(a3), a3.strides[0] // 4, la[1], ptr(b3), b3.strides[0] // 4, lb[1],
+        ptr(c), m * n, n)
+    return c
+
+
+def _two_axes(run, a: np.ndarray, b: np.ndarray, c: np.ndarray, layout: tuple) -> np.ndarray:
+    """matmul_batched's products over two batch axes that do not fold: one call per entry of the shorter axis,
+    each a stack along the longer one at its strides."""
+    la, lb, sa, sb = layout
+    batch = a.shape[:-2]
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    inner = 1 if batch[1] >= batch[0] else 0   # the longer axis in each call, the other looped over
+    outer = 1 - inner
+    sc = (batch[1] * m * n, m * n)
+    for i in range(batch[outer]):
+        run(batch[inner], la[0], lb[0], m, n, k, ptr(a) + 4 * i * sa[outer], sa[inner], la[1],
+            ptr(b) + 4 * i * sb[outer], sb[inner], lb[1], ptr(c) + 4 * i * sc[outer], sc[inner], n)
     return c
 
 

@@ -1,5 +1,5 @@
-"""Softmax (softmax.c) and SoftmaxCrossEntropyLoss with its gradient (softmax_ce.c) on the wasm
-kernels.
+"""Softmax (softmax.c) and SoftmaxCrossEntropyLoss with its gradient on the wasm kernels: (N, C) rows and
+class-last (N, C, T) views on softmax.c's float32 exponentials, (N, C, d1, ...) planes on softmax_ce.c.
 """
 from __future__ import annotations
 
