@@ -19,7 +19,7 @@ from pytrain.webapp.data_source import VAL_FRACTION, DataSource
 from pytrain.webapp.gpu_slices import GpuSlices, Slice
 from pytrain.webapp.predictions import ExportCache
 from pytrain.webapp.run_options import TAB_RUN
-from pytrain.webapp.run_state import TrainingRun
+from pytrain.webapp.run_state import Good, TrainingRun
 
 if TYPE_CHECKING:   # imported when first used: the worker starts answering sooner, its import chain stays short
     from pytrain.webapp.federation import FederationFlow, TrainerData
@@ -315,12 +315,19 @@ class Session:
         one means: the GPU does not refuse the step before its update), and train_for's end of a slice."""
         losses = self.gpu.finish()
         self.exports.forget()   # (a prediction made while the parameters were coming back saw the old ones)
-        if self.gpu.epoch_end and not self.gpu.moments_on_gpu:   # (else the good one stays the last the heap held)
+        streamed = self.gpu.epoch_end and self.gpu.moments_on_gpu   # (the worker streams it: gpu_save, gpu_good)
+        if self.gpu.epoch_end and not streamed:
             self.run.remember_good()
         self.run.save_progress()
         bad = [v for v in losses if not np.isfinite(v)]
         return {"losses": losses, "diverged": self._divergence("the loss is %s" % bad[0], None) if bad else None,
-                "device": self.gpu.describe() or self.gpu.refused}
+                "device": self.gpu.describe() or self.gpu.refused, "good_streamed": streamed}
+
+    def gpu_good(self) -> Dict[str, Any]:
+        """The worker keeps this step's checkpoint, streamed (:meth:`gpu_save`), as the last good one: its position."""
+        at = self.run.at
+        self.run.keep_good(Good(None, at.epoch, at.epoch_step, at.step))
+        return self.last_good()
 
     def gpu_sync(self, drop: bool = False) -> Dict[str, Any]:
         """Enqueue the read back of the GPU's parameters and optimizer state when the heap's are older (``pending``:
@@ -368,6 +375,8 @@ class Session:
         g, lr = run.good(), run.lr
         if g is None:
             raise WebappError("there is no earlier checkpoint to go back to")
+        if g.checkpoint is None:   # (streamed, held by the worker: the optimizer state lives on the GPU only)
+            raise WebappError("the last good checkpoint is past the wasm heap's budget: resume from the last save")
         arts = self.artifacts.copy()
         arts["checkpoint"] = g.checkpoint
         self.use_model(arts, self.model)

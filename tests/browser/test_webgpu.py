@@ -529,7 +529,8 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose:
                                % epochs, timeout=wait_ms(300_000))
         worker = app_worker(page)
         extra = (worker.evaluate(CHECKPOINT_B64), worker.evaluate(
-            "() => runtime.pyodide.runPython('_pt_session.gpu.moments_on_gpu')")) if budget else ()
+            "() => runtime.pyodide.runPython('_pt_session.gpu.moments_on_gpu')"), worker.evaluate(GOOD_B64)) \
+            if budget else ()
         return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
                 app_state(page, "a.epochs"), page.inner_text("#device-status"), rec.foreign(url),
                 worker.evaluate("() => runtime.gpu ? Object.assign({ stateReadbacks: runtime.gpuReadbacks || 0, "
@@ -557,6 +558,15 @@ CHECKPOINT_B64 = """async () => {
   let s = "";
   for (let i = 0; i < c.length; i += 32768) s += String.fromCharCode.apply(null, c.subarray(i, i + 32768));
   return btoa(s);
+}"""
+
+#: the worker's last good checkpoint streamed at the epoch's end (training.js gpuKeepGood) and Python's position of it
+GOOD_B64 = """() => {
+  const g = runtime.gpuGood, c = g ? g.checkpoint : new Uint8Array(0);
+  let s = "";
+  for (let i = 0; i < c.length; i += 32768) s += String.fromCharCode.apply(null, c.subarray(i, i + 32768));
+  return { b64: btoa(s), step: g ? g.step : null, python: runtime.pyodide.runPython(
+    "import json\\njson.dumps(_pt_session.last_good())") };
 }"""
 
 
@@ -620,7 +630,7 @@ def test_the_page_trains_past_the_heap_with_the_state_on_the_gpu(big_page_run, p
 
     from pytrain.checkpoint import CheckpointState
 
-    versions, losses, epochs, line, foreign, counts, lost, shown, _, ckpt, on_gpu = big_page_run
+    versions, losses, epochs, line, foreign, counts, lost, shown, _, ckpt, on_gpu, _ = big_page_run
     assert on_gpu
     _, cpu_losses, cpu_epochs, _, _, _, _, _, _ = page_runs["cpu"]
     message = shown.split("Something went wrong:")[-1].split("Nothing trained so far is lost.")[0]
@@ -633,6 +643,21 @@ def test_the_page_trains_past_the_heap_with_the_state_on_the_gpu(big_page_run, p
     assert sorted(slots) == sorted(n for n in state.parameters) and all(len(v) == 2 for v in slots.values())
     assert all(np.isfinite(a).all() and np.any(a != 0) for v in slots.values() for a in v.values())
     assert not foreign
+
+
+def test_the_pages_epoch_keeps_its_streamed_checkpoint_as_the_good_one(big_page_run):
+    # the optimizer state on the GPU only: the epoch's end streams the checkpoint into the worker (never whole in the
+    # heap), as the run's last good one; the epoch's save and the checkpoint command after it are the same bytes
+    import numpy as np
+
+    from pytrain.checkpoint import CheckpointState
+
+    losses, ckpt, good = big_page_run[1], big_page_run[9], big_page_run[11]
+    assert good["step"] == len(losses) and json.loads(good["python"])["step"] == len(losses), good["python"]
+    assert good["b64"] == ckpt
+    state = CheckpointState.load_checkpoint(base64.b64decode(good["b64"]))
+    assert state.optimizer_state.step == len(losses)
+    assert all(np.any(a != 0) for v in state.optimizer_state.slots.values() for a in v.values())
 
 
 @pytest.fixture(scope="module")

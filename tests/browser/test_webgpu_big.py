@@ -49,6 +49,16 @@ def mark_noise(noise, params, names, x, y):
 
 def rel(a, b, allow=0.0):
     return float(np.max(np.maximum(np.abs(a - b) - allow, 0.0)) / max(1e-6, float(np.max(np.abs(b)))))
+
+def compare(got, want, noise, steps, lr=0.01):
+    # checkpoints got and want (bytes): each parameter's and moment's largest difference relative to want's largest
+    # value, 2 * lr * steps allowed where the gradient was at noise; and got's optimizer step
+    got, want = api.CheckpointState.load_checkpoint(got), api.CheckpointState.load_checkpoint(want)
+    params = {n: rel(got.parameters[n].data, want.parameters[n].data, noise[n] * (2 * lr * steps) if n in noise
+                     else 0.0) for n in got.parameters}
+    moments = {p + "." + s: rel(a, want.optimizer_state.slots[p][s])
+               for p, per in got.optimizer_state.slots.items() for s, a in per.items()}
+    return params, moments, got.optimizer_state.step
 """
 
 BIG = r"""
@@ -67,11 +77,12 @@ SEED = 3   # (its step 1 has a gradient element at float32's accumulation noise:
 # the CPU run with pytrain's own (large) heap budget: 8 steps, its checkpoint at step 4, the gradients' noise
 cpu, cpu_opt = fresh()
 cpu_losses, noise = [], {}
-for k, (x, y) in enumerate(data[:4]):   # (the noise of the gradients at the parameters before each step)
+for k, (x, y) in enumerate(data):   # (the noise of the gradients at the parameters before each step)
     mark_noise(noise, {n: cpu.state.parameters[n].data for n in cpu.parameter_names}, cpu.trainable_names, x, y)
     cpu_losses += train_cpu(cpu, cpu_opt, k + 1)
-cpu_ckpt = cpu.state.to_bytes()
-cpu_losses += train_cpu(cpu, cpu_opt, 8)
+    if k == 3:
+        cpu_ckpt, noise4 = cpu.state.to_bytes(), {n: v.copy() for n, v in noise.items()}
+cpu_ckpt8 = cpu.state.to_bytes()   # (the epoch's end)
 
 module, opt = fresh()
 est = module.memory_estimate(*data[0], optimizer=opt)
@@ -154,15 +165,8 @@ whole = encode(st.parameters, st.properties, OptimizerState(
     {p: dict(zip(gpu.slot_names, b)) for p, b in boxes.items()}))
 del boxes
 out["same_bytes"] = hashlib.sha256(whole).hexdigest() == digest.hexdigest() and len(whole) == size[0]
-got, want = api.CheckpointState.load_checkpoint(whole), api.CheckpointState.load_checkpoint(cpu_ckpt)
-allow = {n: noise[n] * (2 * 0.01 * 4) for n in noise}   # (2 * lr * steps where the gradient was at noise)
-out["ckpt"] = {n: rel(got.parameters[n].data, want.parameters[n].data, allow.get(n, 0.0))
-               for n in module.parameter_names}
+out["ckpt"], out["moments"], out["ckpt_step"] = compare(whole, cpu_ckpt, noise4, 4)
 out["noise"] = {n: [int(v.sum()), int(v.size)] for n, v in noise.items()}
-out["moments"] = {p + "." + s: rel(a, want.optimizer_state.slots[p][s])
-                  for p, per in got.optimizer_state.slots.items() for s, a in per.items()}
-out["ckpt_step"] = got.optimizer_state.step
-del got
 L.set_limits(max_heap_bytes=budget)
 slices.run(module, opt, at, work)   # steps 5-8, uninterrupted
 # resumed from the checkpoint saved at step 4, on the GPU under the same budget
@@ -176,6 +180,21 @@ END = r"""
 out["losses"] += slices.finish()
 out["resumed"] = resumed_slices.finish()
 out["resumed_on_gpu"] = resumed_slices.moments_on_gpu
+# the epoch ended (steps 5-8) with the state on the GPU: the worker streams its good checkpoint (Session.gpu_finish's
+# good_streamed, then gpu_save and gpu_good), collected here as the worker does, outside the budget's heap
+out["good_due"] = slices.epoch_end and slices.moments_on_gpu
+good_parts = []
+def good_step(start=False):
+    r = slices.save(start)
+    good_parts.extend(bytes(c) for c in r["chunks"])
+    return json.dumps({"done": r["done"], "pending": r["pending"]})
+good_step(True)
+"""
+
+GOOD = r"""
+L.set_limits(max_heap_bytes=saved_budget)
+out["good"] = compare(b"".join(good_parts), cpu_ckpt8, noise, 8)
+del good_parts
 # a device lost with the optimizer state on it: the CPU cannot go on (the heap never held the state), said by name
 L.set_limits(max_heap_bytes=saved_budget)
 slices.lost(at, module, "lost in a test")
@@ -191,9 +210,9 @@ out["cpu_losses"] = cpu_losses
 json.dumps(out)
 """
 
-SAVE_LOOP = """async () => {
+SAVE_LOOP = """async step => {
   for (let k = 0; k < 1000; k++) {
-    const r = JSON.parse(window.__py("save_step()"));
+    const r = JSON.parse(window.__py(step + "()"));
     if (r.done) return k;
     if (r.pending) await window.__settle();
   }
@@ -209,12 +228,15 @@ def big(gpu_page):
         gpu_page.evaluate("window.__settle()")
     run(SAVE)
     gpu_page.evaluate("window.__settle()")
-    gpu_page.evaluate(SAVE_LOOP)
+    gpu_page.evaluate(SAVE_LOOP, "save_step")
     run(AFTER_SAVE)
     gpu_page.evaluate("window.__settle()")
     run(WHOLE)
     gpu_page.evaluate("window.__settle()")
-    return json.loads(run(END))
+    run(END)
+    gpu_page.evaluate("window.__settle()")
+    gpu_page.evaluate(SAVE_LOOP, "good_step")
+    return json.loads(run(GOOD))
 
 
 def test_the_cpu_refuses_and_the_gpu_trains_with_the_cpu_losses(big):
@@ -265,3 +287,11 @@ def test_a_run_resumed_from_the_streamed_save_goes_on_with_the_same_losses(big):
 def test_a_device_lost_with_the_state_on_it_is_refused_on_the_cpu_by_name(big):
     assert "with the optimizer state on it" in big["lost"] and "resume the run from its last save" in big["lost"]
     assert "lives on the GPU only" in big["cpu_after_loss"], big["cpu_after_loss"]
+
+
+def test_an_epochs_end_streams_a_good_checkpoint_equal_to_the_cpu_runs(big):
+    assert big["good_due"]   # (Session.gpu_finish says good_streamed: the worker streams it and keeps it)
+    params, moments, step = big["good"]
+    assert step == 8 and len(moments) == 2 * len(params)
+    for name, err in list(params.items()) + list(moments.items()):
+        assert err <= 1e-4, (name, err)

@@ -67,11 +67,14 @@ async function trainLoop(opts) {
       if (r.epoch_end) {
         await completeDigits();   // (the held-out digits may not be in yet; a stdlib import fetches its part: the guard)
         await gpuToHeap();
+        if (r.good_streamed) await gpuKeepGood();   // (the optimizer state on the GPU only: kept here, not in the heap)
         const ev = py("evaluate");
         const rec = { epoch: r.epoch, step: r.step, loss: ev.loss, metric: ev.metric, metricName: ev.metric_name, mae: ev.mae };
         recordEpoch(rec);
         emit("epoch", rec);
-        await save("epoch");
+        const good = runtime.gpuGood;   // (the epoch's save: the same bytes)
+        runtime.gpuSaveAs = r.good_streamed && good && good.step === r.step ? good : null;
+        try { await save("epoch"); } finally { runtime.gpuSaveAs = null; }
       } else if (now - lastSave > opts.saveEveryMs) await save("progress");   // mid-epoch, at this step
       status = r;
       await yieldToEvents();   // lets pause/stop/predict messages in between slices
@@ -138,6 +141,7 @@ async function gpuToHeap(drop = false) {
  * gpuToHeap (the parameters). */
 async function gpuCheckpoint() {
   if (!runtime.gpu || !pythonReady()) return null;
+  if (runtime.gpuSaveAs) return runtime.gpuSaveAs.checkpoint;   // (this very step's, just streamed: gpuKeepGood)
   return gpuExclusive(async () => {
     let r = py("gpu_save", { start: true });
     if (r.on_heap) return null;
@@ -160,6 +164,13 @@ async function gpuCheckpoint() {
     for (const p of parts) { out.set(p, at); at += p.length; }
     return out;
   });
+}
+
+/** An epoch's end with the optimizer state on the GPU only: its checkpoint streamed (gpuCheckpoint) is the run's last
+ * good one, kept here in the worker (the wasm heap never holds it whole); Python keeps its position. */
+async function gpuKeepGood() {
+  const checkpoint = await gpuCheckpoint();
+  if (checkpoint) runtime.gpuGood = Object.assign({ checkpoint }, py("gpu_good"));
 }
 
 /** The device failed: Python rewinds to the last state read back; the plots' later steps go (the CPU retrains them). */
