@@ -323,12 +323,6 @@ class Session:
         return {"losses": losses, "diverged": self._divergence("the loss is %s" % bad[0], None) if bad else None,
                 "device": self.gpu.describe() or self.gpu.refused, "good_streamed": streamed}
 
-    def gpu_good(self) -> Dict[str, Any]:
-        """The worker keeps this step's checkpoint, streamed (:meth:`gpu_save`), as the last good one: its position."""
-        at = self.run.at
-        self.run.keep_good(Good(None, at.epoch, at.epoch_step, at.step))
-        return self.last_good()
-
     def gpu_sync(self, drop: bool = False) -> Dict[str, Any]:
         """Enqueue the read back of the GPU's parameters and optimizer state when the heap's are older (``pending``:
         the worker's JS awaits the device, then calls gpu_commit); ``drop``: the command that follows changes the
@@ -341,19 +335,26 @@ class Session:
         self.exports.forget()
         return {"step": self.run.at.step}
 
-    def gpu_save(self, start: bool = False) -> Dict[str, Any]:
-        """The checkpoint streamed from the GPU when its optimizer state lives there only (``on_heap`` when it does
-        not: :meth:`checkpoint` is whole); the worker's JS calls again, awaiting the device when ``pending``, until
-        ``done``, and joins the ``chunks`` (see :mod:`pytrain.webapp.gpu_save`)."""
+    def gpu_save(self, start: bool = False, good: bool = False) -> Dict[str, Any]:
+        """The checkpoint streamed from the GPU when its optimizer state lives there only (``on_heap``: it does not);
+        the worker calls again, awaiting the device when ``pending``, until ``done``, and joins the ``chunks``
+        (:mod:`pytrain.webapp.gpu_save`); ``good``: it keeps them as the last good checkpoint (an epoch's end)."""
         if start:
             self.run.save_progress()
-        return self.gpu.save(bool(start))
+        out = self.gpu.save(bool(start))
+        if good and out.get("done"):
+            self.run.keep_good(Good(None, self.run.at.epoch, self.run.at.epoch_step, self.run.at.step))
+        return out
+
+    def gpu_resume(self, size: int = 0, chunk: Optional[bytes] = None) -> Dict[str, Any]:
+        """A renewed device resumes from the worker's last good checkpoint, streamed (:meth:`GpuSlices.resume`)."""
+        return self.gpu.resume(self.run, size, chunk)
 
     def gpu_lost(self, reason: str) -> Dict[str, Any]:
-        """The WebGPU device failed (lost, or an error): the steps since the state was last read back are undone
-        and the CPU trains from there."""
+        """The WebGPU device failed: the steps since the last read back are undone, the CPU trains from there (or,
+        ``renew``, with the optimizer state on it, a new device resumes from the last good one: gpu_resume)."""
         self.gpu.lost(self.run.at, self.run.module, reason)
-        return {"device": self.gpu.refused, "step": self.run.at.step}
+        return {"device": self.gpu.refused, "step": self.run.at.step, "renew": self.gpu.renew, "good": self.last_good()}
 
     def _divergence(self, what: str, loss: Optional[float]) -> Dict[str, Any]:
         """What the page shows when a step diverged (that step's update was not applied)."""

@@ -83,6 +83,12 @@ for k, (x, y) in enumerate(data):   # (the noise of the gradients at the paramet
     if k == 3:
         cpu_ckpt, noise4 = cpu.state.to_bytes(), {n: v.copy() for n, v in noise.items()}
 cpu_ckpt8 = cpu.state.to_bytes()   # (the epoch's end)
+cpu_losses2 = []
+for x, y in data[:4]:   # steps 9-12: the second epoch's first 4 batches
+    cpu.lazy_reset_grad()
+    outs = cpu(x, y)
+    cpu_losses2.append(float(np.asarray(outs[0] if isinstance(outs, list) else outs)))
+    cpu_opt.step()
 
 module, opt = fresh()
 est = module.memory_estimate(*data[0], optimizer=opt)
@@ -176,7 +182,7 @@ resumed_slices, resumed_at = GpuSlices(), types.SimpleNamespace(epoch=0, epoch_s
 resumed_slices.run(resumed, resumed_opt, resumed_at, work)
 """
 
-END = r"""
+END_FIRST = r"""
 out["losses"] += slices.finish()
 out["resumed"] = resumed_slices.finish()
 out["resumed_on_gpu"] = resumed_slices.moments_on_gpu
@@ -193,22 +199,85 @@ good_step(True)
 
 GOOD = r"""
 L.set_limits(max_heap_bytes=saved_budget)
-out["good"] = compare(b"".join(good_parts), cpu_ckpt8, noise, 8)
+good_blob = b"".join(good_parts)
 del good_parts
-# a device lost with the optimizer state on it: the CPU cannot go on (the heap never held the state), said by name
-L.set_limits(max_heap_bytes=saved_budget)
+out["good"] = compare(good_blob, cpu_ckpt8, noise, 8)
+L.set_limits(max_heap_bytes=budget)
+slices.run(module, opt, at, work)   # steps 9-12 (the second epoch's first 4), uninterrupted
+import base64
+good_b64 = base64.b64encode(good_blob).decode()   # (for the page's JS to hold, as the worker holds it)
+del good_blob
+good_b64
+"""
+
+# the device lost with the optimizer state on it (destroyed for real, below): a new one resumes from the good checkpoint
+LOST = r"""
 slices.lost(at, module, "lost in a test")
-out["lost"] = slices.refused
-try:   # (the epoch ended with the GPU's parameters read back: at step 8, the CPU's next step)
+out["lost"], out["renew"] = slices.refused, slices.renew
+try:   # (until a new device resumes, the CPU cannot go on: the heap never held the state, said by name)
     module.lazy_reset_grad()
     module(*data[0])
     opt.step()
     out["cpu_after_loss"] = "trained"
 except LimitError as e:
     out["cpu_after_loss"] = str(e)
+from pytrain.webapp.run_state import Good, TrainingRun
+run = TrainingRun()   # (the session's, as far as a resume reads it: the good checkpoint's position, its bytes not here)
+run.module, run.optimizer, run.at = module, opt, at
+run.keep_good(Good(None, 1, 0, 8))
+load_peak = [0]
+def load_step(size=0, chunk=None):
+    if size:
+        tracemalloc.start()
+    raw = bytes(chunk.to_py()) if chunk is not None else None   # (as pytrain.webapp.bridge takes a blob)
+    r = slices.resume(run, size, raw)
+    del raw
+    if r.get("done"):
+        load_peak[0] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return json.dumps(r)
+"""
+
+RESUMED = r"""
+out["load_peak"], out["at_resumed"] = load_peak[0], [run.at.epoch, run.at.epoch_step, run.at.step]
+out["renewed_refused"], out["renewed_on_gpu"] = slices.refused, slices.moments_on_gpu
+slices.run(module, opt, run.at, work)   # steps 9-12 again, on the new device
+"""
+
+END = r"""
+out["after_renew"] = slices.finish()
 out["cpu_losses"] = cpu_losses
+out["cpu_losses2"] = cpu_losses2
 json.dumps(out)
 """
+
+DESTROY = """async () => {
+  window.__gpu.device.destroy();
+  await window.__gpu.device.lost;
+  try { await window.__settle(); return "settled"; } catch (e) { return String(e.message || e); }
+}"""
+
+# the worker's gpuRenew: navigator.gpu asked again (first with no adapter to give: refused), then the good checkpoint
+# handed over range by range from the JS side
+RENEW = """async b64 => {
+  const blob = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const seen = {};
+  navigator.gpu.requestAdapter = async () => null;
+  try { await window.__gpu.renew(); seen.none = "renewed"; } catch (e) { seen.none = String(e.message || e); }
+  delete navigator.gpu.requestAdapter;
+  await window.__gpu.renew();
+  const step = window.__pyodide.globals.get("load_step");
+  let r = JSON.parse(step(blob.length));
+  seen.ranges = [r.want];
+  while (!r.done) {
+    r = JSON.parse(step(0, blob.subarray(r.want[0], r.want[1])));
+    if (r.want) seen.ranges.push(r.want);
+  }
+  seen.size = blob.length;
+  seen.renewals = window.__gpu.renewals;
+  return seen;
+}"""
+
 
 SAVE_LOOP = """async step => {
   for (let k = 0; k < 1000; k++) {
@@ -233,10 +302,20 @@ def big(gpu_page):
     gpu_page.evaluate("window.__settle()")
     run(WHOLE)
     gpu_page.evaluate("window.__settle()")
-    run(END)
+    run(END_FIRST)
     gpu_page.evaluate("window.__settle()")
     gpu_page.evaluate(SAVE_LOOP, "good_step")
-    return json.loads(run(GOOD))
+    good_b64 = run(GOOD)
+    gpu_page.evaluate("window.__settle()")
+    run('out["uninterrupted"] = slices.finish()')
+    settled = gpu_page.evaluate(DESTROY)
+    run(LOST)
+    seen = gpu_page.evaluate(RENEW, good_b64)
+    run(RESUMED)
+    gpu_page.evaluate("window.__settle()")
+    out = json.loads(run(END))
+    out.update(settled=settled, **seen)
+    return out
 
 
 def test_the_cpu_refuses_and_the_gpu_trains_with_the_cpu_losses(big):
@@ -284,9 +363,26 @@ def test_a_run_resumed_from_the_streamed_save_goes_on_with_the_same_losses(big):
         assert abs(r - u) <= 1e-5 * abs(u), (u, r)
 
 
-def test_a_device_lost_with_the_state_on_it_is_refused_on_the_cpu_by_name(big):
-    assert "with the optimizer state on it" in big["lost"] and "resume the run from its last save" in big["lost"]
+def test_a_device_lost_with_the_state_on_it_resumes_on_a_new_device_from_the_good_checkpoint(big):
+    assert "lost" in big["settled"], big["settled"]   # (the device destroyed for real)
+    # until a new device resumes, the CPU cannot go on (the heap never held the state): said by name
+    assert big["renew"] and "with the optimizer state on it" in big["lost"], big["lost"]
+    assert "resume the run from its last save" in big["lost"]
     assert "lives on the GPU only" in big["cpu_after_loss"], big["cpu_after_loss"]
+    assert "no adapter" in big["none"], big["none"]   # (no device to be had: the worker refuses with big["lost"])
+    # a new device, the run back at the last good checkpoint (the epoch's end), handed over range by range
+    assert big["renewals"] >= 1 and big["at_resumed"] == [1, 0, 8]
+    assert big["renewed_refused"] is None and big["renewed_on_gpu"]
+    largest = big["least"] - big["parameters"]
+    widths = [b - a for a, b in big["ranges"]]
+    assert max(widths) <= largest + 1024 < big["size"], (max(widths), largest, big["size"])
+    # ... and trains on with the uninterrupted run's losses (the CPU's, and the GPU's before the loss)
+    assert len(big["after_renew"]) == 4
+    for c, u, r in zip(big["cpu_losses2"], big["uninterrupted"], big["after_renew"]):
+        assert abs(r - c) <= 1e-5 * abs(c) and abs(r - u) <= 1e-5 * abs(u), (c, u, r)
+    print("resumed on a new device: %d ranges of the %d-byte checkpoint (largest %d B), heap peak %d B (largest "
+          "moment %d B), losses %s" % (len(widths), big["size"], max(widths), big["load_peak"], largest,
+                                       big["after_renew"]))
 
 
 def test_an_epochs_end_streams_a_good_checkpoint_equal_to_the_cpu_runs(big):
