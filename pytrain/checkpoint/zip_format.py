@@ -211,10 +211,20 @@ def read_npy_header(raw: "bytes | bytearray", what: str, bad: Any) -> Tuple[Tupl
     return tuple(shape), bool(fortran), dtype, f.tell()
 
 
+def _npy_head(raw: memoryview) -> bytes:
+    """A buffer's .npy magic and header alone as bytes (not the whole array copied into the BytesIO that reads it):
+    its length is a 2-byte field after the magic in version 1, 4 bytes in later ones."""
+    wide = raw[6:7].tobytes() not in (b"", b"\x01")
+    n = (12 + int.from_bytes(raw[8:12].tobytes(), "little")) if wide else (10 + int.from_bytes(raw[8:10].tobytes(),
+                                                                                             "little"))
+    return bytes(raw[:n])
+
+
 def _read_npy(raw: bytes, what: str, bad: Any, copy: bool = True) -> np.ndarray:
     """A .npy array of numbers, its header checked (dtype, size) before any data is touched; without ``copy`` a
     read-only view of ``raw`` where its byte order is the machine's."""
-    shape, fortran, dtype, offset = read_npy_header(raw, what, bad)
+    head = raw if isinstance(raw, bytes) else _npy_head(memoryview(raw))
+    shape, fortran, dtype, offset = read_npy_header(head, what, bad)
     if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
         raise bad("%s: arrays of dtype %s are not allowed in a checkpoint (numbers only; never unpickled)"
                   % (what, dtype))

@@ -18,7 +18,7 @@ from pytrain.errors import CheckpointError
 
 #: a range of the checkpoint's bytes asked for, [start, end)
 Range = Tuple[int, int]
-Reader = Generator[Range, bytes, Any]
+Reader = Generator[Range, np.ndarray, Any]
 
 _END = b"PK\x05\x06"   # the zip's end of central directory record (22 bytes and a comment of up to 65535)
 _CENTRAL = "<IHHHHHHIIIHHHHHII"   # a central directory entry's 46 bytes
@@ -29,31 +29,38 @@ def _bad(why: str) -> CheckpointError:
 
 
 class LoadStream:
-    """One streamed resume of ``size`` bytes: :meth:`next` takes the range asked for last and asks for the next;
-    ``install(manifest)`` is called once the parameters are in, and returns the put(param, slot, array) that sends
-    each moment up to the GPU."""
+    """One streamed resume of ``size`` bytes: :meth:`ask` says which range of the checkpoint the worker's JS copies
+    into the heap where (a box of its own), :meth:`next` takes it once there and asks for the next. ``install``
+    (called with the manifest once the parameters are in) returns the put(param, slot, array) that sends each
+    moment up to the GPU."""
 
     def __init__(self, size: int, params: Dict[str, Any], install: Callable[[Dict[str, Any]], Callable]) -> None:
         self._params, self._install = params, install
         self._run = self._load(int(size))
-        self._want: Optional[Range] = next(self._run)
-        #: the range asked for first
-        self.want = self._want
-        #: the largest member read at once (bytes)
+        self._want: Range = next(self._run)
+        self._box: Optional[np.ndarray] = None
+        #: the largest range held at once (bytes)
         self.held = 0
 
-    def next(self, chunk: Optional[bytes]) -> Dict[str, Any]:
-        """``chunk``: the bytes of the range asked for last; {"want": [start, end]}, or {"done": True}."""
-        if chunk is None or self._want is None or len(chunk) != self._want[1] - self._want[0]:
-            raise _bad("the worker gave %s bytes for the range %s" % (None if chunk is None else len(chunk),
-                                                                     self._want))
-        self.held = max(self.held, len(chunk))
+    def ask(self) -> Dict[str, Any]:
+        """{"want": [start, end], "into": the heap address the JS copies those bytes to}."""
+        start, end = self._want
+        if not 0 <= start <= end:
+            raise _bad("it asks for the range %s" % (self._want,))
+        self._box = np.empty(end - start, np.uint8)
+        self.held = max(self.held, self._box.nbytes)
+        return {"want": [start, end], "into": self._box.__array_interface__["data"][0]}
+
+    def next(self) -> Dict[str, Any]:
+        """The range asked for has landed in its box: the next range asked for, or {"done": True}."""
+        box, self._box = self._box, None
+        if box is None:
+            raise _bad("no range was asked for")
         try:
-            self._want = self._run.send(chunk)
+            self._want = self._run.send(box)
         except StopIteration:
-            self._want = None
             return {"done": True}
-        return {"want": list(self._want)}
+        return self.ask()
 
     def _load(self, size: int) -> Reader:
         members = yield from _directory(size)
@@ -61,25 +68,42 @@ class LoadStream:
             if name not in members:
                 raise _bad("the archive has no member %r" % name)
             return (yield from _member(members[name], name))
-        manifest = check_manifest((yield from read(MEMBERS[0])), (yield from read(MEMBERS[1])), "(streamed)", _bad)
-        for e in manifest.get("parameters") or []:
-            p = self._params.get(e.get("name")) if isinstance(e, dict) else None
-            if p is None or e.get("file") is None:
-                raise _bad("parameter entry %r is not one of this model's, stored" % (e,))
+        body, checksum = bytes((yield from read(MEMBERS[0]))), bytes((yield from read(MEMBERS[1])))
+        manifest = check_manifest(body, checksum, "(streamed)", _bad)
+        done = set()
+        for e in _entries(manifest.get("parameters")):
+            p = self._params.get(e.get("name")) if isinstance(e.get("name"), str) else None
+            if p is None or p.name in done or not isinstance(e.get("file"), str):
+                raise _bad("parameter entry %r is not one of this model's, stored once" % (e,))
             what = "parameter %r" % p.name
             np.copyto(p.data, member_array((yield from read(e["file"])), e.get("sha256"), what, p.data.shape,
                                            p.data.dtype, _bad, copy=False))
-        if len(manifest.get("parameters") or []) != len(self._params):
-            raise _bad("it holds %d parameters, the model %d" % (len(manifest.get("parameters") or []),
-                                                                len(self._params)))
+            done.add(p.name)
+        if len(done) != len(self._params):
+            raise _bad("it holds %d of the model's %d parameters" % (len(done), len(self._params)))
         put = self._install(manifest)
-        for e in (manifest.get("optimizer") or {}).get("state") or []:
-            p = self._params.get(e.get("param")) if isinstance(e, dict) else None
+        for e in _entries(optimizer_of(manifest).get("state") or []):
+            p = self._params.get(e.get("param")) if isinstance(e.get("param"), str) else None
             if p is None or not isinstance(e.get("file"), str):
                 raise _bad("optimizer state entry %r belongs to no parameter of this model" % (e,))
             what = "optimizer state %s of %r" % (e.get("slot"), p.name)
             put(p.name, e.get("slot"), member_array((yield from read(e["file"])), e.get("sha256"), what,
                                                     p.data.shape, p.data.dtype, _bad, copy=False))
+
+
+def _entries(value: Any) -> Any:
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise _bad("the manifest's entries are not a list of objects: %r" % (value,))
+    return value
+
+
+def optimizer_of(manifest: Dict[str, Any]) -> Dict[str, Any]:
+    """The manifest's optimizer entry ({} without one), its step checked."""
+    opt = manifest.get("optimizer") or {}
+    step = opt.get("step", 0) if isinstance(opt, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise _bad("the optimizer entry %r has no step of 0 or more" % (opt,))
+    return opt
 
 
 def manifest_properties(manifest: Dict[str, Any]) -> Properties:
@@ -94,14 +118,15 @@ def manifest_properties(manifest: Dict[str, Any]) -> Properties:
 def _directory(size: int) -> Reader:
     """{member name: (method, stored size, size, local header offset)} from the zip's end record and directory."""
     tail_at = max(0, size - 22 - 65535)
-    tail = yield (tail_at, size)
+    tail = bytes((yield (tail_at, size)))
     k = tail.rfind(_END)
     if k < 0 or len(tail) - k < 22:
         raise _bad("no zip end record in its last %d bytes (%d bytes; truncated?)" % (len(tail), size))
     n, cd_size, cd_at = struct.unpack("<HII", tail[k + 10:k + 20])
     if cd_at + cd_size > tail_at + k:
         raise _bad("the zip directory lies past its end record")
-    cd = tail[cd_at - tail_at:cd_at - tail_at + cd_size] if cd_at >= tail_at else (yield (cd_at, cd_at + cd_size))
+    cd = tail[cd_at - tail_at:cd_at - tail_at + cd_size] if cd_at >= tail_at \
+        else bytes((yield (cd_at, cd_at + cd_size)))
     members: Dict[str, Tuple[int, int, int, int]] = {}
     pos = 0
     for _ in range(n):
@@ -121,7 +146,7 @@ def _member(entry: Tuple[int, int, int, int], name: str) -> Reader:
     method, stored, size, at = entry
     if method != 0 or stored != size:
         raise _bad("member %r is compressed (method %d): pytrain's checkpoints store theirs" % (name, method))
-    head = yield (at, at + 30)
+    head = bytes((yield (at, at + 30)))
     if head[:4] != b"PK\x03\x04":
         raise _bad("member %r has no local header at %d" % (name, at))
     start = at + 30 + sum(struct.unpack("<HH", head[26:30]))

@@ -22,7 +22,7 @@ from pytrain.device.webgpu import GpuTraining
 from pytrain.errors import InputError, PytrainError
 from pytrain.ops.webgpu import GpuTransferError, choice, device
 from pytrain.run.loop import Position
-from pytrain.webapp.gpu_load import LoadStream, manifest_properties
+from pytrain.webapp.gpu_load import LoadStream, manifest_properties, optimizer_of
 from pytrain.webapp.gpu_save import SaveStream
 
 
@@ -189,12 +189,12 @@ class GpuSlices:
         self.epoch_end = self.stale = self._drop = False
 
 
-    def resume(self, run: Any, size: int = 0, chunk: Optional[bytes] = None) -> Dict[str, Any]:
+    def resume(self, run: Any, size: int = 0) -> Dict[str, Any]:
         """After a lost device with the optimizer state on it (:attr:`renew`) was replaced by a new one: ``run`` (the
         session's TrainingRun) goes back to its last good checkpoint, held by the worker, which hands it over range by
-        range (:class:`pytrain.webapp.gpu_load.LoadStream`): ``size`` (its length) starts, each later call gets the
-        ``chunk`` asked for (``want``); at ``done`` the parameters are in the heap, the moments on the new device,
-        which trains on from there."""
+        range (:class:`pytrain.webapp.gpu_load.LoadStream`): ``size`` (its length) starts; each answer asks for the
+        range ``want`` copied into the heap at ``into``, and the next call takes it; at ``done`` the parameters are in
+        the heap, the moments on the new device, which trains on from there."""
         if size:
             good, module = run.good(), run.module
             if not self.renew or good is None or good.checkpoint is not None or device() is None:
@@ -203,11 +203,11 @@ class GpuSlices:
             device().renewed()   # (the lost device's constants are gone)
             module.state.optimizer_state.slots = {}   # (so are its moments: the checkpoint's go up one by one)
             self._load = LoadStream(size, module.state.parameters, lambda m: self._install(run, m))
-            return {"want": list(self._load.want)}
+            return self._load.ask()
         if self._load is None:
             raise PytrainError("no resume is under way (gpu_resume(size=...) first)")
         try:
-            out = self._load.next(chunk)
+            out = self._load.next()
         except PytrainError:
             self._load = self.training = None
             raise
@@ -224,7 +224,7 @@ class GpuSlices:
         props = manifest_properties(manifest)
         state.properties.clear()
         state.properties.update(props)
-        state.optimizer_state.step = int((manifest.get("optimizer") or {}).get("step") or 0)
+        state.optimizer_state.step = optimizer_of(manifest).get("step", 0)
         self.training = GpuTraining(run.module, run.optimizer, device(), self._estimate, keep_moments=True)
         return self.training.load_moment
 

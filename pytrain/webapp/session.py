@@ -315,7 +315,7 @@ class Session:
         one means: the GPU does not refuse the step before its update), and train_for's end of a slice."""
         losses = self.gpu.finish()
         self.exports.forget()   # (a prediction made while the parameters were coming back saw the old ones)
-        streamed = self.gpu.epoch_end and self.gpu.moments_on_gpu   # (the worker streams it: gpu_save, gpu_good)
+        streamed = self.gpu.epoch_end and self.gpu.moments_on_gpu   # (the worker streams and keeps it: gpu_save(good))
         if self.gpu.epoch_end and not streamed:
             self.run.remember_good()
         self.run.save_progress()
@@ -346,9 +346,9 @@ class Session:
             self.run.keep_good(Good(None, self.run.at.epoch, self.run.at.epoch_step, self.run.at.step))
         return out
 
-    def gpu_resume(self, size: int = 0, chunk: Optional[bytes] = None) -> Dict[str, Any]:
+    def gpu_resume(self, size: int = 0) -> Dict[str, Any]:
         """A renewed device resumes from the worker's last good checkpoint, streamed (:meth:`GpuSlices.resume`)."""
-        return self.gpu.resume(self.run, size, chunk)
+        return self.gpu.resume(self.run, size)
 
     def gpu_lost(self, reason: str) -> Dict[str, Any]:
         """The WebGPU device failed: the steps since the last read back are undone, the CPU trains from there (or,

@@ -534,7 +534,8 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose:
         return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
                 app_state(page, "a.epochs"), page.inner_text("#device-status"), rec.foreign(url),
                 worker.evaluate("() => runtime.gpu ? Object.assign({ stateReadbacks: runtime.gpuReadbacks || 0, "
-                                "rewound: runtime.gpuRewound }, runtime.gpu.counts) : null"),
+                                "rewound: runtime.gpuRewound, renewals: runtime.gpu.renewals }, runtime.gpu.counts) "
+                                ": null"),
                 worker.evaluate("() => runtime.gpuLost || null"),
                 page.evaluate("() => document.getElementById('error').textContent"), before) + extra
     finally:
@@ -643,6 +644,23 @@ def test_the_page_trains_past_the_heap_with_the_state_on_the_gpu(big_page_run, p
     assert sorted(slots) == sorted(n for n in state.parameters) and all(len(v) == 2 for v in slots.values())
     assert all(np.isfinite(a).all() and np.any(a != 0) for v in slots.values() for a in v.values())
     assert not foreign
+
+
+@pytest.fixture(scope="module")
+def big_lost_page_run(gpu_browser, site_url):
+    return _train_page(gpu_browser, site_url, 2, lose_after=20, choose="on", budget=True)
+
+
+def test_the_page_resumes_on_a_new_device_when_the_state_on_the_gpu_is_lost(big_lost_page_run, page_runs):
+    # the device destroyed after the first epoch's end (16 steps): the worker asks for a new one and the run resumes
+    # on it from the epoch's good checkpoint (streamed back, range by range), with the CPU page's losses
+    versions, losses, epochs, line, foreign, counts, lost, shown, _, ckpt, on_gpu, good = big_lost_page_run
+    _, cpu_losses, cpu_epochs, _, _, _, _, _, _ = page_runs["cpu"]
+    assert on_gpu and lost is None and line.startswith("Trains on GPU: "), (line, lost)
+    assert counts["renewals"] == 1 and counts["rewound"] == len(cpu_losses) // 2, counts
+    _same_losses(losses, cpu_losses)
+    assert len(epochs) == 2 and abs(epochs[1]["loss"] - cpu_epochs[1]["loss"]) <= 1e-4 * abs(cpu_epochs[1]["loss"])
+    assert good["step"] == len(cpu_losses) and not foreign
 
 
 def test_the_pages_epoch_keeps_its_streamed_checkpoint_as_the_good_one(big_page_run):

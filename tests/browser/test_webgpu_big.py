@@ -187,7 +187,7 @@ out["losses"] += slices.finish()
 out["resumed"] = resumed_slices.finish()
 out["resumed_on_gpu"] = resumed_slices.moments_on_gpu
 # the epoch ended (steps 5-8) with the state on the GPU: the worker streams its good checkpoint (Session.gpu_finish's
-# good_streamed, then gpu_save and gpu_good), collected here as the worker does, outside the budget's heap
+# good_streamed, then gpu_save(good=True)), collected here as the worker does, outside the budget's heap
 out["good_due"] = slices.epoch_end and slices.moments_on_gpu
 good_parts = []
 def good_step(start=False):
@@ -225,21 +225,20 @@ from pytrain.webapp.run_state import Good, TrainingRun
 run = TrainingRun()   # (the session's, as far as a resume reads it: the good checkpoint's position, its bytes not here)
 run.module, run.optimizer, run.at = module, opt, at
 run.keep_good(Good(None, 1, 0, 8))
-load_peak = [0]
-def load_step(size=0, chunk=None):
+load_peak = [0, 0]
+def load_step(size=0):
     if size:
         tracemalloc.start()
-    raw = bytes(chunk.to_py()) if chunk is not None else None   # (as pytrain.webapp.bridge takes a blob)
-    r = slices.resume(run, size, raw)
-    del raw
+    r = slices.resume(run, size)
     if r.get("done"):
-        load_peak[0] = tracemalloc.get_traced_memory()[1]
+        load_peak[:] = tracemalloc.get_traced_memory()[::-1]   # (the peak; what stays: the new device's training)
         tracemalloc.stop()
     return json.dumps(r)
 """
 
 RESUMED = r"""
-out["load_peak"], out["at_resumed"] = load_peak[0], [run.at.epoch, run.at.epoch_step, run.at.step]
+out["load_peak"], out["load_kept"] = load_peak
+out["at_resumed"] = [run.at.epoch, run.at.epoch_step, run.at.step]
 out["renewed_refused"], out["renewed_on_gpu"] = slices.refused, slices.moments_on_gpu
 slices.run(module, opt, run.at, work)   # steps 9-12 again, on the new device
 """
@@ -269,8 +268,9 @@ RENEW = """async b64 => {
   const step = window.__pyodide.globals.get("load_step");
   let r = JSON.parse(step(blob.length));
   seen.ranges = [r.want];
-  while (!r.done) {
-    r = JSON.parse(step(0, blob.subarray(r.want[0], r.want[1])));
+  while (!r.done) {   // (as the worker's gpuRenew: each range copied into the heap where Python asks)
+    window.__pyodide._module.HEAPU8.set(blob.subarray(r.want[0], r.want[1]), r.into);
+    r = JSON.parse(step());
     if (r.want) seen.ranges.push(r.want);
   }
   seen.size = blob.length;
@@ -376,13 +376,17 @@ def test_a_device_lost_with_the_state_on_it_resumes_on_a_new_device_from_the_goo
     largest = big["least"] - big["parameters"]
     widths = [b - a for a, b in big["ranges"]]
     assert max(widths) <= largest + 1024 < big["size"], (max(widths), largest, big["size"])
+    # the heap's peak during the resume (tracemalloc): one moment and what the new device's training keeps (its
+    # plans), with at most the zip's 64 KiB tail besides, never the checkpoint or the state
+    assert big["load_peak"] <= largest + big["load_kept"] + 64 * 1024 < big["state"], (big["load_peak"], largest)
     # ... and trains on with the uninterrupted run's losses (the CPU's, and the GPU's before the loss)
     assert len(big["after_renew"]) == 4
     for c, u, r in zip(big["cpu_losses2"], big["uninterrupted"], big["after_renew"]):
         assert abs(r - c) <= 1e-5 * abs(c) and abs(r - u) <= 1e-5 * abs(u), (c, u, r)
     print("resumed on a new device: %d ranges of the %d-byte checkpoint (largest %d B), heap peak %d B (largest "
-          "moment %d B), losses %s" % (len(widths), big["size"], max(widths), big["load_peak"], largest,
-                                       big["after_renew"]))
+          "moment %d B, the new training keeps %d B), losses %s" % (len(widths), big["size"], max(widths),
+                                                                    big["load_peak"], largest, big["load_kept"],
+                                                                    big["after_renew"]))
 
 
 def test_an_epochs_end_streams_a_good_checkpoint_equal_to_the_cpu_runs(big):

@@ -198,7 +198,10 @@ async function gpuRenew() {
     return;
   }
   let r = py("gpu_resume", { size: blob.length });
-  while (!r.done) r = py("gpu_resume", { chunk: blob.subarray(r.want[0], r.want[1]) });
+  while (!r.done) {   // (each range copied straight into the box Python made for it in the heap)
+    runtime.pyodide._module.HEAPU8.set(blob.subarray(r.want[0], r.want[1]), r.into);
+    r = py("gpu_resume");
+  }
   runtime.gpuRewound = r.step;
   console.warn("pytrain: the GPU device was lost; a new one resumes from the last good checkpoint, step " + r.step);
 }
