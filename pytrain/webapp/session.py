@@ -351,10 +351,10 @@ class Session:
         return self.gpu.resume(self.run, size)
 
     def gpu_lost(self, reason: str) -> Dict[str, Any]:
-        """The WebGPU device failed: the steps since the last read back are undone, the CPU trains from there (or,
-        ``renew``, with the optimizer state on it, a new device resumes from the last good one: gpu_resume)."""
+        """The device failed: the CPU retrains from the last read back, or (``renew``) a new device from the good."""
         self.gpu.lost(self.run.at, self.run.module, reason)
-        return {"device": self.gpu.refused, "step": self.run.at.step, "renew": self.gpu.renew, "good": self.last_good()}
+        renew = self.gpu.renew and getattr(self.run.good(), "checkpoint", b"") is None   # (streamed: the worker's)
+        return {"device": self.gpu.refused, "step": self.run.at.step, "renew": renew, "good": self.last_good()}
 
     def _divergence(self, what: str, loss: Optional[float]) -> Dict[str, Any]:
         """What the page shows when a step diverged (that step's update was not applied)."""
