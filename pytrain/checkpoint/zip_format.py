@@ -26,6 +26,8 @@ FORMAT = "pytrain.checkpoint"
 VERSION = 1
 _MANIFEST = "manifest.json"
 _MANIFEST_SUM = "manifest.sha256"
+#: the manifest's members (read first by a reader streaming the rest)
+MEMBERS = (_MANIFEST, _MANIFEST_SUM)
 
 
 def _npy(a: np.ndarray) -> bytes:
@@ -209,9 +211,20 @@ def read_npy_header(raw: "bytes | bytearray", what: str, bad: Any) -> Tuple[Tupl
     return tuple(shape), bool(fortran), dtype, f.tell()
 
 
-def _read_npy(raw: bytes, what: str, bad: Any) -> np.ndarray:
-    """A .npy array of numbers, its header checked (dtype, size) before any data is touched."""
-    shape, fortran, dtype, offset = read_npy_header(raw, what, bad)
+def _npy_head(raw: memoryview) -> bytes:
+    """A buffer's .npy magic and header alone as bytes (not the whole array copied into the BytesIO that reads it):
+    its length is a 2-byte field after the magic in version 1, 4 bytes in later ones."""
+    wide = raw[6:7].tobytes() not in (b"", b"\x01")
+    n = (12 + int.from_bytes(raw[8:12].tobytes(), "little")) if wide else (10 + int.from_bytes(raw[8:10].tobytes(),
+                                                                                             "little"))
+    return bytes(raw[:n])
+
+
+def _read_npy(raw: bytes, what: str, bad: Any, copy: bool = True) -> np.ndarray:
+    """A .npy array of numbers, its header checked (dtype, size) before any data is touched; without ``copy`` a
+    read-only view of ``raw`` where its byte order is the machine's."""
+    head = raw if isinstance(raw, bytes) else _npy_head(memoryview(raw))
+    shape, fortran, dtype, offset = read_npy_header(head, what, bad)
     if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
         raise bad("%s: arrays of dtype %s are not allowed in a checkpoint (numbers only; never unpickled)"
                   % (what, dtype))
@@ -222,7 +235,21 @@ def _read_npy(raw: bytes, what: str, bad: Any) -> np.ndarray:
                   % (what, list(shape), dtype, count * dtype.itemsize, len(body)))
     arr = np.frombuffer(body, dtype=dtype)
     arr = arr.reshape(shape[::-1]).transpose() if fortran else arr.reshape(shape)
-    return np.array(arr, dtype=dtype.newbyteorder("="))
+    return np.array(arr, dtype=dtype.newbyteorder("="), copy=copy)
+
+
+def member_array(raw: bytes, sha: Any, what: str, shape: tuple, dtype: np.dtype, bad: Any,
+                 copy: bool = True) -> np.ndarray:
+    """A checkpoint member's array as :func:`decode` reads each: its checksum, ``.npy`` header, shape and dtype
+    checked against the manifest's (``bad``: the exception class, naming ``what``); without ``copy`` a read-only
+    view of ``raw`` where it can be (a reader streaming members one at a time)."""
+    if not isinstance(sha, str) or hashlib.sha256(raw).hexdigest() != sha:
+        raise bad("%s: checksum mismatch" % what)
+    arr = _read_npy(raw, what, bad, copy)
+    if arr.shape != shape or arr.dtype != dtype:
+        raise bad("%s: the array is %s %s but the manifest says %s %s"
+                  % (what, list(arr.shape), arr.dtype, list(shape), dtype))
+    return arr
 
 
 def _field(entry: Any, key: str, kinds: Any, what: str, bad: Any, optional: bool = False) -> Any:
@@ -282,14 +309,7 @@ def decode(data: bytes, label: str) -> "tuple[OrderedDict[str, Parameter], Prope
     def get(path: Any, sha: Any, what: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
         if not isinstance(path, str) or not isinstance(sha, str):
             raise bad("%s: 'file' and 'sha256' must be strings" % what)
-        raw = z.read(path, what, limits.max_file_bytes)
-        if hashlib.sha256(raw).hexdigest() != sha:
-            raise bad("%s: checksum mismatch" % what)
-        arr = _read_npy(raw, what, bad)
-        if arr.shape != shape or arr.dtype != dtype:
-            raise bad("%s: the array is %s %s but the manifest says %s %s"
-                      % (what, list(arr.shape), arr.dtype, list(shape), dtype))
-        return arr
+        return member_array(z.read(path, what, limits.max_file_bytes), sha, what, shape, dtype, bad)
 
     params = _parameters(manifest, get, bad)
     o = manifest.get("optimizer")
@@ -304,9 +324,15 @@ def decode(data: bytes, label: str) -> "tuple[OrderedDict[str, Parameter], Prope
 
 def _manifest(z: "_Archive", label: str, bad: Callable[[str], CheckpointError]) -> Dict[str, Any]:
     """The archive's manifest, its checksum, format and version checked."""
-    body = z.read(_MANIFEST, "the manifest", _MANIFEST_MAX_BYTES)
+    return check_manifest(z.read(_MANIFEST, "the manifest", _MANIFEST_MAX_BYTES),
+                          z.read(_MANIFEST_SUM, "the manifest checksum", 256), label, bad)
+
+
+def check_manifest(body: bytes, checksum: bytes, label: str, bad: Callable[[str], CheckpointError]) -> Dict[str, Any]:
+    """The manifest (members ``manifest.json`` and ``manifest.sha256``: :data:`MEMBERS`), its checksum, format and
+    version checked as :func:`decode` does."""
     try:
-        expected = z.read(_MANIFEST_SUM, "the manifest checksum", 256).decode("ascii").strip()
+        expected = checksum.decode("ascii").strip()
     except UnicodeDecodeError:
         raise bad("the manifest checksum is not text") from None
     if hashlib.sha256(body).hexdigest() != expected:

@@ -79,6 +79,14 @@ class GpuTraining:
     def _moments_bytes(self) -> int:
         return sum(4 * t.size for per in self.moments.values() for t in per)
 
+    def load_moment(self, p: str, slot: str, array: np.ndarray) -> None:
+        """Moment ``slot`` of parameter ``p`` on the GPU replaced by ``array`` (uploaded; a resume streaming the
+        moments one at a time, :mod:`pytrain.webapp.gpu_load`)."""
+        if p not in self.moments or slot not in self._slots:
+            raise InputError("the checkpoint's optimizer state %r of %r is not one this optimizer keeps (%s)"
+                             % (slot, p, ", ".join(self._slots)))
+        self.moments[p][self._slots.index(slot)] = self.device.upload(array)
+
     @property
     def slot_names(self) -> List[str]:
         """The optimizer state's slots of each parameter, in :attr:`moments`' order."""

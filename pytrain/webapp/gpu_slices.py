@@ -21,6 +21,8 @@ from pytrain.base import limits
 from pytrain.device.webgpu import GpuTraining
 from pytrain.errors import InputError, PytrainError
 from pytrain.ops.webgpu import GpuTransferError, choice, device
+from pytrain.run.loop import Position
+from pytrain.webapp.gpu_load import LoadStream, manifest_properties, optimizer_of
 from pytrain.webapp.gpu_save import SaveStream
 
 
@@ -50,6 +52,10 @@ class GpuSlices:
         self._drop = False   # the copy's commit lets the GPU training go (the CPU will change the state)
         self._choice = choice()   # the user's device choice this training was made under
         self._save: Optional[SaveStream] = None   # the streamed save under way
+        #: the device was lost with the optimizer state on it: a new one may resume from the last good checkpoint
+        self.renew = False
+        self._load: Optional[LoadStream] = None   # that resume, under way
+        self._estimate: Any = None   # the step's memory the training was checked with (a resume checks it again)
 
     def describe(self) -> Optional[str]:
         """"GPU: <adapter>" when the page has a WebGPU device and the model trains there, else None."""
@@ -66,6 +72,7 @@ class GpuSlices:
             except PytrainError:
                 estimate = None
             keep = check_heap(module, estimate) if estimate is not None else False
+            self._estimate = estimate
             try:
                 self.training = GpuTraining(module, optimizer, device(), estimate, keep_moments=keep)
             except (InputError, GpuTransferError) as e:
@@ -173,12 +180,53 @@ class GpuSlices:
             mark.restore(at, module)
         step = at.step if mark is None else mark.position[2]
         self.refused = "the GPU failed (%s): the CPU trains from step %d" % (reason, step)
-        if self.moments_on_gpu:   # (the heap never held them: the CPU step refuses by name, MomentsOnGpu)
+        self.renew = self.moments_on_gpu
+        if self.renew:   # (the heap never held them: the CPU step refuses by name, MomentsOnGpu, unless a new device)
             self.refused = ("the GPU failed (%s) with the optimizer state on it, past the wasm heap's budget: resume "
                             "the run from its last save" % reason)
-        self._save = None
+        self._save = self._load = None
         self.training = self._last = self._copying = None
         self.epoch_end = self.stale = self._drop = False
+
+
+    def resume(self, run: Any, size: int = 0) -> Dict[str, Any]:
+        """After a lost device with the optimizer state on it (:attr:`renew`) was replaced by a new one: ``run`` (the
+        session's TrainingRun) goes back to its last good checkpoint, held by the worker, which hands it over range by
+        range (:class:`pytrain.webapp.gpu_load.LoadStream`): ``size`` (its length) starts; each answer asks for the
+        range ``want`` copied into the heap at ``into``, and the next call takes it; at ``done`` the parameters are in
+        the heap, the moments on the new device, which trains on from there."""
+        if size:
+            good, module = run.good(), run.module
+            if not self.renew or good is None or good.checkpoint is not None or device() is None:
+                raise PytrainError("no lost device to resume on from a last good checkpoint the worker holds")
+            run.resume(Position(good.epoch, good.epoch_step, good.step))
+            device().renewed()   # (the lost device's constants are gone)
+            module.state.optimizer_state.slots = {}   # (so are its moments: the checkpoint's go up one by one)
+            self._load = LoadStream(size, module.state.parameters, lambda m: self._install(run, m))
+            return self._load.ask()
+        if self._load is None:
+            raise PytrainError("no resume is under way (gpu_resume(size=...) first)")
+        try:
+            out = self._load.next()
+        except PytrainError:
+            self._load = self.training = None
+            raise
+        if out.get("done"):
+            self._load, self.renew, self.refused, self.stale = None, False, None, False
+            self._valid = Mark.now(run.module, run.at)
+            out.update(run.position())
+        return out
+
+    def _install(self, run: Any, manifest: Dict[str, Any]) -> Callable[..., None]:
+        """The checkpoint's properties and optimizer step into the CheckpointState (its parameters are in), and the
+        new device's training, its moments zeros until each streamed one replaces its own (the returned put)."""
+        state = run.module.state
+        props = manifest_properties(manifest)
+        state.properties.clear()
+        state.properties.update(props)
+        state.optimizer_state.step = optimizer_of(manifest).get("step", 0)
+        self.training = GpuTraining(run.module, run.optimizer, device(), self._estimate, keep_moments=True)
+        return self.training.load_moment
 
 
 class Mark(NamedTuple):

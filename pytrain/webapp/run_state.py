@@ -16,8 +16,9 @@ from pytrain.webapp.run_options import TAB_RUN
 
 
 class Good(NamedTuple):
-    """The last good checkpoint (taken when the model was built and after each epoch) and its position."""
-    checkpoint: bytes
+    """The last good checkpoint (taken when the model was built and after each epoch) and its position; ``checkpoint``
+    None: the worker holds it (streamed with the optimizer state on the GPU only: Session.gpu_save(good=True))."""
+    checkpoint: Optional[bytes]
     epoch: int
     epoch_step: int
     step: int

@@ -19,7 +19,7 @@ from pytrain.webapp.data_source import VAL_FRACTION, DataSource
 from pytrain.webapp.gpu_slices import GpuSlices, Slice
 from pytrain.webapp.predictions import ExportCache
 from pytrain.webapp.run_options import TAB_RUN
-from pytrain.webapp.run_state import TrainingRun
+from pytrain.webapp.run_state import Good, TrainingRun
 
 if TYPE_CHECKING:   # imported when first used: the worker starts answering sooner, its import chain stays short
     from pytrain.webapp.federation import FederationFlow, TrainerData
@@ -315,12 +315,13 @@ class Session:
         one means: the GPU does not refuse the step before its update), and train_for's end of a slice."""
         losses = self.gpu.finish()
         self.exports.forget()   # (a prediction made while the parameters were coming back saw the old ones)
-        if self.gpu.epoch_end and not self.gpu.moments_on_gpu:   # (else the good one stays the last the heap held)
+        streamed = self.gpu.epoch_end and self.gpu.moments_on_gpu   # (the worker streams and keeps it: gpu_save(good))
+        if self.gpu.epoch_end and not streamed:
             self.run.remember_good()
         self.run.save_progress()
         bad = [v for v in losses if not np.isfinite(v)]
         return {"losses": losses, "diverged": self._divergence("the loss is %s" % bad[0], None) if bad else None,
-                "device": self.gpu.describe() or self.gpu.refused}
+                "device": self.gpu.describe() or self.gpu.refused, "good_streamed": streamed}
 
     def gpu_sync(self, drop: bool = False) -> Dict[str, Any]:
         """Enqueue the read back of the GPU's parameters and optimizer state when the heap's are older (``pending``:
@@ -334,19 +335,26 @@ class Session:
         self.exports.forget()
         return {"step": self.run.at.step}
 
-    def gpu_save(self, start: bool = False) -> Dict[str, Any]:
-        """The checkpoint streamed from the GPU when its optimizer state lives there only (``on_heap`` when it does
-        not: :meth:`checkpoint` is whole); the worker's JS calls again, awaiting the device when ``pending``, until
-        ``done``, and joins the ``chunks`` (see :mod:`pytrain.webapp.gpu_save`)."""
+    def gpu_save(self, start: bool = False, good: bool = False) -> Dict[str, Any]:
+        """The checkpoint streamed from the GPU when its optimizer state lives there only (``on_heap``: it does not);
+        the worker calls again, awaiting the device when ``pending``, until ``done``, and joins the ``chunks``
+        (:mod:`pytrain.webapp.gpu_save`); ``good``: it keeps them as the last good checkpoint (an epoch's end)."""
         if start:
             self.run.save_progress()
-        return self.gpu.save(bool(start))
+        out = self.gpu.save(bool(start))
+        if good and out.get("done"):
+            self.run.keep_good(Good(None, self.run.at.epoch, self.run.at.epoch_step, self.run.at.step))
+        return out
+
+    def gpu_resume(self, size: int = 0) -> Dict[str, Any]:
+        """A renewed device resumes from the worker's last good checkpoint, streamed (:meth:`GpuSlices.resume`)."""
+        return self.gpu.resume(self.run, size)
 
     def gpu_lost(self, reason: str) -> Dict[str, Any]:
-        """The WebGPU device failed (lost, or an error): the steps since the state was last read back are undone
-        and the CPU trains from there."""
+        """The device failed: the CPU retrains from the last read back, or (``renew``) a new device from the good."""
         self.gpu.lost(self.run.at, self.run.module, reason)
-        return {"device": self.gpu.refused, "step": self.run.at.step}
+        renew = self.gpu.renew and getattr(self.run.good(), "checkpoint", b"") is None   # (streamed: the worker's)
+        return {"device": self.gpu.refused, "step": self.run.at.step, "renew": renew, "good": self.last_good()}
 
     def _divergence(self, what: str, loss: Optional[float]) -> Dict[str, Any]:
         """What the page shows when a step diverged (that step's update was not applied)."""
@@ -368,6 +376,8 @@ class Session:
         g, lr = run.good(), run.lr
         if g is None:
             raise WebappError("there is no earlier checkpoint to go back to")
+        if g.checkpoint is None:   # (streamed, held by the worker: the optimizer state lives on the GPU only)
+            raise WebappError("the last good checkpoint is past the wasm heap's budget: resume from the last save")
         arts = self.artifacts.copy()
         arts["checkpoint"] = g.checkpoint
         self.use_model(arts, self.model)

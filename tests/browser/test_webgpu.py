@@ -529,11 +529,13 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose:
                                % epochs, timeout=wait_ms(300_000))
         worker = app_worker(page)
         extra = (worker.evaluate(CHECKPOINT_B64), worker.evaluate(
-            "() => runtime.pyodide.runPython('_pt_session.gpu.moments_on_gpu')")) if budget else ()
+            "() => runtime.pyodide.runPython('_pt_session.gpu.moments_on_gpu')"), worker.evaluate(GOOD_B64)) \
+            if budget else ()
         return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
                 app_state(page, "a.epochs"), page.inner_text("#device-status"), rec.foreign(url),
                 worker.evaluate("() => runtime.gpu ? Object.assign({ stateReadbacks: runtime.gpuReadbacks || 0, "
-                                "rewound: runtime.gpuRewound }, runtime.gpu.counts) : null"),
+                                "rewound: runtime.gpuRewound, renewals: runtime.gpu.renewals }, runtime.gpu.counts) "
+                                ": null"),
                 worker.evaluate("() => runtime.gpuLost || null"),
                 page.evaluate("() => document.getElementById('error').textContent"), before) + extra
     finally:
@@ -557,6 +559,15 @@ CHECKPOINT_B64 = """async () => {
   let s = "";
   for (let i = 0; i < c.length; i += 32768) s += String.fromCharCode.apply(null, c.subarray(i, i + 32768));
   return btoa(s);
+}"""
+
+#: the worker's last good checkpoint streamed at the epoch's end (training.js gpuKeepGood) and Python's position of it
+GOOD_B64 = """() => {
+  const g = runtime.gpuGood, c = g ? g.checkpoint : new Uint8Array(0);
+  let s = "";
+  for (let i = 0; i < c.length; i += 32768) s += String.fromCharCode.apply(null, c.subarray(i, i + 32768));
+  return { b64: btoa(s), step: g ? g.step : null, python: runtime.pyodide.runPython(
+    "import json\\njson.dumps(_pt_session.last_good())") };
 }"""
 
 
@@ -620,7 +631,7 @@ def test_the_page_trains_past_the_heap_with_the_state_on_the_gpu(big_page_run, p
 
     from pytrain.checkpoint import CheckpointState
 
-    versions, losses, epochs, line, foreign, counts, lost, shown, _, ckpt, on_gpu = big_page_run
+    versions, losses, epochs, line, foreign, counts, lost, shown, _, ckpt, on_gpu, _ = big_page_run
     assert on_gpu
     _, cpu_losses, cpu_epochs, _, _, _, _, _, _ = page_runs["cpu"]
     message = shown.split("Something went wrong:")[-1].split("Nothing trained so far is lost.")[0]
@@ -633,6 +644,38 @@ def test_the_page_trains_past_the_heap_with_the_state_on_the_gpu(big_page_run, p
     assert sorted(slots) == sorted(n for n in state.parameters) and all(len(v) == 2 for v in slots.values())
     assert all(np.isfinite(a).all() and np.any(a != 0) for v in slots.values() for a in v.values())
     assert not foreign
+
+
+@pytest.fixture(scope="module")
+def big_lost_page_run(gpu_browser, site_url):
+    return _train_page(gpu_browser, site_url, 2, lose_after=20, choose="on", budget=True)
+
+
+def test_the_page_resumes_on_a_new_device_when_the_state_on_the_gpu_is_lost(big_lost_page_run, page_runs):
+    # the device destroyed after the first epoch's end (16 steps): the worker asks for a new one and the run resumes
+    # on it from the epoch's good checkpoint (streamed back, range by range), with the CPU page's losses
+    versions, losses, epochs, line, foreign, counts, lost, shown, _, ckpt, on_gpu, good = big_lost_page_run
+    _, cpu_losses, cpu_epochs, _, _, _, _, _, _ = page_runs["cpu"]
+    assert on_gpu and lost is None and line.startswith("Trains on GPU: "), (line, lost)
+    assert counts["renewals"] == 1 and counts["rewound"] == len(cpu_losses) // 2, counts
+    _same_losses(losses, cpu_losses)
+    assert len(epochs) == 2 and abs(epochs[1]["loss"] - cpu_epochs[1]["loss"]) <= 1e-4 * abs(cpu_epochs[1]["loss"])
+    assert good["step"] == len(cpu_losses) and not foreign
+
+
+def test_the_pages_epoch_keeps_its_streamed_checkpoint_as_the_good_one(big_page_run):
+    # the optimizer state on the GPU only: the epoch's end streams the checkpoint into the worker (never whole in the
+    # heap), as the run's last good one; the epoch's save and the checkpoint command after it are the same bytes
+    import numpy as np
+
+    from pytrain.checkpoint import CheckpointState
+
+    losses, ckpt, good = big_page_run[1], big_page_run[9], big_page_run[11]
+    assert good["step"] == len(losses) and json.loads(good["python"])["step"] == len(losses), good["python"]
+    assert good["b64"] == ckpt
+    state = CheckpointState.load_checkpoint(base64.b64decode(good["b64"]))
+    assert state.optimizer_state.step == len(losses)
+    assert all(np.any(a != 0) for v in state.optimizer_state.slots.values() for a in v.values())
 
 
 @pytest.fixture(scope="module")
@@ -695,7 +738,7 @@ def test_the_memory_estimate_counts_the_gpu_apart(limits):
 MLP_CPU_RUN = r"""
 wasm.install()
 arts = digits_artifacts("mlp", "AdamW")
-rng = np.random.RandomState(2)
+rng = np.random.RandomState(SEED)   # (the including script sets the data's seed)
 data = [(rng.rand(16, 784).astype(np.float32), rng.randint(0, 10, 16).astype(np.int64)) for _ in range(8)]
 
 def fresh(ckpt=None):
@@ -726,6 +769,7 @@ from pytrain.ops.webgpu import device
 from pytrain.webapp.demo import digits_artifacts
 from pytrain.webapp.gpu_slices import GpuSlices, Slice
 
+SEED = 2
 """ + MLP_CPU_RUN + r"""
 probe = rng.rand(5, 784).astype(np.float32)
 

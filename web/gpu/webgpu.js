@@ -201,25 +201,49 @@ fn dot_rc(oa: u32, ob: u32, row: u32, col: u32, m: u32, n: u32, k: u32) -> f32 {
 
   class PytrainGPU {
     constructor(adapter, device, info, heap) {
+      this.heap = heap;             // () => the Uint8Array of Pyodide's heap now (it is replaced when it grows)
+      this.nextId = 1;
+      this.counts = { dispatches: 0, uploads: 0, uploadBytes: 0, readbacks: 0, readbackBytes: 0 };
+      this.renewals = 0;            // new devices after a loss (renew)
+      this.attach(adapter, device, info);
+    }
+
+    /** Train on `device` (of `adapter`): no buffers yet. Buffer ids go on counting, so a handle of a lost device's
+     * buffer never names one of this device's. */
+    attach(adapter, device, info) {
       this.adapter = adapter;
       this.device = device;
-      this.heap = heap;             // () => the Uint8Array of Pyodide's heap now (it is replaced when it grows)
       this.name = PytrainGPU.describe(info);
       this.software = PytrainGPU.isSoftware(adapter, info);
       this.limits = { maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
                       maxBufferSize: device.limits.maxBufferSize };
       this.buffers = new Map();     // id -> GPUBuffer
       this.pool = new Map();        // size -> freed GPUBuffers to reuse
-      this.nextId = 1;
       this.pipelines = new Map();
       this.pending = [];
       this.encoder = null;          // dispatches recorded, not submitted yet (flush)
       this.errors = [];
       this.lost = null;
-      this.counts = { dispatches: 0, uploads: 0, uploadBytes: 0, readbacks: 0, readbackBytes: 0 };
       this.empty = this.make(4);    // bound where a kernel's optional tensor is absent
-      device.addEventListener("uncapturederror", (e) => this.errors.push(e.error.message));
-      device.lost.then((info) => { this.lost = info.message || info.reason || "device lost"; });
+      // (a lost device's events after its replacement are not this one's)
+      const mine = () => this.device === device;
+      device.addEventListener("uncapturederror", (e) => { if (mine()) this.errors.push(e.error.message); });
+      device.lost.then((info) => { if (mine()) this.lost = info.message || info.reason || "device lost"; });
+    }
+
+    /** After a loss: a new adapter and device asked of navigator.gpu again, trained on by this same object (Python's
+     * Device goes on with it; what the lost one held is gone, its handles only free). Throws when none can be had. */
+    async renew() {
+      const gpu = typeof navigator !== "undefined" ? navigator.gpu : undefined;
+      if (!gpu) throw new Error("this browser has no WebGPU (navigator.gpu)");
+      const adapter = await gpu.requestAdapter();
+      if (!adapter) throw new Error("WebGPU gave no adapter");
+      const info = adapter.info || (adapter.requestAdapterInfo ? await adapter.requestAdapterInfo() : {});
+      const limits = { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+                       maxBufferSize: adapter.limits.maxBufferSize };
+      const device = await adapter.requestDevice({ requiredLimits: limits });
+      this.attach(adapter, device, info);
+      this.renewals++;
     }
 
     /** The device, or null with PytrainGPU.reason saying why (no navigator.gpu, no adapter, or only a software

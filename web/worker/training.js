@@ -67,11 +67,14 @@ async function trainLoop(opts) {
       if (r.epoch_end) {
         await completeDigits();   // (the held-out digits may not be in yet; a stdlib import fetches its part: the guard)
         await gpuToHeap();
+        if (r.good_streamed) await gpuKeepGood();   // (the optimizer state on the GPU only: kept here, not in the heap)
         const ev = py("evaluate");
         const rec = { epoch: r.epoch, step: r.step, loss: ev.loss, metric: ev.metric, metricName: ev.metric_name, mae: ev.mae };
         recordEpoch(rec);
         emit("epoch", rec);
-        await save("epoch");
+        const good = runtime.gpuGood;   // (the epoch's save: the same bytes)
+        runtime.gpuSaveAs = r.good_streamed && good && good.step === r.step ? good : null;
+        try { await save("epoch"); } finally { runtime.gpuSaveAs = null; }
       } else if (now - lastSave > opts.saveEveryMs) await save("progress");   // mid-epoch, at this step
       status = r;
       await yieldToEvents();   // lets pause/stop/predict messages in between slices
@@ -91,6 +94,7 @@ async function trainLoop(opts) {
 /** One slice: Python's train_for, and on the WebGPU device the wait for its losses (the parameters stay there);
  * null when the device failed (the steps since the last read back are undone). */
 async function trainSlice(budgetMs, maxSteps) {
+  if (runtime.gpuRenew) await gpuRenew();
   const sliceStart = performance.now();
   const r = py("train_for", { budget_ms: budgetMs, max_steps: maxSteps });
   if (r.pending !== undefined) {   // enqueued on the WebGPU device: its losses come back now
@@ -136,10 +140,11 @@ async function gpuToHeap(drop = false) {
  * moment read back alone, written into the checkpoint and let go, its pieces copied out of the heap and joined here
  * (pytrain/webapp/gpu_save.py); null when the heap holds the optimizer state (Python's checkpoint is whole). Call after
  * gpuToHeap (the parameters). */
-async function gpuCheckpoint() {
+async function gpuCheckpoint(good = false) {
   if (!runtime.gpu || !pythonReady()) return null;
+  if (runtime.gpuSaveAs) return runtime.gpuSaveAs.checkpoint;   // (this very step's, just streamed: gpuKeepGood)
   return gpuExclusive(async () => {
-    let r = py("gpu_save", { start: true });
+    let r = py("gpu_save", { start: true, good });
     if (r.on_heap) return null;
     const parts = [];
     for (;;) {
@@ -153,7 +158,7 @@ async function gpuCheckpoint() {
           throw e;
         }
       }
-      r = py("gpu_save");
+      r = py("gpu_save", { good });
     }
     const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
     let at = 0;
@@ -162,11 +167,43 @@ async function gpuCheckpoint() {
   });
 }
 
-/** The device failed: Python rewinds to the last state read back; the plots' later steps go (the CPU retrains them). */
+/** An epoch's end with the optimizer state on the GPU only: its checkpoint streamed (gpuCheckpoint) is the run's last
+ * good one, kept here in the worker (the wasm heap never holds it whole); Python keeps its position. */
+async function gpuKeepGood() {
+  const checkpoint = await gpuCheckpoint(true);
+  if (checkpoint) runtime.gpuGood = Object.assign({ checkpoint }, py("last_good"));
+}
+
+/** The device failed: Python rewinds to the last state read back; the plots' later steps go (the CPU retrains them).
+ * With the optimizer state on it (`renew`), the next slice first asks for a new device (gpuRenew). */
 function gpuLost(e) {
   const r = py("gpu_lost", { reason: String(e.message || e) });
   runtime.gpuRewound = r.step;
-  gpuFallback(r.device);
+  const good = runtime.gpuGood;
+  if (r.renew && good && good.step === r.good.step && good.epoch === r.good.epoch) runtime.gpuRenew = r.device;
+  else gpuFallback(r.device);
+}
+
+/** A new device (navigator.gpu asked again) and the run resumed on it from the last good checkpoint, which the worker
+ * holds: handed to Python range by range as it asks (pytrain/webapp/gpu_load.py), never whole in the heap. Without a
+ * new device, the loss is refused by name as before (the CPU cannot read the optimizer state). */
+async function gpuRenew() {
+  const refused = runtime.gpuRenew, blob = runtime.gpuGood.checkpoint;
+  runtime.gpuRenew = null;
+  try {
+    await runtime.gpu.renew();
+  } catch (e) {
+    console.warn("pytrain: no new WebGPU device:", e);
+    gpuFallback(refused);
+    return;
+  }
+  let r = py("gpu_resume", { size: blob.length });
+  while (!r.done) {   // (each range copied straight into the box Python made for it in the heap)
+    runtime.pyodide._module.HEAPU8.set(blob.subarray(r.want[0], r.want[1]), r.into);
+    r = py("gpu_resume");
+  }
+  runtime.gpuRewound = r.step;
+  console.warn("pytrain: the GPU device was lost; a new one resumes from the last good checkpoint, step " + r.step);
 }
 
 /** Say once why the WebGPU device does not train (lost, or a model it cannot run): the CPU trains on. */

@@ -125,6 +125,11 @@ class Device:
         self.js.zero(t.id)
         return t
 
+    def renewed(self) -> None:
+        """The JS device was replaced after a loss (web/gpu/webgpu.js ``renew``): the constants kept on the lost one
+        are gone (each goes up again when next used); the tensors of the lost one only free."""
+        self._constants.clear()
+
     def check(self, what: str, largest: int, total: int) -> None:
         """Refuse (GpuTransferError naming ``what`` and the limit) a tensor of ``largest`` bytes past
         ``max_buffer``, or ``total`` more bytes past what is left of ``memory``."""
