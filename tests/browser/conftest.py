@@ -9,9 +9,7 @@ import fcntl
 import os
 import sys
 from pathlib import Path
-from contextlib import contextmanager
 from typing import Iterator
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -23,7 +21,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 sys.path.insert(0, str(ROOT))
 import build  # noqa: E402  (the repository's build.py)
-from browser_helpers import Recorder, checkout_page, new_context, pytrain_sources  # noqa: E402
+from browser_helpers import (Recorder, WarmContext, checkout_page, pytrain_sources,  # noqa: E402
+                             lent_or_fresh_context)
 
 
 @pytest.fixture(scope="session")
@@ -96,52 +95,18 @@ def pytest_configure(config):
                             "(PYTRAIN_TEST_FIRST_VISITS=1 gives them fresh contexts again)")
 
 
-#: what a test may leave in the site's storage, cleared after each second-visit test: everything but the Service
-#: Worker and its Cache Storage (what makes the next start a second visit: the same files, from the cache)
-SITE_STORAGE = "cookies,file_systems,indexeddb,local_storage,websql"
-
-
-class WarmContext:
-    """One browser context lent to one test at a time (``lend``): its requests go to that test's Recorder; after
-    the test its pages are closed (their workers end with them, closing their IndexedDB connections) and the site's
-    storage is cleared (saved runs, the federation's store, the Device choice in localStorage), so a test finds what
-    a returning visitor who cleared the site's data finds: no saved run, the controls' defaults."""
-
-    def __init__(self, browser, site_url: str) -> None:
-        self.recorder: Recorder = Recorder()
-        self.origin = "{0.scheme}://{0.netloc}".format(urlsplit(site_url))
-        self.ctx = new_context(browser, self)
-
-    def request(self, req) -> None:  # the context's request events, for the test holding it
-        self.recorder.request(req)
-
-    @contextmanager
-    def lend(self, recorder: Recorder) -> Iterator[object]:
-        self.recorder = recorder
-        try:
-            yield self.ctx
-        finally:
-            self.recorder = Recorder()
-            self.reset()
-
-    def reset(self) -> None:
-        for page in list(self.ctx.pages):
-            page.close()
-        blank = self.ctx.new_page()
-        cdp = self.ctx.new_cdp_session(blank)
-        cdp.send("Storage.clearDataForOrigin", {"origin": self.origin, "storageTypes": SITE_STORAGE})
-        cdp.detach()
-        blank.close()
-        self.ctx.unroute_all()
-        self.ctx.clear_cookies()
-        self.ctx.clear_permissions()
-        self.ctx.set_offline(False)
-
-
 @pytest.fixture(scope="session")
 def warm_context(browser, site_url) -> Iterator[WarmContext]:
     """The context the ``second_visit`` modules share (one per pytest process)."""
     warm = WarmContext(browser, site_url)
+    yield warm
+    warm.ctx.close()
+
+
+@pytest.fixture(scope="session")
+def warm_camera_context(camera_browser, site_url) -> Iterator[WarmContext]:
+    """The camera browser's context the ``second_visit`` "By example" modules share."""
+    warm = WarmContext(camera_browser, site_url)
     yield warm
     warm.ctx.close()
 
@@ -151,10 +116,5 @@ def context(request, browser) -> Iterator[tuple]:
     """A browser context and the Recorder watching it: a fresh one closed after the test, or in a ``second_visit``
     module the shared one, reset after the test."""
     rec = Recorder()
-    if request.node.get_closest_marker("second_visit") and not os.environ.get("PYTRAIN_TEST_FIRST_VISITS"):
-        with request.getfixturevalue("warm_context").lend(rec) as ctx:
-            yield ctx, rec
-        return
-    ctx = new_context(browser, rec)
-    yield ctx, rec
-    ctx.close()
+    with lent_or_fresh_context(request, browser, rec) as ctx:
+        yield ctx, rec
