@@ -84,6 +84,68 @@ def new_context(browser, recorder: Recorder, longtasks: bool = False):
     return ctx
 
 
+#: what a test may leave in the site's storage, cleared after each ``second_visit`` test: everything but the Service
+#: Worker and its Cache Storage (what makes the next start a second visit: the same files, from the cache)
+SITE_STORAGE = "cookies,file_systems,indexeddb,local_storage,websql"
+
+
+class WarmContext:
+    """One browser context lent to one test at a time (``lend``): its requests go to that test's Recorder; after
+    the test its pages are closed (their workers end with them, closing their IndexedDB connections) and the site's
+    storage is cleared (saved runs, the federation's store, the Device choice in localStorage), so a test finds what
+    a returning visitor who cleared the site's data finds: no saved run, the controls' defaults."""
+
+    def __init__(self, browser, site_url: str) -> None:
+        self.recorder = Recorder()
+        self.origin = "{0.scheme}://{0.netloc}".format(urlsplit(site_url))
+        self.ctx = new_context(browser, self)
+
+    def request(self, req) -> None:  # the context's request events, for the test holding it
+        self.recorder.request(req)
+
+    @contextmanager
+    def lend(self, recorder: Recorder) -> Iterator[object]:
+        self.recorder = recorder
+        try:
+            yield self.ctx
+        finally:
+            self.recorder = Recorder()
+            self.reset()
+
+    def reset(self) -> None:
+        for page in list(self.ctx.pages):
+            page.close()
+        blank = self.ctx.new_page()
+        cdp = self.ctx.new_cdp_session(blank)
+        cdp.send("Storage.clearDataForOrigin", {"origin": self.origin, "storageTypes": SITE_STORAGE})
+        cdp.detach()
+        blank.close()
+        self.ctx.unroute_all()
+        self.ctx.clear_cookies()
+        self.ctx.clear_permissions()
+        self.ctx.set_offline(False)
+
+
+#: PYTRAIN_TEST_FIRST_VISITS=1: every test its fresh context again, ``second_visit`` or not (to compare, or to rule
+#: the shared context out when a test fails)
+FIRST_VISITS = bool(os.environ.get("PYTRAIN_TEST_FIRST_VISITS"))
+
+
+@contextmanager
+def lent_or_fresh_context(request, browser, recorder: Recorder, warm: str = "warm_context") -> Iterator[object]:
+    """The test's browser context, recorded by ``recorder``: in a module marked ``second_visit`` the session's
+    shared one (the fixture named ``warm``, reset after the test), else a fresh one closed after the test."""
+    if request.node.get_closest_marker("second_visit") and not FIRST_VISITS:
+        with request.getfixturevalue(warm).lend(recorder) as ctx:
+            yield ctx
+        return
+    ctx = new_context(browser, recorder)
+    try:
+        yield ctx
+    finally:
+        ctx.close()
+
+
 def open_app(ctx, url: str, recorder: Recorder, path: str = ""):
     page = ctx.new_page()
     recorder.watch(page)

@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app, wait_ready
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 onnx = pytest.importorskip("onnx")
 
 

@@ -11,6 +11,9 @@ import pytest
 from browser_helpers import SHOTS, wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, shot, train_epochs, wait_ready
 from test_page_csv import messy_csv
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
 
 

@@ -3,6 +3,8 @@ initialised MobileNetV2 in eval mode): the setup line warns in plain words that 
 at chance, and what to do, instead of training at chance with no hint."""
 from __future__ import annotations
 
+import pytest
+
 import sys
 from pathlib import Path
 
@@ -10,6 +12,9 @@ import numpy as np
 
 from browser_helpers import LOAD_TIMEOUT_MS, open_ready, wait_ms
 from test_tables_and_models import _png
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
 from test_feature_head_flat import _extractor  # noqa: E402

@@ -6,24 +6,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, train_epochs, wait_ready
+from browser_helpers import (wait_ms, LOAD_TIMEOUT_MS, Recorder, app_state, lent_or_fresh_context, open_app, train_epochs,
+                             wait_ready)
 from test_page_a11y import axe_violations, shoot
 from test_tables_and_models import _png
 
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
+
 @pytest.fixture()
-def camera_page(camera_browser, site_url):
-    """(page, recorder): the app on its "By example" tab in a Chromium with a fake camera, allowed."""
+def camera_page(request, camera_browser, site_url):
+    """(page, recorder): the app on its "By example" tab in a Chromium with a fake camera, allowed (in a
+    ``second_visit`` module the camera browser's shared context, else a fresh one)."""
     rec = Recorder()
-    ctx = new_context(camera_browser, rec)
-    try:
+    with lent_or_fresh_context(request, camera_browser, rec, warm="warm_camera_context") as ctx:
         ctx.grant_permissions(["camera"])
         page = open_app(ctx, site_url, rec)
         wait_ready(page)
         page.click("#tabbtn-examples")
         yield page, rec
-    finally:
-        ctx.close()
 
 
 def _hold_until(page, selector, condition):

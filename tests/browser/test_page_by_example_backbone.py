@@ -16,6 +16,9 @@ from test_page_a11y import axe_violations, shoot
 from test_page_by_example import _hold_until, camera_page  # noqa: F401  (the fake-camera fixture)
 from test_tables_and_models import _png
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 SIDE = 32
 PREDICT = ("(x) => window.pytrainApp.client.call('predict', {x: new Float32Array(x), shape: [3, 3, %d, %d]})"
            % (SIDE, SIDE))

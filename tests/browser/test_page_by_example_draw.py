@@ -10,6 +10,9 @@ import pytest
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 from test_page_a11y import axe_violations, shoot
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 SHAPE = (3, 32, 32)
 
 

@@ -15,6 +15,9 @@ from test_page_by_example import _hold_until, camera_page  # noqa: F401  (the fa
 from test_page_by_example_backbone import PREDICT, SIDE, _backbone
 from test_tables_and_models import _png
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 #: every example the run trains on (in the order given), through the model: features from the cache
 PREDICT_EXAMPLES = """async () => {
     const c = window.pytrainApp.client, ex = await c.call('examples');

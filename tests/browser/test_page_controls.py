@@ -2,7 +2,12 @@
 learning rate keeps the weights learnt so far."""
 from __future__ import annotations
 
+import pytest
+
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, open_ready, train_epochs, wait_ready
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 
 def _digest(page):

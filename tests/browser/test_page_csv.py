@@ -3,9 +3,14 @@ columns excluded, small text columns one-hot encoded (large ones left out, sayin
 binary file gets a clear message."""
 from __future__ import annotations
 
+import pytest
+
 import numpy as np
 
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 
 def messy_csv(path):

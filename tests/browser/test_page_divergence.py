@@ -2,9 +2,14 @@
 green), the loss plot switches to a log scale, and the last good checkpoint can be restored."""
 from __future__ import annotations
 
+import pytest
+
 import numpy as np
 
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, configure_training, open_app, shot, wait_ready
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 
 def test_session_stops_an_exploding_run_and_goes_back():

@@ -3,9 +3,14 @@ class, "Add a class" (which redraws the classes) and a run, later errors (a bad 
 invalid .onnx) still show, and no "null" / "undefined" / "NaN" ever appears in the visible text."""
 from __future__ import annotations
 
+import pytest
+
 import re
 
 from browser_helpers import wait_ms, build_digits, open_ready, train_epochs
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 NOT_TEXT = re.compile(r"\b(null|undefined|NaN)\b")
 NOT_ONNX = {"name": "notes.onnx", "mimeType": "application/octet-stream", "buffer": b"just some text, not a model\n"}

@@ -3,7 +3,12 @@ that the site serves none and how to start one; "Heartbeat (s)" and the privacy 
 next to them."""
 from __future__ import annotations
 
+import pytest
+
 from browser_helpers import wait_ms, build_digits, open_ready
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 
 def test_join_on_a_site_without_a_superlink_says_how_to_start_one(context, site_url):

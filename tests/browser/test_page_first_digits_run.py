@@ -4,8 +4,13 @@ model (but the digits pad on the digits tab), step ticks that are whole steps, a
 stay inside their cells."""
 from __future__ import annotations
 
+import pytest
+
 from browser_helpers import app_state, build_digits, open_ready, shot, train_epochs, wait_ms
 from test_page_stale_state import _draw
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 OVERFLOWING = """() => Array.from(document.querySelectorAll('#confusion th, #confusion td'))
     .filter((c) => c.scrollWidth > c.clientWidth + 1 || c.scrollHeight > c.clientHeight + 1)

@@ -1,10 +1,15 @@
 """The footer names the Pyodide the page ships (0.17.1), like everything else."""
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
 from browser_helpers import open_app, wait_ready
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,11 +3,16 @@ per-class accuracy (or predicted against true values for a regression), and the 
 parameters with their sizes and whether they train."""
 from __future__ import annotations
 
+import pytest
+
 import numpy as np
 
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 from test_page_a11y import axe_violations, shoot
 from test_page_task_guess import open_wine_table
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 
 def test_confusion_matrix_and_parameters_after_a_digits_run(context, site_url):

@@ -6,9 +6,14 @@ model whose artifact generation would not fit what is left is refused before gen
 limit, and generated once the limit is back."""
 from __future__ import annotations
 
+import pytest
+
 import re
 
 from browser_helpers import app_state, app_worker, build_digits, open_ready, train_epochs, wait_ms
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 MIB = r"[\d,]+ MiB"
 

@@ -32,6 +32,9 @@ from test_page_unsupported_ops import _nms_model, _unique_model
 from test_page_what_trains import _three_layers
 from test_tables_and_models import _png
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
 from test_feature_head_flat import _extractor  # noqa: E402
 

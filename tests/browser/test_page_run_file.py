@@ -3,6 +3,8 @@ is a checkpoint), and one download of the whole run goes back into the page, the
 `pytrain train --resume`."""
 from __future__ import annotations
 
+import pytest
+
 import io
 import subprocess
 import sys
@@ -10,6 +12,9 @@ import zipfile
 
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
 from test_tables_and_models import iris_csv
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 RUN_MEMBERS = {"training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint", "pytrain-run.json", "data.csv"}
 

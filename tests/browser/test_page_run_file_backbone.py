@@ -4,6 +4,8 @@
 into the widget) at the same step, answering the same."""
 from __future__ import annotations
 
+import pytest
+
 import io
 import zipfile
 
@@ -13,6 +15,9 @@ from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, shot,
 from test_page_a11y import axe_violations
 from test_page_by_example_backbone import PREDICT, SIDE, _backbone
 from test_tables_and_models import _png
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 MEMBERS = {"training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint", "pytrain-run.json",
            "backbone.onnx", "examples.npy", "labels.npy", "features.npy"}

@@ -9,6 +9,9 @@ import pytest
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app, train_epochs, wait_ready
 from test_page_task_guess import open_wine_table, wine_csv
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 
 def _wine_rows(path, label):
     import csv

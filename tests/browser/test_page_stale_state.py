@@ -6,6 +6,9 @@ import pytest
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, build_digits, open_app, open_ready, wait_ready
 from test_tables_and_models import iris_csv
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 
 def _draw(page):
     box = page.locator("#pad").bounding_box()

@@ -9,6 +9,9 @@ import pytest
 from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, open_ready, train_epochs, wait_ms
 from test_page_csv import messy_csv
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 
 def test_try_and_the_export_take_the_row_as_typed(context, site_url, tmp_path):
     ort = pytest.importorskip("onnxruntime")

@@ -12,6 +12,9 @@ import pytest
 
 from browser_helpers import LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ms, wait_ready
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("transformers")

@@ -8,6 +8,9 @@ import pytest
 
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_ready
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 onnx = pytest.importorskip("onnx")
 
 

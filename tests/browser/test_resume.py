@@ -2,7 +2,12 @@
 saved parameters (IndexedDB holds artifacts, checkpoint, data choice and progress)."""
 from __future__ import annotations
 
+import pytest
+
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, configure_training, open_app, stop_training, wait_ready
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 
 def test_reload_mid_training_resumes_where_it_was(context, site_url):

@@ -2,7 +2,12 @@
 saved every few seconds, not only after each epoch), and the banner says what it offers."""
 from __future__ import annotations
 
+import pytest
+
 from browser_helpers import wait_ms, app_state, build_digits, configure_training, open_ready, stop_training
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 
 def test_reload_mid_epoch_resumes_at_the_saved_step(context, site_url):

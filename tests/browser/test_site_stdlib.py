@@ -5,6 +5,8 @@ subpackages, the stdlib the page's flows use and the kept codecs work, the stdli
 (fetched after the first step) included."""
 from __future__ import annotations
 
+import pytest
+
 import codecs
 import hashlib
 import hmac
@@ -14,6 +16,9 @@ import unicodedata
 import build
 from browser_helpers import app_worker, open_ready
 from buildsite import strip
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 CHECK = r"""
 import importlib, json, pkgutil, codecs

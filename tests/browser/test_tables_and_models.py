@@ -8,6 +8,9 @@ import pytest
 
 from browser_helpers import (wait_ms, LOAD_TIMEOUT_MS, app_state, configure_training, open_app, train_epochs, wait_ready)
 
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
+
 FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 
 

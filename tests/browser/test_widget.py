@@ -1,8 +1,13 @@
 """The embeddable widget: the example host page (createTrainer) and the <pytrain-trainer> element."""
 from __future__ import annotations
 
+import pytest
+
 from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app
 from test_page_a11y import axe_violations
+
+#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+pytestmark = pytest.mark.second_visit
 
 
 def test_widget_example_trains_and_fires_events(context, site_url):
