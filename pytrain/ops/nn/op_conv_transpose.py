@@ -141,7 +141,7 @@ def conv_transpose(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
     op = "ConvTranspose node %r" % ctx.node_name
     geo = transpose_geometry(op, X.shape, W.shape, auto_pad, dilations, group, kernel_shape, output_padding,
                              output_shape, pads, strides)
-    g, n, c, m = geo.group, X.shape[0], X.shape[1], geo.m
+    g, m = geo.group, geo.m
     if g == 1 and X.dtype.kind == "f" and not linalg.has_backend():
         full = _per_sample_full(X, W, geo)
     else:
