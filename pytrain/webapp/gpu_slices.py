@@ -17,11 +17,14 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+import numpy as np
+
 from pytrain.base import limits
 from pytrain.device.webgpu import GpuTraining
 from pytrain.errors import InputError, PytrainError
 from pytrain.ops.webgpu import GpuTransferError, choice, device
 from pytrain.run.loop import Position
+from pytrain.webapp.common import WebappError
 from pytrain.webapp.gpu_load import LoadStream, manifest_properties, optimizer_of
 from pytrain.webapp.gpu_save import SaveStream
 
@@ -189,19 +192,27 @@ class GpuSlices:
         self.epoch_end = self.stale = self._drop = False
 
 
-    def resume(self, run: Any, size: int = 0) -> Dict[str, Any]:
-        """After a lost device with the optimizer state on it (:attr:`renew`) was replaced by a new one: ``run`` (the
-        session's TrainingRun) goes back to its last good checkpoint, held by the worker, which hands it over range by
-        range (:class:`pytrain.webapp.gpu_load.LoadStream`): ``size`` (its length) starts; each answer asks for the
-        range ``want`` copied into the heap at ``into``, and the next call takes it; at ``done`` the parameters are in
-        the heap, the moments on the new device, which trains on from there."""
-        if size:
+    def resume(self, run: Any, size: int = 0, back: bool = False) -> Dict[str, Any]:
+        """``run`` (the session's TrainingRun) goes back to its last good checkpoint, held by the worker, which hands it
+        over range by range (:class:`pytrain.webapp.gpu_load.LoadStream`): after a lost device with the optimizer state
+        on it (:attr:`renew`) was replaced by a new one, or (``back``) after a divergence (Session.restore_good).
+        ``size`` (its length) starts; each answer asks for the range ``want`` copied into the heap at ``into``, and the
+        next call takes it; at ``done`` the parameters are in the heap, the moments on the device, which trains on from
+        there at the run's learning rate."""
+        if size or back:
             good, module = run.good(), run.module
-            if not self.renew or good is None or good.checkpoint is not None or device() is None:
-                raise PytrainError("no lost device to resume on from a last good checkpoint the worker holds")
+            if device() is None or (back and self.renew):   # (renew: lost, and no new one could be had)
+                raise WebappError("the last good checkpoint holds the optimizer state past the wasm heap's budget, "
+                                  "which only the GPU can take back, and there is no WebGPU device (none, lost or "
+                                  "turned off): resume the run from its last save")
+            if size <= 0 or not (self.renew or back) or good is None or good.checkpoint is not None or self.stale:
+                raise PytrainError("no lost device or divergence to resume from a last good checkpoint the worker "
+                                   "holds (size %d; or the GPU's state not read back first)" % size)
             run.resume(Position(good.epoch, good.epoch_step, good.step))
-            device().renewed()   # (the lost device's constants are gone)
-            module.state.optimizer_state.slots = {}   # (so are its moments: the checkpoint's go up one by one)
+            if self.renew:
+                device().renewed()   # (the lost device's constants are gone)
+            self.training = self._last = self._copying = self._save = None   # (its moments go: the good's come up)
+            module.state.optimizer_state.slots = {}   # (the checkpoint's go up one by one)
             self._load = LoadStream(size, module.state.parameters, lambda m: self._install(run, m))
             return self._load.ask()
         if self._load is None:
@@ -214,19 +225,54 @@ class GpuSlices:
         if out.get("done"):
             self._load, self.renew, self.refused, self.stale = None, False, None, False
             self._valid = Mark.now(run.module, run.at)
+            run.apply_lr()
             out.update(run.position())
         return out
 
-    def _install(self, run: Any, manifest: Dict[str, Any]) -> Callable[..., None]:
+    def reopen(self, run: Any, size: int, batch: Sequence[Any]) -> Dict[str, Any]:
+        """A saved run reopened (:func:`pytrain.webapp.saved_run.restore`) from its checkpoint the worker holds, handed
+        over range by range as :meth:`resume` takes it (``size`` bytes; the later calls are resume's): its parameters
+        into ``run``'s module (built from its artifacts), its moments, where the state must live on the GPU only at
+        ``batch``'s step (:func:`check_heap`), each uploaded to the device and let go, else into the heap (no device,
+        a model the GPU cannot train, or a state that fits): the heap never holds the checkpoint whole."""
+        module = run.module
+        if size <= 0:
+            raise PytrainError("no checkpoint to reopen (size %d)" % size)
+        gpu = None if device() is not None and not self.renew else False   # (a lost device not renewed: the heap)
+        self.training = self._last = self._copying = self._save = None
+        self.stale = self.renew = False
+        try:   # (as a slice checks it: the step's memory at this batch size)
+            self._estimate = module.memory_estimate(*batch, optimizer=run.optimizer)
+        except PytrainError:
+            self._estimate = None
+        module.state.optimizer_state.slots = {}   # (the checkpoint's come in one by one)
+        self._load = LoadStream(size, module.state.parameters, lambda m: self._install(run, m, gpu))
+        return self._load.ask()
+
+    def _install(self, run: Any, manifest: Dict[str, Any], gpu: Optional[bool] = True) -> Callable[..., None]:
         """The checkpoint's properties and optimizer step into the CheckpointState (its parameters are in), and the
-        new device's training, its moments zeros until each streamed one replaces its own (the returned put)."""
+        device's training, its moments zeros until each streamed one replaces its own (the returned put); ``gpu``
+        None (a saved run reopened): only where the state must live on the GPU only and can, else False: the put
+        keeps them in the heap."""
         state = run.module.state
         props = manifest_properties(manifest)
         state.properties.clear()
         state.properties.update(props)
         state.optimizer_state.step = optimizer_of(manifest).get("step", 0)
-        self.training = GpuTraining(run.module, run.optimizer, device(), self._estimate, keep_moments=True)
-        return self.training.load_moment
+        if gpu is None:
+            gpu = self._estimate is not None and check_heap(run.module, self._estimate)
+            self.refused = None   # (a new model: the device tries it, as a slice does)
+            try:
+                self.training = GpuTraining(run.module, run.optimizer, device(), self._estimate, keep_moments=True) \
+                    if gpu else None
+            except (InputError, GpuTransferError) as e:
+                self.refused, self.training = str(e), None
+        elif gpu:
+            self.training = GpuTraining(run.module, run.optimizer, device(), self._estimate, keep_moments=True)
+        if self.training is not None:
+            return self.training.load_moment
+        slots = state.optimizer_state.slots
+        return lambda p, slot, a: slots.setdefault(p, {}).__setitem__(slot, np.array(a, copy=True))
 
 
 class Mark(NamedTuple):

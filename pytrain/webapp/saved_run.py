@@ -49,8 +49,11 @@ def data_blob(session: Any) -> bytes:
 
 
 def restore(session: Any, meta: Dict[str, Any], artifacts: Dict[str, bytes], checkpoint: bytes,
-            data: bytes = b"", digits: Optional[bytes] = None) -> Dict[str, Any]:
-    """Rebuild a saved run: data, artifacts, then the checkpoint and the saved position."""
+            data: bytes = b"", digits: Optional[bytes] = None, checkpoint_size: int = 0) -> Dict[str, Any]:
+    """Rebuild a saved run: data, artifacts, then the checkpoint and the saved position. ``checkpoint_size``: the
+    worker holds the checkpoint (``checkpoint`` empty) and hands it over range by range (gpu_resume.reopen): the
+    model is built from its artifacts' checkpoint, then the saved parameters, position and moments come in (the
+    moments up to the GPU where the optimizer state must live there only); the answer asks for the first range."""
     arrays = unpack_arrays(bytes(data)) if data else {}
     if meta["data_source"].get("kind") in ("text", "text_csv"):   # "Your text": its tokenizer makes the feeds again
         from pytrain.webapp.text_source import restore_data
@@ -59,7 +62,9 @@ def restore(session: Any, meta: Dict[str, Any], artifacts: Dict[str, bytes], che
         session.source.load_saved(meta["data_source"], arrays, meta.get("classes"), digits)
     session.run.new_data()   # a new data set: no epoch order drawn for it yet
     arts = dict(artifacts)
-    arts["checkpoint"] = bytes(checkpoint)
+    streamed = int(checkpoint_size) > 0 and "checkpoint" in arts
+    if not streamed:
+        arts["checkpoint"] = bytes(checkpoint)
     session.use_model(arts, meta["model"])
     if session.backbone is not None and "features" in arrays and "x" in arrays:   # the features as saved
         rows = np.concatenate([arrays["x"]] + ([arrays["added_x"]] if "added_x" in arrays else []))
@@ -69,6 +74,9 @@ def restore(session: Any, meta: Dict[str, Any], artifacts: Dict[str, bytes], che
     run.batch_size, run.lr, run.seed = int(meta["batch_size"]), float(meta["lr"]), int(meta["seed"])
     run.apply_lr()
     run.resume(Position(meta["epoch"], meta["epoch_step"], meta["step"]), meta.get("epoch_n"))
+    if streamed:
+        from pytrain.webapp import gpu_resume
+        return dict(gpu_resume.reopen(session, int(checkpoint_size)), data=session.data_summary())
     run.remember_good()
     out = {"model": session.model_summary(), "data": session.data_summary(), "digest": session.digest()}
     out.update(run.position())

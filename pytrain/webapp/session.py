@@ -13,13 +13,13 @@ import numpy as np
 from pytrain.errors import DivergenceError
 from pytrain.run import rows, scaling
 from pytrain.run.loop import Position, steps
-from pytrain.webapp import feature_head, memory, model_source, predictions, saved_run
+from pytrain.webapp import feature_head, gpu_resume, memory, model_source, predictions, saved_run
 from pytrain.webapp.common import WebappError, core_api
 from pytrain.webapp.data_source import VAL_FRACTION, DataSource
 from pytrain.webapp.gpu_slices import GpuSlices, Slice
 from pytrain.webapp.predictions import ExportCache
 from pytrain.webapp.run_options import TAB_RUN
-from pytrain.webapp.run_state import Good, TrainingRun
+from pytrain.webapp.run_state import TrainingRun
 
 if TYPE_CHECKING:   # imported when first used: the worker starts answering sooner, its import chain stays short
     from pytrain.webapp.federation import FederationFlow, TrainerData
@@ -336,25 +336,16 @@ class Session:
         return {"step": self.run.at.step}
 
     def gpu_save(self, start: bool = False, good: bool = False) -> Dict[str, Any]:
-        """The checkpoint streamed from the GPU when its optimizer state lives there only (``on_heap``: it does not);
-        the worker calls again, awaiting the device when ``pending``, until ``done``, and joins the ``chunks``
-        (:mod:`pytrain.webapp.gpu_save`); ``good``: it keeps them as the last good checkpoint (an epoch's end)."""
-        if start:
-            self.run.save_progress()
-        out = self.gpu.save(bool(start))
-        if good and out.get("done"):
-            self.run.keep_good(Good(None, self.run.at.epoch, self.run.at.epoch_step, self.run.at.step))
-        return out
+        """The checkpoint streamed from the GPU when its optimizer state lives there only (gpu_resume.save)."""
+        return gpu_resume.save(self, start, good)
 
     def gpu_resume(self, size: int = 0) -> Dict[str, Any]:
-        """A renewed device resumes from the worker's last good checkpoint, streamed (:meth:`GpuSlices.resume`)."""
-        return self.gpu.resume(self.run, size)
+        """A renewed device resumes from the worker's last good checkpoint, streamed (gpu_resume.resume)."""
+        return gpu_resume.resume(self, size)
 
     def gpu_lost(self, reason: str) -> Dict[str, Any]:
-        """The device failed: the CPU retrains from the last read back, or (``renew``) a new device from the good."""
-        self.gpu.lost(self.run.at, self.run.module, reason)
-        renew = self.gpu.renew and getattr(self.run.good(), "checkpoint", b"") is None   # (streamed: the worker's)
-        return {"device": self.gpu.refused, "step": self.run.at.step, "renew": renew, "good": self.last_good()}
+        """The device failed: the CPU retrains from the last read back, or a new device from the good (gpu_resume)."""
+        return gpu_resume.lost(self, reason)
 
     def _divergence(self, what: str, loss: Optional[float]) -> Dict[str, Any]:
         """What the page shows when a step diverged (that step's update was not applied)."""
@@ -369,15 +360,16 @@ class Session:
         """Position of the last good checkpoint (taken when the model was built and after each epoch)."""
         return self.run.last_good()
 
-    def restore_good(self) -> Dict[str, Any]:
-        """Go back to the last good checkpoint (after a divergence); the learning rate stays as set now."""
+    def restore_good(self, size: int = 0) -> Dict[str, Any]:
+        """Go back to the last good checkpoint (after a divergence); the learning rate stays as set now. One the worker
+        holds (streamed, ``size`` bytes: the optimizer state on the GPU only) comes back range by range (gpu_resume)."""
         self.need_model()
         run = self.run
         g, lr = run.good(), run.lr
         if g is None:
             raise WebappError("there is no earlier checkpoint to go back to")
-        if g.checkpoint is None:   # (streamed, held by the worker: the optimizer state lives on the GPU only)
-            raise WebappError("the last good checkpoint is past the wasm heap's budget: resume from the last save")
+        if g.checkpoint is None:
+            return gpu_resume.resume(self, size, back=True)
         arts = self.artifacts.copy()
         arts["checkpoint"] = g.checkpoint
         self.use_model(arts, self.model)
@@ -435,9 +427,10 @@ class Session:
         return saved_run.snapshot(self, data_version, artifacts_version, checkpoint)
 
     def restore(self, meta: Dict[str, Any], artifacts: Dict[str, bytes], checkpoint: bytes,
-                data: bytes = b"", digits: Optional[bytes] = None) -> Dict[str, Any]:
-        """Rebuild a saved run: data, artifacts, then the checkpoint and the saved position."""
-        return saved_run.restore(self, meta, artifacts, checkpoint, data, digits)
+                data: bytes = b"", digits: Optional[bytes] = None, checkpoint_size: int = 0) -> Dict[str, Any]:
+        """Rebuild a saved run: data, artifacts, then the checkpoint (or one the worker holds, ``checkpoint_size``
+        bytes, range by range) and the saved position (see saved_run.restore)."""
+        return saved_run.restore(self, meta, artifacts, checkpoint, data, digits, checkpoint_size)
 
     def insights(self) -> Dict[str, Any]:
         """What the model learned (see :mod:`pytrain.webapp.insights`)."""

@@ -532,14 +532,15 @@ def test_mlp_reads_back_only_the_losses(mlp_run):
     assert counts["readbackBytes"] <= 4 * 20 + 4 * 3 * (784 * 128 + 128 + 128 * 10 + 10)
 
 
-def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose: str = "", budget: bool = False):
+def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose: str = "", budget: bool = False,
+                then=None):
     """The page at ``url``: the digits MLP built on 1000 digits and trained ``epochs`` epochs (the GPU device
     destroyed once ``lose_after`` losses are in, when given; the Train panel's Device set to ``choose`` first,
     when given); (versions, loss points, epochs, device line, foreign requests, the GPU's counts, the reason the
     GPU was given up, the error shown, the device line before the choice). ``budget``: the worker's heap budget
     set between the parameters + largest moment and the parameters + optimizer state (the state on the GPU only),
     and two more items: the worker's ``checkpoint`` command's bytes (streamed), base64, and whether the optimizer
-    state was on the GPU only."""
+    state was on the GPU only; ``then(page)``: what it gives, one more item."""
     from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, configure_training, new_context,
                                  open_app, wait_ms, wait_ready)
 
@@ -572,13 +573,14 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose:
         extra = (worker.evaluate(CHECKPOINT_B64), worker.evaluate(
             "() => runtime.pyodide.runPython('_pt_session.gpu.moments_on_gpu')"), worker.evaluate(GOOD_B64)) \
             if budget else ()
-        return (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
-                app_state(page, "a.epochs"), page.inner_text("#device-status"), rec.foreign(url),
-                worker.evaluate("() => runtime.gpu ? Object.assign({ stateReadbacks: runtime.gpuReadbacks || 0, "
-                                "rewound: runtime.gpuRewound, renewals: runtime.gpu.renewals }, runtime.gpu.counts) "
-                                ": null"),
-                worker.evaluate("() => runtime.gpuLost || null"),
-                page.evaluate("() => document.getElementById('error').textContent"), before) + extra
+        out = (app_state(page, "a.versions"), page.evaluate("() => window.pytrainApp.lossPoints()"),
+               app_state(page, "a.epochs"), page.inner_text("#device-status"), rec.foreign(url),
+               worker.evaluate("() => runtime.gpu ? Object.assign({ stateReadbacks: runtime.gpuReadbacks || 0, "
+                               "rewound: runtime.gpuRewound, renewals: runtime.gpu.renewals }, runtime.gpu.counts) "
+                               ": null"),
+               worker.evaluate("() => runtime.gpuLost || null"),
+               page.evaluate("() => document.getElementById('error').textContent"), before) + extra
+        return out + ((then(page),) if then else ())   # (after the run's own items are read)
     finally:
         ctx.close()
 
@@ -663,7 +665,7 @@ def test_a_lost_device_falls_back_to_the_cpu_with_the_same_losses(page_runs):
 
 @pytest.fixture(scope="module")
 def big_page_run(gpu_browser, site_url):
-    return _train_page(gpu_browser, site_url, choose="on", budget=True)
+    return _train_page(gpu_browser, site_url, choose="on", budget=True, then=_back_and_reopen)
 
 
 def test_the_page_trains_past_the_heap_with_the_state_on_the_gpu(big_page_run, page_runs):
@@ -672,7 +674,7 @@ def test_the_page_trains_past_the_heap_with_the_state_on_the_gpu(big_page_run, p
 
     from pytrain.checkpoint import CheckpointState
 
-    versions, losses, epochs, line, foreign, counts, lost, shown, _, ckpt, on_gpu, _ = big_page_run
+    versions, losses, epochs, line, foreign, counts, lost, shown, _, ckpt, on_gpu, _ = big_page_run[:12]
     assert on_gpu
     _, cpu_losses, cpu_epochs, _, _, _, _, _, _ = page_runs["cpu"]
     message = shown.split("Something went wrong:")[-1].split("Nothing trained so far is lost.")[0]
@@ -685,6 +687,41 @@ def test_the_page_trains_past_the_heap_with_the_state_on_the_gpu(big_page_run, p
     assert sorted(slots) == sorted(n for n in state.parameters) and all(len(v) == 2 for v in slots.values())
     assert all(np.isfinite(a).all() and np.any(a != 0) for v in slots.values() for a in v.values())
     assert not foreign
+
+
+#: the worker's restoreGood and resumeSaved with the optimizer state on the GPU only: the good checkpoint it holds and
+#: the IndexedDB save handed to Python range by range (training.js gpuRestoreGood, gpuReopen)
+BACK_AND_REOPEN = """async cmd => {
+  const r = await runCommand(COMMAND_TABLE[cmd], {});
+  return { step: r.step, epoch: r.epoch, digest: r.digest, savedDigest: r.savedDigest || null, want: r.want || null,
+           good: runtime.gpuGood ? runtime.gpuGood.step : null,
+           onGpu: runtime.pyodide.runPython("_pt_session.gpu.moments_on_gpu") };
+}"""
+
+
+def _back_and_reopen(page):
+    """Back to the good checkpoint, the saved run reopened, then a second epoch: (back, reopened, loss points)."""
+    from browser_helpers import app_worker, configure_training, wait_ms
+    back = app_worker(page).evaluate(BACK_AND_REOPEN, "restoreGood")
+    reopened = app_worker(page).evaluate(BACK_AND_REOPEN, "resumeSaved")
+    configure_training(page, 2, batch_size=64, lr=0.002)
+    page.click("#start")
+    page.wait_for_function("() => window.pytrainApp.epochs.length >= 2 && !window.pytrainApp.training",
+                           timeout=wait_ms(300_000))
+    return back, reopened, page.evaluate("() => window.pytrainApp.lossPoints()")
+
+
+def test_the_page_goes_back_and_reopens_its_run_with_the_state_on_the_gpu(big_page_run, page_runs):
+    # restoreGood and resumeSaved take the checkpoint the worker holds range by range (no refusal, never whole in the
+    # heap): the state stays on the GPU only, and the second epoch after them has the CPU page's losses
+    losses, good = big_page_run[1], big_page_run[11]
+    back, reopened, points = big_page_run[12]
+    _, cpu_losses, _, _, _, _, _, _, _ = page_runs["cpu"]
+    n = len(losses)
+    assert back["step"] == reopened["step"] == good["step"] == n and back["want"] is None, (back, reopened)
+    assert back["onGpu"] and reopened["onGpu"] and back["good"] == reopened["good"] == n
+    assert reopened["digest"] == reopened["savedDigest"] == back["digest"]
+    _same_losses(points[n:], cpu_losses[n:])
 
 
 @pytest.fixture(scope="module")

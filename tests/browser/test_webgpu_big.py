@@ -13,7 +13,7 @@ from test_webgpu import MLP_CPU_RUN, NOISE
 
 
 BIG = r"""
-import hashlib, json, types, tracemalloc
+import base64, hashlib, json, types, tracemalloc
 import numpy as np
 from pytrain.base import limits as L
 from pytrain.device import api
@@ -155,7 +155,6 @@ del good_parts
 out["good"] = compare(good_blob, cpu_ckpt8, noise)
 L.set_limits(max_heap_bytes=budget)
 slices.run(module, opt, at, work)   # steps 9-12 (the second epoch's first 4), uninterrupted
-import base64
 good_b64 = base64.b64encode(good_blob).decode()   # (for the page's JS to hold, as the worker holds it)
 del good_blob
 good_b64
@@ -174,7 +173,7 @@ except LimitError as e:
     out["cpu_after_loss"] = str(e)
 from pytrain.webapp.run_state import Good, TrainingRun
 run = TrainingRun()   # (the session's, as far as a resume reads it: the good checkpoint's position, its bytes not here)
-run.module, run.optimizer, run.at = module, opt, at
+run.module, run.optimizer, run.at, run.lr = module, opt, at, 0.01
 run.keep_good(Good(None, 1, 0, 8))
 load_peak = [0, 0]
 def load_step(size=0):
@@ -194,8 +193,83 @@ out["renewed_refused"], out["renewed_on_gpu"] = slices.refused, slices.moments_o
 slices.run(module, opt, run.at, work)   # steps 9-12 again, on the new device
 """
 
-END = r"""
+# a divergence on the GPU (the learning rate far too high: the loss is no longer finite), then back to the good
+# checkpoint the worker holds (Session.restore_good: the worker reads the GPU's state back and lets it go first, as its
+# command does, then hands the checkpoint over range by range onto the device it has), at the run's learning rate
+DIVERGE = r"""
 out["after_renew"] = slices.finish()
+opt.set_learning_rate(1e38)
+slices.run(module, opt, run.at, Slice(list(range(8)), lambda i: data[i], 1e9, 2))   # steps 13-14
+"""
+
+BACK = r"""
+out["diverged"] = [bool(np.isfinite(v)) for v in slices.finish()]
+out["at_diverged"] = run.at.step
+slices.sync(run.at, drop=True)   # (the worker's gpuToHeap(drop) before restoreGood)
+"""
+
+BACK_START = r"""
+slices.commit()
+out["back_dropped"] = slices.training is None
+back_peak = [0, 0]
+def back_step(size=0):
+    if size:
+        tracemalloc.start()
+    r = slices.resume(run, size, back=True) if size else slices.resume(run)   # (size: the start)
+    if r.get("done"):
+        back_peak[:] = tracemalloc.get_traced_memory()[::-1]
+        tracemalloc.stop()
+    return json.dumps(r)
+"""
+
+BACK_DONE = r"""
+out["back_peak"], out["back_kept"] = back_peak
+out["at_back"] = [run.at.epoch, run.at.epoch_step, run.at.step]
+out["back_refused"], out["back_on_gpu"] = slices.refused, slices.moments_on_gpu
+out["back_lr"] = opt.get_learning_rate()
+slices.run(module, opt, run.at, work)   # steps 9-12 once more, after going back
+"""
+
+# a saved run reopened (saved_run.restore with checkpoint_size, as the worker's resumeSaved does with a device): its
+# model built from its artifacts' checkpoint, then its saved checkpoint (the epoch's end, step 8) handed over range by
+# range, the moments up to the GPU one at a time. Against it, the heap's peak of the whole read it replaces: the
+# checkpoint's bytes passed in, then decoded (the moments among them)
+REOPEN = r"""
+out["after_back"] = slices.finish()
+from pytrain.run.loop import Position
+L.set_limits(max_heap_bytes=saved_budget)
+blob = base64.b64decode(good_b64)
+tracemalloc.start()
+whole_state = api.CheckpointState.load_checkpoint(bytes(blob))   # (bytes(): the bridge's copy into the heap)
+out["whole_peak"] = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+del whole_state, blob
+L.set_limits(max_heap_bytes=budget)
+reopened, reopened_opt = fresh()   # (the artifacts' checkpoint: the build's parameters, no optimizer state)
+reopened_run = TrainingRun()
+reopened_run.module, reopened_run.optimizer, reopened_run.lr = reopened, reopened_opt, 0.01
+reopened_run.resume(Position(1, 0, 8))
+reopened_slices = GpuSlices()
+reopen_peak = [0, 0]
+def reopen_step(size=0):
+    if size:
+        tracemalloc.start()
+    r = reopened_slices.reopen(reopened_run, size, data[0]) if size else reopened_slices.resume(reopened_run)
+    if r.get("done"):
+        reopen_peak[:] = tracemalloc.get_traced_memory()[::-1]
+        tracemalloc.stop()
+    return json.dumps(r)
+"""
+
+REOPENED = r"""
+out["reopen_peak"], out["reopen_kept"] = reopen_peak
+out["reopened_on_gpu"], out["reopened_refused"] = reopened_slices.moments_on_gpu, reopened_slices.refused
+out["reopened_step"] = [int(reopened.state.optimizer_state.step), reopened_run.at.step]
+reopened_slices.run(reopened, reopened_opt, reopened_run.at, work)   # steps 9-12 of the reopened run
+"""
+
+END = r"""
+out["after_reopen"] = reopened_slices.finish()
 out["cpu_losses"] = cpu_losses
 out["cpu_losses2"] = cpu_losses2
 json.dumps(out)
@@ -227,6 +301,21 @@ RENEW = """async b64 => {
   seen.size = blob.length;
   seen.renewals = window.__gpu.renewals;
   return seen;
+}"""
+
+
+# the worker's restoreGood with the optimizer state on the GPU (training.js gpuRestoreGood, gpuLoadRanges)
+BACK_LOAD = """async ([b64, name]) => {
+  const blob = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const step = window.__pyodide.globals.get(name);
+  let r = JSON.parse(step(blob.length));
+  let n = 1;
+  while (!r.done) {
+    window.__pyodide._module.HEAPU8.set(blob.subarray(r.want[0], r.want[1]), r.into);
+    r = JSON.parse(step());
+    n++;
+  }
+  return n;
 }"""
 
 
@@ -264,8 +353,19 @@ def big(gpu_page):
     seen = gpu_page.evaluate(RENEW, good_b64)
     run(RESUMED)
     gpu_page.evaluate("window.__settle()")
+    for code in (DIVERGE, BACK):
+        run(code)
+        gpu_page.evaluate("window.__settle()")
+    run(BACK_START)
+    back_calls = gpu_page.evaluate(BACK_LOAD, [good_b64, "back_step"])
+    run(BACK_DONE)
+    gpu_page.evaluate("window.__settle()")
+    run(REOPEN)
+    reopen_calls = gpu_page.evaluate(BACK_LOAD, [good_b64, "reopen_step"])
+    run(REOPENED)
+    gpu_page.evaluate("window.__settle()")
     out = json.loads(run(END))
-    out.update(settled=settled, **seen)
+    out.update(settled=settled, back_calls=back_calls, reopen_calls=reopen_calls, **seen)
     return out
 
 
@@ -346,3 +446,37 @@ def test_an_epochs_end_streams_a_good_checkpoint_equal_to_the_cpu_runs(big):
     assert step == 8 and len(moments) == 2 * len(params)
     for name, err in list(params.items()) + list(moments.items()):
         assert err <= 1e-4, (name, err)
+
+
+def test_going_back_after_a_divergence_streams_the_good_checkpoint_onto_the_device(big):
+    # the GPU's losses stop being finite at the learning rate 1e38 (a divergence: the page stops the run)
+    assert big["diverged"][0] and not big["diverged"][-1] and big["at_diverged"] == 14, big["diverged"]
+    assert big["back_dropped"]   # (read back and let go before going back, as the worker's command does)
+    # back at the epoch's end on the same device, the optimizer state still on the GPU only, the run's learning rate
+    assert big["at_back"] == [1, 0, 8] and big["back_refused"] is None and big["back_on_gpu"]
+    assert abs(big["back_lr"] - 0.01) <= 1e-9
+    largest = big["least"] - big["parameters"]
+    assert big["back_peak"] <= largest + big["back_kept"] + 64 * 1024 < big["state"], (big["back_peak"], largest)
+    # ... and trains on with the CPU run's losses (and the uninterrupted GPU run's)
+    assert len(big["after_back"]) == 4
+    for c, u, r in zip(big["cpu_losses2"], big["uninterrupted"], big["after_back"]):
+        assert abs(r - c) <= 1e-5 * abs(c) and abs(r - u) <= 1e-5 * abs(u), (c, u, r)
+    print("back to the good checkpoint after a divergence: %d calls, heap peak %d B (largest moment %d B, the new "
+          "training keeps %d B), losses %s" % (big["back_calls"], big["back_peak"], largest, big["back_kept"],
+                                               big["after_back"]))
+
+
+def test_a_saved_run_reopened_with_the_state_on_the_gpu_takes_its_checkpoint_range_by_range(big):
+    # the moments went up to the device one at a time: the heap held one range, never the checkpoint or the state
+    assert big["reopened_on_gpu"] and big["reopened_refused"] is None and big["reopened_step"] == [8, 8]
+    largest = big["least"] - big["parameters"]
+    assert big["reopen_peak"] <= largest + big["reopen_kept"] + 64 * 1024 < big["state"], (big["reopen_peak"], largest)
+    assert big["parameters"] + big["reopen_peak"] <= big["budget"] < big["whole_peak"]   # (the whole read: over it)
+    # ... and the reopened run goes on with the uninterrupted run's losses (the CPU's and the GPU's)
+    assert len(big["after_reopen"]) == 4
+    for c, u, r in zip(big["cpu_losses2"], big["uninterrupted"], big["after_reopen"]):
+        assert abs(r - c) <= 1e-5 * abs(c) and abs(r - u) <= 1e-5 * abs(u), (c, u, r)
+    print("saved run reopened range by range: %d calls, heap peak %d B (the whole read's %d B; largest moment %d B, "
+          "the training keeps %d B, budget %d B), losses %s" % (big["reopen_calls"], big["reopen_peak"],
+                                                               big["whole_peak"], largest, big["reopen_kept"],
+                                                               big["budget"], big["after_reopen"]))

@@ -83,3 +83,46 @@ def test_a_damaged_truncated_compressed_or_foreign_checkpoint_is_refused(trained
     fewer.pop(next(iter(fewer)))
     with pytest.raises(CheckpointError, match="not one of this model's"):
         _load(blob, fewer)
+
+
+def test_going_back_to_a_good_checkpoint_the_worker_holds_is_refused_by_name_without_a_gpu(trained):
+    # (natively no WebGPU device is registered: the optimizer state the good checkpoint holds has nowhere to go)
+    from pytrain.webapp.common import WebappError
+    from pytrain.webapp.run_state import Good
+    from pytrain.webapp.session import Session
+    arts, blob = trained
+    session = Session()
+    session.use_model(dict(arts), {"name": "digits MLP"})
+    before = session.digest()
+    session.run.keep_good(Good(None, 1, 0, 8))   # (streamed at an epoch's end: the worker holds its bytes)
+    with pytest.raises(WebappError, match="only the GPU can take back, and there is no WebGPU device"):
+        session.restore_good(size=len(blob))
+    assert session.digest() == before and session.run.at.step == 0   # (nothing changed)
+
+
+def test_a_saved_run_reopened_range_by_range_is_the_run_reopened_whole():
+    # the worker's resumeSaved with a device holds the checkpoint and hands it over as Python asks (gpu_resume);
+    # natively no device: the moments come into the heap, and the run is the one the whole read gives, bit for bit
+    from pytrain.webapp.session import Session
+    rng = np.random.RandomState(1)
+    s = Session()
+    s.use_arrays(rng.rand(48, 784).astype(np.float32), np.arange(48) % 10, classes=[str(k) for k in range(10)])
+    s.build_digits("mlp", "AdamW")
+    s.configure(batch_size=8, lr=0.01)
+    s.train_for(budget_ms=1e9, max_steps=3)
+    snap = s.snapshot()
+    whole, ranged = Session(), Session()
+    whole.restore(snap["meta"], snap["artifacts"], snap["checkpoint"], snap["data"])
+    blob = snap["checkpoint"]
+    r, calls = ranged.restore(snap["meta"], snap["artifacts"], b"", snap["data"], checkpoint_size=len(blob)), 1
+    while not r.get("done"):
+        a, b = r["want"]
+        ctypes.memmove(r["into"], blob[a:b], b - a)
+        r, calls = ranged.gpu_resume(), calls + 1
+    assert not r["good_streamed"] and r["digest"] == whole.digest() == s.digest() and calls > 8
+    assert (r["epoch"], r["step"], r["epoch_step"]) == (whole.run.at.epoch, whole.run.at.step, whole.run.at.epoch_step)
+    assert ranged.checkpoint() == whole.checkpoint()   # (parameters, moments, step, properties)
+    assert ranged.run.good().checkpoint == whole.run.good().checkpoint
+    for _ in range(2):
+        got, want = (x.train_for(budget_ms=1e9, max_steps=2)["losses"] for x in (ranged, whole))
+        assert got == want

@@ -99,7 +99,7 @@ const COMMAND_TABLE = {
   } },
   evaluate: { py: "evaluate" },
   restoreGood: { idle: "going back", run: async () => {   // back to the last good checkpoint; the plots' history too
-    const res = py("restore_good");
+    const res = await gpuRestoreGood();   // (py restore_good, or the GPU's streamed good: training.js)
     res.history = trimHistory(res.step);
     return res;
   } },
@@ -170,8 +170,14 @@ async function resumeSaved() {
   if (!stored.meta || !stored.checkpoint || !stored.artifacts) throw new UserError("there is no saved run to resume", "NotFound");
   const meta = stored.meta;
   const digits = meta.data_source && meta.data_source.kind === "digits" ? await getDigits() : null;
-  const res = py("restore", { meta, artifacts: stored.artifacts, checkpoint: stored.checkpoint,
-                              data: stored.data || new Uint8Array(0), digits });
+  // With a WebGPU device the checkpoint stays here and goes over range by range (training.js gpuReopen): the
+  // optimizer state past the wasm heap's budget goes up to the GPU one moment at a time, never whole in the heap
+  const streamed = !!runtime.gpu && !!stored.artifacts.checkpoint;
+  let res = py("restore", { meta, artifacts: stored.artifacts,
+                            checkpoint: streamed ? new Uint8Array(0) : stored.checkpoint,
+                            checkpoint_size: streamed ? stored.checkpoint.length : 0,
+                            data: stored.data || new Uint8Array(0), digits });
+  if (streamed) res = gpuReopen(stored.checkpoint, res);
   res.history = adoptSavedRun(meta, py("status"));
   res.train = meta.train;
   res.savedDigest = meta.digest;

@@ -197,13 +197,41 @@ async function gpuRenew() {
     gpuFallback(refused);
     return;
   }
-  let r = py("gpu_resume", { size: blob.length });
-  while (!r.done) {   // (each range copied straight into the box Python made for it in the heap)
+  const r = gpuLoadRanges(blob, py("gpu_resume", { size: blob.length }));
+  runtime.gpuRewound = r.step;
+  console.warn("pytrain: the GPU device was lost; a new one resumes from the last good checkpoint, step " + r.step);
+}
+
+/** A checkpoint the worker holds handed to Python as it asks (pytrain/webapp/gpu_load.py), from its first answer `r`:
+ * each range copied straight into the box Python made for it in the heap; Python's last answer (`done`). */
+function gpuLoadRanges(blob, r) {
+  while (!r.done) {
     runtime.pyodide._module.HEAPU8.set(blob.subarray(r.want[0], r.want[1]), r.into);
     r = py("gpu_resume");
   }
-  runtime.gpuRewound = r.step;
-  console.warn("pytrain: the GPU device was lost; a new one resumes from the last good checkpoint, step " + r.step);
+  return r;
+}
+
+/** Going back to the last good checkpoint (after a divergence): with the optimizer state on the GPU only it is the
+ * one the worker kept at the epoch's end (gpuKeepGood), handed over range by range onto the device (a lost one first
+ * renewed); Python refuses by name where there is no device. Else Python's, from the heap. */
+async function gpuRestoreGood() {
+  if (runtime.gpuRenew) await gpuRenew();
+  const good = runtime.gpuGood, at = py("last_good");
+  const held = good && good.step === at.step && good.epoch === at.epoch ? good.checkpoint : null;
+  const r = py("restore_good", held ? { size: held.length } : {});
+  return r.want ? gpuExclusive(async () => gpuLoadRanges(held, r)) : r;
+}
+
+/** A saved run reopened from its checkpoint `blob` (IndexedDB's), handed over as Python asks from its first answer
+ * `r` (Session.restore with checkpoint_size): with the optimizer state on the GPU only, the blob is the run's last
+ * good checkpoint, kept here as an epoch's end keeps it (gpuKeepGood). The answer: restore's, with Python's last. */
+function gpuReopen(blob, r) {
+  runtime.gpuGood = null;   // (the run before this one's: its device renewal too)
+  runtime.gpuRenew = null;
+  const done = gpuLoadRanges(blob, r);
+  if (done.good_streamed) runtime.gpuGood = Object.assign({ checkpoint: blob }, py("last_good"));
+  return Object.assign({ data: r.data }, done);
 }
 
 /** Say once why the WebGPU device does not train (lost, or a model it cannot run): the CPU trains on. */
