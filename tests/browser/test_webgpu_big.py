@@ -270,6 +270,7 @@ reopened_slices.run(reopened, reopened_opt, reopened_run.at, work)   # steps 9-1
 
 END = r"""
 out["after_reopen"] = reopened_slices.finish()
+L.set_limits(max_heap_bytes=saved_budget)   # (the page is shared: later modules train under pytrain's own budget)
 out["cpu_losses"] = cpu_losses
 out["cpu_losses2"] = cpu_losses2
 json.dumps(out)
