@@ -195,6 +195,9 @@ def mark_noise(noise, params, names, x, y):
         np.maximum(v[0], share, out=v[0])
         v[1] += v[0]
 
+def allowance(noise, n, lr=0.01):   # how far parameter n's elements may differ: 2 lr x their summed shares
+    return noise[n][1] * (2 * lr) if n in noise else 0.0
+
 def at_noise(noise):   # per tensor: its elements whose gradient was at noise (a whole step's share), its size
     return {n: [int((v[0] >= 1).sum()), int(v[0].size)] for n, v in noise.items()}
 
@@ -205,8 +208,7 @@ def compare(got, want, noise, lr=0.01):
     # checkpoints got and want (bytes): each parameter's and moment's largest difference relative to want's largest
     # value, beyond what mark_noise allows; and got's optimizer step
     got, want = api.CheckpointState.load_checkpoint(got), api.CheckpointState.load_checkpoint(want)
-    params = {n: rel(got.parameters[n].data, want.parameters[n].data, noise[n][1] * (2 * lr) if n in noise
-                     else 0.0) for n in got.parameters}
+    params = {n: rel(got.parameters[n].data, want.parameters[n].data, allowance(noise, n, lr)) for n in got.parameters}
     moments = {p + "." + s: rel(a, want.optimizer_state.slots[p][s])
                for p, per in got.optimizer_state.slots.items() for s, a in per.items()}
     return params, moments, got.optimizer_state.step
@@ -261,8 +263,8 @@ len(batches)
 MLP_RESULTS = r"""
 gpu.commit()   # the parameters and moments read back (landed: the JS awaited the device) into the state
 names = cpu_module.parameter_names
-params = {n: rel(gpu_module.state.parameters[n].data, cpu_module.state.parameters[n].data,
-                 noise[n][1] * (2 * 0.01) if n in noise else 0.0) for n in names}
+params = {n: rel(gpu_module.state.parameters[n].data, cpu_module.state.parameters[n].data, allowance(noise, n))
+          for n in names}
 after = device().counts()
 json.dumps({"cpu": cpu_losses, "gpu": gpu.take_losses(), "params": params,
             "step": gpu_module.state.optimizer_state.step,

@@ -175,15 +175,21 @@ from pytrain.webapp.run_state import Good, TrainingRun
 run = TrainingRun()   # (the session's, as far as a resume reads it: the good checkpoint's position, its bytes not here)
 run.module, run.optimizer, run.at, run.lr = module, opt, at, 0.01
 run.keep_good(Good(None, 1, 0, 8))
+def ranged_steps(peak, start, more):
+    # the page's side of a ranged read, as the worker drives it: step(size) starts it, step() goes on after each range
+    # is copied in; its heap's peak and what stays (the new training) into ``peak``
+    def step(size=0):
+        if size:
+            tracemalloc.start()
+        r = start(size) if size else more()
+        if r.get("done"):
+            peak[:] = tracemalloc.get_traced_memory()[::-1]
+            tracemalloc.stop()
+        return json.dumps(r)
+    return step
+
 load_peak = [0, 0]
-def load_step(size=0):
-    if size:
-        tracemalloc.start()
-    r = slices.resume(run, size)
-    if r.get("done"):
-        load_peak[:] = tracemalloc.get_traced_memory()[::-1]   # (the peak; what stays: the new device's training)
-        tracemalloc.stop()
-    return json.dumps(r)
+load_step = ranged_steps(load_peak, lambda size: slices.resume(run, size), lambda: slices.resume(run))
 """
 
 RESUMED = r"""
@@ -212,14 +218,7 @@ BACK_START = r"""
 slices.commit()
 out["back_dropped"] = slices.training is None
 back_peak = [0, 0]
-def back_step(size=0):
-    if size:
-        tracemalloc.start()
-    r = slices.resume(run, size, back=True) if size else slices.resume(run)   # (size: the start)
-    if r.get("done"):
-        back_peak[:] = tracemalloc.get_traced_memory()[::-1]
-        tracemalloc.stop()
-    return json.dumps(r)
+back_step = ranged_steps(back_peak, lambda size: slices.resume(run, size, back=True), lambda: slices.resume(run))
 """
 
 BACK_DONE = r"""
@@ -251,14 +250,8 @@ reopened_run.module, reopened_run.optimizer, reopened_run.lr = reopened, reopene
 reopened_run.resume(Position(1, 0, 8))
 reopened_slices = GpuSlices()
 reopen_peak = [0, 0]
-def reopen_step(size=0):
-    if size:
-        tracemalloc.start()
-    r = reopened_slices.reopen(reopened_run, size, data[0]) if size else reopened_slices.resume(reopened_run)
-    if r.get("done"):
-        reopen_peak[:] = tracemalloc.get_traced_memory()[::-1]
-        tracemalloc.stop()
-    return json.dumps(r)
+reopen_step = ranged_steps(reopen_peak, lambda size: reopened_slices.reopen(reopened_run, size, data[0]),
+                           lambda: reopened_slices.resume(reopened_run))
 """
 
 REOPENED = r"""
