@@ -307,10 +307,20 @@ def decode(data: bytes, label: str) -> "tuple[OrderedDict[str, Parameter], Prope
     manifest = _manifest(z, label, bad)
 
     def get(path: Any, sha: Any, what: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
-        if not isinstance(path, str) or not isinstance(sha, str):
-            raise bad("%s: 'file' and 'sha256' must be strings" % what)
+        _check_ref(path, sha, what, bad)
         return member_array(z.read(path, what, limits.max_file_bytes), sha, what, shape, dtype, bad)
 
+    return _contents(manifest, get, bad)
+
+
+def _check_ref(path: Any, sha: Any, what: str, bad: Callable[[str], CheckpointError]) -> None:
+    if not isinstance(path, str) or not isinstance(sha, str):
+        raise bad("%s: 'file' and 'sha256' must be strings" % what)
+
+
+def _contents(manifest: Dict[str, Any], get: Callable[..., np.ndarray], bad: Callable[[str], CheckpointError]
+              ) -> "tuple[OrderedDict[str, Parameter], Properties, Optional[OptimizerState]]":
+    """decode's contents from the manifest, each member's array read by ``get``."""
     params = _parameters(manifest, get, bad)
     o = manifest.get("optimizer")
     opt = _optimizer_state(o, params, get, bad) if o is not None else None
@@ -320,6 +330,30 @@ def decode(data: bytes, label: str) -> "tuple[OrderedDict[str, Parameter], Prope
     except CheckpointError as e:
         raise bad(str(e)) from None
     return params, properties, opt
+
+
+#: a member decode reads: (file, sha256, what, shape, dtype)
+MemberRead = Tuple[Any, Any, str, tuple, np.dtype]
+#: what decode makes of a checkpoint: its parameters, properties and optimizer state
+Contents = Tuple["OrderedDict[str, Parameter]", Properties, Optional[OptimizerState]]
+
+
+def manifest_contents(manifest: Dict[str, Any], bad: Callable[[str], CheckpointError]
+                      ) -> Tuple["OrderedDict[str, Parameter]", Properties, Optional[OptimizerState],
+                                 Dict[int, MemberRead]]:
+    """What :func:`decode` makes of a checked manifest (:func:`check_manifest`), checked as it checks it, without
+    reading a member: the parameters and the optimizer state hold shape-only placeholders (zero bytes each), and
+    the member each placeholder stands for is ``reads[id(placeholder)]`` (to read with :func:`member_array`): for
+    a reader that fetches the members one at a time (a checkpoint outside the heap)."""
+    reads: Dict[int, MemberRead] = {}
+
+    def placeholder(path: Any, sha: Any, what: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        _check_ref(path, sha, what, bad)
+        a = np.broadcast_to(np.zeros((), dtype), shape)
+        reads[id(a)] = (path, sha, what, shape, dtype)
+        return a
+
+    return _contents(manifest, placeholder, bad) + (reads,)
 
 
 def _manifest(z: "_Archive", label: str, bad: Callable[[str], CheckpointError]) -> Dict[str, Any]:

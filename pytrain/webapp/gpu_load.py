@@ -12,8 +12,7 @@ from typing import Any, Callable, Dict, Generator, Optional, Tuple
 
 import numpy as np
 
-from pytrain.checkpoint import Properties
-from pytrain.checkpoint.zip_format import MEMBERS, check_manifest, member_array
+from pytrain.checkpoint.zip_format import MEMBERS, check_manifest, manifest_contents, member_array
 from pytrain.errors import CheckpointError
 
 #: a range of the checkpoint's bytes asked for, [start, end)
@@ -31,10 +30,10 @@ def _bad(why: str) -> CheckpointError:
 class LoadStream:
     """One streamed resume of ``size`` bytes: :meth:`ask` says which range of the checkpoint the worker's JS copies
     into the heap where (a box of its own), :meth:`next` takes it once there and asks for the next. ``install``
-    (called with the manifest once the parameters are in) returns the put(param, slot, array) that sends each
-    moment up to the GPU."""
+    (called with the checkpoint's properties and optimizer step once the parameters are in) returns the
+    put(param, slot, array) that sends each moment up to the GPU."""
 
-    def __init__(self, size: int, params: Dict[str, Any], install: Callable[[Dict[str, Any]], Callable]) -> None:
+    def __init__(self, size: int, params: Dict[str, Any], install: Callable[[Any, int], Callable]) -> None:
         self._params, self._install = params, install
         self._run = self._load(int(size))
         self._want: Range = next(self._run)
@@ -69,50 +68,21 @@ class LoadStream:
                 raise _bad("the archive has no member %r" % name)
             return (yield from _member(members[name], name))
         body, checksum = bytes((yield from read(MEMBERS[0]))), bytes((yield from read(MEMBERS[1])))
-        manifest = check_manifest(body, checksum, "(streamed)", _bad)
-        done = set()
-        for e in _entries(manifest.get("parameters")):
-            p = self._params.get(e.get("name")) if isinstance(e.get("name"), str) else None
-            if p is None or p.name in done or not isinstance(e.get("file"), str):
-                raise _bad("parameter entry %r is not one of this model's, stored once" % (e,))
-            what = "parameter %r" % p.name
-            np.copyto(p.data, member_array((yield from read(e["file"])), e.get("sha256"), what, p.data.shape,
-                                           p.data.dtype, _bad, copy=False))
-            done.add(p.name)
-        if len(done) != len(self._params):
-            raise _bad("it holds %d of the model's %d parameters" % (len(done), len(self._params)))
-        put = self._install(manifest)
-        for e in _entries(optimizer_of(manifest).get("state") or []):
-            p = self._params.get(e.get("param")) if isinstance(e.get("param"), str) else None
-            if p is None or not isinstance(e.get("file"), str):
-                raise _bad("optimizer state entry %r belongs to no parameter of this model" % (e,))
-            what = "optimizer state %s of %r" % (e.get("slot"), p.name)
-            put(p.name, e.get("slot"), member_array((yield from read(e["file"])), e.get("sha256"), what,
-                                                    p.data.shape, p.data.dtype, _bad, copy=False))
-
-
-def _entries(value: Any) -> Any:
-    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
-        raise _bad("the manifest's entries are not a list of objects: %r" % (value,))
-    return value
-
-
-def optimizer_of(manifest: Dict[str, Any]) -> Dict[str, Any]:
-    """The manifest's optimizer entry ({} without one), its step checked."""
-    opt = manifest.get("optimizer") or {}
-    step = opt.get("step", 0) if isinstance(opt, dict) else None
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise _bad("the optimizer entry %r has no step of 0 or more" % (opt,))
-    return opt
-
-
-def manifest_properties(manifest: Dict[str, Any]) -> Properties:
-    """The manifest's properties (checked as the Properties of a decoded checkpoint are)."""
-    props = manifest.get("properties") or {}
-    try:
-        return Properties(props)
-    except CheckpointError as e:
-        raise _bad(str(e)) from None
+        nominal, properties, opt, reads = manifest_contents(check_manifest(body, checksum, "(streamed)", _bad), _bad)
+        for name, q in nominal.items():   # (the checkpoint's parameters are this model's, as they are)
+            p = self._params.get(name)
+            if p is None or q.data is None or q.shape != p.data.shape or q.dtype != p.data.dtype:
+                raise _bad("parameter %r (%s) is not one of this model's, stored" % (name, q))
+        if len(nominal) != len(self._params):
+            raise _bad("it holds %d of the model's %d parameters" % (len(nominal), len(self._params)))
+        for name, p in self._params.items():
+            file, sha, what, shape, dtype = reads[id(nominal[name].data)]
+            np.copyto(p.data, member_array((yield from read(file)), sha, what, shape, dtype, _bad, copy=False))
+        put = self._install(properties, opt.step if opt is not None else 0)
+        for name, slots in (opt.slots if opt is not None else {}).items():
+            for slot, a in slots.items():
+                file, sha, what, shape, dtype = reads[id(a)]
+                put(name, slot, member_array((yield from read(file)), sha, what, shape, dtype, _bad, copy=False))
 
 
 def _directory(size: int) -> Reader:

@@ -20,12 +20,13 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 
 from pytrain.base import limits
+from pytrain.checkpoint import Properties
 from pytrain.device.webgpu import GpuTraining
 from pytrain.errors import InputError, PytrainError
 from pytrain.ops.webgpu import GpuTransferError, choice, device
 from pytrain.run.loop import Position
 from pytrain.webapp.common import WebappError
-from pytrain.webapp.gpu_load import LoadStream, manifest_properties, optimizer_of
+from pytrain.webapp.gpu_load import LoadStream
 from pytrain.webapp.gpu_save import SaveStream
 
 
@@ -213,7 +214,7 @@ class GpuSlices:
                 device().renewed()   # (the lost device's constants are gone)
             self.training = self._last = self._copying = self._save = None   # (its moments go: the good's come up)
             module.state.optimizer_state.slots = {}   # (the checkpoint's go up one by one)
-            self._load = LoadStream(size, module.state.parameters, lambda m: self._install(run, m))
+            self._load = LoadStream(size, module.state.parameters, lambda props, step: self._install(run, props, step))
             return self._load.ask()
         if self._load is None:
             raise PytrainError("no resume is under way (gpu_resume(size=...) first)")
@@ -246,19 +247,18 @@ class GpuSlices:
         except PytrainError:
             self._estimate = None
         module.state.optimizer_state.slots = {}   # (the checkpoint's come in one by one)
-        self._load = LoadStream(size, module.state.parameters, lambda m: self._install(run, m, gpu))
+        self._load = LoadStream(size, module.state.parameters, lambda props, step: self._install(run, props, step, gpu))
         return self._load.ask()
 
-    def _install(self, run: Any, manifest: Dict[str, Any], gpu: Optional[bool] = True) -> Callable[..., None]:
+    def _install(self, run: Any, props: Properties, step: int, gpu: Optional[bool] = True) -> Callable[..., None]:
         """The checkpoint's properties and optimizer step into the CheckpointState (its parameters are in), and the
         device's training, its moments zeros until each streamed one replaces its own (the returned put); ``gpu``
         None (a saved run reopened): only where the state must live on the GPU only and can, else False: the put
         keeps them in the heap."""
         state = run.module.state
-        props = manifest_properties(manifest)
         state.properties.clear()
         state.properties.update(props)
-        state.optimizer_state.step = optimizer_of(manifest).get("step", 0)
+        state.optimizer_state.step = step
         if gpu is None:
             gpu = self._estimate is not None and check_heap(run.module, self._estimate)
             self.refused = None   # (a new model: the device tries it, as a slice does)

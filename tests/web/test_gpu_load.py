@@ -35,8 +35,8 @@ def trained():
 def _load(blob: bytes, params):
     """The worker's side: each range asked for copied into the heap where Python asks (as training.js gpuRenew)."""
     moments, seen = {}, {}
-    def install(manifest):
-        seen["manifest"] = manifest
+    def install(props, step):
+        seen["installed"] = (props, step)
         return lambda p, slot, a: moments.setdefault(p, {}).__setitem__(slot, a.copy())
     stream = LoadStream(len(blob), params, install)
     r, widths = stream.ask(), []
@@ -45,21 +45,21 @@ def _load(blob: bytes, params):
         widths.append(b - a)
         ctypes.memmove(r["into"], blob[a:b], b - a)
         r = stream.next()
-    return moments, seen["manifest"], widths
+    return moments, seen["installed"], widths
 
 
 def test_the_ranges_give_the_checkpoint_decode_reads_a_member_at_a_time(trained):
     arts, blob = trained
     want = CheckpointState.load_checkpoint(blob)
     params = CheckpointState.load_checkpoint(arts["checkpoint"]).parameters   # (the heap's, at other values)
-    moments, manifest, widths = _load(blob, params)
+    moments, (props, step), widths = _load(blob, params)
     for n, p in want.parameters.items():
         assert np.array_equal(params[n].data, p.data), n
     assert {p: sorted(d) for p, d in moments.items()} == {p: sorted(d) for p, d in want.optimizer_state.slots.items()}
     for p, d in want.optimizer_state.slots.items():
         for slot, a in d.items():
             assert np.array_equal(moments[p][slot], a), (p, slot)
-    assert manifest["optimizer"]["step"] == 3 and manifest["properties"] == dict(want.properties)
+    assert step == 3 and dict(props) == dict(want.properties)
     largest = max(p.data.nbytes for p in want.parameters.values())
     assert max(widths) <= largest + 1024 < len(blob), (max(widths), largest)
 
