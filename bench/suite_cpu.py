@@ -3,11 +3,12 @@
 The machine is shared, so wall time says little: this counts the CPU time of every process the run starts
 (pytest, its xdist workers, Chromium, node, flwr's processes, venv builds), including orphans, by making itself
 the tree's child subreaper (prctl PR_SET_CHILD_SUBREAPER) and reaping with os.wait4. Per file and per test, a
-plugin loaded into each pytest process (``-p suite_cpu``) adds up the CPU of its own process subtree around each
-test's set-up, call and tear-down (module fixtures go to the test that set them up or tore them down; session
-fixtures such as the site build and Chromium's launch to the first test that asked for them). With one stream
-(``-p no:xdist``) the per-file numbers add up to nearly the total; processes orphaned mid-test are counted only
-in the total.
+plugin loaded into each pytest process (``-p suite_cpu``) adds up the CPU of the whole tree (this wrapper's, whose
+reaped orphans count in its children's time) around each test's set-up, call and tear-down (module fixtures go to the
+test that set them up or tore them down; session fixtures such as the site build and Chromium's launch to the first
+test that asked for them). Run one stream (``-p no:xdist``) for exact per-file numbers; under xdist each worker
+counts only its own process subtree (a process orphaned mid-test, such as Chromium when playwright's driver ends
+first, then leaves it), so per-file numbers are rough there and only the total is exact.
 
     nice python bench/suite_cpu.py [--out cpu.json] [--top 20] -- tests/browser/test_webgpu.py -x -q
     python bench/suite_cpu.py --compare before.json after.json
@@ -29,6 +30,7 @@ from typing import Dict, Iterator, List, Optional
 PR_SET_CHILD_SUBREAPER = 36
 TICK = float(os.sysconf("SC_CLK_TCK"))
 _DIR_ENV = "SUITE_CPU_DIR"
+_ROOT_ENV = "SUITE_CPU_ROOT"
 
 
 # ---------------------------------------------------------------------------- a process subtree's CPU time
@@ -64,12 +66,13 @@ def tree_cpu(root: int) -> float:
 
 # ---------------------------------------------------------------------------- the plugin in each pytest process
 class _Account:
-    def __init__(self) -> None:
+    def __init__(self, root: int) -> None:
         self.tests: Dict[str, float] = {}
-        self.last = tree_cpu(os.getpid())
+        self.root = root
+        self.last = tree_cpu(root)
 
     def charge(self, nodeid: str) -> None:
-        now = tree_cpu(os.getpid())
+        now = tree_cpu(self.root)
         self.tests[nodeid] = self.tests.get(nodeid, 0.0) + now - self.last
         self.last = now
 
@@ -80,7 +83,8 @@ _ACCOUNT: Optional[_Account] = None
 def pytest_sessionstart(session) -> None:
     global _ACCOUNT
     if os.environ.get(_DIR_ENV):
-        _ACCOUNT = _Account()
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        _ACCOUNT = _Account(os.getpid() if worker else int(os.environ[_ROOT_ENV]))
 
 
 def pytest_collection_finish(session) -> None:
@@ -121,7 +125,7 @@ def run(pytest_args: List[str]) -> dict:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
     here = str(Path(__file__).resolve().parent)
     with tempfile.TemporaryDirectory() as parts:
-        env = dict(os.environ, **{_DIR_ENV: parts})
+        env = dict(os.environ, **{_DIR_ENV: parts, _ROOT_ENV: str(os.getpid())})
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
         start = time.monotonic()
         child = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "suite_cpu"] + pytest_args, env=env)

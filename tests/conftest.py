@@ -59,14 +59,24 @@ def _reseed_grad_harness(request):
     grad_harness.reseed(request.node.name)
 
 
-#: under pytest-xdist (``PYTRAIN_TEST_STREAMS=2 python build.py test``), the folders of the longest test files first,
-#: so that the last files handed out are short ones and neither stream ends long after the other
+#: under pytest-xdist (``PYTRAIN_TEST_STREAMS=2 python build.py test``), the longest test files first (the last CI's
+#: durations, longest first), then the folders of the other long files, so that the last files handed out are short ones
+#: and neither stream ends long after the other. xdist hands each stream two files at the start, then one more each time
+#: one ends: the first four listed here go two to each stream (so the random walk's two seeds run at once).
+_LONGEST_FILES = ("browser/test_page_random_walk_1.py", "browser/test_page_random_walk_2.py", "browser/test_webgpu.py",
+                  "flower/test_flower.py", "browser/test_federation.py")
 _LONG_FIRST = ("browser", "flower")
 
 
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         def rank(item) -> int:
-            folder = item.path.parent.name if item.path.parent.parent == _HERE else ""
-            return _LONG_FIRST.index(folder) if folder in _LONG_FIRST else len(_LONG_FIRST)
+            if item.path.parent.parent == _HERE:
+                name = "%s/%s" % (item.path.parent.name, item.path.name)
+                if name in _LONGEST_FILES:
+                    return _LONGEST_FILES.index(name)
+                folder = item.path.parent.name
+                if folder in _LONG_FIRST:
+                    return len(_LONGEST_FILES) + _LONG_FIRST.index(folder)
+            return len(_LONGEST_FILES) + len(_LONG_FIRST)
         items.sort(key=rank)

@@ -14,7 +14,11 @@ kind comes in every deck: a seed's 350 actions (the default, ``PYTRAIN_WALK_ACTI
 7 times (the rarest: reload, download, take back, backbone, restore) and Start 42 times, whatever the seed; drawing
 each action independently instead gave one seed 23 reloads (a reload boots Python again: 5 s) and could give
 another none. ``PYTRAIN_WALK_SEEDS`` sets the seeds ("1,2"). Each seed replays the same walk; a failure names the
-seed, the action number and the walk so far."""
+seed, the action number and the walk so far.
+
+The walk's two test files (test_page_random_walk_1.py: the 1st, 3rd, ... seeds; test_page_random_walk_2.py: the
+2nd, 4th, ...) share this module: a file is what pytest-xdist's ``--dist loadfile`` hands one stream, so with one file
+per seed the two ~2-minute walks run on both streams at once instead of back to back on one."""
 from __future__ import annotations
 
 import os
@@ -31,9 +35,6 @@ from test_page_csv import messy_csv
 from test_page_unsupported_ops import _nms_model, _unique_model
 from test_page_what_trains import _three_layers
 from test_tables_and_models import _png
-
-#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
-pytestmark = pytest.mark.second_visit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
 from test_feature_head_flat import _extractor  # noqa: E402
@@ -296,8 +297,8 @@ class Walk:
                 raise AssertionError("action %d (%s) failed: %s\nthe walk: %s" % (i, name, e, " ".join(self.log))) from e
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_random_walk_over_the_page(context, site_url, tmp_path, seed):
+def walk_the_page(context, site_url, tmp_path, seed):
+    """One seed's walk of ``ACTIONS`` actions over a started app, checked after every action."""
     ctx, rec = context
     page = open_app(ctx, site_url, rec)
     wait_ready(page)
