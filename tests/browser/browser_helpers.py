@@ -139,6 +139,13 @@ def lent_or_fresh_context(request, browser, recorder: Recorder, warm: str = "war
         with request.getfixturevalue(warm).lend(recorder) as ctx:
             yield ctx
         return
+    with fresh_context(browser, recorder) as ctx:
+        yield ctx
+
+
+@contextmanager
+def fresh_context(browser, recorder: Recorder) -> Iterator[object]:
+    """A fresh browser context recorded by ``recorder`` (a first visit), closed afterwards."""
     ctx = new_context(browser, recorder)
     try:
         yield ctx

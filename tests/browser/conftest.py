@@ -111,6 +111,15 @@ def warm_camera_context(camera_browser, site_url) -> Iterator[WarmContext]:
     warm.ctx.close()
 
 
+@pytest.fixture(scope="session")
+def warm_gpu_context(gpu_browser, site_url) -> Iterator[WarmContext]:
+    """The WebGPU browser's context test_webgpu.py's app pages share (its page runs and the widget: one first visit,
+    then second visits; reset after each as the ``second_visit`` modules' context is)."""
+    warm = WarmContext(gpu_browser, site_url)
+    yield warm
+    warm.ctx.close()
+
+
 @pytest.fixture()
 def context(request, browser) -> Iterator[tuple]:
     """A browser context and the Recorder watching it: a fresh one closed after the test, or in a ``second_visit``

@@ -2,7 +2,9 @@
 really runs: headless Chromium's SwiftShader adapter (``--enable-unsafe-webgpu``), Pyodide 0.17.1 with pytrain
 from this checkout (bench/pages/webgpu_check.html). Every shader against the numpy kernel, forward and gradient,
 on odd sizes and broadcasts; the digits MLP trained 20 steps on the GPU against the same steps on the CPU.
-The WebGPU Chromium and its page (``gpu_browser``, ``gpu_page``) are conftest.py's, shared by the WebGPU modules."""
+The WebGPU Chromium and its page (``gpu_browser``, ``gpu_page``) are conftest.py's, shared by the WebGPU modules; the
+app's pages here (the page runs, the widget) assert nothing about a first visit, so they share one context of that
+browser (``warm_gpu_context``), its site storage cleared after each run."""
 from __future__ import annotations
 
 import base64
@@ -534,7 +536,18 @@ def test_mlp_reads_back_only_the_losses(mlp_run):
     assert counts["readbackBytes"] <= 4 * 20 + 4 * 3 * (784 * 128 + 128 + 128 * 10 + 10)
 
 
-def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose: str = "", budget: bool = False,
+@pytest.fixture(scope="module")
+def app_context(request, gpu_browser):
+    """``app_context(recorder)``: the WebGPU browser's context for one app page, recorded by ``recorder`` (the
+    shared one, reset after the page's run, or with PYTRAIN_TEST_FIRST_VISITS=1 a fresh one)."""
+    from browser_helpers import FIRST_VISITS, fresh_context
+
+    if FIRST_VISITS:
+        return lambda recorder: fresh_context(gpu_browser, recorder)
+    return request.getfixturevalue("warm_gpu_context").lend
+
+
+def _train_page(app_context, url: str, epochs: int = 1, lose_after: int = 0, choose: str = "", budget: bool = False,
                 then=None):
     """The page at ``url``: the digits MLP built on 1000 digits and trained ``epochs`` epochs (the GPU device
     destroyed once ``lose_after`` losses are in, when given; the Train panel's Device set to ``choose`` first,
@@ -543,12 +556,11 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose:
     set between the parameters + largest moment and the parameters + optimizer state (the state on the GPU only),
     and two more items: the worker's ``checkpoint`` command's bytes (streamed), base64, and whether the optimizer
     state was on the GPU only; ``then(page)``: what it gives, one more item."""
-    from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, configure_training, new_context,
-                                 open_app, wait_ms, wait_ready)
+    from browser_helpers import (LOAD_TIMEOUT_MS, Recorder, app_state, app_worker, configure_training, open_app,
+                                 wait_ms, wait_ready)
 
     rec = Recorder()
-    ctx = new_context(browser, rec)
-    try:
+    with app_context(rec) as ctx:
         page = open_app(ctx, url, rec)
         wait_ready(page)
         page.select_option("#digits-model", "mlp")
@@ -583,8 +595,6 @@ def _train_page(browser, url: str, epochs: int = 1, lose_after: int = 0, choose:
                worker.evaluate("() => runtime.gpuLost || null"),
                page.evaluate("() => document.getElementById('error').textContent"), before) + extra
         return out + ((then(page),) if then else ())   # (after the run's own items are read)
-    finally:
-        ctx.close()
 
 
 #: the worker's heap budget (absolute, as natively) between the parameters + largest moment and the parameters +
@@ -617,10 +627,10 @@ GOOD_B64 = """() => {
 
 
 @pytest.fixture(scope="module")
-def page_runs(gpu_browser, site_url):
+def page_runs(app_context, site_url):
     # the GPU run chooses the GPU in the page (auto leaves SwiftShader alone); the lost one opens with ?gpu=1
-    return {"gpu": _train_page(gpu_browser, site_url, choose="on"), "cpu": _train_page(gpu_browser, site_url, 2),
-            "lost": _train_page(gpu_browser, site_url + "?gpu=1", 2, lose_after=4)}
+    return {"gpu": _train_page(app_context, site_url, choose="on"), "cpu": _train_page(app_context, site_url, 2),
+            "lost": _train_page(app_context, site_url + "?gpu=1", 2, lose_after=4)}
 
 
 def _same_losses(got, want):
@@ -666,8 +676,8 @@ def test_a_lost_device_falls_back_to_the_cpu_with_the_same_losses(page_runs):
 
 
 @pytest.fixture(scope="module")
-def big_page_run(gpu_browser, site_url):
-    return _train_page(gpu_browser, site_url, choose="on", budget=True, then=_back_and_reopen)
+def big_page_run(app_context, site_url):
+    return _train_page(app_context, site_url, choose="on", budget=True, then=_back_and_reopen)
 
 
 def test_the_page_trains_past_the_heap_with_the_state_on_the_gpu(big_page_run, page_runs):
@@ -727,8 +737,8 @@ def test_the_page_goes_back_and_reopens_its_run_with_the_state_on_the_gpu(big_pa
 
 
 @pytest.fixture(scope="module")
-def big_lost_page_run(gpu_browser, site_url):
-    return _train_page(gpu_browser, site_url, 2, lose_after=20, choose="on", budget=True)
+def big_lost_page_run(app_context, site_url):
+    return _train_page(app_context, site_url, 2, lose_after=20, choose="on", budget=True)
 
 
 def test_the_page_resumes_on_a_new_device_when_the_state_on_the_gpu_is_lost(big_lost_page_run, page_runs):
@@ -979,16 +989,13 @@ WIDGET = """async () => {
 }"""
 
 
-def test_the_widget_chooses_and_shows_the_device(gpu_browser, site_url):
-    from browser_helpers import Recorder, new_context
+def test_the_widget_chooses_and_shows_the_device(app_context, site_url):
+    from browser_helpers import Recorder
 
-    ctx = new_context(gpu_browser, Recorder())
-    try:
+    with app_context(Recorder()) as ctx:
         page = ctx.new_page()
         page.goto(site_url + "config.json")   # (any page of the site: the widget's module and worker are same-origin)
         got = page.evaluate(WIDGET)
-    finally:
-        ctx.close()
     # gpu: true takes the software adapter; "auto" leaves it (and says why); false turns the GPU off
     assert got["on"]["device"].startswith("GPU: google swiftshader") and got["on"]["mode"] == "on", got
     assert got["auto"]["device"].startswith("CPU, ") and "software" in got["auto"]["reason"], got
