@@ -6,7 +6,11 @@ Also: a bad backbone is refused next to its file input, the run file downloads, 
 plots' legends stay inside their canvases on a 390 px wide phone screen."""
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,26 +28,58 @@ PREDICT = ("(x) => window.pytrainApp.client.call('predict', {x: new Float32Array
            % (SIDE, SIDE))
 
 
-def _backbone(tmp_path):
-    """bb.onnx + bb.onnx.data: Conv-BN-ReLU-Dropout-Conv-ReLU, 3x32x32 in, 8 feature maps out."""
-    torch = pytest.importorskip("torch")
+#: the backbone's files as torch's dynamo exporter writes them, committed with the digest of what made them
+#: (make_fixture.py there writes them again): the export costs ~6 CPU s the first time in a process, 2 after
+BACKBONE_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "backbone"
+
+
+def _backbone_net(torch):
+    """Conv-BN-ReLU-Dropout-Conv-ReLU, 3x32x32 in, 8 feature maps out, its weights and BatchNorm statistics seeded."""
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
                               torch.nn.Dropout(0.5), torch.nn.Conv2d(4, 8, 3, stride=2), torch.nn.ReLU())
     with torch.no_grad():
         net[1].running_mean.uniform_(-0.5, 0.5)
         net[1].running_var.uniform_(0.3, 3.0)
-    net.eval()
-    path = tmp_path / "bb.onnx"
+    return net.eval()
+
+
+def export_backbone(torch, net, folder: Path) -> None:
+    """bb.onnx + bb.onnx.data in ``folder``: torch's default (dynamo) exporter, the batch dynamic, the weights in
+    an external data file."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         prog = torch.onnx.export(net, (torch.zeros(2, 3, SIDE, SIDE),), dynamo=True, input_names=["img"],
                                  output_names=["maps"], dynamic_shapes={"input": {0: torch.export.Dim("b")}})
-        prog.save(str(path), external_data=True)
-    files = sorted(tmp_path.iterdir())
+        prog.save(str(folder / "bb.onnx"), external_data=True)
+
+
+def backbone_digest(torch, net) -> str:
+    """What determines the exported files: torch's version, the export's settings and the net's state."""
+    h = hashlib.sha256(("%s|dynamo, img %d x %d, batch dynamic, external data|" % (torch.__version__, SIDE, SIDE))
+                       .encode())
+    for name, v in sorted(net.state_dict().items()):
+        h.update(name.encode() + str(tuple(v.shape)).encode() + v.detach().numpy().tobytes())
+    h.update(str(net).encode())
+    return h.hexdigest()
+
+
+def _backbone(tmp_path):
+    """bb.onnx + bb.onnx.data (``_backbone_net`` exported by torch's dynamo exporter), as files for an input: the
+    committed ones when their digest is the one of the net and torch now (a fixture made from another fails,
+    naming the script that makes it again); PYTRAIN_LIVE_ORACLES=1 exports into ``tmp_path`` instead."""
+    torch = pytest.importorskip("torch")
+    net = _backbone_net(torch)
+    folder = BACKBONE_FIXTURE
+    if os.environ.get("PYTRAIN_LIVE_ORACLES") == "1":
+        folder = tmp_path
+        export_backbone(torch, net, folder)
+    elif json.loads((folder / "made.json").read_text())["digest"] != backbone_digest(torch, net):
+        pytest.fail("%s is stale (made from another net or another torch): run python %s"
+                    % (folder, folder / "make_fixture.py"))
+    files = sorted(p for p in folder.iterdir() if p.name.startswith("bb.onnx"))
     assert any(p.name.endswith(".data") for p in files), "expected the weights in an external data file"
-    return [{"name": p.name, "mimeType": "application/octet-stream", "buffer": p.read_bytes()}
-            for p in files if p.name.startswith("bb.onnx")]
+    return [{"name": p.name, "mimeType": "application/octet-stream", "buffer": p.read_bytes()} for p in files]
 
 
 def _legends_inside(page):
