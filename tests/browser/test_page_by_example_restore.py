@@ -1,6 +1,6 @@
 """Stale state in "By example": a run that comes back, resumed from this
-browser after a reload or taken back from its run file in a fresh browser, shows its classes (names)
-and examples (thumbnails, counts) in the gallery, since the model trains on them; the resumed run
+browser after a reload or taken back from its run file in another browser (none of its storage), shows its classes
+(names) and examples (thumbnails, counts) in the gallery, since the model trains on them; the resumed run
 predicts as before the reload and continues exactly as the run that never reloaded (a backbone run
 carries its features for that); deleting an example and building again works on the restored gallery
 as in the session that recorded it."""
@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, Recorder, app_state, new_context, open_app, train_epochs, wait_ready
+from browser_helpers import (wait_ms, LOAD_TIMEOUT_MS, Recorder, app_state, lent_or_fresh_context, open_app,
+                             train_epochs, wait_ready)
 from test_page_a11y import axe_violations, shoot
 from test_page_by_example import _hold_until, camera_page  # noqa: F401  (the fake-camera fixture)
 from test_page_by_example_backbone import PREDICT, SIDE, _backbone
@@ -120,7 +121,7 @@ def _batch_backbone(tmp_path):
 
 @pytest.mark.parametrize("backbone", ["torch", "batch"])
 def test_backbone_run_resumed_and_taken_back_shows_its_gallery_and_continues_exactly(
-        camera_page, site_url, tmp_path, backbone):  # noqa: F811
+        camera_page, site_url, tmp_path, backbone, request, browser):  # noqa: F811
     page, rec = camera_page
     page.set_input_files("#ex-backbone", files=(_backbone if backbone == "torch" else _batch_backbone)(tmp_path))
     page.wait_for_function("() => window.pytrainApp.backbone && window.pytrainApp.backbone.info", timeout=wait_ms(60_000))
@@ -170,10 +171,10 @@ def test_backbone_run_resumed_and_taken_back_shows_its_gallery_and_continues_exa
     announced = app_state(page, "a.announced")
     assert not [t for t in announced if "example" in t.lower()], announced   # the gallery is shown, not announced
 
-    # the run file in a fresh browser: the same gallery, and the saved backbone builds again as it is
+    # the run file in another browser (none of this one's storage: the session browser's context, its site storage
+    # cleared; a fresh one with PYTRAIN_TEST_FIRST_VISITS=1): the same gallery, and the saved backbone builds again
     rec2 = Recorder()
-    ctx = new_context(page.context.browser, rec2)
-    try:
+    with lent_or_fresh_context(request, browser, rec2) as ctx:
         fresh = open_app(ctx, site_url, rec2)
         wait_ready(fresh)
         fresh.click("button[data-tab=model]")
@@ -200,8 +201,6 @@ def test_backbone_run_resumed_and_taken_back_shows_its_gallery_and_continues_exa
         assert k == (8 if backbone == "torch" else 3) and model["params"] == model["head_params"] == k * 2 + 2
         assert app_state(fresh, "a.errors") == [] and axe_violations(fresh) == []
         assert rec2.foreign(site_url) == []
-    finally:
-        ctx.close()
     assert rec.foreign(site_url) == []
 
 
