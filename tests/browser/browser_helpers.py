@@ -97,6 +97,7 @@ class WarmContext:
 
     def __init__(self, browser, site_url: str) -> None:
         self.recorder = Recorder()
+        self.lent = False
         self.origin = "{0.scheme}://{0.netloc}".format(urlsplit(site_url))
         self.ctx = new_context(browser, self)
 
@@ -105,11 +106,13 @@ class WarmContext:
 
     @contextmanager
     def lend(self, recorder: Recorder) -> Iterator[object]:
-        self.recorder = recorder
+        # (lent twice, the inner lend's reset would close the outer holder's pages under it)
+        assert not self.lent, "the shared context is lent already (a module's started_app and a test's context?)"
+        self.recorder, self.lent = recorder, True
         try:
             yield self.ctx
         finally:
-            self.recorder = Recorder()
+            self.recorder, self.lent = Recorder(), False
             self.reset()
 
     def reset(self) -> None:

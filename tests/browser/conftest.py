@@ -21,8 +21,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 sys.path.insert(0, str(ROOT))
 import build  # noqa: E402  (the repository's build.py)
-from browser_helpers import (Recorder, WarmContext, checkout_page, pytrain_sources,  # noqa: E402
-                             lent_or_fresh_context)
+from browser_helpers import (Recorder, WarmContext, checkout_page, lent_or_fresh_context, open_app,  # noqa: E402
+                             pytrain_sources, wait_ready)
 
 
 @pytest.fixture(scope="session")
@@ -118,6 +118,19 @@ def warm_gpu_context(gpu_browser, site_url) -> Iterator[WarmContext]:
     warm = WarmContext(gpu_browser, site_url)
     yield warm
     warm.ctx.close()
+
+
+@pytest.fixture(scope="module")
+def started_app(request, browser, site_url) -> Iterator[tuple]:
+    """(page, recorder): the app started once for a whole module whose tests need only a started app and each set
+    what they use through the page's own controls (none asserts a first visit, a fresh page's defaults or what an
+    earlier test may have left: its errors, its model); in a ``second_visit`` module the shared context, lent for
+    the module (its tests then take no ``context``)."""
+    rec = Recorder()
+    with lent_or_fresh_context(request, browser, rec) as ctx:
+        page = open_app(ctx, site_url, rec)
+        wait_ready(page)
+        yield page, rec
 
 
 @pytest.fixture()

@@ -7,9 +7,11 @@ import pytest
 
 import numpy as np
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, train_epochs
 
-#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+#: the app starts once for the module (``started_app``), as a second visit: each test uploads its own file on the
+#: "Your table" tab, and neither asserts a fresh page's defaults (the second only that a binary file is refused, on a
+#: page where a table was built and trained before)
 pytestmark = pytest.mark.second_visit
 
 
@@ -30,10 +32,8 @@ def messy_csv(path):
     return path
 
 
-def test_messy_semicolon_table_builds_and_trains(context, site_url, tmp_path):
-    ctx, rec = context
-    page = open_app(ctx, site_url, rec)
-    wait_ready(page)
+def test_messy_semicolon_table_builds_and_trains(started_app, tmp_path):
+    page, _ = started_app
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", str(messy_csv(tmp_path / "messy.csv")))
     page.wait_for_function("() => document.getElementById('csv-label').options.length === 6", timeout=wait_ms(30_000))
@@ -69,10 +69,8 @@ def test_messy_semicolon_table_builds_and_trains(context, site_url, tmp_path):
     assert app_state(page, "a.errors") == []
 
 
-def test_binary_file_gets_a_clear_message(context, site_url):
-    ctx, rec = context
-    page = open_app(ctx, site_url, rec)
-    wait_ready(page)
+def test_binary_file_gets_a_clear_message(started_app):
+    page, _ = started_app
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", files=[{"name": "photo.csv", "mimeType": "text/csv",
                                               "buffer": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"}])

@@ -7,18 +7,17 @@ import pytest
 
 import numpy as np
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, train_epochs
 from test_page_a11y import axe_violations, shoot
-from test_page_task_guess import open_wine_table
+from test_page_task_guess import wine_table
 
-#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+#: the app starts once for the module (``started_app``), as a second visit: the first test asserts the panel empty
+#: before any run, which the app's start gives it; the second builds its own model and needs nothing else of the page
 pytestmark = pytest.mark.second_visit
 
 
-def test_confusion_matrix_and_parameters_after_a_digits_run(context, site_url):
-    ctx, rec = context
-    page = open_app(ctx, site_url, rec)
-    wait_ready(page)
+def test_confusion_matrix_and_parameters_after_a_digits_run(started_app):
+    page, _ = started_app
     assert page.locator("#learned-none").is_visible()
     page.select_option("#digits-count", "1000")
     page.click("#digits-build")
@@ -43,8 +42,9 @@ def test_confusion_matrix_and_parameters_after_a_digits_run(context, site_url):
     assert page.locator("#learned-none").is_visible()
 
 
-def test_predicted_against_true_for_a_regression(context, site_url, tmp_path):
-    page, _ = open_wine_table(context, site_url, tmp_path)
+def test_predicted_against_true_for_a_regression(started_app, tmp_path):
+    page, _ = started_app
+    wine_table(page, tmp_path)
     page.select_option("#csv-label", "proline")
     page.click("#csv-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)

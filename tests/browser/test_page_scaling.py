@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app, train_epochs, wait_ready
-from test_page_task_guess import open_wine_table, wine_csv
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, open_app, open_ready, train_epochs, wait_ready
+from test_page_task_guess import wine_csv, wine_table
 
 #: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
 pytestmark = pytest.mark.second_visit
@@ -25,7 +25,8 @@ def _wine_rows(path, label):
 
 def test_proline_regression_beats_the_mean_and_exports_in_its_units(context, site_url, tmp_path):
     ort = pytest.importorskip("onnxruntime")
-    page, csv_path = open_wine_table(context, site_url, tmp_path)
+    page, _ = open_ready(context, site_url)
+    csv_path = wine_table(page, tmp_path)
     page.select_option("#csv-label", "proline")
     page.click("#csv-build")
     page.wait_for_function("() => window.pytrainApp.model && window.pytrainApp.model.ready", timeout=LOAD_TIMEOUT_MS)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_ready
 
 #: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
 pytestmark = pytest.mark.second_visit
@@ -24,17 +24,14 @@ def wine_csv(path: Path) -> Path:
     return path
 
 
-def open_wine_table(context, site_url, tmp_path):
-    """The app on its "Your table" tab with wine.csv read (14 columns offered as the label); returns
-    (page, the CSV's path)."""
-    ctx, rec = context
-    page = open_app(ctx, site_url, rec)
-    wait_ready(page)
+def wine_table(page, tmp_path):
+    """The started app ``page`` on its "Your table" tab with wine.csv read (14 columns offered as the label);
+    returns the CSV's path."""
     csv_path = wine_csv(tmp_path / "wine.csv")
     page.click("button[data-tab=table]")
     page.set_input_files("#csv-file", str(csv_path))
     page.wait_for_function("() => document.getElementById('csv-label').options.length === 14", timeout=wait_ms(30_000))
-    return page, csv_path
+    return csv_path
 
 
 def test_explain_task_rules():
@@ -55,7 +52,8 @@ def _build(page, label):
 
 
 def test_wine_proline_is_regression_and_the_page_says_why(context, site_url, tmp_path):
-    page, _ = open_wine_table(context, site_url, tmp_path)
+    page, _ = open_ready(context, site_url)
+    wine_table(page, tmp_path)
     _build(page, "proline")
     data, model = app_state(page, "a.data"), app_state(page, "a.model")
     assert data["task"] == "regression" and model["loss"] == "MSELoss"
