@@ -10,10 +10,11 @@ import subprocess
 import sys
 import zipfile
 
-from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, open_app, train_epochs, wait_ready
+from browser_helpers import wait_ms, LOAD_TIMEOUT_MS, app_state, train_epochs, wait_ready
 from test_tables_and_models import iris_csv
 
-#: the app's starts here assert nothing about a first visit: they share one context, its storage cleared after each test
+#: the app starts once for the module (``started_app``), as a second visit: the second test needs only a started app
+#: (a file that is no artifact refused, naming it: the last error, whatever the first test left)
 pytestmark = pytest.mark.second_visit
 
 RUN_MEMBERS = {"training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint", "pytrain-run.json", "data.csv"}
@@ -32,10 +33,8 @@ def _digest(page):
     return page.evaluate("() => window.pytrainApp.client.call('digest')")
 
 
-def test_run_file_goes_back_into_the_page_the_widget_and_the_cli(context, browser, site_url, tmp_path):
-    ctx, rec = context
-    page = open_app(ctx, site_url, rec)
-    wait_ready(page)
+def test_run_file_goes_back_into_the_page_the_widget_and_the_cli(started_app, browser, site_url, tmp_path):
+    page, _ = started_app
     _train_iris(page, tmp_path, 2)
     step, digest = app_state(page, "a.step"), _digest(page)
     losses = app_state(page, "a.lossPoints()")
@@ -112,10 +111,8 @@ def test_run_file_goes_back_into_the_page_the_widget_and_the_cli(context, browse
         other.close()
 
 
-def test_not_an_artifact_is_named_with_what_it_is(context, site_url):
-    ctx, rec = context
-    page = open_app(ctx, site_url, rec)
-    wait_ready(page)
+def test_not_an_artifact_is_named_with_what_it_is(started_app):
+    page, _ = started_app
     page.click("button[data-tab=model]")
     page.set_input_files("#artifact-files", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello"}])
     page.click("#artifacts-use")
