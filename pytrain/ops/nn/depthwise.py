@@ -83,7 +83,7 @@ def dense_operators(W: np.ndarray, win: Window, dtype: np.dtype) -> np.ndarray:
     o = W.shape[0]
     wz = np.zeros((o, math.prod(win.kernel) + 1), dtype=dtype)  # the last column: no tap
     wz[:, :-1] = W.reshape(o, -1)
-    return wz[:, idx]  # (a fancy index: np.take along an axis is 1.5-5x slower, most on numpy 1.17)
+    return np.take(wz, idx, axis=1)
 
 
 def _finite(a: np.ndarray) -> bool:
