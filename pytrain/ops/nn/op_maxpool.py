@@ -62,8 +62,9 @@ def max_pool(ctx, X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
     if not ctx.wants(1):
         return (_separable_max(xp, win), None)
     y, win_tap = _scan_with_taps(xp, win)
-    offsets, base = _index_plan((tuple(X.shape), win.kernel, win.strides, win.dilations, win.pads_begin,
-                                 win.out_shape, int(storage_order)))
+    key = (tuple(X.shape), win.kernel, win.strides, win.dilations, win.pads_begin, win.out_shape, int(storage_order))
+    # (kept per shape only while small: a large map's origins are an int64 array of the output's size)
+    offsets, base = (_index_plan_kept if y.size <= _KEEP_INDEX_PLAN else _index_plan)(key)
     best = offsets[win_tap]  # (a fancy index: np.take is several times slower on small tables)
     best += base
     return (y, best)
@@ -103,12 +104,12 @@ def _scan_with_taps(xp: np.ndarray, win: Window) -> tuple:
     return y, win_tap
 
 
-@functools.lru_cache(maxsize=64)
 def _index_plan(key: tuple) -> tuple:
     """Each tap's flat offset in a spatial plane and, for every output position, its
     window origin's flat index into the whole input: Index = (n * C + c) * spatial size + origin +
     the winning tap's offset, with row-major spatial strides (column-major for storage_order 1).
-    Resolved once per shape and window (a model's pools see the same few; the arrays are read-only)."""
+    Resolved once per shape and window where kept (a model's pools see the same few; the arrays are
+    read-only)."""
     x_shape, kernel, strides, dilations, pads_begin, out_shape, storage_order = key
     rank = len(kernel)
     taps = list(itertools.product(*[range(k) for k in kernel]))  # (C order, as Window.taps)
@@ -133,3 +134,8 @@ def _index_plan(key: tuple) -> tuple:
     offsets.setflags(write=False)
     base.setflags(write=False)
     return offsets, base
+
+
+#: outputs up to this many elements keep their window origins between calls (16 shapes: 32 MB at most)
+_KEEP_INDEX_PLAN = 1 << 18
+_index_plan_kept = functools.lru_cache(maxsize=16)(_index_plan)

@@ -100,7 +100,7 @@ def input_grad_as_conv(dY: np.ndarray, X: np.ndarray, W: np.ndarray, win: Window
     spatial = tuple(slice(None, None, -1) for _ in win.kernel)
     flipped = np.ascontiguousarray(np.swapaxes(W, 0, 1)[(slice(None), slice(None)) + spatial])
     full = geometry("ConvGrad", dY.shape, win.kernel, None, win.dilations, begin + end, "NOTSET")
-    return convolve(dY, flipped.astype(X.dtype, copy=False), None, full, 1)
+    return convolve(dY, flipped.astype(X.dtype, copy=False), None, full, 1).astype(X.dtype, copy=False)
 
 
 def per_sample_conv_grad(dY: np.ndarray, X: np.ndarray, W: np.ndarray, win: Window,
