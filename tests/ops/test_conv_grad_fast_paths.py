@@ -52,6 +52,13 @@ CONV_CASES = [
     ((2, 3, 12, 12), (4, 3, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2])),
     ((2, 4, 13, 11), (5, 4, 5, 3), dict(pads=[2, 1, 0, 2], strides=[2, 2], dilations=[2, 1])),
     ((2, 3, 6, 7, 8), (4, 3, 3, 2, 3), dict(auto_pad="SAME_LOWER", strides=[2, 1, 2])),
+    # ungrouped, stride 1, fewer output than input channels: dX as a Conv of dY (and pads past the
+    # kernel's reach, where col2im stays)
+    ((2, 8, 9, 10), (3, 8, 3, 3), dict(pads=[1, 0, 2, 1])),
+    ((2, 7, 11, 9), (2, 7, 3, 2), dict(pads=[2, 1, 2, 0], dilations=[2, 3])),
+    ((2, 6, 13), (4, 6, 3), dict(auto_pad="SAME_UPPER")),
+    ((1, 6, 5, 6, 7), (2, 6, 3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1])),
+    ((2, 6, 6, 6), (3, 6, 3, 3), dict(pads=[3, 3, 3, 3])),
 ]
 
 

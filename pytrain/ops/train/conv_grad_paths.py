@@ -85,6 +85,24 @@ def _depthwise_input_grad(dY: np.ndarray, X: np.ndarray, W: np.ndarray, win: Win
     return convolve(dY, flipped, None, full, c)
 
 
+def input_grad_as_conv(dY: np.ndarray, X: np.ndarray, W: np.ndarray, win: Window) -> Optional[np.ndarray]:
+    """dX of an ungrouped stride-1 Conv as a Conv of dY with W's flipped transpose ``(C, M, *kernel)``
+    (the full correlation over just the input's extent), or None where the pads reach past the
+    kernel. Its im2col copies dY's M channels, not C: where M < C (DBNet's 32 -> 8 and 24 -> 16
+    3x3 convs) that is C/M times less than the column gradient col2im adds back tap by tap."""
+    if any(st != 1 for st in win.strides):
+        return None
+    begin = tuple((k - 1) * d - pb for k, d, pb in zip(win.kernel, win.dilations, win.pads_begin))
+    end = tuple(i - o - b + (k - 1) * d
+                for i, o, b, k, d in zip(win.in_shape, win.out_shape, begin, win.kernel, win.dilations))
+    if min(begin + end) < 0:
+        return None
+    spatial = tuple(slice(None, None, -1) for _ in win.kernel)
+    flipped = np.ascontiguousarray(np.swapaxes(W, 0, 1)[(slice(None), slice(None)) + spatial])
+    full = geometry("ConvGrad", dY.shape, win.kernel, None, win.dilations, begin + end, "NOTSET")
+    return convolve(dY, flipped.astype(X.dtype, copy=False), None, full, 1).astype(X.dtype, copy=False)
+
+
 def per_sample_conv_grad(dY: np.ndarray, X: np.ndarray, W: np.ndarray, win: Window,
                          wants: Tuple[bool, bool, bool]) -> Grads:
     """dX, dW, dB of an ungrouped Conv as per-sample products in the ``(N, C, *spatial)`` layout:
@@ -101,7 +119,9 @@ def per_sample_conv_grad(dY: np.ndarray, X: np.ndarray, W: np.ndarray, win: Wind
         else:
             cols = window_view(pad_spatial(X, win), win).reshape(n, -1, positions)  # (N, C*K, L)
         dW = np.matmul(dy, cols.transpose(0, 2, 1)).sum(axis=0).reshape(W.shape).astype(W.dtype, copy=False)
-    if wants[0]:
+    if wants[0] and not pointwise and m < c:
+        dX = input_grad_as_conv(dY, X, W, win)
+    if wants[0] and dX is None:
         dcols = np.matmul(W.reshape(m, -1).T.astype(X.dtype, copy=False), dy)  # (N, C*K, L)
         if pointwise:
             dX = dcols.reshape(X.shape)
