@@ -211,14 +211,15 @@ fn tree(lid: u32) -> f32 {
   let inner = P[1];
   if (i >= P[0] * inner) { return; }
   T3[i] = T1[u32(T2[i / inner]) * inner + i % inner];`],
-    // GatherGrad of rows: dX[r, j] sums, in order, dY[q, j] over the q whose index is r. P = count, inner, size
+    // GatherGrad of rows: dX[r, j] sums, in index order, dY[q, j] over the q whose index is r: row r's q are
+    // T2[P[2] + 1 + p] for p in T2[r] .. T2[r + 1] (pytrain/ops/webgpu/nn.py's row_list). P = inner, size, rows
     gather_rows_grad: [["r", "ri", "w"], [64, 1, 1], `
   let i = flat(g);
-  let inner = P[1];
-  if (i >= P[2]) { return; }
-  let r = i32(i / inner); let j = i % inner;
+  let inner = P[0];
+  if (i >= P[1]) { return; }
+  let r = i / inner; let j = i % inner; let base = P[2] + 1u;
   var acc = 0.0;
-  for (var q = 0u; q < P[0]; q = q + 1u) { if (T2[q] == r) { acc = acc + T1[q * inner + j]; } }
+  for (var p = u32(T2[r]); p < u32(T2[r + 1u]); p = p + 1u) { acc = acc + T1[u32(T2[base + p]) * inner + j]; }
   T3[i] = acc;`],
     // LayerNormalization over rows of n: mean, 1 / sqrt(var + eps), y = (x - mean) * inv * scale (+ b).
     // P = rows, n, eps bits, hasB

@@ -67,15 +67,16 @@ fn erf1(v: f32) -> f32 {
   if (i >= P[0] * count * inner) { return; }
   let k = i % inner; let r = i / inner; let j = r % count; let o = r / count;
   T3[i] = T1[(o * P[3] + u32(T2[j])) * inner + k];`],
-    // its gradient: dX[o, row, k] sums, in index order, dY[o, j, k] over the j whose index is row
+    // its gradient: dX[o, row, k] sums, in index order, dY[o, j, k] over the j whose index is row: the row list's
+    // T2[rows + 1 + p] for p in T2[row] .. T2[row + 1] (pytrain/ops/webgpu/nn.py's row_list)
     gather_axis_grad: [["r", "ri", "w"], [64, 1, 1], `
   let i = flat(g);
   let count = P[1]; let inner = P[2]; let rows = P[3];
   if (i >= P[0] * rows * inner) { return; }
   let k = i % inner; let r = i / inner; let row = r % rows; let o = r / rows;
   var acc = 0.0;
-  for (var j = 0u; j < count; j = j + 1u) {
-    if (u32(T2[j]) == row) { acc = acc + T1[(o * count + j) * inner + k]; }
+  for (var p = u32(T2[row]); p < u32(T2[row + 1u]); p = p + 1u) {
+    acc = acc + T1[(o * count + u32(T2[rows + 1u + p])) * inner + k];
   }
   T3[i] = acc;`],
     // C[b] = op(A[b]) @ op(B[b]) with broadcast batch axes: P = m, n, k, transA, transB, batch rank, batch dims,

@@ -135,9 +135,9 @@ def gather_grad(ctx: OpContext, dY: Any, indices: Any, X: Any, *, axis: int = 0)
     if a == 0:
         return nn.gather_grad(ctx, dY, indices, X, axis=0)
     rows = int(X.shape[a])
-    idx = nn.row_indices(indices, rows)
     outer, inner, count = _prod(X.shape[:a]), _prod(X.shape[a + 1:]), _prod(indices.shape)
-    if idx is None or _prod(dY.shape) != outer * count * inner:
+    idx = nn.row_list(indices, rows) if _prod(dY.shape) == outer * count * inner else None
+    if idx is None:
         return None
     dev = device()
     dx = dev.empty(X.shape)

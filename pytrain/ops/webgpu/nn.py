@@ -16,13 +16,22 @@ from pytrain.ops.webgpu import GpuTensor, device, on_gpu
 _F32 = np.dtype(np.float32)
 
 
-def row_indices(indices: Any, rows: int) -> Optional[GpuTensor]:
-    """Gather's indices into ``rows`` rows on the GPU, flat, checked and made non-negative on their host copy
-    (kept); None without one, or out of range (the CPU kernel then names the error)."""
+def _host_rows(indices: Any, rows: int) -> Optional[np.ndarray]:
+    """The host copy of Gather's integer indices into ``rows`` rows; None without one, or out of range (the CPU
+    kernel then names the error)."""
     host = indices.host if isinstance(indices, GpuTensor) else np.asarray(indices)
     if host is None or np.dtype(host.dtype).kind not in "iu":
         return None
     if host.size and (host.min() < -rows or host.max() >= rows):
+        return None
+    return host
+
+
+def row_indices(indices: Any, rows: int) -> Optional[GpuTensor]:
+    """Gather's indices into ``rows`` rows on the GPU, flat, checked and made non-negative on their host copy
+    (kept); None without one, or out of range (the CPU kernel then names the error)."""
+    host = _host_rows(indices, rows)
+    if host is None:
         return None
     if isinstance(indices, GpuTensor) and not (host.size and host.min() < 0):
         return indices
@@ -30,6 +39,27 @@ def row_indices(indices: Any, rows: int) -> Optional[GpuTensor]:
     # (read-only indices, a constant's: GPT-2's positions, uploaded once)
     return dev.constant(host, "rows%d" % rows, lambda: dev.upload(np.where(host < 0, host + rows, host).reshape(-1)
                                                                   .astype(np.int64), keep_host=True))
+
+
+def _row_list(host: np.ndarray, rows: int) -> np.ndarray:
+    """``rows + 1`` offsets, then the positions of the flat indices in index order grouped by row: row r's
+    positions are ``list[rows + 1 + list[r]:rows + 1 + list[r + 1]]``."""
+    flat = host.reshape(-1).astype(np.int64)
+    flat = np.where(flat < 0, flat + rows, flat).astype(np.intp)   # (bincount takes intp: int32 in Pyodide)
+    offsets = np.zeros(rows + 1, np.intp)
+    np.cumsum(np.bincount(flat, minlength=rows), out=offsets[1:])
+    return np.concatenate([offsets, np.argsort(flat, kind="stable")]).astype(np.int32)
+
+
+def row_list(indices: Any, rows: int) -> Optional[GpuTensor]:
+    """GatherGrad's indices into ``rows`` rows as a row list on the GPU (:func:`_row_list`, built on their host
+    copy, once for a constant's): each row's gradient then sums only its own positions, in index order (the same
+    additions as scanning every index). None as :func:`row_indices`."""
+    host = _host_rows(indices, rows)
+    if host is None:
+        return None
+    dev = device()
+    return dev.constant(host, "rowlist%d" % rows, lambda: dev.upload(_row_list(host, rows)))
 
 
 def gather(ctx: OpContext, data: Any, indices: Any, *, axis: int = 0) -> Optional[Tuple[GpuTensor]]:
@@ -48,18 +78,18 @@ def gather(ctx: OpContext, data: Any, indices: Any, *, axis: int = 0) -> Optiona
 
 
 def gather_grad(ctx: OpContext, dY: Any, indices: Any, X: Any, *, axis: int = 0) -> Optional[Tuple[GpuTensor]]:
-    """GatherGrad of rows (axis 0): each row of dX sums, in order, the dY rows whose index is it."""
+    """GatherGrad of rows (axis 0): each row of dX sums, in order, the dY rows whose index is it (its row list's)."""
     if axis != 0 or len(X.shape) < 1 or np.dtype(dY.dtype) != _F32:
         return None
     rows = int(X.shape[0])
-    idx = row_indices(indices, rows)
     count = int(np.prod(indices.shape, dtype=np.int64))
     inner = int(np.prod(X.shape[1:], dtype=np.int64))
-    if idx is None or int(np.prod(dY.shape, dtype=np.int64)) != count * inner:
+    idx = row_list(indices, rows) if int(np.prod(dY.shape, dtype=np.int64)) == count * inner else None
+    if idx is None:
         return None
     dev = device()
     dx = dev.empty(X.shape)
-    dev.dispatch("gather_rows_grad", dx.size, [on_gpu(dY), idx, dx], [count, inner, dx.size])
+    dev.dispatch("gather_rows_grad", dx.size, [on_gpu(dY), idx, dx], [inner, dx.size, rows])
     return (dx,)
 
 
