@@ -132,14 +132,30 @@ DEPTHWISE = [
 ]
 
 
-def test_depthwise_conv2d_equals_the_numpy_conv(wasm_path, tmp_path):
+#: MobileNetV3's late depthwise layers (5x5 over 2x6 and 3x12 planes, stride 1 and 2) at odd sizes: N not a
+#: multiple of 4 (lanes past N), a channel multiplier, a dilation, asymmetric pads, a kernel past the input
+DEPTHWISE_LANES = [
+    ((5, 7, 2, 6), 1, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
+    ((3, 6, 3, 13), 1, (5, 5), (2, 2), (2, 2, 2, 2), (1, 1)),
+    ((6, 3, 3, 12), 2, (5, 5), (1, 1), (2, 1, 1, 2), (1, 1)),
+    ((2, 4, 7, 9), 1, (3, 3), (2, 1), (0, 1, 2, 0), (1, 2)),
+    ((4, 2, 2, 3), 1, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_depthwise_conv2d_equals_the_numpy_conv(wasm_path, tmp_path, lanes):
     """pytrain_depthwise_conv2d gives the numpy Conv kernel's output (group == C) for strides,
     asymmetric pads, dilations, a channel multiplier, with and without bias: float32 sums of the
-    same terms in the same order (numpy's BLAS may order them differently natively, hence 1e-6)."""
+    same terms in the same order (numpy's BLAS may order them differently natively, hence 1e-6); by the
+    row walk and with the images as SIMD lanes over padded planes (its output and scratch starting as NaN)."""
+    from pytrain.ops.wasm.conv import depthwise_lanes_scratch
+
     conv = get_kernel("Conv").numpy_fn
     rng = np.random.default_rng(13)
     cases, inputs, expected = [], [], []
-    for xs, mult, k, st, pads, dil, has_bias in DEPTHWISE:
+    for i, (xs, mult, k, st, pads, dil, *bias) in enumerate(DEPTHWISE + DEPTHWISE_LANES):
+        has_bias = bias[0] if bias else i % 2 == 0
         n, c, h, w = xs
         m = c * mult
         x = rng.standard_normal(xs).astype(np.float32)
@@ -153,11 +169,17 @@ def test_depthwise_conv2d_equals_the_numpy_conv(wasm_path, tmp_path):
         if has_bias:
             bufs.append({"len": m, "fill": True})
             inputs.append(b)
-        bufs.append({"len": y.size, "fill": False})
+        out = len(bufs)
+        bufs.append({"len": y.size, "fill": lanes})
         oh, ow = win.out_shape
-        cases.append({"fn": "depthwise_conv2d", "buffers": bufs, "read": [len(bufs) - 1],
-                      "args": ["$0", "$1", "$2" if has_bias else 0, "$%d" % (len(bufs) - 1), n, c, mult,
-                               h, w, k[0], k[1], oh, ow, st[0], st[1], dil[0], dil[1], pads[0], pads[1]]})
+        args = ["$0", "$1", "$2" if has_bias else 0, "$%d" % out, n, c, mult, h, w, k[0], k[1], oh, ow, st[0],
+                st[1], dil[0], dil[1], pads[0], pads[1], 0]
+        if lanes:
+            size = depthwise_lanes_scratch(n, win, 1)
+            bufs.append({"len": size, "fill": True})
+            inputs += [np.full(y.size, np.nan, np.float32), np.full(size, np.nan, np.float32)]
+            args[-1] = "$%d" % (out + 1)
+        cases.append({"fn": "depthwise_conv2d", "buffers": bufs, "read": [out], "args": args})
         expected.append((y, x, wt, b, c, st, pads, dil))
     got = _call_kernels(wasm_path, tmp_path, cases, inputs)
     for g, (y, x, wt, b, c, st, pads, dil) in zip(got, expected):
@@ -749,17 +771,6 @@ def test_conv2d_grad_equals_the_numpy_conv_grad(wasm_path, tmp_path, case):
     _assert_grads(got[:2], want)
     _assert_grads(got[2:3], want[:1])
     _assert_grads(got[3:], want[1:])
-
-
-#: MobileNetV3's late depthwise gradients (5x5 over 2x6 and 3x12 planes, stride 1 and 2) at odd sizes: N not a
-#: multiple of 4 (lanes past N), a channel multiplier, a dilation, asymmetric pads, a kernel past the input
-DEPTHWISE_LANES = [
-    ((5, 7, 2, 6), 1, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
-    ((3, 6, 3, 13), 1, (5, 5), (2, 2), (2, 2, 2, 2), (1, 1)),
-    ((6, 3, 3, 12), 2, (5, 5), (1, 1), (2, 1, 1, 2), (1, 1)),
-    ((2, 4, 7, 9), 1, (3, 3), (2, 1), (0, 1, 2, 0), (1, 2)),
-    ((4, 2, 2, 3), 1, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
-]
 
 
 def _depthwise_grad_case(x, wt, dy, win, mult, st, dil, lanes: bool) -> tuple:
