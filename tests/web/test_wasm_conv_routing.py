@@ -5,6 +5,8 @@ sizes. The committed kernels.wasm (test_wasm_gemm.py's harness; the kernels them
 in test_wasm_layer_kernels.py)."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -25,20 +27,29 @@ _POINTERS = {"depthwise_conv2d": (4, (3,)), "depthwise_conv2d_grad": (5, (3, 4))
 class _NodeKernels:
     """pytrain.ops.wasm's ``kernels`` and ``ptr`` for conv.py, in Node: a pointer is 1 + an index into the arrays
     handed over (0 stays "none"); calls are kept and run together by :meth:`run`, which writes back what each
-    kernel wrote into the arrays conv.py returned."""
+    kernel wrote into the arrays conv.py returned. Only weak references are kept until the call: an array freed
+    before the kernel runs (its memory reused in the tab) fails the test."""
 
     def __init__(self) -> None:
-        self.arrays, self.calls = [], []
+        self.refs, self.arrays, self.calls = [], [], []
 
     def ptr(self, a: np.ndarray) -> int:
         assert a.dtype == np.float32 and a.flags.c_contiguous
-        self.arrays.append(a)
-        return len(self.arrays)
+        self.refs.append(weakref.ref(a))
+        return len(self.refs)
 
     def __getattr__(self, name: str):
         if name not in _POINTERS:
             raise AttributeError(name)
-        return lambda *args: self.calls.append((name, args))
+        return lambda *args: self._call(name, args)
+
+    def _call(self, name: str, args: tuple) -> None:
+        lead = _POINTERS[name][0]
+        for p in list(args[:lead]) + [args[-1]]:
+            if p:
+                assert self.refs[p - 1]() is not None, "%s: an argument's array was freed before the call" % name
+        self.arrays = [r() for r in self.refs]  # (held from here on)
+        self.calls.append((name, args))
 
     def run(self, tmp_path) -> None:
         cases, inputs, targets = [], [], []

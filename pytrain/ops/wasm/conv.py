@@ -164,7 +164,8 @@ def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, a
         y = np.empty((n, m) + X.shape[2:], dtype=F32)
     else:
         y = np.empty((n, m, args[7], args[8]), dtype=F32)  # (oh, ow)
-    tmp = ptr(np.empty(scratch, dtype=F32)) if scratch else 0
+    work = np.empty(scratch, dtype=F32) if scratch else None  # (held until the kernel has run)
+    tmp = ptr(work) if scratch else 0
     bias = ptr(B) if B is not None else 0
     if name == "depthwise_conv2d":
         kernels.depthwise_conv2d(ptr(X), ptr(W), bias, ptr(y), *args, tmp)
@@ -172,6 +173,7 @@ def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, a
         kernels.conv1x1(ptr(X), ptr(W), bias, ptr(y), *args, tmp)
     else:
         kernels.conv2d(ptr(X), ptr(W), bias, ptr(y), *args, tmp)
+    del work
     return (y,)
 
 
@@ -340,11 +342,13 @@ def conv_grad(ctx, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, auto_pad: st
     dw = np.empty(W.shape, dtype=F32) if want_dw else None
     if want_dx or want_dw:
         pdx, pdw = ptr(dx) if want_dx else 0, ptr(dw) if want_dw else 0
-        tmp = ptr(np.empty(scratch, dtype=F32)) if scratch else 0
+        work = np.empty(scratch, dtype=F32) if scratch else None  # (held until the kernel has run)
+        tmp = ptr(work) if scratch else 0
         if depthwise:
             kernels.depthwise_conv2d_grad(ptr(X), ptr(W), ptr(dY), pdx, pdw, *args, tmp)
         else:
             kernels.conv2d_grad(ptr(X), ptr(W), ptr(dY), pdx, pdw, *args, tmp)
+        del work
     db = None
     if want_db:
         n, m = dY.shape[0], dY.shape[1]
