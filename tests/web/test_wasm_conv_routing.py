@@ -92,6 +92,7 @@ def test_conv_and_conv_grad_routing_equal_numpy(tmp_path, monkeypatch, name):
     kern = _NodeKernels()
     monkeypatch.setattr(wasm_conv, "kernels", kern)
     monkeypatch.setattr(wasm_conv, "ptr", kern.ptr)
+    monkeypatch.setattr(wasm_conv, "_KEPT", {})  # (the kept scratch's address is this test's stub's)
     xs, ws, group, strides, pads = CASES[name]
     rng = np.random.default_rng(sum(map(ord, name)))
     x = rng.standard_normal(xs).astype(np.float32)

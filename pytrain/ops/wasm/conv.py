@@ -91,6 +91,28 @@ def depthwise_lanes_scratch(n: int, win, planes: int = 2) -> int:
     return (planes * hp * wp + oh * ow) * ((n + 3) // 4 * 4)
 
 
+#: The kernels' scratch up to this many floats (1 MiB) is one buffer kept between calls (grown as needed): in
+#: Pyodide an np.empty and its address cost ~15 us a call (Chromium, load 6), for ~80 Conv/ConvGrad calls of a
+#: MobileNetV3 step; larger scratch (DBNet's wide planes) is allocated per call and freed after it.
+SCRATCH_KEPT_FLOATS = 1 << 18
+_KEPT: Dict[str, Tuple[np.ndarray, int]] = {}
+
+
+def _scratch(size: int) -> Tuple[Optional[np.ndarray], int]:
+    """(an array the caller holds until its kernel has run, its address) of at least ``size`` float32
+    values, uninitialised (no kernel reads scratch it has not written); (None, 0) for none."""
+    if not size:
+        return None, 0
+    if size > SCRATCH_KEPT_FLOATS:
+        work = np.empty(size, dtype=F32)
+        return work, ptr(work)
+    kept = _KEPT.get("buffer")
+    if kept is None or kept[0].size < size:
+        work = np.empty(max(size, 1 << 12), dtype=F32)
+        kept = _KEPT["buffer"] = (work, ptr(work))
+    return kept
+
+
 def _key_part(v) -> Optional[tuple]:
     return None if v is None else tuple(v)
 
@@ -164,8 +186,7 @@ def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, a
         y = np.empty((n, m) + X.shape[2:], dtype=F32)
     else:
         y = np.empty((n, m, args[7], args[8]), dtype=F32)  # (oh, ow)
-    work = np.empty(scratch, dtype=F32) if scratch else None  # (held until the kernel has run)
-    tmp = ptr(work) if scratch else 0
+    work, tmp = _scratch(scratch)  # (work: held until the kernel has run)
     bias = ptr(B) if B is not None else 0
     if name == "depthwise_conv2d":
         kernels.depthwise_conv2d(ptr(X), ptr(W), bias, ptr(y), *args, tmp)
@@ -342,8 +363,7 @@ def conv_grad(ctx, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, auto_pad: st
     dw = np.empty(W.shape, dtype=F32) if want_dw else None
     if want_dx or want_dw:
         pdx, pdw = ptr(dx) if want_dx else 0, ptr(dw) if want_dw else 0
-        work = np.empty(scratch, dtype=F32) if scratch else None  # (held until the kernel has run)
-        tmp = ptr(work) if scratch else 0
+        work, tmp = _scratch(scratch)  # (work: held until the kernel has run)
         if depthwise:
             kernels.depthwise_conv2d_grad(ptr(X), ptr(W), ptr(dY), pdx, pdw, *args, tmp)
         else:
