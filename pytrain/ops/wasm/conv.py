@@ -1,5 +1,6 @@
 """Convolutions and pooling on the wasm kernels: im2col/col2im columns (im2col.c), depthwise and
-pointwise Conv (conv.c), FusedConv's clip (elementwise.c), MaxPool and its gradient (pool.c).
+pointwise Conv and their gradients (conv.c; narrow depthwise rows with the images as SIMD lanes,
+depthwise.c), FusedConv's clip (elementwise.c), MaxPool and its gradient (pool.c).
 """
 from __future__ import annotations
 
