@@ -808,11 +808,23 @@ def test_depthwise_conv2d_grad_equals_the_numpy_conv_grad(wasm_path, tmp_path, l
     _assert_grads(_call_kernels(wasm_path, tmp_path, cases, inputs), want)
 
 
-def test_depthwise_grad_lanes_keep_numpys_non_finite_values(wasm_path, tmp_path):
-    """The lanes path's NaN and infinities are the numpy ConvGrad's: an inf of X at the border stays inf in
-    dW's taps that read it (never 0 * inf: the padding zeros meet dY only), an inf of dY next to the padding
-    makes NaN in dW's taps that read the padding there (numpy's columns multiply those zeros) and inf in dX,
-    a NaN of dY spreads over its window; the finite values equal numpy's within rounding."""
+def _assert_non_finite_equal(got: list, want: list) -> None:
+    """NaN where numpy has NaN, numpy's infinities, the finite values within rounding (each array has both)."""
+    for g, w in zip(got, want):
+        w = np.ravel(w)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        fin = np.isfinite(w)
+        np.testing.assert_array_equal(g[~fin & ~np.isnan(w)], w[~fin & ~np.isnan(w)])
+        assert (~fin).any() and fin.any()
+        np.testing.assert_allclose(g[fin], w[fin], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_depthwise_grad_keeps_numpys_non_finite_values(wasm_path, tmp_path, lanes):
+    """The depthwise gradient's NaN and infinities are the numpy ConvGrad's, by the row walk and the lanes path:
+    an inf of X at the border stays inf in dW's taps that read it (never 0 * inf: the padding zeros meet dY
+    only), an inf of dY next to the padding makes NaN in dW's taps that read the padding there (numpy's columns
+    multiply those zeros) and inf in dX, a NaN of dY spreads over its window; the finite values within rounding."""
     conv_grad = get_kernel("ConvGrad", PYTRAIN_DOMAIN).numpy_fn
     cases, inputs, want = [], [], []
     for i, (xs, mult, k, st, pads, dil) in enumerate(DEPTHWISE_LANES[:3]):
@@ -823,18 +835,43 @@ def test_depthwise_grad_lanes_keep_numpys_non_finite_values(wasm_path, tmp_path)
         ctx = OpContext(output_mask=(True, True, False))
         with np.errstate(invalid="ignore"):  # (inf - inf: the NaN under test)
             dx, dw, _ = conv_grad(ctx, dy, x, wt, strides=list(st), pads=list(pads), dilations=list(dil), group=c)
-        case, filled = _depthwise_grad_case(x, wt, dy, win, mult, st, dil, True)
+        case, filled = _depthwise_grad_case(x, wt, dy, win, mult, st, dil, lanes)
         cases.append(case)
         inputs += filled
         want += [dx, dw]
-    got = _call_kernels(wasm_path, tmp_path, cases, inputs)
-    for g, w in zip(got, want):
-        w = w.ravel()
-        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
-        fin = np.isfinite(w)
-        np.testing.assert_array_equal(g[~fin & ~np.isnan(w)], w[~fin & ~np.isnan(w)])
-        assert (~fin).any() and fin.any()
-        np.testing.assert_allclose(g[fin], w[fin], rtol=1e-4, atol=1e-4)
+    _assert_non_finite_equal(_call_kernels(wasm_path, tmp_path, cases, inputs), want)
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_depthwise_conv2d_keeps_numpys_non_finite_values(wasm_path, tmp_path, lanes):
+    """The depthwise Conv's NaN and infinities are the numpy Conv's, by the row walk and the lanes path: an inf
+    weight makes NaN where its tap reads the padding (numpy's columns: 0 * inf) and inf elsewhere, an inf of X
+    at the border stays inf, a NaN of X spreads over the windows that read it."""
+    from pytrain.ops.wasm.conv import depthwise_lanes_scratch
+
+    conv = get_kernel("Conv").numpy_fn
+    rng = np.random.default_rng(83)
+    cases, inputs, want = [], [], []
+    for xs, mult, k, st, pads, dil in DEPTHWISE_LANES[:3] + [DEPTHWISE[0][:6]]:
+        n, c, h, w = xs
+        x = rng.standard_normal(xs).astype(np.float32)
+        wt = rng.standard_normal((c * mult, 1) + k).astype(np.float32)
+        x[0, 0, 0, 0], x[-1, -1, 1, 2] = np.inf, np.nan
+        wt[1, 0, 0, 0] = np.inf
+        with np.errstate(invalid="ignore"):
+            y = conv(OpContext(), x, wt, None, group=c, strides=list(st), pads=list(pads), dilations=list(dil))[0]
+        win = _conv_geometry(xs, wt.shape, st, pads, dil)
+        oh, ow = win.out_shape
+        bufs = [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True}, {"len": y.size, "fill": False}]
+        args = ["$0", "$1", 0, "$2", n, c, mult, h, w, k[0], k[1], oh, ow, st[0], st[1], dil[0], dil[1],
+                win.pads_begin[0], win.pads_begin[1], 0]
+        inputs += [x, wt]
+        if lanes:
+            bufs.append({"len": depthwise_lanes_scratch(n, win, 1), "fill": False})
+            args[-1] = "$3"
+        cases.append({"fn": "depthwise_conv2d", "buffers": bufs, "read": [2], "args": args})
+        want.append(y)
+    _assert_non_finite_equal(_call_kernels(wasm_path, tmp_path, cases, inputs), want)
 
 
 def test_hard_activation_grad_equals_the_numpy_grads(wasm_path, tmp_path):
