@@ -77,14 +77,14 @@ def max_pool_grad(ctx, dY: np.ndarray, Indices: np.ndarray, X: np.ndarray, *,
 
 
 #: Depthwise Convs and their gradients over output rows narrower than this take the images as SIMD lanes over
-#: padded planes (conv.c depthwise_lanes, depthwise_grad_lanes): in Node on MobileNetV3's 5x5 layers (N = 8;
+#: padded planes (depthwise.c depthwise_lanes, depthwise_grad_lanes): in Node on MobileNetV3's 5x5 layers (N = 8;
 #: 2x6 and 3x12 outputs) the gradients 2-3x faster than the row walk, which wins back on wide strided rows
 #: (3x3 / 2 onto 6x24 and 12x48).
 DEPTHWISE_LANES_BELOW = 16
 
 
 def depthwise_lanes_scratch(n: int, win, planes: int = 2) -> int:
-    """Floats of scratch conv.c's depthwise lanes paths need: ``planes`` padded input planes (the gradient's
+    """Floats of scratch depthwise.c's lanes paths need: ``planes`` padded input planes (the gradient's
     2: X and dX; the forward's 1) and one output plane, each position holding N rounded up to 4 lanes."""
     (oh, ow), (kh, kw) = win.out_shape, win.kernel
     (sh, sw), (dh, dw) = win.strides, win.dilations
@@ -342,8 +342,9 @@ def conv_grad(ctx, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, auto_pad: st
               group: int = 1, kernel_shape=None, pads=None, strides=None) -> Optional[Tuple]:
     """ConvGrad's (dX, dW, dB) of a float32 2-D Conv in one call (conv.c), for registry.accelerate: ungrouped
     (conv2d_grad: per image the columns read with the padding as zeros, dW += dY @ cols^T, dX = col2im(W^T @
-    dY), NCHW throughout; few positions per image side by side) or depthwise (depthwise_conv2d_grad, direct),
-    where the numpy kernel moves the batch last and pads, and takes a depthwise conv as C one-row products.
+    dY), NCHW throughout; few positions per image side by side) or depthwise (depthwise_conv2d_grad, direct;
+    narrow rows with the images as SIMD lanes), where the numpy kernel moves the batch last and pads, and takes a
+    depthwise conv as C one-row products.
     Other groups and ranks, or anything malformed, go to numpy (which names what is wrong)."""
     if X.dtype != F32 or W.dtype != F32 or dY.dtype != F32 or getattr(kernels, "conv2d_grad", None) is None:
         return None
