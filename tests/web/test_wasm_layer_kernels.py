@@ -132,14 +132,30 @@ DEPTHWISE = [
 ]
 
 
-def test_depthwise_conv2d_equals_the_numpy_conv(wasm_path, tmp_path):
+#: MobileNetV3's late depthwise layers (5x5 over 2x6 and 3x12 planes, stride 1 and 2) at odd sizes: N not a
+#: multiple of 4 (lanes past N), a channel multiplier, a dilation, asymmetric pads, a kernel past the input
+DEPTHWISE_LANES = [
+    ((5, 7, 2, 6), 1, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
+    ((3, 6, 3, 13), 1, (5, 5), (2, 2), (2, 2, 2, 2), (1, 1)),
+    ((6, 3, 3, 12), 2, (5, 5), (1, 1), (2, 1, 1, 2), (1, 1)),
+    ((2, 4, 7, 9), 1, (3, 3), (2, 1), (0, 1, 2, 0), (1, 2)),
+    ((4, 2, 2, 3), 1, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_depthwise_conv2d_equals_the_numpy_conv(wasm_path, tmp_path, lanes):
     """pytrain_depthwise_conv2d gives the numpy Conv kernel's output (group == C) for strides,
     asymmetric pads, dilations, a channel multiplier, with and without bias: float32 sums of the
-    same terms in the same order (numpy's BLAS may order them differently natively, hence 1e-6)."""
+    same terms in the same order (numpy's BLAS may order them differently natively, hence 1e-6); by the
+    row walk and with the images as SIMD lanes over padded planes (its output and scratch starting as NaN)."""
+    from pytrain.ops.wasm.conv import depthwise_lanes_scratch
+
     conv = get_kernel("Conv").numpy_fn
     rng = np.random.default_rng(13)
     cases, inputs, expected = [], [], []
-    for xs, mult, k, st, pads, dil, has_bias in DEPTHWISE:
+    for i, (xs, mult, k, st, pads, dil, *bias) in enumerate(DEPTHWISE + DEPTHWISE_LANES):
+        has_bias = bias[0] if bias else i % 2 == 0
         n, c, h, w = xs
         m = c * mult
         x = rng.standard_normal(xs).astype(np.float32)
@@ -153,11 +169,17 @@ def test_depthwise_conv2d_equals_the_numpy_conv(wasm_path, tmp_path):
         if has_bias:
             bufs.append({"len": m, "fill": True})
             inputs.append(b)
-        bufs.append({"len": y.size, "fill": False})
+        out = len(bufs)
+        bufs.append({"len": y.size, "fill": lanes})
         oh, ow = win.out_shape
-        cases.append({"fn": "depthwise_conv2d", "buffers": bufs, "read": [len(bufs) - 1],
-                      "args": ["$0", "$1", "$2" if has_bias else 0, "$%d" % (len(bufs) - 1), n, c, mult,
-                               h, w, k[0], k[1], oh, ow, st[0], st[1], dil[0], dil[1], pads[0], pads[1]]})
+        args = ["$0", "$1", "$2" if has_bias else 0, "$%d" % out, n, c, mult, h, w, k[0], k[1], oh, ow, st[0],
+                st[1], dil[0], dil[1], pads[0], pads[1], 0]
+        if lanes:
+            size = depthwise_lanes_scratch(n, win, 1)
+            bufs.append({"len": size, "fill": True})
+            inputs += [np.full(y.size, np.nan, np.float32), np.full(size, np.nan, np.float32)]
+            args[-1] = "$%d" % (out + 1)
+        cases.append({"fn": "depthwise_conv2d", "buffers": bufs, "read": [out], "args": args})
         expected.append((y, x, wt, b, c, st, pads, dil))
     got = _call_kernels(wasm_path, tmp_path, cases, inputs)
     for g, (y, x, wt, b, c, st, pads, dil) in zip(got, expected):
@@ -751,23 +773,105 @@ def test_conv2d_grad_equals_the_numpy_conv_grad(wasm_path, tmp_path, case):
     _assert_grads(got[3:], want[1:])
 
 
-def test_depthwise_conv2d_grad_equals_the_numpy_conv_grad(wasm_path, tmp_path):
-    """pytrain_depthwise_conv2d_grad gives the numpy ConvGrad's dX and dW (group == C) for DEPTHWISE's strides,
-    asymmetric pads, dilations, a channel multiplier and kernels wider than the input."""
+def _depthwise_grad_case(x, wt, dy, win, mult, st, dil, lanes: bool) -> tuple:
+    """calls.json's case for pytrain_depthwise_conv2d_grad and its filled inputs: the row walk (tmp 0, dX
+    zeroed) or the lanes path, whose dX and scratch start as NaN (it must write dX whole, read no stale scratch)."""
+    from pytrain.ops.wasm.conv import depthwise_lanes_scratch
+
+    n, c, h, w = x.shape
+    (kh, kw), (oh, ow) = win.kernel, win.out_shape
+    bufs = [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True}, {"len": dy.size, "fill": True},
+            {"len": x.size, "fill": lanes}, {"len": wt.size, "fill": False}]
+    inputs = [x, wt, dy] + ([np.full(x.size, np.nan, np.float32)] if lanes else [])
+    if lanes:
+        size = depthwise_lanes_scratch(n, win)
+        bufs.append({"len": size, "fill": True})
+        inputs.append(np.full(size, np.nan, np.float32))
+    args = ["$0", "$1", "$2", "$3", "$4", n, c, mult, h, w, kh, kw, oh, ow, st[0], st[1], dil[0], dil[1],
+            win.pads_begin[0], win.pads_begin[1], "$5" if lanes else 0]
+    return {"fn": "depthwise_conv2d_grad", "buffers": bufs, "read": [3, 4], "args": args}, inputs
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_depthwise_conv2d_grad_equals_the_numpy_conv_grad(wasm_path, tmp_path, lanes):
+    """pytrain_depthwise_conv2d_grad gives the numpy ConvGrad's dX and dW (group == C) for DEPTHWISE's and
+    DEPTHWISE_LANES' strides, asymmetric pads, dilations, a channel multiplier and kernels wider than the input,
+    by the row walk and with the images as SIMD lanes over padded planes (each path on every case)."""
     cases, inputs, want = [], [], []
-    for i, (xs, mult, k, st, pads, dil, _) in enumerate(DEPTHWISE):
-        n, c, h, w = xs
+    for i, (xs, mult, k, st, pads, dil) in enumerate([d[:6] for d in DEPTHWISE] + DEPTHWISE_LANES):
+        c = xs[1]
         x, wt, dy, win, grads = _conv_grads(xs, (c * mult, 1) + k, c, st, pads, dil, 53 + i)
-        oh, ow = win.out_shape
-        cases.append({"fn": "depthwise_conv2d_grad",
-                      "buffers": [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True},
-                                  {"len": dy.size, "fill": True}, {"len": x.size, "fill": False},
-                                  {"len": wt.size, "fill": False}], "read": [3, 4],
-                      "args": ["$0", "$1", "$2", "$3", "$4", n, c, mult, h, w, k[0], k[1], oh, ow, st[0], st[1],
-                               dil[0], dil[1], pads[0], pads[1]]})
-        inputs += [x, wt, dy]
+        case, filled = _depthwise_grad_case(x, wt, dy, win, mult, st, dil, lanes)
+        cases.append(case)
+        inputs += filled
         want += grads
     _assert_grads(_call_kernels(wasm_path, tmp_path, cases, inputs), want)
+
+
+def _assert_non_finite_equal(got: list, want: list) -> None:
+    """NaN where numpy has NaN, numpy's infinities, the finite values within rounding (each array has both)."""
+    for g, w in zip(got, want):
+        w = np.ravel(w)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        fin = np.isfinite(w)
+        np.testing.assert_array_equal(g[~fin & ~np.isnan(w)], w[~fin & ~np.isnan(w)])
+        assert (~fin).any() and fin.any()
+        np.testing.assert_allclose(g[fin], w[fin], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_depthwise_grad_keeps_numpys_non_finite_values(wasm_path, tmp_path, lanes):
+    """The depthwise gradient's NaN and infinities are the numpy ConvGrad's, by the row walk and the lanes path:
+    an inf of X at the border stays inf in dW's taps that read it (never 0 * inf: the padding zeros meet dY
+    only), an inf of dY next to the padding makes NaN in dW's taps that read the padding there (numpy's columns
+    multiply those zeros) and inf in dX, a NaN of dY spreads over its window; the finite values within rounding."""
+    conv_grad = get_kernel("ConvGrad", PYTRAIN_DOMAIN).numpy_fn
+    cases, inputs, want = [], [], []
+    for i, (xs, mult, k, st, pads, dil) in enumerate(DEPTHWISE_LANES[:3]):
+        c = xs[1]
+        x, wt, dy, win, _ = _conv_grads(xs, (c * mult, 1) + k, c, st, pads, dil, 71 + i)
+        x[0, 0, 0, 0], x[1, c - 1, -1, -1] = np.inf, -np.inf
+        dy[0, 1, 0, 0], dy[1, 0, -1, 1] = np.inf, np.nan
+        ctx = OpContext(output_mask=(True, True, False))
+        with np.errstate(invalid="ignore"):  # (inf - inf: the NaN under test)
+            dx, dw, _ = conv_grad(ctx, dy, x, wt, strides=list(st), pads=list(pads), dilations=list(dil), group=c)
+        case, filled = _depthwise_grad_case(x, wt, dy, win, mult, st, dil, lanes)
+        cases.append(case)
+        inputs += filled
+        want += [dx, dw]
+    _assert_non_finite_equal(_call_kernels(wasm_path, tmp_path, cases, inputs), want)
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_depthwise_conv2d_keeps_numpys_non_finite_values(wasm_path, tmp_path, lanes):
+    """The depthwise Conv's NaN and infinities are the numpy Conv's, by the row walk and the lanes path: an inf
+    weight makes NaN where its tap reads the padding (numpy's columns: 0 * inf) and inf elsewhere, an inf of X
+    at the border stays inf, a NaN of X spreads over the windows that read it."""
+    from pytrain.ops.wasm.conv import depthwise_lanes_scratch
+
+    conv = get_kernel("Conv").numpy_fn
+    rng = np.random.default_rng(83)
+    cases, inputs, want = [], [], []
+    for xs, mult, k, st, pads, dil in DEPTHWISE_LANES[:3] + [DEPTHWISE[0][:6]]:
+        n, c, h, w = xs
+        x = rng.standard_normal(xs).astype(np.float32)
+        wt = rng.standard_normal((c * mult, 1) + k).astype(np.float32)
+        x[0, 0, 0, 0], x[-1, -1, 1, 2] = np.inf, np.nan
+        wt[1, 0, 0, 0] = np.inf
+        with np.errstate(invalid="ignore"):
+            y = conv(OpContext(), x, wt, None, group=c, strides=list(st), pads=list(pads), dilations=list(dil))[0]
+        win = _conv_geometry(xs, wt.shape, st, pads, dil)
+        oh, ow = win.out_shape
+        bufs = [{"len": x.size, "fill": True}, {"len": wt.size, "fill": True}, {"len": y.size, "fill": False}]
+        args = ["$0", "$1", 0, "$2", n, c, mult, h, w, k[0], k[1], oh, ow, st[0], st[1], dil[0], dil[1],
+                win.pads_begin[0], win.pads_begin[1], 0]
+        inputs += [x, wt]
+        if lanes:
+            bufs.append({"len": depthwise_lanes_scratch(n, win, 1), "fill": False})
+            args[-1] = "$3"
+        cases.append({"fn": "depthwise_conv2d", "buffers": bufs, "read": [2], "args": args})
+        want.append(y)
+    _assert_non_finite_equal(_call_kernels(wasm_path, tmp_path, cases, inputs), want)
 
 
 def test_hard_activation_grad_equals_the_numpy_grads(wasm_path, tmp_path):

@@ -9,6 +9,27 @@
 #define EXPORT(name) __attribute__((export_name(name)))
 
 
+/* Whether the k values at w are all finite (x - x is 0 for them, NaN for an inf or a NaN). */
+static int all_finite(const float *w, int k) {
+    for (int t = 0; t < k; t++) if (w[t] - w[t] != 0.0f) return 0;
+    return 1;
+}
+
+/* One output as numpy's im2col columns make it: every tap, the padding read as 0 (0 * an inf weight is NaN). */
+static float depthwise_one_padded(const float *xc, const float *wo, int h, int wd, int kh, int kw, int dh, int dw,
+                                  int iy0, int ix0) {
+    float acc = 0.0f;
+    for (int ky = 0; ky < kh; ky++) {
+        int iy = iy0 + ky * dh;
+        for (int kx = 0; kx < kw; kx++) {
+            int ix = ix0 + kx * dw;
+            float xv = iy >= 0 && iy < h && ix >= 0 && ix < wd ? xc[(long)iy * wd + ix] : 0.0f;
+            acc += xv * wo[ky * kw + kx];
+        }
+    }
+    return acc;
+}
+
 /* One output of a depthwise convolution: the taps inside the input, (ky, kx) row-major. */
 static float depthwise_one(const float *xc, const float *wo, int h, int wd, int kh, int kw, int dh, int dw,
                            int iy0, int ix0) {
@@ -24,16 +45,29 @@ static float depthwise_one(const float *xc, const float *wo, int h, int wd, int 
     return acc;
 }
 
+/* depthwise.c: the images as SIMD lanes */
+void depthwise_lanes(const float *x, const float *w, const float *bias, float *y, int n, int c, int mult, int h,
+                     int wd, int kh, int kw, int oh, int ow, int sh, int sw, int dh, int dw, int ph, int pw, float *t);
+void depthwise_grad_lanes(const float *x, const float *w, const float *dy, float *dx, float *dwt, int n, int c, int m,
+                          int h, int wd, int kh, int kw, int oh, int ow, int sh, int sw, int dh, int dw, int ph, int pw,
+                          float *tmp);
+
 /* Depthwise 2-D convolution, NCHW: group == C, W (C*mult, 1, kh, kw), output channel o reads
  * input channel o / mult. Each output is a float32 sum over the taps in row-major (ky, kx)
  * order starting from 0, as numpy's matmul of the im2col rows sums them (taps in the padding
- * contribute +-0 there and are skipped here); the bias (bias != 0) is added afterwards.
+ * contribute +-0 there and are skipped here, unless a weight of the channel is not finite: then every tap,
+ * numpy's 0 * inf = NaN included); the bias (bias != 0) is added afterwards.
  * Four neighbouring outputs of a row whose windows lie inside the input columns share one SIMD
- * accumulator (each lane sums its own taps in the same order); the border columns go one by one. */
+ * accumulator (each lane sums its own taps in the same order); the border columns go one by one. With
+ * scratch `tmp` (depthwise_lanes' size) the images go as SIMD lanes over padded planes instead. */
 EXPORT("pytrain_depthwise_conv2d")
 void depthwise_conv2d(const float *x, const float *w, const float *bias, float *y, int n, int c, int mult,
                       int h, int wd, int kh, int kw, int oh, int ow, int sh, int sw, int dh, int dw,
-                      int ph, int pw) {
+                      int ph, int pw, float *tmp) {
+    if (tmp) {
+        depthwise_lanes(x, w, bias, y, n, c, mult, h, wd, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, tmp);
+        return;
+    }
     int m = c * mult;
     /* output columns whose whole window lies inside the input's columns: [ox_lo, ox_hi) */
     int ox_lo = pw > 0 ? (pw + sw - 1) / sw : 0;
@@ -50,6 +84,13 @@ void depthwise_conv2d(const float *x, const float *w, const float *bias, float *
             float *yo = y + ((long)img * m + o) * oh * ow;
             float bo = bias ? bias[o] : 0.0f;
             v128_t vb = wasm_f32x4_splat(bo);
+            if (!all_finite(wo, kh * kw)) { /* the padding's products matter (NaN): numpy's, output by output */
+                for (int p = 0; p < oh * ow; p++) {
+                    float acc = depthwise_one_padded(xc, wo, h, wd, kh, kw, dh, dw, p / ow * sh - ph, p % ow * sw - pw);
+                    yo[p] = bias ? acc + bo : acc;
+                }
+                continue;
+            }
             for (int oy = 0; oy < oh; oy++) {
                 int iy0 = oy * sh - ph;
                 float *yr = yo + (long)oy * ow;
@@ -375,13 +416,19 @@ void conv2d_grad(const float *x, const float *w, const float *dy, float *dx, flo
 
 /* ConvGrad of a depthwise 2-D convolution (group == C, W (C*mult, 1, kh, kw): output channel o reads input
  * channel o / mult), NCHW, direct: dW[o][tap] = the sum over the images and output positions of dY times
- * the tap's input (per output row a float32 sum, the rows' sums in double, rounded once), dX[ci] += dY[o]
+ * the tap's input (per output row a float32 sum, the rows' sums in double, rounded once; dY times the
+ * padding's zeros added too, so an inf of dY there gives numpy's NaN), dX[ci] += dY[o]
  * times the tap's weight at the tap's shift (padding dropped). dw == 0 or dx == 0 skips that gradient; dx
- * must be zeroed by the caller. */
+ * must be zeroed by the caller. With scratch `tmp` (depthwise_grad_lanes' size) the images go as SIMD lanes
+ * over padded planes instead, and dx is written whole. */
 EXPORT("pytrain_depthwise_conv2d_grad")
 void depthwise_conv2d_grad(const float *x, const float *w, const float *dy, float *dx, float *dwt, int n,
                            int c, int mult, int h, int wd, int kh, int kw, int oh, int ow, int sh, int sw, int dh,
-                           int dw, int ph, int pw) {
+                           int dw, int ph, int pw, float *tmp) {
+    if (tmp) {
+        depthwise_grad_lanes(x, w, dy, dx, dwt, n, c, mult, h, wd, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, tmp);
+        return;
+    }
     int m = c * mult, k = kh * kw;
     for (int o = 0; o < m; o++) {
         int ci = o / mult;
@@ -395,14 +442,23 @@ void depthwise_conv2d_grad(const float *x, const float *w, const float *dy, floa
                 float wt = w[o * k + i * kw + j];
                 v128_t vw = wasm_f32x4_splat(wt);
                 double total = 0.0;
+                float pz = 0.0f; /* dY times the padding's zeros, as numpy's columns have them: 0, or NaN */
+                v128_t vzero = wasm_f32x4_splat(0.0f), vz = vzero;
                 for (int img = 0; img < n; img++) {
                     const float *xc = x + ((long)img * c + ci) * h * wd;
                     float *dxc = dx ? dx + ((long)img * c + ci) * h * wd : 0;
                     const float *dyo = dy + ((long)img * m + o) * oh * ow;
                     for (int oy = 0; oy < oh; oy++) {
                         int iy = oy * sh - ph + i * dh;
-                        if (iy < 0 || iy >= h) continue;
                         const float *g = dyo + (long)oy * ow;
+                        if (dwt) {
+                            int in = iy >= 0 && iy < h, a = in ? lo : ow, b = in ? hi : ow, q = 0;
+                            for (; q + 4 <= a; q += 4) /* (a padding row: whole, four at a time) */
+                                vz = wasm_f32x4_add(vz, wasm_f32x4_mul(wasm_v128_load(g + q), vzero));
+                            for (; q < a; q++) pz += g[q] * 0.0f;
+                            for (q = b; q < ow; q++) pz += g[q] * 0.0f;
+                        }
+                        if (iy < 0 || iy >= h) continue;
                         const float *src = xc + (long)iy * wd + off;
                         int ox = lo;
                         if (sw == 1) {
@@ -435,7 +491,9 @@ void depthwise_conv2d_grad(const float *x, const float *w, const float *dy, floa
                         }
                     }
                 }
-                if (dwt) dwt[o * k + i * kw + j] = (float)total;
+                pz += wasm_f32x4_extract_lane(vz, 0) + wasm_f32x4_extract_lane(vz, 1) + wasm_f32x4_extract_lane(vz, 2)
+                      + wasm_f32x4_extract_lane(vz, 3);
+                if (dwt) dwt[o * k + i * kw + j] = (float)(total + pz);
             }
     }
 }

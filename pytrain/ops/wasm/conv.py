@@ -1,10 +1,11 @@
 """Convolutions and pooling on the wasm kernels: im2col/col2im columns (im2col.c), depthwise and
-pointwise Conv (conv.c), FusedConv's clip (elementwise.c), MaxPool and its gradient (pool.c).
+pointwise Conv and their gradients (conv.c; narrow depthwise rows with the images as SIMD lanes,
+depthwise.c), FusedConv's clip (elementwise.c), MaxPool and its gradient (pool.c).
 """
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -75,64 +76,127 @@ def max_pool_grad(ctx, dY: np.ndarray, Indices: np.ndarray, X: np.ndarray, *,
     return (dx,)
 
 
-def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, auto_pad: str = "NOTSET",
-         dilations=None, group: int = 1, kernel_shape=None, pads=None,
-         strides=None) -> Optional[Tuple[np.ndarray]]:
-    """2-D float32 Conv in one call (conv.c), for registry.accelerate: depthwise (group == C, one input
-    channel per filter), pointwise (1x1, stride 1, no padding, group 1) and, where the page has it, any
-    other ungrouped one (conv2d: per image its im2col with the padding read as zeros, then one product,
-    in NCHW throughout). Anything else (other groups, other ranks), or anything malformed, goes to numpy."""
+#: Depthwise Convs and their gradients over output rows narrower than this take the images as SIMD lanes over
+#: padded planes (depthwise.c depthwise_lanes, depthwise_grad_lanes): in Node on MobileNetV3's 5x5 layers (N = 8;
+#: 2x6 and 3x12 outputs) the gradients 2-3x faster than the row walk, which wins back on wide strided rows
+#: (3x3 / 2 onto 6x24 and 12x48).
+DEPTHWISE_LANES_BELOW = 16
+
+
+def depthwise_lanes_scratch(n: int, win, planes: int = 2) -> int:
+    """Floats of scratch depthwise.c's lanes paths need: ``planes`` padded input planes (the gradient's
+    2: X and dX; the forward's 1) and one output plane, each position holding N rounded up to 4 lanes."""
+    (oh, ow), (kh, kw) = win.out_shape, win.kernel
+    (sh, sw), (dh, dw) = win.strides, win.dilations
+    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    return (planes * hp * wp + oh * ow) * ((n + 3) // 4 * 4)
+
+
+#: The kernels' scratch up to this many floats (1 MiB) is one buffer kept between calls (grown as needed): in
+#: Pyodide an np.empty and its address cost ~15 us a call (Chromium, load 6), for ~80 Conv/ConvGrad calls of a
+#: MobileNetV3 step; larger scratch (DBNet's wide planes) is allocated per call and freed after it.
+SCRATCH_KEPT_FLOATS = 1 << 18
+_KEPT: Dict[str, Tuple[np.ndarray, int]] = {}
+
+
+def _scratch(size: int) -> Tuple[Optional[np.ndarray], int]:
+    """(an array the caller holds until its kernel has run, its address) of at least ``size`` float32
+    values, uninitialised (no kernel reads scratch it has not written); (None, 0) for none."""
+    if not size:
+        return None, 0
+    if size > SCRATCH_KEPT_FLOATS:
+        work = np.empty(size, dtype=F32)
+        return work, ptr(work)
+    kept = _KEPT.get("buffer")
+    if kept is None or kept[0].size < size:
+        work = np.empty(max(size, 1 << 12), dtype=F32)
+        kept = _KEPT["buffer"] = (work, ptr(work))
+    return kept
+
+
+def _key_part(v) -> Optional[tuple]:
+    return None if v is None else tuple(v)
+
+
+#: Conv's routing per (shapes, group, attributes), as ConvGrad's (_GRAD_PLANS): the kernel, its integer
+#: arguments and its scratch floats, or False for the numpy kernel.
+_PLANS: Dict[tuple, Any] = {}
+
+
+def _conv_plan(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], attrs: tuple):
+    """(kernel name, its integer arguments, scratch floats) for this Conv, or False."""
     from pytrain.ops.nn.op_conv import conv_window
 
-    if (X.ndim != 4 or W.ndim != 4 or X.dtype != np.float32 or W.dtype != np.float32
-            or not X.flags.c_contiguous or not W.flags.c_contiguous or X.size == 0 or W.size == 0):
-        return None
+    auto_pad, dilations, group, kernel_shape, pads, strides = attrs
+    if X.ndim != 4 or W.ndim != 4 or X.size == 0 or W.size == 0:
+        return False
     n, c, h, w = X.shape
     m, cg, kh, kw = W.shape
     group = int(group)
-    if B is not None and (B.dtype != np.float32 or not B.flags.c_contiguous):
-        return None
     depthwise = group == c and group > 1 and cg == 1 and m % c == 0
     if not (depthwise or group == 1):
-        return None
-    try:  # (the window of these shapes and attributes is resolved once: conv_window keeps it)
+        return False
+    try:
         win = conv_window(X, W, B, group, kernel_shape, strides, dilations, pads, auto_pad)
     except Exception:
-        return None  # the numpy kernel raises the proper error
+        return False  # the numpy kernel raises the proper error
     oh, ow = win.out_shape
     if oh <= 0 or ow <= 0:
-        return None
-    y = np.empty((n, m, oh, ow), dtype=np.float32)
-    bias = ptr(B) if B is not None else 0
+        return False
+    geo = (kh, kw, oh, ow, win.strides[0], win.strides[1], win.dilations[0], win.dilations[1], win.pads_begin[0],
+           win.pads_begin[1])
     if depthwise:
-        kernels.depthwise_conv2d(ptr(X), ptr(W), bias, ptr(y), n, c, m // c, h, w, kh, kw, oh, ow,
-                               win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
-                               win.pads_begin[0], win.pads_begin[1])
-        return (y,)
+        # narrow output rows: the images as SIMD lanes over padded planes (as the gradient's)
+        lanes = n > 1 and ow < DEPTHWISE_LANES_BELOW
+        return "depthwise_conv2d", (n, c, m // c, h, w) + geo, depthwise_lanes_scratch(n, win, 1) if lanes else 0
     pointwise = kh == 1 and kw == 1 and tuple(win.strides) == (1, 1) and not any(win.pads_begin) and (oh, ow) == (h, w)
     if pointwise and m * h * w * c >= MIN_MACS:
         s = h * w
         # few positions per image: the images side by side in one product, through scratch (conv.c)
-        tmp = np.empty((c + m) * n * s, dtype=np.float32) if s < CONV1X1_BATCHED_BELOW else None
-        kernels.conv1x1(ptr(X), ptr(W), bias, ptr(y), n, c, m, s, ptr(tmp) if tmp is not None else 0)
-        return (y,)
+        return "conv1x1", (n, c, m, s), (c + m) * n * s if s < CONV1X1_BATCHED_BELOW else 0
     if getattr(kernels, "conv2d", None) is None:
-        return None  # (an older page: the numpy path, on the wasm im2col and GEMM)
-    return (conv2d(X, W, bias, y, win),)
-
-
-def conv2d(X: np.ndarray, W: np.ndarray, bias: int, y: np.ndarray, win) -> np.ndarray:
-    """``y`` = the ungrouped 2-D Conv of X by W (+ the bias at address ``bias``, 0: none) over ``win``
-    (conv.c conv2d); with few positions per image the images side by side in one product."""
-    n, c, h, w = X.shape
-    m, _, kh, kw = W.shape
-    oh, ow = win.out_shape
+        return False  # (an older page: the numpy path, on the wasm im2col and GEMM)
     ck, l = c * kh * kw, oh * ow
     fold = n > 1 and l < CONV1X1_BATCHED_BELOW
-    tmp = np.empty(ck * n * l + m * n * l if fold else ck * l, dtype=np.float32)
-    kernels.conv2d(ptr(X), ptr(W), bias, ptr(y), n, c, h, w, m, kh, kw, oh, ow, win.strides[0], win.strides[1],
-                   win.dilations[0], win.dilations[1], win.pads_begin[0], win.pads_begin[1], int(fold), ptr(tmp))
-    return y
+    return "conv2d", (n, c, h, w, m) + geo + (int(fold),), ck * n * l + m * n * l if fold else ck * l
+
+
+def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, auto_pad: str = "NOTSET",
+         dilations=None, group: int = 1, kernel_shape=None, pads=None,
+         strides=None) -> Optional[Tuple[np.ndarray]]:
+    """2-D float32 Conv in one call (conv.c), for registry.accelerate: depthwise (group == C, one input
+    channel per filter; narrow rows with the images as SIMD lanes), pointwise (1x1, stride 1, no padding,
+    group 1) and, where the page has it, any other ungrouped one (conv2d: per image its im2col with the
+    padding read as zeros, then one product, in NCHW throughout; few positions per image side by side).
+    Anything else (other groups, other ranks), or anything malformed, goes to numpy."""
+    if (X.dtype != F32 or W.dtype != F32 or not X.flags.c_contiguous or not W.flags.c_contiguous
+            or (B is not None and (B.dtype != F32 or not B.flags.c_contiguous))):
+        return None
+    key = (X.shape, W.shape, None if B is None else B.shape, auto_pad, _key_part(dilations), group,
+           _key_part(kernel_shape), _key_part(pads), _key_part(strides))
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= 1024:  # (a model of many shapes: start over rather than grow)
+            _PLANS.clear()
+        plan = _PLANS[key] = _conv_plan(X, W, B, (auto_pad, dilations, group, kernel_shape, pads, strides))
+    if plan is False:
+        return None
+    name, args, scratch = plan
+    n, m = X.shape[0], W.shape[0]
+    if name == "conv1x1":
+        y = np.empty((n, m) + X.shape[2:], dtype=F32)
+    else:
+        y = np.empty((n, m, args[7], args[8]), dtype=F32)  # (oh, ow)
+    work, tmp = _scratch(scratch)  # (work: held until the kernel has run)
+    bias = ptr(B) if B is not None else 0
+    if name == "depthwise_conv2d":
+        kernels.depthwise_conv2d(ptr(X), ptr(W), bias, ptr(y), *args, tmp)
+    elif name == "conv1x1":
+        kernels.conv1x1(ptr(X), ptr(W), bias, ptr(y), *args, tmp)
+    else:
+        kernels.conv2d(ptr(X), ptr(W), bias, ptr(y), *args, tmp)
+    del work
+    return (y,)
 
 
 def conv_transpose(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, auto_pad: str = "NOTSET",
@@ -238,46 +302,82 @@ def fused_conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], scale
     return (y,)
 
 
-def conv_grad(ctx, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, auto_pad: str = "NOTSET", dilations=None,
-              group: int = 1, kernel_shape=None, pads=None, strides=None) -> Optional[Tuple]:
-    """ConvGrad's (dX, dW, dB) of a float32 2-D Conv in one call (conv.c), for registry.accelerate: ungrouped
-    (conv2d_grad: per image the columns read with the padding as zeros, dW += dY @ cols^T, dX = col2im(W^T @
-    dY), NCHW throughout; few positions per image side by side) or depthwise (depthwise_conv2d_grad, direct),
-    where the numpy kernel moves the batch last and pads, and takes a depthwise conv as C one-row products.
-    Other groups and ranks, or anything malformed, go to numpy (which names what is wrong)."""
+#: ConvGrad's routing per (shapes, group, attributes): the kernel's integer arguments made ready, or False for
+#: the numpy kernel. MobileNetV3 makes 53 ConvGrad calls a step over a few dozen geometries; in Pyodide the
+#: window's checks and lookups cost as much as a small layer's kernel (squeeze-excite's 1x1 over 1x1 planes).
+_GRAD_PLANS: Dict[tuple, Any] = {}
+
+
+def _grad_plan(dY: np.ndarray, X: np.ndarray, W: np.ndarray, attrs: tuple):
+    """(depthwise, lanes, the kernel's integer arguments, scratch floats) for this ConvGrad, or False."""
     from pytrain.ops.nn.op_conv import conv_window
 
-    if (X.ndim != 4 or W.ndim != 4 or dY.ndim != 4 or X.dtype != F32 or W.dtype != F32 or dY.dtype != F32
-            or X.size == 0 or W.size == 0 or getattr(kernels, "conv2d_grad", None) is None):
-        return None
+    auto_pad, dilations, group, kernel_shape, pads, strides = attrs
+    if X.ndim != 4 or W.ndim != 4 or dY.ndim != 4 or X.size == 0 or W.size == 0:
+        return False
     n, c, h, w = X.shape
     m, cg, kh, kw = W.shape
     g = int(group)
     depthwise = g == c and g > 1 and cg == 1 and m % c == 0
     if not (depthwise or (g == 1 and cg == c)) or (kernel_shape and tuple(kernel_shape) != (kh, kw)):
-        return None
-    try:  # (resolved once per shapes and attributes, as the forward's: MobileNetV3 makes 53 ConvGrad calls a step)
+        return False
+    try:
         win = conv_window(X, W, None, g, kernel_shape, strides, dilations, pads, auto_pad)
     except Exception:
-        return None
+        return False  # the numpy kernel raises the proper error
     oh, ow = win.out_shape
     if oh <= 0 or ow <= 0 or dY.shape != (n, m, oh, ow):
-        return None
-    X, W, dY = np.ascontiguousarray(X), np.ascontiguousarray(W), np.ascontiguousarray(dY)
-    dx = np.zeros(X.shape, dtype=F32) if ctx.wants(0) else None
-    dw = np.empty(W.shape, dtype=F32) if ctx.wants(1) else None
-    geo = (oh, ow, win.strides[0], win.strides[1], win.dilations[0], win.dilations[1], win.pads_begin[0],
+        return False
+    geo = (kh, kw, oh, ow, win.strides[0], win.strides[1], win.dilations[0], win.dilations[1], win.pads_begin[0],
            win.pads_begin[1])
-    if dx is not None or dw is not None:
-        pdx, pdw = ptr(dx) if dx is not None else 0, ptr(dw) if dw is not None else 0
+    if depthwise:
+        lanes = n > 1 and ow < DEPTHWISE_LANES_BELOW
+        return True, lanes, (n, c, m // c, h, w) + geo, depthwise_lanes_scratch(n, win) if lanes else 0
+    ck, l = c * kh * kw, oh * ow
+    fold = n > 1 and l < CONV1X1_BATCHED_BELOW
+    return False, False, (n, c, h, w, m) + geo + (int(fold),), ck * n * l + m * n * l if fold else ck * l
+
+
+def conv_grad(ctx, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, auto_pad: str = "NOTSET", dilations=None,
+              group: int = 1, kernel_shape=None, pads=None, strides=None) -> Optional[Tuple]:
+    """ConvGrad's (dX, dW, dB) of a float32 2-D Conv in one call (conv.c), for registry.accelerate: ungrouped
+    (conv2d_grad: per image the columns read with the padding as zeros, dW += dY @ cols^T, dX = col2im(W^T @
+    dY), NCHW throughout; few positions per image side by side) or depthwise (depthwise_conv2d_grad, direct;
+    narrow rows with the images as SIMD lanes), where the numpy kernel moves the batch last and pads, and takes a
+    depthwise conv as C one-row products.
+    Other groups and ranks, or anything malformed, go to numpy (which names what is wrong)."""
+    if X.dtype != F32 or W.dtype != F32 or dY.dtype != F32 or getattr(kernels, "conv2d_grad", None) is None:
+        return None
+    key = (dY.shape, X.shape, W.shape, auto_pad, _key_part(dilations), group, _key_part(kernel_shape),
+           _key_part(pads), _key_part(strides))
+    plan = _GRAD_PLANS.get(key)
+    if plan is None:
+        if len(_GRAD_PLANS) >= 1024:  # (a model of many shapes: start over rather than grow)
+            _GRAD_PLANS.clear()
+        plan = _GRAD_PLANS[key] = _grad_plan(dY, X, W, (auto_pad, dilations, group, kernel_shape, pads, strides))
+    if plan is False:
+        return None
+    depthwise, lanes, args, scratch = plan
+    X, W, dY = np.ascontiguousarray(X), np.ascontiguousarray(W), np.ascontiguousarray(dY)
+    want_dx, want_dw, want_db = (tuple(ctx.output_mask) + (False, False, False))[:3]
+    # (the lanes path writes dX whole; the other paths add into zeros)
+    dx = (np.empty if lanes else np.zeros)(X.shape, dtype=F32) if want_dx else None
+    dw = np.empty(W.shape, dtype=F32) if want_dw else None
+    if want_dx or want_dw:
+        pdx, pdw = ptr(dx) if want_dx else 0, ptr(dw) if want_dw else 0
+        work, tmp = _scratch(scratch)  # (work: held until the kernel has run)
         if depthwise:
-            kernels.depthwise_conv2d_grad(ptr(X), ptr(W), ptr(dY), pdx, pdw, n, c, m // c, h, w, kh, kw, *geo)
+            kernels.depthwise_conv2d_grad(ptr(X), ptr(W), ptr(dY), pdx, pdw, *args, tmp)
         else:
-            ck, l = c * kh * kw, oh * ow
-            fold = n > 1 and l < CONV1X1_BATCHED_BELOW
-            tmp = np.empty(ck * n * l + m * n * l if fold else ck * l, dtype=F32)
-            kernels.conv2d_grad(ptr(X), ptr(W), ptr(dY), pdx, pdw, n, c, h, w, m, kh, kw, *geo, int(fold), ptr(tmp))
-    # the images' planes added first, then each channel's positions: numpy's reduction over axes (0, 2) at once
-    # walks the array by strides (in CPython 18 vs 82 us for MobileNetV3's (8, 288, 2, 6))
-    db = dY.reshape(n, m, -1).sum(axis=0).sum(axis=1) if ctx.wants(2) else None
+            kernels.conv2d_grad(ptr(X), ptr(W), ptr(dY), pdx, pdw, *args, tmp)
+        del work
+    db = None
+    if want_db:
+        n, m = dY.shape[0], dY.shape[1]
+        if dY.shape[2] * dY.shape[3] == 1:  # (squeeze-excite's planes of one: one reduction, not two)
+            db = dY.reshape(n, m).sum(axis=0)
+        else:
+            # the images' planes added first, then each channel's positions: numpy's reduction over axes (0, 2)
+            # at once walks the array by strides (in CPython 18 vs 82 us for MobileNetV3's (8, 288, 2, 6))
+            db = dY.reshape(n, m, -1).sum(axis=0).sum(axis=1)
     return (dx, dw, db)
