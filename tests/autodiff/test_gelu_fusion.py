@@ -154,3 +154,84 @@ def test_gpt2_dynamo_export_is_fused_too(gpt2):
     arts = artifacts.generate_artifacts(source, lora=LoRA(4, 8.0, ["c_attn"]), optimizer=artifacts.SGD())
     ops = _ops(arts.training_model)
     assert ops.count("Gelu") == 2 and "Tanh" not in ops
+
+
+def _mlp(approximate: str) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(12, 16), nn.GELU(approximate=approximate), nn.Linear(16, 3))
+
+
+def _torch_steps(model: nn.Module, batches):
+    model = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach().numpy() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_nn_gelu_chains_at_opset_17_train_as_torch_and_the_unfused_graph(approximate, monkeypatch):
+    """TorchScript writes F.gelu before opset 20 as Div/Erf/Add/Mul/Mul, and its tanh form with the cube as
+    Mul(x, Mul(x, x)) and 0.5 applied last: both fused, 5 SGD steps as torch's and as without the fusion."""
+    model = _mlp(approximate)
+    rng = np.random.default_rng(2)
+    batches = [(rng.standard_normal((8, 12)).astype(np.float32) * 2, rng.integers(0, 3, 8).astype(np.int64))
+               for _ in range(STEPS)]
+    source = _export(model.eval(), (torch.from_numpy(batches[0][0]),), ["input"])
+    runs = []
+    for fused in (True, False):
+        if not fused:
+            _unfused(monkeypatch)
+        arts = artifacts.generate_artifacts(source, loss=artifacts.LossType.CrossEntropyLoss,
+                                            optimizer=artifacts.SGD())
+        assert (_ops(arts.training_model).count("Gelu") == 1) == fused
+        losses, state = train_steps(arts, batches, lr=LR)
+        runs.append((losses, {k: p.data.copy() for k, p in state.parameters.items()}))
+    torch_losses, torch_params = _torch_steps(model, batches)
+    np.testing.assert_allclose(runs[0][0], torch_losses, rtol=1e-5)
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-6)
+    for k, v in runs[0][1].items():
+        np.testing.assert_allclose(v, torch_params[k], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(v, runs[1][1][k], rtol=1e-5, atol=1e-7)
+
+
+def _erf_chain_model(variant: str) -> bytes:
+    """input (4, 8) @ W -> the erf GELU chain (constants as initializers) -> output. ``variant``: 'plain';
+    'read_elsewhere' (the Erf's output also added to the output); 'other_constant' (0.25 for the 0.5)."""
+    half = 0.25 if variant == "other_constant" else 0.5
+    consts = {"sqrt2": np.float32(np.sqrt(2.0)), "one": np.float32(1.0), "half": np.float32(half)}
+    inits = [numpy_helper.from_array(np.array(v), k) for k, v in consts.items()] + [
+        numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32), "W")]
+    nodes = [helper.make_node("MatMul", ["input", "W"], ["h"]),
+             helper.make_node("Div", ["h", "sqrt2"], ["s"]), helper.make_node("Erf", ["s"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["h", "a"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["g" if variant == "read_elsewhere" else "output"])]
+    if variant == "read_elsewhere":
+        nodes.append(helper.make_node("Add", ["g", "e"], ["output"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [4, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.mark.parametrize("variant", ["plain", "read_elsewhere", "other_constant"])
+def test_a_chain_whose_intermediate_is_read_elsewhere_or_whose_constant_differs_stays(variant, monkeypatch):
+    source = _erf_chain_model(variant)
+    rng = np.random.default_rng(3)
+    batches = [(rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((4, 8)).astype(np.float32))
+               for _ in range(STEPS)]
+    arts = artifacts.generate_artifacts(source, loss=artifacts.LossType.MSELoss, optimizer=artifacts.SGD(),
+                                        requires_grad=["W"])
+    ops = _ops(arts.training_model)
+    assert ops.count("Gelu") == (variant == "plain") and ("Erf" in ops) == (variant != "plain")
+    losses, state = train_steps(arts, batches, lr=0.1)
+    _unfused(monkeypatch)
+    plain = artifacts.generate_artifacts(source, loss=artifacts.LossType.MSELoss, optimizer=artifacts.SGD(),
+                                         requires_grad=["W"])
+    plain_losses, plain_state = train_steps(plain, batches, lr=0.1)
+    np.testing.assert_allclose(losses, plain_losses, rtol=1e-6)
+    np.testing.assert_allclose(state.parameters["W"].data, plain_state.parameters["W"].data, rtol=1e-5, atol=1e-7)
