@@ -1,8 +1,8 @@
 """web/kernels/gelu.c's Gelu and GeluGrad (the training model's fused GELU, pytrain.autodiff.gelu_forms) run in
 Node.js through kernels.js, driven by the browser's own routing (pytrain/ops/wasm/gelu.py) against the numpy
 kernels they stand in for and a float64 reference: the erf form (double precision, rounded once) within one
-float32 ulp of the reference, the tanh form (float32, expf32.h's tanh) within a few float32 ulps of the numpy
-kernels; odd lengths (the scalar tail), activations past the two-lane ranges, NaN and infinities. Same harness
+float32 ulp of the reference, the tanh form (float32, as 1 / (1 + e^-2u) on expf32.h's exp) within a few float32
+ulps of the numpy kernels; odd lengths (the scalar tail), activations past the two-lane ranges, NaN and infinities. Same harness
 as tests/web/test_wasm_gemm.py (the committed builds and a fresh one)."""
 from __future__ import annotations
 
@@ -118,7 +118,8 @@ def test_tanh_form_within_a_few_ulps_of_the_numpy_kernels(node_kernels):
         want_dx = get_kernel("GeluGrad", PYTRAIN_DOMAIN).numpy_fn(OpContext(), dy, x, approximate="tanh")[0]
     finite = np.isfinite(x)
     ax = np.abs(x[finite]).astype(np.float64)
-    # tanh within 3 ulps (of 1 at most): y moves by x/2 times that, the slope by (1/2 + |x| (1 + x^2)) times it
+    # the numpy kernels round 1 + tanh(u) and 1 - t^2 (an ulp of 1): y moves by x/2 times that, the slope by
+    # (1/2 + |x| (1 + x^2)) times it
     assert np.all(np.abs(y[finite] - want_y[finite]) <= 1e-6 * np.abs(want_y[finite]) + 2e-7 * ax)
     assert np.all(np.abs(dx[finite] - want_dx[finite])
                   <= 1e-6 * np.abs(want_dx[finite]) + 2e-7 * (1 + ax * (1 + ax * ax)) * np.abs(dy[finite]))

@@ -2,7 +2,7 @@
  * Softmax and language-model loss): Cephes' expf (x = k ln2 + r, |r| <= ln2/2, a degree-7 polynomial, relative
  * error under 2 float32 ulps): on GPT-2's (512, 1000) logits the loss 3.6x and its gradient 5x as fast as with
  * expmath.h's double-precision series on two lanes, where those kernels spent most of their time (Node 20,
- * fastest of 40 calls). tanh_f32x4 is exp_erf.c's Tanh and gelu.c's GELU. */
+ * fastest of 40 calls). */
 #ifndef PYTRAIN_EXPF32_H
 #define PYTRAIN_EXPF32_H
 
@@ -31,24 +31,6 @@ static inline v128_t exp_nonpositive_f32x4(v128_t x) {
 /* The same e^x for one float (a row's tail: the lane computation, so the same bits). */
 static inline float exp_nonpositive_f32(float x) {
     return wasm_f32x4_extract_lane(exp_nonpositive_f32x4(wasm_f32x4_splat(x)), 0);
-}
-
-/* tanh(x) in float32: below |x| = 0.625 Cephes' tanhf odd polynomial x + x^3 P(x^2), else (1 - e) / (1 + e)
- * with e = e^(-2|x|) (expf32.h) and x's sign; NaN stays NaN, +-inf gives +-1, -0 stays -0. */
-static inline v128_t tanh_f32x4(v128_t x) {
-    v128_t a = wasm_f32x4_abs(x);
-    v128_t z = wasm_f32x4_mul(x, x);
-    v128_t p = wasm_f32x4_splat(-5.70498872745e-3f);
-    p = wasm_f32x4_add(wasm_f32x4_mul(p, z), wasm_f32x4_splat(2.06390887954e-2f));
-    p = wasm_f32x4_add(wasm_f32x4_mul(p, z), wasm_f32x4_splat(-5.37397155531e-2f));
-    p = wasm_f32x4_add(wasm_f32x4_mul(p, z), wasm_f32x4_splat(1.33314422036e-1f));
-    p = wasm_f32x4_add(wasm_f32x4_mul(p, z), wasm_f32x4_splat(-3.33332819422e-1f));
-    v128_t small = wasm_f32x4_add(wasm_f32x4_mul(wasm_f32x4_mul(p, z), x), x);
-    v128_t e = exp_nonpositive_f32x4(wasm_f32x4_neg(wasm_f32x4_add(a, a)));
-    v128_t one = wasm_f32x4_splat(1.0f);
-    v128_t big = wasm_f32x4_div(wasm_f32x4_sub(one, e), wasm_f32x4_add(one, e));
-    v128_t y = wasm_v128_bitselect(small, big, wasm_f32x4_lt(a, wasm_f32x4_splat(0.625f)));
-    return wasm_v128_or(y, wasm_v128_and(x, wasm_f32x4_splat(-0.0f)));   /* x's sign (-0 too) */
 }
 
 #endif

@@ -3,8 +3,9 @@
  * pytrain/ops/wasm/gelu.py). Unfused, GPT-2's tanh GELU was eight element-wise nodes forward and a dozen
  * backward, each a pass over the activations and a call.
  *
- * The tanh form (GPT-2's gelu_new) in float32 arithmetic, four lanes, with expf32.h's tanh (within 3 ulps): the
- * numpy kernels' formulas in their order, so the results are theirs to a few float32 ulps. The erf form (BERT's)
+ * The tanh form (GPT-2's gelu_new) in float32 arithmetic, four lanes, through (1 + tanh(u)) / 2 = 1 / (1 + e^-2u)
+ * with expf32.h's exp: within a few float32 ulps of the numpy kernels (closer to the exact value where x is
+ * negative: they round 1 + tanh(u)). The erf form (BERT's)
  * in double precision, two lanes, with erf64.h's erf and exp (those of exp_erf.c's Erf and Exp), rounded once to
  * float32: within float32 rounding of the numpy kernels.
  */
@@ -22,26 +23,41 @@
 
 /* ---- tanh form, float32 ---------------------------------------------------------------------------------- */
 
-/* x * (0.5 * (1 + tanh((x + 0.044715 x x x) * sqrt(2/pi)))), as op_activation's Gelu (approximate="tanh"). */
-static inline v128_t gelu_tanh_f32x4(v128_t x) {
-    v128_t cube = wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_splat((float)GELU_CUBIC), x), x), x);
-    v128_t inner = wasm_f32x4_mul(wasm_f32x4_add(x, cube), wasm_f32x4_splat((float)GELU_SQRT_2_OVER_PI));
-    v128_t half = wasm_f32x4_mul(wasm_f32x4_splat(0.5f), wasm_f32x4_add(wasm_f32x4_splat(1.0f), tanh_f32x4(inner)));
-    return wasm_f32x4_mul(x, half);
+/* (1 + tanh(u)) / 2 is the logistic function of 2u: with e = e^(-2|u|) (expf32.h's float32 exp, within 2 ulps) and
+ * r = 1 / (1 + e), s = (1 + tanh(u)) / 2 is r for u >= 0, e r below, and 1 - s the other one. One exponential and
+ * one division, no tanh polynomial; and no cancellation where 1 + tanh(u) is small (the numpy kernels round
+ * it). NaN stays NaN; u = +-inf gives (1, 0) and (0, 1). */
+static inline void gelu_halves_f32x4(v128_t u, v128_t *s, v128_t *rest) {
+    v128_t e = exp_nonpositive_f32x4(wasm_f32x4_mul(wasm_f32x4_abs(u), wasm_f32x4_splat(-2.0f)));
+    v128_t r = wasm_f32x4_div(wasm_f32x4_splat(1.0f), wasm_f32x4_add(wasm_f32x4_splat(1.0f), e));
+    v128_t er = wasm_f32x4_mul(e, r);
+    v128_t up = wasm_f32x4_ge(u, wasm_f32x4_splat(0.0f));
+    *s = wasm_v128_bitselect(r, er, up);
+    *rest = wasm_v128_bitselect(er, r, up);
 }
 
-/* dy * ((1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)), t = tanh(sqrt(2/pi) x (1 + 0.044715 x^2)),
- * as op_gelu_grad's GeluGrad (approximate="tanh"). */
+/* x (1 + tanh(u)) / 2 with u = (x + 0.044715 x x x) sqrt(2/pi), as op_gelu's Gelu (approximate="tanh"). */
+static inline v128_t gelu_tanh_f32x4(v128_t x) {
+    v128_t cube = wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_splat((float)GELU_CUBIC), x), x), x);
+    v128_t u = wasm_f32x4_mul(wasm_f32x4_add(x, cube), wasm_f32x4_splat((float)GELU_SQRT_2_OVER_PI));
+    v128_t s, rest;
+    gelu_halves_f32x4(u, &s, &rest);
+    return wasm_f32x4_mul(x, s);
+}
+
+/* dy ((1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)), t = tanh(u), as op_gelu_grad's GeluGrad
+ * (approximate="tanh"): with s = (1 + t)/2, (1 - t^2) / 2 = 2 s (1 - s). */
 static inline v128_t gelu_tanh_grad_f32x4(v128_t dy, v128_t x) {
-    const v128_t one = wasm_f32x4_splat(1.0f), half = wasm_f32x4_splat(0.5f);
-    const v128_t c = wasm_f32x4_splat((float)GELU_SQRT_2_OVER_PI);
+    const v128_t one = wasm_f32x4_splat(1.0f);
     v128_t x2 = wasm_f32x4_mul(x, x);
-    v128_t t = tanh_f32x4(wasm_f32x4_mul(wasm_f32x4_mul(c, x),
-                                         wasm_f32x4_add(one, wasm_f32x4_mul(wasm_f32x4_splat((float)GELU_CUBIC), x2))));
-    v128_t slope = wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_mul(half, x),
-                                                                wasm_f32x4_sub(one, wasm_f32x4_mul(t, t))), c),
+    v128_t u = wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_splat((float)GELU_SQRT_2_OVER_PI), x),
+                              wasm_f32x4_add(one, wasm_f32x4_mul(wasm_f32x4_splat((float)GELU_CUBIC), x2)));
+    v128_t s, rest;
+    gelu_halves_f32x4(u, &s, &rest);
+    v128_t slope = wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_mul(
+                                      wasm_f32x4_splat((float)(2.0 * GELU_SQRT_2_OVER_PI)), x), s), rest),
                                   wasm_f32x4_add(one, wasm_f32x4_mul(wasm_f32x4_splat((float)(3.0 * GELU_CUBIC)), x2)));
-    return wasm_f32x4_mul(dy, wasm_f32x4_add(wasm_f32x4_mul(half, wasm_f32x4_add(one, t)), slope));
+    return wasm_f32x4_mul(dy, wasm_f32x4_add(s, slope));
 }
 
 EXPORT("pytrain_gelu_tanh")

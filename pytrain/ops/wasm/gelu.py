@@ -1,6 +1,6 @@
 """GELU and its gradient on the wasm side (gelu.c), each one pass: the training model's Gelu and GeluGrad nodes
 (pytrain.autodiff.gelu_forms fuses the exporters' chains into them), and onnxruntime's com.microsoft Gelu and
-GeluGrad (the erf form) in a training model it made. The tanh form in float32 (expf32.h's tanh, within a few
+GeluGrad (the erf form) in a training model it made. The tanh form in float32 (expf32.h's exp, within a few
 ulps of the numpy kernels), the erf form in double precision rounded once (within float32 rounding of them).
 """
 from __future__ import annotations
