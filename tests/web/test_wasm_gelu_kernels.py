@@ -2,8 +2,8 @@
 Node.js through kernels.js, driven by the browser's own routing (pytrain/ops/wasm/gelu.py) against the numpy
 kernels they stand in for and a float64 reference: the erf form (double precision, rounded once) within one
 float32 ulp of the reference, the tanh form (float32, as 1 / (1 + e^-2u) on expf32.h's exp) within a few float32
-ulps of the numpy kernels; odd lengths (the scalar tail), activations past the two-lane ranges, NaN and infinities. Same harness
-as tests/web/test_wasm_gemm.py (the committed builds and a fresh one)."""
+ulps of the numpy kernels; odd lengths (the scalar tail), activations past the two-lane ranges, NaN and
+infinities. Same harness as tests/web/test_wasm_gemm.py (the committed builds and a fresh one)."""
 from __future__ import annotations
 
 import math
