@@ -32,22 +32,23 @@ def gelu_grad(ctx: OpContext, dY: np.ndarray, X: np.ndarray, *, approximate: obj
         np.exp(s, out=s)
         s *= _INV_SQRT_2PI
         s *= X
-    else:
+    else:   # with s = (1 + t)/2 = 1 / (1 + e^(-2u)) (one exp, no tanh): (1 - t^2)/2 = 2 s (1 - s)
         x2 = np.multiply(X, X)
-        d = np.multiply(x2, _CUBIC)   # t = tanh(sqrt(2/pi) x (1 + 0.044715 x^2))
+        d = np.multiply(x2, _CUBIC)   # -2u = -2 sqrt(2/pi) x (1 + 0.044715 x^2)
         d += 1.0
         d *= X
-        d *= _SQRT_2_OVER_PI
-        np.tanh(d, out=d)
-        s = np.multiply(d, d)    # x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-        np.subtract(1.0, s, out=s)
+        d *= -2.0 * _SQRT_2_OVER_PI
+        with np.errstate(over="ignore"):   # e^(-2u) = inf for u < -44: s = 0
+            np.exp(d, out=d)
+        d += 1.0
+        np.reciprocal(d, out=d)            # s
+        s = np.subtract(1.0, d)            # 2 sqrt(2/pi) x s (1 - s) (1 + 3 * 0.044715 x^2)
+        s *= d
         s *= X
-        s *= 0.5 * _SQRT_2_OVER_PI
+        s *= 2.0 * _SQRT_2_OVER_PI
         x2 *= 3.0 * _CUBIC
         x2 += 1.0
         s *= x2
-        d += 1.0                 # (1 + t) / 2
-        d *= 0.5
     d += s
     d = np.multiply(d, dY, out=d) if d.dtype == np.result_type(d, dY) else d * dY
     return (d.astype(dY.dtype, copy=False),)
