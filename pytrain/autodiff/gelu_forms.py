@@ -27,7 +27,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from pytrain.engine.graph import consumers, producers
-from pytrain.proto import NodeProto, make_node, node_attributes, to_array
+from pytrain.ops.control.subgraph import outer_names
+from pytrain.proto import NodeProto, make_node, to_array
 
 #: the chains' irrational constants as float64; an exporter writes them rounded to the model's float type
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -50,23 +51,24 @@ class _Chain:
         self.dtype: Optional[np.dtype] = None  # the float type of the constants matched so far
 
     def scalar(self, name: str) -> Optional[np.ndarray]:
-        """The 0-d value of ``name`` when it is a constant, else None."""
+        """The 0-d value of ``name`` when it is a constant, else None (a tensor of any other shape is not read)."""
         n = self.made.get(name)
         if n is not None:
-            if n.op_type != "Constant" or (n.domain or "") not in ("", "ai.onnx"):
+            if n.op_type != "Constant" or (n.domain or "") not in ("", "ai.onnx") or len(n.attribute) != 1:
                 return None
-            attrs = node_attributes(n)
-            if set(attrs) == {"value"}:
-                v = np.asarray(attrs["value"])
-            elif set(attrs) == {"value_float"}:
-                v = np.array(attrs["value_float"], dtype=np.float32)
-            else:
+            a = n.attribute[0]
+            if a.name == "value_float":
+                return np.array(a.f, dtype=np.float32)
+            if a.name != "value" or len(a.t.dims):
                 return None
+            tensor = a.t
         elif name in self.initializers:
-            v = to_array(self.initializers[name], "the model's initializers")  # type: ignore[arg-type]
+            tensor = self.initializers[name]
+            if len(tensor.dims):  # type: ignore[attr-defined]
+                return None
         else:
             return None
-        return v if v.ndim == 0 else None
+        return to_array(tensor, "the model's constants")  # type: ignore[arg-type]
 
     def is_const(self, name: str, target: float, exact: bool = True, any_type: bool = False) -> bool:
         """Whether ``name`` is the constant ``target`` (``exact``, or within float32 rounding) of the chain's
@@ -169,11 +171,13 @@ def _match(ch: _Chain, t: NodeProto) -> Optional[Tuple[str, List[NodeProto], str
 def fuse_gelu(nodes: List[NodeProto], initializers: Mapping[str, object], keep: Sequence[str],
               fresh: Callable[[str], str]) -> int:
     """Rewrite ``nodes`` in place: each GELU chain whose intermediates nothing else reads (``keep``: the graph's
-    outputs) becomes one ``Gelu`` node (approximate 'tanh' or 'none') where its last node was; the Constant
+    outputs; a subgraph's reads count) becomes one ``Gelu`` node (approximate 'tanh' or 'none') where its last node was; the Constant
     nodes only it read go too. ``initializers``: {name: TensorProto} of the initializers that are no
     parameters; ``fresh``: a unique node name from a hint. Returns the number of chains fused."""
     ch = _Chain(nodes, initializers)
     kept: Set[str] = set(keep)
+    for n in nodes:   # a subgraph's reads of the enclosing scope are reads too
+        kept.update(outer_names(n))
     gone: Set[int] = set()
     placed: Dict[int, NodeProto] = {}
     for t in [n for n in nodes if _standard(n, "Tanh") or _standard(n, "Erf")]:

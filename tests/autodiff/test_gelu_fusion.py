@@ -235,3 +235,20 @@ def test_a_chain_whose_intermediate_is_read_elsewhere_or_whose_constant_differs_
     plain_losses, plain_state = train_steps(plain, batches, lr=0.1)
     np.testing.assert_allclose(losses, plain_losses, rtol=1e-6)
     np.testing.assert_allclose(state.parameters["W"].data, plain_state.parameters["W"].data, rtol=1e-5, atol=1e-7)
+
+
+def test_an_intermediate_read_by_a_subgraph_keeps_the_chain():
+    """An If's branch reading the Erf's output from the enclosing scope is a reader: the chain stays."""
+    source = onnx.load_from_string(_erf_chain_model("plain"))
+    g = source.graph
+    g.node[-1].output[0] = "g"
+    branch = lambda name, out: helper.make_graph(  # noqa: E731
+        [helper.make_node("Add", ["g", out], [name + "_y"])], name, [],
+        [helper.make_tensor_value_info(name + "_y", TensorProto.FLOAT, [4, 8])])
+    g.initializer.append(numpy_helper.from_array(np.array(True), "cond"))
+    g.node.append(helper.make_node("If", ["cond"], ["output"], then_branch=branch("then", "e"),
+                                   else_branch=branch("else", "h")))
+    arts = artifacts.generate_artifacts(source.SerializeToString(), loss=artifacts.LossType.MSELoss,
+                                        optimizer=artifacts.SGD(), requires_grad=["W"])
+    ops = _ops(arts.training_model)
+    assert "Gelu" not in ops and "Erf" in ops
