@@ -245,7 +245,7 @@ def test_an_intermediate_read_by_a_subgraph_keeps_the_chain():
     branch = lambda name, out: helper.make_graph(  # noqa: E731
         [helper.make_node("Add", ["g", out], [name + "_y"])], name, [],
         [helper.make_tensor_value_info(name + "_y", TensorProto.FLOAT, [4, 8])])
-    g.initializer.append(numpy_helper.from_array(np.array(True), "cond"))
+    g.input.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))   # (a constant one is folded)
     g.node.append(helper.make_node("If", ["cond"], ["output"], then_branch=branch("then", "e"),
                                    else_branch=branch("else", "h")))
     arts = artifacts.generate_artifacts(source.SerializeToString(), loss=artifacts.LossType.MSELoss,
