@@ -50,9 +50,22 @@ An earlier run of the same command (the first gelu.c, on expf32.h's tanh; load 4
 [40.4], 53.5 [45.2], 95.8 [54.3], default threads 315.0 [28.8], 363.3 [65.7], 28.4 [22.2]. Fastest against
 fastest over both runs: the tab 75.7 ms (6,764 tokens/s) against PyTorch's 40.4 at 1 thread and 22.2 at its
 default threads, ×1.9 and ×3.4. Target (≤ ×1.5): **not met**; at these loads a pass's median says more about the
-scheduler than the kernels (PyTorch's own spread: 22.2-1,250 ms). Natively pytrain's 1-thread step is 150-160 ms
-of CPU (above), of which the products are 80%: the native target is the products' (Gemm's 15 nodes take 62-75 ms
-of CPU a step, several times what the same multiply-adds take in PyTorch), not the GELU's.
+scheduler than the kernels (PyTorch's own spread: 22.2-1,250 ms).
+
+Natively, wall time (`native_runner.py train --runtime pytrain|torch --workload gpt2_lora --threads 1 --warmup 3
+--steps 20`, this branch's artifacts and pytrain, main's, PyTorch + peft, alternating; median [fastest], ms; load
+4.7-6.7):
+
+| pass | pytrain, this branch | pytrain, main | PyTorch + peft, 1 thread |
+|---|---:|---:|---:|
+| 1 | 116.7 [46.9] | 349.6 [179.2] | 102.2 [73.9] |
+| 2 | 496.1 [51.2] | 82.7 [49.5] | 221.4 [40.3] |
+| 3 | 949.0 [339.4] | 802.4 [131.9] | 100.5 [41.8] |
+
+Fastest against fastest natively: this branch 46.9 ms (10,917 tokens/s) against PyTorch's 40.3, ×1.16 (main 49.5,
+×1.23), under the ×1.5 target; the medians are the load's (pytrain's steps, 3-5x as many short numpy calls as
+PyTorch's, lose more to a busy scheduler: the per-node CPU times above are 3x the fastest step). The products
+(Gemm, MatMul, MatMulGrad) are 80% of the per-node CPU time, the GELU's 3-4%.
 
 **Second round** (before the GELU fusion):
 
