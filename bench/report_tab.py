@@ -63,8 +63,8 @@ Natively, wall time (`native_runner.py train --runtime pytrain|torch --workload 
 | 3 | 949.0 [339.4] | 802.4 [131.9] | 100.5 [41.8] |
 
 Fastest against fastest natively: this branch 46.9 ms (10,917 tokens/s) against PyTorch's 40.3, ×1.16 (main 49.5,
-×1.23), under the ×1.5 target; the medians are the load's (pytrain's steps, 3-5x as many short numpy calls as
-PyTorch's, lose more to a busy scheduler: the per-node CPU times above are 3x the fastest step). The products
+×1.23), under the ×1.5 target; the medians are the load's (the per-node CPU times above, taken at load ~8, are 3x
+this fastest step). The products
 (Gemm, MatMul, MatMulGrad) are 80% of the per-node CPU time, the GELU's 3-4%.
 
 **Second round** (before the GELU fusion):
