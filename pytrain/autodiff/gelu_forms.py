@@ -171,9 +171,9 @@ def _match(ch: _Chain, t: NodeProto) -> Optional[Tuple[str, List[NodeProto], str
 def fuse_gelu(nodes: List[NodeProto], initializers: Mapping[str, object], keep: Sequence[str],
               fresh: Callable[[str], str]) -> int:
     """Rewrite ``nodes`` in place: each GELU chain whose intermediates nothing else reads (``keep``: the graph's
-    outputs; a subgraph's reads count) becomes one ``Gelu`` node (approximate 'tanh' or 'none') where its last node was; the Constant
-    nodes only it read go too. ``initializers``: {name: TensorProto} of the initializers that are no
-    parameters; ``fresh``: a unique node name from a hint. Returns the number of chains fused."""
+    outputs; a subgraph's reads count) becomes one ``Gelu`` node (approximate 'tanh' or 'none') where its last
+    node was; the Constant nodes only it read go too. ``initializers``: {name: TensorProto} of the initializers
+    that are no parameters; ``fresh``: a unique node name from a hint. Returns the number of chains fused."""
     ch = _Chain(nodes, initializers)
     kept: Set[str] = set(keep)
     for n in nodes:   # a subgraph's reads of the enclosing scope are reads too
