@@ -17,7 +17,7 @@ Tanh/Add/Mul (and its gradient as a dozen more nodes); the training model now ru
 the tab one pass each (web/kernels/gelu.c: x / (1 + e^-2u) on expf32.h's float32 exp, no tanh polynomial; split
 by ranges on the helper threads), natively in place through numpy's exp (4x its tanh), on WebGPU as the chain's
 dispatches. Since this round `tab_nodes.py --ab --train` trains each checkout's own artifacts (`?art=`), so main
-runs the unfused graph. Shared 2-core AMD EPYC **at load 4-9** (three other sessions' tests and builds running).
+runs the unfused graph. Shared 2-core AMD EPYC **at load 2.5-9** (other sessions' tests and builds running).
 
 Where the step goes, main against this branch alternating in one Chromium (`python bench/tab_nodes.py --workloads
 gpt2_lora --train --ab /work/main --nodes --repeat 2`, 1 thread, the sum of each node's fastest step over 15 steps
@@ -28,7 +28,8 @@ after 3, ms; pass 1 at load ~7, pass 2 ~8):
 | GELU forward and gradient: Mul (its share), Pow, Tanh, Add, Sub, Sum, SumToShape, CastLike (main); Gelu + GeluGrad (branch) | 7.9 / 8.6 | 4.6 / 5.8 |
 | every node | 61.2 / 71.3 | 55.3 / 68.0 |
 
-The GELU's nodes went from 4 + 22 to 2 + 2 per step (the training model 35 Mul -> 9, 34 SumToShape -> 16); in
+The GELU's nodes went from 66 a step (8 forward and 25 gradient nodes a layer) to 4 (the training model's Mul
+35 -> 9, SumToShape 34 -> 16); in
 Node on GPT-2's 262k activations gelu.c's forward takes 0.74-0.95 ms and its gradient 1.0-1.2 ms, against Tanh
 alone's 1.04-1.26 (load ~7). Natively (`native_runner.py train --runtime pytrain --nodes --cpu`, this thread's CPU
 time, 1 thread, two passes, load ~8): the GELU's nodes 16.5 / 12.7 ms a step on main (Pow 8.8 / 7.0: numpy's
@@ -44,6 +45,18 @@ pass's pages; ms a step, 1 thread in the tab):
 | 1 | 205.0 [96.1] | 177.2 [110.5] | **111.4** [85.7] | 509.0 [181.7] | ×1.84 | 6.4-8.4 |
 | 2 | 183.1 [147.0] | 121.8 [106.0] | **104.3** [71.8] | 1,250.5 [408.6] | ×1.76 | 6.1-7.4 |
 | 3 | 142.3 [81.7] | 215.5 [85.5] | 123.5 [98.9] | **45.8** [31.0] | ×3.11 | 7.1-8.3 |
+
+With the helper thread, at a lower load (`--threads 2 --torch --repeat 3`, load 2.5-3.9):
+
+| pass | tab, this branch | tab, main | PyTorch + peft, 1 thread | PyTorch + peft, default threads | branch / best PyTorch | load |
+|---|---:|---:|---:|---:|---:|---:|
+| 1 | 88.6 [70.4] | 90.2 [82.2] | 42.3 [30.9] | **24.8** [22.0] | ×3.57 | 2.5-3.2 |
+| 2 | 111.1 [94.3] | 93.1 [66.2] | **52.4** [37.9] | 144.4 [73.3] | ×2.12 | 2.5-3.0 |
+| 3 | **73.0** [61.9] (7,014 tokens/s) | 107.5 [71.6] | **48.7** [41.3] (10,513 tokens/s) | 124.9 [76.5] | ×1.50 | 3.3-3.9 |
+
+(a `--threads 2 --repeat 2` run just before, load ~4: this branch 88.4 [76.2], 74.8 [65.4]; main 93.9 [77.6],
+99.4 [67.5].) One pass of three at the target, none of the others; fastest against fastest ×2.0 of PyTorch's one
+thread (61.9 / 30.9) and ×2.8 of its default threads (22.0).
 
 An earlier run of the same command (the first gelu.c, on expf32.h's tanh; load 4.2-7.3): this branch 113.4
 [81.2], 104.0 [75.7], 223.0 [178.5]; main 143.1 [106.1], 103.4 [75.3], 241.1 [105.2]; PyTorch 1 thread 51.6
@@ -64,8 +77,7 @@ Natively, wall time (`native_runner.py train --runtime pytrain|torch --workload 
 
 Fastest against fastest natively: this branch 46.9 ms (10,917 tokens/s) against PyTorch's 40.3, ×1.16 (main 49.5,
 ×1.23), under the ×1.5 target; the medians are the load's (the per-node CPU times above, taken at load ~8, are 3x
-this fastest step). The products
-(Gemm, MatMul, MatMulGrad) are 80% of the per-node CPU time, the GELU's 3-4%.
+this fastest step). The products (Gemm, MatMul, MatMulGrad) are 80% of the per-node CPU time, the GELU's 3-4%.
 
 **Second round** (before the GELU fusion):
 
