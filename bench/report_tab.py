@@ -79,6 +79,13 @@ Fastest against fastest natively: this branch 46.9 ms (10,917 tokens/s) against 
 ×1.23), under the ×1.5 target; the medians are the load's (the per-node CPU times above, taken at load ~8, are 3x
 this fastest step). The products (Gemm, MatMul, MatMulGrad) are 80% of the per-node CPU time, the GELU's 3-4%.
 
+The erf form (the tiny BERT's GELU, 524k activations) gains nothing: its gradient recomputes erf (the unfused
+graph's read the forward's), which costs what the chain's passes did. In the tab (`--workloads bert --train --ab
+/work/main --nodes --repeat 2`, load ~4): Gelu + GeluGrad 23.0 / 22.5 ms against the chain's Erf, Exp, Mul, Div,
+Add, Neg, Sum 21.1 / 20.1, every node 116.9 / 112.2 against 116.7 / 113.3; natively (thread CPU, load ~3.7): 23.9
+against 20.5 ms. It keeps fewer activations for the backward pass (X alone instead of the Div's, Erf's and Add's
+outputs).
+
 **Second round** (before the GELU fusion):
 
 The gpt2_lora workload above (tiny GPT-2, LoRA rank 8 on c_attn, 8 x 64 tokens a step) after issue 34's second
