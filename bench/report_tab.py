@@ -82,8 +82,8 @@ this fastest step). The products (Gemm, MatMul, MatMulGrad) are 80% of the per-n
 The erf form (the tiny BERT's GELU, 524k activations) gains nothing: its gradient recomputes erf (the unfused
 graph's read the forward's), which costs what the chain's passes did. In the tab (`--workloads bert --train --ab
 /work/main --nodes --repeat 2`, load ~4): Gelu + GeluGrad 23.0 / 22.5 ms against the chain's Erf, Exp, Mul, Div,
-Add, Neg, Sum 21.1 / 20.1, every node 116.9 / 112.2 against 116.7 / 113.3; natively (thread CPU, load ~3.7): 23.9
-against 20.5 ms. It keeps fewer activations for the backward pass (X alone instead of the Div's, Erf's and Add's
+Add, Neg, Sum 21.2 / 20.6, every node 116.9 / 112.2 against 116.7 / 113.3; natively (thread CPU, load ~3.7): 23.9
+against 20.6 ms. It keeps fewer activations for the backward pass (X alone instead of the Div's, Erf's and Add's
 outputs).
 
 **Second round** (before the GELU fusion):
