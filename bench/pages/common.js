@@ -68,6 +68,7 @@
       base: get("base", "0") === "1",
       gcoff: get("gcoff", "0") === "1",
       kdir: get("kdir", ""),   // pytrain.js: bench/.cache/<kdir>/ holds the kernels to run (A/B of two checkouts)
+      art: get("art", "pytrain"),   // pytrain.js: bench/.cache/art/<art>/<workload>/ holds the training artifacts
     };
   }
 

@@ -154,7 +154,7 @@ def bench_infer():
     res.threaded_calls = threads ? threads.calls : 0;
     return res;
   }
-  const art = `/bench/.cache/art/pytrain/${p.workload}/`;
+  const art = `/bench/.cache/art/${p.art}/${p.workload}/`;
   const files = ["checkpoint", "training_model.onnx", "eval_model.onnx", "optimizer_model.onnx"];
   const [batchJson, batchBin, ...arts] = await Promise.all([
     benchLib.fetchBytes(dir + "batch.json"), benchLib.fetchBytes(dir + "batch.bin"),

@@ -14,6 +14,7 @@ import numpy as np
 
 from pytrain.base import dtypes
 from pytrain.autodiff import build_gradients
+from pytrain.autodiff.gelu_forms import fuse_gelu
 from pytrain.autodiff.quant_forms import refuse_trained_quant_params
 from pytrain.autodiff.training_forms import batchnorm_modes, training_rewrite
 from pytrain.generator.blocks import Block, BuildContext
@@ -365,6 +366,7 @@ def _training_model(plan: _ParameterPlan, lo: _Loss, layout: Dict[str, Any], inp
 
     updates = training_rewrite(train_nodes, lo.scope, plan.params, add_const, plan.bn_modes)
     train_nodes += [NodeProto.FromString(n.SerializeToString()) for n in lo.nodes]
+    fuse_gelu(train_nodes, {t.name: t for t in plan.constants + lo.consts}, [lo.output] + lo.extra, lo.scope.fresh)
     available = [v.name for v in lo.inputs] + [t.name for t in plan.constants + lo.consts] + list(extra_consts)
     input_vi = {v.name: v for v in plan.user_inputs}
     for name in input_grads:

@@ -43,7 +43,7 @@ KERNELS: Dict[str, str] = {
     ":Gather": "pytrain.ops.shape.op_gather",
     ":GatherElements": "pytrain.ops.shape.op_gather_elements",
     ":GatherND": "pytrain.ops.shape.op_gather_nd",
-    ":Gelu": "pytrain.ops.elementwise.op_activation",
+    ":Gelu": "pytrain.ops.elementwise.op_gelu",
     ":Gemm": "pytrain.ops.nn.op_gemm",
     ":GlobalAveragePool": "pytrain.ops.nn.op_global_pool",
     ":GlobalMaxPool": "pytrain.ops.nn.op_global_pool",

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Build kernels.wasm from gemm.c (+ gemm_ops.c, optim.c, im2col.c, pool.c, conv.c, batchnorm.c, elementwise.c,
-# exp_erf.c, transpose.c, layernorm.c, softmax.c, softmax_ce.c, gather_grad.c, lstm.c, depthwise.c; expmath.h is
-# shared)
+# exp_erf.c, transpose.c, layernorm.c, softmax.c, softmax_ce.c, gather_grad.c, lstm.c, depthwise.c, gelu.c;
+# expmath.h, erf64.h and expf32.h are shared)
 # with clang + lld (no emscripten, no libc).
 # Usage: build.sh [out.wasm] [extra clang flags...]   (default out: kernels.wasm next to this script)
 # Third and fourth builds, kernels-fma.wasm and kernels-fma-shared.wasm: the same two with -DPYTRAIN_FMA
@@ -32,7 +32,7 @@ build() {
         "$@" -o "$target" "$here/gemm.c" "$here/gemm_ops.c" "$here/optim.c" "$here/im2col.c" "$here/pool.c" \
         "$here/conv.c" "$here/batchnorm.c" "$here/elementwise.c" "$here/exp_erf.c" "$here/transpose.c" \
         "$here/layernorm.c" "$here/softmax.c" "$here/softmax_ce.c" "$here/gather_grad.c" "$here/lstm.c" \
-        "$here/depthwise.c"
+        "$here/depthwise.c" "$here/gelu.c"
 }
 TARGET=wasm32
 build "$out" "$@"

@@ -83,10 +83,11 @@
   const PLAIN_KERNELS = ["adam", "im2col", "col2im", "maxpool2d", "maxpool_grad", "relu", "relu_grad", "transpose", "sum_rows", "softmax_ce", "softmax_ce_grad", "clip", "channel_affine", "depthwise_conv2d", "exp", "erf", "layernorm", "layernorm_grad", "softmax", "gather_grad", "first_non_finite", "binary", "tanh",
                          "binary_rows", "hard_activation", "upsample_nearest", "row_means", "depthwise_conv2d_grad",
                          "hard_activation_grad", "batchnorm_training", "batchnorm_grad",
-                         "softmax_ce_planes", "softmax_ce_planes_grad"];
+                         "softmax_ce_planes", "softmax_ce_planes_grad", "gelu_tanh", "gelu_tanh_grad", "gelu_erf",
+                         "gelu_erf_grad"];
   // those the helper threads split (startThreads), which Python sees as <name>_threads
   const THREADED_KERNELS = ["sgemm", "sgemm_batched", "exp", "erf", "adam", "layernorm", "layernorm_grad", "softmax", "tanh",
-                            "softmax_ce_grad"];
+                            "softmax_ce_grad", "gelu_tanh", "gelu_tanh_grad", "gelu_erf", "gelu_erf_grad"];
 
   function wrap(exports, workPtr, heap) {
     const raw = exports.pytrain_sgemm;

@@ -376,6 +376,11 @@
       split(kernel, n, 4, [[x, "in", 4], [y, "out", 4]], ([px, py], m) => [px, py, m]);
     };
 
+    /* gelu.c's gradients (dy, x, dx, n): by ranges of elements, as unary */
+    const unaryGrad = (kernel) => (dy, x, dx, n) => {
+      split(kernel, n, 4, [[dy, "in", 4], [x, "in", 4], [dx, "out", 4]], ([pdy, px, pdx], m) => [pdy, px, pdx, m]);
+    };
+
     /* softmax.c's rows; 1 when a row holds a NaN or an infinity (as the kernel) */
     const softmax = (x, y, rows, n) => split("pytrain_softmax", rows, 1, [[x, "in", 4 * n], [y, "out", 4 * n]],
                                              ([px, py], m) => [px, py, m, n]);
@@ -465,6 +470,8 @@
     const team = { count, sgemm, sgemm_batched: single.sgemm_batched ? sgemmBatched : undefined, stop, memory,
                    exp: unary("pytrain_exp"), erf: unary("pytrain_erf"), tanh: unary("pytrain_tanh"), adam, layernorm,
                    layernorm_grad: layernormGrad, softmax, softmax_ce_grad: softmaxCeGrad,
+                   gelu_tanh: unary("pytrain_gelu_tanh"), gelu_tanh_grad: unaryGrad("pytrain_gelu_tanh_grad"),
+                   gelu_erf: unary("pytrain_gelu_erf"), gelu_erf_grad: unaryGrad("pytrain_gelu_erf_grad"),
                    calls: 0,   // calls: kernel calls split so far
                    keptHits: 0,   // read-only operands found kept in the shared memory instead of copied
                    choices: chooser.stats };   // per call shape: {calls, ms: [alone, split] medians of the last times, seen: [n, n]}

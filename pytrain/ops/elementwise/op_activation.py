@@ -1,12 +1,8 @@
-"""Activations: Relu, LeakyRelu, Sigmoid, Tanh, Softplus, Gelu (numerically stable forms)."""
+"""Activations: Relu, LeakyRelu, Sigmoid, Tanh, Softplus (numerically stable forms); Gelu is op_gelu."""
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
-from pytrain.errors import GraphError
-from pytrain.ops.special import erf
 from pytrain.ops.registry import kernel
 
 
@@ -54,20 +50,3 @@ def softplus(ctx, X):
     t += np.maximum(X, X.dtype.type(0))
     return (t,)
 
-
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-
-
-@kernel("Gelu")
-def gelu(ctx, X, *, approximate="none"):
-    if isinstance(approximate, bytes):
-        approximate = approximate.decode()
-    t = X.dtype.type
-    if approximate == "none":
-        y = X * (t(0.5) * (t(1) + erf(X * t(1 / math.sqrt(2.0)))))
-    elif approximate == "tanh":
-        inner = (X + t(0.044715) * X * X * X) * t(_SQRT_2_OVER_PI)
-        y = X * (t(0.5) * (t(1) + np.tanh(inner)))
-    else:
-        raise GraphError("Gelu: approximate must be 'none' or 'tanh', got %r" % (approximate,))
-    return (np.asarray(y, dtype=X.dtype),)

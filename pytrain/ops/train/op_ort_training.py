@@ -31,7 +31,7 @@ from pytrain.ops.train.op_conv_grad import conv_grad
 from pytrain.ops.linalg import matmul
 from pytrain.ops.shape.op_concat import concat
 from pytrain.ops.shape.op_split import split
-from pytrain.ops.elementwise.op_activation import gelu
+from pytrain.ops.elementwise.op_gelu import gelu
 from pytrain.ops.train.op_gather_grad import gather_grad
 from pytrain.ops.train.op_gelu_grad import gelu_grad
 from pytrain.ops.train.op_layernorm_grad import layernorm_grad

@@ -18,6 +18,7 @@ shares; the routing itself is one module per family:
   case (elementwise.c), Exp, Erf and Tanh (exp_erf.c), Pow by 2 or 3
 - :mod:`.softmax`: Softmax (softmax.c), SoftmaxCrossEntropyLoss and its gradient (softmax_ce.c)
 - :mod:`.gather`: GatherGrad (gather_grad.c)
+- :mod:`.gelu`: Gelu and GeluGrad, tanh and erf forms (gelu.c)
 - :mod:`.recurrent`: LSTM inference and LSTMGrad (lstm.c)
 - :mod:`.optimizer`: the Adam update and the finite-gradient guard (optim.c)
 """
@@ -117,7 +118,7 @@ def install() -> bool:
     if kernels is None:
         return False
     from pytrain.ops import backend, linalg, registry
-    from pytrain.ops.wasm import conv, elementwise, gather, normalization, optimizer, softmax
+    from pytrain.ops.wasm import conv, elementwise, gather, gelu, normalization, optimizer, softmax
     from pytrain.ops.wasm import linalg as wasm_linalg
 
     previous = backend.use("matmul", wasm_linalg.matmul2d)  # (linalg installed its default when imported)
@@ -175,6 +176,7 @@ def install() -> bool:
         registry.accelerate("Softmax", softmax.softmax)
     if getattr(kernels, "gather_grad", None) is not None:
         registry.accelerate("GatherGrad", gather.gather_grad, registry.PYTRAIN_DOMAIN)
+    gelu.install()  # Gelu and GeluGrad (gelu.c)
     return True
 
 

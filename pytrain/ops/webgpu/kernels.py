@@ -16,7 +16,7 @@ import numpy as np
 from pytrain.errors import KernelError
 from pytrain.ops.registry import PYTRAIN_DOMAIN, KernelInfo, OpContext
 from pytrain.ops.webgpu import GpuTensor, GpuTransferError, conv, device, mobile, nn, on_gpu
-from pytrain.ops.webgpu import batched, bn_train, text
+from pytrain.ops.webgpu import batched, bn_train, gelu, text
 
 _F32 = np.dtype(np.float32)
 Kernel = Callable[..., Optional[Tuple[Any, ...]]]
@@ -279,6 +279,7 @@ KERNELS.update({("", "Conv"): conv.conv, (PYTRAIN_DOMAIN, "ConvGrad"): conv.conv
                 ("", "Softmax"): nn.softmax, (PYTRAIN_DOMAIN, "SoftmaxGrad"): nn.softmax_grad})
 KERNELS.update(text.table(KERNELS))   # the text models' (tiny BERT, GPT-2 with LoRA): text.py, batched.py
 KERNELS.update(batched.table(KERNELS))
+KERNELS.update(gelu.table(KERNELS))   # the training model's fused GELU as its chain's dispatches
 
 def batch_normalization(ctx: OpContext, *args: Any, training_mode: int = 0, spatial: int = 1,
                         **kw: Any) -> Optional[Tuple[Any, ...]]:
