@@ -12,8 +12,8 @@ GPT2_LORA_TAB_TITLE = '## GPT-2 LoRA in the tab against PyTorch + peft (issue 34
 
 GPT2_LORA_TAB = """\
 **Third round: the GELU fused** (issue 34 item 4). The exporter writes GPT-2's `gelu_new` as Mul/Pow/Mul/Add/Mul/
-Tanh/Add/Mul (and its gradient as a dozen more nodes); the training model now runs it as one `Gelu` node with one
-`GeluGrad` (pytrain/autodiff/gelu_forms.py, before the gradients are built; the erf form of BERT's GELU too), in
+Tanh/Add/Mul (and its gradient as a dozen more nodes); the training model now runs it as one `ai.pytrain.Gelu` node
+with one `GeluGrad` (pytrain/autodiff/gelu_forms.py, before the gradients are built; not the erf form: below), in
 the tab one pass each (web/kernels/gelu.c: x / (1 + e^-2u) on expf32.h's float32 exp, no tanh polynomial; split
 by ranges on the helper threads), natively in place through numpy's exp (4x its tanh), on WebGPU as the chain's
 dispatches. Since this round `tab_nodes.py --ab --train` trains each checkout's own artifacts (`?art=`), so main
@@ -79,12 +79,12 @@ Fastest against fastest natively: this branch 46.9 ms (10,917 tokens/s) against 
 ×1.23), under the ×1.5 target; the medians are the load's (the per-node CPU times above, taken at load ~8, are 3x
 this fastest step). The products (Gemm, MatMul, MatMulGrad) are 80% of the per-node CPU time, the GELU's 3-4%.
 
-The erf form (the tiny BERT's GELU, 524k activations) gains nothing: its gradient recomputes erf (the unfused
-graph's read the forward's), which costs what the chain's passes did. In the tab (`--workloads bert --train --ab
+The erf form (the tiny BERT's GELU, 524k activations) is left unfused: fused, its gradient recomputes erf (the
+unfused graph's reads the forward's), which costs more than the chain's passes did. In the tab (`--workloads bert --train --ab
 /work/main --nodes --repeat 2`, load ~4): Gelu + GeluGrad 23.0 / 22.5 ms against the chain's Erf, Exp, Mul, Div,
 Add, Neg, Sum 21.2 / 20.6, every node 116.9 / 112.2 against 116.7 / 113.3; natively (thread CPU, load ~3.7): 23.9
-against 20.6 ms. It keeps fewer activations for the backward pass (X alone instead of the Div's, Erf's and Add's
-outputs).
+against 20.6 ms (fused it would keep fewer activations for the backward pass: X alone instead of the Div's, Erf's
+and Add's outputs).
 
 **Second round** (before the GELU fusion):
 

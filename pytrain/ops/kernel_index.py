@@ -151,6 +151,7 @@ KERNELS: Dict[str, str] = {
     "ai.pytrain:GatherElementsGrad": "pytrain.ops.train.op_gather_elements_grad",
     "ai.pytrain:GatherGrad": "pytrain.ops.train.op_gather_grad",
     "ai.pytrain:GatherNDGrad": "pytrain.ops.train.op_gather_nd_grad",
+    "ai.pytrain:Gelu": "pytrain.ops.elementwise.op_gelu",
     "ai.pytrain:GeluGrad": "pytrain.ops.train.op_gelu_grad",
     "ai.pytrain:GlobalAveragePoolGrad": "pytrain.ops.train.op_global_averagepool_grad",
     "ai.pytrain:GlobalMaxPoolGrad": "pytrain.ops.train.op_global_maxpool_grad",

@@ -157,6 +157,9 @@ def _gelu(b: B, n: N, dy: G) -> G:
     return [b.pt("GeluGrad", dy[0], n.x(0), approximate=n.attr("approximate", "none"))]
 
 
+gradient("Gelu", domain="ai.pytrain")(_gelu)   # the training model's fused tanh-GELU (pytrain.autodiff.gelu_forms)
+
+
 @gradient("Clip")
 def _clip(b: B, n: N, dy: G) -> G:
     # dy flows to X inside [min, max] and to the bound X was clipped to outside it (torch.clamp)

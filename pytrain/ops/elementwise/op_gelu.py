@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from pytrain.errors import GraphError
-from pytrain.ops.registry import kernel
+from pytrain.ops.registry import PYTRAIN_DOMAIN, kernel
 from pytrain.ops.special import erf
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -47,3 +47,8 @@ def gelu(ctx, X: np.ndarray, *, approximate: object = "none") -> tuple:
     y *= t(0.5)
     y *= X
     return (np.asarray(y, dtype=X.dtype),)
+
+
+#: the training model's node for the exporters' tanh-GELU chain (pytrain.autodiff.gelu_forms): ONNX Gelu's
+#: meaning, at any opset the model imports
+kernel("Gelu", domain=PYTRAIN_DOMAIN)(gelu)

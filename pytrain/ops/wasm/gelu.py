@@ -56,6 +56,7 @@ def install() -> None:
     if getattr(kernels, "gelu_tanh", None) is None or getattr(kernels, "gelu_erf_grad", None) is None:
         return
     registry.accelerate("Gelu", gelu)
+    registry.accelerate("Gelu", gelu, registry.PYTRAIN_DOMAIN)
     registry.accelerate("GeluGrad", gelu_grad, registry.PYTRAIN_DOMAIN)
     registry.accelerate("Gelu", gelu, _ORT_DOMAIN)
     registry.accelerate("GeluGrad", gelu_grad, _ORT_DOMAIN)

@@ -82,4 +82,4 @@ def table(base: Dict[Tuple[str, str], Any]) -> Dict[Tuple[str, str], Any]:
     """(domain, op) -> the GPU kernels of this module, for pytrain.ops.webgpu.kernels.KERNELS (``base``: that table,
     whose Add/Sub/Mul they dispatch through)."""
     _BASE.update(base)
-    return {("", "Gelu"): gelu, (PYTRAIN_DOMAIN, "GeluGrad"): gelu_grad}
+    return {("", "Gelu"): gelu, (PYTRAIN_DOMAIN, "Gelu"): gelu, (PYTRAIN_DOMAIN, "GeluGrad"): gelu_grad}
