@@ -88,17 +88,22 @@ def _peft_model(model: nn.Module):
                                                                           target_modules=["c_attn"], lora_dropout=0.0))
 
 
-def _peft_steps(pm, batches):
-    opt = torch.optim.SGD([p for p in pm.parameters() if p.requires_grad], lr=LR)
-    pm.train()
+def _sgd_steps(model: nn.Module, batches) -> list:
+    """The losses of SGD steps (lr LR) on ``model``'s trainable parameters, cross-entropy on each batch."""
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=LR)
     losses = []
     for x, y in batches:
         opt.zero_grad()
-        loss = nn.functional.cross_entropy(pm(torch.from_numpy(x)), torch.from_numpy(y))
+        loss = nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y))
         loss.backward()
         opt.step()
         losses.append(loss.item())
     return losses
+
+
+def _peft_steps(pm, batches):
+    pm.train()
+    return _sgd_steps(pm, batches)
 
 
 def _peft_adapter(pm, module: str, which: str) -> np.ndarray:
@@ -166,14 +171,7 @@ def _mlp(approximate: str) -> nn.Module:
 
 def _torch_steps(model: nn.Module, batches):
     model = copy.deepcopy(model)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    losses = []
-    for x, y in batches:
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y))
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = _sgd_steps(model, batches)
     return losses, {k: v.detach().numpy() for k, v in model.state_dict().items()}
 
 

@@ -5,7 +5,7 @@ depthwise.c), FusedConv's clip (elementwise.c), MaxPool and its gradient (pool.c
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -118,6 +118,16 @@ def _key_part(v) -> Optional[tuple]:
     return None if v is None else tuple(v)
 
 
+def _cached(plans: Dict[tuple, Any], key: tuple, make: Callable[[], Any]) -> Any:
+    """``plans[key]``, made by ``make()`` the first time (a model of many shapes starts over rather than grow)."""
+    plan = plans.get(key)
+    if plan is None:
+        if len(plans) >= 1024:
+            plans.clear()
+        plan = plans[key] = make()
+    return plan
+
+
 #: Conv's routing per (shapes, group, attributes), as ConvGrad's (_GRAD_PLANS): the kernel, its integer
 #: arguments and its scratch floats, or False for the numpy kernel.
 _PLANS: Dict[tuple, Any] = {}
@@ -174,11 +184,7 @@ def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, a
         return None
     key = (X.shape, W.shape, None if B is None else B.shape, auto_pad, _key_part(dilations), group,
            _key_part(kernel_shape), _key_part(pads), _key_part(strides))
-    plan = _PLANS.get(key)
-    if plan is None:
-        if len(_PLANS) >= 1024:  # (a model of many shapes: start over rather than grow)
-            _PLANS.clear()
-        plan = _PLANS[key] = _conv_plan(X, W, B, (auto_pad, dilations, group, kernel_shape, pads, strides))
+    plan = _cached(_PLANS, key, lambda: _conv_plan(X, W, B, (auto_pad, dilations, group, kernel_shape, pads, strides)))
     if plan is False:
         return None
     name, args, scratch = plan
@@ -350,11 +356,8 @@ def conv_grad(ctx, dY: np.ndarray, X: np.ndarray, W: np.ndarray, *, auto_pad: st
         return None
     key = (dY.shape, X.shape, W.shape, auto_pad, _key_part(dilations), group, _key_part(kernel_shape),
            _key_part(pads), _key_part(strides))
-    plan = _GRAD_PLANS.get(key)
-    if plan is None:
-        if len(_GRAD_PLANS) >= 1024:  # (a model of many shapes: start over rather than grow)
-            _GRAD_PLANS.clear()
-        plan = _GRAD_PLANS[key] = _grad_plan(dY, X, W, (auto_pad, dilations, group, kernel_shape, pads, strides))
+    plan = _cached(_GRAD_PLANS, key,
+                   lambda: _grad_plan(dY, X, W, (auto_pad, dilations, group, kernel_shape, pads, strides)))
     if plan is False:
         return None
     depthwise, lanes, args, scratch = plan
