@@ -378,6 +378,9 @@ CASES: Dict[str, Callable[[], List[Case]]] = {
     "Gather": _gather,
     "Gelu": lambda: [Case("Gelu %s" % a, [node("Gelu", ["X"], approximate=a)], {"X": rand(2, 3, lo=-3, hi=3)}, ["Y"], opset=20)
                      for a in ("none", "tanh")],
+    # the training model's fused tanh-GELU (pytrain.autodiff.gelu_forms), at an opset before ONNX's Gelu
+    "ai.pytrain.Gelu": lambda: [Case("ai.pytrain.Gelu", [node("Gelu", ["X"], domain="ai.pytrain", approximate="tanh")],
+                                     {"X": rand(2, 3, lo=-3, hi=3)}, ["Y"], opset=17)],
     "Gemm": _gemm,
     "GlobalAveragePool": _global_avgpool,
     "Identity": _identity,
