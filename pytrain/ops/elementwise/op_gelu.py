@@ -5,6 +5,7 @@ one exponential (numpy's float32 exp is 4x its tanh)."""
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import numpy as np
 
@@ -17,13 +18,21 @@ _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _CUBIC = 0.044715
 
 
-def form(approximate: object, where: str) -> str:
-    """'none' or 'tanh' from the attribute (bytes or str); anything else is refused naming ``where``."""
+def approximate_form(approximate: object) -> Optional[str]:
+    """'none' or 'tanh' from Gelu's and GeluGrad's ``approximate`` attribute (bytes or str), None for any other
+    value (the numpy kernels refuse it by name; the wasm and WebGPU routes leave it to them)."""
     if isinstance(approximate, bytes):
-        approximate = approximate.decode()
-    if approximate not in ("none", "tanh"):
-        raise GraphError("%s: approximate must be 'none' or 'tanh', got %r" % (where, approximate))
-    return approximate  # type: ignore[return-value]
+        approximate = approximate.decode("utf-8", "replace")
+    return approximate if approximate in ("none", "tanh") else None  # type: ignore[return-value]
+
+
+def form(approximate: object, where: str) -> str:
+    """:func:`approximate_form`, anything else refused naming ``where``."""
+    found = approximate_form(approximate)
+    if found is None:
+        shown = approximate.decode("utf-8", "replace") if isinstance(approximate, bytes) else approximate
+        raise GraphError("%s: approximate must be 'none' or 'tanh', got %r" % (where, shown))
+    return found
 
 
 @kernel("Gelu")

@@ -134,7 +134,7 @@ _PLANS: Dict[tuple, Any] = {}
 
 
 def _conv_plan(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], attrs: tuple):
-    """(kernel name, its integer arguments, scratch floats) for this Conv, or False."""
+    """(kernel name, its integer arguments, scratch floats, the output's shape) for this Conv, or False."""
     from pytrain.ops.nn.op_conv import conv_window
 
     auto_pad, dilations, group, kernel_shape, pads, strides = attrs
@@ -158,17 +158,18 @@ def _conv_plan(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], attrs: tup
     if depthwise:
         # narrow output rows: the images as SIMD lanes over padded planes (as the gradient's)
         lanes = n > 1 and ow < DEPTHWISE_LANES_BELOW
-        return "depthwise_conv2d", (n, c, m // c, h, w) + geo, depthwise_lanes_scratch(n, win, 1) if lanes else 0
+        return ("depthwise_conv2d", (n, c, m // c, h, w) + geo, depthwise_lanes_scratch(n, win, 1) if lanes else 0,
+                (n, m, oh, ow))
     pointwise = kh == 1 and kw == 1 and tuple(win.strides) == (1, 1) and not any(win.pads_begin) and (oh, ow) == (h, w)
     if pointwise and m * h * w * c >= MIN_MACS:
         s = h * w
         # few positions per image: the images side by side in one product, through scratch (conv.c)
-        return "conv1x1", (n, c, m, s), (c + m) * n * s if s < CONV1X1_BATCHED_BELOW else 0
+        return "conv1x1", (n, c, m, s), (c + m) * n * s if s < CONV1X1_BATCHED_BELOW else 0, (n, m, oh, ow)
     if getattr(kernels, "conv2d", None) is None:
         return False  # (an older page: the numpy path, on the wasm im2col and GEMM)
     ck, l = c * kh * kw, oh * ow
     fold = n > 1 and l < CONV1X1_BATCHED_BELOW
-    return "conv2d", (n, c, h, w, m) + geo + (int(fold),), ck * n * l + m * n * l if fold else ck * l
+    return "conv2d", (n, c, h, w, m) + geo + (int(fold),), ck * n * l + m * n * l if fold else ck * l, (n, m, oh, ow)
 
 
 def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, auto_pad: str = "NOTSET",
@@ -187,12 +188,8 @@ def conv(ctx, X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, *, a
     plan = _cached(_PLANS, key, lambda: _conv_plan(X, W, B, (auto_pad, dilations, group, kernel_shape, pads, strides)))
     if plan is False:
         return None
-    name, args, scratch = plan
-    n, m = X.shape[0], W.shape[0]
-    if name == "conv1x1":
-        y = np.empty((n, m) + X.shape[2:], dtype=F32)
-    else:
-        y = np.empty((n, m, args[7], args[8]), dtype=F32)  # (oh, ow)
+    name, args, scratch, out_shape = plan
+    y = np.empty(out_shape, dtype=F32)
     work, tmp = _scratch(scratch)  # (work: held until the kernel has run)
     bias = ptr(B) if B is not None else 0
     if name == "depthwise_conv2d":

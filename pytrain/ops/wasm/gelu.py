@@ -9,6 +9,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from pytrain.ops.elementwise.op_gelu import approximate_form
 from pytrain.ops.wasm import kernels, plain, ptr, threaded
 
 #: From this many elements a call is split across the page's helper threads, as exp_erf.c's Tanh and Erf
@@ -23,9 +24,7 @@ _FORMS = {"tanh": "gelu_tanh", "none": "gelu_erf"}
 
 
 def _kernel(approximate: object) -> Optional[str]:
-    if isinstance(approximate, bytes):
-        approximate = approximate.decode()
-    return _FORMS.get(approximate)  # type: ignore[arg-type]  (another value: the numpy kernel names it)
+    return _FORMS.get(approximate_form(approximate))  # type: ignore[arg-type]  (None: the numpy kernel names it)
 
 
 def gelu(ctx, X: np.ndarray, *, approximate: object = "none") -> Optional[Tuple[np.ndarray]]:

@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from pytrain.ops.elementwise.op_gelu import approximate_form
 from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext
 from pytrain.ops.webgpu import GpuTensor
 from pytrain.ops.webgpu.text import unary
@@ -39,18 +40,12 @@ def _code(code: int, x: GpuTensor) -> GpuTensor:
     return unary(code)(_CTX, x)[0]
 
 
-def _form(approximate: object) -> Optional[str]:
-    if isinstance(approximate, bytes):
-        approximate = approximate.decode()
-    return approximate if approximate in ("none", "tanh") else None   # type: ignore[return-value]
-
-
 def _gpu(*xs: Any) -> bool:
     return all(isinstance(x, GpuTensor) and np.dtype(x.dtype) == _F32 for x in xs)
 
 
 def gelu(ctx: OpContext, X: Any, *, approximate: object = "none") -> Optional[Tuple[GpuTensor]]:
-    form = _form(approximate)
+    form = approximate_form(approximate)
     if form is None or not _gpu(X):
         return None
     if form == "tanh":   # tanh((x + 0.044715 x^3) sqrt(2/pi))
@@ -62,7 +57,7 @@ def gelu(ctx: OpContext, X: Any, *, approximate: object = "none") -> Optional[Tu
 
 
 def gelu_grad(ctx: OpContext, dY: Any, X: Any, *, approximate: object = "none") -> Optional[Tuple[GpuTensor]]:
-    form = _form(approximate)
+    form = approximate_form(approximate)
     if form is None or not _gpu(dY, X) or tuple(dY.shape) != tuple(X.shape):
         return None
     x2 = _code(4, X)
