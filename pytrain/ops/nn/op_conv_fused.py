@@ -28,18 +28,20 @@ from pytrain.ops.registry import PYTRAIN_DOMAIN, OpContext, get_kernel, kernel
 
 def _activate(y: np.ndarray, activation: str, alpha: float, beta: float) -> np.ndarray:
     """``y`` through Relu, HardSwish or HardSigmoid, in place, with the same float operations as
-    their kernels (pytrain/ops/elementwise), so the results are theirs bit for bit."""
+    their kernels (pytrain/ops/elementwise), so the results are theirs bit for bit; but Relu is a clip to
+    [0, inf] (clip_into: numpy 2's clip is one vectorised loop, 2.5x faster than its maximum on a
+    MobileNetV3 layer), whose values are maximum's, a -0.0 staying -0.0 where maximum gives 0.0."""
     t = y.dtype.type
     if activation == "Relu":
-        np.maximum(y, t(0), out=y)
+        clip_into(y, y, t(0), t(np.inf))
     elif activation == "HardSigmoid":
         y *= t(alpha)
         y += t(beta)
-        np.clip(y, t(0), t(1), out=y)
+        clip_into(y, y, t(0), t(1))
     elif activation == "HardSwish":
         g = y * t(1.0 / 6.0)
         g += t(0.5)
-        np.clip(g, t(0), t(1), out=g)
+        clip_into(g, g, t(0), t(1))
         with np.errstate(invalid="ignore"):  # -inf * 0 is NaN, as HardSwish's kernel gives
             y *= g
     elif activation:
