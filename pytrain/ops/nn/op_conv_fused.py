@@ -78,8 +78,8 @@ def fused_conv(ctx: OpContext, X: np.ndarray, W: np.ndarray, B: Optional[np.ndar
     group = int(group)
     conv_args = (kernel_shape, strides, dilations, pads, auto_pad)
     bn = (scale, bias, mean, var)
-    if any(p is not None for p in bn):
-        if any(p is None for p in bn):
+    if scale is not None or bias is not None or mean is not None or var is not None:
+        if scale is None or bias is None or mean is None or var is None:
             raise InputError("FusedConv: BatchNormalization needs scale, bias, mean and var, got %s"
                              % ([p is not None for p in bn],))
         # the Conv's output, the BatchNormalization's input, is (N, M, ...); an InferenceSession's
