@@ -89,11 +89,7 @@ class Plan:
         given = set(consts)
         if kernels is None:   # (a plan whose kernels are chosen, WebGPU's, runs the model's own nodes)
             nodes = fusion.fuse(nodes, self.output_names)  # Conv chains (pytrain/engine/fusion.py)
-            nodes = _fold_constants(nodes, consts, OpContext(training=training, opset=opset))
-            # a folded tensor only another folded node read is not held (a weight's re-layout steps)
-            wanted = set(consumers(nodes)) | set(self.output_names)
-            for name in [k for k in consts if k not in given and k not in wanted]:
-                del consts[name]
+            nodes = _fold_constants(nodes, consts, OpContext(training=training, opset=opset), self.output_names)
         self._folded = frozenset(consts) - given   # (not the model's constants: kept out of ``constants``)
         produced = producers(nodes)
         for o in self.output_names:
@@ -272,13 +268,16 @@ _LAYOUT_OPS = frozenset(["Slice", "Concat", "Unsqueeze", "Squeeze", "Reshape", "
 FOLD_LAYOUT_MAX_ELEMENTS = 1 << 16
 
 
-def _fold_constants(nodes: List[NodeProto], consts: Dict[str, np.ndarray], ctx: OpContext) -> List[NodeProto]:
+def _fold_constants(nodes: List[NodeProto], consts: Dict[str, np.ndarray], ctx: OpContext,
+                    outputs: Sequence[str]) -> List[NodeProto]:
     """``nodes`` without those whose inputs are all constants, their small outputs added to ``consts``
     (read-only): run once when the plan is made, not on every step (GPT-2's LoRA step ran 270 such
     Constant, Unsqueeze and Concat nodes a step). A node that draws random numbers, has a body, fails
     or yields a large or non-array output stays in the plan, where it fails as it would have; a node reading a
     large constant (a weight: its Transpose, its DequantizeLinear) is not even tried, so the plan's start does
-    not compute a weight-sized result to throw it away."""
+    not compute a weight-sized result to throw it away. A folded tensor that only other folded nodes read
+    (a weight's re-layout steps) is not kept in ``consts``; those the kept nodes or ``outputs`` read are."""
+    given = set(consts)
     kept = []
     for n in nodes:
         info = get_kernel(n.op_type, n.domain or "")
@@ -306,6 +305,9 @@ def _fold_constants(nodes: List[NodeProto], consts: Dict[str, np.ndarray], ctx: 
                 v = np.array(v)   # its own copy, read-only: no kernel may write into a constant
                 v.flags.writeable = False
                 consts[o] = v
+    wanted = set(consumers(kept)) | set(outputs)
+    for name in [k for k in consts if k not in given and k not in wanted]:
+        del consts[name]
     return kept
 
 
