@@ -3,6 +3,7 @@ onnxruntime-training or, where it cannot train the model, PyTorch (a training st
 
     python bench/cnn_speed.py [--workloads mobilenetv3,dbnet,crnn] [--passes 3] [--steps 30]
                               [--pytrain-root DIR]   # another checkout's pytrain (a before/after)
+                              [--only inference]     # the inference rows alone (no training artifacts)
 
 Every pass runs every row once, in its own process, pytrain's row next to its peer's (so a busy
 spell on the shared machine hits both); a ratio is computed per pass and shown as median
@@ -43,8 +44,8 @@ def _run(py: str, args: list, root: Path) -> dict:
     return json.loads(lines[-1])
 
 
-def prepare(names: list, root: Path) -> dict:
-    """Models, batches and both runtimes' training artifacts; {name: can ORT train it}."""
+def prepare(names: list, root: Path, training: bool = True) -> dict:
+    """Models, batches and (``training``) both runtimes' training artifacts; {name: can ORT train it}."""
     sys.path.insert(0, str(HERE))
     import workloads
 
@@ -53,6 +54,9 @@ def prepare(names: list, root: Path) -> dict:
         d = CACHE / "models" / name
         if not (d / "model.onnx").exists():
             workloads.write_inputs(workloads.WORKLOADS[name], d)
+        if not training:
+            ort_trains[name] = False
+            continue
         art = CACHE / "art"
         _run(sys.executable, ["gen", "--runtime", "pytrain", "--model", str(d / "model.onnx"),
                               "--out", str(art / "pytrain" / name)], root)
@@ -95,15 +99,18 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--pytrain-root", default=str(HERE.parent))
     ap.add_argument("--save", action="store_true", help="write the per-pass values to bench/cnn_speed.json")
+    ap.add_argument("--only", choices=["inference", "training step"], help="one kind of row only")
     args = ap.parse_args()
     names = args.workloads.split(",")
     root = Path(args.pytrain_root).resolve()
-    ort_trains = prepare(names, root)
+    ort_trains = prepare(names, root, training=args.only != "inference")
     load = [os.getloadavg()[0]]
     res: dict = {}
     for _ in range(args.passes):
         for name in names:
             for what, runtime, py, argv in rows(name, ort_trains[name], args.steps):
+                if args.only and what != args.only:
+                    continue
                 r = _run(py, argv, root)
                 res.setdefault((name, what, runtime), []).append(r.get("step_ms", float("nan")))
                 if "error" in r:

@@ -20,6 +20,7 @@ A kernel reads like the ONNX spec of its op::
 from __future__ import annotations
 
 import inspect
+import operator
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -148,7 +149,7 @@ class OpContext:
         InferenceSession's initializers). Anything else (a training Module's parameters, a feed, any
         writable array) is computed afresh on every call, so a weight that changes stays right."""
         memo = self._memo  # (kept inputs were immutable when kept, and so are still: only their identity is checked)
-        if memo is not None and len(memo[0]) == len(inputs) and all(m is a for m, a in zip(memo[0], inputs)):
+        if memo is not None and len(memo[0]) == len(inputs) and all(map(operator.is_, memo[0], inputs)):
             return memo[1]
         if not all(a is None or _immutable(a) for a in inputs):
             return compute()

@@ -3,8 +3,9 @@ BLAS product per channel over its taps' columns (pytrain/ops/windows.py depthwis
 dilations, uneven pads, bias, channel chunks, NaN/inf staying in their windows), GlobalAveragePool as
 one einsum row sum (1-D/2-D/3-D, float64, NaN/inf rows, a sample's value independent of its batch),
 Resize's plans kept by value, MaxPool one axis at a time, squeeze-excite's single-position 1x1 Conv
-as one product, and an InferenceSession's constant weights folded once per node
-(OpContext.constant_memo) while a Module's writable ones are not."""
+as one product, an InferenceSession's constant weights folded once per node
+(OpContext.constant_memo) while a Module's writable ones are not, and Conv's plans (window, native form,
+dense operators) kept per input shape beside those weights, every form against onnxruntime."""
 from __future__ import annotations
 
 import numpy as np
@@ -294,3 +295,76 @@ def test_strided_conv_per_sample_columns_against_onnxruntime(case):
     X.reshape(-1)[::53] = np.inf
     X.reshape(-1)[7::61] = -np.inf
     check("Conv", [X, W, B], attrs, oracle="ort", rtol=1e-4, atol=1e-4)
+
+
+def _const(a: np.ndarray) -> np.ndarray:
+    """``a`` as an InferenceSession holds a weight: a read-only view of immutable bytes (kept by constant_memo)."""
+    return np.frombuffer(a.tobytes(), dtype=a.dtype).reshape(a.shape)
+
+
+def _se_block_model() -> onnx.ModelProto:
+    """Every native Conv form in one graph, plain Conv and fused: a 3x3 Conv+BN+Relu (per-sample columns
+    on large maps, the batch-folded im2col on small ones), a depthwise 3x3 + HardSwish (dense operators or
+    shifted taps), squeeze-excite's single-position 1x1 convs, a 1x1 projection (folded or per-sample
+    product), and a 3x3 Conv with fewer outputs than inputs (one product per tap)."""
+    def w(*shape):
+        return RNG.standard_normal(shape).astype(np.float32) * 0.3
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("w0", w(12, 5, 3, 3)), ("b0", w(12)), ("s0", np.abs(w(12)) + 0.5), ("t0", w(12)), ("m0", w(12)),
+        ("v0", np.abs(w(12)) + 0.5), ("wd", w(12, 1, 3, 3)), ("wse1", w(4, 12, 1, 1)), ("bse1", w(4)),
+        ("wse2", w(12, 4, 1, 1)), ("bse2", w(12)), ("wp", w(7, 12, 1, 1)), ("bp", w(7)), ("wt", w(3, 7, 3, 3))]]
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c0", "s0", "t0", "m0", "v0"], ["n0"]),
+             helper.make_node("Relu", ["n0"], ["r0"]),
+             helper.make_node("Conv", ["r0", "wd"], ["cd"], group=12, pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("HardSwish", ["cd"], ["hd"]),
+             helper.make_node("GlobalAveragePool", ["hd"], ["g"]),
+             helper.make_node("Conv", ["g", "wse1", "bse1"], ["e1"]),
+             helper.make_node("Relu", ["e1"], ["e1r"]),
+             helper.make_node("Conv", ["e1r", "wse2", "bse2"], ["e2"]),
+             helper.make_node("HardSigmoid", ["e2"], ["e2s"], alpha=1 / 6, beta=0.5),
+             helper.make_node("Mul", ["hd", "e2s"], ["se"]),
+             helper.make_node("Conv", ["se", "wp", "bp"], ["p"]),
+             helper.make_node("Conv", ["p", "wt"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("hw", [(3, 5), (9, 13), (34, 41)])
+def test_conv_plans_kept_per_input_shape_agree_with_onnxruntime(hw):
+    model = _se_block_model()
+    sess = InferenceSession(model.SerializeToString())
+    oracle = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n, special in [(1, False), (3, False), (1, True), (3, True), (2, False)]:  # new, kept, kept ... shapes
+        X = RNG.standard_normal((n, 5) + hw).astype(np.float32)
+        if special:  # NaN and inf reach every form (the dense depthwise one declines them: its fallback)
+            X[0, 1, 1, 2], X[-1, 3, hw[0] - 1, 0], X[-1, 0, 0, hw[1] - 1] = np.nan, np.inf, -np.inf
+        got, = sess.run(None, {"x": X})
+        want, = oracle.run(None, {"x": X})
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+        fine = np.isfinite(want)
+        np.testing.assert_allclose(got[fine], want[fine], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["Conv", "FusedConv"])
+def test_a_kept_conv_plan_is_not_reused_for_other_attributes_or_shapes(op):
+    """One node context called with another input shape, other pads or strides, or another group (as no plan
+    does, but a caller could): each call agrees with a fresh context's answer (nothing kept)."""
+    domain = PYTRAIN_DOMAIN if op == "FusedConv" else ""
+    fn = get_kernel(op, domain).fn
+    W = _const(RNG.standard_normal((6, 6, 3, 3)).astype(np.float32))
+    Wg = _const(W[:, :3].copy())
+    B = _const(RNG.standard_normal(6).astype(np.float32))
+    ctx = OpContext()
+    calls = [((2, 6, 7, 9), W, {}), ((1, 6, 7, 9), W, {}), ((2, 6, 8, 5), W, {"pads": [1, 1, 1, 1]}),
+             ((2, 6, 8, 5), W, {"pads": [1, 1, 1, 1], "strides": [2, 1]}), ((2, 6, 8, 5), Wg, {"group": 2}),
+             ((2, 6, 7, 9), W, {})]
+    for shape, w, attrs in calls:
+        X = RNG.standard_normal(shape).astype(np.float32)
+        got, = fn(ctx, X, w, B, **attrs)
+        fresh, = fn(OpContext(), X, w.copy(), B.copy(), **attrs)
+        want, = check("Conv", [X, w.copy(), B.copy()], attrs, oracle="ort", rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(got, fresh)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

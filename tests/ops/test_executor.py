@@ -91,3 +91,38 @@ def test_a_constant_node_that_fails_still_fails_when_run_naming_the_node():
     plan = Plan(_shape_chain_graph(bad_axes=True), ["x"], ["y"], opset=17)
     with pytest.raises(PytrainError, match="u2"):
         plan.run([np.arange(6, dtype=np.float32)])
+
+
+def _weight_relayout_graph(rows: int):
+    """y = x @ Concat(Slice(W, rows/2:), Slice(W, :rows/2))^T[..] : an exporter's gate reordering of a weight."""
+    from pytrain.proto import from_array
+
+    half = rows // 2
+    w = RNG_W.standard_normal((rows, 96)).astype(np.float32)
+    inits = [from_array(w, "W"), from_array(np.array([0], np.int64), "z"), from_array(np.array([half], np.int64), "h"),
+             from_array(np.array([rows], np.int64), "e"), from_array(np.array([0], np.int64), "ax")]
+    nodes = [make_node("Slice", ["W", "h", "e", "ax"], ["top"], name="s1"),
+             make_node("Slice", ["W", "z", "h", "ax"], ["bottom"], name="s2"),
+             make_node("Concat", ["top", "bottom"], ["wr"], name="cat", axis=0),
+             make_node("Transpose", ["wr"], ["wt"], name="tr", perm=[1, 0]),
+             make_node("MatMul", ["x", "wt"], ["y"], name="mm")]
+    graph = make_graph(nodes, "g", [make_value_info("x", 1, [3, 96])], [make_value_info("y", 1, [3, rows])], inits)
+    return graph, w
+
+
+RNG_W = np.random.default_rng(32)
+
+
+@pytest.mark.parametrize("rows, folded", [(256, True), (2 * 65536 // 96 + 2, False)])
+def test_a_weights_relayout_is_folded_up_to_its_limit(rows, folded):
+    graph, w = _weight_relayout_graph(rows)
+    plan = Plan(graph, ["x"], ["y"], opset=17)
+    x = RNG_W.standard_normal((3, 96)).astype(np.float32)
+    half = rows // 2
+    want = x @ np.concatenate([w[half:], w[:half]]).T
+    np.testing.assert_array_equal(plan.run([x])[0], want)
+    calls = {}
+    plan.time_nodes(calls, lambda n: n.op_type)
+    plan.run([x])
+    assert sorted(calls) == (["MatMul"] if folded else ["Concat", "MatMul", "Slice", "Transpose"])
+    assert sorted(plan.constants) == ["W", "ax", "e", "h", "z"]   # (the folded tensors are not the model's)

@@ -76,6 +76,20 @@ def test_clip_against_onnx_reference():
     check("Clip", [x, None, np.array(1, np.float32)])
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "odd"])
+def test_relu_as_a_clip_equals_maximum(dtype, layout):
+    x = np.concatenate([SPECIALS, -SPECIALS, RNG.standard_normal(101).astype(np.float32)]).astype(dtype)
+    x = {"contiguous": x.reshape(1, -1), "strided": np.stack([x, x[::-1]], axis=1)[::2],
+         "odd": x[:119].reshape(7, 17)}[layout]
+    got = _run("Relu", x)
+    want = np.maximum(x, dtype(0))
+    assert got.dtype == x.dtype and got.shape == x.shape and got is not x
+    np.testing.assert_array_equal(got, want)  # NaN where NaN (its sign kept); -0.0 == 0.0
+    np.testing.assert_array_equal(np.signbit(got[np.isnan(got)]), np.signbit(want[np.isnan(want)]))
+    check("Relu", [x])
+
+
 def test_clip_into_in_place():
     x = np.array([-2.0, np.nan, 3.0, 9.0], dtype=np.float32)
     y = op_clip.clip_into(x, x, np.float32(0), np.float32(6))

@@ -224,3 +224,26 @@ def test_bidirectional_lstm_gates_from_one_exp_against_onnxruntime(gain):
     ins[0][2, 1, 0] = np.nan
     y, yh, yc = run_pytrain("LSTM", ins, attrs, 3)
     assert np.isnan(y[:, :, 1]).any() and not np.isnan(y[:, :, [0, 2]]).any()
+
+
+@pytest.mark.parametrize("t, n, i, h, layout", [(7, 1, 5, 3, 0), (1, 2, 3, 5, 0), (6, 3, 9, 4, 1), (4, 1, 2, 7, 1)])
+def test_bidirectional_lstm_one_input_projection_against_onnxruntime(t, n, i, h, layout):
+    """Both directions' input projections as one product over the sequence in time order (the backward
+    direction reading its rows reversed): odd sizes, batch 1, a single step, layout 1 (against onnx.reference,
+    which onnxruntime refuses), inf in the input."""
+    rng = np.random.default_rng(t * 100 + n * 10 + i)
+    x = rng.standard_normal((t, n, i)).astype(np.float32)
+    x[t // 2, n - 1, 0] = np.inf
+    W = rng.standard_normal((2, 4 * h, i)).astype(np.float32) * 0.5
+    R = rng.standard_normal((2, 4 * h, h)).astype(np.float32) * 0.5
+    B = rng.standard_normal((2, 8 * h)).astype(np.float32) * 0.5
+    if layout:
+        x = np.ascontiguousarray(np.swapaxes(x, 0, 1))
+    ins = [x, W, R, B]
+    attrs = dict(direction="bidirectional", hidden_size=h, layout=layout)
+    got = run_pytrain("LSTM", ins, attrs, 3)
+    # (onnxruntime refuses layout 1: onnx.reference's LSTM then)
+    ref = run_reference("LSTM", ins, attrs, 3) if layout else run_ort("LSTM", ins, attrs, 3, 14)
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(r))
+    _close(got, ref, "LSTM layout %d" % layout)

@@ -41,7 +41,7 @@ def clip_into(y: np.ndarray, x: np.ndarray, lo, hi) -> np.ndarray:
     formula both Clip and the fused Conv+BatchNormalization+Clip use. A NaN bound makes every
     element NaN, as maximum/minimum do."""
     if lo is not None and hi is not None and _FAST_CLIP and lo == lo and hi == hi:
-        np.clip(x, lo, hi, out=y)
+        x.clip(lo, hi, out=y)  # (np.clip's own call, without its wrapper: 3.4 -> 1.6 us on a small array)
         return y
     if lo is not None:
         np.maximum(x, lo, out=y)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
 from pytrain.errors import InputError
 from pytrain.ops import linalg
 from pytrain.ops.nn import conv_taps
-from pytrain.ops.nn.depthwise import depthwise_dense, suits
+from pytrain.ops.nn.depthwise import dense_operators, depthwise_dense, suits
 from pytrain.ops.registry import kernel
 from pytrain.ops.windows import (Window, batch_first, conv_columns, depthwise_conv2d, geometry, pad_spatial,
                                  window_view)
@@ -39,23 +39,17 @@ def _native_products() -> bool:
     return not linalg.has_backend()
 
 
-def uses_dense_depthwise(X: np.ndarray, W: np.ndarray, win: Window, group: int) -> bool:
-    """Whether :func:`convolve` takes the per-channel dense operators of
-    :mod:`pytrain.ops.nn.depthwise` for these inputs (whose ``operators`` a caller may then keep)."""
-    return (_native_products() and X.dtype.kind == "f" and group == X.shape[1] and W.shape[1] == 1
-            and suits(win))
-
-
-def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window,
-                      group: int, operators: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
-    """Conv shapes with a cheaper exact form than im2col, or None.
+def native_form(X: np.ndarray, W: np.ndarray, win: Window, group: int, dense: bool = True) -> Optional[Callable]:
+    """The Conv's cheaper exact form natively, ``form(X, W, B, win, operators) -> Y or None``, or None
+    for the batch-folded im2col; it depends on shapes, dtype and window only, so a caller may keep it
+    per geometry (:func:`conv_plan`).
 
     * 1x1, stride 1, no padding: a per-sample product ``W (M, C) @ X[n] (C, L)``, already in
       ``(N, M, L)`` order: no column matrix and no transposes (MobileNet's expand/project convs);
       over few positions one product ``W @ X`` with the batch moved into the columns (a single
       position, squeeze-excite's convs: ``X (N, C) @ W.T``), with none of im2col's set-up;
     * depthwise (group == C, any multiplier) over small maps: one dense operator per channel
-      (:mod:`pytrain.ops.nn.depthwise`); over larger 2-D maps (group == C == M)
+      (:mod:`pytrain.ops.nn.depthwise`; ``dense`` False skips it); over larger 2-D maps (group == C == M)
       :func:`depthwise_conv2d`, the taps as shifted planes;
     * ungrouped 2-D stride-1 convs with fewer outputs than inputs: one product per tap over the
       flat padded input (:mod:`pytrain.ops.nn.conv_taps`);
@@ -65,35 +59,62 @@ def _native_fast_path(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win
     if X.dtype.kind != "f":
         return None
     if group == 1 and X.size == n * c and W.size == m * c and not win.needs_padding:
-        return _single_position(X, W, B, win)  # (checked first: squeeze-excite's convs are many and tiny)
-    positions = math.prod(win.out_shape)
-    y = depthwise_dense(X, W, win, B, operators) if group == c and W.shape[1] == 1 and suits(win) else None
-    if y is not None:
-        return y
+        return _single_position  # (checked first: squeeze-excite's convs are many and tiny)
+    if dense and group == c and W.shape[1] == 1 and suits(win):
+        return _dense_depthwise
     if (group == c == m and W.shape[1] == 1 and win.rank == 2
             and math.prod(win.in_shape) >= _DEPTHWISE_MIN_POSITIONS):
-        return depthwise_conv2d(X, W, win, B)
+        return _depthwise_taps
     if conv_taps.suits(X, W, win, group):
-        return conv_taps.conv_taps(X, W, B, win)
+        return _conv_taps
+    positions = math.prod(win.out_shape)
     pointwise = (group == 1 and all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
                  and not win.needs_padding)
-    if pointwise and positions < _POINTWISE_MIN_POSITIONS:
-        return _pointwise_folded(X, W, B, win)
     if pointwise:
-        cols = X.reshape(n, c, positions)
-    elif group == 1 and (positions >= _PER_SAMPLE_MIN_POSITIONS or (
+        return _pointwise_folded if positions < _POINTWISE_MIN_POSITIONS else _pointwise
+    if group == 1 and (positions >= _PER_SAMPLE_MIN_POSITIONS or (
             positions >= _PER_SAMPLE_STRIDED_MIN_POSITIONS and any(s > 1 for s in win.strides))):
-        # a per-sample im2col from the (N, C, ...) layout: the products come out batch-first
-        cols = window_view(pad_spatial(X, win), win).reshape(n, -1, positions)  # (N, C*K, L)
-    else:
-        return None
-    y = np.matmul(W.reshape(m, -1).astype(X.dtype, copy=False), cols)  # (N, M, L)
+        return _per_sample_columns
+    return None
+
+
+def _dense_depthwise(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window,
+                     operators: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    y = depthwise_dense(X, W, win, B, operators)
+    if y is None:  # (not finite: the next exact form says where the NaN or infinity stays)
+        form = native_form(X, W, win, X.shape[1], dense=False)
+        y = None if form is None else form(X, W, B, win, None)
+    return y
+
+
+def _depthwise_taps(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window, _ops: Any) -> np.ndarray:
+    return depthwise_conv2d(X, W, win, B)
+
+
+def _conv_taps(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window, _ops: Any) -> np.ndarray:
+    return conv_taps.conv_taps(X, W, B, win)
+
+
+def _pointwise(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window, _ops: Any) -> np.ndarray:
+    return _batch_first_product(X.reshape(X.shape[0], X.shape[1], -1), W, B, win)
+
+
+def _per_sample_columns(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window,
+                        _ops: Any) -> np.ndarray:
+    # a per-sample im2col from the (N, C, ...) layout: the products come out batch-first
+    cols = window_view(pad_spatial(X, win), win).reshape(X.shape[0], -1, math.prod(win.out_shape))  # (N, C*K, L)
+    return _batch_first_product(cols, W, B, win)
+
+
+def _batch_first_product(cols: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window) -> np.ndarray:
+    m = W.shape[0]
+    y = np.matmul(W.reshape(m, -1).astype(cols.dtype, copy=False), cols)  # (N, M, L)
     if B is not None:
         y += B.reshape(m, 1)
-    return y.reshape((n, m) + win.out_shape)
+    return y.reshape((cols.shape[0], m) + win.out_shape)
 
 
-def _single_position(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window) -> np.ndarray:
+def _single_position(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window, _ops: Any) -> np.ndarray:
     """A 1x1 conv of a one-position input (squeeze-excite's, X ``(N, C, 1, ...)``) as ``(N, C) @ (C, M)``."""
     n, c, m = X.shape[0], X.shape[1], W.shape[0]
     y = np.matmul(X.reshape(n, c), W.reshape(m, c).T.astype(X.dtype, copy=False))
@@ -102,7 +123,7 @@ def _single_position(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win:
     return y.reshape((n, m) + win.out_shape)
 
 
-def _pointwise_folded(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window) -> np.ndarray:
+def _pointwise_folded(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window, _ops: Any) -> np.ndarray:
     """A 1x1 conv over few positions per sample as one product, the batch in the columns."""
     n, c, m = X.shape[0], X.shape[1], W.shape[0]
     w = W.reshape(m, c).astype(X.dtype, copy=False)
@@ -148,12 +169,15 @@ def _geometry(x_shape: Tuple[int, ...], ks: Tuple[int, ...], strides, dilations,
 
 
 def convolve(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window, group: int,
-             operators: Optional[np.ndarray] = None) -> np.ndarray:
+             operators: Optional[np.ndarray] = None, form: Any = True) -> np.ndarray:
     """Y = Conv(X, W, B) over the checked window ``win`` (:func:`conv_window`), as a new array.
-    ``operators``: W's dense depthwise operators for ``win`` when :func:`uses_dense_depthwise` (kept by
-    the caller for constant weights), else None (built here when needed)."""
+    ``operators``: W's dense depthwise operators for ``win`` when its form takes them (kept by
+    the caller for constant weights: :func:`conv_plan`), else None (built here when needed); ``form``: :func:`native_form`'s
+    answer for these shapes when the caller kept it (:func:`conv_plan`), True to resolve it here."""
     n, m = X.shape[0], W.shape[0]
-    y = _native_fast_path(X, W, B, win, group, operators) if _native_products() else None
+    if form is True:
+        form = native_form(X, W, win, group) if _native_products() else None
+    y = form(X, W, B, win, operators) if form is not None else None
     if y is not None:
         return y
     # The batch folded into the columns: one (M/G, C/G*K) @ (C/G*K, N*L) product per group,
@@ -166,8 +190,34 @@ def convolve(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window,
     return y
 
 
+#: a node's plans kept per input shape (:func:`conv_plan`): a model fed ever new shapes keeps the latest few
+_KEPT_SHAPES = 8
+
+
+def conv_plan(kept: Optional[dict], X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], group: int,
+              kernel_shape: Any, strides: Any, dilations: Any, pads: Any, auto_pad: str) -> tuple:
+    """(window, native form, dense depthwise operators or None) of this Conv, its inputs checked
+    (:func:`conv_window`). ``kept``: a dict that lives exactly as long as W and B are the same constant
+    arrays (``OpContext.constant_memo``), where the plan is kept per input shape and dtype, so a node's
+    later calls skip the checks, the geometry and the choice of form; None resolves it afresh."""
+    attrs = (group, kernel_shape, strides, dilations, pads, auto_pad, _native_products())
+    key = (X.shape, X.dtype)
+    got = kept.get(key) if kept is not None else None
+    if got is not None and got[0] == attrs:
+        return got[1]
+    win = conv_window(X, W, B, group, kernel_shape, strides, dilations, pads, auto_pad)
+    form = native_form(X, W, win, group) if attrs[-1] else None
+    plan = (win, form, dense_operators(W, win, X.dtype) if form is _dense_depthwise and kept is not None else None)
+    if kept is not None:
+        if len(kept) >= _KEPT_SHAPES:
+            kept.clear()
+        kept[key] = (attrs, plan)
+    return plan
+
+
 @kernel("Conv")
 def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
          pads=None, strides=None):
-    win = conv_window(X, W, B, int(group), kernel_shape, strides, dilations, pads, auto_pad)
-    return (convolve(X, W, B, win, int(group)),)
+    kept = ctx.constant_memo((W, B), dict) if _native_products() else None
+    win, form, operators = conv_plan(kept, X, W, B, int(group), kernel_shape, strides, dilations, pads, auto_pad)
+    return (convolve(X, W, B, win, int(group), operators, form),)
