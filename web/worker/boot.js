@@ -349,6 +349,7 @@ async function loadRuntime() {
     const gemm = await installWasmKernels(pyodide, kernels);
     progress.mark("kernels linked");
     const trainsOn = await installWebGPU(pyodide, gpuModeFromURL());
+    progress.mark("device chosen");
     pyodide.runPython(
       "from pytrain import webapp as _pt_webapp\n" +
       "_pt_session = _pt_webapp.Session()\n" +
