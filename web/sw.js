@@ -7,7 +7,8 @@
  *   both with the site's hash): a second visit then makes no round trip per script. Another build's
  *   page means a deploy happened: the cache is bypassed (see `outdated`).
  * - Everything else (index.html, config.json, the SuperLink under flower/, ...) is network-first,
- *   with the cache as the offline fallback, so an update shows up on the next load.
+ *   with the cache as the offline fallback, so an update shows up on the next load. A page of this
+ *   build comes without its head's preloads of Pyodide's files (see withoutPreloads).
  *
  * VERSION is replaced by build.py with a hash of the whole site, which is also written to
  * config.json as "site". A new build therefore changes sw.js's bytes (the browser installs it)

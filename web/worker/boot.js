@@ -261,13 +261,17 @@ function compileEarly(url) {
 }
 
 /* emscripten's Module.instantiateWasm hook: instantiate the early-compiled module; if that compile
- * failed, Pyodide's own way (a fresh fetch, streamed) as it would have without the hook. */
+ * failed (e.g. a server that does not send application/wasm), the bytes fetched again and instantiated, as
+ * Pyodide's own fallback does. */
 function instantiateEarly(wasm, imports, receive) {
   wasm.module
     .then((module) => WebAssembly.instantiate(module, imports).then((instance) => ({ instance, module })))
     .catch((e) => {
       console.warn("pytrain: the early-compiled Pyodide wasm did not instantiate, fetching it again:", e);
-      return WebAssembly.instantiateStreaming(fetch(wasm.url, { credentials: "same-origin" }), imports);
+      return fetch(wasm.url, { credentials: "same-origin" }).then((r) => {
+        if (!r.ok) throw new Error(`${wasm.url}: HTTP ${r.status}`);
+        return r.arrayBuffer();
+      }).then((bytes) => WebAssembly.instantiate(bytes, imports));
     })
     .then(({ instance, module }) => { progress.mark("wasm instantiated"); receive(instance, module); },
           (e) => wasm.fail(new Error("Pyodide's WebAssembly did not start: " + (e.message || e))));
