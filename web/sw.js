@@ -7,7 +7,8 @@
  *   both with the site's hash): a second visit then makes no round trip per script. Another build's
  *   page means a deploy happened: the cache is bypassed (see `outdated`).
  * - Everything else (index.html, config.json, the SuperLink under flower/, ...) is network-first,
- *   with the cache as the offline fallback, so an update shows up on the next load.
+ *   with the cache as the offline fallback, so an update shows up on the next load. A page of this
+ *   build comes without its head's preloads of Pyodide's files (see withoutPreloads).
  *
  * VERSION is replaced by build.py with a hash of the whole site, which is also written to
  * config.json as "site". A new build therefore changes sw.js's bytes (the browser installs it)
@@ -26,6 +27,8 @@ const IMMUTABLE = /^(pyodide\/|wheels\/|kernels\/|artifacts\/|data\/mnist-)/;
 const CODE = /^(?!flower\/).*\.(js|css|svg|ico|png)$/;
 // build.py writes the site's hash into every page's <meta name="pytrain-site"> as into VERSION
 const STAMP = /<meta name="pytrain-site" content="([^"]*)">/;
+// the head's preloads of Pyodide's first files (build.py writes them into index.html for a first visit)
+const PRELOADS = /<link rel="preload" href="pyodide\/[^"]*" as="fetch" crossorigin>\s*/g;
 
 // True once index.html or config.json (always fetched from the network first) names another build
 // than this worker's: a deploy happened and the new sw.js is not active yet. Until it is, cached
@@ -95,12 +98,32 @@ async function networkFirst(event, req, check) {
     if (cacheable(resp)) {
       if (check) await check(resp.clone());
       if (!outdated) event.waitUntil(caches.open(CACHE).then((c) => c.put(req, resp.clone())).catch(() => {}));
+      if (req.mode === "navigate" && !outdated) return withoutPreloads(resp);
     }
     return resp;
   } catch (err) {
     const hit = await caches.match(req, { cacheName: CACHE });
     if (hit) return hit;
     throw err;   // offline and never cached: the request fails as it would without us
+  }
+}
+
+/* A page of this build this worker controls, without its head's preloads of Pyodide's files: they are in this
+ * worker's cache, where the page's Web Worker reads them. Preloaded, they would be copied into the page (13 MB, the
+ * JS decoded as text on its main thread) before its modules run and start that Web Worker. (The body is read
+ * whole here as checkPage reads it; the headers stay but the encoding, the new body being plain text.) */
+async function withoutPreloads(resp) {
+  try {
+    const text = await resp.clone().text();
+    const stamp = STAMP.exec(text);
+    const page = text.replace(PRELOADS, "");
+    if (!stamp || stamp[1] !== VERSION || page === text) return resp;
+    const headers = new Headers(resp.headers);
+    headers.delete("content-encoding");
+    headers.delete("content-length");
+    return new Response(page, { status: resp.status, statusText: resp.statusText, headers });
+  } catch (e) {
+    return resp;   // unreadable: the page as it came
   }
 }
 

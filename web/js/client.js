@@ -14,18 +14,24 @@ const SERVICE_WORKER = new URL("../sw.js", import.meta.url);
 
 /**
  * Register the site's service worker (../sw.js caches the Python runtime for the next visit).
- * Resolves (never rejects) when the Web Worker may start: at once when the page is already
- * controlled or service workers are unavailable; on a first visit once the new service worker
+ * Returns what the Web Worker waits for: null when it may start at once (the page is already
+ * controlled, a later visit: the browser checks for an update meanwhile; or service workers are
+ * unavailable), so a WorkerClient given it creates its worker within the caller's own task, not a
+ * task later; on a first visit a promise that resolves (never rejects) once the new service worker
  * is active (at most waitMs), so that the runtime downloaded now is cached as it arrives.
  */
-export async function registerServiceWorker(waitMs = 3000) {
+export function registerServiceWorker(waitMs = 3000) {
   const sw = navigator.serviceWorker;   // undefined on http:// other than localhost, or when disabled
-  if (!sw || SERVICE_WORKER.origin !== location.origin) return false;
+  if (!sw || SERVICE_WORKER.origin !== location.origin) return null;
+  if (sw.controller) {
+    sw.register(SERVICE_WORKER).catch((e) => console.warn("pytrain: service worker:", e));
+    return null;
+  }
+  return firstRegistration(sw, waitMs);
+}
+
+async function firstRegistration(sw, waitMs) {
   try {
-    if (sw.controller) {   // a later visit: start now, let the browser check for updates meanwhile
-      sw.register(SERVICE_WORKER).catch((e) => console.warn("pytrain: service worker:", e));
-      return true;
-    }
     const reg = await sw.register(SERVICE_WORKER);
     const fresh = reg.installing || reg.waiting || (reg.active && reg.active.state === "activating" ? reg.active : null);
     if (!fresh) return false;   // e.g. a hard reload: registered, but this page bypasses it
@@ -57,7 +63,7 @@ function cachePageCode() {
 /**
  * A Pyodide + pytrain worker. Events: the protocol's EVENTS (loading, ready, startup, fatal, progress, epoch,
  * saved, state, done, error, federation).
- * startAfter: a promise to wait for before the Web Worker is created (calls made meanwhile are queued).
+ * startAfter: a promise to wait for before the Web Worker is created (calls made meanwhile are queued); null: at once.
  */
 export class WorkerClient extends EventTarget {
   constructor({ workerURL = DEFAULT_WORKER, startAfter = null } = {}) {
@@ -70,6 +76,7 @@ export class WorkerClient extends EventTarget {
     this.worker = null;
     const start = () => {
       if (this._queued === null) return;   // terminated before it started
+      if (self.performance && performance.mark) performance.mark("pytrain-worker-created");   // (the bench's start-up stages)
       this.worker = new Worker(workerURL);
       this.worker.onmessage = (e) => this._onMessage(e.data);
       this.worker.onerror = (e) => {

@@ -215,13 +215,17 @@ function writeBundle(FS, bundle) {
  * then calls started() once the bundle is in (Pyodide's own downloads are then over or nearly).
  * Anything unexpected leaves Pyodide untouched: it then compiles the sources itself (a site built
  * sourceless, config.bytecode.sourceless, then fails to start Python: it is built for Pyodide 0.17.1). */
-function beforePythonStarts(bundle, sourceless, failed, started) {
+function beforePythonStarts(bundle, sourceless, failed, started, wasm) {
   const importScripts = self.importScripts;
   self.importScripts = function (...urls) {
+    const asm = urls.some((u) => /pyodide\.asm\.js$/.test(u));
+    if (asm) progress.mark("pyodide.asm.js asked");
     importScripts.apply(self, urls);
     const create = self._createPyodideModule;
-    if (!urls.some((u) => /pyodide\.asm\.js$/.test(u)) || typeof create !== "function") return;
+    if (!asm || typeof create !== "function") return;
+    progress.mark("pyodide.asm.js run");
     self._createPyodideModule = function (Module) {
+      if (wasm) Module.instantiateWasm = (imports, receive) => instantiateEarly(wasm, imports, receive);
       Module.preRun = [].concat(Module.preRun || [], () => {
         progress.setStage("Starting Python");
         (bundle || Promise.resolve()).catch(() => {}).then(started);
@@ -242,6 +246,38 @@ function beforePythonStarts(bundle, sourceless, failed, started) {
   return () => { self.importScripts = importScripts; };
 }
 
+/* Pyodide's 11 MB pyodide.asm.wasm compiled from the start of the worker, while pyodide.js, packages.json and
+ * pyodide.asm.js (1.7 MB of JS) are fetched and run, instead of after them: its fetch and compile overlap
+ * theirs. Streaming from the browser's own Response (the service worker's cached one on a later visit),
+ * as Pyodide's own instantiateStreaming would, so Chromium can keep and reuse its compiled code. */
+function compileEarly(url) {
+  if (typeof WebAssembly.compileStreaming !== "function") return null;
+  const p = WebAssembly.compileStreaming(fetch(url));
+  p.catch(() => {});
+  let fail = null;
+  const failure = new Promise((resolve, reject) => { fail = reject; });
+  failure.catch(() => {});
+  return { url, module: p, failure, fail };   // failure: rejects when neither way instantiates (loadRuntime races it)
+}
+
+/* emscripten's Module.instantiateWasm hook: instantiate the early-compiled module; if that compile
+ * failed (e.g. a server that does not send application/wasm), the bytes fetched again and instantiated, as
+ * Pyodide's own fallback does. */
+function instantiateEarly(wasm, imports, receive) {
+  wasm.module
+    .then((module) => WebAssembly.instantiate(module, imports).then((instance) => ({ instance, module })))
+    .catch((e) => {
+      console.warn("pytrain: the early-compiled Pyodide wasm did not instantiate, fetching it again:", e);
+      return fetch(wasm.url, { credentials: "same-origin" }).then((r) => {
+        if (!r.ok) throw new Error(`${wasm.url}: HTTP ${r.status}`);
+        return r.arrayBuffer();
+      }).then((bytes) => WebAssembly.instantiate(bytes, imports));
+    })
+    .then(({ instance, module }) => { progress.mark("wasm instantiated"); receive(instance, module); },
+          (e) => wasm.fail(new Error("Pyodide's WebAssembly did not start: " + (e.message || e))));
+  return {};   // (emscripten: instantiation is asynchronous, receive() completes it)
+}
+
 async function loadRuntime() {
   progress.setStage("Loading the Python runtime");
   const resp = await fetch(BASE + "config.json", { cache: "no-cache" });
@@ -256,6 +292,7 @@ async function loadRuntime() {
   const zipURL = new URL(pyZip.zip, BASE).href;
   progress.register(zipURL, pyZip.size || 300000);
   const untrack = trackDownloads();
+  const wasm = compileEarly(indexURL + "pyodide.asm.wasm");   // (tracked: the bar counts its bytes)
   let pyodide = null;
   try {
     // Pyodide's own start (its downloads, compiling its wasm, starting CPython) is the floor. What
@@ -278,10 +315,12 @@ async function loadRuntime() {
     };
     const bundleFailed = { error: null };
     const unhook = beforePythonStarts(bytecode, !!(config.bytecode && config.bytecode.sourceless), bundleFailed,
-                                      startLater);
+                                      startLater, wasm);
     try {
       self.importScripts(indexURL + "pyodide.js");
-      pyodide = await self.loadPyodide({ indexURL });
+      progress.mark("pyodide.js run");
+      const started = self.loadPyodide({ indexURL });
+      pyodide = await (wasm ? Promise.race([started, wasm.failure]) : started);
       runtime.pyodide = pyodide;
     } catch (e) {
       if (bundleFailed.error) throw new Error("the precompiled Python modules did not load: " + bundleFailed.error.message);
@@ -314,6 +353,7 @@ async function loadRuntime() {
     const gemm = await installWasmKernels(pyodide, kernels);
     progress.mark("kernels linked");
     const trainsOn = await installWebGPU(pyodide, gpuModeFromURL());
+    progress.mark("device chosen");
     pyodide.runPython(
       "from pytrain import webapp as _pt_webapp\n" +
       "_pt_session = _pt_webapp.Session()\n" +
