@@ -3,7 +3,7 @@ tests/browser/conftest.py launches it (plus any flags given), then ``--rounds`` 
 and waiting for the app to be ready (a first visit, as the tests' fresh contexts), each round's CPU s per Chromium
 process type (browser, renderer, gpu-process, utility:network...) and the worker's start-up marks (ms).
 
-    nice python bench/app_start_cpu.py --rounds 3 [--second-visits] [--flag=--js-flags=--no-wasm-tier-up ...]
+    nice python bench/app_start_cpu.py --rounds 3 [--second-visits] [--idle 10] [--flag=--js-flags=--liftoff-only ...]
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 TICK = float(os.sysconf("SC_CLK_TCK"))
+#: this process's own CPU (the site's server thread and Playwright's client, as in a pytest process)
+SELF = "python (site server, Playwright client)"
 
 
 def _proc(pid: int):
@@ -124,11 +126,13 @@ def main() -> None:
         shared = new_context(b, Recorder()) if args.second_visits else None
         for i in range(args.rounds):
             before = tree_by_kind(me)
+            before[SELF] = sum(os.times()[:2])
             ctx = shared or new_context(b, Recorder())
             page = open_app(ctx, url, Recorder())
             wait_ready(page)
             marks = page.evaluate("() => window.pytrainApp.timing.startup")
             after = tree_by_kind(me)
+            after[SELF] = sum(os.times()[:2])
             threads = threads_by_name(me)
             if args.idle:
                 page.wait_for_timeout(args.idle * 1000)
