@@ -15,9 +15,40 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
+#: PYTRAIN_TEST_CHROMIUM_ARGS: more flags, space-separated, for every browser the tests launch (to measure one's
+#: effect, bench/app_start_cpu.py and bench/suite_cpu.py; the suite itself sets none)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+                 "--disable-component-update", "--disable-sync"] + os.environ.get("PYTRAIN_TEST_CHROMIUM_ARGS", "").split()
 
+
+#: how often a test's ``wait_for_function`` evaluates its predicate when the call names no ``polling``: every 50 ms
+#: (``PYTRAIN_TEST_POLL_MS``; ``raf`` for Playwright's own default). Playwright's default polls on every animation
+#: frame, which keeps the renderer drawing frames for as long as the wait lasts: 0.06-0.10 CPU s per second of wait
+#: (renderer and GPU process) against 0.01 at 50-100 ms (bench/RESULTS.md "The test suite's CPU"), over the tests'
+#: waits for trainings, builds and rounds. The predicates wait for states that stay (a ready model, an epoch count,
+#: training over); a test whose state is brief records it from the page's own events (page_walk.py's hooks).
+POLL_MS = os.environ.get("PYTRAIN_TEST_POLL_MS", "50")
+
+
+def _poll_by_interval() -> None:
+    from playwright.sync_api import Frame, Page
+
+    for cls in (Page, Frame):
+        if getattr(cls.wait_for_function, "_pytrain_interval", False):
+            continue
+        def wait_for_function(self, expression, *, arg=None, polling=None, timeout=None, _orig=cls.wait_for_function):
+            return _orig(self, expression, arg=arg, timeout=timeout,
+                         polling=polling if polling is not None else float(POLL_MS))
+        wait_for_function._pytrain_interval = True
+        wait_for_function.__doc__ = cls.wait_for_function.__doc__
+        cls.wait_for_function = wait_for_function
+
+
+if POLL_MS != "raf":
+    try:
+        _poll_by_interval()
+    except ImportError:  # no playwright: the browser fixture skips
+        pass
 
 sys.path.insert(0, str(ROOT))
 import build  # noqa: E402  (the repository's build.py)
