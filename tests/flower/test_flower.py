@@ -505,8 +505,11 @@ def test_federation_of_pytrain_nodes(tmp_path, venv, arts):
 
 
 #: rounds of the federation with a PyTorch node: flwr's SuperNode starts one ClientApp process per message,
-#: each importing torch (most of the test's time), and the mix is as visible after 3 rounds as after 5
-MIXED_ROUNDS = 3
+#: each importing torch (most of the test's time: ~13 s a message at load 8-10). Two rounds keep what the
+#: test asserts: a second round that starts from the first's mix, the torch node's weight in the last
+#: aggregate, and >= 0.85 global accuracy (the deterministic recipe gives 0.70, 0.886, 0.891 after rounds
+#: 1, 2, 3: the third round added 0.005)
+MIXED_ROUNDS = 2
 
 
 def test_federation_mixed_with_flower_torch_client(tmp_path, venv, arts):
