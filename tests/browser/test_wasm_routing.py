@@ -121,6 +121,27 @@ kt = np.swapaxes(k, -1, -2)
 out["matmul_batched_transposed"] = {
     "answered": wlinalg.matmul_batched(q, np.swapaxes(kt, -1, -2)) is not None,
     "err": [float(np.max(np.abs(linalg.matmul(q, np.swapaxes(kt, -1, -2)) - np.matmul(q, k))))]}
+# the kernels' addresses read from numpy's array struct (address.py) in wasm32: views at offsets, reversed and
+# strided views, ids reused after collection, a buffer reallocated in place; __array_interface__ the oracle
+from pytrain.ops.wasm import address
+iface = lambda a: a.__array_interface__["data"][0]
+base = np.arange(7 * 9 * 5, dtype=np.float32).reshape(7, 9, 5)
+wrong = [i for i, a in enumerate([base, base[1:], base[3:, 2:, 1:], base[2, 4], base[::-1], base[:, ::-2, 1:],
+                                  base.reshape(-1)[17:], base.T, np.empty(0, np.float32), np.zeros(())])
+         if wasm.ptr(a) != iface(a)]
+seen, reused = {}, 0
+for k in range(2000):
+    a = np.full(16 + (k % 7) * 8, k, np.float32)[k % 3:]
+    if wasm.ptr(a) != iface(a):
+        wrong.append("reuse %d" % k)
+    reused += id(a) in seen and seen[id(a)] != iface(a)
+    seen[id(a)] = iface(a)
+    del a
+grown = np.zeros(8, np.float32)
+grown.resize(1 << 20, refcheck=False)
+if wasm.ptr(grown) != iface(grown):
+    wrong.append("resized")
+out["addresses"] = {"direct": address.DIRECT, "wrong": wrong, "reused": reused}
 # the registry routes the accelerated kernels (install() put them in front)
 out["routed"] = sorted(op for op in ("Add", "Clip", "BatchNormalization", "Conv", "Erf", "Exp", "Gemm",
                                      "LayerNormalization", "Softmax", "Tanh", "Pow")
@@ -169,3 +190,10 @@ def test_install_routes_the_finite_check(results):
 def test_install_routes_the_ops(results):
     assert results["routed"] == ["Add", "BatchNormalization", "Clip", "Conv", "Erf", "Exp", "Gemm",
                                  "LayerNormalization", "Pow", "Softmax", "Tanh"]
+
+
+def test_addresses_are_read_from_the_array_struct_and_exact(results):
+    """In wasm32 the kernels' addresses come from the array's own data field (address.py), equal to
+    __array_interface__'s for views at offsets and for ids reused with another buffer."""
+    r = results["addresses"]
+    assert r["direct"] and r["wrong"] == [] and r["reused"] > 0, r
