@@ -56,6 +56,15 @@ compare("conv_depthwise", "Conv", (x, f32(24, 1, 3, 3), f32(24)),
 compare("conv_pointwise", "Conv", (x, f32(40, 24, 1, 1), f32(40)), fast=wconv.conv)
 compare("conv_pointwise_small", "Conv", (f32(16, 32, 6, 6), f32(192, 32, 1, 1), None), fast=wconv.conv)
 compare("conv_regular", "Conv", (x, f32(8, 24, 3, 3), None), fast=wconv.conv)  # conv.c conv2d
+# BatchNormTraining's five outputs (the running statistics in the kernel's call when float32, else numpy's update)
+all5 = OpContext(output_mask=(True,) * 5)
+bn_train = (x, f32(24), f32(24), f32(24), np.abs(f32(24)) + 0.5)
+compare("batchnorm_training", "BatchNormTraining", bn_train, {"epsilon": 1e-3, "momentum": 0.8},
+        domain=PYTRAIN_DOMAIN, ctx=all5, fast=wnorm.batchnorm_training)
+compare("batchnorm_training_f64_running", "BatchNormTraining", bn_train[:3] + tuple(v.astype(np.float64)
+        for v in bn_train[3:]), {"epsilon": 1e-3}, domain=PYTRAIN_DOMAIN, ctx=all5, fast=wnorm.batchnorm_training)
+compare("batchnorm_training_no_running", "BatchNormTraining", bn_train, domain=PYTRAIN_DOMAIN,
+        ctx=OpContext(output_mask=(True, False, False, True, True)), fast=wnorm.batchnorm_training)
 g = f32(32, 32, 512)
 compare("erf", "Erf", (g,), fast=welem.unary("erf"))
 compare("exp", "Exp", (-g * g,), fast=welem.unary("exp"))
@@ -162,7 +171,8 @@ def results(browser):
 
 ANSWERED = ["add_row", "sub_row", "mul_row", "div_row", "add_scalar_left", "sub_scalar_left",
             "mul_scalar_left", "div_scalar_left", "sum_to_shape_3d", "gemm_bias", "clip", "fused_conv_clip",
-            "first_non_finite", "batchnorm", "conv_depthwise", "conv_pointwise", "conv_pointwise_small", "conv_regular",
+            "first_non_finite", "batchnorm", "batchnorm_training", "batchnorm_training_f64_running",
+            "batchnorm_training_no_running", "conv_depthwise", "conv_pointwise", "conv_pointwise_small", "conv_regular",
             "erf", "exp", "tanh", "pow3", "pow2", "sce_class_last", "sce_grad_class_last", "sce_planes_3d", "layernorm",
             "layernorm_grad", "softmax", "gather_grad", "matmul_batched",
             "matmul_batched_transposed"]
