@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain.ops.wasm import THREADS_MIN_ELEMENTS, plain, ptr, kernels, threaded
+from pytrain.ops.wasm import F32, THREADS_MIN_ELEMENTS, plain, ptr, kernels, threaded
 
 
 def batch_normalization(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, input_mean: np.ndarray,
@@ -88,8 +88,8 @@ def layer_normalization_grad(ctx, dY: np.ndarray, X: np.ndarray, Scale: np.ndarr
 
 def _channel_vectors(c: int, *vs: np.ndarray) -> bool:
     """Each of ``vs`` a C-contiguous float32 vector of ``c`` values."""
-    for v in vs:
-        if v.shape != (c,) or v.dtype != np.float32 or not v.flags.c_contiguous:
+    for v in vs:  # (against the dtype F32, not the type np.float32, which numpy converts on every compare)
+        if v.shape != (c,) or v.dtype != F32 or not v.flags.c_contiguous:
             return False
     return True
 
