@@ -65,6 +65,14 @@ compare("batchnorm_training_f64_running", "BatchNormTraining", bn_train[:3] + tu
         for v in bn_train[3:]), {"epsilon": 1e-3}, domain=PYTRAIN_DOMAIN, ctx=all5, fast=wnorm.batchnorm_training)
 compare("batchnorm_training_no_running", "BatchNormTraining", bn_train, domain=PYTRAIN_DOMAIN,
         ctx=OpContext(output_mask=(True, False, False, True, True)), fast=wnorm.batchnorm_training)
+# HardSigmoid/HardSwish and their gradients on squeeze-excite's small maps (elementwise.py HARD_MIN_ELEMENTS)
+se, se_dy = f32(8, 72, 1, 1) * 4, f32(8, 72, 1, 1)
+compare("hard_sigmoid_small", "HardSigmoid", (se,), {"alpha": 0.2, "beta": 0.5}, fast=welem.hard_activation(1))
+compare("hard_swish_small", "HardSwish", (se,), fast=welem.hard_activation(2))
+compare("hard_sigmoid_grad_small", "HardSigmoidGrad", (se_dy, se), {"alpha": 0.2, "beta": 0.5}, domain=PYTRAIN_DOMAIN,
+        fast=welem.hard_activation_grad(1))
+compare("hard_swish_grad_small", "HardSwishGrad", (se_dy, se), domain=PYTRAIN_DOMAIN,
+        fast=welem.hard_activation_grad(2))
 g = f32(32, 32, 512)
 compare("erf", "Erf", (g,), fast=welem.unary("erf"))
 compare("exp", "Exp", (-g * g,), fast=welem.unary("exp"))
@@ -172,7 +180,8 @@ def results(browser):
 ANSWERED = ["add_row", "sub_row", "mul_row", "div_row", "add_scalar_left", "sub_scalar_left",
             "mul_scalar_left", "div_scalar_left", "sum_to_shape_3d", "gemm_bias", "clip", "fused_conv_clip",
             "first_non_finite", "batchnorm", "batchnorm_training", "batchnorm_training_f64_running",
-            "batchnorm_training_no_running", "conv_depthwise", "conv_pointwise", "conv_pointwise_small", "conv_regular",
+            "batchnorm_training_no_running", "hard_sigmoid_small", "hard_swish_small", "hard_sigmoid_grad_small",
+            "hard_swish_grad_small", "conv_depthwise", "conv_pointwise", "conv_pointwise_small", "conv_regular",
             "erf", "exp", "tanh", "pow3", "pow2", "sce_class_last", "sce_grad_class_last", "sce_planes_3d", "layernorm",
             "layernorm_grad", "softmax", "gather_grad", "matmul_batched",
             "matmul_batched_transposed"]
