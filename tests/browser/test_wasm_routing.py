@@ -59,6 +59,7 @@ compare("conv_regular", "Conv", (x, f32(8, 24, 3, 3), None), fast=wconv.conv)  #
 # BatchNormTraining's five outputs (the running statistics in the kernel's call when float32, else numpy's update)
 all5 = OpContext(output_mask=(True,) * 5)
 bn_train = (x, f32(24), f32(24), f32(24), np.abs(f32(24)) + 0.5)
+out["bn_running_in_kernel"] = wnorm.RUNNING_IN_KERNEL
 compare("batchnorm_training", "BatchNormTraining", bn_train, {"epsilon": 1e-3, "momentum": 0.8},
         domain=PYTRAIN_DOMAIN, ctx=all5, fast=wnorm.batchnorm_training)
 compare("batchnorm_training_f64_running", "BatchNormTraining", bn_train[:3] + tuple(v.astype(np.float64)
@@ -216,3 +217,8 @@ def test_addresses_are_read_from_the_array_struct_and_exact(results):
     __array_interface__'s for views at offsets and for ids reused with another buffer."""
     r = results["addresses"]
     assert r["direct"] and r["wrong"] == [] and r["reused"] > 0, r
+
+
+def test_batchnorm_training_updates_the_running_statistics_in_the_kernel(results):
+    """The page's batchnorm_training takes the running statistics (its 16 parameters), so the route passes them."""
+    assert results["bn_running_in_kernel"]

@@ -86,6 +86,11 @@ def layer_normalization_grad(ctx, dY: np.ndarray, X: np.ndarray, Scale: np.ndarr
     return (dx, dscale, dbias)
 
 
+#: Whether the page's batchnorm_training takes the running statistics (16 parameters, JS's Function.length): a
+#: kernels.wasm from before them takes 11, ignores the rest and would leave the new running statistics unwritten.
+RUNNING_IN_KERNEL = getattr(getattr(kernels, "batchnorm_training", None), "length", 0) == 16
+
+
 def _channel_vectors(c: int, *vs: np.ndarray) -> bool:
     """Each of ``vs`` a C-contiguous float32 vector of ``c`` values."""
     for v in vs:  # (against the dtype F32, not the type np.float32, which numpy converts on every compare)
@@ -111,7 +116,7 @@ def batchnorm_training(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, run
         return None
     y = np.empty_like(X)
     mean, invstd = np.empty(c, dtype=np.float32), np.empty(c, dtype=np.float32)
-    if _channel_vectors(c, running_mean, running_var):
+    if RUNNING_IN_KERNEL and _channel_vectors(c, running_mean, running_var):
         new_mean = np.empty(c, dtype=np.float32) if ctx.wants(1) else None
         new_var = np.empty(c, dtype=np.float32) if ctx.wants(2) else None
         kernels.batchnorm_training(ptr(X), ptr(y), ptr(scale), ptr(B), ptr(mean), 0, ptr(invstd), n, c, s,
