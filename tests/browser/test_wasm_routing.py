@@ -56,6 +56,24 @@ compare("conv_depthwise", "Conv", (x, f32(24, 1, 3, 3), f32(24)),
 compare("conv_pointwise", "Conv", (x, f32(40, 24, 1, 1), f32(40)), fast=wconv.conv)
 compare("conv_pointwise_small", "Conv", (f32(16, 32, 6, 6), f32(192, 32, 1, 1), None), fast=wconv.conv)
 compare("conv_regular", "Conv", (x, f32(8, 24, 3, 3), None), fast=wconv.conv)  # conv.c conv2d
+# BatchNormTraining's five outputs (the running statistics in the kernel's call when float32, else numpy's update)
+all5 = OpContext(output_mask=(True,) * 5)
+bn_train = (x, f32(24), f32(24), f32(24), np.abs(f32(24)) + 0.5)
+out["bn_running_in_kernel"] = wnorm.RUNNING_IN_KERNEL
+compare("batchnorm_training", "BatchNormTraining", bn_train, {"epsilon": 1e-3, "momentum": 0.8},
+        domain=PYTRAIN_DOMAIN, ctx=all5, fast=wnorm.batchnorm_training)
+compare("batchnorm_training_f64_running", "BatchNormTraining", bn_train[:3] + tuple(v.astype(np.float64)
+        for v in bn_train[3:]), {"epsilon": 1e-3}, domain=PYTRAIN_DOMAIN, ctx=all5, fast=wnorm.batchnorm_training)
+compare("batchnorm_training_no_running", "BatchNormTraining", bn_train, domain=PYTRAIN_DOMAIN,
+        ctx=OpContext(output_mask=(True, False, False, True, True)), fast=wnorm.batchnorm_training)
+# HardSigmoid/HardSwish and their gradients on squeeze-excite's small maps (elementwise.py HARD_MIN_ELEMENTS)
+se, se_dy = f32(8, 72, 1, 1) * 4, f32(8, 72, 1, 1)
+compare("hard_sigmoid_small", "HardSigmoid", (se,), {"alpha": 0.2, "beta": 0.5}, fast=welem.hard_activation(1))
+compare("hard_swish_small", "HardSwish", (se,), fast=welem.hard_activation(2))
+compare("hard_sigmoid_grad_small", "HardSigmoidGrad", (se_dy, se), {"alpha": 0.2, "beta": 0.5}, domain=PYTRAIN_DOMAIN,
+        fast=welem.hard_activation_grad(1))
+compare("hard_swish_grad_small", "HardSwishGrad", (se_dy, se), domain=PYTRAIN_DOMAIN,
+        fast=welem.hard_activation_grad(2))
 g = f32(32, 32, 512)
 compare("erf", "Erf", (g,), fast=welem.unary("erf"))
 compare("exp", "Exp", (-g * g,), fast=welem.unary("exp"))
@@ -121,6 +139,27 @@ kt = np.swapaxes(k, -1, -2)
 out["matmul_batched_transposed"] = {
     "answered": wlinalg.matmul_batched(q, np.swapaxes(kt, -1, -2)) is not None,
     "err": [float(np.max(np.abs(linalg.matmul(q, np.swapaxes(kt, -1, -2)) - np.matmul(q, k))))]}
+# the kernels' addresses read from numpy's array struct (address.py) in wasm32: views at offsets, reversed and
+# strided views, ids reused after collection, a buffer reallocated in place; __array_interface__ the oracle
+from pytrain.ops.wasm import address
+iface = lambda a: a.__array_interface__["data"][0]
+base = np.arange(7 * 9 * 5, dtype=np.float32).reshape(7, 9, 5)
+wrong = [i for i, a in enumerate([base, base[1:], base[3:, 2:, 1:], base[2, 4], base[::-1], base[:, ::-2, 1:],
+                                  base.reshape(-1)[17:], base.T, np.empty(0, np.float32), np.zeros(())])
+         if wasm.ptr(a) != iface(a)]
+seen, reused = {}, 0
+for k in range(2000):
+    a = np.full(16 + (k % 7) * 8, k, np.float32)[k % 3:]
+    if wasm.ptr(a) != iface(a):
+        wrong.append("reuse %d" % k)
+    reused += id(a) in seen and seen[id(a)] != iface(a)
+    seen[id(a)] = iface(a)
+    del a
+grown = np.zeros(8, np.float32)
+grown.resize(1 << 20, refcheck=False)
+if wasm.ptr(grown) != iface(grown):
+    wrong.append("resized")
+out["addresses"] = {"direct": address.DIRECT, "wrong": wrong, "reused": reused}
 # the registry routes the accelerated kernels (install() put them in front)
 out["routed"] = sorted(op for op in ("Add", "Clip", "BatchNormalization", "Conv", "Erf", "Exp", "Gemm",
                                      "LayerNormalization", "Softmax", "Tanh", "Pow")
@@ -141,7 +180,9 @@ def results(browser):
 
 ANSWERED = ["add_row", "sub_row", "mul_row", "div_row", "add_scalar_left", "sub_scalar_left",
             "mul_scalar_left", "div_scalar_left", "sum_to_shape_3d", "gemm_bias", "clip", "fused_conv_clip",
-            "first_non_finite", "batchnorm", "conv_depthwise", "conv_pointwise", "conv_pointwise_small", "conv_regular",
+            "first_non_finite", "batchnorm", "batchnorm_training", "batchnorm_training_f64_running",
+            "batchnorm_training_no_running", "hard_sigmoid_small", "hard_swish_small", "hard_sigmoid_grad_small",
+            "hard_swish_grad_small", "conv_depthwise", "conv_pointwise", "conv_pointwise_small", "conv_regular",
             "erf", "exp", "tanh", "pow3", "pow2", "sce_class_last", "sce_grad_class_last", "sce_planes_3d", "layernorm",
             "layernorm_grad", "softmax", "gather_grad", "matmul_batched",
             "matmul_batched_transposed"]
@@ -169,3 +210,15 @@ def test_install_routes_the_finite_check(results):
 def test_install_routes_the_ops(results):
     assert results["routed"] == ["Add", "BatchNormalization", "Clip", "Conv", "Erf", "Exp", "Gemm",
                                  "LayerNormalization", "Pow", "Softmax", "Tanh"]
+
+
+def test_addresses_are_read_from_the_array_struct_and_exact(results):
+    """In wasm32 the kernels' addresses come from the array's own data field (address.py), equal to
+    __array_interface__'s for views at offsets and for ids reused with another buffer."""
+    r = results["addresses"]
+    assert r["direct"] and r["wrong"] == [] and r["reused"] > 0, r
+
+
+def test_batchnorm_training_updates_the_running_statistics_in_the_kernel(results):
+    """The page's batchnorm_training takes the running statistics (its 16 parameters), so the route passes them."""
+    assert results["bn_running_in_kernel"]

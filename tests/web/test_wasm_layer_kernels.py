@@ -918,7 +918,7 @@ def test_batchnorm_training_kernels_equal_numpy(wasm_path, tmp_path, shape):
     cases = [{"fn": "batchnorm_training",
               "buffers": [{"len": x.size, "fill": True}, {"len": x.size, "fill": False}, {"len": c, "fill": True},
                           {"len": c, "fill": True}, vec, vec, vec], "read": [1, 4, 5, 6],
-              "args": ["$0", "$1", "$2", "$3", "$4", "$5", "$6", n, c, s, 1e-5]}]
+              "args": ["$0", "$1", "$2", "$3", "$4", "$5", "$6", n, c, s, 1e-5, 0, 0, 0, 0, 0.0]}]
     grad_bufs = [{"len": x.size, "fill": True}, {"len": x.size, "fill": True}] + [{"len": c, "fill": True}] * 3
     grad_bufs += [{"len": x.size, "fill": False}, vec, vec]
     for with_dx in (True, False):
@@ -934,6 +934,38 @@ def test_batchnorm_training_kernels_equal_numpy(wasm_path, tmp_path, shape):
     np.testing.assert_allclose(gdb, db, rtol=1e-5, atol=1e-5 * np.abs(dy).sum() / c)
     np.testing.assert_allclose(gdx, dx.ravel(), rtol=1e-4, atol=1e-4 * np.abs(dx).max())
     assert gds2.tobytes() == gds.tobytes() and gdb2.tobytes() == gdb.tobytes()
+
+
+@pytest.mark.parametrize("shape,momentum", [((4, 5, 7, 9), 0.9), ((3, 6, 1, 1), 0.1), ((2, 3, 13), 0.99)])
+def test_batchnorm_training_running_statistics_equal_numpy_bit_for_bit(wasm_path, tmp_path, shape, momentum):
+    """pytrain_batchnorm_training's running mean and variance (float32 vectors, in the same call) are the numpy
+    kernel's running_statistics() of the batch mean and biased variance it computes, to the bit; each output only
+    where asked (the other pointer 0), and without var's own output."""
+    from pytrain.ops.train.op_batchnorm_training import running_statistics
+
+    rng = np.random.default_rng(67)
+    n, c = shape[0], shape[1]
+    s = int(np.prod(shape[2:]))
+    x = (rng.standard_normal(shape) * 2 + 3).astype(np.float32)
+    scale, bias = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    rm, rv = rng.standard_normal(c).astype(np.float32), (rng.random(c) + 0.5).astype(np.float32)
+    vec, filled, big = {"len": c, "fill": False}, {"len": c, "fill": True}, {"len": x.size, "fill": False}
+    bufs = [{"len": x.size, "fill": True}, big, filled, filled, vec, vec, vec, filled, filled, vec, vec]
+    ptrs = ["$%d" % i for i in range(11)]
+    cases = [{"fn": "batchnorm_training", "buffers": bufs, "read": [4, 5, 9, 10],
+              "args": ptrs[:7] + [n, c, s, 1e-5] + ptrs[7:] + [momentum]},
+             {"fn": "batchnorm_training", "buffers": bufs, "read": [1, 4, 6, 10],
+              "args": ptrs[:5] + [0, "$6", n, c, s, 1e-5, "$7", "$8", 0, "$10", momentum]}]
+    got = _call_kernels(wasm_path, tmp_path, cases, [x, scale, bias, rm, rv] * 2)
+    mean, var, new_mean, new_var, y2, mean2, invstd2, new_var2 = got
+    want_mean, want_var = running_statistics(OpContext(output_mask=(True,) * 5), rm, rv, mean, var, n * s, momentum)
+    assert new_mean.tobytes() == want_mean.tobytes() and new_mean.dtype == np.float32
+    assert new_var.tobytes() == want_var.tobytes()
+    assert new_var2.tobytes() == want_var.tobytes() and mean2.tobytes() == mean.tobytes()
+    y, _, _, _, invstd = get_kernel("BatchNormTraining", PYTRAIN_DOMAIN).numpy_fn(
+        OpContext(output_mask=(True,) * 5), x, scale, bias, rm, rv, epsilon=1e-5, momentum=momentum)
+    np.testing.assert_allclose(invstd2, invstd, rtol=1e-5)
+    np.testing.assert_allclose(y2, y.ravel(), rtol=1e-4, atol=1e-5)
 
 
 def test_softmax_ce_planes_equal_the_numpy_loss_and_gradient(wasm_path, tmp_path):

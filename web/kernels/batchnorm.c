@@ -36,14 +36,28 @@ static double plane_sum(const float *p, int s) {
     return t;
 }
 
+/* The running statistics' update of one channel as the numpy kernel's running_statistics() makes it on float32
+ * vectors (numpy casts the Python floats momentum, 1 - momentum and count / (count - 1) to float32 and rounds
+ * every product and sum to float32; wasm has no fused multiply-add, so the same bits): the old value weighed by
+ * momentum, the batch mean and the unbiased batch variance by 1 - momentum. Either output may be 0 (not asked). */
+static void running_update(int ch, float m, float v, const float *running_mean, const float *running_var,
+                           float *new_mean, float *new_var, float fm, float fm1, float unbias) {
+    if (new_mean) new_mean[ch] = running_mean[ch] * fm + m * fm1;
+    if (new_var) new_var[ch] = running_var[ch] * fm + (v * unbias) * fm1;
+}
+
 /* BatchNormTraining over (N, C, S) float32: per channel the batch mean (rounded to float32, as the numpy
  * kernel's), the biased variance of x - mean, invstd = 1 / sqrt(var + eps) (double, rounded once), then
- * y = (x - mean) * (invstd * scale) + bias in float32 as numpy does. Writes mean, var (biased, for the running
- * variance) and invstd per channel; the sums run per plane in float32 lanes, across planes in double. */
+ * y = (x - mean) * (invstd * scale) + bias in float32 as numpy does. Writes mean, var (biased; var may be 0)
+ * and invstd per channel; the sums run per plane in float32 lanes, across planes in double. With new_mean or
+ * new_var (else 0) also the updated running statistics of float32 running_mean / running_var (running_update):
+ * the node's five outputs in one call instead of seven small numpy operations after it. */
 EXPORT("pytrain_batchnorm_training")
 void batchnorm_training(const float *x, float *y, const float *scale, const float *bias, float *mean, float *var,
-                        float *invstd, int n, int c, int s, float eps) {
+                        float *invstd, int n, int c, int s, float eps, const float *running_mean,
+                        const float *running_var, float *new_mean, float *new_var, double momentum) {
     double count = (double)n * s;
+    float fm = (float)momentum, fm1 = (float)(1.0 - momentum), unbias = (float)(count / (count - 1.0));
     for (int ch = 0; ch < c; ch++) {
         double t = 0.0;
         for (int img = 0; img < n; img++) t += plane_sum(x + ((long)img * c + ch) * s, s);
@@ -65,7 +79,9 @@ void batchnorm_training(const float *x, float *y, const float *scale, const floa
         }
         float v = (float)(q / count);
         float is = (float)(1.0 / __builtin_sqrt((double)v + (double)eps));
-        mean[ch] = m; var[ch] = v; invstd[ch] = is;
+        mean[ch] = m; invstd[ch] = is;
+        if (var) var[ch] = v;
+        running_update(ch, m, v, running_mean, running_var, new_mean, new_var, fm, fm1, unbias);
         float k = is * scale[ch], b = bias[ch];
         v128_t vk = wasm_f32x4_splat(k), vb = wasm_f32x4_splat(b);
         for (int img = 0; img < n; img++) {

@@ -33,6 +33,8 @@ try:  # only present in a page that registered the kernel
 except ImportError:
     _js = None
 
+from pytrain.ops.wasm.address import ptr  # noqa: E402,F401  (the kernels' byte addresses: address.py says how)
+
 
 class _Kernels:
     """The page's kernel functions, looked up once: reading an attribute of Pyodide 0.17's JsProxy
@@ -84,11 +86,6 @@ def threaded(name: str, size: int, minimum: Optional[int]):
 
 def available() -> bool:
     return kernels is not None
-
-
-def ptr(x: np.ndarray) -> int:
-    """Byte address of x's first element in the wasm heap (numpy's data pointer)."""
-    return x.__array_interface__["data"][0]
 
 
 def plain(*arrays: np.ndarray, min_size: int = MIN_ELEMENTS) -> bool:

@@ -153,12 +153,19 @@ def unary(name: str):
     return run
 
 
+#: HardSigmoid/HardSwish and their gradients take the kernel from one element: on squeeze-excite's (8, 72, 1, 1)
+#: map the numpy kernels cost 57 / 60 / 107 us (HardSigmoid, its gradient, HardSwish; numpy 1.17's np.clip alone
+#: ~44 us) against the route's 16 / 19 / 12 us, since an address costs ~1 us (address.py; Chromium, Pyodide 0.17.1,
+#: best of 15 x 300, load ~7).
+HARD_MIN_ELEMENTS = 1
+
+
 def hard_activation(kind: int):
     """HardSigmoid (kind 1) or HardSwish (kind 2) of a float32 tensor in one pass (elementwise.c
     hard_activation, on a copy), for registry.accelerate: numpy makes four passes with their temporaries
-    (a MobileNetV3 training step's forward runs them unfused)."""
+    (a MobileNetV3 training step's forward runs them unfused). Any size: see HARD_MIN_ELEMENTS."""
     def run(ctx, X: np.ndarray, **attrs) -> Optional[Tuple[np.ndarray]]:
-        if not plain(X):
+        if not plain(X, min_size=HARD_MIN_ELEMENTS):
             return None
         y = X.copy()
         if kind == 1:
@@ -174,9 +181,10 @@ def hard_activation(kind: int):
 def hard_activation_grad(kind: int):
     """HardSigmoidGrad (kind 1) or HardSwishGrad (kind 2) of float32 tensors of one shape in one pass
     (elementwise.c hard_activation_grad: the numpy kernel's float32 operations), for registry.accelerate:
-    numpy makes five or six passes with their temporaries (every activation of a MobileNetV3 step)."""
+    numpy makes five or six passes with their temporaries (every activation of a MobileNetV3 step). Any size: see
+    HARD_MIN_ELEMENTS."""
     def run(ctx, dY: np.ndarray, X: np.ndarray, **attrs) -> Optional[Tuple[np.ndarray]]:
-        if not plain(dY, X):
+        if not plain(dY, X, min_size=HARD_MIN_ELEMENTS):
             return None
         alpha = float(np.float32(attrs.get("alpha", 0.2))) if kind == 1 else 0.0
         beta = float(np.float32(attrs.get("beta", 0.5))) if kind == 1 else 0.0

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from pytrain.ops.wasm import THREADS_MIN_ELEMENTS, plain, ptr, kernels, threaded
+from pytrain.ops.wasm import F32, THREADS_MIN_ELEMENTS, plain, ptr, kernels, threaded
 
 
 def batch_normalization(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, input_mean: np.ndarray,
@@ -86,10 +86,15 @@ def layer_normalization_grad(ctx, dY: np.ndarray, X: np.ndarray, Scale: np.ndarr
     return (dx, dscale, dbias)
 
 
+#: Whether the page's batchnorm_training takes the running statistics (16 parameters, JS's Function.length): a
+#: kernels.wasm from before them takes 11, ignores the rest and would leave the new running statistics unwritten.
+RUNNING_IN_KERNEL = getattr(getattr(kernels, "batchnorm_training", None), "length", 0) == 16
+
+
 def _channel_vectors(c: int, *vs: np.ndarray) -> bool:
     """Each of ``vs`` a C-contiguous float32 vector of ``c`` values."""
-    for v in vs:
-        if v.shape != (c,) or v.dtype != np.float32 or not v.flags.c_contiguous:
+    for v in vs:  # (against the dtype F32, not the type np.float32, which numpy converts on every compare)
+        if v.shape != (c,) or v.dtype != F32 or not v.flags.c_contiguous:
             return False
     return True
 
@@ -99,8 +104,10 @@ def batchnorm_training(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, run
                        momentum: float = 0.9) -> Optional[Tuple]:
     """BatchNormTraining of float32 (N, C, ...) (batchnorm.c batchnorm_training: the statistics and the
     output in three passes over each channel, where numpy makes about eight with their temporaries), for
-    registry.accelerate; the running statistics as the numpy kernel updates them. A batch of one value per
-    channel goes to numpy, which refuses it by name."""
+    registry.accelerate; the running statistics as the numpy kernel's running_statistics() updates them, in the
+    same call where they are float32 vectors (seven small numpy operations cost ~80 us in Pyodide, more than
+    the kernel on most of MobileNetV3's layers). A batch of one value per channel goes to numpy, which refuses
+    it by name."""
     if X.ndim < 2 or not plain(X) or not _channel_vectors(X.shape[1], scale, B):
         return None
     n, c = X.shape[0], X.shape[1]
@@ -108,9 +115,18 @@ def batchnorm_training(ctx, X: np.ndarray, scale: np.ndarray, B: np.ndarray, run
     if n * s < 2:
         return None
     y = np.empty_like(X)
-    mean, var, invstd = (np.empty(c, dtype=np.float32) for _ in range(3))
+    mean, invstd = np.empty(c, dtype=np.float32), np.empty(c, dtype=np.float32)
+    if RUNNING_IN_KERNEL and _channel_vectors(c, running_mean, running_var):
+        new_mean = np.empty(c, dtype=np.float32) if ctx.wants(1) else None
+        new_var = np.empty(c, dtype=np.float32) if ctx.wants(2) else None
+        kernels.batchnorm_training(ptr(X), ptr(y), ptr(scale), ptr(B), ptr(mean), 0, ptr(invstd), n, c, s,
+                                   float(epsilon), ptr(running_mean), ptr(running_var),
+                                   0 if new_mean is None else ptr(new_mean), 0 if new_var is None else ptr(new_var),
+                                   float(momentum))
+        return (y, new_mean, new_var, mean, invstd)
+    var = np.empty(c, dtype=np.float32)
     kernels.batchnorm_training(ptr(X), ptr(y), ptr(scale), ptr(B), ptr(mean), ptr(var), ptr(invstd), n, c, s,
-                               float(epsilon))
+                               float(epsilon), 0, 0, 0, 0, 0.0)
     from pytrain.ops.train.op_batchnorm_training import running_statistics
 
     return (y,) + running_statistics(ctx, running_mean, running_var, mean, var, n * s, momentum) + (mean, invstd)
