@@ -14,6 +14,7 @@ import numpy as np
 
 from pytrain.checkpoint.zip_format import MEMBERS, check_manifest, manifest_contents, member_array
 from pytrain.errors import CheckpointError
+from pytrain.ops.wasm.address import ptr
 
 #: a range of the checkpoint's bytes asked for, [start, end)
 Range = Tuple[int, int]
@@ -48,7 +49,7 @@ class LoadStream:
             raise _bad("it asks for the range %s" % (self._want,))
         self._box = np.empty(end - start, np.uint8)
         self.held = max(self.held, self._box.nbytes)
-        return {"want": [start, end], "into": self._box.__array_interface__["data"][0]}
+        return {"want": [start, end], "into": ptr(self._box)}
 
     def next(self) -> Dict[str, Any]:
         """The range asked for has landed in its box: the next range asked for, or {"done": True}."""

@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from pytrain.errors import PytrainError
+from pytrain.ops.wasm.address import ptr
 
 class GpuTransferError(PytrainError):
     """A node would need a GPU tensor's values on the CPU in the middle of a step."""
@@ -87,7 +88,7 @@ class Device:
         data = np.ascontiguousarray(a, dtype=stored)
         t = self.empty(a.shape, a.dtype)
         if data.nbytes:
-            self._write(t.id, data.__array_interface__["data"][0], data.nbytes)
+            self._write(t.id, ptr(data), data.nbytes)
         self.uploads += 1
         self.upload_bytes += data.nbytes
         if keep_host:
@@ -164,7 +165,7 @@ class Device:
     def read_into(self, buffer_id: int, out: np.ndarray) -> None:
         """Enqueue the copy of buffer ``buffer_id`` into ``out`` (see :meth:`GpuTensor.read_into`)."""
         self.readbacks += 1
-        self._read_into(buffer_id, out.__array_interface__["data"][0], out.nbytes)
+        self._read_into(buffer_id, ptr(out), out.nbytes)
 
     def counts(self) -> Dict[str, int]:
         """The JS device's counters: dispatches, uploads, uploadBytes, readbacks, readbackBytes."""
