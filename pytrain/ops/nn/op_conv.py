@@ -1,7 +1,7 @@
 """Conv (1-D, 2-D and N-D; strides, pads, auto_pad, dilations, groups) as one matmul per group over
 the strided window view of the padded input (im2col with the batch folded into the columns).
 Natively, 1x1 convs, depthwise convs and large ungrouped ones take cheaper exact forms
-(:func:`_native_fast_path`: MobileNetV2's frozen backbone, issue 14)."""
+(:func:`native_form`, kept per input shape by :func:`conv_plan`: MobileNetV2's frozen backbone, issue 14)."""
 from __future__ import annotations
 
 import functools
@@ -172,8 +172,9 @@ def convolve(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray], win: Window,
              operators: Optional[np.ndarray] = None, form: Any = True) -> np.ndarray:
     """Y = Conv(X, W, B) over the checked window ``win`` (:func:`conv_window`), as a new array.
     ``operators``: W's dense depthwise operators for ``win`` when its form takes them (kept by
-    the caller for constant weights: :func:`conv_plan`), else None (built here when needed); ``form``: :func:`native_form`'s
-    answer for these shapes when the caller kept it (:func:`conv_plan`), True to resolve it here."""
+    the caller for constant weights: :func:`conv_plan`), else None (built here when needed);
+    ``form``: :func:`native_form`'s answer for these shapes when the caller kept it (:func:`conv_plan`),
+    True to resolve it here."""
     n, m = X.shape[0], W.shape[0]
     if form is True:
         form = native_form(X, W, win, group) if _native_products() else None
