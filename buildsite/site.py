@@ -164,7 +164,9 @@ def _warm_first_visit(site: Path, index_url: str) -> None:
     parsed: on a phone's network the pipe is otherwise idle while the page's modules, the service
     worker and the worker start (~0.5 s of round trips). The worker's own requests for them (through
     the service worker, which keeps them for the next visit) then find them in the browser's HTTP cache
-    (immutable, a year); on later visits the service worker answers the preloads from its cache."""
+    (immutable, a year). On later visits the service worker hands out this build's page without them
+    (sw.js withoutPreloads): the Web Worker reads the files from the service worker's cache, and preloaded
+    they would only be copied into the page before its modules run."""
     page = site / "index.html"
     text = page.read_text(encoding="utf-8")
     stamp = '<meta name="pytrain-site"'
